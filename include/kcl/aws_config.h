@@ -1,0 +1,71 @@
+// kcl/aws_config.h: how kcl-cpp reaches AWS (or a local emulator).
+//
+// Every field has a default that works against AWS with the standard environment
+// (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL*, the credentials chain). Call validate()
+// to get every problem in plain words.
+//
+// Thread safety: a plain value; copy freely.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kcl {
+
+// Explicit static credentials; the first link of the credentials chain when set.
+struct StaticCredentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // empty for long-term keys
+};
+
+// Retries in the manner of the AWS SDKs' "standard" mode.
+struct RetryConfig {
+  // Attempts per call including the first. Default 5, range 1..20.
+  int max_attempts = 5;
+  // Base of the capped exponential backoff (full jitter). Default 50 ms, range 1 ms..10 s.
+  std::chrono::milliseconds base_delay{50};
+  // Cap of one backoff sleep. Default 5 s, range base_delay..60 s.
+  std::chrono::milliseconds max_backoff{5000};
+  // Deadline of one call including all its retries. Default 60 s, range 1 s..15 min.
+  std::chrono::milliseconds call_deadline{60000};
+};
+
+struct HttpConfig {
+  // TCP connect timeout. Default 5 s, range 100 ms..60 s.
+  std::chrono::milliseconds connect_timeout{5000};
+  // Timeout of one HTTP request/response. Default 30 s, range 100 ms..10 min.
+  std::chrono::milliseconds request_timeout{30000};
+  // Verify the server's TLS certificate. Default true. Turn off only for local tests.
+  bool verify_tls = true;
+  // CA bundle file; empty = the system default.
+  std::string ca_bundle;
+  // Largest response body accepted. Default 64 MiB, range 1 MiB..1 GiB.
+  std::size_t max_response_bytes = 64u << 20;
+  // Proxies come from HTTPS_PROXY / HTTP_PROXY / NO_PROXY (libcurl reads them).
+};
+
+struct AwsConfig {
+  // Region, e.g. "us-east-1". Empty = AWS_REGION, AWS_DEFAULT_REGION, then the profile's
+  // `region` in ~/.aws/config.
+  std::string region;
+  // Named profile of the shared files. Empty = AWS_PROFILE, then "default".
+  std::string profile;
+  // Endpoint override for all services. Empty = AWS_ENDPOINT_URL, else the AWS endpoint.
+  std::string endpoint_url;
+  // Per-service overrides. Empty = AWS_ENDPOINT_URL_KINESIS / AWS_ENDPOINT_URL_DYNAMODB,
+  // then endpoint_url.
+  std::string kinesis_endpoint_url;
+  std::string dynamodb_endpoint_url;
+  // Static credentials; when absent the default credentials chain is used.
+  std::optional<StaticCredentials> credentials;
+  RetryConfig retry;
+  HttpConfig http;
+
+  // Every problem with this configuration, in plain words; empty when valid.
+  std::vector<std::string> validate() const;
+};
+
+}  // namespace kcl

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds kcl-cpp with warnings as errors and runs every test; then
+# builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs every test there.
+#   scripts/test.sh            both builds
+#   KCL_SKIP_SANITIZE=1 ...    only the plain build
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+bash scripts/install-deps.sh
+jobs="${KCL_JOBS:-$(nproc)}"
+
+run_suite() {  # name, extra cmake args...
+  local name="$1"; shift
+  local dir="build/$name"
+  echo "=== kcl-cpp: $name build ==="
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCL_WERROR=ON "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  echo "=== kcl-cpp: $name tests ==="
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900)
+}
+
+run_suite release
+if [ "${KCL_SKIP_SANITIZE:-0}" != "1" ]; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_suite sanitize -DKCL_SANITIZE=ON -DKCL_BUILD_BENCH=OFF
+fi
+echo "=== kcl-cpp: all tests passed ==="

@@ -1,0 +1,51 @@
+// HttpTransport: the seam between kcl-cpp and the network. One real implementation on
+// libcurl (CurlTransport); tests may supply their own.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kcl/aws_config.h"
+#include "kcl/status.h"
+
+namespace kcl::aws {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method = "POST";
+  std::string url;  // absolute: scheme://host[:port]/path[?query]
+  Headers headers;
+  std::string body;
+  // 0 = the transport's configured request timeout.
+  std::chrono::milliseconds timeout{0};
+};
+
+struct HttpResponse {
+  int status = 0;
+  Headers headers;  // names lower-cased
+  std::string body;
+  // First value of a header (name compared case-insensitively); empty when absent.
+  std::string header(std::string_view name) const;
+};
+
+// Errors: kUnavailable for connection failures and timeouts (retryable),
+// kPermissionDenied for TLS verification failures, kInvalidArgument for bad URLs,
+// kInternal for a response larger than the cap. The message names the URL (host and path
+// only) and never contains request headers.
+//
+// Thread safety: send() may be called from many threads at once.
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  virtual Result<HttpResponse> send(const HttpRequest& request) = 0;
+};
+
+// libcurl transport with connection reuse (a pool of easy handles), HTTP/1.1 keep-alive,
+// TLS verification on by default and a response size cap.
+std::shared_ptr<HttpTransport> make_curl_transport(const HttpConfig& config);
+
+}  // namespace kcl::aws
