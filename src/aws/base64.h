@@ -1,0 +1,18 @@
+// Base64 (RFC 4648, standard alphabet, with padding) as the AWS JSON protocols use it.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "kcl/status.h"
+
+namespace kcl::aws {
+
+std::string base64_encode(std::string_view bytes);
+// Appends the decoded bytes to `out`. Returns false on invalid input (bad character, bad
+// length or bad padding); `out` is then left with unspecified extra bytes.
+bool base64_decode_append(std::string_view text, std::string& out);
+// Errors: kInvalidArgument naming the offending position.
+Result<std::string> base64_decode(std::string_view text);
+
+}  // namespace kcl::aws

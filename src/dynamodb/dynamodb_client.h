@@ -1,0 +1,107 @@
+// DynamoDbClient: the DynamoDB operations kcl-cpp needs. A failed ConditionExpression is
+// the distinct, expected outcome kConditionFailed (not a generic error). Other mappings:
+// ResourceNotFoundException -> kNotFound, ResourceInUseException -> kAlreadyExists,
+// ProvisionedThroughputExceeded / Throttling / RequestLimitExceeded / 5xx -> kUnavailable,
+// ValidationException -> kInvalidArgument.
+//
+// Thread safety: all methods may be called from many threads at once.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "dynamodb/attribute_value.h"
+
+namespace kcl::dynamodb {
+
+struct KeySchemaElement {
+  std::string attribute_name;
+  std::string key_type;  // HASH or RANGE
+};
+
+struct AttributeDefinition {
+  std::string attribute_name;
+  std::string attribute_type;  // S, N, B
+};
+
+struct CreateTableRequest {
+  std::string table_name;
+  std::vector<KeySchemaElement> key_schema;
+  std::vector<AttributeDefinition> attribute_definitions;
+  // PAY_PER_REQUEST (default) or PROVISIONED (then the capacities below are sent).
+  std::string billing_mode = "PAY_PER_REQUEST";
+  long long read_capacity_units = 0;
+  long long write_capacity_units = 0;
+};
+
+struct TableDescription {
+  std::string table_name;
+  std::string table_status;  // CREATING, ACTIVE, DELETING, UPDATING
+  std::vector<KeySchemaElement> key_schema;
+  std::vector<AttributeDefinition> attribute_definitions;
+  std::string billing_mode;
+  long long item_count = 0;
+};
+
+// A condition or update expression with its placeholders.
+struct Expression {
+  std::string expression;                                // empty = none
+  std::map<std::string, std::string> names;              // "#n" -> attribute name
+  std::map<std::string, AttributeValue> values;          // ":v" -> value
+};
+
+enum class ReturnValues { kNone, kAllOld, kAllNew, kUpdatedOld, kUpdatedNew };
+
+struct WriteResult {
+  std::optional<Item> attributes;  // per ReturnValues
+};
+
+struct ScanPage {
+  std::vector<Item> items;
+  std::optional<Item> last_evaluated_key;  // absent on the last page
+  long long scanned_count = 0;
+};
+
+class DynamoDbClient {
+ public:
+  explicit DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client);
+
+  Status create_table(const CreateTableRequest& request);
+  Result<TableDescription> describe_table(std::string_view table);
+  // Polls DescribeTable until ACTIVE or the deadline passes (kDeadlineExceeded).
+  Result<TableDescription> wait_until_active(std::string_view table,
+                                             std::chrono::milliseconds deadline);
+  Status delete_table(std::string_view table);
+
+  // Consistent read by default. Absent item -> an empty optional (not an error).
+  Result<std::optional<Item>> get_item(std::string_view table, const Item& key,
+                                       bool consistent_read = true);
+  Result<WriteResult> put_item(std::string_view table, const Item& item,
+                               const Expression& condition = {},
+                               ReturnValues return_values = ReturnValues::kNone);
+  // `update` holds the UpdateExpression; `condition` its ConditionExpression. Names and
+  // values of both are merged (they must not clash).
+  Result<WriteResult> update_item(std::string_view table, const Item& key,
+                                  const Expression& update, const Expression& condition = {},
+                                  ReturnValues return_values = ReturnValues::kNone);
+  Result<WriteResult> delete_item(std::string_view table, const Item& key,
+                                  const Expression& condition = {},
+                                  ReturnValues return_values = ReturnValues::kNone);
+  Result<ScanPage> scan_page(std::string_view table, const std::optional<Item>& exclusive_start_key,
+                             int limit = 0, bool consistent_read = false);
+  // Every item, following LastEvaluatedKey.
+  Result<std::vector<Item>> scan_all(std::string_view table, bool consistent_read = false);
+
+  aws::AwsJsonClient& raw() { return *client_; }
+
+ private:
+  std::shared_ptr<aws::AwsJsonClient> client_;
+};
+
+}  // namespace kcl::dynamodb

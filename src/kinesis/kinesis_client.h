@@ -1,0 +1,67 @@
+// KinesisClient: the Kinesis Data Streams operations kcl-cpp needs, in one calling style.
+// Each returns Result<...>; errors carry AwsErrorDetails (operation, endpoint, HTTP status,
+// AWS error type, request id). Notable mappings: ResourceNotFoundException -> kNotFound,
+// ExpiredIteratorException -> kExpiredIterator, ProvisionedThroughputExceededException /
+// LimitExceededException / 5xx -> kUnavailable, ResourceInUseException -> kAlreadyExists.
+//
+// Thread safety: all methods may be called from many threads at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "kinesis/kinesis_types.h"
+
+namespace kcl::kinesis {
+
+struct ListShardsPage {
+  std::vector<Shard> shards;
+  std::string next_token;  // empty when this was the last page
+};
+
+class KinesisClient {
+ public:
+  explicit KinesisClient(std::shared_ptr<aws::AwsJsonClient> client);
+
+  // One page. Pass next_token from the previous page only (never invent one).
+  Result<ListShardsPage> list_shards_page(std::string_view stream, const ShardFilter& filter,
+                                          std::string_view next_token, int max_results = 1000);
+  // Every shard of the stream, following NextToken pages.
+  Result<std::vector<Shard>> list_shards(std::string_view stream, const ShardFilter& filter = {});
+
+  Result<StreamSummary> describe_stream_summary(std::string_view stream);
+
+  Result<std::string> get_shard_iterator(std::string_view stream, std::string_view shard_id,
+                                         const IteratorPosition& position);
+
+  Result<GetRecordsResult> get_records(std::string_view shard_iterator, int limit = 10000);
+
+  Result<PutRecordResult> put_record(std::string_view stream, const PutRecordsEntry& entry);
+  // Up to 500 entries / 5 MiB; per-record failures are reported in the result, not as an
+  // error.
+  Result<PutRecordsResult> put_records(std::string_view stream,
+                                       const std::vector<PutRecordsEntry>& entries);
+
+  Status create_stream(std::string_view stream, int shard_count);
+  Status delete_stream(std::string_view stream);
+  // Waits (polling DescribeStreamSummary) until the stream is ACTIVE or the deadline passes.
+  Status wait_for_active(std::string_view stream, std::chrono::milliseconds deadline);
+  Status split_shard(std::string_view stream, std::string_view shard_id,
+                     std::string_view new_starting_hash_key);
+  Status merge_shards(std::string_view stream, std::string_view shard_id,
+                      std::string_view adjacent_shard_id);
+
+  aws::AwsJsonClient& raw() { return *client_; }
+
+ private:
+  std::shared_ptr<aws::AwsJsonClient> client_;
+};
+
+// Parses a GetRecords response body (JSON) into `out`, base64-decoding each record's data.
+// Fast path used by the client and by bench/. Errors: kInternal naming what was malformed.
+Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
+
+}  // namespace kcl::kinesis

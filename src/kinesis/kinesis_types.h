@@ -1,0 +1,121 @@
+// Value types of the Kinesis operations kcl-cpp uses.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kcl/record.h"
+
+namespace kcl::kinesis {
+
+struct HashKeyRange {
+  std::string starting_hash_key;  // decimal, 128-bit
+  std::string ending_hash_key;
+};
+
+struct SequenceNumberRange {
+  std::string starting_sequence_number;
+  std::string ending_sequence_number;  // empty while the shard is open
+};
+
+struct Shard {
+  std::string shard_id;
+  std::string parent_shard_id;           // empty when none
+  std::string adjacent_parent_shard_id;  // empty when none (set for a merge child)
+  HashKeyRange hash_key_range;
+  SequenceNumberRange sequence_number_range;
+  bool closed() const { return !sequence_number_range.ending_sequence_number.empty(); }
+};
+
+enum class ShardFilterType {
+  kNone,
+  kAfterShardId,
+  kAtTrimHorizon,
+  kFromTrimHorizon,
+  kAtLatest,
+  kAtTimestamp,
+  kFromTimestamp,
+};
+
+struct ShardFilter {
+  ShardFilterType type = ShardFilterType::kNone;
+  std::string shard_id;                               // kAfterShardId
+  std::optional<std::chrono::system_clock::time_point> timestamp;  // k*Timestamp
+};
+
+struct StreamSummary {
+  std::string stream_name;
+  std::string stream_arn;
+  std::string stream_status;  // CREATING, ACTIVE, DELETING, UPDATING
+  int open_shard_count = 0;
+  int retention_period_hours = 0;
+  std::chrono::system_clock::time_point creation_timestamp{};
+};
+
+enum class IteratorType {
+  kTrimHorizon,
+  kLatest,
+  kAtSequenceNumber,
+  kAfterSequenceNumber,
+  kAtTimestamp,
+};
+
+struct IteratorPosition {
+  IteratorType type = IteratorType::kTrimHorizon;
+  std::string sequence_number;                         // AT_/AFTER_SEQUENCE_NUMBER
+  std::chrono::system_clock::time_point timestamp{};   // AT_TIMESTAMP
+};
+
+struct ChildShard {
+  std::string shard_id;
+  std::vector<std::string> parent_shards;
+  HashKeyRange hash_key_range;
+};
+
+// One record as Kinesis returns it (before KPL deaggregation).
+struct KinesisRecord {
+  std::string sequence_number;
+  std::string partition_key;
+  std::string explicit_hash_key;  // rarely returned; empty when absent
+  std::chrono::system_clock::time_point approximate_arrival_timestamp{};
+  std::string data;  // base64-decoded bytes
+};
+
+struct GetRecordsResult {
+  std::vector<KinesisRecord> records;
+  // Absent when the shard is closed and fully read (end of shard).
+  std::optional<std::string> next_shard_iterator;
+  std::int64_t millis_behind_latest = 0;
+  std::vector<ChildShard> child_shards;
+  bool shard_ended() const { return !next_shard_iterator.has_value(); }
+  std::size_t payload_bytes = 0;  // sum of decoded data sizes
+};
+
+struct PutRecordsEntry {
+  std::string data;
+  std::string partition_key;
+  std::string explicit_hash_key;  // optional
+};
+
+struct PutRecordsEntryResult {
+  bool ok = false;
+  std::string shard_id;
+  std::string sequence_number;
+  std::string error_code;  // e.g. ProvisionedThroughputExceededException
+  std::string error_message;
+};
+
+struct PutRecordsResult {
+  int failed_record_count = 0;
+  std::vector<PutRecordsEntryResult> records;  // same order as the request
+};
+
+struct PutRecordResult {
+  std::string shard_id;
+  std::string sequence_number;
+};
+
+}  // namespace kcl::kinesis
