@@ -2,9 +2,11 @@
 // JSON wire form of it.
 #pragma once
 
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -42,9 +44,15 @@ class AttributeValue {
   const Item& m() const;
   const std::vector<AttributeValue>& l() const;
 
+  // Semantic equality: same type and same value. Numbers compare by value ("1.50" == "1.5",
+  // "1e2" == "100"); SS, NS and BS compare as sets (order does not matter); L in order.
   bool operator==(const AttributeValue& o) const;
 
+  // The wire form: {"S": "..."}, {"N": "12"}, {"B": "<base64>"}, {"NULL": true}, ...
   nlohmann::json to_json() const;
+  // Strict: exactly one known type key, each value of the right JSON type, N/NS valid
+  // decimal numbers, B/BS valid base64, NULL only `true`, nesting at most 32 levels.
+  // Errors: kInvalidArgument, e.g. "attribute value: N value is not a number: \"x\"".
   static Result<AttributeValue> from_json(const nlohmann::json& j);
 
  private:
@@ -56,7 +64,16 @@ class AttributeValue {
   std::shared_ptr<std::vector<AttributeValue>> list_;
 };
 
+// "S", "N", "B", "SS", "NS", "BS", "BOOL", "NULL", "M", "L" (the wire names).
+std::string_view to_string(AttributeValue::Type type);
+
+// The wire form as one line of JSON (for logs and test failures; bytes that are not UTF-8
+// are shown as U+FFFD).
+std::ostream& operator<<(std::ostream& os, const AttributeValue& v);
+
 nlohmann::json item_to_json(const Item& item);
+// Errors: kInvalidArgument naming the attribute path, e.g.
+// "attribute 'leaseCounter': N value is not a number: \"abc\"" or "attribute 'm.a[2]': ...".
 Result<Item> item_from_json(const nlohmann::json& j);
 
 }  // namespace kcl::dynamodb

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 
 #include "aws/aws_json_client.h"
 #include "dynamodb/attribute_value.h"
+#include "kcl/clock.h"
 
 namespace kcl::dynamodb {
 
@@ -70,11 +72,21 @@ struct ScanPage {
 
 class DynamoDbClient {
  public:
+  // Sleeps for (about) the given time; wait_until_active polls with it.
+  using Sleeper = std::function<void(std::chrono::milliseconds)>;
+
   explicit DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client);
+  // For tests: the clock that judges wait_until_active's deadline and the sleeper between
+  // its polls (a ManualClock plus a sleeper that advances it makes waiting deterministic).
+  // `clock` must outlive this client.
+  DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client, const Clock& clock, Sleeper sleep);
 
   Status create_table(const CreateTableRequest& request);
   Result<TableDescription> describe_table(std::string_view table);
-  // Polls DescribeTable until ACTIVE or the deadline passes (kDeadlineExceeded).
+  // Polls DescribeTable (every 50 ms at first, backing off to 1 s) until ACTIVE or the
+  // deadline passes: kDeadlineExceeded naming the table and its last status. kNotFound and
+  // kUnavailable keep it polling (DescribeTable may not see a new table at once); DELETING
+  // is kFailedPrecondition; other errors are returned as they come.
   Result<TableDescription> wait_until_active(std::string_view table,
                                              std::chrono::milliseconds deadline);
   Status delete_table(std::string_view table);
@@ -102,6 +114,8 @@ class DynamoDbClient {
 
  private:
   std::shared_ptr<aws::AwsJsonClient> client_;
+  const Clock* clock_;
+  Sleeper sleep_;
 };
 
 }  // namespace kcl::dynamodb

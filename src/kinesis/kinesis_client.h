@@ -62,6 +62,11 @@ class KinesisClient {
 
 // Parses a GetRecords response body (JSON) into `out`, base64-decoding each record's data.
 // Fast path used by the client and by bench/. Errors: kInternal naming what was malformed.
+// `out` is overwritten (on error it is left empty). Uses a per-thread simdjson parser and a
+// per-thread padded copy of `json`, both reused across calls.
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
+// The same without the padded copy: may grow json's capacity (contents unchanged) so the
+// parser can read a little past the end.
+Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out);
 
 }  // namespace kcl::kinesis

@@ -1,0 +1,199 @@
+// bench_get_records_decode: how fast a GetRecords response becomes records.
+//
+// Builds one realistic GetRecords response in memory (10,000 records of about 1 KB of random
+// bytes each, AWS-style 56-digit sequence numbers, UUID partition keys, epoch-seconds
+// timestamps; about 14 MB of JSON) and measures, in the same run:
+//   BM_ParseGetRecords         parse_get_records_response(string_view) into a reused result:
+//                              padded copy + parse + base64 decode of every record
+//   BM_ParseGetRecordsInPlace  parse_get_records_response_in_place (no padded copy), reused
+//                              result
+//   BM_ParseGetRecordsFresh    the same into a fresh result each time (what
+//                              KinesisClient::get_records does: every string allocated)
+//   BM_Memcpy                  a memcpy of the same bytes (the floor)
+// and ends with a line per parse variant:
+//   get_records_decode: X MB/s, Y records/s, ratio to memcpy Z
+// Rates are per CPU second of the benchmark thread (Google Benchmark's default), so they
+// stay meaningful on a busy machine; MB = 10^6 bytes of JSON response.
+//
+// Run: build-kinesis/bench/bench_get_records_decode [--benchmark_min_time=2]
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "aws/base64.h"
+#include "kinesis/kinesis_client.h"
+
+namespace {
+
+constexpr int kRecords = 10000;
+
+std::string make_response() {
+  std::mt19937_64 rng(20240601);
+  auto hex = [&](int n) {
+    static const char digits[] = "0123456789abcdef";
+    std::string s;
+    for (int i = 0; i < n; ++i) s += digits[rng() & 15];
+    return s;
+  };
+  std::string json;
+  json.reserve(15u << 20);
+  json += "{\"Records\":[";
+  // A Kinesis sequence number: 56 decimal digits, increasing within a shard.
+  std::string seq_prefix = "4965";
+  for (int i = 0; i < 30; ++i) seq_prefix += static_cast<char>('0' + rng() % 10);
+  double ts = 1717243200.123;
+  std::string data;
+  for (int i = 0; i < kRecords; ++i) {
+    if (i) json += ',';
+    const std::size_t len = 900 + rng() % 249;  // 900..1148 bytes, ~1 KB
+    data.resize(len);
+    for (std::size_t j = 0; j < len; j += 8) {
+      std::uint64_t v = rng();
+      std::memcpy(data.data() + j, &v, std::min<std::size_t>(8, len - j));
+    }
+    char seq_tail[32];
+    std::snprintf(seq_tail, sizeof seq_tail, "%022llu", 1000000000000ULL + 4096ULL * static_cast<unsigned long long>(i));
+    char ts_buf[64];
+    std::snprintf(ts_buf, sizeof ts_buf, "%.3f", ts + i * 0.0007);
+    json += "{\"SequenceNumber\":\"";
+    json += seq_prefix;
+    json += seq_tail;
+    json += "\",\"ApproximateArrivalTimestamp\":";
+    json += ts_buf;
+    json += ",\"Data\":\"";
+    json += kcl::aws::base64_encode(data);
+    json += "\",\"PartitionKey\":\"";
+    json += hex(8) + "-" + hex(4) + "-" + hex(4) + "-" + hex(4) + "-" + hex(12);
+    json += "\",\"EncryptionType\":\"NONE\"}";
+  }
+  json += "],\"NextShardIterator\":\"AAAAAAAAAAH";
+  for (int i = 0; i < 280; ++i) json += static_cast<char>('A' + rng() % 26);
+  json += "\",\"MillisBehindLatest\":0,\"ChildShards\":[]}";
+  return json;
+}
+
+const std::string& response() {
+  static const std::string r = make_response();
+  return r;
+}
+
+void BM_ParseGetRecords(benchmark::State& state) {
+  const std::string& json = response();
+  kcl::kinesis::GetRecordsResult out;
+  for (auto _ : state) {
+    kcl::Status s = kcl::kinesis::parse_get_records_response(json, out);
+    if (!s.ok() || out.records.size() != kRecords) {
+      state.SkipWithError(s.to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(out.records.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * json.size()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kRecords));
+  state.counters["payload_MB/s"] = benchmark::Counter(
+      static_cast<double>(out.payload_bytes) * static_cast<double>(state.iterations()) / 1e6,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ParseGetRecords)->Unit(benchmark::kMillisecond);
+
+void BM_ParseGetRecordsInPlace(benchmark::State& state) {
+  std::string json = response();
+  json.reserve(json.size() + 64);
+  kcl::kinesis::GetRecordsResult out;
+  for (auto _ : state) {
+    kcl::Status s = kcl::kinesis::parse_get_records_response_in_place(json, out);
+    if (!s.ok() || out.records.size() != kRecords) {
+      state.SkipWithError(s.to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(out.records.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * json.size()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kRecords));
+}
+BENCHMARK(BM_ParseGetRecordsInPlace)->Unit(benchmark::kMillisecond);
+
+// As the client uses it: a fresh result per response, so every record's strings are
+// allocated (and the previous response's freed).
+void BM_ParseGetRecordsFresh(benchmark::State& state) {
+  std::string json = response();
+  json.reserve(json.size() + 64);
+  for (auto _ : state) {
+    kcl::kinesis::GetRecordsResult out;
+    kcl::Status s = kcl::kinesis::parse_get_records_response_in_place(json, out);
+    if (!s.ok() || out.records.size() != kRecords) {
+      state.SkipWithError(s.to_string().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(out.records.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * json.size()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kRecords));
+}
+BENCHMARK(BM_ParseGetRecordsFresh)->Unit(benchmark::kMillisecond);
+
+void BM_Memcpy(benchmark::State& state) {
+  const std::string& json = response();
+  std::vector<char> dst(json.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), json.data(), json.size());
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * json.size()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kRecords));
+}
+BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
+
+// Console output as usual, and remember each benchmark's rates for the summary line.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const auto& run : runs) {
+      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
+      auto& r = rates_[run.run_name.function_name];
+      auto b = run.counters.find("bytes_per_second");
+      auto i = run.counters.find("items_per_second");
+      if (b != run.counters.end()) r.first = b->second.value;
+      if (i != run.counters.end()) r.second = i->second.value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  const std::map<std::string, std::pair<double, double>>& rates() const { return rates_; }
+
+ private:
+  std::map<std::string, std::pair<double, double>> rates_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::printf("response: %zu bytes of JSON, %d records\n", response().size(), kRecords);
+  SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  const auto& r = reporter.rates();
+  auto copy = r.find("BM_Memcpy");
+  const double memcpy_rate = copy != r.end() ? copy->second.first : 0;
+  const std::pair<const char*, const char*> lines[] = {
+      {"BM_ParseGetRecords", "get_records_decode"},
+      {"BM_ParseGetRecordsInPlace", "get_records_decode (in place, reused result)"},
+      {"BM_ParseGetRecordsFresh", "get_records_decode (in place, fresh result)"}};
+  for (const auto& [bench, label] : lines) {
+    auto it = r.find(bench);
+    if (it == r.end()) continue;
+    std::printf("%s: %.0f MB/s, %.0f records/s, ratio to memcpy %.3f\n", label, it->second.first / 1e6,
+                it->second.second, memcpy_rate > 0 ? it->second.first / memcpy_rate : 0.0);
+  }
+  return 0;
+}

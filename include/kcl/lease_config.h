@@ -1,0 +1,112 @@
+// kcl/lease_config.h: how workers share the shards of a stream through the lease table.
+//
+// The defaults follow the Java KCL 2.x (failover 10 s, renew about every failover/3, take
+// every 2 x failover, steal one lease at a time), so a mixed fleet behaves alike. Call
+// validate() to get every problem in plain words; the effective_*() accessors resolve the
+// fields whose default depends on another field.
+//
+// Thread safety: a plain value; copy freely.
+#pragma once
+
+#include <chrono>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace kcl {
+
+enum class BillingMode {
+  kPayPerRequest,  // on-demand capacity (the default)
+  kProvisioned,    // fixed read/write capacity units (see LeaseConfig)
+};
+
+struct LeaseConfig {
+  // The application's name; the lease table is named after it unless table_name is set.
+  // Required (1..255 characters) unless table_name is set.
+  std::string application_name;
+
+  // The DynamoDB lease table. Default: empty = application_name. DynamoDB table names are
+  // 3..255 characters of [A-Za-z0-9_.-].
+  std::string table_name;
+
+  // This worker's identity, written as leaseOwner. Required, 1..256 characters, and unique
+  // among the running workers of the application (e.g. "<host>:<pid>:<random>"): two
+  // processes with one id would each believe they hold the same leases.
+  std::string worker_id;
+
+  // A lease whose leaseCounter has not changed for this long, as measured on the observing
+  // worker's own monotonic clock, is expired and may be taken by another worker. Default
+  // 10 s, range 100 ms..1 h. Wall clocks of different hosts are never compared.
+  std::chrono::milliseconds failover_time{10000};
+
+  // How often the holder renews each lease (a conditional increment of leaseCounter).
+  // Default 0 = failover_time / 3; range 10 ms..failover_time / 2, so at least two renewals
+  // fit in one failover time.
+  std::chrono::milliseconds renew_interval{0};
+
+  // How often a worker scans the lease table and takes (or steals) leases. Default 0 =
+  // 2 x failover_time (as the Java KCL); range 10 ms..1 h. A crashed worker's leases are
+  // taken within failover_time + take_interval. Each pass reads the whole table, so at scale
+  // this interval sets most of the read cost (see docs of bench_lease_simulation).
+  std::chrono::milliseconds take_interval{0};
+
+  // Most leases one worker holds. Default: no limit; range >= 1. With a limit, shards can go
+  // unprocessed if the workers together cannot hold every lease.
+  int max_leases_per_worker = std::numeric_limits<int>::max();
+
+  // Most leases taken from another worker in one pass, when no lease is free or expired and
+  // this worker is below its share. Default 1, range 1..1000. Higher converges faster after a
+  // worker joins, at the price of more leases changing hands.
+  int max_leases_to_steal_at_once = 1;
+
+  // Start-up ramp: in one pass a worker takes at most max(take_ramp_floor, leases it already
+  // holds) free or expired leases, i.e. it at most doubles its holdings per pass. A worker is
+  // visible to others only through the leases it owns, so without a ramp the first worker of
+  // a cold start (or of a fleet restart) takes every lease and the others then steal them
+  // back one lease per pass. Default 10, range 0..1,000,000; 0 turns the ramp off (take up
+  // to the share at once, as the Java KCL does).
+  int take_ramp_floor = 10;
+
+  // The holder stops believing it holds a lease it could not renew this long before another
+  // worker could take it: a lease is given up (and the lease-lost callback fires) once
+  // failover_time - lost_lease_margin has passed since the start of its last successful
+  // renewal. Gives the shard consumer time to stop before a new owner starts. Default 0 =
+  // failover_time / 10; otherwise 1 ms..failover_time - renew_interval.
+  std::chrono::milliseconds lost_lease_margin{0};
+
+  // Random spread of the renew and take intervals of the threaded runner, as a fraction
+  // (0.1 = +-10%), so that workers started together do not scan in lockstep. Default 0.1,
+  // range 0..0.5.
+  double interval_jitter = 0.1;
+
+  // Billing mode of a lease table created by kcl-cpp. Default kPayPerRequest. An existing
+  // table is used as it is.
+  BillingMode billing_mode = BillingMode::kPayPerRequest;
+  // Capacity of a table created with BillingMode::kProvisioned. Default 10 each, range
+  // 1..40,000. Ignored for kPayPerRequest.
+  long long read_capacity_units = 10;
+  long long write_capacity_units = 10;
+
+  // How long start-up waits for a new (or still CREATING) table to become ACTIVE. Default
+  // 5 min, range 1 s..1 h.
+  std::chrono::milliseconds table_active_timeout{300000};
+
+  // Resolved values.
+  const std::string& effective_table_name() const {
+    return table_name.empty() ? application_name : table_name;
+  }
+  std::chrono::milliseconds effective_renew_interval() const {
+    return renew_interval.count() > 0 ? renew_interval : failover_time / 3;
+  }
+  std::chrono::milliseconds effective_take_interval() const {
+    return take_interval.count() > 0 ? take_interval : failover_time * 2;
+  }
+  std::chrono::milliseconds effective_lost_lease_margin() const {
+    return lost_lease_margin.count() > 0 ? lost_lease_margin : failover_time / 10;
+  }
+
+  // Every problem with this configuration, in plain words; empty when valid.
+  std::vector<std::string> validate() const;
+};
+
+}  // namespace kcl

@@ -1,0 +1,71 @@
+// kcl/retrieval_config.h: how kcl-cpp polls a shard with GetRecords.
+//
+// The defaults suit AWS: they stay inside the per-shard service limits (5 GetRecords calls
+// per second, 10,000 records per call) and keep at most a few seconds of data in memory per
+// shard. Call validate() to get every problem in plain words.
+//
+// Thread safety: a plain value; copy freely.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace kcl {
+
+struct RetrievalConfig {
+  // Records asked for in one GetRecords call (its Limit). Default 10000 (the service
+  // maximum), range 1..10000.
+  int max_records_per_call = 10000;
+
+  // Least time between the starts of two calls for one shard (GetRecords and
+  // GetShardIterator alike). Default 200 ms, i.e. at most 5 calls/s per shard, the service
+  // limit; range 0..60 s. Below 200 ms, AWS throttles a shard that is behind.
+  std::chrono::milliseconds min_call_interval{200};
+
+  // Pause after a response that shows the shard caught up (no records and
+  // MillisBehindLatest == 0) before the next GetRecords. Default 1 s, range 0..10 min.
+  // A response that returned records, or says the shard is behind, is followed at once
+  // (subject to min_call_interval).
+  std::chrono::milliseconds idle_time_between_calls{1000};
+
+  // Prefetch bound, in records: no GetRecords call is made while the batches fetched and not
+  // yet taken hold at least this many records. Default 20000, range 1..10,000,000. One
+  // response larger than what is left is still accepted (the bound is checked before a
+  // call), so the queue can hold up to this plus max_records_per_call.
+  std::size_t max_prefetch_records = 20000;
+
+  // Prefetch bound, in bytes of record data (as above). Default 64 MiB, range 1 byte..16 GiB.
+  // One response can add up to 10 MiB past it.
+  std::size_t max_prefetch_bytes = std::size_t{64} << 20;
+
+  // Backoff after a throttled or otherwise transient failure (ProvisionedThroughputExceeded,
+  // 5xx, timeouts) that the AWS client's own retries did not get past: the k-th failure in
+  // a row waits a uniformly random time in [0, min(throttle_backoff_max,
+  // throttle_backoff_base * 2^(k-1))] ("full jitter"), never less than min_call_interval
+  // after the failed call started. The fetcher never gives up on such failures.
+  // Base: default 200 ms, range 1 ms..1 min.
+  std::chrono::milliseconds throttle_backoff_base{200};
+  // Cap of one backoff. Default 10 s, range throttle_backoff_base..10 min.
+  std::chrono::milliseconds throttle_backoff_max{10000};
+
+  // Timeout of one GetRecords request (one attempt). Default 30 s, range 100 ms..10 min.
+  std::chrono::milliseconds get_records_timeout{30000};
+
+  // Timeout of one GetShardIterator request (one attempt). Default 10 s, range
+  // 100 ms..10 min. kinesalite never answers AT_TIMESTAMP when no record lies at or after
+  // the timestamp; a timeout is treated as transient (backoff, then ask again).
+  std::chrono::milliseconds iterator_request_timeout{10000};
+
+  // Attempts the AWS client makes per call before the fetcher sees the failure. Default 0 =
+  // the AWS client's RetryConfig::max_attempts; range 0..20. The AWS client sleeps between
+  // its attempts on the calling thread; 1 leaves every retry to the fetcher's own backoff,
+  // which never blocks a thread (the right choice when shards share a small thread pool).
+  int call_max_attempts = 0;
+
+  // Every problem with this configuration, in plain words; empty when valid.
+  std::vector<std::string> validate() const;
+};
+
+}  // namespace kcl

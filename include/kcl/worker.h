@@ -1,0 +1,153 @@
+// kcl/worker.h: a worker reads one stream together with the other workers of the same
+// application, sharing its shards through leases in the DynamoDB lease table.
+//
+//   kcl::WorkerConfig config;
+//   config.stream_name = "orders";
+//   config.leases.application_name = "order-audit";
+//   kcl::Worker worker(config, std::make_shared<MyFactory>());
+//   worker.run();   // blocks until worker.shutdown() (e.g. from a signal handler thread)
+//
+// What a worker does: creates the lease table if needed; syncs shards to leases at start
+// and periodically (with jitter); takes and renews leases (see LeaseConfig); runs one shard
+// consumer per held lease (waiting on parents -> initializing -> processing -> shard end /
+// lease lost / shutdown requested -> done) on a fixed pool of threads; stops in order.
+//
+// Threads: the worker owns (a) one scheduler thread (starts and stops consumers, runs shard
+// sync), (b) two lease threads (take, renew), (c) a pool of `processing.thread_pool_size`
+// threads that run every consumer's steps (GetRecords calls and processor callbacks). No
+// thread per shard: hundreds of shards share the pool. Calls for one shard are never
+// concurrent (see kcl/processor.h).
+//
+// Thread safety: start(), run(), shutdown() and the accessors may be called from any thread.
+// A Worker is started at most once.
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kcl/aws_config.h"
+#include "kcl/clock.h"
+#include "kcl/initial_position.h"
+#include "kcl/lease_config.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "kcl/processor.h"
+#include "kcl/retrieval_config.h"
+#include "kcl/status.h"
+
+namespace kcl {
+
+namespace kinesis {
+class KinesisClient;
+}
+namespace leases {
+class LeaseStore;
+}
+
+// What the worker does when a processor's process_records throws.
+enum class ProcessorErrorPolicy {
+  kRetry,  // deliver the same batch again after a backoff, forever (default: nothing lost)
+  kSkip,   // after max_attempts_before_skip failures, log and move on (records are lost to
+           // this processor; explicit opt-in)
+};
+
+struct ProcessingConfig {
+  // Threads running the shard consumers. Default 4, range 1..256.
+  int thread_pool_size = 4;
+  // How often a consumer waiting on parents re-reads their leases. Default 1 s,
+  // range 10 ms..1 min.
+  std::chrono::milliseconds parent_check_interval{1000};
+  // How often shards are synced to leases (each run is jittered by +-20%). Default 60 s,
+  // range 100 ms..1 h. A shard that ends triggers a sync at once as well.
+  std::chrono::milliseconds shard_sync_interval{60000};
+  // Backoff after a processor failure (exception) or a shard_ended without checkpoint:
+  // doubles from base up to max. Defaults 200 ms and 30 s.
+  std::chrono::milliseconds failure_backoff_base{200};
+  std::chrono::milliseconds failure_backoff_max{30000};
+  ProcessorErrorPolicy on_processor_error = ProcessorErrorPolicy::kRetry;
+  // With kSkip: failures of one batch before it is skipped. Default 3, range 1..1000.
+  int max_attempts_before_skip = 3;
+  // A processor callback running longer than this is reported as hung (a warning and the
+  // metric "processor.hung"), once per call. Default 60 s, range 1 s..1 h.
+  std::chrono::milliseconds hung_processor_warning{60000};
+  // How often the scheduler thread wakes to start/stop consumers. Default 100 ms,
+  // range 10 ms..10 s.
+  std::chrono::milliseconds scheduler_interval{100};
+  // Graceful shutdown waits this long for processors' shutdown_requested before handing
+  // leases back anyway. Default 60 s, range 1 s..1 h.
+  std::chrono::milliseconds shutdown_timeout{60000};
+};
+
+struct WorkerConfig {
+  // The stream to read. Required.
+  std::string stream_name;
+  // Lease table, worker id, failover and balance. leases.application_name is required;
+  // leases.worker_id defaults to "<hostname>:<pid>:<random>" when empty.
+  LeaseConfig leases;
+  // Where a shard without a checkpoint starts. Default LATEST (as the Java KCL).
+  InitialPosition initial_position;
+  RetrievalConfig retrieval;
+  ProcessingConfig processing;
+  AwsConfig aws;
+
+  // Every problem with this configuration (including those of the nested structs), in
+  // plain words; empty when valid.
+  std::vector<std::string> validate() const;
+};
+
+// Optional collaborators; anything left empty is made from the configuration.
+struct WorkerDependencies {
+  std::shared_ptr<MetricsSink> metrics;
+  std::shared_ptr<Logger> logger;
+  const Clock* clock = nullptr;  // must outlive the worker
+  // For tests and embedding: a ready Kinesis client and lease store.
+  std::shared_ptr<kinesis::KinesisClient> kinesis;
+  std::shared_ptr<leases::LeaseStore> lease_store;
+};
+
+struct WorkerStats {
+  std::size_t leases_held = 0;
+  std::size_t consumers = 0;
+  std::uint64_t records_delivered = 0;
+  std::uint64_t processor_failures = 0;
+  std::uint64_t corrupt_aggregates = 0;
+};
+
+class Worker {
+ public:
+  Worker(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
+         WorkerDependencies deps = {});
+  ~Worker();  // shuts down gracefully if still running, and waits
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Validates the configuration, prepares the lease table and shard leases, and starts the
+  // threads; returns once running. Errors: kInvalidArgument listing every configuration
+  // problem; kFailedPrecondition for a lease table with the wrong schema; AWS errors.
+  Status start();
+  // start(), then blocks until the worker has stopped (after shutdown() or a fatal error).
+  // Returns why it stopped (OK after a graceful shutdown).
+  Status run();
+  // Graceful shutdown: stop taking leases -> shutdown_requested on every processor (final
+  // checkpoints) -> hand leases back -> stop threads. Returns at once; the future is ready
+  // when done. Calling it again returns the same future.
+  std::shared_future<Status> shutdown();
+  // Blocks until the worker has stopped; returns why (as run()).
+  Status wait();
+  // Waits at most `timeout` for the worker to stop; the reason when it has, else nothing.
+  std::optional<Status> wait_for(std::chrono::milliseconds timeout);
+
+  const std::string& worker_id() const;
+  WorkerStats stats() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kcl

@@ -1,0 +1,263 @@
+// The static and environment providers, the caching wrapper and the chain.
+#include "aws/credentials.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "aws/credentials_internal.h"
+#include "aws/http_transport.h"
+
+namespace kcl::aws {
+namespace credentials_internal {
+namespace {
+
+class StaticProvider final : public CredentialsProvider {
+ public:
+  StaticProvider(const StaticCredentials& creds, std::string name) : name_(std::move(name)) {
+    creds_.access_key_id = creds.access_key_id;
+    creds_.secret_access_key = creds.secret_access_key;
+    creds_.session_token = creds.session_token;
+  }
+  Result<Credentials> get() override {
+    if (creds_.access_key_id.empty() || creds_.secret_access_key.empty()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "static credentials are configured but access_key_id or "
+                    "secret_access_key is empty");
+    }
+    return creds_;
+  }
+  std::string name() const override { return name_; }
+
+ private:
+  Credentials creds_;
+  std::string name_;
+};
+
+// Stands for the "static config" link when AwsConfig has no credentials.
+class NotConfiguredProvider final : public CredentialsProvider {
+ public:
+  NotConfiguredProvider(std::string name, std::string reason)
+      : name_(std::move(name)), reason_(std::move(reason)) {}
+  Result<Credentials> get() override { return Status(StatusCode::kNotFound, reason_); }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::string reason_;
+};
+
+class EnvironmentProvider final : public CredentialsProvider {
+ public:
+  explicit EnvironmentProvider(EnvLookup env) : env_(std::move(env)) {}
+
+  Result<Credentials> get() override {
+    auto id = env_value(env_, "AWS_ACCESS_KEY_ID");
+    auto secret = env_value(env_, "AWS_SECRET_ACCESS_KEY");
+    if (!id && !secret) {
+      return Status(StatusCode::kNotFound, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set");
+    }
+    if (!id || !secret) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string(id ? "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not"
+                                   : "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not") +
+                        "; set both (and AWS_SESSION_TOKEN for temporary credentials) or neither");
+    }
+    Credentials c;
+    c.access_key_id = std::move(*id);
+    c.secret_access_key = std::move(*secret);
+    if (auto token = env_value(env_, "AWS_SESSION_TOKEN")) c.session_token = std::move(*token);
+    if (auto exp = env_value(env_, "AWS_CREDENTIAL_EXPIRATION")) {
+      auto t = parse_iso8601(*exp);
+      if (!t) {
+        return Status(StatusCode::kInvalidArgument,
+                      "AWS_CREDENTIAL_EXPIRATION is not an ISO 8601 time");
+      }
+      c.expiration = *t;
+    }
+    return c;
+  }
+  std::string name() const override { return "environment"; }
+
+ private:
+  EnvLookup env_;
+};
+
+class CachingProvider final : public CredentialsProvider {
+ public:
+  CachingProvider(std::shared_ptr<CredentialsProvider> inner, const Clock& clock,
+                  CachingOptions options)
+      : inner_(std::move(inner)), clock_(clock), options_(options) {}
+
+  Result<Credentials> get() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cached_ && fresh(*cached_)) return *cached_;
+    if (cached_ && usable(*cached_) && (refreshing_ || clock_.now() < next_attempt_)) {
+      return *cached_;  // someone is refreshing, or we tried recently; these still work
+    }
+    if (refreshing_) {
+      // Nothing usable: wait for the refresh in progress and share its outcome.
+      const std::uint64_t generation = generation_;
+      cv_.wait(lock, [&] { return generation_ != generation; });
+      // After a success cached_ holds what was fetched; after a failure it holds the old
+      // credentials only while they are usable.
+      if (cached_) return *cached_;
+      return last_error_;
+    }
+
+    refreshing_ = true;
+    lock.unlock();
+    Result<Credentials> fetched =
+        Status(StatusCode::kInternal, "credentials provider " + inner_->name() + " threw");
+    try {
+      fetched = inner_->get();
+    } catch (...) {
+      // Keep the waiters from hanging; the library reports failures as a Status.
+    }
+    lock.lock();
+    refreshing_ = false;
+    ++generation_;
+    Result<Credentials> out = fetched;
+    if (fetched.ok()) {
+      cached_ = fetched.value();
+      last_error_ = Status(StatusCode::kInternal, "no refresh failed");
+      // Credentials issued with less than refresh_before left would otherwise be fetched
+      // again on every call.
+      if (!fresh(*cached_)) next_attempt_ = clock_.now() + options_.min_refresh_interval;
+    } else {
+      next_attempt_ = clock_.now() + options_.min_refresh_interval;
+      last_error_ = fetched.status();
+      // A failed refresh while the cached credentials still work: keep using them.
+      if (cached_ && usable(*cached_)) {
+        out = *cached_;
+      } else {
+        cached_.reset();
+      }
+    }
+    lock.unlock();
+    cv_.notify_all();
+    return out;
+  }
+
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  bool fresh(const Credentials& c) const {
+    return !c.expiration || clock_.wall_now() + options_.refresh_before < *c.expiration;
+  }
+  bool usable(const Credentials& c) const {
+    return !c.expiration || clock_.wall_now() + options_.usable_until_before < *c.expiration;
+  }
+
+  std::shared_ptr<CredentialsProvider> inner_;
+  const Clock& clock_;
+  CachingOptions options_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<Credentials> cached_;
+  bool refreshing_ = false;
+  std::uint64_t generation_ = 0;
+  Status last_error_{StatusCode::kInternal, "no refresh failed"};
+  Clock::MonoTime next_attempt_{};
+};
+
+class ChainProvider final : public CredentialsProvider {
+ public:
+  explicit ChainProvider(std::vector<std::shared_ptr<CredentialsProvider>> providers)
+      : providers_(std::move(providers)) {}
+
+  Result<Credentials> get() override {
+    const int last = last_winner_.load(std::memory_order_acquire);
+    if (last >= 0) {
+      Result<Credentials> r = providers_[static_cast<std::size_t>(last)]->get();
+      if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+      // The winner has nothing any more (e.g. the variables went away): walk the chain.
+      last_winner_.store(-1, std::memory_order_release);
+    }
+    std::string tried;
+    std::string reasons;
+    for (std::size_t i = 0; i < providers_.size(); ++i) {
+      Result<Credentials> r = providers_[i]->get();
+      if (r.ok()) {
+        last_winner_.store(static_cast<int>(i), std::memory_order_release);
+        return r;
+      }
+      if (r.status().code() != StatusCode::kNotFound) return r;
+      const std::string n = providers_[i]->name();
+      if (!tried.empty()) tried += ", ";
+      tried += n;
+      if (!r.status().message().empty()) {
+        reasons += reasons.empty() ? " (" : "; ";
+        reasons += n + ": " + r.status().message();
+      }
+    }
+    if (!reasons.empty()) reasons += ")";
+    return Status(StatusCode::kPermissionDenied,
+                  "no AWS credentials found: tried " + tried + reasons);
+  }
+
+  std::string name() const override {
+    const int last = last_winner_.load(std::memory_order_acquire);
+    if (last >= 0) return "chain: " + providers_[static_cast<std::size_t>(last)]->name();
+    return "default credentials chain";
+  }
+
+ private:
+  std::vector<std::shared_ptr<CredentialsProvider>> providers_;
+  std::atomic<int> last_winner_{-1};
+};
+
+}  // namespace
+
+std::shared_ptr<CredentialsProvider> make_environment_provider(EnvLookup env) {
+  return std::make_shared<EnvironmentProvider>(std::move(env));
+}
+
+std::shared_ptr<CredentialsProvider> make_caching_provider(
+    std::shared_ptr<CredentialsProvider> inner, const Clock& clock, CachingOptions options) {
+  return std::make_shared<CachingProvider>(std::move(inner), clock, options);
+}
+
+std::shared_ptr<CredentialsProvider> make_chain(
+    std::vector<std::shared_ptr<CredentialsProvider>> providers) {
+  return std::make_shared<ChainProvider>(std::move(providers));
+}
+
+std::shared_ptr<CredentialsProvider> make_default_chain(const AwsConfig& config,
+                                                        std::shared_ptr<HttpTransport> transport,
+                                                        const Clock& clock, EnvLookup env) {
+  if (!transport) transport = make_curl_transport(config.http);
+  std::vector<std::shared_ptr<CredentialsProvider>> links;
+  if (config.credentials) {
+    links.push_back(std::make_shared<StaticProvider>(*config.credentials, "static config"));
+  } else {
+    links.push_back(std::make_shared<NotConfiguredProvider>(
+        "static config", std::string()));  // nothing to explain: not configured
+  }
+  links.push_back(make_environment_provider(env));
+  links.push_back(
+      make_caching_provider(make_profile_provider(config, env, transport, clock), clock));
+  links.push_back(
+      make_caching_provider(make_web_identity_provider(config, env, transport, clock), clock));
+  links.push_back(make_caching_provider(make_container_provider(env, transport), clock));
+  links.push_back(make_caching_provider(make_imds_provider(env, transport), clock));
+  return make_chain(std::move(links));
+}
+
+}  // namespace credentials_internal
+
+std::shared_ptr<CredentialsProvider> make_static_provider(const StaticCredentials& creds) {
+  return std::make_shared<credentials_internal::StaticProvider>(creds, "static");
+}
+
+std::shared_ptr<CredentialsProvider> make_default_chain(const AwsConfig& config,
+                                                        std::shared_ptr<HttpTransport> transport,
+                                                        const Clock& clock) {
+  return credentials_internal::make_default_chain(config, std::move(transport), clock,
+                                                  process_env());
+}
+
+}  // namespace kcl::aws

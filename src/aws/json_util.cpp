@@ -1,0 +1,114 @@
+#include "aws/json_util.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kcl::aws {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() &&
+         (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::string string_field(const nlohmann::json& obj, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    auto it = obj.find(name);
+    if (it != obj.end() && it->is_string()) return it->get<std::string>();
+  }
+  return {};
+}
+
+// From a body that is not valid JSON (cut short, say), the value of "__type" when its
+// string is complete.
+std::string salvage_type(std::string_view body) {
+  std::size_t key = body.find("\"__type\"");
+  if (key == std::string_view::npos) return {};
+  std::size_t colon = body.find(':', key + 8);
+  if (colon == std::string_view::npos) return {};
+  std::size_t open = body.find('"', colon + 1);
+  if (open == std::string_view::npos ||
+      trim(body.substr(colon + 1, open - colon - 1)).size() != 0) {
+    return {};
+  }
+  std::size_t close = body.find('"', open + 1);
+  if (close == std::string_view::npos) return {};
+  std::string_view v = body.substr(open + 1, close - open - 1);
+  if (v.size() > 256 || v.find('\\') != std::string_view::npos) return {};
+  return std::string(v);
+}
+
+}  // namespace
+
+std::string normalize_error_type(std::string_view raw) {
+  raw = trim(raw);
+  std::size_t colon = raw.find(':');
+  if (colon != std::string_view::npos) raw = raw.substr(0, colon);
+  std::size_t hash = raw.rfind('#');
+  if (hash != std::string_view::npos) raw = raw.substr(hash + 1);
+  // An error type is an identifier; anything else is not trusted into messages as is.
+  std::string out;
+  for (char c : trim(raw)) {
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    out += ok ? c : '?';
+  }
+  if (out.size() > 128) out.resize(128);
+  return out;
+}
+
+std::string sanitize_snippet(std::string_view text, std::size_t max_chars) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_chars) + 3);
+  bool pending_space = false;
+  bool cut = false;
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v') {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (out.size() + (pending_space ? 2 : 1) > max_chars) {
+      cut = true;
+      break;
+    }
+    if (pending_space) out += ' ';
+    pending_space = false;
+    out += (c < 0x20 || c >= 0x7f) ? '?' : ch;
+  }
+  if (cut) out += "...";
+  return out;
+}
+
+AwsErrorBody parse_aws_error(const HttpResponse& response) {
+  AwsErrorBody e;
+  e.content_type = sanitize_snippet(response.header("content-type"), 80);
+  std::string header_type = response.header("x-amzn-errortype");
+  if (!header_type.empty()) e.type = normalize_error_type(header_type);
+
+  std::string_view body = trim(response.body);
+  if (body.empty()) {
+    e.empty_body = true;
+    return e;
+  }
+  nlohmann::json doc = nlohmann::json::parse(body.begin(), body.end(), nullptr,
+                                             /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    e.body_is_json = false;
+    e.snippet = sanitize_snippet(body);
+    if (e.type.empty()) e.type = normalize_error_type(salvage_type(body));
+    return e;
+  }
+  e.body_is_json = true;
+  if (e.type.empty()) e.type = normalize_error_type(string_field(doc, {"__type", "code", "Code"}));
+  e.message = string_field(doc, {"message", "Message", "errorMessage"});
+  return e;
+}
+
+}  // namespace kcl::aws

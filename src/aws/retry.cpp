@@ -1,0 +1,73 @@
+#include "aws/retry.h"
+
+#include <algorithm>
+#include <array>
+
+namespace kcl::aws {
+
+bool is_throttling_error(std::string_view t) {
+  static constexpr std::array<std::string_view, 17> kThrottling = {
+      "ThrottlingException",
+      "Throttling",
+      "ThrottledException",
+      "RequestThrottledException",
+      "RequestThrottled",
+      "TooManyRequestsException",
+      "ProvisionedThroughputExceededException",
+      "TransactionInProgressException",
+      "RequestLimitExceeded",
+      "BandwidthLimitExceeded",
+      "LimitExceededException",
+      "SlowDown",
+      "PriorRequestNotComplete",
+      "EC2ThrottledException",
+      "KMSThrottlingException",
+      "ThroughputExceededException",
+      "RequestLimitExceededException",
+  };
+  return std::find(kThrottling.begin(), kThrottling.end(), t) != kThrottling.end();
+}
+
+bool is_transient_error(std::string_view t) {
+  static constexpr std::array<std::string_view, 10> kTransient = {
+      "RequestTimeout",        "RequestTimeoutException",     "InternalFailure",
+      "InternalError",         "InternalServerError",         "InternalServerErrorException",
+      "ServiceUnavailable",    "ServiceUnavailableException", "TransactionConflictException",
+      "IDPCommunicationError",
+  };
+  return std::find(kTransient.begin(), kTransient.end(), t) != kTransient.end();
+}
+
+std::chrono::milliseconds backoff_ceiling(const RetryConfig& config, int retry) {
+  const auto base = std::max<std::int64_t>(0, config.base_delay.count());
+  const auto cap = std::max<std::int64_t>(0, config.max_backoff.count());
+  retry = std::clamp(retry, 0, 62);
+  // base * 2^retry without overflow: stop doubling once past the cap.
+  std::int64_t v = base;
+  for (int i = 0; i < retry && v < cap; ++i) v *= 2;
+  return std::chrono::milliseconds(std::min(v, cap));
+}
+
+std::chrono::milliseconds full_jitter_backoff(const RetryConfig& config, int retry,
+                                              std::uint64_t random_bits) {
+  const auto ceiling = static_cast<std::uint64_t>(backoff_ceiling(config, retry).count());
+  if (ceiling == 0) return std::chrono::milliseconds(0);
+  // Uniform in [0, ceiling]; the modulo bias is negligible for ceilings far below 2^64.
+  return std::chrono::milliseconds(static_cast<std::int64_t>(random_bits % (ceiling + 1)));
+}
+
+JitterSource::JitterSource(std::optional<std::uint64_t> seed) {
+  if (seed) {
+    rng_.seed(*seed);
+  } else {
+    std::random_device rd;
+    rng_.seed((static_cast<std::uint64_t>(rd()) << 32) ^ rd());
+  }
+}
+
+std::uint64_t JitterSource::next() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return rng_();
+}
+
+}  // namespace kcl::aws

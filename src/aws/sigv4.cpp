@@ -1,0 +1,368 @@
+#include "aws/sigv4.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <algorithm>
+#include <array>
+#include <ctime>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace kcl::aws {
+namespace {
+
+constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
+
+char lower_ascii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = lower_ascii(c);
+  return out;
+}
+
+std::string hex(const unsigned char* data, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(n * 2, '0');
+  for (std::size_t i = 0; i < n; ++i) {
+    out[2 * i] = kDigits[data[i] >> 4];
+    out[2 * i + 1] = kDigits[data[i] & 0xf];
+  }
+  return out;
+}
+
+bool is_unreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+// AWS URI encoding: every byte except the unreserved set (and '/' when keep_slash) as %XX.
+void uri_encode_append(std::string_view in, bool keep_slash, std::string& out) {
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  for (char ch : in) {
+    auto c = static_cast<unsigned char>(ch);
+    if (is_unreserved(c) || (keep_slash && c == '/')) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kDigits[c >> 4];
+      out += kDigits[c & 0xf];
+    }
+  }
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX escapes (an invalid escape is kept as it is). '+' stays '+'.
+std::string percent_decode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == '%' && i + 2 < in.size()) {
+      int hi = hex_value(in[i + 1]);
+      int lo = hex_value(in[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += in[i];
+  }
+  return out;
+}
+
+// RFC 3986 remove_dot_segments plus collapsing of empty segments.
+std::string normalize_path(std::string_view path) {
+  std::vector<std::string_view> segments;
+  bool trailing_slash = !path.empty() && path.back() == '/';
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view seg = path.substr(start, end - start);
+    if (seg == "..") {
+      if (!segments.empty()) segments.pop_back();
+      if (end == path.size()) trailing_slash = true;
+    } else if (seg == ".") {
+      if (end == path.size()) trailing_slash = true;
+    } else if (!seg.empty()) {
+      segments.push_back(seg);
+    }
+    start = end + 1;
+  }
+  std::string out = "/";
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    if (i > 0) out += '/';
+    out += segments[i];
+  }
+  if (!segments.empty() && trailing_slash) out += '/';
+  return out;
+}
+
+std::string canonical_uri(const SigningInput& in) {
+  std::string path = in.path.empty() ? std::string("/") : in.path;
+  if (in.normalize_path) path = normalize_path(path);
+  std::string out;
+  out.reserve(path.size() + 8);
+  uri_encode_append(path, /*keep_slash=*/true, out);
+  return out;
+}
+
+std::string canonical_query(std::string_view query) {
+  std::vector<std::pair<std::string, std::string>> params;
+  std::size_t start = 0;
+  while (start <= query.size()) {
+    std::size_t end = query.find('&', start);
+    if (end == std::string_view::npos) end = query.size();
+    std::string_view part = query.substr(start, end - start);
+    if (!part.empty()) {
+      std::size_t eq = part.find('=');
+      std::string_view k = part.substr(0, eq);
+      std::string_view v = eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+      std::string ek;
+      std::string ev;
+      uri_encode_append(percent_decode(k), false, ek);
+      uri_encode_append(percent_decode(v), false, ev);
+      params.emplace_back(std::move(ek), std::move(ev));
+    }
+    start = end + 1;
+  }
+  std::sort(params.begin(), params.end());
+  std::string out;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    if (i > 0) out += '&';
+    out += params[i].first;
+    out += '=';
+    out += params[i].second;
+  }
+  return out;
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// Trims and collapses inner runs of whitespace (including folded lines) to one space.
+std::string canonical_header_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  bool pending_space = false;
+  for (char c : v) {
+    if (is_space(c)) {
+      pending_space = !out.empty();
+      continue;
+    }
+    if (pending_space) out += ' ';
+    pending_space = false;
+    out += c;
+  }
+  return out;
+}
+
+// Headers never signed: hop-by-hop or added/changed by proxies and transports.
+bool is_unsigned_header(std::string_view lower_name) {
+  return lower_name == "authorization" || lower_name == "connection" || lower_name == "expect" ||
+         lower_name == "transfer-encoding" || lower_name == "user-agent" ||
+         lower_name == "x-amzn-trace-id";
+}
+
+struct Prepared {
+  std::string amz_date;
+  std::string date;  // yyyymmdd
+  std::string scope;
+  std::string payload_hash;
+  std::string canonical_request;
+  std::string signed_headers;
+  Headers added;  // headers sign() adds, except Authorization
+};
+
+Prepared prepare(const SigningInput& in) {
+  Prepared p;
+  p.amz_date = format_amz_date(in.time);
+  p.date = p.amz_date.substr(0, 8);
+  p.scope = p.date + "/" + in.region + "/" + in.service + "/aws4_request";
+  p.payload_hash = in.payload_hash.empty() ? sha256_hex(in.payload) : in.payload_hash;
+
+  p.added.emplace_back("X-Amz-Date", p.amz_date);
+  const bool has_token = !in.credentials.session_token.empty();
+  if (in.add_content_sha256) p.added.emplace_back("x-amz-content-sha256", p.payload_hash);
+
+  // name -> values in order; std::map sorts names.
+  std::map<std::string, std::vector<std::string>> headers;
+  for (const auto& [name, value] : in.headers) {
+    std::string lname = to_lower(name);
+    if (is_unsigned_header(lname) || lname == "x-amz-date" ||
+        (lname == "x-amz-security-token" && has_token) ||
+        (lname == "x-amz-content-sha256" && in.add_content_sha256)) {
+      continue;
+    }
+    headers[lname].push_back(canonical_header_value(value));
+  }
+  headers["x-amz-date"].push_back(p.amz_date);
+  if (in.add_content_sha256) headers["x-amz-content-sha256"].push_back(p.payload_hash);
+  if (has_token && in.sign_session_token) {
+    headers["x-amz-security-token"].push_back(canonical_header_value(in.credentials.session_token));
+  }
+
+  std::string canonical_headers;
+  for (const auto& [name, values] : headers) {
+    canonical_headers += name;
+    canonical_headers += ':';
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) canonical_headers += ',';
+      canonical_headers += values[i];
+    }
+    canonical_headers += '\n';
+    if (!p.signed_headers.empty()) p.signed_headers += ';';
+    p.signed_headers += name;
+  }
+
+  std::string& cr = p.canonical_request;
+  cr.reserve(256 + canonical_headers.size());
+  cr += in.method;
+  cr += '\n';
+  cr += canonical_uri(in);
+  cr += '\n';
+  cr += canonical_query(in.query);
+  cr += '\n';
+  cr += canonical_headers;
+  cr += '\n';
+  cr += p.signed_headers;
+  cr += '\n';
+  cr += p.payload_hash;
+  return p;
+}
+
+std::string make_string_to_sign(const Prepared& p) {
+  std::string sts;
+  sts.reserve(160);
+  sts += kAlgorithm;
+  sts += '\n';
+  sts += p.amz_date;
+  sts += '\n';
+  sts += p.scope;
+  sts += '\n';
+  sts += sha256_hex(p.canonical_request);
+  return sts;
+}
+
+template <typename KeyFn>
+SigningResult sign_with(const SigningInput& in, KeyFn&& key_fn) {
+  Prepared p = prepare(in);
+  SigningResult r;
+  r.string_to_sign = make_string_to_sign(p);
+  std::string key = key_fn(in.credentials.secret_access_key, p.date, in.region, in.service);
+  std::string raw_sig = hmac_sha256(key, r.string_to_sign);
+  r.signature = hex(reinterpret_cast<const unsigned char*>(raw_sig.data()), raw_sig.size());
+  r.signed_headers = p.signed_headers;
+  r.canonical_request = std::move(p.canonical_request);
+  r.headers_to_add = std::move(p.added);
+  if (!in.credentials.session_token.empty()) {
+    r.headers_to_add.emplace_back("X-Amz-Security-Token", in.credentials.session_token);
+  }
+  std::string auth;
+  auth.reserve(200);
+  auth += kAlgorithm;
+  auth += " Credential=";
+  auth += in.credentials.access_key_id;
+  auth += '/';
+  auth += p.scope;
+  auth += ", SignedHeaders=";
+  auth += r.signed_headers;
+  auth += ", Signature=";
+  auth += r.signature;
+  r.headers_to_add.emplace_back("Authorization", std::move(auth));
+  return r;
+}
+
+}  // namespace
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  return hex(md, len);
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
+  return std::string(reinterpret_cast<const char*>(md), len);
+}
+
+std::string format_amz_date(std::chrono::system_clock::time_point t) {
+  std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::size_t n = std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  return std::string(buf, n);
+}
+
+std::string derive_signing_key(std::string_view secret, std::string_view date,
+                               std::string_view region, std::string_view service) {
+  std::string k = "AWS4";
+  k += secret;
+  std::string k_date = hmac_sha256(k, date);
+  // Do not leave the secret in a freed buffer longer than needed.
+  std::fill(k.begin(), k.end(), '\0');
+  std::string k_region = hmac_sha256(k_date, region);
+  std::string k_service = hmac_sha256(k_region, service);
+  return hmac_sha256(k_service, "aws4_request");
+}
+
+std::string canonical_request(const SigningInput& in) { return prepare(in).canonical_request; }
+
+std::string string_to_sign(const SigningInput& in) { return make_string_to_sign(prepare(in)); }
+
+SigningResult sign(const SigningInput& in) { return sign_with(in, derive_signing_key); }
+
+SigningResult SigV4Signer::sign(const SigningInput& in) const {
+  return sign_with(
+      in, [this](std::string_view secret, std::string_view date, std::string_view region,
+                 std::string_view service) { return signing_key(secret, date, region, service); });
+}
+
+std::size_t SigV4Signer::keys_derived() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return derived_;
+}
+
+std::string SigV4Signer::signing_key(std::string_view secret, std::string_view date,
+                                     std::string_view region, std::string_view service) const {
+  std::string cache_key;
+  cache_key.reserve(date.size() + region.size() + service.size() + 67);
+  cache_key += date;
+  cache_key += '\n';
+  cache_key += region;
+  cache_key += '\n';
+  cache_key += service;
+  cache_key += '\n';
+  cache_key += sha256_hex(secret);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = keys_.find(cache_key);
+    if (it != keys_.end()) return it->second;
+  }
+  std::string key = derive_signing_key(secret, date, region, service);
+  std::lock_guard<std::mutex> lock(mu_);
+  ++derived_;
+  if (keys_.emplace(cache_key, key).second) {
+    order_.push_back(cache_key);
+    while (order_.size() > max_keys_ && !order_.empty()) {
+      keys_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+  return key;
+}
+
+}  // namespace kcl::aws

@@ -1,0 +1,180 @@
+#include "checkpoint/shard_checkpointer.h"
+
+#include <memory>
+#include <utility>
+
+namespace kcl::checkpoint {
+
+Result<std::unique_ptr<ShardCheckpointer>> ShardCheckpointer::create(
+    leases::LeaseCoordinator& coordinator, std::string lease_key) {
+  auto held = coordinator.held_lease(lease_key);
+  if (!held) {
+    return Status(StatusCode::kLeaseLost, "worker " + coordinator.worker_id() +
+                                              " does not hold the lease for " + lease_key);
+  }
+  return std::make_unique<ShardCheckpointer>(coordinator, std::move(lease_key), held->checkpoint,
+                                             held->pending_checkpoint);
+}
+
+ShardCheckpointer::ShardCheckpointer(leases::LeaseCoordinator& coordinator, std::string lease_key,
+                                     ExtendedSequenceNumber last_checkpoint,
+                                     std::optional<ExtendedSequenceNumber> pending_checkpoint)
+    : coordinator_(coordinator),
+      lease_key_(std::move(lease_key)),
+      last_checkpoint_(last_checkpoint),
+      largest_delivered_(std::move(last_checkpoint)),
+      pending_(std::move(pending_checkpoint)),
+      shard_ended_(last_checkpoint_.is_shard_end()) {}
+
+void ShardCheckpointer::records_delivered(const ExtendedSequenceNumber& position) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shard_ended_ || !position.valid() || !position.is_sequence_number()) return;
+  if (position > largest_delivered_) largest_delivered_ = position;
+}
+
+void ShardCheckpointer::shard_ended(std::optional<ExtendedSequenceNumber> last_sequence_number) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last_sequence_number && last_sequence_number->is_sequence_number()) {
+    sequence_at_shard_end_ = last_sequence_number;
+    if (*last_sequence_number > largest_delivered_) largest_delivered_ = *last_sequence_number;
+  }
+  shard_ended_ = true;
+}
+
+ExtendedSequenceNumber ShardCheckpointer::largest_permitted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shard_ended_ ? ExtendedSequenceNumber::shard_end() : largest_delivered_;
+}
+
+ExtendedSequenceNumber ShardCheckpointer::last_checkpoint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_checkpoint_;
+}
+
+std::optional<ExtendedSequenceNumber> ShardCheckpointer::pending_checkpoint() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
+}
+
+Status ShardCheckpointer::validate_locked(const ExtendedSequenceNumber& position,
+                                          std::string_view what) const {
+  const std::string prefix = std::string(what) + " of " + lease_key_ + " at " +
+                             position.to_string() + ": ";
+  if (!position.valid()) {
+    return Status(StatusCode::kInvalidArgument,
+                  prefix + "not a sequence number (decimal digits) with a sub-sequence number "
+                           ">= 0");
+  }
+  if (position.is_sentinel() && !position.is_shard_end()) {
+    return Status(StatusCode::kInvalidArgument,
+                  prefix + position.sequence_number() +
+                      " is a start position, not something a checkpoint can name");
+  }
+  if (position.is_shard_end() && !shard_ended_) {
+    return Status(StatusCode::kInvalidArgument,
+                  prefix + "SHARD_END can be checkpointed only after the shard was read to its "
+                           "end");
+  }
+  if (position < last_checkpoint_) {
+    return Status(StatusCode::kInvalidArgument,
+                  prefix + "it is before the last checkpoint " + last_checkpoint_.to_string() +
+                      " (a checkpoint never moves backwards)");
+  }
+  const ExtendedSequenceNumber largest =
+      shard_ended_ ? ExtendedSequenceNumber::shard_end() : largest_delivered_;
+  if (position > largest) {
+    return Status(StatusCode::kInvalidArgument,
+                  prefix + "it is after the last record delivered to the processor, " +
+                      largest.to_string());
+  }
+  return Status::Ok();
+}
+
+ExtendedSequenceNumber ShardCheckpointer::resolve_shard_end_locked(
+    const ExtendedSequenceNumber& position) const {
+  // The shard's very last record processed is the same as the whole shard processed.
+  if (sequence_at_shard_end_ && position == *sequence_at_shard_end_) {
+    return ExtendedSequenceNumber::shard_end();
+  }
+  return position;
+}
+
+Status ShardCheckpointer::write_checkpoint_locked(const ExtendedSequenceNumber& position) {
+  leases::CheckpointFields fields;
+  fields.checkpoint = position;
+  fields.owner_switches_since_checkpoint = 0;
+  auto written = coordinator_.update_checkpoint(lease_key_, fields);
+  if (!written.ok()) return written.status();
+  last_checkpoint_ = position;
+  pending_.reset();
+  return Status::Ok();
+}
+
+Status ShardCheckpointer::checkpoint() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ExtendedSequenceNumber target =
+      shard_ended_ ? ExtendedSequenceNumber::shard_end() : largest_delivered_;
+  if (target == last_checkpoint_) return Status::Ok();
+  if (!target.is_sequence_number() && !target.is_shard_end()) {
+    return Status::Ok();  // nothing delivered since a start position: nothing to record
+  }
+  KCL_RETURN_IF_ERROR(validate_locked(target, "checkpoint"));
+  return write_checkpoint_locked(resolve_shard_end_locked(target));
+}
+
+Status ShardCheckpointer::checkpoint(const ExtendedSequenceNumber& position) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(validate_locked(position, "checkpoint"));
+  const ExtendedSequenceNumber target = resolve_shard_end_locked(position);
+  if (target == last_checkpoint_) return Status::Ok();
+  return write_checkpoint_locked(target);
+}
+
+Status ShardCheckpointer::checkpoint(std::string_view sequence_number,
+                                     std::int64_t sub_sequence_number) {
+  auto position = ExtendedSequenceNumber::parse(sequence_number, sub_sequence_number);
+  if (!position.ok()) return position.status().with_context("checkpoint of " + lease_key_ + ": ");
+  return checkpoint(position.value());
+}
+
+Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
+    std::optional<std::string> application_state) {
+  ExtendedSequenceNumber position = largest_permitted();
+  return prepare_checkpoint(position, std::move(application_state));
+}
+
+Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
+    const ExtendedSequenceNumber& position, std::optional<std::string> application_state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (position == last_checkpoint_) return PreparedCheckpoint{position, false};
+  KCL_RETURN_IF_ERROR(validate_locked(position, "prepared checkpoint"));
+  const ExtendedSequenceNumber target = resolve_shard_end_locked(position);
+  if (target == last_checkpoint_) return PreparedCheckpoint{target, false};
+
+  auto held = coordinator_.held_lease(lease_key_);
+  if (!held) {
+    return Status(StatusCode::kLeaseLost, "prepared checkpoint of " + lease_key_ + ": worker " +
+                                              coordinator_.worker_id() +
+                                              " no longer holds the lease");
+  }
+  leases::CheckpointFields fields;
+  fields.checkpoint = last_checkpoint_;
+  fields.pending_checkpoint = target;
+  fields.pending_checkpoint_state = std::move(application_state);
+  // A prepare is not a checkpoint: the count of owner switches since the last one stays.
+  fields.owner_switches_since_checkpoint = held->owner_switches_since_checkpoint;
+  auto written = coordinator_.update_checkpoint(lease_key_, fields);
+  if (!written.ok()) return written.status();
+  pending_ = target;
+  return PreparedCheckpoint{target, true};
+}
+
+Status ShardCheckpointer::commit(const PreparedCheckpoint& prepared) {
+  if (!prepared.written) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (prepared.position == last_checkpoint_) return Status::Ok();
+  KCL_RETURN_IF_ERROR(validate_locked(prepared.position, "commit of prepared checkpoint"));
+  return write_checkpoint_locked(prepared.position);
+}
+
+}  // namespace kcl::checkpoint

@@ -1,0 +1,456 @@
+#include "dynamodb/dynamodb_client.h"
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace kcl::dynamodb {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kFirstPollInterval{50};
+constexpr milliseconds kMaxPollInterval{1000};
+
+std::string op_name(std::string_view op) { return "DynamoDB." + std::string(op); }
+
+Status invalid(std::string_view op, const std::string& what) {
+  return Status(StatusCode::kInvalidArgument, op_name(op) + ": " + what);
+}
+
+Status malformed(std::string_view op, const std::string& what) {
+  return Status(StatusCode::kInternal, op_name(op) + ": malformed response: " + what);
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Makes sure the failure of `op` reads as what it means to the caller: a failed condition is
+// kConditionFailed whatever the generic mapping said, and the message names the operation
+// and the endpoint even when the layer below left them to the details.
+Status refine_error(std::string_view op, const std::string& endpoint, const Status& s) {
+  StatusCode code = s.code();
+  if (s.aws() && ends_with(s.aws()->error_type, "ConditionalCheckFailedException")) {
+    code = StatusCode::kConditionFailed;
+  }
+  std::string message = s.message();
+  const std::string name = op_name(op);
+  const bool names_op = message.find(name) != std::string::npos;
+  const bool names_endpoint = endpoint.empty() || message.find(endpoint) != std::string::npos;
+  if (!names_endpoint && message.rfind(name + ": ", 0) == 0) {
+    // "DynamoDB.GetItem: ResourceNotFoundException: ..." -> "DynamoDB.GetItem at <url>: ..."
+    message.insert(name.size(), " at " + endpoint);
+  } else if (!names_op || !names_endpoint) {
+    message = name + (names_endpoint ? "" : " at " + endpoint) + ": " + message;
+  }
+  if (code == s.code() && message == s.message()) return s;
+  if (s.aws()) return Status(code, std::move(message), *s.aws());
+  return Status(code, std::move(message));
+}
+
+const char* return_values_name(ReturnValues rv) {
+  switch (rv) {
+    case ReturnValues::kNone: return "NONE";
+    case ReturnValues::kAllOld: return "ALL_OLD";
+    case ReturnValues::kAllNew: return "ALL_NEW";
+    case ReturnValues::kUpdatedOld: return "UPDATED_OLD";
+    case ReturnValues::kUpdatedNew: return "UPDATED_NEW";
+  }
+  return "NONE";
+}
+
+Status check_table(std::string_view op, std::string_view table) {
+  if (table.empty()) return invalid(op, "table name is empty");
+  return Status::Ok();
+}
+
+// Collects the placeholders of one or two expressions into one ExpressionAttributeNames /
+// ExpressionAttributeValues pair, refusing a placeholder given two different meanings.
+class Placeholders {
+ public:
+  explicit Placeholders(std::string_view op) : op_(op) {}
+
+  Status add(const Expression& e, std::string_view role) {
+    if (e.expression.empty()) {
+      if (!e.names.empty() || !e.values.empty()) {
+        return invalid(op_, std::string(role) +
+                                " expression is empty but has attribute names or values");
+      }
+      return Status::Ok();
+    }
+    for (const auto& [placeholder, name] : e.names) {
+      if (placeholder.size() < 2 || placeholder[0] != '#') {
+        return invalid(op_, "ExpressionAttributeNames placeholder '" + placeholder +
+                                "' must start with '#'");
+      }
+      if (name.empty()) {
+        return invalid(op_, "ExpressionAttributeNames '" + placeholder + "' names nothing");
+      }
+      auto [it, inserted] = names_.emplace(placeholder, std::make_pair(name, std::string(role)));
+      if (!inserted && it->second.first != name) {
+        return invalid(op_, "ExpressionAttributeNames '" + placeholder + "' clashes: '" +
+                                it->second.first + "' in the " + it->second.second +
+                                " expression, '" + name + "' in the " + std::string(role) +
+                                " expression");
+      }
+    }
+    for (const auto& [placeholder, value] : e.values) {
+      if (placeholder.size() < 2 || placeholder[0] != ':') {
+        return invalid(op_, "ExpressionAttributeValues placeholder '" + placeholder +
+                                "' must start with ':'");
+      }
+      auto [it, inserted] = values_.emplace(placeholder, std::make_pair(value, std::string(role)));
+      if (!inserted && !(it->second.first == value)) {
+        return invalid(op_, "ExpressionAttributeValues '" + placeholder +
+                                "' clashes: defined differently by the " + it->second.second +
+                                " and the " + std::string(role) + " expressions");
+      }
+    }
+    return Status::Ok();
+  }
+
+  void write(json& body) const {
+    if (!names_.empty()) {
+      json n = json::object();
+      for (const auto& [placeholder, entry] : names_) n[placeholder] = entry.first;
+      body["ExpressionAttributeNames"] = std::move(n);
+    }
+    if (!values_.empty()) {
+      json v = json::object();
+      for (const auto& [placeholder, entry] : values_) v[placeholder] = entry.first.to_json();
+      body["ExpressionAttributeValues"] = std::move(v);
+    }
+  }
+
+ private:
+  std::string_view op_;
+  std::map<std::string, std::pair<std::string, std::string>> names_;
+  std::map<std::string, std::pair<AttributeValue, std::string>> values_;
+};
+
+// Reads an optional item-valued member ("Item", "Attributes", "LastEvaluatedKey").
+Result<std::optional<Item>> optional_item(std::string_view op, const json& response,
+                                          const char* member) {
+  auto it = response.find(member);
+  if (it == response.end() || it->is_null()) return std::optional<Item>();
+  if (!it->is_object()) return malformed(op, std::string(member) + " is not an object");
+  auto item = item_from_json(*it);
+  if (!item.ok()) return malformed(op, std::string(member) + ": " + item.status().message());
+  return std::optional<Item>(std::move(item).value());
+}
+
+Result<std::string> required_string(std::string_view op, const json& obj, const char* member,
+                                    std::string_view where) {
+  auto it = obj.find(member);
+  if (it == obj.end()) return malformed(op, std::string(where) + " has no " + member);
+  if (!it->is_string()) return malformed(op, std::string(where) + "." + member + " is not a string");
+  return it->get<std::string>();
+}
+
+Result<long long> optional_count(std::string_view op, const json& obj, const char* member,
+                                 std::string_view where) {
+  auto it = obj.find(member);
+  if (it == obj.end()) return 0LL;
+  if (it->is_number_unsigned() || it->is_number_integer()) {
+    if (it->is_number_unsigned() && it->get<unsigned long long>() > 0x7fffffffffffffffULL) {
+      return malformed(op, std::string(where) + "." + member + " is out of range");
+    }
+    const long long v = it->get<long long>();
+    if (v < 0) return malformed(op, std::string(where) + "." + member + " is negative");
+    return v;
+  }
+  return malformed(op, std::string(where) + "." + member + " is not an integer");
+}
+
+Result<TableDescription> parse_table(std::string_view op, const json& t) {
+  TableDescription d;
+  KCL_ASSIGN_OR_RETURN(d.table_name, required_string(op, t, "TableName", "Table"));
+  KCL_ASSIGN_OR_RETURN(d.table_status, required_string(op, t, "TableStatus", "Table"));
+  if (auto ks = t.find("KeySchema"); ks != t.end()) {
+    if (!ks->is_array()) return malformed(op, "Table.KeySchema is not an array");
+    for (const auto& e : *ks) {
+      if (!e.is_object()) return malformed(op, "Table.KeySchema element is not an object");
+      KeySchemaElement k;
+      KCL_ASSIGN_OR_RETURN(k.attribute_name,
+                           required_string(op, e, "AttributeName", "Table.KeySchema element"));
+      KCL_ASSIGN_OR_RETURN(k.key_type,
+                           required_string(op, e, "KeyType", "Table.KeySchema element"));
+      d.key_schema.push_back(std::move(k));
+    }
+  }
+  if (auto ad = t.find("AttributeDefinitions"); ad != t.end()) {
+    if (!ad->is_array()) return malformed(op, "Table.AttributeDefinitions is not an array");
+    for (const auto& e : *ad) {
+      if (!e.is_object()) {
+        return malformed(op, "Table.AttributeDefinitions element is not an object");
+      }
+      AttributeDefinition a;
+      KCL_ASSIGN_OR_RETURN(a.attribute_name, required_string(op, e, "AttributeName",
+                                                             "Table.AttributeDefinitions element"));
+      KCL_ASSIGN_OR_RETURN(a.attribute_type, required_string(op, e, "AttributeType",
+                                                             "Table.AttributeDefinitions element"));
+      d.attribute_definitions.push_back(std::move(a));
+    }
+  }
+  // A table that was always provisioned has no BillingModeSummary.
+  d.billing_mode = "PROVISIONED";
+  if (auto bm = t.find("BillingModeSummary"); bm != t.end() && !bm->is_null()) {
+    if (!bm->is_object()) return malformed(op, "Table.BillingModeSummary is not an object");
+    if (bm->contains("BillingMode")) {
+      KCL_ASSIGN_OR_RETURN(d.billing_mode,
+                           required_string(op, *bm, "BillingMode", "Table.BillingModeSummary"));
+    }
+  }
+  KCL_ASSIGN_OR_RETURN(d.item_count, optional_count(op, t, "ItemCount", "Table"));
+  return d;
+}
+
+}  // namespace
+
+DynamoDbClient::DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client)
+    : DynamoDbClient(std::move(client), SystemClock::instance(),
+                     [](milliseconds d) { std::this_thread::sleep_for(d); }) {}
+
+DynamoDbClient::DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client, const Clock& clock,
+                               Sleeper sleep)
+    : client_(std::move(client)), clock_(&clock), sleep_(std::move(sleep)) {}
+
+namespace {
+
+// Sends one request and returns the response as a JSON object.
+Result<json> invoke(aws::AwsJsonClient& client, std::string_view op, const json& body) {
+  std::string text;
+  try {
+    text = body.dump();
+  } catch (const json::exception&) {
+    return invalid(op, "the request holds a string that is not valid UTF-8");
+  }
+  auto response = client.call(op, std::move(text));
+  if (!response.ok()) return refine_error(op, client.endpoint(), response.status());
+  json parsed = json::parse(*response, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return malformed(op, "not JSON");
+  if (!parsed.is_object()) return malformed(op, "not a JSON object");
+  return parsed;
+}
+
+Result<WriteResult> write_result(std::string_view op, const json& response) {
+  WriteResult w;
+  KCL_ASSIGN_OR_RETURN(w.attributes, optional_item(op, response, "Attributes"));
+  return w;
+}
+
+}  // namespace
+
+Status DynamoDbClient::create_table(const CreateTableRequest& request) {
+  constexpr std::string_view op = "CreateTable";
+  KCL_RETURN_IF_ERROR(check_table(op, request.table_name));
+  if (request.key_schema.empty()) return invalid(op, "key schema is empty");
+  json body{{"TableName", request.table_name}};
+  json ks = json::array();
+  for (const auto& k : request.key_schema) {
+    ks.push_back({{"AttributeName", k.attribute_name}, {"KeyType", k.key_type}});
+  }
+  body["KeySchema"] = std::move(ks);
+  json ad = json::array();
+  for (const auto& a : request.attribute_definitions) {
+    ad.push_back({{"AttributeName", a.attribute_name}, {"AttributeType", a.attribute_type}});
+  }
+  body["AttributeDefinitions"] = std::move(ad);
+  if (request.billing_mode == "PAY_PER_REQUEST" || request.billing_mode.empty()) {
+    body["BillingMode"] = "PAY_PER_REQUEST";
+  } else if (request.billing_mode == "PROVISIONED") {
+    if (request.read_capacity_units < 1 || request.write_capacity_units < 1) {
+      return invalid(op, "PROVISIONED billing needs read and write capacity units of at least 1");
+    }
+    body["BillingMode"] = "PROVISIONED";
+    body["ProvisionedThroughput"] = {{"ReadCapacityUnits", request.read_capacity_units},
+                                     {"WriteCapacityUnits", request.write_capacity_units}};
+  } else {
+    return invalid(op, "billing mode must be PAY_PER_REQUEST or PROVISIONED, not '" +
+                           request.billing_mode + "'");
+  }
+  auto response = invoke(*client_, op, body);
+  return response.ok() ? Status::Ok() : response.status();
+}
+
+Result<TableDescription> DynamoDbClient::describe_table(std::string_view table) {
+  constexpr std::string_view op = "DescribeTable";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, json{{"TableName", table}}));
+  auto t = response.find("Table");
+  if (t == response.end()) return malformed(op, "no Table");
+  if (!t->is_object()) return malformed(op, "Table is not an object");
+  return parse_table(op, *t);
+}
+
+Result<TableDescription> DynamoDbClient::wait_until_active(std::string_view table,
+                                                           milliseconds deadline) {
+  const auto end = clock_->now() + deadline;
+  milliseconds interval = kFirstPollInterval;
+  std::string last = "never described";
+  while (true) {
+    auto d = describe_table(table);
+    if (d.ok()) {
+      if (d->table_status == "ACTIVE") return d;
+      if (d->table_status == "DELETING") {
+        return Status(StatusCode::kFailedPrecondition,
+                      "DynamoDB table '" + std::string(table) + "' is DELETING; it will not become ACTIVE");
+      }
+      last = d->table_status;
+    } else if (d.status().code() == StatusCode::kNotFound) {
+      // Right after CreateTable, DescribeTable may not see the table yet (it is eventually
+      // consistent); keep polling until the deadline.
+      last = "not found";
+    } else if (d.status().code() == StatusCode::kUnavailable) {
+      last = "unavailable: " + d.status().message();
+    } else {
+      return d.status();
+    }
+    const auto now = clock_->now();
+    if (now >= end) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    "DynamoDB table '" + std::string(table) + "' not ACTIVE within " +
+                        std::to_string(deadline.count()) + " ms (last status: " + last + ")");
+    }
+    const auto left = std::chrono::ceil<milliseconds>(end - now);
+    sleep_(std::min(interval, left));
+    interval = std::min(interval * 2, kMaxPollInterval);
+  }
+}
+
+Status DynamoDbClient::delete_table(std::string_view table) {
+  constexpr std::string_view op = "DeleteTable";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  auto response = invoke(*client_, op, json{{"TableName", table}});
+  return response.ok() ? Status::Ok() : response.status();
+}
+
+Result<std::optional<Item>> DynamoDbClient::get_item(std::string_view table, const Item& key,
+                                                     bool consistent_read) {
+  constexpr std::string_view op = "GetItem";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (key.empty()) return invalid(op, "key is empty");
+  json body{{"TableName", table}, {"Key", item_to_json(key)}, {"ConsistentRead", consistent_read}};
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+  return optional_item(op, response, "Item");
+}
+
+Result<WriteResult> DynamoDbClient::put_item(std::string_view table, const Item& item,
+                                             const Expression& condition,
+                                             ReturnValues return_values) {
+  constexpr std::string_view op = "PutItem";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (item.empty()) return invalid(op, "item is empty");
+  if (return_values != ReturnValues::kNone && return_values != ReturnValues::kAllOld) {
+    return invalid(op, std::string("ReturnValues ") + return_values_name(return_values) +
+                           " is not allowed (only NONE or ALL_OLD)");
+  }
+  Placeholders placeholders(op);
+  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
+  json body{{"TableName", table}, {"Item", item_to_json(item)}};
+  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
+  placeholders.write(body);
+  if (return_values != ReturnValues::kNone) body["ReturnValues"] = return_values_name(return_values);
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+  return write_result(op, response);
+}
+
+Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const Item& key,
+                                                const Expression& update,
+                                                const Expression& condition,
+                                                ReturnValues return_values) {
+  constexpr std::string_view op = "UpdateItem";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (key.empty()) return invalid(op, "key is empty");
+  Placeholders placeholders(op);
+  KCL_RETURN_IF_ERROR(placeholders.add(update, "update"));
+  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
+  json body{{"TableName", table}, {"Key", item_to_json(key)}};
+  if (!update.expression.empty()) body["UpdateExpression"] = update.expression;
+  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
+  placeholders.write(body);
+  if (return_values != ReturnValues::kNone) body["ReturnValues"] = return_values_name(return_values);
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+  return write_result(op, response);
+}
+
+Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const Item& key,
+                                                const Expression& condition,
+                                                ReturnValues return_values) {
+  constexpr std::string_view op = "DeleteItem";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (key.empty()) return invalid(op, "key is empty");
+  if (return_values != ReturnValues::kNone && return_values != ReturnValues::kAllOld) {
+    return invalid(op, std::string("ReturnValues ") + return_values_name(return_values) +
+                           " is not allowed (only NONE or ALL_OLD)");
+  }
+  Placeholders placeholders(op);
+  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
+  json body{{"TableName", table}, {"Key", item_to_json(key)}};
+  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
+  placeholders.write(body);
+  if (return_values != ReturnValues::kNone) body["ReturnValues"] = return_values_name(return_values);
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+  return write_result(op, response);
+}
+
+Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
+                                           const std::optional<Item>& exclusive_start_key,
+                                           int limit, bool consistent_read) {
+  constexpr std::string_view op = "Scan";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (limit < 0) return invalid(op, "limit must not be negative");
+  json body{{"TableName", table}, {"ConsistentRead", consistent_read}};
+  if (exclusive_start_key) {
+    if (exclusive_start_key->empty()) return invalid(op, "exclusive start key is empty");
+    body["ExclusiveStartKey"] = item_to_json(*exclusive_start_key);
+  }
+  if (limit > 0) body["Limit"] = limit;
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+
+  ScanPage page;
+  auto items = response.find("Items");
+  if (items == response.end()) return malformed(op, "no Items");
+  if (!items->is_array()) return malformed(op, "Items is not an array");
+  page.items.reserve(items->size());
+  std::size_t index = 0;
+  for (const auto& j : *items) {
+    auto item = item_from_json(j);
+    if (!item.ok()) {
+      return malformed(op, "Items[" + std::to_string(index) + "]: " + item.status().message());
+    }
+    page.items.push_back(std::move(item).value());
+    ++index;
+  }
+  KCL_ASSIGN_OR_RETURN(page.last_evaluated_key, optional_item(op, response, "LastEvaluatedKey"));
+  if (page.last_evaluated_key && page.last_evaluated_key->empty()) {
+    return malformed(op, "LastEvaluatedKey is empty");
+  }
+  if (response.contains("ScannedCount")) {
+    KCL_ASSIGN_OR_RETURN(page.scanned_count, optional_count(op, response, "ScannedCount", "Scan"));
+  } else {
+    page.scanned_count = static_cast<long long>(page.items.size());
+  }
+  return page;
+}
+
+Result<std::vector<Item>> DynamoDbClient::scan_all(std::string_view table, bool consistent_read) {
+  std::vector<Item> all;
+  std::optional<Item> start;
+  while (true) {
+    KCL_ASSIGN_OR_RETURN(ScanPage page, scan_page(table, start, 0, consistent_read));
+    for (auto& item : page.items) all.push_back(std::move(item));
+    if (!page.last_evaluated_key) return all;
+    if (start && *start == *page.last_evaluated_key) {
+      // A peer that hands back the key it was given would keep us here forever.
+      return malformed("Scan", "LastEvaluatedKey repeats the ExclusiveStartKey");
+    }
+    start = std::move(page.last_evaluated_key);
+  }
+}
+
+}  // namespace kcl::dynamodb

@@ -1,0 +1,463 @@
+// KinesisClient: request bodies with nlohmann::json, responses with simdjson (DOM for the
+// small control-plane answers, On-Demand for GetRecords; see get_records_parser.cpp).
+#include "kinesis/kinesis_client.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+
+#include "aws/base64.h"
+
+namespace kcl::kinesis {
+namespace {
+
+using nlohmann::json;
+namespace dom = simdjson::dom;
+
+double to_epoch_seconds(std::chrono::system_clock::time_point tp) {
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count();
+  // Millisecond precision is what Kinesis keeps; keep microseconds and let the service round.
+  return static_cast<double>(us) / 1e6;
+}
+
+std::chrono::system_clock::time_point from_epoch_seconds(double secs) {
+  auto micros = std::chrono::microseconds(std::llround(secs * 1e6));
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(micros));
+}
+
+const char* iterator_type_name(IteratorType t) {
+  switch (t) {
+    case IteratorType::kTrimHorizon: return "TRIM_HORIZON";
+    case IteratorType::kLatest: return "LATEST";
+    case IteratorType::kAtSequenceNumber: return "AT_SEQUENCE_NUMBER";
+    case IteratorType::kAfterSequenceNumber: return "AFTER_SEQUENCE_NUMBER";
+    case IteratorType::kAtTimestamp: return "AT_TIMESTAMP";
+  }
+  return "TRIM_HORIZON";
+}
+
+const char* shard_filter_name(ShardFilterType t) {
+  switch (t) {
+    case ShardFilterType::kNone: return "";
+    case ShardFilterType::kAfterShardId: return "AFTER_SHARD_ID";
+    case ShardFilterType::kAtTrimHorizon: return "AT_TRIM_HORIZON";
+    case ShardFilterType::kFromTrimHorizon: return "FROM_TRIM_HORIZON";
+    case ShardFilterType::kAtLatest: return "AT_LATEST";
+    case ShardFilterType::kAtTimestamp: return "AT_TIMESTAMP";
+    case ShardFilterType::kFromTimestamp: return "FROM_TIMESTAMP";
+  }
+  return "";
+}
+
+// Serializes a request; strings that are not valid UTF-8 (a partition key, say) are an
+// invalid argument, not an exception.
+Result<std::string> dump(const json& j, std::string_view op) {
+  try {
+    return j.dump(-1, ' ', false, json::error_handler_t::strict);
+  } catch (const json::exception& e) {
+    return Status(StatusCode::kInvalidArgument,
+                  "Kinesis." + std::string(op) + ": request not serializable: " + e.what());
+  }
+}
+
+// Reads one small JSON response with simdjson DOM and reports what is wrong with it as
+// kInternal "<Service>.<Op>: malformed response: <what>", with the call's details.
+class ResponseReader {
+ public:
+  ResponseReader(const aws::AwsJsonClient& client, std::string_view op)
+      : op_("Kinesis." + std::string(op)), endpoint_(client.endpoint()) {}
+
+  Status bad(std::string_view what) const {
+    AwsErrorDetails d;
+    d.operation = op_;
+    d.endpoint = endpoint_;
+    d.http_status = 200;
+    return Status(StatusCode::kInternal, op_ + ": malformed response: " + std::string(what),
+                  std::move(d));
+  }
+
+  Result<dom::object> parse(const std::string& body) {
+    thread_local dom::parser parser;
+    dom::element root;
+    if (auto err = parser.parse(body).get(root)) {
+      return bad(std::string("invalid JSON: ") + simdjson::error_message(err));
+    }
+    dom::object obj;
+    if (root.get_object().get(obj)) return bad("top level is not an object");
+    return obj;
+  }
+
+  // Required string.
+  Status str(dom::object obj, std::string_view key, std::string& out, std::string_view path) const {
+    dom::element e;
+    if (obj.at_key(key).get(e)) return bad(std::string(path) + ": missing");
+    std::string_view s;
+    if (e.get_string().get(s)) return bad(std::string(path) + ": not a string");
+    out.assign(s);
+    return Status::Ok();
+  }
+  // Optional string: absent or null leaves `out` unchanged.
+  Status opt_str(dom::object obj, std::string_view key, std::string& out, std::string_view path) const {
+    dom::element e;
+    if (obj.at_key(key).get(e) || e.is_null()) return Status::Ok();
+    std::string_view s;
+    if (e.get_string().get(s)) return bad(std::string(path) + ": not a string");
+    out.assign(s);
+    return Status::Ok();
+  }
+  Status opt_int(dom::object obj, std::string_view key, std::int64_t& out, std::string_view path) const {
+    dom::element e;
+    if (obj.at_key(key).get(e) || e.is_null()) return Status::Ok();
+    if (e.get_int64().get(out)) return bad(std::string(path) + ": not an integer");
+    return Status::Ok();
+  }
+  Status opt_seconds(dom::object obj, std::string_view key, std::chrono::system_clock::time_point& out,
+                     std::string_view path) const {
+    dom::element e;
+    if (obj.at_key(key).get(e) || e.is_null()) return Status::Ok();
+    double secs = 0;
+    if (e.get_double().get(secs) || !std::isfinite(secs)) {
+      return bad(std::string(path) + ": not a number");
+    }
+    out = from_epoch_seconds(secs);
+    return Status::Ok();
+  }
+  Status obj_at(dom::object obj, std::string_view key, dom::object& out, std::string_view path,
+                bool required) const {
+    dom::element e;
+    if (obj.at_key(key).get(e) || e.is_null()) {
+      return required ? bad(std::string(path) + ": missing") : Status::Ok();
+    }
+    if (e.get_object().get(out)) return bad(std::string(path) + ": not an object");
+    return Status::Ok();
+  }
+  Status arr_at(dom::object obj, std::string_view key, dom::array& out, std::string_view path,
+                bool required, bool& present) const {
+    present = false;
+    dom::element e;
+    if (obj.at_key(key).get(e) || e.is_null()) {
+      return required ? bad(std::string(path) + ": missing") : Status::Ok();
+    }
+    if (e.get_array().get(out)) return bad(std::string(path) + ": not an array");
+    present = true;
+    return Status::Ok();
+  }
+
+ private:
+  std::string op_;
+  std::string endpoint_;
+};
+
+Status parse_shard(const ResponseReader& r, dom::element e, Shard& shard, const std::string& path) {
+  dom::object o;
+  if (e.get_object().get(o)) return r.bad(path + ": not an object");
+  KCL_RETURN_IF_ERROR(r.str(o, "ShardId", shard.shard_id, path + ".ShardId"));
+  KCL_RETURN_IF_ERROR(r.opt_str(o, "ParentShardId", shard.parent_shard_id, path + ".ParentShardId"));
+  KCL_RETURN_IF_ERROR(r.opt_str(o, "AdjacentParentShardId", shard.adjacent_parent_shard_id,
+                                path + ".AdjacentParentShardId"));
+  dom::object range;
+  KCL_RETURN_IF_ERROR(r.obj_at(o, "HashKeyRange", range, path + ".HashKeyRange", true));
+  KCL_RETURN_IF_ERROR(r.str(range, "StartingHashKey", shard.hash_key_range.starting_hash_key,
+                            path + ".HashKeyRange.StartingHashKey"));
+  KCL_RETURN_IF_ERROR(r.str(range, "EndingHashKey", shard.hash_key_range.ending_hash_key,
+                            path + ".HashKeyRange.EndingHashKey"));
+  dom::object seq;
+  KCL_RETURN_IF_ERROR(r.obj_at(o, "SequenceNumberRange", seq, path + ".SequenceNumberRange", true));
+  KCL_RETURN_IF_ERROR(r.str(seq, "StartingSequenceNumber",
+                            shard.sequence_number_range.starting_sequence_number,
+                            path + ".SequenceNumberRange.StartingSequenceNumber"));
+  KCL_RETURN_IF_ERROR(r.opt_str(seq, "EndingSequenceNumber",
+                                shard.sequence_number_range.ending_sequence_number,
+                                path + ".SequenceNumberRange.EndingSequenceNumber"));
+  return Status::Ok();
+}
+
+Status add_details(Status s, const aws::AwsJsonClient& client, std::string_view op) {
+  if (s.ok() || s.aws().has_value()) return s;
+  AwsErrorDetails d;
+  d.operation = "Kinesis." + std::string(op);
+  d.endpoint = client.endpoint();
+  d.http_status = 200;
+  return Status(s.code(), s.message(), std::move(d));
+}
+
+}  // namespace
+
+KinesisClient::KinesisClient(std::shared_ptr<aws::AwsJsonClient> client) : client_(std::move(client)) {}
+
+Result<ListShardsPage> KinesisClient::list_shards_page(std::string_view stream, const ShardFilter& filter,
+                                                       std::string_view next_token, int max_results) {
+  json req = json::object();
+  if (!next_token.empty()) {
+    // The token identifies the stream and the listing; StreamName (and the filter that
+    // started the listing) must not be sent with it.
+    req["NextToken"] = next_token;
+  } else {
+    req["StreamName"] = stream;
+    if (filter.type != ShardFilterType::kNone) {
+      json f = json::object();
+      f["Type"] = shard_filter_name(filter.type);
+      if (filter.type == ShardFilterType::kAfterShardId) f["ShardId"] = filter.shard_id;
+      if (filter.type == ShardFilterType::kAtTimestamp || filter.type == ShardFilterType::kFromTimestamp) {
+        if (!filter.timestamp) {
+          return Status(StatusCode::kInvalidArgument,
+                        "Kinesis.ListShards: ShardFilter " + std::string(shard_filter_name(filter.type)) +
+                            " needs a timestamp");
+        }
+        f["Timestamp"] = to_epoch_seconds(*filter.timestamp);
+      }
+      req["ShardFilter"] = std::move(f);
+    }
+  }
+  if (max_results > 0) req["MaxResults"] = max_results;
+
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "ListShards"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("ListShards", std::move(request)));
+  ResponseReader r(*client_, "ListShards");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  ListShardsPage page;
+  dom::array shards;
+  bool present = false;
+  KCL_RETURN_IF_ERROR(r.arr_at(top, "Shards", shards, "Shards", false, present));
+  if (present) {
+    std::size_t i = 0;
+    for (dom::element e : shards) {
+      Shard shard;
+      KCL_RETURN_IF_ERROR(parse_shard(r, e, shard, "Shards[" + std::to_string(i++) + "]"));
+      page.shards.push_back(std::move(shard));
+    }
+  }
+  KCL_RETURN_IF_ERROR(r.opt_str(top, "NextToken", page.next_token, "NextToken"));
+  return page;
+}
+
+Result<std::vector<Shard>> KinesisClient::list_shards(std::string_view stream, const ShardFilter& filter) {
+  // An expired NextToken (a very long listing) restarts the listing from the beginning a
+  // few times; a token that repeats would loop forever and is treated as a bad peer.
+  constexpr int kMaxRestarts = 3;
+  constexpr int kMaxPages = 100000;
+  int restarts = 0;
+  std::vector<Shard> all;
+  std::unordered_set<std::string> seen_ids;
+  std::unordered_set<std::string> seen_tokens;
+  std::string token;
+  for (int pages = 0;; ++pages) {
+    if (pages >= kMaxPages) return ResponseReader(*client_, "ListShards").bad("more than 100000 pages");
+    auto page = list_shards_page(stream, filter, token);
+    if (!page.ok()) {
+      const auto& aws = page.status().aws();
+      if (!token.empty() && aws && aws->error_type == "ExpiredNextTokenException" &&
+          restarts < kMaxRestarts) {
+        ++restarts;
+        all.clear();
+        seen_ids.clear();
+        seen_tokens.clear();
+        token.clear();
+        continue;
+      }
+      return page.status();
+    }
+    for (auto& s : page->shards) {
+      if (seen_ids.insert(s.shard_id).second) all.push_back(std::move(s));
+    }
+    if (page->next_token.empty()) return all;
+    if (!seen_tokens.insert(page->next_token).second) {
+      return ResponseReader(*client_, "ListShards").bad("NextToken repeats");
+    }
+    token = std::move(page->next_token);
+  }
+}
+
+Result<StreamSummary> KinesisClient::describe_stream_summary(std::string_view stream) {
+  json req = {{"StreamName", stream}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "DescribeStreamSummary"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("DescribeStreamSummary", std::move(request)));
+  ResponseReader r(*client_, "DescribeStreamSummary");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  dom::object d;
+  KCL_RETURN_IF_ERROR(r.obj_at(top, "StreamDescriptionSummary", d, "StreamDescriptionSummary", true));
+  StreamSummary s;
+  const std::string p = "StreamDescriptionSummary.";
+  KCL_RETURN_IF_ERROR(r.str(d, "StreamName", s.stream_name, p + "StreamName"));
+  KCL_RETURN_IF_ERROR(r.opt_str(d, "StreamARN", s.stream_arn, p + "StreamARN"));
+  KCL_RETURN_IF_ERROR(r.str(d, "StreamStatus", s.stream_status, p + "StreamStatus"));
+  std::int64_t open = 0, retention = 0;
+  KCL_RETURN_IF_ERROR(r.opt_int(d, "OpenShardCount", open, p + "OpenShardCount"));
+  KCL_RETURN_IF_ERROR(r.opt_int(d, "RetentionPeriodHours", retention, p + "RetentionPeriodHours"));
+  s.open_shard_count = static_cast<int>(open);
+  s.retention_period_hours = static_cast<int>(retention);
+  KCL_RETURN_IF_ERROR(r.opt_seconds(d, "StreamCreationTimestamp", s.creation_timestamp,
+                                    p + "StreamCreationTimestamp"));
+  return s;
+}
+
+Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream, std::string_view shard_id,
+                                                      const IteratorPosition& position) {
+  json req = {{"StreamName", stream},
+              {"ShardId", shard_id},
+              {"ShardIteratorType", iterator_type_name(position.type)}};
+  switch (position.type) {
+    case IteratorType::kAtSequenceNumber:
+    case IteratorType::kAfterSequenceNumber:
+      if (position.sequence_number.empty()) {
+        return Status(StatusCode::kInvalidArgument,
+                      std::string("Kinesis.GetShardIterator: ") + iterator_type_name(position.type) +
+                          " needs a sequence number (shard " + std::string(shard_id) + ")");
+      }
+      req["StartingSequenceNumber"] = position.sequence_number;
+      break;
+    case IteratorType::kAtTimestamp:
+      req["Timestamp"] = to_epoch_seconds(position.timestamp);
+      break;
+    case IteratorType::kTrimHorizon:
+    case IteratorType::kLatest:
+      break;
+  }
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetShardIterator"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetShardIterator", std::move(request)));
+  ResponseReader r(*client_, "GetShardIterator");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  std::string it;
+  KCL_RETURN_IF_ERROR(r.str(top, "ShardIterator", it, "ShardIterator"));
+  if (it.empty()) return r.bad("ShardIterator: empty");
+  return it;
+}
+
+Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_iterator, int limit) {
+  json req = {{"ShardIterator", shard_iterator}};
+  if (limit > 0) req["Limit"] = limit;
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request)));
+  GetRecordsResult out;
+  Status s = parse_get_records_response_in_place(body, out);
+  if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
+  return out;
+}
+
+Result<PutRecordResult> KinesisClient::put_record(std::string_view stream, const PutRecordsEntry& entry) {
+  json req = {{"StreamName", stream},
+              {"Data", aws::base64_encode(entry.data)},
+              {"PartitionKey", entry.partition_key}};
+  if (!entry.explicit_hash_key.empty()) req["ExplicitHashKey"] = entry.explicit_hash_key;
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "PutRecord"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("PutRecord", std::move(request)));
+  ResponseReader r(*client_, "PutRecord");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  PutRecordResult out;
+  KCL_RETURN_IF_ERROR(r.str(top, "ShardId", out.shard_id, "ShardId"));
+  KCL_RETURN_IF_ERROR(r.str(top, "SequenceNumber", out.sequence_number, "SequenceNumber"));
+  return out;
+}
+
+Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
+                                                    const std::vector<PutRecordsEntry>& entries) {
+  json records = json::array();
+  for (const auto& e : entries) {
+    json rec = {{"Data", aws::base64_encode(e.data)}, {"PartitionKey", e.partition_key}};
+    if (!e.explicit_hash_key.empty()) rec["ExplicitHashKey"] = e.explicit_hash_key;
+    records.push_back(std::move(rec));
+  }
+  json req = {{"StreamName", stream}, {"Records", std::move(records)}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "PutRecords"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("PutRecords", std::move(request)));
+  ResponseReader r(*client_, "PutRecords");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  PutRecordsResult out;
+  std::int64_t failed = 0;
+  KCL_RETURN_IF_ERROR(r.opt_int(top, "FailedRecordCount", failed, "FailedRecordCount"));
+  dom::array arr;
+  bool present = false;
+  KCL_RETURN_IF_ERROR(r.arr_at(top, "Records", arr, "Records", true, present));
+  out.records.reserve(entries.size());
+  std::size_t i = 0;
+  int counted_failures = 0;
+  for (dom::element e : arr) {
+    const std::string path = "Records[" + std::to_string(i++) + "]";
+    dom::object o;
+    if (e.get_object().get(o)) return r.bad(path + ": not an object");
+    PutRecordsEntryResult res;
+    KCL_RETURN_IF_ERROR(r.opt_str(o, "ErrorCode", res.error_code, path + ".ErrorCode"));
+    KCL_RETURN_IF_ERROR(r.opt_str(o, "ErrorMessage", res.error_message, path + ".ErrorMessage"));
+    if (res.error_code.empty()) {
+      KCL_RETURN_IF_ERROR(r.str(o, "SequenceNumber", res.sequence_number, path + ".SequenceNumber"));
+      KCL_RETURN_IF_ERROR(r.str(o, "ShardId", res.shard_id, path + ".ShardId"));
+      res.ok = true;
+    } else {
+      ++counted_failures;
+    }
+    out.records.push_back(std::move(res));
+  }
+  if (out.records.size() != entries.size()) {
+    return r.bad("Records: " + std::to_string(out.records.size()) + " results for " +
+                 std::to_string(entries.size()) + " entries");
+  }
+  // Trust the per-record results over the summary count.
+  out.failed_record_count = counted_failures;
+  (void)failed;
+  return out;
+}
+
+Status KinesisClient::create_stream(std::string_view stream, int shard_count) {
+  json req = {{"StreamName", stream}, {"ShardCount", shard_count}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "CreateStream"));
+  return client_->call("CreateStream", std::move(request)).status();
+}
+
+Status KinesisClient::delete_stream(std::string_view stream) {
+  json req = {{"StreamName", stream}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "DeleteStream"));
+  return client_->call("DeleteStream", std::move(request)).status();
+}
+
+Status KinesisClient::wait_for_active(std::string_view stream, std::chrono::milliseconds deadline) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  auto delay = std::chrono::milliseconds(20);
+  Status last;
+  std::string last_state;
+  for (;;) {
+    auto s = describe_stream_summary(stream);
+    if (s.ok()) {
+      if (s->stream_status == "ACTIVE") return Status::Ok();
+      last_state = s->stream_status;
+    } else if (s.status().code() != StatusCode::kNotFound && !s.status().retryable()) {
+      return s.status();
+    } else {
+      // Not found yet (just created, eventually consistent) or transient: keep waiting.
+      last = s.status();
+    }
+    if (std::chrono::steady_clock::now() + delay > until) break;
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(1000));
+  }
+  std::string msg = "Kinesis: stream " + std::string(stream) + " not ACTIVE within " +
+                    std::to_string(deadline.count()) + " ms";
+  if (!last_state.empty()) msg += " (status " + last_state + ")";
+  else if (!last.ok()) msg += " (last error: " + last.to_string() + ")";
+  return Status(StatusCode::kDeadlineExceeded, msg);
+}
+
+Status KinesisClient::split_shard(std::string_view stream, std::string_view shard_id,
+                                  std::string_view new_starting_hash_key) {
+  json req = {{"StreamName", stream},
+              {"ShardToSplit", shard_id},
+              {"NewStartingHashKey", new_starting_hash_key}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "SplitShard"));
+  return client_->call("SplitShard", std::move(request)).status();
+}
+
+Status KinesisClient::merge_shards(std::string_view stream, std::string_view shard_id,
+                                   std::string_view adjacent_shard_id) {
+  json req = {{"StreamName", stream},
+              {"ShardToMerge", shard_id},
+              {"AdjacentShardToMerge", adjacent_shard_id}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "MergeShards"));
+  return client_->call("MergeShards", std::move(request)).status();
+}
+
+}  // namespace kcl::kinesis

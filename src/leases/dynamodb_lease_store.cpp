@@ -1,0 +1,304 @@
+#include "leases/dynamodb_lease_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "leases/lease_serializer.h"
+
+namespace kcl::leases {
+namespace {
+
+using dynamodb::AttributeValue;
+using dynamodb::Expression;
+
+std::string describe_key_schema(const dynamodb::TableDescription& t) {
+  std::string out;
+  for (const auto& k : t.key_schema) {
+    if (!out.empty()) out += ", ";
+    std::string type = "?";
+    for (const auto& d : t.attribute_definitions) {
+      if (d.attribute_name == k.attribute_name) type = d.attribute_type;
+    }
+    out += k.attribute_name + " (" + k.key_type + ", " + type + ")";
+  }
+  return out.empty() ? "(none)" : out;
+}
+
+// The condition every write of a holder (or taker) carries: the counter it saw, and the owner
+// it saw (or no owner).
+Expression fence(const Lease& expected) {
+  Expression c;
+  c.names["#c"] = std::string(attr::kLeaseCounter);
+  c.names["#o"] = std::string(attr::kLeaseOwner);
+  c.values[":expected"] = AttributeValue::N(static_cast<long long>(expected.lease_counter));
+  if (expected.lease_owner) {
+    c.expression = "#c = :expected AND #o = :seen_owner";
+    c.values[":seen_owner"] = AttributeValue::S(*expected.lease_owner);
+  } else {
+    c.expression = "#c = :expected AND attribute_not_exists(#o)";
+  }
+  return c;
+}
+
+// "SET #c = :new" plus the caller's clauses.
+Expression bump(const Lease& expected) {
+  Expression u;
+  u.names["#c"] = std::string(attr::kLeaseCounter);
+  u.values[":new"] = AttributeValue::N(static_cast<long long>(expected.lease_counter + 1));
+  u.expression = "SET #c = :new";
+  return u;
+}
+
+}  // namespace
+
+DynamoDbLeaseStoreOptions DynamoDbLeaseStoreOptions::from_config(const LeaseConfig& config) {
+  DynamoDbLeaseStoreOptions o;
+  o.table_name = config.effective_table_name();
+  o.billing_mode = config.billing_mode;
+  o.read_capacity_units = config.read_capacity_units;
+  o.write_capacity_units = config.write_capacity_units;
+  o.table_active_timeout = config.table_active_timeout;
+  return o;
+}
+
+DynamoDbLeaseStore::DynamoDbLeaseStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
+                                       DynamoDbLeaseStoreOptions options)
+    : client_(std::move(client)), options_(std::move(options)) {}
+
+DynamoDbLeaseStore::DynamoDbLeaseStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
+                                       const LeaseConfig& config)
+    : DynamoDbLeaseStore(std::move(client), DynamoDbLeaseStoreOptions::from_config(config)) {}
+
+Status DynamoDbLeaseStore::verify_key_schema(const dynamodb::TableDescription& t) const {
+  bool ok = t.key_schema.size() == 1 && t.key_schema[0].attribute_name == attr::kLeaseKey &&
+            t.key_schema[0].key_type == "HASH";
+  if (ok) {
+    ok = std::any_of(t.attribute_definitions.begin(), t.attribute_definitions.end(),
+                     [](const dynamodb::AttributeDefinition& d) {
+                       return d.attribute_name == attr::kLeaseKey && d.attribute_type == "S";
+                     });
+  }
+  if (ok) return Status::Ok();
+  return Status(StatusCode::kFailedPrecondition,
+                "table " + options_.table_name + " exists with key schema " +
+                    describe_key_schema(t) +
+                    ", but a lease table has the single hash key leaseKey (S); nothing was "
+                    "written to it. Use another table name (LeaseConfig::table_name) or remove "
+                    "that table.");
+}
+
+Status DynamoDbLeaseStore::create_table_if_not_exists() {
+  const std::string& table = options_.table_name;
+  auto described = client_->describe_table(table);
+  if (described.ok()) {
+    KCL_RETURN_IF_ERROR(verify_key_schema(*described));
+    if (described->table_status == "ACTIVE") return Status::Ok();
+    if (described->table_status == "DELETING") {
+      return Status(StatusCode::kFailedPrecondition,
+                    "lease table " + table + " is being deleted; start again once it is gone");
+    }
+  } else if (described.status().code() == StatusCode::kNotFound) {
+    dynamodb::CreateTableRequest request;
+    request.table_name = table;
+    request.key_schema = {{std::string(attr::kLeaseKey), "HASH"}};
+    request.attribute_definitions = {{std::string(attr::kLeaseKey), "S"}};
+    if (options_.billing_mode == BillingMode::kProvisioned) {
+      request.billing_mode = "PROVISIONED";
+      request.read_capacity_units = options_.read_capacity_units;
+      request.write_capacity_units = options_.write_capacity_units;
+    } else {
+      request.billing_mode = "PAY_PER_REQUEST";
+    }
+    Status created = client_->create_table(request);
+    // kAlreadyExists: another worker created it at the same moment; check it like any other.
+    if (!created.ok() && created.code() != StatusCode::kAlreadyExists) {
+      return created.with_context("creating lease table " + table + ": ");
+    }
+  } else {
+    return described.status().with_context("describing lease table " + table + ": ");
+  }
+  auto active = client_->wait_until_active(table, options_.table_active_timeout);
+  if (!active.ok()) return active.status().with_context("waiting for lease table " + table + ": ");
+  return verify_key_schema(*active);
+}
+
+Result<std::vector<Lease>> DynamoDbLeaseStore::list_leases() {
+  auto items = client_->scan_all(options_.table_name, options_.consistent_scan);
+  if (!items.ok()) return items.status();
+  std::vector<Lease> out;
+  out.reserve(items->size());
+  for (const auto& item : *items) {
+    auto lease = lease_from_item(item);
+    if (!lease.ok()) return lease.status();
+    out.push_back(std::move(lease).value());
+  }
+  return out;
+}
+
+Result<std::optional<Lease>> DynamoDbLeaseStore::get_lease(std::string_view lease_key) {
+  auto item = client_->get_item(options_.table_name, lease_key_item(lease_key), true);
+  if (!item.ok()) return item.status();
+  if (!item->has_value()) return std::optional<Lease>();
+  auto lease = lease_from_item(**item);
+  if (!lease.ok()) return lease.status();
+  return std::optional<Lease>(std::move(lease).value());
+}
+
+Status DynamoDbLeaseStore::create_lease_if_not_exists(const Lease& lease) {
+  Lease sorted = lease;
+  std::sort(sorted.parent_shard_ids.begin(), sorted.parent_shard_ids.end());
+  std::sort(sorted.child_shard_ids.begin(), sorted.child_shard_ids.end());
+  Expression condition;
+  condition.expression = "attribute_not_exists(#k)";
+  condition.names["#k"] = std::string(attr::kLeaseKey);
+  auto written = client_->put_item(options_.table_name, lease_to_item(sorted), condition);
+  if (written.ok()) return Status::Ok();
+  if (written.status().code() == StatusCode::kConditionFailed) {
+    return Status(StatusCode::kAlreadyExists, "lease " + lease.lease_key + " already exists");
+  }
+  return written.status();
+}
+
+Result<Lease> DynamoDbLeaseStore::conditional_update(std::string_view operation,
+                                                     const Lease& expected, Expression update,
+                                                     Lease locally_expected) {
+  auto written = client_->update_item(options_.table_name, lease_key_item(expected.lease_key),
+                                      update, fence(expected),
+                                      dynamodb::ReturnValues::kAllNew);
+  if (!written.ok()) {
+    return written.status().with_context(std::string(operation) + " of lease " +
+                                         expected.lease_key + ": ");
+  }
+  if (!written->attributes) return locally_expected;
+  auto lease = lease_from_item(*written->attributes);
+  if (!lease.ok()) return lease.status();
+  return std::move(lease).value();
+}
+
+Result<Lease> DynamoDbLeaseStore::take_lease(const Lease& seen, std::string_view new_owner) {
+  if (new_owner.empty()) {
+    return Status(StatusCode::kInvalidArgument, "take_lease: the new owner is empty");
+  }
+  Lease result = seen;
+  result.lease_counter += 1;
+  Expression u = bump(seen);
+  u.names["#o"] = std::string(attr::kLeaseOwner);
+  u.values[":new_owner"] = AttributeValue::S(std::string(new_owner));
+  u.expression += ", #o = :new_owner";
+  if (seen.lease_owner && *seen.lease_owner != new_owner) {
+    // As the Java KCL: a switch from one owner to a different one.
+    u.names["#s"] = std::string(attr::kOwnerSwitches);
+    u.values[":one"] = AttributeValue::N(1LL);
+    u.expression += " ADD #s :one";
+    result.owner_switches_since_checkpoint += 1;
+  }
+  result.lease_owner = std::string(new_owner);
+  return conditional_update("take", seen, std::move(u), std::move(result));
+}
+
+Result<Lease> DynamoDbLeaseStore::renew_lease(const Lease& held) {
+  if (!held.lease_owner) {
+    return Status(StatusCode::kInvalidArgument,
+                  "renew_lease: lease " + held.lease_key + " has no owner to renew for");
+  }
+  Lease result = held;
+  result.lease_counter += 1;
+  return conditional_update("renew", held, bump(held), std::move(result));
+}
+
+Result<Lease> DynamoDbLeaseStore::evict_lease(const Lease& held) {
+  if (!held.lease_owner) {
+    return Status(StatusCode::kInvalidArgument,
+                  "evict_lease: lease " + held.lease_key + " has no owner to evict");
+  }
+  Lease result = held;
+  result.lease_counter += 1;
+  result.lease_owner.reset();
+  Expression u = bump(held);
+  u.names["#o"] = std::string(attr::kLeaseOwner);
+  u.expression += " REMOVE #o";
+  return conditional_update("release", held, std::move(u), std::move(result));
+}
+
+Result<Lease> DynamoDbLeaseStore::update_checkpoint(const Lease& held,
+                                                    const CheckpointFields& fields) {
+  if (!held.lease_owner) {
+    return Status(StatusCode::kInvalidArgument,
+                  "update_checkpoint: lease " + held.lease_key + " has no owner to write for");
+  }
+  Lease result = held;
+  result.lease_counter += 1;
+  result.checkpoint = fields.checkpoint;
+  result.pending_checkpoint = fields.pending_checkpoint;
+  result.pending_checkpoint_state = fields.pending_checkpoint_state;
+  result.owner_switches_since_checkpoint = fields.owner_switches_since_checkpoint;
+
+  Expression u = bump(held);
+  auto set = [&](std::string_view placeholder, std::string_view name, AttributeValue value) {
+    u.names["#" + std::string(placeholder)] = std::string(name);
+    u.values[":" + std::string(placeholder)] = std::move(value);
+    u.expression += ", #" + std::string(placeholder) + " = :" + std::string(placeholder);
+  };
+  set("cp", attr::kCheckpoint, AttributeValue::S(fields.checkpoint.sequence_number()));
+  set("cps", attr::kCheckpointSubSequence,
+      AttributeValue::N(static_cast<long long>(fields.checkpoint.sub_sequence_number())));
+  set("osc", attr::kOwnerSwitches,
+      AttributeValue::N(static_cast<long long>(fields.owner_switches_since_checkpoint)));
+  std::vector<std::string> removes;
+  if (fields.pending_checkpoint) {
+    set("pcp", attr::kPendingCheckpoint,
+        AttributeValue::S(fields.pending_checkpoint->sequence_number()));
+    set("pcps", attr::kPendingCheckpointSubSequence,
+        AttributeValue::N(static_cast<long long>(fields.pending_checkpoint->sub_sequence_number())));
+  } else {
+    u.names["#pcp"] = std::string(attr::kPendingCheckpoint);
+    u.names["#pcps"] = std::string(attr::kPendingCheckpointSubSequence);
+    removes.push_back("#pcp");
+    removes.push_back("#pcps");
+  }
+  if (fields.pending_checkpoint_state) {
+    set("pcst", attr::kPendingCheckpointState, AttributeValue::B(*fields.pending_checkpoint_state));
+  } else {
+    u.names["#pcst"] = std::string(attr::kPendingCheckpointState);
+    removes.push_back("#pcst");
+  }
+  if (!removes.empty()) {
+    u.expression += " REMOVE ";
+    for (std::size_t i = 0; i < removes.size(); ++i) {
+      if (i) u.expression += ", ";
+      u.expression += removes[i];
+    }
+  }
+  return conditional_update("checkpoint", held, std::move(u), std::move(result));
+}
+
+Status DynamoDbLeaseStore::update_child_shard_ids(std::string_view lease_key,
+                                                  const std::vector<std::string>& child_ids) {
+  Expression u;
+  u.names["#ch"] = std::string(attr::kChildShardIds);
+  if (child_ids.empty()) {
+    u.expression = "REMOVE #ch";  // a DynamoDB set cannot be empty
+  } else {
+    std::vector<std::string> sorted = child_ids;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    u.expression = "SET #ch = :ch";
+    u.values[":ch"] = AttributeValue::SS(std::move(sorted));
+  }
+  Expression condition;
+  condition.expression = "attribute_exists(#k)";
+  condition.names["#k"] = std::string(attr::kLeaseKey);
+  auto written = client_->update_item(options_.table_name, lease_key_item(lease_key), u, condition);
+  if (written.ok()) return Status::Ok();
+  if (written.status().code() == StatusCode::kConditionFailed) {
+    return Status(StatusCode::kNotFound, "lease " + std::string(lease_key) + " does not exist");
+  }
+  return written.status();
+}
+
+Status DynamoDbLeaseStore::delete_lease(std::string_view lease_key) {
+  auto deleted = client_->delete_item(options_.table_name, lease_key_item(lease_key));
+  return deleted.status();
+}
+
+}  // namespace kcl::leases

@@ -1,0 +1,479 @@
+#include "leases/lease_coordinator.h"
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <utility>
+
+namespace kcl::leases {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+std::string ms_text(Clock::MonoTime::duration d) {
+  return std::to_string(duration_cast<milliseconds>(d).count()) + " ms";
+}
+
+}  // namespace
+
+std::string_view LeaseCoordinator::op_name(WriteKind kind) {
+  switch (kind) {
+    case WriteKind::kRenew: return "renew";
+    case WriteKind::kCheckpoint: return "checkpoint";
+    case WriteKind::kRelease: return "release";
+  }
+  return "write";
+}
+
+LeaseCoordinator::LeaseCoordinator(LeaseStore& store, LeaseConfig config, const Clock& clock,
+                                   MetricsSink& metrics, std::uint64_t seed)
+    : store_(store), config_(std::move(config)), clock_(clock), metrics_(metrics), rng_(seed) {
+  assert(config_.validate().empty());
+}
+
+void LeaseCoordinator::set_listener(LeaseListener* listener) { listener_.store(listener); }
+
+Clock::MonoTime LeaseCoordinator::deadline_of(const Held& h) const {
+  return h.renewed_at + config_.failover_time - config_.effective_lost_lease_margin();
+}
+
+std::shared_ptr<LeaseCoordinator::Held> LeaseCoordinator::find_held(std::string_view key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(key);
+  return it == held_.end() ? nullptr : it->second;
+}
+
+bool LeaseCoordinator::drop_held(const std::shared_ptr<Held>& h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(h->lease.lease_key);
+  if (it == held_.end() || it->second != h) return false;
+  held_.erase(it);
+  return true;
+}
+
+void LeaseCoordinator::notify_lost(std::vector<PendingLoss> losses) {
+  if (losses.empty()) return;
+  metrics_.count("leases.lost", static_cast<double>(losses.size()), {});
+  LeaseListener* listener = listener_.load();
+  if (listener != nullptr) {
+    for (const auto& loss : losses) listener->on_lease_lost(loss.key, loss.reason);
+  }
+  report_held_gauge();
+}
+
+void LeaseCoordinator::report_held_gauge() {
+  metrics_.gauge("leases.held", static_cast<double>(held_count()), {});
+}
+
+std::vector<Lease> LeaseCoordinator::held_leases() const {
+  auto now = clock_.now();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Lease> out;
+  out.reserve(held_.size());
+  for (const auto& [key, h] : held_) {
+    if (now < deadline_of(*h)) out.push_back(h->lease);
+  }
+  return out;
+}
+
+std::optional<Lease> LeaseCoordinator::held_lease(std::string_view lease_key) const {
+  auto now = clock_.now();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(lease_key);
+  if (it == held_.end() || now >= deadline_of(*it->second)) return std::nullopt;
+  return it->second->lease;
+}
+
+bool LeaseCoordinator::holds(std::string_view lease_key) const {
+  return held_lease(lease_key).has_value();
+}
+
+std::size_t LeaseCoordinator::held_count() const {
+  auto now = clock_.now();
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<std::size_t>(std::count_if(held_.begin(), held_.end(), [&](const auto& kv) {
+    return now < deadline_of(*kv.second);
+  }));
+}
+
+std::optional<Clock::MonoTime> LeaseCoordinator::next_deadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<Clock::MonoTime> earliest;
+  for (const auto& [key, h] : held_) {
+    auto d = deadline_of(*h);
+    if (!earliest || d < *earliest) earliest = d;
+  }
+  return earliest;
+}
+
+// One fenced write to a held lease; see the class comment for the rules. Losses found on the
+// way are appended to `losses` for the caller to report once no lock is held.
+Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
+                                           const CheckpointFields* fields,
+                                           std::vector<PendingLoss>& losses) {
+  const std::string op(op_name(kind));
+  std::shared_ptr<Held> h = find_held(key);
+  if (!h) {
+    return Status(StatusCode::kLeaseLost,
+                  "worker " + worker_id() + " does not hold the lease for " + std::string(key));
+  }
+  std::unique_lock<std::mutex> write_lock(h->write_mu, std::defer_lock);
+  if (kind == WriteKind::kRenew) {
+    // A checkpoint or release of this lease is in flight: it renews the lease if it succeeds,
+    // and a failed one leaves the deadline where it was. Skip rather than block the pass.
+    if (!write_lock.try_lock()) return Status(StatusCode::kCancelled, "write in progress");
+  } else {
+    write_lock.lock();
+  }
+
+  Lease current;
+  Clock::MonoTime deadline;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(key);
+    if (it == held_.end() || it->second != h) {
+      return Status(StatusCode::kLeaseLost,
+                    "worker " + worker_id() + " does not hold the lease for " + std::string(key));
+    }
+    current = h->lease;
+    deadline = deadline_of(*h);
+  }
+
+  auto give_up = [&](std::string why) -> Status {
+    Status reason(StatusCode::kLeaseLost, std::move(why));
+    if (drop_held(h) && kind != WriteKind::kRelease) losses.push_back({current.lease_key, reason});
+    return reason;
+  };
+
+  if (clock_.now() >= deadline) {
+    return give_up("the lease for " + current.lease_key + " was not renewed by worker " +
+                   worker_id() + " for " +
+                   ms_text(config_.failover_time - config_.effective_lost_lease_margin()) +
+                   " and may be taken by another worker");
+  }
+
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const auto start = clock_.now();
+    Result<Lease> written = Status(StatusCode::kInternal, "unreachable");
+    switch (kind) {
+      case WriteKind::kRenew: written = store_.renew_lease(current); break;
+      case WriteKind::kCheckpoint: written = store_.update_checkpoint(current, *fields); break;
+      case WriteKind::kRelease: written = store_.evict_lease(current); break;
+    }
+    if (written.ok()) {
+      if (kind == WriteKind::kRelease) {
+        drop_held(h);
+        metrics_.count("leases.released", 1, {});
+      } else {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = held_.find(key);
+        if (it != held_.end() && it->second == h) {
+          h->lease = written.value();
+          h->renewed_at = start;
+        }
+      }
+      if (kind == WriteKind::kRenew) {
+        metrics_.timing("leases.renew_latency", clock_.now() - start, {});
+      }
+      return written;
+    }
+
+    if (written.status().code() != StatusCode::kConditionFailed) {
+      // Transient (or worse): the lease stays held until its deadline, unless that has
+      // passed while we were waiting.
+      if (kind != WriteKind::kRelease && clock_.now() >= deadline) {
+        return give_up("the lease for " + current.lease_key + " could not be renewed by worker " +
+                       worker_id() + " before its deadline (" + written.status().to_string() +
+                       ")");
+      }
+      return written.status();
+    }
+
+    const MetricTag tag{"operation", op};
+    metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
+    auto fresh = store_.get_lease(current.lease_key);
+    if (!fresh.ok()) return fresh.status();
+    if (!fresh->has_value()) {
+      return give_up("the lease for " + current.lease_key + " no longer exists");
+    }
+    const Lease& now_in_table = **fresh;
+    if (now_in_table.lease_owner == worker_id()) {
+      // Still ours: the counter moved only through this worker's own writes whose results it
+      // did not see (e.g. a timeout after DynamoDB applied a renewal). Writes of this worker to
+      // this lease are serialized by write_mu, so nothing else of ours is in flight: adopt the
+      // counter and write again. The deadline is not extended by the unseen write.
+      current = now_in_table;
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = held_.find(key);
+      if (it != held_.end() && it->second == h) h->lease = current;
+      continue;
+    }
+    if (now_in_table.lease_owner) {
+      return give_up("the lease for " + current.lease_key + " was taken by " +
+                     *now_in_table.lease_owner + " (leaseCounter " +
+                     std::to_string(current.lease_counter) + " -> " +
+                     std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                     " no longer holds it");
+    }
+    return give_up("the lease for " + current.lease_key + " was released (no owner, leaseCounter " +
+                   std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                   " no longer holds it");
+  }
+  return Status(StatusCode::kUnavailable, op + " of lease " + current.lease_key +
+                                              ": the condition kept failing while this worker "
+                                              "still owns it; try again");
+}
+
+RenewPassResult LeaseCoordinator::run_renew_pass() {
+  RenewPassResult result;
+  std::vector<std::string> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    keys.reserve(held_.size());
+    for (const auto& [key, h] : held_) keys.push_back(key);
+  }
+  for (const auto& key : keys) {
+    std::vector<PendingLoss> losses;
+    auto renewed = write_held(key, WriteKind::kRenew, nullptr, losses);
+    if (renewed.ok()) {
+      ++result.renewed;
+    } else if (renewed.status().code() == StatusCode::kLeaseLost) {
+      if (!losses.empty()) result.lost.push_back(key);
+    } else if (renewed.status().code() != StatusCode::kCancelled) {
+      ++result.failed;
+      if (result.status.ok()) result.status = renewed.status();
+    }
+    notify_lost(std::move(losses));
+  }
+  report_held_gauge();
+  return result;
+}
+
+Result<Lease> LeaseCoordinator::update_checkpoint(std::string_view lease_key,
+                                                  const CheckpointFields& fields) {
+  std::vector<PendingLoss> losses;
+  auto written = write_held(lease_key, WriteKind::kCheckpoint, &fields, losses);
+  notify_lost(std::move(losses));
+  return written;
+}
+
+Status LeaseCoordinator::release(std::string_view lease_key) {
+  std::vector<PendingLoss> losses;
+  auto released = write_held(lease_key, WriteKind::kRelease, nullptr, losses);
+  report_held_gauge();
+  return released.status();
+}
+
+Status LeaseCoordinator::release_all() {
+  stop_taking();
+  std::vector<std::shared_ptr<Held>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, h] : held_) all.push_back(h);
+  }
+  Status first;
+  for (const auto& h : all) {
+    Status s = release(h->lease.lease_key);
+    if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
+      if (first.ok()) first = s;
+      drop_held(h);  // it will expire after failover_time
+    }
+  }
+  report_held_gauge();
+  return first;
+}
+
+void LeaseCoordinator::stop_taking() { taking_stopped_.store(true); }
+
+bool LeaseCoordinator::try_take(const Lease& seen, bool steal, TakePassResult& result) {
+  const auto start = clock_.now();
+  auto taken = store_.take_lease(seen, worker_id());
+  if (taken.ok()) {
+    auto h = std::make_shared<Held>();
+    h->lease = taken.value();
+    h->renewed_at = start;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_[seen.lease_key] = h;
+    }
+    observed_[seen.lease_key] = Observed{taken->lease_counter, clock_.now(), pass_generation_};
+    if (steal) {
+      result.stolen.push_back(seen.lease_key);
+      metrics_.count("leases.stolen", 1, {});
+    } else {
+      result.taken.push_back(seen.lease_key);
+      metrics_.count("leases.taken", 1, {});
+    }
+    LeaseListener* listener = listener_.load();
+    if (listener != nullptr) listener->on_lease_gained(taken.value());
+    return true;
+  }
+  if (taken.status().code() == StatusCode::kConditionFailed) {
+    ++result.failed_conditions;
+    const MetricTag tag{"operation", steal ? "steal" : "take"};
+    metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
+    return true;
+  }
+  if (result.status.ok()) result.status = taken.status();
+  return false;  // the store is in trouble: leave the rest for the next pass
+}
+
+TakePassResult LeaseCoordinator::run_take_pass() {
+  std::lock_guard<std::mutex> pass_lock(take_mu_);
+  TakePassResult result;
+  if (taking_stopped_.load()) return result;
+
+  auto listed = store_.list_leases();
+  if (!listed.ok()) {
+    result.status = listed.status().with_context("listing leases: ");
+    return result;
+  }
+  const auto now = clock_.now();
+  const std::vector<Lease>& leases = listed.value();
+  result.leases_seen = static_cast<int>(leases.size());
+
+  // Record when each counter was first seen; forget leases that are gone.
+  const std::uint64_t generation = ++pass_generation_;
+  for (const auto& lease : leases) {
+    auto [it, inserted] = observed_.try_emplace(lease.lease_key);
+    Observed& o = it->second;
+    if (inserted || o.counter != lease.lease_counter) {
+      o.counter = lease.lease_counter;
+      o.changed_at = now;
+    }
+    o.generation = generation;
+  }
+  if (observed_.size() != leases.size()) {
+    std::erase_if(observed_, [&](const auto& kv) { return kv.second.generation != generation; });
+  }
+
+  // A held lease that the table shows with a newer counter and another (or no) owner was
+  // taken or released by someone else: give it up now rather than at the next renewal.
+  // Leases with a write of ours in flight are left to that write.
+  std::vector<PendingLoss> losses;
+  for (const auto& lease : leases) {
+    if (lease.lease_owner == worker_id()) continue;
+    std::shared_ptr<Held> h = find_held(lease.lease_key);
+    if (!h) continue;
+    std::unique_lock<std::mutex> write_lock(h->write_mu, std::try_to_lock);
+    if (!write_lock.owns_lock()) continue;
+    std::int64_t held_counter;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_counter = h->lease.lease_counter;
+    }
+    if (lease.lease_counter > held_counter && drop_held(h)) {
+      losses.push_back(
+          {lease.lease_key,
+           Status(StatusCode::kLeaseLost,
+                  "the lease for " + lease.lease_key + " was " +
+                      (lease.lease_owner ? "taken by " + *lease.lease_owner : "released") +
+                      " (leaseCounter " + std::to_string(held_counter) + " -> " +
+                      std::to_string(lease.lease_counter) + "); worker " + worker_id() +
+                      " no longer holds it")});
+    }
+  }
+  notify_lost(std::move(losses));
+
+  // Classify: held by me, available (free, expired, or mine in the table but not held), or
+  // held by another live worker.
+  std::vector<const Lease*> available;
+  std::map<std::string, int> counts;  // other live owners -> leases
+  int mine = 0;
+  const auto suspect_after = config_.effective_renew_interval() * 3 / 2;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, h] : held_) {
+      if (now < deadline_of(*h)) ++mine;
+    }
+    for (const auto& lease : leases) {
+      auto held = held_.find(lease.lease_key);
+      if (held != held_.end()) continue;
+      if (!lease.lease_owner || *lease.lease_owner == worker_id()) {
+        available.push_back(&lease);
+      } else if (const auto since = now - observed_[lease.lease_key].changed_at;
+                 since >= config_.failover_time) {
+        available.push_back(&lease);
+      } else {
+        ++counts[*lease.lease_owner];
+        if (since > suspect_after) {
+          const auto expiry = now - since + config_.failover_time;
+          if (!result.next_expiry || expiry < *result.next_expiry) result.next_expiry = expiry;
+        }
+      }
+    }
+  }
+  result.held_before = mine;
+  result.available = static_cast<int>(available.size());
+  const int total = result.leases_seen;
+  const int workers = static_cast<int>(counts.size()) + 1;
+  result.workers_seen = workers;
+  if (total == 0) return result;
+  int target = workers >= total ? 1 : (total + workers - 1) / workers;
+  target = std::min(target, config_.max_leases_per_worker);
+  result.target = target;
+  const int needed = target - mine;
+  if (needed <= 0) {
+    report_held_gauge();
+    return result;
+  }
+
+  if (!available.empty()) {
+    std::shuffle(available.begin(), available.end(), rng_);
+    int limit = needed;
+    if (config_.take_ramp_floor > 0) {
+      limit = std::min(limit, std::max(config_.take_ramp_floor, mine));
+    }
+    const int to_take = std::min<int>(limit, static_cast<int>(available.size()));
+    result.limited_by_ramp = to_take < needed && to_take < static_cast<int>(available.size());
+    for (int i = 0; i < to_take; ++i) {
+      if (!try_take(*available[static_cast<std::size_t>(i)], false, result)) break;
+    }
+    report_held_gauge();
+    return result;
+  }
+
+  // Nothing free or expired: consider stealing from the most loaded worker.
+  int most = 0;
+  std::vector<std::string> most_loaded;
+  for (const auto& [owner, count] : counts) {
+    if (count > most) {
+      most = count;
+      most_loaded.assign(1, owner);
+    } else if (count == most) {
+      most_loaded.push_back(owner);
+    }
+  }
+  if (most_loaded.empty() || most < target) return result;
+  int steal = std::min(needed, most - target);
+  if (needed > 1 && steal == 0) steal = 1;
+  steal = std::min(steal, config_.max_leases_to_steal_at_once);
+  if (steal <= 0) return result;
+  std::uniform_int_distribution<std::size_t> pick(0, most_loaded.size() - 1);
+  const std::string victim = most_loaded[pick(rng_)];
+  std::vector<const Lease*> candidates;
+  for (const auto& lease : leases) {
+    if (lease.lease_owner == victim) candidates.push_back(&lease);
+  }
+  std::shuffle(candidates.begin(), candidates.end(), rng_);
+  int attempted = 0;
+  for (const Lease* candidate : candidates) {
+    if (attempted >= steal) break;
+    ++attempted;
+    // The scan may be seconds old: steal on a consistent read of the lease, so that the take
+    // is conditional on its current counter.
+    auto fresh = store_.get_lease(candidate->lease_key);
+    if (!fresh.ok()) {
+      if (result.status.ok()) result.status = fresh.status();
+      break;
+    }
+    if (!fresh->has_value() || (*fresh)->lease_owner != victim) continue;
+    if (!try_take(**fresh, true, result)) break;
+  }
+  report_held_gauge();
+  return result;
+}
+
+}  // namespace kcl::leases

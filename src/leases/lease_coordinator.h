@@ -1,0 +1,217 @@
+// LeaseCoordinator: one worker's lease taker and renewer.
+//
+// Driven by two explicit passes, so tests and simulations run it deterministically on a
+// ManualClock; LeaseCoordinatorRunner (lease_coordinator_runner.h) calls them on real time.
+//
+//  run_take_pass()   lists the lease table; notes, on this worker's monotonic clock, when
+//                    each lease's counter was last seen to change; takes free and expired
+//                    leases (random order) up to this worker's share, else steals from the
+//                    most loaded worker.
+//  run_renew_pass()  gives up leases it has not renewed in time, then renews the others
+//                    (one conditional increment each).
+//
+// Liveness without trusting clocks. A lease is expired for this worker when its
+// leaseCounter has not changed for failover_time since this worker first saw the current
+// value (the time is taken from this worker's Clock::now() when the scan returned). A lease
+// seen for the first time counts as just changed. Wall clocks are never read.
+//
+// Safety argument (why the holder stops before a new owner starts). Let R be the last
+// renewal (or checkpoint) of the holder that reached the table before a taker's scan. The
+// taker saw the current counter no earlier than R landed, and takes no earlier than
+// failover_time after that, conditional on that counter (so only if nothing landed since).
+// The holder measures from the *start* of each of its successful writes, which is before it
+// landed, and gives the lease up failover_time - lost_lease_margin after the start of its
+// last successful one: strictly before the taker may take. Writes that failed, or whose
+// outcome is unknown (timeouts), never extend the holder's deadline. Both sides measure
+// intervals on their own monotonic clocks; only their rates must agree (to well within the
+// margin).
+//
+// Balance. Target = ceil(leases / workers) capped by max_leases_per_worker, where workers =
+// this worker plus every other owner of an unexpired lease (as the Java KCL 2.x). Free and
+// expired leases are taken first, at most max(take_ramp_floor, held) per pass (see
+// LeaseConfig::take_ramp_floor). Only when none is free or expired does it steal, from the
+// most loaded worker (random among equals), as the Java KCL: min(needed, its excess over the
+// target) leases, or 1 when this worker needs more than one and that worker is at the target,
+// never more than max_leases_to_steal_at_once. The state in which no worker takes anything is
+// exactly most - least <= 1, so once balanced no lease moves. A steal re-reads the lease
+// (consistent read) and is conditional on that counter, so a lease renewed since the scan is
+// not stolen with stale data.
+//
+// Fencing. Every write this worker makes to a held lease (renew, checkpoint, release) is
+// conditional on the counter and owner it holds, and records the new counter on success.
+// Writes to one lease are serialized (a per-lease mutex), so this worker's own renewal and
+// checkpoint never race each other's condition. When a condition still fails, the lease is
+// re-read: if it is still owned by this worker, the counter moved only by this worker's own
+// writes whose result it did not see (a timeout after DynamoDB applied the write), so the
+// write is retried with the new counter; otherwise the lease is lost, the lease-lost
+// callback fires and the caller gets kLeaseLost naming the new owner.
+//
+// Metrics (MetricsSink): "leases.held" gauge; "leases.taken", "leases.stolen", "leases.lost",
+// "leases.released" counts; "leases.renew_latency" timing (one successful renewal);
+// "leases.failed_conditions" count tagged operation = take|steal|renew|checkpoint|release.
+//
+// Thread safety: all methods may be called from any thread. Take passes run one at a time
+// (a second caller waits); a renew pass, checkpoint writes and a take pass may run at once.
+// Listener callbacks run on the thread of the pass or write that noticed the change, with no
+// lock of the coordinator held; they must be quick and must not block on this coordinator's
+// passes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kcl/clock.h"
+#include "kcl/lease.h"
+#include "kcl/lease_config.h"
+#include "kcl/metrics.h"
+#include "kcl/status.h"
+#include "leases/lease_store.h"
+
+namespace kcl::leases {
+
+// Told when this worker gains or loses a lease.
+class LeaseListener {
+ public:
+  virtual ~LeaseListener() = default;
+  // This worker now holds `lease` (as written by the take). Start a shard consumer for it.
+  // A lease can be gained again after it was lost (e.g. after a partition, when no one else
+  // took it): the consumer of the earlier tenure may still be stopping.
+  virtual void on_lease_gained(const Lease& lease) = 0;
+  // This worker no longer holds the lease: stop its shard consumer now. `reason` says why
+  // (kLeaseLost: taken by another worker, deleted, or not renewed in time). Not called for
+  // release()/release_all(), which the caller asked for.
+  virtual void on_lease_lost(const std::string& lease_key, const Status& reason) = 0;
+};
+
+struct TakePassResult {
+  Status status;                     // failure of the scan, or the first write failure
+  int leases_seen = 0;               // leases in the table
+  int workers_seen = 0;              // workers counted for the target (including this one)
+  int target = 0;                    // this worker's share
+  int held_before = 0;               // leases held when the pass started
+  int available = 0;                 // free or expired leases seen
+  std::vector<std::string> taken;    // free or expired leases taken
+  std::vector<std::string> stolen;   // leases taken from another live worker
+  int failed_conditions = 0;         // takes that lost a race
+  // The pass stopped below the target because of the ramp: a follow-up pass would take more.
+  bool limited_by_ramp = false;
+  // When the earliest "suspect" lease expires: one owned by another worker whose counter has
+  // not moved for more than 1.5 renew intervals (its owner missed a renewal) but that is not
+  // expired yet. A runner that passes again at that time (rather than a full take interval
+  // later) takes a crashed worker's leases within failover_time + take_interval of the crash.
+  // Empty when no lease is suspect (the steady state: no extra scans).
+  std::optional<Clock::MonoTime> next_expiry;
+};
+
+struct RenewPassResult {
+  Status status;                    // the first failure other than a lost lease
+  int renewed = 0;
+  std::vector<std::string> lost;    // leases given up by this pass (callback fired)
+  int failed = 0;                   // renewals that failed transiently (lease still held)
+};
+
+class LeaseCoordinator {
+ public:
+  // `config` must be valid (LeaseConfig::validate() empty). `store`, `clock` and `metrics`
+  // must outlive the coordinator. `seed` drives the random choices (fixed in tests).
+  LeaseCoordinator(LeaseStore& store, LeaseConfig config, const Clock& clock,
+                   MetricsSink& metrics = NoopMetricsSink::instance(),
+                   std::uint64_t seed = std::random_device{}());
+  LeaseCoordinator(const LeaseCoordinator&) = delete;
+  LeaseCoordinator& operator=(const LeaseCoordinator&) = delete;
+
+  // Set before the first pass; nullptr for none. The listener must outlive the coordinator.
+  void set_listener(LeaseListener* listener);
+
+  TakePassResult run_take_pass();
+  RenewPassResult run_renew_pass();
+
+  // The leases this worker holds and may still act on (not past their renewal deadline),
+  // each with the counter this worker last wrote or read: the value its next write is
+  // conditional on. Sorted by key.
+  std::vector<Lease> held_leases() const;
+  std::optional<Lease> held_lease(std::string_view lease_key) const;
+  bool holds(std::string_view lease_key) const;
+  std::size_t held_count() const;
+
+  // The earliest time at which a held lease must be given up unless renewed first (the
+  // runner wakes up then); empty when nothing is held.
+  std::optional<Clock::MonoTime> next_deadline() const;
+
+  // Writes checkpoint fields of a held lease, fenced on this worker's counter and ownership
+  // (see the class comment). Returns the lease as written (its new counter is now the held
+  // one). Errors: kLeaseLost (not held, taken by another worker, deleted, or its renewal
+  // deadline passed; nothing was written), kUnavailable (retry), others from the store.
+  Result<Lease> update_checkpoint(std::string_view lease_key, const CheckpointFields& fields);
+
+  // Hands one lease back (owner removed, counter bumped) so another worker can take it on
+  // its next pass. kLeaseLost if it was not held any more.
+  Status release(std::string_view lease_key);
+  // Stops taking, then releases every held lease. Returns the first failure other than
+  // kLeaseLost; leases that could not be released are dropped from the held set anyway
+  // (they expire after failover_time).
+  Status release_all();
+
+  // No more take passes (they return at once); renewals continue. For graceful shutdown.
+  void stop_taking();
+  bool taking_stopped() const { return taking_stopped_.load(); }
+
+  const LeaseConfig& config() const { return config_; }
+  const std::string& worker_id() const { return config_.worker_id; }
+  const Clock& clock() const { return clock_; }
+
+ private:
+  struct Held {
+    Lease lease;                 // guarded by mu_
+    Clock::MonoTime renewed_at;  // guarded by mu_: start of the last successful write
+    std::mutex write_mu;         // one write to this lease at a time
+  };
+  // What this worker has seen of a lease in its scans.
+  struct Observed {
+    std::int64_t counter = 0;
+    Clock::MonoTime changed_at;  // when this worker first saw `counter`
+    std::uint64_t generation = 0;  // the take pass that last saw the lease
+  };
+  enum class WriteKind { kRenew, kCheckpoint, kRelease };
+  struct PendingLoss {
+    std::string key;
+    Status reason;
+  };
+
+  static std::string_view op_name(WriteKind kind);
+  Clock::MonoTime deadline_of(const Held& h) const;
+  std::shared_ptr<Held> find_held(std::string_view key) const;
+  // Removes `h` from the held set if it is still there; returns whether it was.
+  bool drop_held(const std::shared_ptr<Held>& h);
+  void notify_lost(std::vector<PendingLoss> losses);
+  void report_held_gauge();
+  Result<Lease> write_held(std::string_view key, WriteKind kind, const CheckpointFields* fields,
+                           std::vector<PendingLoss>& losses);
+  bool try_take(const Lease& seen, bool steal, TakePassResult& result);
+
+  LeaseStore& store_;
+  const LeaseConfig config_;
+  const Clock& clock_;
+  MetricsSink& metrics_;
+  std::atomic<LeaseListener*> listener_{nullptr};
+  std::atomic<bool> taking_stopped_{false};
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Held>, std::less<>> held_;
+
+  std::mutex take_mu_;  // one take pass at a time; guards observed_ and rng_
+  std::unordered_map<std::string, Observed> observed_;
+  std::uint64_t pass_generation_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace kcl::leases

@@ -1,0 +1,531 @@
+#include "leases/lease_simulation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <queue>
+#include <random>
+#include <sstream>
+#include <unordered_map>
+
+#include "leases/lease_coordinator.h"
+
+namespace kcl::leases {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string shard_key(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shardId-%012d", i);
+  return buf;
+}
+
+std::string worker_name(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "worker-%04d", i);
+  return buf;
+}
+
+LeaseStoreStats minus(const LeaseStoreStats& a, const LeaseStoreStats& b) {
+  LeaseStoreStats d;
+  d.scans = a.scans - b.scans;
+  d.scan_pages = a.scan_pages - b.scan_pages;
+  d.items_scanned = a.items_scanned - b.items_scanned;
+  d.bytes_scanned = a.bytes_scanned - b.bytes_scanned;
+  d.gets = a.gets - b.gets;
+  d.writes = a.writes - b.writes;
+  d.takes = a.takes - b.takes;
+  d.renews = a.renews - b.renews;
+  d.evicts = a.evicts - b.evicts;
+  d.checkpoints = a.checkpoints - b.checkpoints;
+  d.failed_conditions = a.failed_conditions - b.failed_conditions;
+  d.owner_changes = a.owner_changes - b.owner_changes;
+  d.injected_faults = a.injected_faults - b.injected_faults;
+  d.read_units = a.read_units - b.read_units;
+  d.write_units = a.write_units - b.write_units;
+  return d;
+}
+
+enum class WorkerState { kRunning, kPaused, kCrashed, kLeft };
+
+// Counts what a worker believes it holds, from its coordinator's callbacks.
+class BeliefCounter final : public LeaseListener {
+ public:
+  void on_lease_gained(const Lease&) override { ++believed; }
+  void on_lease_lost(const std::string&, const Status&) override { --believed; }
+  int believed = 0;
+};
+
+struct SimWorker {
+  std::string id;
+  std::unique_ptr<OffsetClock> clock;
+  std::unique_ptr<LeaseCoordinator> coordinator;
+  BeliefCounter belief;
+  WorkerState state = WorkerState::kRunning;
+  nanoseconds paused_until{0};
+  int held = 0;  // leases the table says it owns (bookkeeping)
+  std::uint64_t take_generation = 0;
+};
+
+struct Tick {
+  nanoseconds at;
+  std::uint64_t seq;
+  int worker;
+  bool take;  // else renew
+  std::uint64_t generation = 0;  // take ticks: only the latest scheduled one runs
+  bool operator>(const Tick& o) const {
+    return at != o.at ? at > o.at : seq > o.seq;
+  }
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimulationOptions& options)
+      : options_(options), rng_(options.seed) {}
+
+  Result<SimulationReport> run();
+
+ private:
+  nanoseconds now() const { return clock_.now() - Clock::MonoTime{}; }
+  nanoseconds jittered(milliseconds interval) {
+    double j = options_.lease.interval_jitter;
+    std::uniform_real_distribution<double> d(1.0 - j, 1.0 + j);
+    return nanoseconds(static_cast<std::int64_t>(
+        static_cast<double>(duration_cast<nanoseconds>(interval).count()) * d(rng_)));
+  }
+  void schedule(int w, nanoseconds at, bool take) {
+    std::uint64_t generation = 0;
+    if (take) generation = ++workers_[static_cast<std::size_t>(w)]->take_generation;
+    ticks_.push(Tick{at, seq_++, w, take, generation});
+  }
+  int add_worker(nanoseconds first_take);
+  std::vector<int> pick_alive(int count, bool running_only);
+  void set_owner(int shard, int owner);
+  bool counts_as_running(int w) const {
+    return w >= 0 && workers_[static_cast<std::size_t>(w)]->state == WorkerState::kRunning;
+  }
+  void recount_unserved();
+  void start_phase();
+  void label_phase(std::string label);
+  void check_balance();
+  void finish_phase();
+  void apply_event(const SimulationEvent& e);
+  void run_tick(const Tick& t);
+
+  const SimulationOptions& options_;
+  LeaseConfig config_;
+  ManualClock clock_;
+  InMemoryLeaseStore store_;
+  std::mt19937_64 rng_;
+  std::vector<std::unique_ptr<SimWorker>> workers_;
+  std::priority_queue<Tick, std::vector<Tick>, std::greater<Tick>> ticks_;
+  std::uint64_t seq_ = 0;
+  std::unordered_map<std::string, int> shard_index_;
+  std::vector<int> owner_;  // per shard: worker index, -1 = none
+  int unserved_ = 0;        // leases not owned by a running worker
+  SimulationReport report_;
+  bool phase_balanced_ = false;
+  LeaseStoreStats stats_at_balance_;
+  nanoseconds balance_time_{0};
+  std::multimap<nanoseconds, SimulationEvent> pending_events_;
+  std::multimap<nanoseconds, int> resumes_;
+};
+
+int Simulation::add_worker(nanoseconds first_take) {
+  int index = static_cast<int>(workers_.size());
+  auto w = std::make_unique<SimWorker>();
+  w->id = worker_name(index);
+  // Every worker has its own monotonic epoch (up to ~40 days apart) and its own wall clock
+  // (up to 10 minutes off): the lease logic must not care.
+  std::uniform_int_distribution<std::int64_t> mono(0, std::int64_t{1000} * 3600);
+  std::uniform_int_distribution<std::int64_t> wall(-600, 600);
+  w->clock = std::make_unique<OffsetClock>(clock_, std::chrono::seconds(mono(rng_)),
+                                           std::chrono::seconds(wall(rng_)));
+  LeaseConfig config = config_;
+  config.worker_id = w->id;
+  w->coordinator = std::make_unique<LeaseCoordinator>(store_, config, *w->clock,
+                                                      NoopMetricsSink::instance(),
+                                                      options_.seed * 7919 + static_cast<std::uint64_t>(index));
+  w->coordinator->set_listener(&w->belief);
+  workers_.push_back(std::move(w));
+  schedule(index, first_take, true);
+  schedule(index, first_take + jittered(config_.effective_renew_interval()), false);
+  report_.peak_workers = std::max(report_.peak_workers, static_cast<int>(std::count_if(
+      workers_.begin(), workers_.end(), [](const auto& x) {
+        return x->state == WorkerState::kRunning || x->state == WorkerState::kPaused;
+      })));
+  return index;
+}
+
+std::vector<int> Simulation::pick_alive(int count, bool running_only) {
+  std::vector<int> alive;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    auto s = workers_[i]->state;
+    if (s == WorkerState::kRunning || (!running_only && s == WorkerState::kPaused)) {
+      alive.push_back(static_cast<int>(i));
+    }
+  }
+  std::shuffle(alive.begin(), alive.end(), rng_);
+  if (static_cast<int>(alive.size()) > count) alive.resize(static_cast<std::size_t>(count));
+  return alive;
+}
+
+void Simulation::set_owner(int shard, int owner) {
+  int& current = owner_[static_cast<std::size_t>(shard)];
+  if (current == owner) return;
+  if (current >= 0) --workers_[static_cast<std::size_t>(current)]->held;
+  if (!counts_as_running(current)) --unserved_;
+  current = owner;
+  if (current >= 0) ++workers_[static_cast<std::size_t>(current)]->held;
+  if (!counts_as_running(current)) ++unserved_;
+  if (phase_balanced_ && !report_.phases.empty()) ++report_.phases.back().moves_after_balance;
+}
+
+void Simulation::recount_unserved() {
+  unserved_ = static_cast<int>(
+      std::count_if(owner_.begin(), owner_.end(), [&](int o) { return !counts_as_running(o); }));
+}
+
+// Closes the current phase (its final spread is measured before the event changes anything)
+// and opens a new one; moves made by the event itself count in the new phase.
+void Simulation::start_phase() {
+  finish_phase();
+  SimulationPhase phase;
+  phase.started = duration_cast<milliseconds>(now());
+  report_.phases.push_back(std::move(phase));
+  phase_balanced_ = false;
+}
+
+// Names the phase just opened, once the event has been applied.
+void Simulation::label_phase(std::string label) {
+  auto& phase = report_.phases.back();
+  phase.label = std::move(label);
+  phase.running_workers = static_cast<int>(std::count_if(
+      workers_.begin(), workers_.end(),
+      [](const auto& w) { return w->state == WorkerState::kRunning; }));
+  recount_unserved();
+}
+
+void Simulation::finish_phase() {
+  if (report_.phases.empty()) return;
+  auto& phase = report_.phases.back();
+  int lo = std::numeric_limits<int>::max();
+  int hi = 0;
+  for (const auto& w : workers_) {
+    if (w->state != WorkerState::kRunning) continue;
+    lo = std::min(lo, w->held);
+    hi = std::max(hi, w->held);
+  }
+  phase.min_held = lo == std::numeric_limits<int>::max() ? 0 : lo;
+  phase.max_held = hi;
+}
+
+// Balanced: every lease is owned in the table by a running worker, each running worker
+// believes it holds exactly the leases the table gives it (a worker that was stolen from or
+// paused has noticed), and the most loaded holds at most one more than the least.
+void Simulation::check_balance() {
+  if (phase_balanced_ || report_.phases.empty() || unserved_ > 0) return;
+  int lo = std::numeric_limits<int>::max();
+  int hi = 0;
+  for (const auto& w : workers_) {
+    if (w->state != WorkerState::kRunning) continue;
+    if (w->belief.believed != w->held) return;
+    lo = std::min(lo, w->held);
+    hi = std::max(hi, w->held);
+  }
+  if (lo == std::numeric_limits<int>::max() || hi - lo > 1) return;
+  phase_balanced_ = true;
+  auto& phase = report_.phases.back();
+  phase.time_to_balance = duration_cast<milliseconds>(now()) - phase.started;
+  stats_at_balance_ = store_.stats();
+  balance_time_ = now();
+}
+
+void Simulation::apply_event(const SimulationEvent& e) {
+  start_phase();
+  std::string label;
+  switch (e.kind) {
+    case SimulationEvent::Kind::kJoin: {
+      for (int i = 0; i < e.count; ++i) add_worker(now());
+      label = "join " + std::to_string(e.count);
+      break;
+    }
+    case SimulationEvent::Kind::kCrash: {
+      for (int w : pick_alive(e.count, false)) {
+        workers_[static_cast<std::size_t>(w)]->state = WorkerState::kCrashed;
+      }
+      label = "crash " + std::to_string(e.count);
+      break;
+    }
+    case SimulationEvent::Kind::kLeave: {
+      for (int w : pick_alive(e.count, true)) {
+        auto& worker = *workers_[static_cast<std::size_t>(w)];
+        auto held = worker.coordinator->held_leases();
+        (void)worker.coordinator->release_all();
+        worker.belief.believed = 0;  // release_all reports no losses: it was asked for
+        for (const auto& lease : held) {
+          auto in_table = store_.peek(lease.lease_key);
+          if (in_table && !in_table->lease_owner) set_owner(shard_index_[lease.lease_key], -1);
+        }
+        worker.state = WorkerState::kLeft;
+      }
+      label = "leave " + std::to_string(e.count) + " (graceful)";
+      break;
+    }
+    case SimulationEvent::Kind::kPause: {
+      auto picked = pick_alive(1, true);
+      if (picked.empty()) {
+        label = "pause (no running worker)";
+        break;
+      }
+      auto& worker = *workers_[static_cast<std::size_t>(picked[0])];
+      worker.state = WorkerState::kPaused;
+      worker.paused_until = now() + duration_cast<nanoseconds>(e.pause_for);
+      resumes_.emplace(worker.paused_until, picked[0]);
+      label = "pause " + worker.id + " for " +
+              fixed(static_cast<double>(e.pause_for.count()) / 1000.0, 1) + " s";
+      break;
+    }
+  }
+  label_phase(std::move(label));
+}
+
+void Simulation::run_tick(const Tick& t) {
+  auto& worker = *workers_[static_cast<std::size_t>(t.worker)];
+  if (worker.state == WorkerState::kCrashed || worker.state == WorkerState::kLeft) return;
+  if (t.take && t.generation != worker.take_generation) return;  // superseded
+  if (worker.state == WorkerState::kPaused) {
+    schedule(t.worker, worker.paused_until, t.take);  // runs when the pause ends
+    return;
+  }
+  if (!t.take) {
+    (void)worker.coordinator->run_renew_pass();
+    schedule(t.worker, t.at + jittered(config_.effective_renew_interval()), false);
+    return;
+  }
+  TakePassResult result = worker.coordinator->run_take_pass();
+  auto& phase = report_.phases.back();
+  for (const auto& key : result.taken) {
+    int shard = shard_index_[key];
+    int prev = owner_[static_cast<std::size_t>(shard)];
+    if (prev < 0 || prev == t.worker) {
+      ++phase.takes_of_free;
+    } else {
+      ++phase.takes_of_expired;
+      const auto& previous = *workers_[static_cast<std::size_t>(prev)];
+      bool alive = previous.state == WorkerState::kRunning || previous.state == WorkerState::kPaused;
+      if (alive && previous.coordinator->holds(key)) ++report_.invariant_violations;
+    }
+    set_owner(shard, t.worker);
+  }
+  for (const auto& key : result.stolen) {
+    ++phase.steals;
+    set_owner(shard_index_[key], t.worker);
+  }
+  // As LeaseCoordinatorRunner: the next pass after the take interval, sooner after a pass cut
+  // short by the ramp or when a lease looks abandoned.
+  nanoseconds next = t.at + (result.limited_by_ramp
+                                 ? duration_cast<nanoseconds>(std::min(
+                                       config_.effective_take_interval(),
+                                       config_.effective_renew_interval()))
+                                 : jittered(config_.effective_take_interval()));
+  if (result.next_expiry) {
+    nanoseconds at = t.at + (*result.next_expiry - worker.clock->now()) + std::chrono::milliseconds(1);
+    next = std::min(next, at);
+  }
+  schedule(t.worker, next, true);
+}
+
+Result<SimulationReport> Simulation::run() {
+  config_ = options_.lease;
+  if (config_.application_name.empty() && config_.table_name.empty()) {
+    config_.application_name = "simulation";
+  }
+  config_.worker_id = "validation";
+  auto problems = config_.validate();
+  if (!problems.empty()) {
+    std::string text = "simulation lease configuration:";
+    for (const auto& p : problems) text += " " + p + ";";
+    return Status(StatusCode::kInvalidArgument, text);
+  }
+  if (options_.shards < 0 || options_.workers < 0) {
+    return Status(StatusCode::kInvalidArgument, "simulation: negative workers or shards");
+  }
+  if (options_.workers == 0 &&
+      std::none_of(options_.events.begin(), options_.events.end(), [](const auto& e) {
+        return e.kind == SimulationEvent::Kind::kJoin;
+      })) {
+    return Status(StatusCode::kInvalidArgument, "simulation: no workers and no joins");
+  }
+
+  report_.shards = options_.shards;
+  report_.take_interval = config_.effective_take_interval();
+  report_.renew_interval = config_.effective_renew_interval();
+  report_.failover_time = config_.failover_time;
+
+  owner_.assign(static_cast<std::size_t>(options_.shards), -1);
+  for (int i = 0; i < options_.shards; ++i) {
+    Lease lease;
+    lease.lease_key = shard_key(i);
+    shard_index_.emplace(lease.lease_key, i);
+    store_.put(lease);
+  }
+  store_.reset_stats();
+
+  milliseconds spread = options_.start_spread.count() > 0 ? options_.start_spread
+                                                          : config_.effective_take_interval();
+  std::uniform_int_distribution<std::int64_t> start(
+      0, std::max<std::int64_t>(0, duration_cast<nanoseconds>(spread).count() - 1));
+  start_phase();
+  for (int i = 0; i < options_.workers; ++i) add_worker(nanoseconds(start(rng_)));
+  label_phase("start " + std::to_string(options_.workers) + " workers");
+
+  for (const auto& e : options_.events) {
+    pending_events_.emplace(duration_cast<nanoseconds>(e.at), e);
+  }
+  const nanoseconds end = duration_cast<nanoseconds>(options_.duration);
+
+  while (true) {
+    nanoseconds next = end;
+    int source = 0;  // 0 end, 1 tick, 2 event, 3 resume
+    if (!ticks_.empty() && ticks_.top().at < next) {
+      next = ticks_.top().at;
+      source = 1;
+    }
+    if (!pending_events_.empty() && pending_events_.begin()->first <= next) {
+      next = pending_events_.begin()->first;
+      source = 2;
+    }
+    if (!resumes_.empty() && resumes_.begin()->first <= next) {
+      next = resumes_.begin()->first;
+      source = 3;
+    }
+    if (next > now()) clock_.advance(next - now());
+    if (source == 0) break;
+    if (source == 1) {
+      Tick t = ticks_.top();
+      ticks_.pop();
+      run_tick(t);
+    } else if (source == 2) {
+      SimulationEvent e = pending_events_.begin()->second;
+      pending_events_.erase(pending_events_.begin());
+      apply_event(e);
+    } else {
+      int w = resumes_.begin()->second;
+      resumes_.erase(resumes_.begin());
+      auto& worker = *workers_[static_cast<std::size_t>(w)];
+      if (worker.state == WorkerState::kPaused) {
+        start_phase();
+        worker.state = WorkerState::kRunning;
+        label_phase("resume " + worker.id);
+      }
+    }
+    check_balance();
+  }
+  finish_phase();
+
+  report_.simulated = duration_cast<milliseconds>(now());
+  report_.stats = store_.stats();
+  if (phase_balanced_) {
+    report_.steady_stats = minus(report_.stats, stats_at_balance_);
+    report_.steady_duration = duration_cast<milliseconds>(now() - balance_time_);
+  }
+  for (const auto& lease : store_.snapshot()) {
+    int expected = owner_[static_cast<std::size_t>(shard_index_[lease.lease_key])];
+    bool match = expected < 0 ? !lease.lease_owner
+                              : lease.lease_owner == workers_[static_cast<std::size_t>(expected)]->id;
+    if (!match) ++report_.bookkeeping_mismatches;
+  }
+  return report_;
+}
+
+}  // namespace
+
+std::optional<double> SimulationPhase::passes_to_balance(milliseconds take_interval) const {
+  if (!time_to_balance || take_interval.count() <= 0) return std::nullopt;
+  return static_cast<double>(time_to_balance->count()) / static_cast<double>(take_interval.count());
+}
+
+bool SimulationReport::all_phases_balanced() const {
+  return std::all_of(phases.begin(), phases.end(),
+                     [](const SimulationPhase& p) { return p.time_to_balance.has_value(); });
+}
+
+std::int64_t SimulationReport::total_moves_after_balance() const {
+  std::int64_t n = 0;
+  for (const auto& p : phases) n += p.moves_after_balance;
+  return n;
+}
+
+double SimulationReport::per_shard_minute(std::int64_t count, int shard_count, milliseconds over) {
+  if (shard_count <= 0 || over.count() <= 0) return 0;
+  double minutes = static_cast<double>(over.count()) / 60000.0;
+  return static_cast<double>(count) / shard_count / minutes;
+}
+
+std::string SimulationReport::to_text() const {
+  std::ostringstream out;
+  out << "lease simulation: " << shards << " shards, up to " << peak_workers
+      << " workers; failover " << failover_time.count() << " ms, renew " << renew_interval.count()
+      << " ms, take " << take_interval.count() << " ms; simulated "
+      << fixed(static_cast<double>(simulated.count()) / 1000.0, 0) << " s\n";
+  out << "  phase                          at(s) running  balanced-after(s) passes  free  "
+         "expired  stolen  moved-after  least/most\n";
+  for (const auto& p : phases) {
+    char line[256];
+    std::string balanced = p.time_to_balance
+                               ? fixed(static_cast<double>(p.time_to_balance->count()) / 1000.0, 1)
+                               : std::string("never");
+    auto passes = p.passes_to_balance(take_interval);
+    std::snprintf(line, sizeof line, "  %-30s %6.0f %7d  %17s %6s %5lld %8lld %7lld %12lld  %d/%d\n",
+                  p.label.c_str(), static_cast<double>(p.started.count()) / 1000.0,
+                  p.running_workers, balanced.c_str(),
+                  passes ? fixed(*passes, 1).c_str() : "-",
+                  static_cast<long long>(p.takes_of_free),
+                  static_cast<long long>(p.takes_of_expired), static_cast<long long>(p.steals),
+                  static_cast<long long>(p.moves_after_balance), p.min_held, p.max_held);
+    out << line;
+  }
+  auto describe = [&](const char* title, const LeaseStoreStats& s, milliseconds over) {
+    if (over.count() <= 0) return;
+    double seconds = static_cast<double>(over.count()) / 1000.0;
+    out << "  DynamoDB, " << title << " (" << fixed(seconds, 0) << " s):\n";
+    out << "    scans " << s.scans << " (" << s.scan_pages << " Scan requests of <= 1 MB), items read by scans "
+        << s.items_scanned << " (" << fixed(static_cast<double>(s.bytes_scanned) / 1e6, 1)
+        << " MB), consistent gets " << s.gets << "\n";
+    out << "    writes " << s.writes << ": renew " << s.renews << ", take " << s.takes
+        << ", release " << s.evicts << ", checkpoint " << s.checkpoints
+        << "; failed conditions " << s.failed_conditions << "\n";
+    out << "    per shard per minute: item reads "
+        << fixed(per_shard_minute(s.items_scanned + s.gets, shards, over), 1) << ", read requests "
+        << fixed(per_shard_minute(s.scan_pages + s.gets, shards, over), 3) << ", writes "
+        << fixed(per_shard_minute(s.writes, shards, over), 2) << "\n";
+    out << "    table totals: " << fixed(static_cast<double>(s.scan_pages + s.gets) / seconds, 1)
+        << " read requests/s, " << fixed(static_cast<double>(s.writes) / seconds, 1)
+        << " writes/s, est. " << fixed(s.read_units / seconds, 1) << " RCU/s, "
+        << fixed(s.write_units / seconds, 1) << " WCU/s\n";
+  };
+  describe("whole run", stats, simulated);
+  describe("steady state after the last balance", steady_stats, steady_duration);
+  out << "  safety: expired leases taken while the old owner still held them: "
+      << invariant_violations << "; bookkeeping mismatches: " << bookkeeping_mismatches << "\n";
+  return out.str();
+}
+
+Result<SimulationReport> run_lease_simulation(const SimulationOptions& options) {
+  Simulation sim(options);
+  return sim.run();
+}
+
+}  // namespace kcl::leases

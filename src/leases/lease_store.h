@@ -1,0 +1,85 @@
+// LeaseStore: the lease table, as the operations the lease logic needs. Two implementations
+// with identical semantics: DynamoDbLeaseStore (the real table) and InMemoryLeaseStore
+// (deterministic tests and simulations).
+//
+// Every write that changes who holds a lease, or writes on behalf of its holder, is
+// conditional on the leaseCounter (and leaseOwner) the writer last saw, and bumps the counter.
+// A failed condition is the expected outcome kConditionFailed: someone else wrote first
+// (re-read and decide). Other failures keep their meaning: kUnavailable (throttled, timeout,
+// unreachable: the write may or may not have been applied; retry later), kNotFound (no table),
+// kInternal (an item that is not a lease).
+//
+// Counter semantics (the Java KCL's): take, renew, release and checkpoint updates all set
+// leaseCounter to the expected value + 1. A checkpoint write therefore also counts as a
+// renewal, and the holder must remember the counter it wrote (LeaseCoordinator does).
+//
+// Thread safety: implementations are safe to call from many threads at once.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcl/lease.h"
+#include "kcl/status.h"
+
+namespace kcl::leases {
+
+// The checkpoint part of a lease, as written by update_checkpoint (all fields are written:
+// an absent pending checkpoint / state removes the attribute).
+struct CheckpointFields {
+  ExtendedSequenceNumber checkpoint;
+  std::optional<ExtendedSequenceNumber> pending_checkpoint;
+  std::optional<std::string> pending_checkpoint_state;
+  std::int64_t owner_switches_since_checkpoint = 0;
+};
+
+class LeaseStore {
+ public:
+  virtual ~LeaseStore() = default;
+
+  // Creates the table if it does not exist (hash key leaseKey, type S) and waits until it is
+  // ACTIVE. An existing table with any other key schema is kFailedPrecondition, and nothing
+  // is written to it.
+  virtual Status create_table_if_not_exists() = 0;
+
+  // Every lease in the table (a full scan; may lag recent writes by a moment in DynamoDB).
+  virtual Result<std::vector<Lease>> list_leases() = 0;
+
+  // One lease, read consistently; an empty optional when there is no such lease.
+  virtual Result<std::optional<Lease>> get_lease(std::string_view lease_key) = 0;
+
+  // Writes `lease` as a new item. kAlreadyExists when an item with that key exists (the
+  // existing item is left as it was).
+  virtual Status create_lease_if_not_exists(const Lease& lease) = 0;
+
+  // Makes `new_owner` the owner: conditional on the counter of `seen` and on its owner (or
+  // on there being no owner when `seen` has none); bumps the counter; adds 1 to
+  // ownerSwitchesSinceCheckpoint when the lease had a different owner. Returns the lease as
+  // written.
+  virtual Result<Lease> take_lease(const Lease& seen, std::string_view new_owner) = 0;
+
+  // Bumps the counter, conditional on the counter and owner of `held`. Returns the lease as
+  // written.
+  virtual Result<Lease> renew_lease(const Lease& held) = 0;
+
+  // Hands a lease back: removes the owner and bumps the counter, conditional on the counter
+  // and owner of `held`. Returns the lease as written.
+  virtual Result<Lease> evict_lease(const Lease& held) = 0;
+
+  // Writes the checkpoint fields and bumps the counter, conditional on the counter and owner
+  // of `held`. Returns the lease as written.
+  virtual Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& fields) = 0;
+
+  // Sets childShardIds (sorted) on an existing lease, without touching the counter (the
+  // shard syncer of any worker may do this while another worker holds the lease).
+  // kNotFound when the lease does not exist.
+  virtual Status update_child_shard_ids(std::string_view lease_key,
+                                        const std::vector<std::string>& child_shard_ids) = 0;
+
+  // Deletes a lease (unconditionally). Deleting a lease that does not exist is not an error.
+  virtual Status delete_lease(std::string_view lease_key) = 0;
+};
+
+}  // namespace kcl::leases

@@ -1,0 +1,53 @@
+// ProcessorCheckpointer: the public kcl::Checkpointer handed to a record processor, over the
+// shard's ShardCheckpointer (which validates and fences every write).
+#pragma once
+
+#include <optional>
+
+#include "checkpoint/shard_checkpointer.h"
+#include "kcl/processor.h"
+
+namespace kcl::lifecycle {
+
+class ProcessorCheckpointer final : public Checkpointer {
+ public:
+  explicit ProcessorCheckpointer(checkpoint::ShardCheckpointer& inner) : inner_(inner) {}
+
+  Status checkpoint() override { return inner_.checkpoint(); }
+  Status checkpoint(const Record& record) override {
+    return inner_.checkpoint(record.sequence_number,
+                             static_cast<std::int64_t>(record.sub_sequence_number));
+  }
+  Status checkpoint(std::string_view sequence_number, std::uint64_t sub_sequence_number) override {
+    return inner_.checkpoint(sequence_number, static_cast<std::int64_t>(sub_sequence_number));
+  }
+  Status prepare_checkpoint(std::string_view sequence_number, std::uint64_t sub_sequence_number,
+                            std::string_view application_state) override {
+    auto position = ExtendedSequenceNumber::parse(
+        sequence_number, static_cast<std::int64_t>(sub_sequence_number));
+    if (!position.ok()) return position.status();
+    std::optional<std::string> state;
+    if (!application_state.empty()) state = std::string(application_state);
+    auto prepared = inner_.prepare_checkpoint(*position, std::move(state));
+    if (!prepared.ok()) return prepared.status();
+    prepared_ = *prepared;
+    return Status::Ok();
+  }
+  Status commit_prepared() override {
+    if (!prepared_) {
+      return Status(StatusCode::kFailedPrecondition,
+                    "commit_prepared() without a prepare_checkpoint() for shard " +
+                        inner_.lease_key());
+    }
+    Status s = inner_.commit(*prepared_);
+    if (s.ok()) prepared_.reset();
+    return s;
+  }
+  ExtendedSequenceNumber last_checkpoint() const override { return inner_.last_checkpoint(); }
+
+ private:
+  checkpoint::ShardCheckpointer& inner_;
+  std::optional<checkpoint::PreparedCheckpoint> prepared_;
+};
+
+}  // namespace kcl::lifecycle

@@ -1,0 +1,311 @@
+#include "lifecycle/shard_consumer.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "shardsync/lineage.h"
+
+namespace kcl::lifecycle {
+
+std::string_view to_string(ConsumerState s) noexcept {
+  switch (s) {
+    case ConsumerState::kWaitingOnParents: return "WAITING_ON_PARENTS";
+    case ConsumerState::kInitializing: return "INITIALIZING";
+    case ConsumerState::kProcessing: return "PROCESSING";
+    case ConsumerState::kShardEnd: return "SHARD_END";
+    case ConsumerState::kLeaseLost: return "LEASE_LOST";
+    case ConsumerState::kShutdownRequested: return "SHUTDOWN_REQUESTED";
+    case ConsumerState::kDone: return "DONE";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+SteadyTime steady_now() { return std::chrono::steady_clock::now(); }
+// The fetcher's times come from the injected Clock; the pool runs on the steady clock.
+SteadyTime to_steady(const Clock& clock, Clock::MonoTime t) {
+  if (t == Clock::MonoTime::max()) return SteadyTime::max();
+  auto delta = t - clock.now();
+  return steady_now() + std::max(delta, Clock::MonoTime::duration::zero());
+}
+}  // namespace
+
+ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
+    : ctx_(ctx),
+      shard_id_(lease.lease_key),
+      component_("consumer " + lease.lease_key),
+      lease_(std::move(lease)) {}
+
+ShardConsumer::~ShardConsumer() = default;
+
+void ShardConsumer::log(LogLevel level, const std::string& message) const {
+  if (ctx_.logger && ctx_.logger->enabled(level)) ctx_.logger->log(level, component_, message);
+}
+
+Status ShardConsumer::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
+
+void ShardConsumer::notify_lease_lost() { lease_lost_.store(true); }
+void ShardConsumer::request_shutdown() { shutdown_.store(true); }
+
+template <typename F>
+bool ShardConsumer::call_processor(const char* what, F&& f) {
+  callback_started_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 steady_now().time_since_epoch())
+                                 .count());
+  hung_reported_.store(false);
+  bool ok = true;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    ok = false;
+    last_error_ = std::string(what) + " threw: " + e.what();
+  } catch (...) {
+    ok = false;
+    last_error_ = std::string(what) + " threw a non-standard exception";
+  }
+  callback_started_ns_.store(0);
+  if (!ok) {
+    if (ctx_.processor_failures) ctx_.processor_failures->fetch_add(1);
+    MetricTag tag{"shard", shard_id_};
+    ctx_.metrics->count("processor.failures", 1, MetricTags(&tag, 1));
+  }
+  return ok;
+}
+
+SteadyTime ShardConsumer::backoff_after_failure() {
+  ++consecutive_failures_;
+  auto base = ctx_.processing.failure_backoff_base;
+  auto cap = ctx_.processing.failure_backoff_max;
+  auto delay = base * (1LL << std::min(consecutive_failures_ - 1, 20));
+  if (delay > cap || delay.count() <= 0) delay = cap;
+  return steady_now() + delay;
+}
+
+std::optional<SteadyTime> ShardConsumer::finish(ConsumerOutcome outcome) {
+  outcome_.store(outcome);
+  state_.store(ConsumerState::kDone);
+  log(LogLevel::kInfo, "done (" + std::string(outcome == ConsumerOutcome::kShardFinished ? "shard finished"
+                                              : outcome == ConsumerOutcome::kLeaseLost  ? "lease lost"
+                                              : outcome == ConsumerOutcome::kShutdown   ? "shutdown"
+                                                                                         : "failed") +
+                           ")");
+  return std::nullopt;
+}
+
+std::optional<SteadyTime> ShardConsumer::run() {
+  ConsumerState s = state_.load();
+  if (s == ConsumerState::kDone) return std::nullopt;
+  // External events are looked at only here, between steps (see the race notes).
+  if (lease_lost_.load() && s != ConsumerState::kLeaseLost) {
+    s = processor_ ? ConsumerState::kLeaseLost : ConsumerState::kDone;
+    if (s == ConsumerState::kDone) return finish(ConsumerOutcome::kLeaseLost);
+    state_.store(s);
+  } else if (shutdown_.load() &&
+             (s == ConsumerState::kWaitingOnParents || s == ConsumerState::kInitializing ||
+              s == ConsumerState::kProcessing)) {
+    // Deliver nothing more; a batch already queued is simply not delivered (it is after the
+    // last checkpoint the processor may write, so the next owner reads it again).
+    if (!processor_) return finish(ConsumerOutcome::kShutdown);
+    s = ConsumerState::kShutdownRequested;
+    state_.store(s);
+  }
+
+  switch (s) {
+    case ConsumerState::kWaitingOnParents:
+      return step_waiting_on_parents();
+    case ConsumerState::kInitializing:
+      return step_initializing();
+    case ConsumerState::kProcessing:
+      return step_processing();
+    case ConsumerState::kShardEnd:
+      return step_shard_end();
+    case ConsumerState::kLeaseLost:
+      call_processor("lease_lost", [&] { processor_->lease_lost(); });
+      return finish(ConsumerOutcome::kLeaseLost);
+    case ConsumerState::kShutdownRequested: {
+      bool ok = call_processor("shutdown_requested",
+                               [&] { processor_->shutdown_requested(*processor_checkpointer_); });
+      if (!ok) log(LogLevel::kError, last_error_);
+      return finish(ConsumerOutcome::kShutdown);
+    }
+    case ConsumerState::kDone:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
+  if (!lease_.parent_shard_ids.empty()) {
+    auto finished = shardsync::parents_finished(*ctx_.store, lease_);
+    if (!finished.ok()) {
+      log(LogLevel::kWarn, "could not read the parents' leases: " + finished.status().to_string());
+      return steady_now() + ctx_.processing.parent_check_interval;
+    }
+    if (!*finished) return steady_now() + ctx_.processing.parent_check_interval;
+    log(LogLevel::kInfo, "parents finished; starting");
+  }
+  state_.store(ConsumerState::kInitializing);
+  return steady_now();
+}
+
+std::optional<SteadyTime> ShardConsumer::step_initializing() {
+  if (!checkpointer_) {
+    auto cp = checkpoint::ShardCheckpointer::create(*ctx_.coordinator, shard_id_);
+    if (!cp.ok()) {
+      if (cp.status().code() == StatusCode::kLeaseLost) return finish(ConsumerOutcome::kLeaseLost);
+      log(LogLevel::kWarn, "initializing: " + cp.status().to_string());
+      return backoff_after_failure();
+    }
+    checkpointer_ = std::move(cp).value();
+    processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
+  }
+  const ExtendedSequenceNumber start = checkpointer_->last_checkpoint();
+  if (start.is_shard_end()) {
+    log(LogLevel::kInfo, "lease already holds SHARD_END; nothing to read");
+    return finish(ConsumerOutcome::kShardFinished);
+  }
+  retrieval::StartPosition position;
+  switch (start.kind()) {
+    case ExtendedSequenceNumber::Kind::kSequenceNumber:
+      position = retrieval::StartPosition::after_checkpoint(
+          start.sequence_number(), static_cast<std::uint64_t>(start.sub_sequence_number()));
+      break;
+    case ExtendedSequenceNumber::Kind::kLatest:
+      position = retrieval::StartPosition::latest();
+      break;
+    case ExtendedSequenceNumber::Kind::kAtTimestamp:
+      position = retrieval::StartPosition::at_timestamp(ctx_.initial_position.timestamp);
+      break;
+    case ExtendedSequenceNumber::Kind::kTrimHorizon:
+      position = retrieval::StartPosition::trim_horizon();
+      break;
+    default: {
+      Status bad(StatusCode::kFailedPrecondition,
+                 "lease " + shard_id_ + " holds an unusable checkpoint '" + start.to_string() + "'");
+      log(LogLevel::kError, bad.to_string());
+      std::lock_guard<std::mutex> lock(failure_mu_);
+      failure_ = bad;
+      outcome_.store(ConsumerOutcome::kFailed);
+      state_.store(ConsumerState::kDone);
+      return std::nullopt;
+    }
+  }
+  if (!processor_) {
+    bool ok = call_processor("factory.create", [&] { processor_ = ctx_.factory->create(shard_id_); });
+    if (!ok || !processor_) {
+      processor_.reset();
+      log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error_);
+      return backoff_after_failure();
+    }
+  }
+  InitializationInput init;
+  init.shard_id = shard_id_;
+  init.starting_position = start;
+  init.pending_checkpoint = checkpointer_->pending_checkpoint();
+  if (auto held = ctx_.coordinator->held_lease(shard_id_)) {
+    init.pending_checkpoint_state = held->pending_checkpoint_state;
+  }
+  if (!call_processor("initialize", [&] { processor_->initialize(init); })) {
+    log(LogLevel::kError, last_error_ + "; retrying");
+    return backoff_after_failure();
+  }
+  consecutive_failures_ = 0;
+  fetcher_ = std::make_unique<retrieval::ShardFetcher>(*ctx_.kinesis, ctx_.stream, shard_id_,
+                                                       position, ctx_.retrieval, *ctx_.clock);
+  log(LogLevel::kInfo, "initialized at " + start.to_string());
+  state_.store(ConsumerState::kProcessing);
+  return steady_now();
+}
+
+std::optional<SteadyTime> ShardConsumer::step_processing() {
+  if (!pending_) {
+    pending_ = fetcher_->take_batch();
+    pending_attempts_ = 0;
+  }
+  if (pending_) {
+    retrieval::FetchedBatch& batch = *pending_;
+    if (!batch.records.empty()) {
+      const Record& last = batch.records.back();
+      ExtendedSequenceNumber last_pos(last.sequence_number,
+                                      static_cast<std::int64_t>(last.sub_sequence_number));
+      // Tell the checkpointer first, so the processor may checkpoint at any record of this
+      // batch during the call (never at a later one).
+      checkpointer_->records_delivered(last_pos);
+      last_delivered_ = last_pos;
+      ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
+                                batch.millis_behind_latest};
+      ++pending_attempts_;
+      if (!call_processor("process_records", [&] { processor_->process_records(input); })) {
+        const auto& pc = ctx_.processing;
+        if (pc.on_processor_error == ProcessorErrorPolicy::kSkip &&
+            pending_attempts_ >= pc.max_attempts_before_skip) {
+          log(LogLevel::kError, last_error_ + "; skipping the batch of " +
+                                    std::to_string(batch.records.size()) + " records after " +
+                                    std::to_string(pending_attempts_) +
+                                    " attempts (on_processor_error = kSkip)");
+        } else {
+          log(LogLevel::kError, last_error_ + "; delivering the same " +
+                                    std::to_string(batch.records.size()) +
+                                    " records again after a backoff (attempt " +
+                                    std::to_string(pending_attempts_) + ")");
+          return backoff_after_failure();
+        }
+      }
+      consecutive_failures_ = 0;
+      if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(batch.records.size());
+    }
+    bool ended = batch.shard_end;
+    pending_.reset();
+    if (ended) {
+      checkpointer_->shard_ended(last_delivered_);
+      state_.store(ConsumerState::kShardEnd);
+      log(LogLevel::kInfo, "reached the end of the shard");
+      return steady_now();
+    }
+    return steady_now();  // more may be queued; fetch steps interleave below
+  }
+  if (fetcher_->finished() && fetcher_->drained()) {
+    Status err = fetcher_->terminal_error();
+    log(LogLevel::kError, "stopping: " + err.to_string());
+    {
+      std::lock_guard<std::mutex> lock(failure_mu_);
+      failure_ = err;
+    }
+    // Orderly stop: let the processor checkpoint what it has processed.
+    call_processor("shutdown_requested",
+                   [&] { processor_->shutdown_requested(*processor_checkpointer_); });
+    return finish(ConsumerOutcome::kFailed);
+  }
+  retrieval::FetchStep step = fetcher_->fetch_step();
+  if (ctx_.corrupt_aggregates && step.outcome == retrieval::FetchOutcome::kRecords) {
+    // corrupt counts are read from the fetcher when the consumer ends; cheap to skip here.
+  }
+  if (step.records_queued > 0 || step.wait_for_take ||
+      step.outcome == retrieval::FetchOutcome::kShardEnd ||
+      step.outcome == retrieval::FetchOutcome::kFailed) {
+    return steady_now();
+  }
+  return to_steady(*ctx_.clock, step.next_step_at);
+}
+
+std::optional<SteadyTime> ShardConsumer::step_shard_end() {
+  bool ok = call_processor("shard_ended", [&] { processor_->shard_ended(*processor_checkpointer_); });
+  if (checkpointer_->last_checkpoint().is_shard_end()) {
+    if (ctx_.corrupt_aggregates) ctx_.corrupt_aggregates->fetch_add(fetcher_->corrupt_aggregates());
+    return finish(ConsumerOutcome::kShardFinished);
+  }
+  std::string why = ok ? "shard_ended() returned without checkpointing"
+                       : last_error_ + " before checkpointing";
+  log(LogLevel::kError,
+      "shard " + shard_id_ + " was read to its end but " + why +
+          ": its child shards cannot start until SHARD_END is checkpointed. Call "
+          "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended().");
+  MetricTag tag{"shard", shard_id_};
+  ctx_.metrics->count("consumer.shard_end_not_checkpointed", 1, MetricTags(&tag, 1));
+  return backoff_after_failure();
+}
+
+}  // namespace kcl::lifecycle

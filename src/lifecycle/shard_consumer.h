@@ -1,0 +1,151 @@
+// ShardConsumer: the life of one held lease, as an explicit state machine run step by step
+// on the worker's TaskPool (so one thread at a time, never a thread of its own).
+//
+//   kWaitingOnParents -> kInitializing -> kProcessing -> kShardEnd ---------> kDone
+//            |                 |               |------> kLeaseLost -------> kDone
+//            |                 |               `------> kShutdownRequested -> kDone
+//            `-----------------`--(lease lost / shutdown before a processor exists)--> kDone
+//
+// - kWaitingOnParents: a child shard starts only when every parent's lease holds SHARD_END
+//   or no longer exists (re-read consistently every parent_check_interval).
+// - kInitializing: reads where to start (the lease's checkpoint, else the initial
+//   position), makes the processor and calls initialize(). A lease already at SHARD_END
+//   goes straight to kDone (finished).
+// - kProcessing: one fetch step (at most one Kinesis call) and one batch delivered per step.
+//   Before process_records the checkpointer learns the batch's last record (so a
+//   checkpoint may name any delivered record but never a later one). An exception from
+//   process_records is caught; the same batch is delivered again after a backoff (or
+//   skipped after N attempts when the application opted in).
+// - kShardEnd: shard_ended(checkpointer) until the processor has checkpointed SHARD_END;
+//   without it the children would never start, so the step is retried with backoff and an
+//   error names the shard and the fix. Never silently stuck, never silently skipped.
+// - kLeaseLost: lease_lost(), no checkpoint possible (writes are fenced anyway).
+// - kShutdownRequested: shutdown_requested(checkpointer) for a final checkpoint.
+//
+// Races (why they are safe):
+// - Lease lost while a batch is being processed: notify_lease_lost() only sets a flag; the
+//   running step finishes, and any checkpoint the processor writes meanwhile is rejected by
+//   the fenced write (kLeaseLost). The next step moves to kLeaseLost.
+// - Shard end during shutdown: shutdown is checked at the start of a step. If the final
+//   batch was already delivered, kShardEnd runs first (the processor checkpoints SHARD_END,
+//   which is what a restart would need anyway), then the consumer is done.
+// - Shutdown while waiting on parents: nothing was delivered; done at once.
+//
+// Thread safety: run() is called by the pool, one thread at a time. notify_lease_lost(),
+// request_shutdown() and the accessors may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "checkpoint/shard_checkpointer.h"
+#include "kcl/initial_position.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "kcl/processor.h"
+#include "kcl/retrieval_config.h"
+#include "kcl/worker.h"
+#include "leases/lease_coordinator.h"
+#include "lifecycle/processor_checkpointer.h"
+#include "lifecycle/task_pool.h"
+#include "retrieval/shard_fetcher.h"
+
+namespace kcl::lifecycle {
+
+enum class ConsumerState {
+  kWaitingOnParents,
+  kInitializing,
+  kProcessing,
+  kShardEnd,
+  kLeaseLost,
+  kShutdownRequested,
+  kDone,
+};
+std::string_view to_string(ConsumerState s) noexcept;
+
+// How a consumer ended.
+enum class ConsumerOutcome { kRunning, kShardFinished, kLeaseLost, kShutdown, kFailed };
+
+// Everything consumers share; owned by the worker, outlives every consumer.
+struct ConsumerContext {
+  std::string stream;
+  kinesis::KinesisClient* kinesis = nullptr;
+  leases::LeaseStore* store = nullptr;
+  leases::LeaseCoordinator* coordinator = nullptr;
+  RecordProcessorFactory* factory = nullptr;
+  Logger* logger = nullptr;
+  MetricsSink* metrics = nullptr;
+  const Clock* clock = nullptr;
+  TaskPool* pool = nullptr;
+  InitialPosition initial_position;
+  RetrievalConfig retrieval;
+  ProcessingConfig processing;
+  std::atomic<std::uint64_t>* records_delivered = nullptr;
+  std::atomic<std::uint64_t>* processor_failures = nullptr;
+  std::atomic<std::uint64_t>* corrupt_aggregates = nullptr;
+};
+
+class ShardConsumer final : public Task, public std::enable_shared_from_this<ShardConsumer> {
+ public:
+  ShardConsumer(ConsumerContext& ctx, Lease lease);
+  ~ShardConsumer() override;
+
+  std::optional<SteadyTime> run() override;
+
+  // From the lease listener: the lease is gone; stop.
+  void notify_lease_lost();
+  // From the worker: graceful shutdown.
+  void request_shutdown();
+
+  const std::string& shard_id() const { return shard_id_; }
+  ConsumerState state() const { return state_.load(); }
+  bool done() const { return state_.load() == ConsumerState::kDone; }
+  ConsumerOutcome outcome() const { return outcome_.load(); }
+  // The error that ended the consumer (kFailed), e.g. the stream was deleted.
+  Status failure() const;
+  // Steady-clock nanoseconds at which the current processor callback started; 0 when none.
+  std::int64_t callback_started_ns() const { return callback_started_ns_.load(); }
+  bool hung_reported() const { return hung_reported_.load(); }
+  void mark_hung_reported() { hung_reported_.store(true); }
+
+ private:
+  std::optional<SteadyTime> step_waiting_on_parents();
+  std::optional<SteadyTime> step_initializing();
+  std::optional<SteadyTime> step_processing();
+  std::optional<SteadyTime> step_shard_end();
+  std::optional<SteadyTime> finish(ConsumerOutcome outcome);
+  SteadyTime backoff_after_failure();
+  void log(LogLevel level, const std::string& message) const;
+  // Runs a processor callback, catching exceptions; returns false if it threw.
+  template <typename F>
+  bool call_processor(const char* what, F&& f);
+
+  ConsumerContext& ctx_;
+  const std::string shard_id_;
+  const std::string component_;
+  Lease lease_;  // as gained; parents and the checkpoint at take time
+  std::atomic<ConsumerState> state_{ConsumerState::kWaitingOnParents};
+  std::atomic<ConsumerOutcome> outcome_{ConsumerOutcome::kRunning};
+  std::atomic<bool> lease_lost_{false};
+  std::atomic<bool> shutdown_{false};
+  std::atomic<std::int64_t> callback_started_ns_{0};
+  std::atomic<bool> hung_reported_{false};
+
+  // Owned by the thread running the step.
+  std::unique_ptr<RecordProcessor> processor_;
+  std::unique_ptr<checkpoint::ShardCheckpointer> checkpointer_;
+  std::unique_ptr<ProcessorCheckpointer> processor_checkpointer_;
+  std::unique_ptr<retrieval::ShardFetcher> fetcher_;
+  std::optional<retrieval::FetchedBatch> pending_;  // taken, not yet processed successfully
+  int pending_attempts_ = 0;
+  int consecutive_failures_ = 0;
+  std::optional<ExtendedSequenceNumber> last_delivered_;
+  std::string last_error_;
+  mutable std::mutex failure_mu_;
+  Status failure_;
+};
+
+}  // namespace kcl::lifecycle

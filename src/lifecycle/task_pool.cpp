@@ -1,0 +1,77 @@
+#include "lifecycle/task_pool.h"
+
+namespace kcl::lifecycle {
+
+TaskPool::TaskPool(int threads) {
+  if (threads < 1) threads = 1;
+  threads_.reserve(static_cast<std::size_t>(threads));
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+}
+
+TaskPool::~TaskPool() { stop(); }
+
+void TaskPool::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) {
+    if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  threads_.clear();
+  while (!queue_.empty()) queue_.pop();
+}
+
+void TaskPool::push_locked(const std::shared_ptr<Task>& task, SteadyTime at) {
+  if (task->queued_at_ && *task->queued_at_ <= at) return;  // already due no later
+  task->queued_at_ = at;
+  ++task->generation_;
+  queue_.push(Entry{at, order_++, task->generation_, task});
+  cv_.notify_one();
+}
+
+void TaskPool::schedule(const std::shared_ptr<Task>& task, SteadyTime at) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  if (task->running_) {
+    if (!task->requested_ || at < *task->requested_) task->requested_ = at;
+    return;
+  }
+  push_locked(task, at);
+}
+
+void TaskPool::loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (queue_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    const Entry& top = queue_.top();
+    if (top.generation != top.task->generation_ || !top.task->queued_at_) {
+      queue_.pop();  // superseded by an earlier entry of the same task
+      continue;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (top.at > now) {
+      cv_.wait_until(lock, top.at);
+      continue;
+    }
+    std::shared_ptr<Task> task = top.task;
+    queue_.pop();
+    task->queued_at_.reset();
+    task->running_ = true;
+    lock.unlock();
+    std::optional<SteadyTime> next = task->run();
+    lock.lock();
+    task->running_ = false;
+    if (task->requested_ && (!next || *task->requested_ < *next)) next = task->requested_;
+    task->requested_.reset();
+    if (next && !stopping_) push_locked(task, *next);
+  }
+}
+
+}  // namespace kcl::lifecycle

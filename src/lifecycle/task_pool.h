@@ -1,0 +1,76 @@
+// TaskPool: a fixed set of threads that runs many Tasks, each at the time it asks for.
+//
+// A Task is run by at most one thread at a time: scheduling a task that is running only
+// records the earliest requested time, and it runs again after the current run returns.
+// This is what lets hundreds of shard consumers share a few threads while calls for one
+// shard are never concurrent.
+//
+// Thread safety: schedule() and stop() may be called from any thread, including from
+// inside Task::run().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <thread>
+#include <vector>
+
+namespace kcl::lifecycle {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  // Does one step. Returns when to run again; nullopt = not until scheduled again.
+  virtual std::optional<SteadyTime> run() = 0;
+
+ private:
+  friend class TaskPool;
+  // Guarded by the pool's mutex.
+  bool running_ = false;
+  std::optional<SteadyTime> queued_at_;   // earliest queued entry, when queued
+  std::optional<SteadyTime> requested_;   // asked for while running
+  std::uint64_t generation_ = 0;          // entries with an older generation are stale
+};
+
+class TaskPool {
+ public:
+  explicit TaskPool(int threads);
+  ~TaskPool();  // stop()
+  TaskPool(const TaskPool&) = delete;
+  TaskPool& operator=(const TaskPool&) = delete;
+
+  // Runs `task` at `at` (or earlier if it was already due earlier). The pool keeps the task
+  // alive while it is queued or running.
+  void schedule(const std::shared_ptr<Task>& task, SteadyTime at);
+  void schedule_now(const std::shared_ptr<Task>& task) {
+    schedule(task, std::chrono::steady_clock::now());
+  }
+  // Stops the threads after their current runs; queued tasks are dropped.
+  void stop();
+
+ private:
+  struct Entry {
+    SteadyTime at;
+    std::uint64_t order;
+    std::uint64_t generation;
+    std::shared_ptr<Task> task;
+    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : order > o.order; }
+  };
+  void push_locked(const std::shared_ptr<Task>& task, SteadyTime at);
+  void loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
+  std::uint64_t order_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kcl::lifecycle

@@ -1,0 +1,56 @@
+#include "kcl/retrieval_config.h"
+
+#include <string>
+
+namespace kcl {
+namespace {
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+std::vector<std::string> RetrievalConfig::validate() const {
+  using std::chrono::milliseconds;
+  using std::chrono::minutes;
+  using std::chrono::seconds;
+  std::vector<std::string> problems;
+  auto within = [&](std::string_view name, milliseconds value, milliseconds lo, milliseconds hi,
+                    std::string_view hi_text) {
+    if (value < lo || value > hi) {
+      problems.push_back(std::string(name) + " is " + ms(value) + "; it must be between " +
+                         ms(lo) + " and " + std::string(hi_text));
+    }
+  };
+
+  if (max_records_per_call < 1 || max_records_per_call > 10000) {
+    problems.push_back("max_records_per_call is " + std::to_string(max_records_per_call) +
+                       "; it must be between 1 and 10000 (the GetRecords limit)");
+  }
+  within("min_call_interval", min_call_interval, milliseconds(0), seconds(60), "60 s");
+  within("idle_time_between_calls", idle_time_between_calls, milliseconds(0), minutes(10),
+         "10 min");
+  if (max_prefetch_records < 1 || max_prefetch_records > 10'000'000) {
+    problems.push_back("max_prefetch_records is " + std::to_string(max_prefetch_records) +
+                       "; it must be between 1 and 10000000");
+  }
+  if (max_prefetch_bytes < 1 || max_prefetch_bytes > (std::size_t{16} << 30)) {
+    problems.push_back("max_prefetch_bytes is " + std::to_string(max_prefetch_bytes) +
+                       "; it must be between 1 byte and 16 GiB");
+  }
+  within("throttle_backoff_base", throttle_backoff_base, milliseconds(1), minutes(1), "1 min");
+  if (throttle_backoff_max < throttle_backoff_base || throttle_backoff_max > minutes(10)) {
+    problems.push_back("throttle_backoff_max is " + ms(throttle_backoff_max) +
+                       "; it must be at least throttle_backoff_base (" +
+                       ms(throttle_backoff_base) + ") and at most 10 min");
+  }
+  within("get_records_timeout", get_records_timeout, milliseconds(100), minutes(10), "10 min");
+  within("iterator_request_timeout", iterator_request_timeout, milliseconds(100), minutes(10),
+         "10 min");
+  if (call_max_attempts < 0 || call_max_attempts > 20) {
+    problems.push_back("call_max_attempts is " + std::to_string(call_max_attempts) +
+                       "; it must be between 0 (the AWS client's setting) and 20");
+  }
+  return problems;
+}
+
+}  // namespace kcl

@@ -1,0 +1,243 @@
+// retrieval/shard_fetcher.h: polling retrieval (GetShardIterator + GetRecords) for one shard,
+// step by step, into a bounded queue of batches.
+//
+// The fetcher owns no thread and never sleeps. Its owner (the shard consumer, run on the
+// worker's pool) calls fetch_step(), which makes at most one Kinesis call when one is due and
+// says when the next step should run; the consumer takes what was fetched with take_batch().
+//
+//   consumer thread(s)                       ShardFetcher
+//   ------------------                       ------------
+//   step = fetch_step()  ───────────────────▶ maybe one call ──▶ queue of FetchedBatch
+//   schedule again at step.next_step_at                            │
+//   take_batch() ◀─────────────────────────────────────────────────┘
+//
+// Pacing (see RetrievalConfig): call starts are at least min_call_interval apart; after a
+// response with records or MillisBehindLatest > 0 the next call is due at once (subject to
+// the interval); after an empty, caught-up response it waits idle_time_between_calls;
+// transient failures (throttling, 5xx, timeouts, after the AWS client's own retries) back
+// off exponentially with full jitter, forever; no GetRecords call is made while the queue
+// holds max_prefetch_records or max_prefetch_bytes (one response may overshoot the bound).
+//
+// Positions. TRIM_HORIZON, LATEST and AT_TIMESTAMP map to the iterator types of the same
+// name. A checkpoint (S, N) resumes AT_SEQUENCE_NUMBER S and drops every delivered record
+// whose (sequence, sub-sequence) is <= (S, N) (a plain record has sub-sequence 0, so a plain
+// record S is dropped; of a KPL aggregate S only the sub-records after N are kept). AFTER S
+// would be wrong: (S, 0) may be sub-record 0 of an aggregate, and AFTER S would lose its
+// sub-records 1..n. Sequence numbers are compared as decimal strings (length, then
+// lexicographically), see retrieval::compare_sequence_numbers.
+//
+// Expired iterator: a new iterator AFTER_SEQUENCE_NUMBER the last record fetched (the whole
+// Kinesis record, so all of an aggregate's sub-records were already queued), or from the
+// original start position when nothing was fetched yet: nothing lost, nothing repeated.
+// (Before the first record, LATEST restarts at the then latest position, as the Java KCL
+// does.)
+//
+// Errors. kNotFound (stream deleted, shard gone) ends the fetcher with a kNotFound Status
+// saying "stream S was deleted or shard X no longer exists: ...". kUnavailable and
+// kDeadlineExceeded are transient (backoff). kExpiredIterator is handled as above. Anything
+// else (invalid argument, permission denied, a malformed response, ...) ends the fetcher
+// with that Status, prefixed with the stream and shard. Batches fetched before the end stay
+// in the queue and can still be taken.
+//
+// End of shard: a response without NextShardIterator produces a final batch with
+// shard_end = true (holding that response's records and ChildShards, possibly none), after
+// which the fetcher is finished. Other responses produce a batch only when they carry
+// records to deliver; an empty response only updates millis_behind_latest().
+//
+// KPL: every record goes through retrieval::deaggregate(); corrupt aggregates are delivered
+// as they came and counted (corrupt_aggregates()).
+//
+// Thread safety: fetch_step() must be called by one thread at a time (successive calls may
+// come from different threads if the caller orders them, as a pool does). take_batch(),
+// has_room() and every accessor may be called from any thread, concurrently with
+// fetch_step(). The KinesisClient and the Clock must outlive the fetcher.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kcl/clock.h"
+#include "kcl/record.h"
+#include "kcl/retrieval_config.h"
+#include "kcl/status.h"
+#include "kinesis/kinesis_client.h"
+#include "kinesis/kinesis_types.h"
+
+namespace kcl::retrieval {
+
+// Where a fetcher starts reading.
+struct StartPosition {
+  enum class Kind {
+    kTrimHorizon,      // the oldest record kept
+    kLatest,           // records written after the first iterator is obtained
+    kAtTimestamp,      // records that arrived at or after `timestamp`
+    kAfterCheckpoint,  // records after (sequence_number, sub_sequence_number)
+  };
+  Kind kind = Kind::kTrimHorizon;
+  std::chrono::system_clock::time_point timestamp{};  // kAtTimestamp
+  std::string sequence_number;                         // kAfterCheckpoint: decimal digits
+  std::uint64_t sub_sequence_number = 0;               // kAfterCheckpoint
+
+  static StartPosition trim_horizon();
+  static StartPosition latest();
+  static StartPosition at_timestamp(std::chrono::system_clock::time_point t);
+  static StartPosition after_checkpoint(std::string sequence_number,
+                                        std::uint64_t sub_sequence_number = 0);
+  // For messages: "TRIM_HORIZON", "LATEST", "AT_TIMESTAMP <ms since epoch>",
+  // "AFTER <seq>/<sub>".
+  std::string to_string() const;
+};
+
+// What one GetRecords response yielded for the consumer.
+struct FetchedBatch {
+  std::vector<kcl::Record> records;  // in shard order, deaggregated, resume filter applied
+  std::int64_t millis_behind_latest = 0;
+  bool shard_end = false;  // the last batch of the shard; nothing follows
+  std::vector<kinesis::ChildShard> child_shards;  // from the final response, if it had any
+  std::size_t bytes = 0;  // sum of records[i].data.size()
+};
+
+enum class FetchOutcome {
+  kNotDue,           // nothing done: the next call is due at next_step_at
+  kQueueFull,        // nothing done: the prefetch queue is at its bound (wait_for_take)
+  kGotIterator,      // GetShardIterator succeeded
+  kRecords,          // GetRecords returned records to deliver; one batch was queued
+  kNoRecords,        // GetRecords returned nothing to deliver; no batch
+  kRetrying,         // a transient failure (throttled, 5xx, timeout); backing off
+  kIteratorExpired,  // the iterator expired; a new one is asked for next
+  kShardEnd,         // end of shard: the final batch was queued; now finished
+  kFailed,           // a terminal error (see terminal_error()); now finished
+  kFinished,         // finished before this call: nothing done
+};
+std::string_view to_string(FetchOutcome outcome) noexcept;
+
+struct FetchStep {
+  FetchOutcome outcome = FetchOutcome::kNotDue;
+  // When fetch_step() should run next (monotonic, the fetcher's Clock). time_point::max()
+  // when finished, and when wait_for_take is set.
+  Clock::MonoTime next_step_at = Clock::MonoTime::max();
+  // The queue is full: run fetch_step() again once take_batch() has returned a batch.
+  bool wait_for_take = false;
+  // Records in the batch this step queued (0 when none).
+  std::size_t records_queued = 0;
+};
+
+class ShardFetcher {
+ public:
+  // `config` is validated at the first fetch_step(); problems end the fetcher with
+  // kInvalidArgument listing them (as does a checkpoint whose sequence number is not a
+  // decimal number). `jitter_seed` seeds the backoff jitter (tests pass a fixed one).
+  ShardFetcher(kinesis::KinesisClient& client, std::string stream, std::string shard_id,
+               StartPosition start, RetrievalConfig config, const Clock& clock,
+               std::optional<std::uint64_t> jitter_seed = std::nullopt);
+
+  ShardFetcher(const ShardFetcher&) = delete;
+  ShardFetcher& operator=(const ShardFetcher&) = delete;
+
+  // Makes at most one call (GetShardIterator or GetRecords) if one is due, and never waits.
+  // One thread at a time (see the thread-safety note above).
+  FetchStep fetch_step();
+
+  // Pops the oldest fetched batch, if any. Any thread.
+  std::optional<FetchedBatch> take_batch();
+
+  // True when the queue is below both prefetch bounds (a GetRecords call may be made).
+  bool has_room() const;
+
+  // No more calls will be made (end of shard or terminal error). Batches may still be
+  // queued; see drained().
+  bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
+  // finished() and nothing left to take.
+  bool drained() const;
+  // The error that ended the fetcher; ok() when none.
+  Status terminal_error() const;
+  // True once the final (shard_end) batch was queued.
+  bool shard_ended() const noexcept { return shard_ended_.load(std::memory_order_acquire); }
+
+  std::size_t queued_records() const;
+  std::size_t queued_bytes() const;
+  std::size_t queued_batches() const;
+  // MillisBehindLatest of the last successful GetRecords response (0 before the first).
+  std::int64_t millis_behind_latest() const noexcept {
+    return millis_behind_.load(std::memory_order_relaxed);
+  }
+  // Aggregates that failed to deaggregate (delivered as they came).
+  std::uint64_t corrupt_aggregates() const noexcept {
+    return corrupt_.load(std::memory_order_relaxed);
+  }
+  // Calls made to Kinesis (GetShardIterator + GetRecords), whatever their outcome.
+  std::uint64_t calls_made() const noexcept { return calls_.load(std::memory_order_relaxed); }
+  // Transient failures seen (throttling, 5xx, timeouts), each followed by a backoff.
+  std::uint64_t throttles_seen() const noexcept {
+    return throttles_.load(std::memory_order_relaxed);
+  }
+  // ExpiredIterator responses seen.
+  std::uint64_t iterators_expired() const noexcept {
+    return expired_.load(std::memory_order_relaxed);
+  }
+  // Records dropped by the resume filter (at or below the starting checkpoint).
+  std::uint64_t records_skipped_by_checkpoint() const noexcept {
+    return skipped_.load(std::memory_order_relaxed);
+  }
+
+  const std::string& stream() const noexcept { return stream_; }
+  const std::string& shard_id() const noexcept { return shard_id_; }
+  const StartPosition& start_position() const noexcept { return start_; }
+
+ private:
+  enum class State { kNew, kNeedIterator, kReading, kDone };
+
+  FetchStep step_get_iterator();
+  FetchStep step_get_records();
+  // Handles a failed call: backoff, a new iterator, or the end of the fetcher.
+  FetchStep on_failure(const Status& status);
+  FetchStep fail(Status status);
+  Result<std::string> call(std::string_view operation, std::string body,
+                           std::chrono::milliseconds timeout);
+  std::string iterator_request_body() const;
+  Clock::MonoTime earliest_next_call() const;
+  void push_batch(FetchedBatch batch);
+
+  kinesis::KinesisClient& client_;
+  const std::string stream_;
+  const std::string shard_id_;
+  const StartPosition start_;
+  const RetrievalConfig config_;
+  const Clock& clock_;
+
+  // ---- owned by the fetch_step() caller ----
+  State state_ = State::kNew;
+  std::string iterator_;
+  std::string last_fetched_sequence_;  // of the last Kinesis record fetched
+  bool resume_filter_ = false;         // dropping records <= the starting checkpoint
+  std::optional<Clock::MonoTime> last_call_start_;
+  Clock::MonoTime next_due_{};  // earliest time of the next call
+  int consecutive_failures_ = 0;
+  std::mt19937_64 rng_;
+
+  // ---- shared with take_batch() and the accessors ----
+  mutable std::mutex mu_;
+  std::deque<FetchedBatch> queue_;   // guarded by mu_
+  std::size_t queued_records_ = 0;   // guarded by mu_
+  std::size_t queued_bytes_ = 0;     // guarded by mu_
+  Status terminal_;                  // guarded by mu_
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> shard_ended_{false};
+  std::atomic<std::int64_t> millis_behind_{0};
+  std::atomic<std::uint64_t> corrupt_{0};
+  std::atomic<std::uint64_t> calls_{0};
+  std::atomic<std::uint64_t> throttles_{0};
+  std::atomic<std::uint64_t> expired_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+};
+
+}  // namespace kcl::retrieval

@@ -1,0 +1,123 @@
+#include "shardsync/shard_syncer.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <utility>
+
+#include "shardsync/lineage.h"
+
+namespace kcl::shardsync {
+namespace {
+
+void count_if_any(MetricsSink& metrics, std::string_view name, std::size_t n) {
+  if (n > 0) metrics.count(name, static_cast<double>(n), {});
+}
+
+}  // namespace
+
+ShardLister kinesis_shard_lister(kinesis::KinesisClient& client, std::string stream_name) {
+  return [&client, stream = std::move(stream_name)]() -> Result<std::vector<kinesis::Shard>> {
+    auto shards = client.list_shards(stream);
+    if (shards.ok()) return shards;
+    const Status& s = shards.status();
+    if (s.code() == StatusCode::kNotFound) {
+      std::string message = "stream \"" + stream + "\" does not exist";
+      if (!s.message().empty()) message += " (" + s.message() + ")";
+      return s.aws() ? Status(s.code(), std::move(message), *s.aws())
+                     : Status(s.code(), std::move(message));
+    }
+    return s.with_context("listing the shards of stream \"" + stream + "\": ");
+  };
+}
+
+ShardSyncer::ShardSyncer(ShardLister lister, leases::LeaseStore& store,
+                         InitialPosition initial_position, MetricsSink& metrics)
+    : lister_(std::move(lister)),
+      store_(&store),
+      initial_position_(initial_position),
+      metrics_(&metrics) {}
+
+ShardSyncer ShardSyncer::for_stream(kinesis::KinesisClient& client, std::string stream_name,
+                                    leases::LeaseStore& store, InitialPosition initial_position,
+                                    MetricsSink& metrics) {
+  return ShardSyncer(kinesis_shard_lister(client, std::move(stream_name)), store, initial_position,
+                     metrics);
+}
+
+Result<SyncResult> ShardSyncer::sync_once() {
+  SyncResult result;
+  // Counts are reported whether or not the pass completes (what was written, was written).
+  auto report = [&] {
+    count_if_any(*metrics_, "shardsync.leases_created", result.leases_created);
+    count_if_any(*metrics_, "shardsync.child_ids_updated", result.child_ids_updated);
+    count_if_any(*metrics_, "shardsync.leases_deleted", result.leases_deleted);
+  };
+  auto fail = [&](std::string_view stage, Status status) -> Result<SyncResult> {
+    report();
+    const MetricTag tags[] = {{"stage", stage}};
+    metrics_->count("shardsync.failures", 1, tags);
+    return status.with_context("shard sync: ");
+  };
+
+  // 1. Leases, then 2. shards: in this order the listing is at least as new as every lease
+  // read, so a lease whose shard is not listed was trimmed, not created by another worker
+  // from a listing newer than ours (leases_to_delete guards against that too).
+  auto leased = store_->list_leases();
+  if (!leased.ok()) return fail("list_leases", leased.status().with_context("listing leases: "));
+  const std::vector<Lease>& existing = *leased;
+  result.leases = existing.size();
+
+  auto listed = lister_();
+  if (!listed.ok()) return fail("list_shards", listed.status());
+  const std::vector<kinesis::Shard>& shards = *listed;
+  result.shards = shards.size();
+
+  // 3. Missing leases, parents first. Stop at the first real failure: creating a child while
+  // its parent's creation failed would make the parent look finished (rule 1 of
+  // leases_to_create) and it would never be read.
+  std::vector<Lease> view = existing;
+  for (Lease& lease : leases_to_create(shards, existing, initial_position_)) {
+    Status s = store_->create_lease_if_not_exists(lease);
+    if (s.code() == StatusCode::kAlreadyExists) {
+      // Another worker's pass created it first (with the same content, by the same rules).
+      ++result.already_existed;
+    } else if (!s.ok()) {
+      return fail("create", s.with_context("creating lease " + lease.lease_key + ": "));
+    } else {
+      ++result.leases_created;
+    }
+    view.push_back(std::move(lease));
+  }
+
+  // The listing is complete when it was read to the last page; an empty listing is never
+  // trusted to mean "every shard is gone".
+  const bool listing_complete = !shards.empty();
+  const std::vector<std::string> to_delete = leases_to_delete(shards, view, listing_complete);
+
+  // 4. childShardIds of closed shards (not on leases about to be deleted).
+  for (const ChildIdsUpdate& update : child_shard_id_updates(shards, existing)) {
+    if (std::binary_search(to_delete.begin(), to_delete.end(), update.lease_key)) continue;
+    Status s = store_->update_child_shard_ids(update.lease_key, update.child_shard_ids);
+    if (s.code() == StatusCode::kNotFound) continue;  // deleted meanwhile by another pass
+    if (!s.ok()) {
+      return fail("child_ids",
+                  s.with_context("setting childShardIds of lease " + update.lease_key + ": "));
+    }
+    ++result.child_ids_updated;
+  }
+
+  // 5. Leases nobody needs any more. Each is in a terminal state (see leases_to_delete), so
+  // deciding from the scan above is safe even if the table moved on since: checkpoints only
+  // move forward, and a child that started stays started.
+  for (const std::string& key : to_delete) {
+    Status s = store_->delete_lease(key);
+    if (!s.ok()) return fail("delete", s.with_context("deleting lease " + key + ": "));
+    ++result.leases_deleted;
+  }
+
+  report();
+  return result;
+}
+
+}  // namespace kcl::shardsync

@@ -1,0 +1,506 @@
+// The worker (scheduler): ties lease coordination, shard sync and shard consumers together
+// and stops them in order. See kcl/worker.h.
+#include "kcl/worker.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "aws/aws_json_client.h"
+#include "dynamodb/dynamodb_client.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/dynamodb_lease_store.h"
+#include "leases/lease_coordinator.h"
+#include "lifecycle/shard_consumer.h"
+#include "lifecycle/task_pool.h"
+#include "shardsync/shard_syncer.h"
+
+namespace kcl {
+
+namespace {
+
+std::string default_worker_id() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%08x", rd());
+  return std::string(host) + ":" + std::to_string(getpid()) + ":" + suffix;
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += sep;
+    out += v[i];
+  }
+  return out;
+}
+
+// Sleeps until `deadline` or until `stop` is set (checked under `mu` with `cv`).
+template <typename Pred>
+void wait_until(std::mutex& mu, std::condition_variable& cv, std::chrono::steady_clock::time_point deadline,
+                Pred stop) {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait_until(lock, deadline, stop);
+}
+
+}  // namespace
+
+class Worker::Impl final : public leases::LeaseListener {
+ public:
+  Impl(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
+       WorkerDependencies deps)
+      : config_(std::move(config)), factory_(std::move(factory)), deps_(std::move(deps)) {
+    if (config_.leases.worker_id.empty()) config_.leases.worker_id = default_worker_id();
+    logger_ = deps_.logger ? deps_.logger : make_default_logger();
+    metrics_ = deps_.metrics ? deps_.metrics
+                             : std::shared_ptr<MetricsSink>(std::shared_ptr<MetricsSink>{},
+                                                            &NoopMetricsSink::instance());
+    clock_ = deps_.clock ? deps_.clock : &SystemClock::instance();
+    done_ = done_promise_.get_future().share();
+  }
+
+  ~Impl() override {
+    if (started_.load()) {
+      shutdown();
+      done_.wait();
+    }
+    join_threads();
+  }
+
+  Status start();
+  std::shared_future<Status> shutdown();
+  Status wait() {
+    if (!started_.load()) return Status(StatusCode::kFailedPrecondition, "the worker was not started");
+    return done_.get();
+  }
+  std::optional<Status> wait_for(std::chrono::milliseconds timeout) {
+    if (!started_.load()) return Status(StatusCode::kFailedPrecondition, "the worker was not started");
+    if (done_.wait_for(timeout) != std::future_status::ready) return std::nullopt;
+    return done_.get();
+  }
+  const std::string& worker_id() const { return config_.leases.worker_id; }
+  WorkerStats stats() const;
+
+  // LeaseListener: called on the lease threads; quick, no blocking on the coordinator.
+  void on_lease_gained(const Lease&) override { cv_.notify_all(); }
+  void on_lease_lost(const std::string& key, const Status& reason) override {
+    log(LogLevel::kWarn, "lease " + key + " lost: " + reason.to_string());
+    std::shared_ptr<lifecycle::ShardConsumer> c;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = consumers_.find(key);
+      if (it != consumers_.end()) c = it->second;
+    }
+    if (c) {
+      c->notify_lease_lost();
+      pool_->schedule_now(c);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void log(LogLevel level, const std::string& message) const {
+    if (logger_->enabled(level)) logger_->log(level, "worker " + config_.leases.worker_id, message);
+  }
+  Status make_clients();
+  void scheduler_loop();
+  void renew_loop();
+  void take_loop();
+  void reconcile();
+  void run_shard_sync();
+  void check_hung();
+  void graceful_stop();
+  void join_threads();
+  std::chrono::milliseconds jittered(std::chrono::milliseconds base, double fraction);
+
+  WorkerConfig config_;
+  std::shared_ptr<RecordProcessorFactory> factory_;
+  WorkerDependencies deps_;
+  std::shared_ptr<Logger> logger_;
+  std::shared_ptr<MetricsSink> metrics_;
+  const Clock* clock_ = nullptr;
+
+  std::shared_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<leases::LeaseStore> store_;
+  std::unique_ptr<leases::LeaseCoordinator> coordinator_;
+  std::unique_ptr<shardsync::ShardSyncer> syncer_;
+  std::unique_ptr<lifecycle::TaskPool> pool_;
+  lifecycle::ConsumerContext ctx_;
+
+  std::atomic<std::uint64_t> records_delivered_{0};
+  std::atomic<std::uint64_t> processor_failures_{0};
+  std::atomic<std::uint64_t> corrupt_aggregates_{0};
+
+  std::atomic<bool> started_{false};
+  std::thread scheduler_, renewer_, taker_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> consumers_;  // guarded
+  std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
+  bool shutdown_requested_ = false;        // guarded
+  bool taking_stopped_ = false;            // guarded
+  bool renew_stopped_ = false;             // guarded
+  bool sync_requested_ = false;            // guarded
+  Status fatal_;                           // guarded: why the worker stops on its own
+  std::once_flag shutdown_once_;
+  std::promise<Status> done_promise_;
+  std::shared_future<Status> done_;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base, double fraction) {
+  std::uniform_real_distribution<double> d(1.0 - fraction, 1.0 + fraction);
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::chrono::milliseconds(
+      std::max<long long>(1, static_cast<long long>(static_cast<double>(base.count()) * d(rng_))));
+}
+
+Status Worker::Impl::make_clients() {
+  if (deps_.kinesis) {
+    kinesis_ = deps_.kinesis;
+  } else {
+    KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), config_.aws));
+    kinesis_ = std::make_shared<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+  }
+  if (deps_.lease_store) {
+    store_ = deps_.lease_store;
+  } else {
+    KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws));
+    auto ddb = std::make_shared<dynamodb::DynamoDbClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+    store_ = std::make_shared<leases::DynamoDbLeaseStore>(ddb, config_.leases);
+  }
+  return Status::Ok();
+}
+
+Status Worker::Impl::start() {
+  if (started_.exchange(true)) {
+    return Status(StatusCode::kFailedPrecondition, "the worker was already started");
+  }
+  auto fail = [&](Status s) {
+    started_.store(false);
+    return s;
+  };
+  auto problems = config_.validate();
+  if (!problems.empty()) {
+    return fail(Status(StatusCode::kInvalidArgument,
+                       "invalid worker configuration: " + join(problems, "; ")));
+  }
+  if (!factory_) {
+    return fail(Status(StatusCode::kInvalidArgument, "no RecordProcessorFactory was given"));
+  }
+  if (Status s = make_clients(); !s.ok()) return fail(s.with_context("starting the worker: "));
+  if (Status s = store_->create_table_if_not_exists(); !s.ok()) {
+    return fail(s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
+  }
+  syncer_ = std::make_unique<shardsync::ShardSyncer>(
+      shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
+      config_.initial_position, *metrics_);
+  auto synced = syncer_->sync_once();
+  if (!synced.ok()) {
+    return fail(synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));
+  }
+  log(LogLevel::kInfo, "started: stream " + config_.stream_name + ", lease table " +
+                           config_.leases.effective_table_name() + ", " +
+                           std::to_string(synced->shards) + " shards, " +
+                           std::to_string(synced->leases_created) + " leases created");
+  coordinator_ = std::make_unique<leases::LeaseCoordinator>(*store_, config_.leases, *clock_, *metrics_);
+  coordinator_->set_listener(this);
+  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size);
+
+  ctx_.stream = config_.stream_name;
+  ctx_.kinesis = kinesis_.get();
+  ctx_.store = store_.get();
+  ctx_.coordinator = coordinator_.get();
+  ctx_.factory = factory_.get();
+  ctx_.logger = logger_.get();
+  ctx_.metrics = metrics_.get();
+  ctx_.clock = clock_;
+  ctx_.pool = pool_.get();
+  ctx_.initial_position = config_.initial_position;
+  ctx_.retrieval = config_.retrieval;
+  ctx_.processing = config_.processing;
+  ctx_.records_delivered = &records_delivered_;
+  ctx_.processor_failures = &processor_failures_;
+  ctx_.corrupt_aggregates = &corrupt_aggregates_;
+
+  renewer_ = std::thread([this] { renew_loop(); });
+  taker_ = std::thread([this] { take_loop(); });
+  scheduler_ = std::thread([this] { scheduler_loop(); });
+  return Status::Ok();
+}
+
+void Worker::Impl::renew_loop() {
+  const auto interval = config_.leases.effective_renew_interval();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (renew_stopped_) return;
+    }
+    auto started = std::chrono::steady_clock::now();
+    auto result = coordinator_->run_renew_pass();
+    if (!result.status.ok()) log(LogLevel::kWarn, "renewing leases: " + result.status.to_string());
+    auto next = started + jittered(interval, config_.leases.interval_jitter);
+    // Wake before a held lease's deadline so a slow pass does not lose it needlessly.
+    if (auto d = coordinator_->next_deadline()) {
+      auto until = std::chrono::steady_clock::now() + (*d - clock_->now()) - interval / 4;
+      if (until < next) next = std::max(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(5));
+    }
+    wait_until(mu_, cv_, next, [&] { return renew_stopped_; });
+  }
+}
+
+void Worker::Impl::take_loop() {
+  const auto interval = config_.leases.effective_take_interval();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (taking_stopped_) return;
+    }
+    auto result = coordinator_->run_take_pass();
+    if (!result.status.ok()) log(LogLevel::kWarn, "taking leases: " + result.status.to_string());
+    if (!result.taken.empty() || !result.stolen.empty()) {
+      log(LogLevel::kInfo, "took " + std::to_string(result.taken.size()) + " and stole " +
+                               std::to_string(result.stolen.size()) + " leases; holding " +
+                               std::to_string(coordinator_->held_count()) + " (target " +
+                               std::to_string(result.target) + ")");
+      cv_.notify_all();
+    }
+    // The start-up ramp stops a pass early; follow up soon instead of a full interval.
+    auto wait = result.limited_by_ramp ? std::min(interval, config_.leases.effective_renew_interval())
+                                       : jittered(interval, config_.leases.interval_jitter);
+    wait_until(mu_, cv_, std::chrono::steady_clock::now() + wait, [&] { return taking_stopped_; });
+  }
+}
+
+void Worker::Impl::run_shard_sync() {
+  auto r = syncer_->sync_once();
+  if (!r.ok()) {
+    log(LogLevel::kWarn, "shard sync: " + r.status().to_string());
+    if (r.status().code() == StatusCode::kNotFound) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (fatal_.ok()) fatal_ = r.status().with_context("stream " + config_.stream_name + ": ");
+      shutdown_requested_ = true;
+    }
+    return;
+  }
+  if (r->leases_created || r->leases_deleted) {
+    log(LogLevel::kInfo, "shard sync: " + std::to_string(r->shards) + " shards, " +
+                             std::to_string(r->leases_created) + " leases created, " +
+                             std::to_string(r->leases_deleted) + " deleted");
+  }
+}
+
+void Worker::Impl::reconcile() {
+  std::vector<Lease> held = coordinator_->held_leases();
+  std::set<std::string> held_keys;
+  for (const auto& l : held) held_keys.insert(l.lease_key);
+  std::vector<std::shared_ptr<lifecycle::ShardConsumer>> to_schedule;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = consumers_.begin(); it != consumers_.end();) {
+      auto& c = it->second;
+      if (!c->done()) {
+        // Belt and braces: a lease no longer held means its consumer must stop.
+        if (!held_keys.count(it->first)) {
+          c->notify_lease_lost();
+          to_schedule.push_back(c);
+        }
+        ++it;
+        continue;
+      }
+      switch (c->outcome()) {
+        case lifecycle::ConsumerOutcome::kShardFinished:
+          finished_shards_.insert(it->first);
+          sync_requested_ = true;  // create the children's leases now
+          break;
+        case lifecycle::ConsumerOutcome::kFailed: {
+          Status f = c->failure();
+          if (f.code() == StatusCode::kNotFound && fatal_.ok()) {
+            fatal_ = f;
+            shutdown_requested_ = true;
+          }
+          break;
+        }
+        default:
+          break;
+      }
+      it = consumers_.erase(it);
+    }
+    for (auto it = finished_shards_.begin(); it != finished_shards_.end();) {
+      it = held_keys.count(*it) ? std::next(it) : finished_shards_.erase(it);
+    }
+    if (!shutdown_requested_) {
+      for (const auto& lease : held) {
+        if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key)) continue;
+        auto c = std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
+        consumers_[lease.lease_key] = c;
+        to_schedule.push_back(c);
+      }
+    }
+  }
+  for (auto& c : to_schedule) pool_->schedule_now(c);
+  metrics_->gauge("worker.consumers", static_cast<double>(consumers_.size()), {});
+}
+
+void Worker::Impl::check_hung() {
+  auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  auto limit = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   config_.processing.hung_processor_warning)
+                   .count();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [key, c] : consumers_) {
+    auto started = c->callback_started_ns();
+    if (started != 0 && now_ns - started > limit && !c->hung_reported()) {
+      c->mark_hung_reported();
+      log(LogLevel::kWarn, "the processor of shard " + key + " has been in a callback for over " +
+                               std::to_string(config_.processing.hung_processor_warning.count()) +
+                               " ms (state " + std::string(lifecycle::to_string(c->state())) +
+                               "); it may be hung");
+      MetricTag tag{"shard", key};
+      metrics_->count("processor.hung", 1, MetricTags(&tag, 1));
+    }
+  }
+}
+
+void Worker::Impl::scheduler_loop() {
+  auto next_sync = std::chrono::steady_clock::now() +
+                   jittered(config_.processing.shard_sync_interval, 0.2);
+  for (;;) {
+    bool stop = false;
+    bool sync_now = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, config_.processing.scheduler_interval,
+                   [&] { return shutdown_requested_; });
+      stop = shutdown_requested_;
+      sync_now = sync_requested_;
+      sync_requested_ = false;
+    }
+    if (stop) break;
+    reconcile();
+    auto now = std::chrono::steady_clock::now();
+    if (sync_now || now >= next_sync) {
+      run_shard_sync();
+      next_sync = std::chrono::steady_clock::now() + jittered(config_.processing.shard_sync_interval, 0.2);
+      reconcile();
+    }
+    check_hung();
+  }
+  graceful_stop();
+}
+
+// Stop taking -> shutdown_requested on every processor -> hand leases back -> stop threads.
+void Worker::Impl::graceful_stop() {
+  log(LogLevel::kInfo, "shutting down: no more leases will be taken");
+  coordinator_->stop_taking();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    taking_stopped_ = true;
+  }
+  cv_.notify_all();
+  if (taker_.joinable()) taker_.join();
+
+  std::vector<std::shared_ptr<lifecycle::ShardConsumer>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, c] : consumers_) all.push_back(c);
+  }
+  for (auto& c : all) {
+    c->request_shutdown();
+    pool_->schedule_now(c);
+  }
+  auto deadline = std::chrono::steady_clock::now() + config_.processing.shutdown_timeout;
+  for (;;) {
+    bool all_done = true;
+    for (auto& c : all) all_done = all_done && c->done();
+    if (all_done) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      log(LogLevel::kError, "shutdown: some processors did not finish within " +
+                                std::to_string(config_.processing.shutdown_timeout.count()) +
+                                " ms; handing their leases back anyway");
+      break;
+    }
+    check_hung();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Status released = coordinator_->release_all();
+  if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    renew_stopped_ = true;
+  }
+  cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+  pool_->stop();
+  Status exit_status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_status = fatal_;
+    consumers_.clear();
+  }
+  log(LogLevel::kInfo, exit_status.ok() ? "stopped" : "stopped: " + exit_status.to_string());
+  done_promise_.set_value(exit_status);
+}
+
+std::shared_future<Status> Worker::Impl::shutdown() {
+  if (!started_.load()) {
+    std::call_once(shutdown_once_, [&] {
+      done_promise_.set_value(Status(StatusCode::kFailedPrecondition, "the worker was not started"));
+    });
+    return done_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_requested_ = true;
+  }
+  cv_.notify_all();
+  return done_;
+}
+
+void Worker::Impl::join_threads() {
+  for (std::thread* t : {&scheduler_, &taker_, &renewer_}) {
+    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
+  }
+}
+
+WorkerStats Worker::Impl::stats() const {
+  WorkerStats s;
+  s.leases_held = coordinator_ ? coordinator_->held_count() : 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.consumers = consumers_.size();
+  }
+  s.records_delivered = records_delivered_.load();
+  s.processor_failures = processor_failures_.load();
+  s.corrupt_aggregates = corrupt_aggregates_.load();
+  return s;
+}
+
+Worker::Worker(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
+               WorkerDependencies deps)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(factory), std::move(deps))) {}
+Worker::~Worker() = default;
+Status Worker::start() { return impl_->start(); }
+Status Worker::run() {
+  KCL_RETURN_IF_ERROR(impl_->start());
+  return impl_->wait();
+}
+std::shared_future<Status> Worker::shutdown() { return impl_->shutdown(); }
+Status Worker::wait() { return impl_->wait(); }
+std::optional<Status> Worker::wait_for(std::chrono::milliseconds timeout) {
+  return impl_->wait_for(timeout);
+}
+const std::string& Worker::worker_id() const { return impl_->worker_id(); }
+WorkerStats Worker::stats() const { return impl_->stats(); }
+
+}  // namespace kcl

@@ -1,0 +1,186 @@
+// Helpers shared by the lease and checkpoint unit tests.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kcl/lease_config.h"
+#include "kcl/metrics.h"
+#include "leases/in_memory_lease_store.h"
+#include "leases/lease_coordinator.h"
+
+namespace kcl::leases::testing {
+
+inline std::string shard(int i) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "shardId-%012d", i);
+  return buf;
+}
+
+// Failover 10 s (renew every 3.33 s, take every 20 s, give up 9 s after the last renewal).
+inline LeaseConfig test_config(std::string worker_id) {
+  LeaseConfig c;
+  c.application_name = "lease-test";
+  c.worker_id = std::move(worker_id);
+  return c;
+}
+
+inline void add_free_leases(InMemoryLeaseStore& store, int n, int first = 0) {
+  for (int i = first; i < first + n; ++i) {
+    Lease l;
+    l.lease_key = shard(i);
+    store.put(l);
+  }
+}
+
+class RecordingListener final : public LeaseListener {
+ public:
+  void on_lease_gained(const Lease& lease) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    gained_.push_back(lease.lease_key);
+  }
+  void on_lease_lost(const std::string& key, const Status& reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    lost_.push_back(key);
+    reasons_.push_back(reason);
+  }
+  std::vector<std::string> gained() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gained_;
+  }
+  std::vector<std::string> lost() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
+  std::vector<Status> reasons() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reasons_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> gained_;
+  std::vector<std::string> lost_;
+  std::vector<Status> reasons_;
+};
+
+class RecordingMetrics final : public MetricsSink {
+ public:
+  void count(std::string_view name, double value, MetricTags tags) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string key(name);
+    for (const auto& t : tags) key += "{" + std::string(t.key) + "=" + std::string(t.value) + "}";
+    counts_[key] += value;
+  }
+  void gauge(std::string_view name, double value, MetricTags) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    gauges_[std::string(name)] = value;
+  }
+  void timing(std::string_view name, std::chrono::nanoseconds, MetricTags) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    timings_[std::string(name)] += 1;
+  }
+  double count_of(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = counts_.find(key);
+    return it == counts_.end() ? 0 : it->second;
+  }
+  double gauge_of(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = gauges_.find(name);
+    return it == gauges_.end() ? -1 : it->second;
+  }
+  int timings_of(const std::string& name) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = timings_.find(name);
+    return it == timings_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, double> counts_;
+  std::map<std::string, double> gauges_;
+  std::map<std::string, int> timings_;
+};
+
+// A view of a shared store that can be cut off (a network partition of one worker).
+class PartitionableStore final : public LeaseStore {
+ public:
+  explicit PartitionableStore(LeaseStore& inner) : inner_(inner) {}
+  void set_partitioned(bool p) { partitioned_ = p; }
+
+  Status create_table_if_not_exists() override {
+    if (partitioned_) return cut();
+    return inner_.create_table_if_not_exists();
+  }
+  Result<std::vector<Lease>> list_leases() override {
+    if (partitioned_) return cut();
+    return inner_.list_leases();
+  }
+  Result<std::optional<Lease>> get_lease(std::string_view k) override {
+    if (partitioned_) return cut();
+    return inner_.get_lease(k);
+  }
+  Status create_lease_if_not_exists(const Lease& l) override {
+    if (partitioned_) return cut();
+    return inner_.create_lease_if_not_exists(l);
+  }
+  Result<Lease> take_lease(const Lease& seen, std::string_view owner) override {
+    if (partitioned_) return cut();
+    return inner_.take_lease(seen, owner);
+  }
+  Result<Lease> renew_lease(const Lease& held) override {
+    if (partitioned_) return cut();
+    return inner_.renew_lease(held);
+  }
+  Result<Lease> evict_lease(const Lease& held) override {
+    if (partitioned_) return cut();
+    return inner_.evict_lease(held);
+  }
+  Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& f) override {
+    if (partitioned_) return cut();
+    return inner_.update_checkpoint(held, f);
+  }
+  Status update_child_shard_ids(std::string_view k, const std::vector<std::string>& c) override {
+    if (partitioned_) return cut();
+    return inner_.update_child_shard_ids(k, c);
+  }
+  Status delete_lease(std::string_view k) override {
+    if (partitioned_) return cut();
+    return inner_.delete_lease(k);
+  }
+
+ private:
+  static Status cut() { return Status(StatusCode::kUnavailable, "partitioned"); }
+  LeaseStore& inner_;
+  bool partitioned_ = false;
+};
+
+// A clock whose wall time must never be read (the lease logic judges expiry on monotonic
+// time only).
+class MonotonicOnlyClock final : public Clock {
+ public:
+  MonotonicOnlyClock(const Clock& base, std::chrono::nanoseconds mono_offset)
+      : base_(base), offset_(mono_offset) {}
+  MonoTime now() const override { return base_.now() + offset_; }
+  WallTime wall_now() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++wall_reads_;
+    return base_.wall_now();
+  }
+  int wall_reads() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return wall_reads_;
+  }
+
+ private:
+  const Clock& base_;
+  std::chrono::nanoseconds offset_;
+  mutable std::mutex mu_;
+  mutable int wall_reads_ = 0;
+};
+
+}  // namespace kcl::leases::testing

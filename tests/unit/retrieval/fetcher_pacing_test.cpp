@@ -1,0 +1,269 @@
+// ShardFetcher pacing: the call-rate limit, re-polling when behind, idling when caught up,
+// backoff under throttling, and the per-call options.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "fetcher_fake_kinesis.h"
+
+namespace kcl::retrieval {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeKinesis;
+using testing::FetcherHarness;
+using testing::seq_number;
+
+void expect_all_in_order(const std::vector<kcl::Record>& out, std::size_t n) {
+  ASSERT_EQ(out.size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i].sequence_number, seq_number(i)) << "at " << i;
+    ASSERT_EQ(out[i].data, "record-" + std::to_string(i)) << "at " << i;
+    ASSERT_EQ(out[i].shard_id, testing::kShard);
+  }
+}
+
+TEST(FetcherPacingTest, NeverTwoCallsWithinMinCallInterval) {
+  FetcherHarness h;
+  h.fake->add_records(3000);
+  RetrievalConfig cfg;
+  cfg.max_records_per_call = 100;
+  auto f = h.make(StartPosition::trim_horizon(), cfg);
+
+  // A caller that steps far more often than it is told to (every 7 ms of clock).
+  std::vector<kcl::Record> out;
+  for (int i = 0; i < 100000 && out.size() < 3000; ++i) {
+    FetchStep step = f->fetch_step();
+    if (step.outcome == FetchOutcome::kNotDue) {
+      EXPECT_GT(step.next_step_at, h.clock.now());
+    }
+    while (auto b = f->take_batch()) {
+      for (auto& r : b->records) out.push_back(std::move(r));
+    }
+    h.clock.advance(7ms);
+  }
+  expect_all_in_order(out, 3000);
+
+  const auto calls = h.fake->calls();
+  ASSERT_EQ(calls.size(), 1u + 30u);  // one iterator, 30 pages
+  for (std::size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_GE(calls[i].at - calls[i - 1].at, 200ms) << "calls " << i - 1 << " and " << i;
+  }
+  EXPECT_EQ(f->calls_made(), calls.size());
+}
+
+TEST(FetcherPacingTest, SteppingAgainWithoutTimePassingMakesNoCall) {
+  FetcherHarness h;
+  h.fake->add_records(10);
+  auto f = h.make(StartPosition::trim_horizon());
+  FetchStep first = f->fetch_step();
+  EXPECT_EQ(first.outcome, FetchOutcome::kGotIterator);
+  EXPECT_EQ(first.next_step_at, h.clock.now() + 200ms);
+  for (int i = 0; i < 10; ++i) {
+    FetchStep s = f->fetch_step();
+    EXPECT_EQ(s.outcome, FetchOutcome::kNotDue);
+    EXPECT_EQ(s.next_step_at, first.next_step_at);
+  }
+  EXPECT_EQ(h.fake->call_count(), 1u);
+  h.clock.advance(199ms);
+  EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kNotDue);
+  h.clock.advance(1ms);
+  FetchStep got = f->fetch_step();
+  EXPECT_EQ(got.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(got.records_queued, 10u);
+  EXPECT_EQ(h.fake->call_count(), 2u);
+}
+
+TEST(FetcherPacingTest, RepollsAtOnceWhenBehindAndIdlesWhenCaughtUp) {
+  FetcherHarness h;
+  h.fake->add_records(250);
+  RetrievalConfig cfg;
+  cfg.max_records_per_call = 100;
+  auto f = h.make(StartPosition::trim_horizon(), cfg);
+  const auto t0 = h.clock.now();
+
+  FetchStep s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kGotIterator);
+  EXPECT_EQ(s.next_step_at, t0 + 200ms);
+  h.advance_to(s);
+
+  s = f->fetch_step();  // 100 records, 150 behind
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.records_queued, 100u);
+  EXPECT_EQ(f->millis_behind_latest(), 5000);
+  EXPECT_EQ(s.next_step_at, t0 + 400ms) << "behind: due again after min_call_interval";
+  h.advance_to(s);
+
+  s = f->fetch_step();  // 100 more
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 600ms);
+  h.advance_to(s);
+
+  s = f->fetch_step();  // the last 50: MillisBehindLatest 0, but records came back
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.records_queued, 50u);
+  EXPECT_EQ(f->millis_behind_latest(), 0);
+  EXPECT_EQ(s.next_step_at, t0 + 800ms);
+  h.advance_to(s);
+
+  s = f->fetch_step();  // nothing: caught up
+  ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 800ms + 1s) << "caught up: idle_time_between_calls";
+  EXPECT_EQ(f->queued_batches(), 3u) << "an empty response makes no batch";
+  h.advance_to(s);
+
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 1800ms + 1s);
+  h.advance_to(s);
+
+  // A new record: fetched at the next (idle-paced) call, then straight back to fast polling.
+  h.fake->add_record("late");
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 2800ms + 200ms);
+  h.advance_to(s);
+
+  // An empty response that says the shard is behind: poll again soon, still no batch.
+  h.fake->set_millis_behind(3000);
+  const std::size_t batches = f->queued_batches();
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+  EXPECT_EQ(f->millis_behind_latest(), 3000);
+  EXPECT_EQ(f->queued_batches(), batches);
+  EXPECT_EQ(s.next_step_at, t0 + 3000ms + 200ms);
+}
+
+TEST(FetcherPacingTest, IdleTimeMeasuredFromTheResponse) {
+  // A slow call: the idle pause starts when the response is handled, and min_call_interval
+  // from when the call started.
+  FetcherHarness h;
+  RetrievalConfig cfg;
+  cfg.idle_time_between_calls = 500ms;
+  auto f = h.make(StartPosition::trim_horizon(), cfg);
+  FetchStep s = f->fetch_step();
+  h.advance_to(s);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+  EXPECT_EQ(s.next_step_at, h.clock.now() + 500ms);
+}
+
+TEST(FetcherPacingTest, ThrottlingStormBacksOffWithJitterBoundedByMaxAndRecovers) {
+  FetcherHarness h;
+  h.fake->add_records(1000);
+  RetrievalConfig cfg;
+  cfg.max_records_per_call = 100;
+  cfg.throttle_backoff_base = 200ms;
+  cfg.throttle_backoff_max = 10s;
+  auto f = h.make(StartPosition::trim_horizon(), cfg, /*seed=*/7);
+
+  std::vector<kcl::Record> out;
+  // Iterator + 2 pages.
+  for (int i = 0; i < 3; ++i) {
+    FetchStep s = f->fetch_step();
+    h.advance_to(s);
+  }
+  while (auto b = f->take_batch()) {
+    for (auto& r : b->records) out.push_back(std::move(r));
+  }
+  ASSERT_EQ(out.size(), 200u);
+
+  constexpr int kStorm = 40;
+  h.fake->fail_next("GetRecords", FakeKinesis::throttled(), kStorm);
+  std::vector<std::chrono::milliseconds> delays;
+  for (int k = 1; k <= kStorm; ++k) {
+    const auto now = h.clock.now();
+    FetchStep s = f->fetch_step();
+    ASSERT_EQ(s.outcome, FetchOutcome::kRetrying) << "failure " << k;
+    ASSERT_FALSE(f->finished());
+    const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(s.next_step_at - now);
+    const std::chrono::milliseconds cap =
+        std::min<std::chrono::milliseconds>(10s, 200ms * (std::int64_t{1} << std::min(k - 1, 20)));
+    EXPECT_GE(delay, 200ms) << "never faster than min_call_interval (failure " << k << ")";
+    EXPECT_LE(delay, std::max<std::chrono::milliseconds>(cap, 200ms)) << "failure " << k;
+    delays.push_back(delay);
+    h.advance_to(s);
+  }
+  EXPECT_EQ(f->throttles_seen(), static_cast<std::uint64_t>(kStorm));
+  EXPECT_TRUE(f->terminal_error().ok());
+
+  // It grows: the late delays are far longer than the early ones, and reach toward the cap.
+  const auto max_delay = *std::max_element(delays.begin(), delays.end());
+  EXPECT_LE(max_delay, 10s);
+  EXPECT_GT(max_delay, 5s);
+  std::chrono::milliseconds early{0}, late{0};
+  for (int k = 0; k < 3; ++k) early += delays[static_cast<std::size_t>(k)];
+  for (int k = kStorm - 10; k < kStorm; ++k) late += delays[static_cast<std::size_t>(k)];
+  EXPECT_GT(late / 10, early / 3 * 4);
+  // Jitter: the capped delays are not all the same.
+  std::set<std::int64_t> distinct;
+  for (int k = 10; k < kStorm; ++k) distinct.insert(delays[static_cast<std::size_t>(k)].count());
+  EXPECT_GT(distinct.size(), 20u);
+
+  // The storm passes: everything arrives, once, in order.
+  h.run(*f, out, 1000, [&] { return out.size() >= 1000; });
+  expect_all_in_order(out, 1000);
+
+  // The backoff started over after the success: the next throttle waits the base at most
+  // (here exactly min_call_interval, its floor).
+  h.fake->add_records(1);
+  h.fake->fail_next("GetRecords", FakeKinesis::throttled());
+  FetchStep s;
+  do {
+    h.advance_to(s);
+    s = f->fetch_step();
+  } while (s.outcome == FetchOutcome::kNotDue || s.outcome == FetchOutcome::kNoRecords);
+  ASSERT_EQ(s.outcome, FetchOutcome::kRetrying);
+  EXPECT_EQ(s.next_step_at - h.clock.now(), 200ms);
+}
+
+TEST(FetcherPacingTest, TimeoutsAndServerErrorsOnGetShardIteratorAreRetried) {
+  FetcherHarness h;
+  h.fake->add_records(5);
+  auto f = h.make(StartPosition::trim_horizon());
+  h.fake->fail_next("GetShardIterator",
+                    Status(StatusCode::kDeadlineExceeded, "request timed out after 10000 ms"));
+  h.fake->fail_next("GetShardIterator", Status(StatusCode::kUnavailable, "HTTP 500"));
+  FetchStep s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRetrying);
+  h.advance_to(s);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRetrying);
+  h.advance_to(s);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kGotIterator);
+  h.advance_to(s);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.records_queued, 5u);
+  EXPECT_EQ(f->throttles_seen(), 2u);
+}
+
+TEST(FetcherPacingTest, PassesTimeoutsAndAttemptsPerCall) {
+  FetcherHarness h;
+  h.fake->add_records(3);
+  RetrievalConfig cfg;
+  cfg.get_records_timeout = 12345ms;
+  cfg.iterator_request_timeout = 2345ms;
+  cfg.call_max_attempts = 1;
+  cfg.max_records_per_call = 77;
+  auto f = h.make(StartPosition::trim_horizon(), cfg);
+  std::vector<kcl::Record> out;
+  h.run(*f, out, 3);
+  const auto its = h.fake->calls_of("GetShardIterator");
+  const auto grs = h.fake->calls_of("GetRecords");
+  ASSERT_EQ(its.size(), 1u);
+  ASSERT_GE(grs.size(), 1u);
+  EXPECT_EQ(its[0].options.request_timeout, 2345ms);
+  EXPECT_EQ(its[0].options.max_attempts, 1);
+  EXPECT_EQ(its[0].body.at("ShardIteratorType"), "TRIM_HORIZON");
+  EXPECT_EQ(its[0].body.at("StreamName"), testing::kStream);
+  EXPECT_EQ(its[0].body.at("ShardId"), testing::kShard);
+  EXPECT_EQ(grs[0].options.request_timeout, 12345ms);
+  EXPECT_EQ(grs[0].options.max_attempts, 1);
+  EXPECT_EQ(grs[0].body.at("Limit"), 77);
+}
+
+}  // namespace
+}  // namespace kcl::retrieval

@@ -1,0 +1,220 @@
+#include "cli_common.h"
+
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <unistd.h>
+
+#include "aws/base64.h"
+
+namespace kcl::cli {
+
+void GlobalOptions::add_to(CLI::App& app) {
+  app.add_option("--region", region,
+                 "AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile)");
+  app.add_option("--endpoint-url", endpoint_url,
+                 "Endpoint for every service, e.g. http://127.0.0.1:4567 (default: "
+                 "AWS_ENDPOINT_URL_KINESIS / AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL)");
+  app.add_option("--profile", profile, "Profile of ~/.aws/config and ~/.aws/credentials "
+                                       "(default: AWS_PROFILE, then 'default')");
+  app.add_option("--ca-bundle", ca_bundle, "CA bundle file for TLS verification");
+  app.add_flag("--no-verify-tls", no_verify_tls,
+               "Do not verify TLS certificates (local testing only)");
+}
+
+AwsConfig GlobalOptions::aws_config() const {
+  AwsConfig c;
+  c.region = region;
+  c.endpoint_url = endpoint_url;
+  c.profile = profile;
+  c.http.ca_bundle = ca_bundle;
+  c.http.verify_tls = !no_verify_tls;
+  return c;
+}
+
+namespace {
+Status check_config(const AwsConfig& c) {
+  auto problems = c.validate();
+  if (problems.empty()) return Status::Ok();
+  std::string msg = "invalid configuration:";
+  for (const auto& p : problems) msg += " " + p + ";";
+  return Status(StatusCode::kInvalidArgument, msg);
+}
+}  // namespace
+
+Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions& g) {
+  AwsConfig c = g.aws_config();
+  KCL_RETURN_IF_ERROR(check_config(c));
+  KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), c));
+  return std::make_unique<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+}
+
+Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g) {
+  AwsConfig c = g.aws_config();
+  KCL_RETURN_IF_ERROR(check_config(c));
+  KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::dynamodb_service(), c));
+  return std::make_unique<dynamodb::DynamoDbClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+}
+
+Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text) {
+  auto bad = [&] {
+    return Status(StatusCode::kInvalidArgument,
+                  "not an ISO 8601 time: '" + std::string(text) +
+                      "' (expected e.g. 2026-11-22T10:00:00Z)");
+  };
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  std::string t(text);
+  int consumed = 0;
+  if (std::sscanf(t.c_str(), "%4d-%2d-%2d%*1[T ]%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s,
+                  &consumed) != 6) {
+    return bad();
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return bad();
+  std::size_t pos = static_cast<std::size_t>(consumed);
+  long long nanos = 0;
+  if (pos < t.size() && t[pos] == '.') {
+    ++pos;
+    int digits = 0;
+    while (pos < t.size() && std::isdigit(static_cast<unsigned char>(t[pos]))) {
+      if (digits < 9) nanos = nanos * 10 + (t[pos] - '0');
+      ++digits;
+      ++pos;
+    }
+    if (digits == 0) return bad();
+    for (int i = digits; i < 9; ++i) nanos *= 10;
+  }
+  long offset_seconds = 0;
+  if (pos < t.size()) {
+    if (t[pos] == 'Z' || t[pos] == 'z') {
+      ++pos;
+    } else if (t[pos] == '+' || t[pos] == '-') {
+      int oh = 0, om = 0;
+      int n = 0;
+      if (std::sscanf(t.c_str() + pos + 1, "%2d:%2d%n", &oh, &om, &n) != 2) return bad();
+      offset_seconds = (oh * 3600L + om * 60L) * (t[pos] == '+' ? 1 : -1);
+      pos += 1 + static_cast<std::size_t>(n);
+    }
+  }
+  if (pos != t.size()) return bad();
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = s;
+  std::time_t epoch = timegm(&tm);
+  return std::chrono::system_clock::time_point(std::chrono::seconds(epoch - offset_seconds)) +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             std::chrono::nanoseconds(nanos));
+}
+
+std::string format_iso8601(std::chrono::system_clock::time_point t) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  int frac = static_cast<int>(ms % 1000);
+  if (frac < 0) {
+    frac += 1000;
+    --secs;
+  }
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+  return buf;
+}
+
+Result<StartPosition> parse_start_position(std::string_view text) {
+  StartPosition p;
+  if (text == "trim-horizon" || text == "TRIM_HORIZON") {
+    p.kind = StartPosition::Kind::kTrimHorizon;
+  } else if (text == "latest" || text == "LATEST") {
+    p.kind = StartPosition::Kind::kLatest;
+  } else {
+    auto ts = parse_iso8601(text);
+    if (!ts.ok()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "--from must be trim-horizon, latest or an ISO 8601 time; got '" +
+                        std::string(text) + "'");
+    }
+    p.kind = StartPosition::Kind::kAtTimestamp;
+    p.timestamp = *ts;
+  }
+  return p;
+}
+
+namespace {
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+}  // namespace
+
+void write_record(std::ostream& out, const Record& r, bool raw) {
+  if (raw) {
+    out.write(r.data.data(), static_cast<std::streamsize>(r.data.size()));
+    out.put('\n');
+    return;
+  }
+  std::string line;
+  line.reserve(r.data.size() * 4 / 3 + 200);
+  line += "{\"shardId\":";
+  append_json_string(line, r.shard_id);
+  line += ",\"sequenceNumber\":";
+  append_json_string(line, r.sequence_number);
+  line += ",\"subSequenceNumber\":" + std::to_string(r.sub_sequence_number);
+  line += ",\"partitionKey\":";
+  append_json_string(line, r.partition_key);
+  line += ",\"approximateArrivalTimestamp\":";
+  append_json_string(line, format_iso8601(r.approximate_arrival_timestamp));
+  line += ",\"data\":\"" + aws::base64_encode(r.data) + "\"}\n";
+  out.write(line.data(), static_cast<std::streamsize>(line.size()));
+}
+
+namespace {
+std::atomic<int> g_signals{0};
+extern "C" void on_stop_signal(int) {
+  if (g_signals.fetch_add(1) >= 1) {
+    _exit(130);
+  }
+}
+}  // namespace
+
+void install_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+bool stop_requested() { return g_signals.load() > 0; }
+
+int report_error(std::string_view command, const Status& status) {
+  std::cerr << "kcl " << command << ": " << status.to_string() << "\n";
+  return 1;
+}
+
+}  // namespace kcl::cli

@@ -1,0 +1,63 @@
+// Pieces shared by the `kcl` subcommands: global flags, client construction, record output,
+// time parsing, and signal-driven stop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "dynamodb/dynamodb_client.h"
+#include "kcl/aws_config.h"
+#include "kcl/record.h"
+#include "kcl/status.h"
+#include "kinesis/kinesis_client.h"
+
+namespace CLI {
+class App;
+}
+
+namespace kcl::cli {
+
+// Flags every subcommand accepts.
+struct GlobalOptions {
+  std::string region;
+  std::string endpoint_url;
+  std::string profile;
+  std::string ca_bundle;
+  bool no_verify_tls = false;
+  void add_to(CLI::App& app);
+  AwsConfig aws_config() const;
+};
+
+Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions& g);
+Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g);
+
+// "2026-11-22T10:00:00Z", "2026-11-22T10:00:00.250+01:00", "2026-11-22 10:00:00" (UTC).
+Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text);
+std::string format_iso8601(std::chrono::system_clock::time_point t);
+
+// Where a read starts: trim-horizon, latest or a timestamp.
+struct StartPosition {
+  enum class Kind { kTrimHorizon, kLatest, kAtTimestamp } kind = Kind::kTrimHorizon;
+  std::chrono::system_clock::time_point timestamp{};
+};
+Result<StartPosition> parse_start_position(std::string_view text);
+
+// One JSON object per record:
+// {"shardId","sequenceNumber","subSequenceNumber","partitionKey",
+//  "approximateArrivalTimestamp","data"} with data in base64; with raw=true only the data
+// followed by a newline.
+void write_record(std::ostream& out, const Record& r, bool raw);
+
+// SIGINT / SIGTERM handling: the first signal sets stop_requested(); a second one exits the
+// process at once (status 130).
+void install_stop_signals();
+bool stop_requested();
+
+// Prints "kcl <cmd>: <status>" to stderr and returns the exit status for it.
+int report_error(std::string_view command, const Status& status);
+
+}  // namespace kcl::cli

@@ -1,0 +1,177 @@
+// kcl consume --stream S --app A: runs a worker (leases shared with every other worker of
+// application A) and prints one JSON object per record, as `kcl tail` does. A batch is
+// checkpointed only after its output was written and flushed, so a crash never skips a
+// record (it may print some again after a restart: at-least-once).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "kcl/worker.h"
+
+namespace kcl::cli {
+
+namespace {
+
+struct ConsumeFlags {
+  std::string stream;
+  std::string app;
+  std::string table;
+  std::string from = "latest";
+  std::string worker_id;
+  bool raw = false;
+  int threads = 4;
+  long long failover_ms = 10000;
+  int max_leases = 0;
+  long long max_records = 0;
+};
+
+// Shared by every shard's processor: one writer of stdout.
+class Output {
+ public:
+  explicit Output(bool raw, long long max_records) : raw_(raw), max_(max_records) {}
+  // Writes and flushes the records; false when stdout is gone.
+  bool write(std::span<const Record> records) {
+    std::ostringstream buf;
+    for (const auto& r : records) write_record(buf, r, raw_);
+    std::string text = buf.str();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
+    if (std::fflush(stdout) != 0) return false;
+    written_ += static_cast<long long>(records.size());
+    return true;
+  }
+  bool limit_reached() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_ > 0 && written_ >= max_;
+  }
+
+ private:
+  const bool raw_;
+  const long long max_;
+  mutable std::mutex mu_;
+  long long written_ = 0;
+};
+
+class PrintingProcessor final : public RecordProcessor {
+ public:
+  explicit PrintingProcessor(Output& out) : out_(out) {}
+  void initialize(const InitializationInput&) override {}
+  void process_records(const ProcessRecordsInput& input) override {
+    if (!out_.write(input.records)) {
+      throw std::runtime_error("cannot write to standard output");
+    }
+    // Only now that the output is flushed.
+    Status s = input.checkpointer.checkpoint();
+    if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
+      std::cerr << "kcl consume: checkpoint failed: " << s.to_string() << "\n";
+    }
+  }
+  void shard_ended(Checkpointer& checkpointer) override { check(checkpointer.checkpoint()); }
+  void shutdown_requested(Checkpointer& checkpointer) override { check(checkpointer.checkpoint()); }
+
+ private:
+  static void check(const Status& s) {
+    if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
+      throw std::runtime_error("checkpoint failed: " + s.to_string());
+    }
+  }
+  Output& out_;
+};
+
+class PrintingFactory final : public RecordProcessorFactory {
+ public:
+  explicit PrintingFactory(Output& out) : out_(out) {}
+  std::unique_ptr<RecordProcessor> create(std::string_view) override {
+    return std::make_unique<PrintingProcessor>(out_);
+  }
+
+ private:
+  Output& out_;
+};
+
+int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
+  auto from = parse_start_position(f.from);
+  if (!from.ok()) return report_error("consume", from.status());
+  WorkerConfig config;
+  config.stream_name = f.stream;
+  config.leases.application_name = f.app;
+  config.leases.table_name = f.table;
+  config.leases.worker_id = f.worker_id;
+  config.leases.failover_time = std::chrono::milliseconds(f.failover_ms);
+  if (f.max_leases > 0) config.leases.max_leases_per_worker = f.max_leases;
+  switch (from->kind) {
+    case StartPosition::Kind::kTrimHorizon:
+      config.initial_position = InitialPosition::trim_horizon();
+      break;
+    case StartPosition::Kind::kLatest:
+      config.initial_position = InitialPosition::latest();
+      break;
+    case StartPosition::Kind::kAtTimestamp:
+      config.initial_position = InitialPosition::at_timestamp(from->timestamp);
+      break;
+  }
+  config.processing.thread_pool_size = f.threads;
+  config.aws = g.aws_config();
+
+  Output out(f.raw, f.max_records);
+  Worker worker(config, std::make_shared<PrintingFactory>(out));
+  install_stop_signals();
+  Status s = worker.start();
+  if (!s.ok()) return report_error("consume", s);
+  std::cerr << "kcl consume: worker " << worker.worker_id() << " reading " << f.stream
+            << " for application " << f.app << "\n";
+  for (;;) {
+    if (auto stopped = worker.wait_for(std::chrono::milliseconds(50))) {
+      // Stopped on its own: a fatal error such as the stream being deleted.
+      if (!stopped->ok()) return report_error("consume", *stopped);
+      return 0;
+    }
+    if (stop_requested() || out.limit_reached()) break;
+  }
+  std::cerr << "kcl consume: stopping gracefully (a second signal exits at once)\n";
+  Status stopped = worker.shutdown().get();
+  auto stats = worker.stats();
+  std::cerr << "kcl consume: stopped after " << stats.records_delivered << " records\n";
+  if (!stopped.ok()) return report_error("consume", stopped);
+  return 0;
+}
+
+}  // namespace
+
+void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
+  auto f = std::make_shared<ConsumeFlags>();
+  auto* cmd = parent.add_subcommand(
+      "consume",
+      "Run a worker of application --app on --stream and print one JSON object per record "
+      "(fields as kcl tail). Workers of one application share the shards through the lease "
+      "table (named after the application); each batch is checkpointed after its output is "
+      "flushed. SIGINT/SIGTERM stop gracefully (final checkpoints, leases handed back); a "
+      "second signal exits at once.");
+  cmd->add_option("--stream", f->stream, "Stream name")->required();
+  cmd->add_option("--app", f->app, "Application name (names the lease table)")->required();
+  cmd->add_option("--table", f->table, "Lease table name (default: the application name)");
+  cmd->add_option("--from", f->from,
+                  "Where shards without a checkpoint start: latest (default), trim-horizon, or "
+                  "an ISO 8601 time");
+  cmd->add_option("--worker-id", f->worker_id,
+                  "This worker's id in the lease table (default: host:pid:random)");
+  cmd->add_option("--threads", f->threads, "Threads running the shard consumers (default 4)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--failover-ms", f->failover_ms,
+                  "Lease failover time in milliseconds (default 10000)")
+      ->check(CLI::Range(100LL, 3600000LL));
+  cmd->add_option("--max-leases", f->max_leases, "Most leases this worker holds (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max", f->max_records,
+                  "Stop gracefully after printing this many records (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
+  cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
+}
+
+}  // namespace kcl::cli

@@ -1,0 +1,67 @@
+// kcl tail --stream S [--from trim-horizon|latest|<ISO time>] [--max N] [--raw]
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "commands.h"
+#include "tail_reader.h"
+
+namespace kcl::cli {
+
+namespace {
+struct TailFlags {
+  std::string stream;
+  std::string from = "trim-horizon";
+  long long max = 0;
+  bool raw = false;
+  bool stop_at_end = false;
+};
+
+int run_tail(const GlobalOptions& g, const TailFlags& f) {
+  auto from = parse_start_position(f.from);
+  if (!from.ok()) return report_error("tail", from.status());
+  auto client = make_kinesis(g);
+  if (!client.ok()) return report_error("tail", client.status());
+  install_stop_signals();
+  TailOptions o;
+  o.stream = f.stream;
+  o.from = *from;
+  o.max_records = f.max;
+  o.stop_at_end = f.stop_at_end;
+  std::ios::sync_with_stdio(false);
+  TailReader reader(**client, o, [&](const Record& r) {
+    write_record(std::cout, r, f.raw);
+    return static_cast<bool>(std::cout);
+  });
+  Status s = reader.run();
+  std::cout.flush();
+  if (reader.corrupt_aggregates() > 0) {
+    std::cerr << "kcl tail: " << reader.corrupt_aggregates()
+              << " KPL aggregate(s) failed their check and were printed as they came\n";
+  }
+  if (!s.ok()) return report_error("tail", s);
+  return 0;
+}
+}  // namespace
+
+void add_tail_command(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
+  auto f = std::make_shared<TailFlags>();
+  auto* cmd = parent.add_subcommand(
+      "tail",
+      "Read every shard of a stream (no leases, no checkpoints; children are read after their "
+      "parents end) and print one JSON object per record: shardId, sequenceNumber, "
+      "subSequenceNumber, partitionKey, approximateArrivalTimestamp, data (base64). KPL "
+      "aggregates are split into their records.");
+  cmd->add_option("--stream", f->stream, "Stream name")->required();
+  cmd->add_option("--from", f->from,
+                  "Where to start: trim-horizon (default), latest, or an ISO 8601 time "
+                  "such as 2026-11-22T10:00:00Z");
+  cmd->add_option("--max", f->max, "Stop after this many records (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
+  cmd->add_flag("--stop-at-end", f->stop_at_end,
+                "Stop once every shard is read up to its latest record");
+  cmd->callback([&global, &exit_code, f] { exit_code = run_tail(global, *f); });
+}
+
+}  // namespace kcl::cli

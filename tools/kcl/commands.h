@@ -1,0 +1,16 @@
+// The `kcl` subcommands. Each add_* registers its flags on `parent` and, when chosen, runs
+// and stores its exit status in `exit_code`.
+#pragma once
+
+#include "cli_common.h"
+
+namespace kcl::cli {
+
+void add_shards_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+void add_put_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+void add_tail_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+void add_stream_commands(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+void add_leases_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+
+}  // namespace kcl::cli
