@@ -57,7 +57,8 @@ std::string make_response() {
       std::memcpy(data.data() + j, &v, std::min<std::size_t>(8, len - j));
     }
     char seq_tail[32];
-    std::snprintf(seq_tail, sizeof seq_tail, "%022llu", 1000000000000ULL + 4096ULL * static_cast<unsigned long long>(i));
+    std::snprintf(seq_tail, sizeof seq_tail, "%022llu",
+                  1000000000000ULL + 4096ULL * static_cast<unsigned long long>(i));
     char ts_buf[64];
     std::snprintf(ts_buf, sizeof ts_buf, "%.3f", ts + i * 0.0007);
     json += "{\"SequenceNumber\":\"";
@@ -192,8 +193,9 @@ int main(int argc, char** argv) {
   for (const auto& [bench, label] : lines) {
     auto it = r.find(bench);
     if (it == r.end()) continue;
-    std::printf("%s: %.0f MB/s, %.0f records/s, ratio to memcpy %.3f\n", label, it->second.first / 1e6,
-                it->second.second, memcpy_rate > 0 ? it->second.first / memcpy_rate : 0.0);
+    std::printf("%s: %.0f MB/s, %.0f records/s, ratio to memcpy %.3f\n", label,
+                it->second.first / 1e6, it->second.second,
+                memcpy_rate > 0 ? it->second.first / memcpy_rate : 0.0);
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -135,11 +136,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
+      // With --benchmark_repetitions, the median stands for the benchmark.
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if (run.error_occurred || !(median || run.run_type == Run::RT_Iteration)) continue;
       auto bytes = run.counters.find("bytes_per_second");
       auto items = run.counters.find("items_per_second");
       if (bytes == run.counters.end() || items == run.counters.end()) continue;
-      results_[run.benchmark_name()] = {bytes->second.value, items->second.value};
+      const std::string name = run.run_name.function_name;
+      if (median || !medians_.count(name))
+        results_[name] = {bytes->second.value, items->second.value};
+      if (median) medians_.insert(name);
     }
   }
 
@@ -159,6 +165,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
     double items_per_second;
   };
   std::map<std::string, Rates> results_;
+  std::set<std::string> medians_;
 };
 
 }  // namespace

@@ -14,6 +14,8 @@
 // take interval; at 25% +10% workers join; at 45% 10% crash; at 65% 10% leave gracefully; at
 // 80% one worker pauses for 6 x failover (its leases are taken meanwhile); then steady state
 // to the end.
+#include "leases/lease_simulation.h"
+
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -26,7 +28,6 @@
 #include "kcl/clock.h"
 #include "leases/in_memory_lease_store.h"
 #include "leases/lease_coordinator.h"
-#include "leases/lease_simulation.h"
 
 namespace {
 
@@ -99,7 +100,8 @@ void BM_TakePass(benchmark::State& state) {
     l.lease_key = "shardId-" + std::to_string(100000000000 + i);
     l.lease_owner = "worker-" + std::to_string(i % 200);
     l.lease_counter = 100 + i;
-    l.checkpoint = kcl::ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136588898");
+    l.checkpoint =
+        kcl::ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136588898");
     store.put(l);
   }
   kcl::LeaseConfig config;
@@ -165,7 +167,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("%s", report->to_text().c_str());
-  std::printf("  (simulation took %.1f s of CPU time on this machine)\n",
+  std::printf("  (the simulation took %.1f s of wall time on this machine)\n",
               std::chrono::duration<double>(took).count());
   return report->invariant_violations == 0 && report->bookkeeping_mismatches == 0 ? 0 : 1;
 }

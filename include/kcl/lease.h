@@ -41,10 +41,13 @@ class ExtendedSequenceNumber {
   ExtendedSequenceNumber() : ExtendedSequenceNumber(std::string(kTrimHorizonText)) {}
   // Holds any text; kind() says whether it is a sequence number, a sentinel or invalid. Use
   // parse() to reject invalid input with a message.
-  explicit ExtendedSequenceNumber(std::string sequence_number, std::int64_t sub_sequence_number = 0);
+  explicit ExtendedSequenceNumber(std::string sequence_number,
+                                  std::int64_t sub_sequence_number = 0);
 
   static ExtendedSequenceNumber trim_horizon() { return ExtendedSequenceNumber(); }
-  static ExtendedSequenceNumber latest() { return ExtendedSequenceNumber(std::string(kLatestText)); }
+  static ExtendedSequenceNumber latest() {
+    return ExtendedSequenceNumber(std::string(kLatestText));
+  }
   static ExtendedSequenceNumber at_timestamp() {
     return ExtendedSequenceNumber(std::string(kAtTimestampText));
   }

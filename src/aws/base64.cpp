@@ -15,7 +15,8 @@ constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 constexpr std::array<std::uint8_t, 256> make_decode_table() {
   std::array<std::uint8_t, 256> t{};
   for (auto& v : t) v = 0xFF;
-  for (int i = 0; i < 64; ++i) t[static_cast<unsigned char>(kAlphabet[i])] = static_cast<std::uint8_t>(i);
+  for (int i = 0; i < 64; ++i)
+    t[static_cast<unsigned char>(kAlphabet[i])] = static_cast<std::uint8_t>(i);
   return t;
 }
 constexpr auto kDecode = make_decode_table();
@@ -78,7 +79,8 @@ bool decode_groups_scalar(const unsigned char* src, std::size_t n, char* dst) {
 // multiple of 32) and leaves the rest to the scalar loop; `ok` turns false on a character
 // outside the alphabet. Writes 32 bytes per step, so the caller keeps 8 bytes of slack.
 __attribute__((target("avx2"))) std::size_t decode_avx2(const unsigned char* src, std::size_t n,
-                                                         char* dst, bool& ok) {
+                                                        char* dst, bool& ok) {
+  // clang-format off
   const __m256i lut_lo = _mm256_setr_epi8(
       0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
       0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
@@ -88,12 +90,14 @@ __attribute__((target("avx2"))) std::size_t decode_avx2(const unsigned char* src
   const __m256i lut_roll = _mm256_setr_epi8(
       0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
       0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256i order = _mm256_setr_epi8(
+      2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+      2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+  // clang-format on
   const __m256i mask_2f = _mm256_set1_epi8(0x2F);
   const __m256i nibble = _mm256_set1_epi8(0x0F);
   const __m256i pack_ab = _mm256_set1_epi32(0x01400140);
   const __m256i pack_abc = _mm256_set1_epi32(0x00011000);
-  const __m256i order = _mm256_setr_epi8(2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
-                                         2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
 
   std::size_t i = 0;

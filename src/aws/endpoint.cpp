@@ -8,6 +8,7 @@
 // With an endpoint override and no region, "us-east-1" is used for signing (emulators do not
 // care). Empty environment variables count as unset.
 #include <string>
+#include "aws/text.h"
 #include <string_view>
 
 #include "aws/aws_json_client.h"
@@ -24,17 +25,6 @@ std::string to_lower(std::string_view s) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() &&
-         (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 // For messages: printable ASCII only, bounded.
 std::string printable(std::string_view s) {

@@ -1,21 +1,11 @@
 #include "aws/json_util.h"
+#include "aws/text.h"
 
 #include <nlohmann/json.hpp>
 
 namespace kcl::aws {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() &&
-         (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 std::string string_field(const nlohmann::json& obj, std::initializer_list<const char*> names) {
   for (const char* name : names) {

@@ -58,12 +58,13 @@ std::optional<ExtendedSequenceNumber> ShardCheckpointer::pending_checkpoint() co
 
 Status ShardCheckpointer::validate_locked(const ExtendedSequenceNumber& position,
                                           std::string_view what) const {
-  const std::string prefix = std::string(what) + " of " + lease_key_ + " at " +
-                             position.to_string() + ": ";
+  const std::string prefix =
+      std::string(what) + " of " + lease_key_ + " at " + position.to_string() + ": ";
   if (!position.valid()) {
     return Status(StatusCode::kInvalidArgument,
-                  prefix + "not a sequence number (decimal digits) with a sub-sequence number "
-                           ">= 0");
+                  prefix +
+                      "not a sequence number (decimal digits) with a sub-sequence number "
+                      ">= 0");
   }
   if (position.is_sentinel() && !position.is_shard_end()) {
     return Status(StatusCode::kInvalidArgument,
@@ -72,20 +73,21 @@ Status ShardCheckpointer::validate_locked(const ExtendedSequenceNumber& position
   }
   if (position.is_shard_end() && !shard_ended_) {
     return Status(StatusCode::kInvalidArgument,
-                  prefix + "SHARD_END can be checkpointed only after the shard was read to its "
-                           "end");
+                  prefix +
+                      "SHARD_END can be checkpointed only after the shard was read to its "
+                      "end");
   }
   if (position < last_checkpoint_) {
-    return Status(StatusCode::kInvalidArgument,
-                  prefix + "it is before the last checkpoint " + last_checkpoint_.to_string() +
-                      " (a checkpoint never moves backwards)");
+    return Status(StatusCode::kInvalidArgument, prefix + "it is before the last checkpoint " +
+                                                    last_checkpoint_.to_string() +
+                                                    " (a checkpoint never moves backwards)");
   }
   const ExtendedSequenceNumber largest =
       shard_ended_ ? ExtendedSequenceNumber::shard_end() : largest_delivered_;
   if (position > largest) {
-    return Status(StatusCode::kInvalidArgument,
-                  prefix + "it is after the last record delivered to the processor, " +
-                      largest.to_string());
+    return Status(
+        StatusCode::kInvalidArgument,
+        prefix + "it is after the last record delivered to the processor, " + largest.to_string());
   }
   return Status::Ok();
 }

@@ -61,8 +61,8 @@ Status get_string_into(od::value& v, std::string& out, std::string_view where) {
 bool raw_string_body(od::value& v, std::string_view& body) {
   std::string_view tok = v.raw_json_token();
   // The token runs to the next structural character; drop trailing whitespace.
-  while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' ||
-                          tok.back() == '\t')) {
+  while (!tok.empty() &&
+         (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t')) {
     tok.remove_suffix(1);
   }
   if (tok.size() < 2 || tok.front() != '"' || tok.back() != '"') return false;
@@ -73,7 +73,8 @@ bool raw_string_body(od::value& v, std::string_view& body) {
 Status decode_data(od::value& v, std::string& out, std::size_t index) {
   od::json_type type;
   if (auto err = v.type().get(type)) return malformed_at(record_path(index, "Data"), err);
-  if (type != od::json_type::string) return malformed(record_path(index, "Data") + ": not a string");
+  if (type != od::json_type::string)
+    return malformed(record_path(index, "Data") + ": not a string");
   std::string_view body;
   if (!raw_string_body(v, body)) return malformed(record_path(index, "Data") + ": bad string");
   out.clear();
@@ -87,8 +88,8 @@ Status decode_data(od::value& v, std::string& out, std::size_t index) {
     out.clear();
     if (aws::base64_decode_append(unescaped, out)) return Status::Ok();
   }
-  return malformed(record_path(index, "Data") + ": invalid base64 (" +
-                   std::to_string(body.size()) + " characters)");
+  return malformed(record_path(index, "Data") + ": invalid base64 (" + std::to_string(body.size()) +
+                   " characters)");
 }
 
 Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
@@ -111,10 +112,12 @@ Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
       KCL_RETURN_IF_ERROR(decode_data(v, rec.data, index));
       have_data = true;
     } else if (key == "SequenceNumber") {
-      KCL_RETURN_IF_ERROR(get_string_into(v, rec.sequence_number, record_path(index, "SequenceNumber")));
+      KCL_RETURN_IF_ERROR(
+          get_string_into(v, rec.sequence_number, record_path(index, "SequenceNumber")));
       have_seq = true;
     } else if (key == "PartitionKey") {
-      KCL_RETURN_IF_ERROR(get_string_into(v, rec.partition_key, record_path(index, "PartitionKey")));
+      KCL_RETURN_IF_ERROR(
+          get_string_into(v, rec.partition_key, record_path(index, "PartitionKey")));
       have_key = true;
     } else if (key == "ApproximateArrivalTimestamp") {
       double secs = 0;
@@ -126,7 +129,8 @@ Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
       }
       rec.approximate_arrival_timestamp = from_epoch_seconds(secs);
     } else if (key == "ExplicitHashKey") {
-      KCL_RETURN_IF_ERROR(get_string_into(v, rec.explicit_hash_key, record_path(index, "ExplicitHashKey")));
+      KCL_RETURN_IF_ERROR(
+          get_string_into(v, rec.explicit_hash_key, record_path(index, "ExplicitHashKey")));
     }
     // Anything else (EncryptionType, future fields) is skipped.
   }
@@ -190,10 +194,12 @@ Status parse_child_shards(od::value& v, std::vector<ChildShard>& out) {
         KCL_RETURN_IF_ERROR(parse_string_array(fv, child.parent_shards, where + ".ParentShards"));
       } else if (key == "HashKeyRange") {
         od::object range;
-        if (auto err = fv.get_object().get(range)) return malformed_at(where + ".HashKeyRange", err);
+        if (auto err = fv.get_object().get(range))
+          return malformed_at(where + ".HashKeyRange", err);
         for (auto rf_result : range) {
           od::field rf;
-          if (auto err = std::move(rf_result).get(rf)) return malformed_at(where + ".HashKeyRange", err);
+          if (auto err = std::move(rf_result).get(rf))
+            return malformed_at(where + ".HashKeyRange", err);
           od::raw_json_string rkey = rf.key();
           od::value rv = rf.value();
           if (rkey == "StartingHashKey") {
@@ -265,7 +271,8 @@ ThreadState& thread_state() {
   return state;
 }
 
-Status parse_padded(const char* data, std::size_t len, std::size_t capacity, GetRecordsResult& out) {
+Status parse_padded(const char* data, std::size_t len, std::size_t capacity,
+                    GetRecordsResult& out) {
   // out.records is resized, not cleared, when the Records array is reached: reusing a
   // GetRecordsResult across calls reuses its records' string buffers (no malloc/free per
   // record).
@@ -275,7 +282,8 @@ Status parse_padded(const char* data, std::size_t len, std::size_t capacity, Get
   out.payload_bytes = 0;
   auto& st = thread_state();
   od::document doc;
-  if (auto err = st.parser.iterate(data, len, capacity).get(doc)) return malformed_at("document", err);
+  if (auto err = st.parser.iterate(data, len, capacity).get(doc))
+    return malformed_at("document", err);
   Status s = parse_document(doc, out);
   if (!s.ok()) {
     out.records.clear();

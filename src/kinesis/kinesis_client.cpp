@@ -33,24 +33,36 @@ std::chrono::system_clock::time_point from_epoch_seconds(double secs) {
 
 const char* iterator_type_name(IteratorType t) {
   switch (t) {
-    case IteratorType::kTrimHorizon: return "TRIM_HORIZON";
-    case IteratorType::kLatest: return "LATEST";
-    case IteratorType::kAtSequenceNumber: return "AT_SEQUENCE_NUMBER";
-    case IteratorType::kAfterSequenceNumber: return "AFTER_SEQUENCE_NUMBER";
-    case IteratorType::kAtTimestamp: return "AT_TIMESTAMP";
+    case IteratorType::kTrimHorizon:
+      return "TRIM_HORIZON";
+    case IteratorType::kLatest:
+      return "LATEST";
+    case IteratorType::kAtSequenceNumber:
+      return "AT_SEQUENCE_NUMBER";
+    case IteratorType::kAfterSequenceNumber:
+      return "AFTER_SEQUENCE_NUMBER";
+    case IteratorType::kAtTimestamp:
+      return "AT_TIMESTAMP";
   }
   return "TRIM_HORIZON";
 }
 
 const char* shard_filter_name(ShardFilterType t) {
   switch (t) {
-    case ShardFilterType::kNone: return "";
-    case ShardFilterType::kAfterShardId: return "AFTER_SHARD_ID";
-    case ShardFilterType::kAtTrimHorizon: return "AT_TRIM_HORIZON";
-    case ShardFilterType::kFromTrimHorizon: return "FROM_TRIM_HORIZON";
-    case ShardFilterType::kAtLatest: return "AT_LATEST";
-    case ShardFilterType::kAtTimestamp: return "AT_TIMESTAMP";
-    case ShardFilterType::kFromTimestamp: return "FROM_TIMESTAMP";
+    case ShardFilterType::kNone:
+      return "";
+    case ShardFilterType::kAfterShardId:
+      return "AFTER_SHARD_ID";
+    case ShardFilterType::kAtTrimHorizon:
+      return "AT_TRIM_HORIZON";
+    case ShardFilterType::kFromTrimHorizon:
+      return "FROM_TRIM_HORIZON";
+    case ShardFilterType::kAtLatest:
+      return "AT_LATEST";
+    case ShardFilterType::kAtTimestamp:
+      return "AT_TIMESTAMP";
+    case ShardFilterType::kFromTimestamp:
+      return "FROM_TIMESTAMP";
   }
   return "";
 }
@@ -103,7 +115,8 @@ class ResponseReader {
     return Status::Ok();
   }
   // Optional string: absent or null leaves `out` unchanged.
-  Status opt_str(dom::object obj, std::string_view key, std::string& out, std::string_view path) const {
+  Status opt_str(dom::object obj, std::string_view key, std::string& out,
+                 std::string_view path) const {
     dom::element e;
     if (obj.at_key(key).get(e) || e.is_null()) return Status::Ok();
     std::string_view s;
@@ -111,14 +124,15 @@ class ResponseReader {
     out.assign(s);
     return Status::Ok();
   }
-  Status opt_int(dom::object obj, std::string_view key, std::int64_t& out, std::string_view path) const {
+  Status opt_int(dom::object obj, std::string_view key, std::int64_t& out,
+                 std::string_view path) const {
     dom::element e;
     if (obj.at_key(key).get(e) || e.is_null()) return Status::Ok();
     if (e.get_int64().get(out)) return bad(std::string(path) + ": not an integer");
     return Status::Ok();
   }
-  Status opt_seconds(dom::object obj, std::string_view key, std::chrono::system_clock::time_point& out,
-                     std::string_view path) const {
+  Status opt_seconds(dom::object obj, std::string_view key,
+                     std::chrono::system_clock::time_point& out, std::string_view path) const {
     dom::element e;
     if (obj.at_key(key).get(e) || e.is_null()) return Status::Ok();
     double secs = 0;
@@ -158,7 +172,8 @@ Status parse_shard(const ResponseReader& r, dom::element e, Shard& shard, const 
   dom::object o;
   if (e.get_object().get(o)) return r.bad(path + ": not an object");
   KCL_RETURN_IF_ERROR(r.str(o, "ShardId", shard.shard_id, path + ".ShardId"));
-  KCL_RETURN_IF_ERROR(r.opt_str(o, "ParentShardId", shard.parent_shard_id, path + ".ParentShardId"));
+  KCL_RETURN_IF_ERROR(
+      r.opt_str(o, "ParentShardId", shard.parent_shard_id, path + ".ParentShardId"));
   KCL_RETURN_IF_ERROR(r.opt_str(o, "AdjacentParentShardId", shard.adjacent_parent_shard_id,
                                 path + ".AdjacentParentShardId"));
   dom::object range;
@@ -189,10 +204,13 @@ Status add_details(Status s, const aws::AwsJsonClient& client, std::string_view 
 
 }  // namespace
 
-KinesisClient::KinesisClient(std::shared_ptr<aws::AwsJsonClient> client) : client_(std::move(client)) {}
+KinesisClient::KinesisClient(std::shared_ptr<aws::AwsJsonClient> client)
+    : client_(std::move(client)) {}
 
-Result<ListShardsPage> KinesisClient::list_shards_page(std::string_view stream, const ShardFilter& filter,
-                                                       std::string_view next_token, int max_results) {
+Result<ListShardsPage> KinesisClient::list_shards_page(std::string_view stream,
+                                                       const ShardFilter& filter,
+                                                       std::string_view next_token,
+                                                       int max_results) {
   json req = json::object();
   if (!next_token.empty()) {
     // The token identifies the stream and the listing; StreamName (and the filter that
@@ -204,11 +222,12 @@ Result<ListShardsPage> KinesisClient::list_shards_page(std::string_view stream, 
       json f = json::object();
       f["Type"] = shard_filter_name(filter.type);
       if (filter.type == ShardFilterType::kAfterShardId) f["ShardId"] = filter.shard_id;
-      if (filter.type == ShardFilterType::kAtTimestamp || filter.type == ShardFilterType::kFromTimestamp) {
+      if (filter.type == ShardFilterType::kAtTimestamp ||
+          filter.type == ShardFilterType::kFromTimestamp) {
         if (!filter.timestamp) {
           return Status(StatusCode::kInvalidArgument,
-                        "Kinesis.ListShards: ShardFilter " + std::string(shard_filter_name(filter.type)) +
-                            " needs a timestamp");
+                        "Kinesis.ListShards: ShardFilter " +
+                            std::string(shard_filter_name(filter.type)) + " needs a timestamp");
         }
         f["Timestamp"] = to_epoch_seconds(*filter.timestamp);
       }
@@ -237,7 +256,8 @@ Result<ListShardsPage> KinesisClient::list_shards_page(std::string_view stream, 
   return page;
 }
 
-Result<std::vector<Shard>> KinesisClient::list_shards(std::string_view stream, const ShardFilter& filter) {
+Result<std::vector<Shard>> KinesisClient::list_shards(std::string_view stream,
+                                                      const ShardFilter& filter) {
   // An expired NextToken (a very long listing) restarts the listing from the beginning a
   // few times; a token that repeats would loop forever and is treated as a bad peer.
   constexpr int kMaxRestarts = 3;
@@ -248,7 +268,8 @@ Result<std::vector<Shard>> KinesisClient::list_shards(std::string_view stream, c
   std::unordered_set<std::string> seen_tokens;
   std::string token;
   for (int pages = 0;; ++pages) {
-    if (pages >= kMaxPages) return ResponseReader(*client_, "ListShards").bad("more than 100000 pages");
+    if (pages >= kMaxPages)
+      return ResponseReader(*client_, "ListShards").bad("more than 100000 pages");
     auto page = list_shards_page(stream, filter, token);
     if (!page.ok()) {
       const auto& aws = page.status().aws();
@@ -277,11 +298,13 @@ Result<std::vector<Shard>> KinesisClient::list_shards(std::string_view stream, c
 Result<StreamSummary> KinesisClient::describe_stream_summary(std::string_view stream) {
   json req = {{"StreamName", stream}};
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "DescribeStreamSummary"));
-  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("DescribeStreamSummary", std::move(request)));
+  KCL_ASSIGN_OR_RETURN(std::string body,
+                       client_->call("DescribeStreamSummary", std::move(request)));
   ResponseReader r(*client_, "DescribeStreamSummary");
   KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
   dom::object d;
-  KCL_RETURN_IF_ERROR(r.obj_at(top, "StreamDescriptionSummary", d, "StreamDescriptionSummary", true));
+  KCL_RETURN_IF_ERROR(
+      r.obj_at(top, "StreamDescriptionSummary", d, "StreamDescriptionSummary", true));
   StreamSummary s;
   const std::string p = "StreamDescriptionSummary.";
   KCL_RETURN_IF_ERROR(r.str(d, "StreamName", s.stream_name, p + "StreamName"));
@@ -297,7 +320,8 @@ Result<StreamSummary> KinesisClient::describe_stream_summary(std::string_view st
   return s;
 }
 
-Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream, std::string_view shard_id,
+Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
+                                                      std::string_view shard_id,
                                                       const IteratorPosition& position) {
   json req = {{"StreamName", stream},
               {"ShardId", shard_id},
@@ -306,9 +330,10 @@ Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream, s
     case IteratorType::kAtSequenceNumber:
     case IteratorType::kAfterSequenceNumber:
       if (position.sequence_number.empty()) {
-        return Status(StatusCode::kInvalidArgument,
-                      std::string("Kinesis.GetShardIterator: ") + iterator_type_name(position.type) +
-                          " needs a sequence number (shard " + std::string(shard_id) + ")");
+        return Status(StatusCode::kInvalidArgument, std::string("Kinesis.GetShardIterator: ") +
+                                                        iterator_type_name(position.type) +
+                                                        " needs a sequence number (shard " +
+                                                        std::string(shard_id) + ")");
       }
       req["StartingSequenceNumber"] = position.sequence_number;
       break;
@@ -340,7 +365,8 @@ Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_itera
   return out;
 }
 
-Result<PutRecordResult> KinesisClient::put_record(std::string_view stream, const PutRecordsEntry& entry) {
+Result<PutRecordResult> KinesisClient::put_record(std::string_view stream,
+                                                  const PutRecordsEntry& entry) {
   json req = {{"StreamName", stream},
               {"Data", aws::base64_encode(entry.data)},
               {"PartitionKey", entry.partition_key}};
@@ -385,7 +411,8 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
     KCL_RETURN_IF_ERROR(r.opt_str(o, "ErrorCode", res.error_code, path + ".ErrorCode"));
     KCL_RETURN_IF_ERROR(r.opt_str(o, "ErrorMessage", res.error_message, path + ".ErrorMessage"));
     if (res.error_code.empty()) {
-      KCL_RETURN_IF_ERROR(r.str(o, "SequenceNumber", res.sequence_number, path + ".SequenceNumber"));
+      KCL_RETURN_IF_ERROR(
+          r.str(o, "SequenceNumber", res.sequence_number, path + ".SequenceNumber"));
       KCL_RETURN_IF_ERROR(r.str(o, "ShardId", res.shard_id, path + ".ShardId"));
       res.ok = true;
     } else {
@@ -437,8 +464,10 @@ Status KinesisClient::wait_for_active(std::string_view stream, std::chrono::mill
   }
   std::string msg = "Kinesis: stream " + std::string(stream) + " not ACTIVE within " +
                     std::to_string(deadline.count()) + " ms";
-  if (!last_state.empty()) msg += " (status " + last_state + ")";
-  else if (!last.ok()) msg += " (last error: " + last.to_string() + ")";
+  if (!last_state.empty())
+    msg += " (status " + last_state + ")";
+  else if (!last.ok())
+    msg += " (last error: " + last.to_string() + ")";
   return Status(StatusCode::kDeadlineExceeded, msg);
 }
 

@@ -163,8 +163,7 @@ Result<Lease> DynamoDbLeaseStore::conditional_update(std::string_view operation,
                                                      const Lease& expected, Expression update,
                                                      Lease locally_expected) {
   auto written = client_->update_item(options_.table_name, lease_key_item(expected.lease_key),
-                                      update, fence(expected),
-                                      dynamodb::ReturnValues::kAllNew);
+                                      update, fence(expected), dynamodb::ReturnValues::kAllNew);
   if (!written.ok()) {
     return written.status().with_context(std::string(operation) + " of lease " +
                                          expected.lease_key + ": ");
@@ -249,7 +248,8 @@ Result<Lease> DynamoDbLeaseStore::update_checkpoint(const Lease& held,
     set("pcp", attr::kPendingCheckpoint,
         AttributeValue::S(fields.pending_checkpoint->sequence_number()));
     set("pcps", attr::kPendingCheckpointSubSequence,
-        AttributeValue::N(static_cast<long long>(fields.pending_checkpoint->sub_sequence_number())));
+        AttributeValue::N(
+            static_cast<long long>(fields.pending_checkpoint->sub_sequence_number())));
   } else {
     u.names["#pcp"] = std::string(attr::kPendingCheckpoint);
     u.names["#pcps"] = std::string(attr::kPendingCheckpointSubSequence);

@@ -24,12 +24,18 @@ ExtendedSequenceNumber::Kind classify(std::string_view s) {
 int rank(ExtendedSequenceNumber::Kind k) {
   using K = ExtendedSequenceNumber::Kind;
   switch (k) {
-    case K::kInvalid: return 0;
-    case K::kAtTimestamp: return 1;
-    case K::kTrimHorizon: return 2;
-    case K::kLatest: return 3;
-    case K::kSequenceNumber: return 4;
-    case K::kShardEnd: return 5;
+    case K::kInvalid:
+      return 0;
+    case K::kAtTimestamp:
+      return 1;
+    case K::kTrimHorizon:
+      return 2;
+    case K::kLatest:
+      return 3;
+    case K::kSequenceNumber:
+      return 4;
+    case K::kShardEnd:
+      return 5;
   }
   return 0;
 }
@@ -68,8 +74,7 @@ Result<ExtendedSequenceNumber> ExtendedSequenceNumber::parse(std::string_view se
   }
   if (sub_sequence_number < 0) {
     return Status(StatusCode::kInvalidArgument,
-                  "sub-sequence number " + std::to_string(sub_sequence_number) +
-                      " is negative");
+                  "sub-sequence number " + std::to_string(sub_sequence_number) + " is negative");
   }
   return ExtendedSequenceNumber(std::string(sequence_number), sub_sequence_number);
 }

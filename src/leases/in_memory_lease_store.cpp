@@ -14,9 +14,7 @@ std::size_t number_size(std::int64_t v) {
   return (digits.size() + 1) / 2 + 1;
 }
 
-std::size_t attr(std::string_view name, std::size_t value_size) {
-  return name.size() + value_size;
-}
+std::size_t attr(std::string_view name, std::size_t value_size) { return name.size() + value_size; }
 
 double units(std::size_t bytes, std::size_t unit) {
   return static_cast<double>(std::max<std::size_t>(1, (bytes + unit - 1) / unit));
@@ -73,8 +71,8 @@ Status InMemoryLeaseStore::fault_status_locked(std::string_view operation) const
 Status InMemoryLeaseStore::condition_failed(std::string_view operation, std::string_view key,
                                             std::string_view why) {
   ++stats_.failed_conditions;
-  return Status(StatusCode::kConditionFailed, std::string(operation) + " of lease " +
-                                                  std::string(key) + ": " + std::string(why));
+  return Status(StatusCode::kConditionFailed,
+                std::string(operation) + " of lease " + std::string(key) + ": " + std::string(why));
 }
 
 void InMemoryLeaseStore::count_write_locked(const Lease* item) {
@@ -175,14 +173,13 @@ Result<Lease> InMemoryLeaseStore::take_lease(const Lease& seen, std::string_view
   }
   std::string owner(new_owner);
   bool changed = false;
-  auto result =
-      conditional_update("take", seen, /*require_owner_match=*/true, [&](Lease& l) {
-        // As the Java KCL: a switch is counted only from one owner to a different one (not
-        // when a free lease is taken, nor when an owner re-takes its own lease).
-        if (l.lease_owner && *l.lease_owner != owner) l.owner_switches_since_checkpoint += 1;
-        changed = !l.lease_owner || *l.lease_owner != owner;
-        l.lease_owner = owner;
-      });
+  auto result = conditional_update("take", seen, /*require_owner_match=*/true, [&](Lease& l) {
+    // As the Java KCL: a switch is counted only from one owner to a different one (not
+    // when a free lease is taken, nor when an owner re-takes its own lease).
+    if (l.lease_owner && *l.lease_owner != owner) l.owner_switches_since_checkpoint += 1;
+    changed = !l.lease_owner || *l.lease_owner != owner;
+    l.lease_owner = owner;
+  });
   if (result.ok() && changed) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.owner_changes;
@@ -192,8 +189,8 @@ Result<Lease> InMemoryLeaseStore::take_lease(const Lease& seen, std::string_view
 
 Result<Lease> InMemoryLeaseStore::renew_lease(const Lease& held) {
   if (!held.lease_owner) {
-    return Status(StatusCode::kInvalidArgument, "renew_lease: lease " + held.lease_key +
-                                                    " has no owner to renew for");
+    return Status(StatusCode::kInvalidArgument,
+                  "renew_lease: lease " + held.lease_key + " has no owner to renew for");
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -217,8 +214,8 @@ Result<Lease> InMemoryLeaseStore::evict_lease(const Lease& held) {
 Result<Lease> InMemoryLeaseStore::update_checkpoint(const Lease& held,
                                                     const CheckpointFields& fields) {
   if (!held.lease_owner) {
-    return Status(StatusCode::kInvalidArgument, "update_checkpoint: lease " + held.lease_key +
-                                                    " has no owner to write for");
+    return Status(StatusCode::kInvalidArgument,
+                  "update_checkpoint: lease " + held.lease_key + " has no owner to write for");
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,9 +1,9 @@
+#include "kcl/lease_config.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
-
-#include "kcl/lease_config.h"
 
 namespace kcl {
 namespace {
@@ -13,8 +13,8 @@ std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 bool valid_table_name(const std::string& name) {
   if (name.size() < 3 || name.size() > 255) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -25,8 +25,9 @@ std::vector<std::string> LeaseConfig::validate() const {
   std::vector<std::string> problems;
 
   if (application_name.empty() && table_name.empty()) {
-    problems.push_back("application_name is empty and no table_name is set: the lease table "
-                       "is named after the application, so one of them is required");
+    problems.push_back(
+        "application_name is empty and no table_name is set: the lease table "
+        "is named after the application, so one of them is required");
   } else if (application_name.size() > 255) {
     problems.push_back("application_name is " + std::to_string(application_name.size()) +
                        " characters long; at most 255 are allowed");
@@ -39,8 +40,9 @@ std::vector<std::string> LeaseConfig::validate() const {
   }
 
   if (worker_id.empty()) {
-    problems.push_back("worker_id is empty: each worker needs an id, unique among the "
-                       "running workers, to write as lease owner");
+    problems.push_back(
+        "worker_id is empty: each worker needs an id, unique among the "
+        "running workers, to write as lease owner");
   } else if (worker_id.size() > 256) {
     problems.push_back("worker_id is " + std::to_string(worker_id.size()) +
                        " characters long; at most 256 are allowed");
@@ -69,8 +71,7 @@ std::vector<std::string> LeaseConfig::validate() const {
   } else if (failover_ok) {
     milliseconds take = effective_take_interval();
     if (take < milliseconds(10) || take > std::chrono::hours(1)) {
-      problems.push_back("take_interval is " + ms(take) +
-                         "; it must be between 10 ms and 1 hour");
+      problems.push_back("take_interval is " + ms(take) + "; it must be between 10 ms and 1 hour");
     }
   }
 

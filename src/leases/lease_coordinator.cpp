@@ -19,9 +19,12 @@ std::string ms_text(Clock::MonoTime::duration d) {
 
 std::string_view LeaseCoordinator::op_name(WriteKind kind) {
   switch (kind) {
-    case WriteKind::kRenew: return "renew";
-    case WriteKind::kCheckpoint: return "checkpoint";
-    case WriteKind::kRelease: return "release";
+    case WriteKind::kRenew:
+      return "renew";
+    case WriteKind::kCheckpoint:
+      return "checkpoint";
+    case WriteKind::kRelease:
+      return "release";
   }
   return "write";
 }
@@ -92,9 +95,8 @@ bool LeaseCoordinator::holds(std::string_view lease_key) const {
 std::size_t LeaseCoordinator::held_count() const {
   auto now = clock_.now();
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<std::size_t>(std::count_if(held_.begin(), held_.end(), [&](const auto& kv) {
-    return now < deadline_of(*kv.second);
-  }));
+  return static_cast<std::size_t>(std::count_if(
+      held_.begin(), held_.end(), [&](const auto& kv) { return now < deadline_of(*kv.second); }));
 }
 
 std::optional<Clock::MonoTime> LeaseCoordinator::next_deadline() const {
@@ -158,9 +160,15 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
     const auto start = clock_.now();
     Result<Lease> written = Status(StatusCode::kInternal, "unreachable");
     switch (kind) {
-      case WriteKind::kRenew: written = store_.renew_lease(current); break;
-      case WriteKind::kCheckpoint: written = store_.update_checkpoint(current, *fields); break;
-      case WriteKind::kRelease: written = store_.evict_lease(current); break;
+      case WriteKind::kRenew:
+        written = store_.renew_lease(current);
+        break;
+      case WriteKind::kCheckpoint:
+        written = store_.update_checkpoint(current, *fields);
+        break;
+      case WriteKind::kRelease:
+        written = store_.evict_lease(current);
+        break;
     }
     if (written.ok()) {
       if (kind == WriteKind::kRelease) {
@@ -185,8 +193,7 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
       // passed while we were waiting.
       if (kind != WriteKind::kRelease && clock_.now() >= deadline) {
         return give_up("the lease for " + current.lease_key + " could not be renewed by worker " +
-                       worker_id() + " before its deadline (" + written.status().to_string() +
-                       ")");
+                       worker_id() + " before its deadline (" + written.status().to_string() + ")");
       }
       return written.status();
     }
@@ -268,14 +275,14 @@ Status LeaseCoordinator::release(std::string_view lease_key) {
 
 Status LeaseCoordinator::release_all() {
   stop_taking();
-  std::vector<std::shared_ptr<Held>> all;
+  std::vector<std::pair<std::string, std::shared_ptr<Held>>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, h] : held_) all.push_back(h);
+    for (const auto& [key, h] : held_) all.emplace_back(key, h);
   }
   Status first;
-  for (const auto& h : all) {
-    Status s = release(h->lease.lease_key);
+  for (const auto& [key, h] : all) {
+    Status s = release(key);
     if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
       if (first.ok()) first = s;
       drop_held(h);  // it will expire after failover_time
@@ -334,8 +341,11 @@ TakePassResult LeaseCoordinator::run_take_pass() {
   const std::vector<Lease>& leases = listed.value();
   result.leases_seen = static_cast<int>(leases.size());
 
-  // Record when each counter was first seen; forget leases that are gone.
+  // Record when each counter was first seen; forget leases that are gone. (References into
+  // an unordered_map stay valid when it rehashes.)
   const std::uint64_t generation = ++pass_generation_;
+  std::vector<const Observed*> seen;
+  seen.reserve(leases.size());
   for (const auto& lease : leases) {
     auto [it, inserted] = observed_.try_emplace(lease.lease_key);
     Observed& o = it->second;
@@ -344,35 +354,55 @@ TakePassResult LeaseCoordinator::run_take_pass() {
       o.changed_at = now;
     }
     o.generation = generation;
+    seen.push_back(&o);
   }
   if (observed_.size() != leases.size()) {
     std::erase_if(observed_, [&](const auto& kv) { return kv.second.generation != generation; });
+  }
+
+  // What this worker holds, read once.
+  struct HeldView {
+    std::shared_ptr<Held> held;
+    std::int64_t counter;
+    bool current;  // not past its deadline
+  };
+  std::unordered_map<std::string, HeldView> held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held.reserve(held_.size());
+    for (const auto& [key, h] : held_) {
+      held.emplace(key, HeldView{h, h->lease.lease_counter, now < deadline_of(*h)});
+    }
   }
 
   // A held lease that the table shows with a newer counter and another (or no) owner was
   // taken or released by someone else: give it up now rather than at the next renewal.
   // Leases with a write of ours in flight are left to that write.
   std::vector<PendingLoss> losses;
-  for (const auto& lease : leases) {
-    if (lease.lease_owner == worker_id()) continue;
-    std::shared_ptr<Held> h = find_held(lease.lease_key);
-    if (!h) continue;
-    std::unique_lock<std::mutex> write_lock(h->write_mu, std::try_to_lock);
-    if (!write_lock.owns_lock()) continue;
-    std::int64_t held_counter;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      held_counter = h->lease.lease_counter;
-    }
-    if (lease.lease_counter > held_counter && drop_held(h)) {
-      losses.push_back(
-          {lease.lease_key,
-           Status(StatusCode::kLeaseLost,
-                  "the lease for " + lease.lease_key + " was " +
-                      (lease.lease_owner ? "taken by " + *lease.lease_owner : "released") +
-                      " (leaseCounter " + std::to_string(held_counter) + " -> " +
-                      std::to_string(lease.lease_counter) + "); worker " + worker_id() +
-                      " no longer holds it")});
+  if (!held.empty()) {
+    for (const auto& lease : leases) {
+      if (lease.lease_owner == worker_id()) continue;
+      auto it = held.find(lease.lease_key);
+      if (it == held.end() || lease.lease_counter <= it->second.counter) continue;
+      const std::shared_ptr<Held>& h = it->second.held;
+      std::unique_lock<std::mutex> write_lock(h->write_mu, std::try_to_lock);
+      if (!write_lock.owns_lock()) continue;
+      std::int64_t held_counter;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        held_counter = h->lease.lease_counter;
+      }
+      if (lease.lease_counter > held_counter && drop_held(h)) {
+        it->second.current = false;
+        losses.push_back(
+            {lease.lease_key,
+             Status(StatusCode::kLeaseLost,
+                    "the lease for " + lease.lease_key + " was " +
+                        (lease.lease_owner ? "taken by " + *lease.lease_owner : "released") +
+                        " (leaseCounter " + std::to_string(held_counter) + " -> " +
+                        std::to_string(lease.lease_counter) + "); worker " + worker_id() +
+                        " no longer holds it")});
+      }
     }
   }
   notify_lost(std::move(losses));
@@ -380,28 +410,27 @@ TakePassResult LeaseCoordinator::run_take_pass() {
   // Classify: held by me, available (free, expired, or mine in the table but not held), or
   // held by another live worker.
   std::vector<const Lease*> available;
-  std::map<std::string, int> counts;  // other live owners -> leases
+  std::unordered_map<std::string_view, int> counts;  // other live owners -> leases
   int mine = 0;
+  for (const auto& [key, view] : held) {
+    if (view.current) ++mine;
+  }
   const auto suspect_after = config_.effective_renew_interval() * 3 / 2;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, h] : held_) {
-      if (now < deadline_of(*h)) ++mine;
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    const Lease& lease = leases[i];
+    if (held.count(lease.lease_key)) continue;
+    if (!lease.lease_owner || *lease.lease_owner == worker_id()) {
+      available.push_back(&lease);
+      continue;
     }
-    for (const auto& lease : leases) {
-      auto held = held_.find(lease.lease_key);
-      if (held != held_.end()) continue;
-      if (!lease.lease_owner || *lease.lease_owner == worker_id()) {
-        available.push_back(&lease);
-      } else if (const auto since = now - observed_[lease.lease_key].changed_at;
-                 since >= config_.failover_time) {
-        available.push_back(&lease);
-      } else {
-        ++counts[*lease.lease_owner];
-        if (since > suspect_after) {
-          const auto expiry = now - since + config_.failover_time;
-          if (!result.next_expiry || expiry < *result.next_expiry) result.next_expiry = expiry;
-        }
+    const auto since = now - seen[i]->changed_at;
+    if (since >= config_.failover_time) {
+      available.push_back(&lease);
+    } else {
+      ++counts[*lease.lease_owner];
+      if (since > suspect_after) {
+        const auto expiry = now - since + config_.failover_time;
+        if (!result.next_expiry || expiry < *result.next_expiry) result.next_expiry = expiry;
       }
     }
   }
@@ -441,11 +470,13 @@ TakePassResult LeaseCoordinator::run_take_pass() {
   for (const auto& [owner, count] : counts) {
     if (count > most) {
       most = count;
-      most_loaded.assign(1, owner);
+      most_loaded.assign(1, std::string(owner));
     } else if (count == most) {
-      most_loaded.push_back(owner);
+      most_loaded.push_back(std::string(owner));
     }
   }
+  // Iteration order of the hash map must not decide between equals: sort, then pick at random.
+  std::sort(most_loaded.begin(), most_loaded.end());
   if (most_loaded.empty() || most < target) return result;
   int steal = std::min(needed, most - target);
   if (needed > 1 && steal == 0) steal = 1;

@@ -63,9 +63,8 @@ void LeaseCoordinatorRunner::take_loop() {
   const milliseconds interval = coordinator_.config().effective_take_interval();
   for (;;) {
     TakePassResult r = coordinator_.run_take_pass();
-    auto next = Steady::now() + (r.limited_by_ramp
-                                     ? std::min(interval, coordinator_.config().effective_renew_interval())
-                                     : jittered(interval));
+    // Not sooner after a pass cut short by the ramp: see TakePassResult::limited_by_ramp.
+    auto next = Steady::now() + jittered(interval);
     if (r.next_expiry) {
       // A lease looks abandoned: look again the moment it expires.
       auto at = Steady::now() + (*r.next_expiry - coordinator_.clock().now()) + milliseconds(1);

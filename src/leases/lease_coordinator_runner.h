@@ -3,9 +3,9 @@
 //  - renewer: run_renew_pass() every renew_interval (jittered), and sooner when a held
 //    lease's deadline (LeaseCoordinator::next_deadline) would come first, so a lease that
 //    cannot be renewed is given up on time;
-//  - taker: run_take_pass() every take_interval (jittered); after a pass cut short by the
-//    start-up ramp, again after renew_interval; and at TakePassResult::next_expiry when a
-//    lease looks abandoned (so a crashed worker's leases go within failover + take interval).
+//  - taker: run_take_pass() every take_interval (jittered), and at
+//    TakePassResult::next_expiry when a lease looks abandoned (so a crashed worker's leases go
+//    within failover + take interval of the crash).
 // Both start at once. stop() ends both (waiting for a pass in progress); it does not release
 // leases: for a graceful shutdown call coordinator.stop_taking(), finish the shards'
 // final checkpoints, then coordinator.release_all(), then stop().

@@ -31,8 +31,8 @@ Result<std::optional<std::string>> get_s(const Item& item, std::string_view name
   const AttributeValue* v = find(item, name);
   if (!v) return std::optional<std::string>();
   if (v->type() != Type::kS) {
-    return bad(item, name, "has type " + std::string(dynamodb::to_string(v->type())) +
-                               ", expected S");
+    return bad(item, name,
+               "has type " + std::string(dynamodb::to_string(v->type())) + ", expected S");
   }
   return std::optional<std::string>(v->s());
 }
@@ -41,8 +41,8 @@ Result<std::optional<std::int64_t>> get_n(const Item& item, std::string_view nam
   const AttributeValue* v = find(item, name);
   if (!v) return std::optional<std::int64_t>();
   if (v->type() != Type::kN) {
-    return bad(item, name, "has type " + std::string(dynamodb::to_string(v->type())) +
-                               ", expected N");
+    return bad(item, name,
+               "has type " + std::string(dynamodb::to_string(v->type())) + ", expected N");
   }
   const std::string& text = v->s();
   std::int64_t out = 0;
@@ -57,8 +57,8 @@ Result<std::vector<std::string>> get_ss(const Item& item, std::string_view name)
   const AttributeValue* v = find(item, name);
   if (!v) return std::vector<std::string>();
   if (v->type() != Type::kSS) {
-    return bad(item, name, "has type " + std::string(dynamodb::to_string(v->type())) +
-                               ", expected SS");
+    return bad(item, name,
+               "has type " + std::string(dynamodb::to_string(v->type())) + ", expected SS");
   }
   std::vector<std::string> out = v->set();
   std::sort(out.begin(), out.end());
@@ -129,8 +129,9 @@ Result<Lease> lease_from_item(const Item& item) {
   lease.checkpoint = ExtendedSequenceNumber(std::move(*checkpoint), checkpoint_sub.value_or(0));
   if (!lease.checkpoint.valid()) {
     return bad(item, attr::kCheckpoint,
-               "is \"" + lease.checkpoint.to_string() + "\", neither a sequence number nor a "
-               "sentinel");
+               "is \"" + lease.checkpoint.to_string() +
+                   "\", neither a sequence number nor a "
+                   "sentinel");
   }
 
   KCL_ASSIGN_OR_RETURN(auto pending, get_s(item, attr::kPendingCheckpoint));

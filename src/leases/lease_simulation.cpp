@@ -82,17 +82,14 @@ struct Tick {
   nanoseconds at;
   std::uint64_t seq;
   int worker;
-  bool take;  // else renew
+  bool take;                     // else renew
   std::uint64_t generation = 0;  // take ticks: only the latest scheduled one runs
-  bool operator>(const Tick& o) const {
-    return at != o.at ? at > o.at : seq > o.seq;
-  }
+  bool operator>(const Tick& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
 class Simulation {
  public:
-  explicit Simulation(const SimulationOptions& options)
-      : options_(options), rng_(options.seed) {}
+  explicit Simulation(const SimulationOptions& options) : options_(options), rng_(options.seed) {}
 
   Result<SimulationReport> run();
 
@@ -154,17 +151,18 @@ int Simulation::add_worker(nanoseconds first_take) {
                                            std::chrono::seconds(wall(rng_)));
   LeaseConfig config = config_;
   config.worker_id = w->id;
-  w->coordinator = std::make_unique<LeaseCoordinator>(store_, config, *w->clock,
-                                                      NoopMetricsSink::instance(),
-                                                      options_.seed * 7919 + static_cast<std::uint64_t>(index));
+  w->coordinator =
+      std::make_unique<LeaseCoordinator>(store_, config, *w->clock, NoopMetricsSink::instance(),
+                                         options_.seed * 7919 + static_cast<std::uint64_t>(index));
   w->coordinator->set_listener(&w->belief);
   workers_.push_back(std::move(w));
   schedule(index, first_take, true);
   schedule(index, first_take + jittered(config_.effective_renew_interval()), false);
-  report_.peak_workers = std::max(report_.peak_workers, static_cast<int>(std::count_if(
-      workers_.begin(), workers_.end(), [](const auto& x) {
-        return x->state == WorkerState::kRunning || x->state == WorkerState::kPaused;
-      })));
+  report_.peak_workers =
+      std::max(report_.peak_workers,
+               static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](const auto& x) {
+                 return x->state == WorkerState::kRunning || x->state == WorkerState::kPaused;
+               })));
   return index;
 }
 
@@ -211,9 +209,10 @@ void Simulation::start_phase() {
 void Simulation::label_phase(std::string label) {
   auto& phase = report_.phases.back();
   phase.label = std::move(label);
-  phase.running_workers = static_cast<int>(std::count_if(
-      workers_.begin(), workers_.end(),
-      [](const auto& w) { return w->state == WorkerState::kRunning; }));
+  phase.running_workers =
+      static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](const auto& w) {
+        return w->state == WorkerState::kRunning;
+      }));
   recount_unserved();
 }
 
@@ -324,7 +323,8 @@ void Simulation::run_tick(const Tick& t) {
     } else {
       ++phase.takes_of_expired;
       const auto& previous = *workers_[static_cast<std::size_t>(prev)];
-      bool alive = previous.state == WorkerState::kRunning || previous.state == WorkerState::kPaused;
+      bool alive =
+          previous.state == WorkerState::kRunning || previous.state == WorkerState::kPaused;
       if (alive && previous.coordinator->holds(key)) ++report_.invariant_violations;
     }
     set_owner(shard, t.worker);
@@ -333,15 +333,12 @@ void Simulation::run_tick(const Tick& t) {
     ++phase.steals;
     set_owner(shard_index_[key], t.worker);
   }
-  // As LeaseCoordinatorRunner: the next pass after the take interval, sooner after a pass cut
-  // short by the ramp or when a lease looks abandoned.
-  nanoseconds next = t.at + (result.limited_by_ramp
-                                 ? duration_cast<nanoseconds>(std::min(
-                                       config_.effective_take_interval(),
-                                       config_.effective_renew_interval()))
-                                 : jittered(config_.effective_take_interval()));
+  // As LeaseCoordinatorRunner: the next pass after the take interval, sooner when a lease
+  // looks abandoned.
+  nanoseconds next = t.at + jittered(config_.effective_take_interval());
   if (result.next_expiry) {
-    nanoseconds at = t.at + (*result.next_expiry - worker.clock->now()) + std::chrono::milliseconds(1);
+    nanoseconds at =
+        t.at + (*result.next_expiry - worker.clock->now()) + std::chrono::milliseconds(1);
     next = std::min(next, at);
   }
   schedule(t.worker, next, true);
@@ -363,9 +360,8 @@ Result<SimulationReport> Simulation::run() {
     return Status(StatusCode::kInvalidArgument, "simulation: negative workers or shards");
   }
   if (options_.workers == 0 &&
-      std::none_of(options_.events.begin(), options_.events.end(), [](const auto& e) {
-        return e.kind == SimulationEvent::Kind::kJoin;
-      })) {
+      std::none_of(options_.events.begin(), options_.events.end(),
+                   [](const auto& e) { return e.kind == SimulationEvent::Kind::kJoin; })) {
     return Status(StatusCode::kInvalidArgument, "simulation: no workers and no joins");
   }
 
@@ -383,8 +379,8 @@ Result<SimulationReport> Simulation::run() {
   }
   store_.reset_stats();
 
-  milliseconds spread = options_.start_spread.count() > 0 ? options_.start_spread
-                                                          : config_.effective_take_interval();
+  milliseconds spread =
+      options_.start_spread.count() > 0 ? options_.start_spread : config_.effective_take_interval();
   std::uniform_int_distribution<std::int64_t> start(
       0, std::max<std::int64_t>(0, duration_cast<nanoseconds>(spread).count() - 1));
   start_phase();
@@ -443,8 +439,9 @@ Result<SimulationReport> Simulation::run() {
   }
   for (const auto& lease : store_.snapshot()) {
     int expected = owner_[static_cast<std::size_t>(shard_index_[lease.lease_key])];
-    bool match = expected < 0 ? !lease.lease_owner
-                              : lease.lease_owner == workers_[static_cast<std::size_t>(expected)]->id;
+    bool match = expected < 0
+                     ? !lease.lease_owner
+                     : lease.lease_owner == workers_[static_cast<std::size_t>(expected)]->id;
     if (!match) ++report_.bookkeeping_mismatches;
   }
   return report_;
@@ -488,10 +485,10 @@ std::string SimulationReport::to_text() const {
                                ? fixed(static_cast<double>(p.time_to_balance->count()) / 1000.0, 1)
                                : std::string("never");
     auto passes = p.passes_to_balance(take_interval);
-    std::snprintf(line, sizeof line, "  %-30s %6.0f %7d  %17s %6s %5lld %8lld %7lld %12lld  %d/%d\n",
-                  p.label.c_str(), static_cast<double>(p.started.count()) / 1000.0,
-                  p.running_workers, balanced.c_str(),
-                  passes ? fixed(*passes, 1).c_str() : "-",
+    std::snprintf(line, sizeof line,
+                  "  %-30s %6.0f %7d  %17s %6s %5lld %8lld %7lld %12lld  %d/%d\n", p.label.c_str(),
+                  static_cast<double>(p.started.count()) / 1000.0, p.running_workers,
+                  balanced.c_str(), passes ? fixed(*passes, 1).c_str() : "-",
                   static_cast<long long>(p.takes_of_free),
                   static_cast<long long>(p.takes_of_expired), static_cast<long long>(p.steals),
                   static_cast<long long>(p.moves_after_balance), p.min_held, p.max_held);
@@ -501,12 +498,13 @@ std::string SimulationReport::to_text() const {
     if (over.count() <= 0) return;
     double seconds = static_cast<double>(over.count()) / 1000.0;
     out << "  DynamoDB, " << title << " (" << fixed(seconds, 0) << " s):\n";
-    out << "    scans " << s.scans << " (" << s.scan_pages << " Scan requests of <= 1 MB), items read by scans "
-        << s.items_scanned << " (" << fixed(static_cast<double>(s.bytes_scanned) / 1e6, 1)
-        << " MB), consistent gets " << s.gets << "\n";
+    out << "    scans " << s.scans << " (" << s.scan_pages
+        << " Scan requests of <= 1 MB), items read by scans " << s.items_scanned << " ("
+        << fixed(static_cast<double>(s.bytes_scanned) / 1e6, 1) << " MB), consistent gets "
+        << s.gets << "\n";
     out << "    writes " << s.writes << ": renew " << s.renews << ", take " << s.takes
-        << ", release " << s.evicts << ", checkpoint " << s.checkpoints
-        << "; failed conditions " << s.failed_conditions << "\n";
+        << ", release " << s.evicts << ", checkpoint " << s.checkpoints << "; failed conditions "
+        << s.failed_conditions << "\n";
     out << "    per shard per minute: item reads "
         << fixed(per_shard_minute(s.items_scanned + s.gets, shards, over), 1) << ", read requests "
         << fixed(per_shard_minute(s.scan_pages + s.gets, shards, over), 3) << ", writes "

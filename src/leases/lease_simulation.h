@@ -61,8 +61,8 @@ struct SimulationEvent {
 };
 
 struct SimulationOptions {
-  int workers = 3;   // started at time 0 (spread over start_spread)
-  int shards = 10;   // leases in the table, all free at the start
+  int workers = 3;  // started at time 0 (spread over start_spread)
+  int shards = 10;  // leases in the table, all free at the start
   // Lease settings of every worker; application_name and worker_id are filled in.
   LeaseConfig lease;
   // The initial workers start at uniformly random times in [0, start_spread). Default 0 =
@@ -74,17 +74,17 @@ struct SimulationOptions {
 };
 
 struct SimulationPhase {
-  std::string label;                    // e.g. "start 3 workers", "crash 1", "join 2"
+  std::string label;  // e.g. "start 3 workers", "crash 1", "join 2"
   std::chrono::milliseconds started{0};
-  int running_workers = 0;              // when the phase started
+  int running_workers = 0;  // when the phase started
   // From the start of the phase until balanced; empty if it never balanced before the next
   // phase (or the end).
   std::optional<std::chrono::milliseconds> time_to_balance;
-  std::int64_t takes_of_free = 0;       // free leases taken (unowned, or handed back)
-  std::int64_t takes_of_expired = 0;    // expired leases taken from another worker
-  std::int64_t steals = 0;              // leases stolen for balance
-  std::int64_t moves_after_balance = 0; // any owner change after balance (thrash): want 0
-  int min_held = 0;                     // at the end of the phase, over running workers
+  std::int64_t takes_of_free = 0;        // free leases taken (unowned, or handed back)
+  std::int64_t takes_of_expired = 0;     // expired leases taken from another worker
+  std::int64_t steals = 0;               // leases stolen for balance
+  std::int64_t moves_after_balance = 0;  // any owner change after balance (thrash): want 0
+  int min_held = 0;                      // at the end of the phase, over running workers
   int max_held = 0;
 
   // time_to_balance in take intervals (rounded up).
@@ -99,8 +99,8 @@ struct SimulationReport {
   std::chrono::milliseconds failover_time{0};
   std::chrono::milliseconds simulated{0};
   std::vector<SimulationPhase> phases;
-  LeaseStoreStats stats;          // whole run
-  LeaseStoreStats steady_stats;   // from the last balance to the end (balanced, no events)
+  LeaseStoreStats stats;         // whole run
+  LeaseStoreStats steady_stats;  // from the last balance to the end (balanced, no events)
   std::chrono::milliseconds steady_duration{0};
   // Expired leases taken while their previous owner still believed it held them: must be 0.
   std::int64_t invariant_violations = 0;

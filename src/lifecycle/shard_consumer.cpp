@@ -84,6 +84,31 @@ SteadyTime ShardConsumer::backoff_after_failure() {
   return steady_now() + delay;
 }
 
+void ShardConsumer::report_corrupt_aggregates() {
+  if (!ctx_.corrupt_aggregates || !fetcher_) return;
+  const std::uint64_t seen = fetcher_->corrupt_aggregates();
+  if (seen > corrupt_reported_) {
+    ctx_.corrupt_aggregates->fetch_add(seen - corrupt_reported_);
+    corrupt_reported_ = seen;
+  }
+}
+
+void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>& previous) {
+  // ShardCheckpointer::records_delivered only moves forward, so start a new one from the
+  // current checkpoint (which the processor may have moved inside the failed call) and the
+  // records delivered before the batch. The processor's Checkpointer is valid only during a
+  // callback, so replacing it between callbacks is invisible to the processor (a
+  // prepare_checkpoint() made in the failed call can no longer be committed: it named
+  // records that were not processed).
+  auto fresh = std::make_unique<checkpoint::ShardCheckpointer>(
+      *ctx_.coordinator, shard_id_, checkpointer_->last_checkpoint(),
+      checkpointer_->pending_checkpoint());
+  if (previous) fresh->records_delivered(*previous);
+  processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*fresh);
+  checkpointer_ = std::move(fresh);
+  last_delivered_ = previous;
+}
+
 std::optional<SteadyTime> ShardConsumer::finish(ConsumerOutcome outcome) {
   outcome_.store(outcome);
   state_.store(ConsumerState::kDone);
@@ -233,6 +258,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                                       static_cast<std::int64_t>(last.sub_sequence_number));
       // Tell the checkpointer first, so the processor may checkpoint at any record of this
       // batch during the call (never at a later one).
+      const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;
       checkpointer_->records_delivered(last_pos);
       last_delivered_ = last_pos;
       ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
@@ -251,6 +277,10 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                                     std::to_string(batch.records.size()) +
                                     " records again after a backoff (attempt " +
                                     std::to_string(pending_attempts_) + ")");
+          // The batch was not processed. Until it is delivered again, a checkpoint (say the
+          // final one in shutdown_requested, if shutdown or lease loss comes first) must not
+          // name its records, or they would never be delivered again.
+          rewind_delivered(delivered_before);
           return backoff_after_failure();
         }
       }
@@ -280,9 +310,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
     return finish(ConsumerOutcome::kFailed);
   }
   retrieval::FetchStep step = fetcher_->fetch_step();
-  if (ctx_.corrupt_aggregates && step.outcome == retrieval::FetchOutcome::kRecords) {
-    // corrupt counts are read from the fetcher when the consumer ends; cheap to skip here.
-  }
+  report_corrupt_aggregates();
   if (step.records_queued > 0 || step.wait_for_take ||
       step.outcome == retrieval::FetchOutcome::kShardEnd ||
       step.outcome == retrieval::FetchOutcome::kFailed) {
@@ -294,7 +322,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
 std::optional<SteadyTime> ShardConsumer::step_shard_end() {
   bool ok = call_processor("shard_ended", [&] { processor_->shard_ended(*processor_checkpointer_); });
   if (checkpointer_->last_checkpoint().is_shard_end()) {
-    if (ctx_.corrupt_aggregates) ctx_.corrupt_aggregates->fetch_add(fetcher_->corrupt_aggregates());
+    report_corrupt_aggregates();
     return finish(ConsumerOutcome::kShardFinished);
   }
   std::string why = ok ? "shard_ended() returned without checkpointing"

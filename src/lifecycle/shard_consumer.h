@@ -118,6 +118,11 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::optional<SteadyTime> step_shard_end();
   std::optional<SteadyTime> finish(ConsumerOutcome outcome);
   SteadyTime backoff_after_failure();
+  // Adds the fetcher's corrupt aggregates not yet reported to the worker's counter.
+  void report_corrupt_aggregates();
+  // After a failed process_records (to be delivered again): a checkpoint may name only the
+  // records delivered before that batch, `previous` (see step_processing).
+  void rewind_delivered(const std::optional<ExtendedSequenceNumber>& previous);
   void log(LogLevel level, const std::string& message) const;
   // Runs a processor callback, catching exceptions; returns false if it threw.
   template <typename F>
@@ -143,6 +148,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   int pending_attempts_ = 0;
   int consecutive_failures_ = 0;
   std::optional<ExtendedSequenceNumber> last_delivered_;
+  std::uint64_t corrupt_reported_ = 0;  // fetcher's corrupt aggregates already counted
   std::string last_error_;
   mutable std::mutex failure_mu_;
   Status failure_;

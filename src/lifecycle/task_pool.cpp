@@ -17,11 +17,19 @@ void TaskPool::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  // Called from inside Task::run(), the calling pool thread cannot join itself; it is kept
+  // (destroying a joinable std::thread would terminate the process) and joined by a later
+  // stop() from another thread, e.g. the destructor's. It exits once its run returns.
+  std::vector<std::thread> self;
   for (auto& t : threads_) {
-    if (t.joinable() && t.get_id() != std::this_thread::get_id()) t.join();
+    if (t.get_id() == std::this_thread::get_id()) {
+      self.push_back(std::move(t));
+    } else if (t.joinable()) {
+      t.join();
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  threads_.clear();
+  threads_ = std::move(self);
   while (!queue_.empty()) queue_.pop();
 }
 

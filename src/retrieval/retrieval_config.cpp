@@ -17,8 +17,8 @@ std::vector<std::string> RetrievalConfig::validate() const {
   auto within = [&](std::string_view name, milliseconds value, milliseconds lo, milliseconds hi,
                     std::string_view hi_text) {
     if (value < lo || value > hi) {
-      problems.push_back(std::string(name) + " is " + ms(value) + "; it must be between " +
-                         ms(lo) + " and " + std::string(hi_text));
+      problems.push_back(std::string(name) + " is " + ms(value) + "; it must be between " + ms(lo) +
+                         " and " + std::string(hi_text));
     }
   };
 
@@ -40,8 +40,8 @@ std::vector<std::string> RetrievalConfig::validate() const {
   within("throttle_backoff_base", throttle_backoff_base, milliseconds(1), minutes(1), "1 min");
   if (throttle_backoff_max < throttle_backoff_base || throttle_backoff_max > minutes(10)) {
     problems.push_back("throttle_backoff_max is " + ms(throttle_backoff_max) +
-                       "; it must be at least throttle_backoff_base (" +
-                       ms(throttle_backoff_base) + ") and at most 10 min");
+                       "; it must be at least throttle_backoff_base (" + ms(throttle_backoff_base) +
+                       ") and at most 10 min");
   }
   within("get_records_timeout", get_records_timeout, milliseconds(100), minutes(10), "10 min");
   within("iterator_request_timeout", iterator_request_timeout, milliseconds(100), minutes(10),

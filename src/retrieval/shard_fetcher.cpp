@@ -1,8 +1,7 @@
 #include "retrieval/shard_fetcher.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "aws/aws_json_client.h"
@@ -68,8 +67,8 @@ std::string StartPosition::to_string() const {
       return "LATEST";
     case Kind::kAtTimestamp:
       return "AT_TIMESTAMP " +
-             std::to_string(std::chrono::duration_cast<milliseconds>(timestamp.time_since_epoch())
-                                .count());
+             std::to_string(
+                 std::chrono::duration_cast<milliseconds>(timestamp.time_since_epoch()).count());
     case Kind::kAfterCheckpoint:
       return "AFTER " + sequence_number + "/" + std::to_string(sub_sequence_number);
   }
@@ -78,25 +77,35 @@ std::string StartPosition::to_string() const {
 
 std::string_view to_string(FetchOutcome outcome) noexcept {
   switch (outcome) {
-    case FetchOutcome::kNotDue: return "not due";
-    case FetchOutcome::kQueueFull: return "queue full";
-    case FetchOutcome::kGotIterator: return "got iterator";
-    case FetchOutcome::kRecords: return "records";
-    case FetchOutcome::kNoRecords: return "no records";
-    case FetchOutcome::kRetrying: return "retrying";
-    case FetchOutcome::kIteratorExpired: return "iterator expired";
-    case FetchOutcome::kShardEnd: return "shard end";
-    case FetchOutcome::kFailed: return "failed";
-    case FetchOutcome::kFinished: return "finished";
+    case FetchOutcome::kNotDue:
+      return "not due";
+    case FetchOutcome::kQueueFull:
+      return "queue full";
+    case FetchOutcome::kGotIterator:
+      return "got iterator";
+    case FetchOutcome::kRecords:
+      return "records";
+    case FetchOutcome::kNoRecords:
+      return "no records";
+    case FetchOutcome::kRetrying:
+      return "retrying";
+    case FetchOutcome::kIteratorExpired:
+      return "iterator expired";
+    case FetchOutcome::kShardEnd:
+      return "shard end";
+    case FetchOutcome::kFailed:
+      return "failed";
+    case FetchOutcome::kFinished:
+      return "finished";
   }
   return "?";
 }
 
 // ---- ShardFetcher ----
 
-ShardFetcher::ShardFetcher(kinesis::KinesisClient& client, std::string stream,
-                           std::string shard_id, StartPosition start, RetrievalConfig config,
-                           const Clock& clock, std::optional<std::uint64_t> jitter_seed)
+ShardFetcher::ShardFetcher(kinesis::KinesisClient& client, std::string stream, std::string shard_id,
+                           StartPosition start, RetrievalConfig config, const Clock& clock,
+                           std::optional<std::uint64_t> jitter_seed)
     : client_(client),
       stream_(std::move(stream)),
       shard_id_(std::move(shard_id)),
@@ -115,9 +124,9 @@ FetchStep ShardFetcher::fetch_step() {
                          "\", is not a sequence number (decimal digits)");
     }
     if (!problems.empty()) {
-      return fail(Status(StatusCode::kInvalidArgument,
-                         "cannot read stream " + stream_ + " shard " + shard_id_ + ": " +
-                             join(problems, "; ")));
+      return fail(Status(
+          StatusCode::kInvalidArgument,
+          "cannot read stream " + stream_ + " shard " + shard_id_ + ": " + join(problems, "; ")));
     }
     resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
     state_ = State::kNeedIterator;
@@ -186,14 +195,14 @@ Clock::MonoTime ShardFetcher::earliest_next_call() const {
 }
 
 FetchStep ShardFetcher::step_get_iterator() {
-  auto response = call("GetShardIterator", iterator_request_body(),
-                       config_.iterator_request_timeout);
+  auto response =
+      call("GetShardIterator", iterator_request_body(), config_.iterator_request_timeout);
   if (!response.ok()) return on_failure(response.status());
 
   const auto json = nlohmann::json::parse(*response, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return fail(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ +
-                                                  " shard " + shard_id_ +
+    return fail(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ + " shard " +
+                                                  shard_id_ +
                                                   " returned a body that is not a JSON object"));
   }
   consecutive_failures_ = 0;
@@ -211,8 +220,8 @@ FetchStep ShardFetcher::step_get_iterator() {
     return FetchStep{FetchOutcome::kShardEnd};
   }
   if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
-    return fail(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ +
-                                                  " shard " + shard_id_ +
+    return fail(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ + " shard " +
+                                                  shard_id_ +
                                                   " returned a ShardIterator that is not a "
                                                   "non-empty string"));
   }
@@ -232,8 +241,8 @@ FetchStep ShardFetcher::step_get_records() {
   kinesis::GetRecordsResult result;
   Status parsed = kinesis::parse_get_records_response_in_place(*response, result);
   if (!parsed.ok()) {
-    return fail(parsed.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ +
-                                    ": "));
+    return fail(
+        parsed.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ + ": "));
   }
   consecutive_failures_ = 0;
   millis_behind_.store(result.millis_behind_latest, std::memory_order_relaxed);
@@ -314,7 +323,8 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
     case StatusCode::kNotFound: {
       std::string message = "stream " + stream_ + " was deleted or shard " + shard_id_ +
                             " no longer exists: " + status.message();
-      if (status.aws()) return fail(Status(StatusCode::kNotFound, std::move(message), *status.aws()));
+      if (status.aws())
+        return fail(Status(StatusCode::kNotFound, std::move(message), *status.aws()));
       return fail(Status(StatusCode::kNotFound, std::move(message)));
     }
     default:

@@ -84,8 +84,8 @@ struct StartPosition {
   };
   Kind kind = Kind::kTrimHorizon;
   std::chrono::system_clock::time_point timestamp{};  // kAtTimestamp
-  std::string sequence_number;                         // kAfterCheckpoint: decimal digits
-  std::uint64_t sub_sequence_number = 0;               // kAfterCheckpoint
+  std::string sequence_number;                        // kAfterCheckpoint: decimal digits
+  std::uint64_t sub_sequence_number = 0;              // kAfterCheckpoint
 
   static StartPosition trim_horizon();
   static StartPosition latest();
@@ -101,9 +101,9 @@ struct StartPosition {
 struct FetchedBatch {
   std::vector<kcl::Record> records;  // in shard order, deaggregated, resume filter applied
   std::int64_t millis_behind_latest = 0;
-  bool shard_end = false;  // the last batch of the shard; nothing follows
+  bool shard_end = false;                         // the last batch of the shard; nothing follows
   std::vector<kinesis::ChildShard> child_shards;  // from the final response, if it had any
-  std::size_t bytes = 0;  // sum of records[i].data.size()
+  std::size_t bytes = 0;                          // sum of records[i].data.size()
 };
 
 enum class FetchOutcome {
@@ -226,10 +226,10 @@ class ShardFetcher {
 
   // ---- shared with take_batch() and the accessors ----
   mutable std::mutex mu_;
-  std::deque<FetchedBatch> queue_;   // guarded by mu_
-  std::size_t queued_records_ = 0;   // guarded by mu_
-  std::size_t queued_bytes_ = 0;     // guarded by mu_
-  Status terminal_;                  // guarded by mu_
+  std::deque<FetchedBatch> queue_;  // guarded by mu_
+  std::size_t queued_records_ = 0;  // guarded by mu_
+  std::size_t queued_bytes_ = 0;    // guarded by mu_
+  Status terminal_;                 // guarded by mu_
   std::atomic<bool> finished_{false};
   std::atomic<bool> shard_ended_{false};
   std::atomic<std::int64_t> millis_behind_{0};

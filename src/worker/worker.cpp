@@ -16,6 +16,7 @@
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
 #include "leases/lease_coordinator.h"
+#include "leases/lease_coordinator_runner.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
 #include "shardsync/shard_syncer.h"
@@ -40,14 +41,6 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
     out += v[i];
   }
   return out;
-}
-
-// Sleeps until `deadline` or until `stop` is set (checked under `mu` with `cv`).
-template <typename Pred>
-void wait_until(std::mutex& mu, std::condition_variable& cv, std::chrono::steady_clock::time_point deadline,
-                Pred stop) {
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait_until(lock, deadline, stop);
 }
 
 }  // namespace
@@ -111,8 +104,6 @@ class Worker::Impl final : public leases::LeaseListener {
   }
   Status make_clients();
   void scheduler_loop();
-  void renew_loop();
-  void take_loop();
   void reconcile();
   void run_shard_sync();
   void check_hung();
@@ -130,6 +121,7 @@ class Worker::Impl final : public leases::LeaseListener {
   std::shared_ptr<kinesis::KinesisClient> kinesis_;
   std::shared_ptr<leases::LeaseStore> store_;
   std::unique_ptr<leases::LeaseCoordinator> coordinator_;
+  std::unique_ptr<leases::LeaseCoordinatorRunner> lease_runner_;  // take + renew threads
   std::unique_ptr<shardsync::ShardSyncer> syncer_;
   std::unique_ptr<lifecycle::TaskPool> pool_;
   lifecycle::ConsumerContext ctx_;
@@ -139,15 +131,15 @@ class Worker::Impl final : public leases::LeaseListener {
   std::atomic<std::uint64_t> corrupt_aggregates_{0};
 
   std::atomic<bool> started_{false};
-  std::thread scheduler_, renewer_, taker_;
+  std::thread scheduler_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> consumers_;  // guarded
   std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
+  // guarded: shards whose consumer failed, not restarted before the time given
+  std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
   bool shutdown_requested_ = false;        // guarded
-  bool taking_stopped_ = false;            // guarded
-  bool renew_stopped_ = false;             // guarded
   bool sync_requested_ = false;            // guarded
   Status fatal_;                           // guarded: why the worker stops on its own
   std::once_flag shutdown_once_;
@@ -231,53 +223,10 @@ Status Worker::Impl::start() {
   ctx_.processor_failures = &processor_failures_;
   ctx_.corrupt_aggregates = &corrupt_aggregates_;
 
-  renewer_ = std::thread([this] { renew_loop(); });
-  taker_ = std::thread([this] { take_loop(); });
+  lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
+  lease_runner_->start();
   scheduler_ = std::thread([this] { scheduler_loop(); });
   return Status::Ok();
-}
-
-void Worker::Impl::renew_loop() {
-  const auto interval = config_.leases.effective_renew_interval();
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (renew_stopped_) return;
-    }
-    auto started = std::chrono::steady_clock::now();
-    auto result = coordinator_->run_renew_pass();
-    if (!result.status.ok()) log(LogLevel::kWarn, "renewing leases: " + result.status.to_string());
-    auto next = started + jittered(interval, config_.leases.interval_jitter);
-    // Wake before a held lease's deadline so a slow pass does not lose it needlessly.
-    if (auto d = coordinator_->next_deadline()) {
-      auto until = std::chrono::steady_clock::now() + (*d - clock_->now()) - interval / 4;
-      if (until < next) next = std::max(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(5));
-    }
-    wait_until(mu_, cv_, next, [&] { return renew_stopped_; });
-  }
-}
-
-void Worker::Impl::take_loop() {
-  const auto interval = config_.leases.effective_take_interval();
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (taking_stopped_) return;
-    }
-    auto result = coordinator_->run_take_pass();
-    if (!result.status.ok()) log(LogLevel::kWarn, "taking leases: " + result.status.to_string());
-    if (!result.taken.empty() || !result.stolen.empty()) {
-      log(LogLevel::kInfo, "took " + std::to_string(result.taken.size()) + " and stole " +
-                               std::to_string(result.stolen.size()) + " leases; holding " +
-                               std::to_string(coordinator_->held_count()) + " (target " +
-                               std::to_string(result.target) + ")");
-      cv_.notify_all();
-    }
-    // The start-up ramp stops a pass early; follow up soon instead of a full interval.
-    auto wait = result.limited_by_ramp ? std::min(interval, config_.leases.effective_renew_interval())
-                                       : jittered(interval, config_.leases.interval_jitter);
-    wait_until(mu_, cv_, std::chrono::steady_clock::now() + wait, [&] { return taking_stopped_; });
-  }
 }
 
 void Worker::Impl::run_shard_sync() {
@@ -327,6 +276,11 @@ void Worker::Impl::reconcile() {
             fatal_ = f;
             shutdown_requested_ = true;
           }
+          // Any other failure: try the shard again, but not in a tight loop.
+          retry_after_[it->first] =
+              std::chrono::steady_clock::now() +
+              std::min<std::chrono::milliseconds>(config_.processing.failure_backoff_max,
+                                                  std::chrono::seconds(5));
           break;
         }
         default:
@@ -340,6 +294,10 @@ void Worker::Impl::reconcile() {
     if (!shutdown_requested_) {
       for (const auto& lease : held) {
         if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key)) continue;
+        if (auto r = retry_after_.find(lease.lease_key); r != retry_after_.end()) {
+          if (std::chrono::steady_clock::now() < r->second) continue;
+          retry_after_.erase(r);
+        }
         auto c = std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
         consumers_[lease.lease_key] = c;
         to_schedule.push_back(c);
@@ -402,13 +360,7 @@ void Worker::Impl::scheduler_loop() {
 // Stop taking -> shutdown_requested on every processor -> hand leases back -> stop threads.
 void Worker::Impl::graceful_stop() {
   log(LogLevel::kInfo, "shutting down: no more leases will be taken");
-  coordinator_->stop_taking();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    taking_stopped_ = true;
-  }
-  cv_.notify_all();
-  if (taker_.joinable()) taker_.join();
+  coordinator_->stop_taking();  // take passes return at once from now on; renewals go on
 
   std::vector<std::shared_ptr<lifecycle::ShardConsumer>> all;
   {
@@ -435,12 +387,7 @@ void Worker::Impl::graceful_stop() {
   }
   Status released = coordinator_->release_all();
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    renew_stopped_ = true;
-  }
-  cv_.notify_all();
-  if (renewer_.joinable()) renewer_.join();
+  lease_runner_->stop();
   pool_->stop();
   Status exit_status;
   {
@@ -468,9 +415,7 @@ std::shared_future<Status> Worker::Impl::shutdown() {
 }
 
 void Worker::Impl::join_threads() {
-  for (std::thread* t : {&scheduler_, &taker_, &renewer_}) {
-    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
-  }
+  if (scheduler_.joinable() && scheduler_.get_id() != std::this_thread::get_id()) scheduler_.join();
 }
 
 WorkerStats Worker::Impl::stats() const {

@@ -241,9 +241,8 @@ Status Emulators::launch(int kinesis_port, int dynamodb_port) {
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      return fail(StatusCode::kDeadlineExceeded, "no ready line within " +
-                                                     std::to_string(options_.ready_timeout.count()) +
-                                                     " ms");
+      return fail(StatusCode::kDeadlineExceeded,
+                  "no ready line within " + std::to_string(options_.ready_timeout.count()) + " ms");
     }
     pollfd pfd{out_fd, POLLIN, 0};
     int pr = ::poll(&pfd, 1, static_cast<int>(left.count()));
@@ -267,9 +266,9 @@ Status Emulators::launch(int kinesis_port, int dynamodb_port) {
       pid_ = -1;
       ::close(out_fd);
       stop_locked();
-      return Status(StatusCode::kFailedPrecondition,
-                    "Emulators: node " + how + " before it was ready; command: " + node + " " +
-                        script + " (its stderr is above)");
+      return Status(StatusCode::kFailedPrecondition, "Emulators: node " + how +
+                                                         " before it was ready; command: " + node +
+                                                         " " + script + " (its stderr is above)");
     }
     line.append(buf, static_cast<std::size_t>(n));
     if (line.size() > 64 * 1024) return fail(StatusCode::kInternal, "ready line too long");
@@ -286,8 +285,7 @@ Status Emulators::launch(int kinesis_port, int dynamodb_port) {
     kinesis_url_.clear();
     dynamodb_url_.clear();
     stop_locked();
-    return Status(StatusCode::kInternal,
-                  "Emulators: bad ready line '" + line + "': " + ex.what());
+    return Status(StatusCode::kInternal, "Emulators: bad ready line '" + line + "': " + ex.what());
   }
 
   // Wait until the ports answer.
@@ -399,8 +397,8 @@ std::string unique_name(std::string_view prefix) {
     std::random_device rd;
     return static_cast<unsigned>(rd());
   }();
-  thread_local std::mt19937 rng(salt ^ static_cast<unsigned>(std::hash<std::thread::id>{}(
-                                           std::this_thread::get_id())));
+  thread_local std::mt19937 rng(
+      salt ^ static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
   char tail[16];
   std::snprintf(tail, sizeof tail, "%06x", static_cast<unsigned>(rng() & 0xFFFFFF));
   std::string name(prefix.empty() ? std::string_view("kcl-test") : prefix);

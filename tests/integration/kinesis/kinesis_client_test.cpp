@@ -1,5 +1,7 @@
 // KinesisClient against kinesalite (see ARCHITECTURE.md, "The emulators", for what it does
 // and does not do). Every test uses its own stream; all share this binary's emulators.
+#include "kinesis/kinesis_client.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include "aws/aws_json_client.h"
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
-#include "kinesis/kinesis_client.h"
 #include "support/emulators.h"
 
 namespace kcl::kinesis {
@@ -148,7 +149,7 @@ TEST_F(KinesisIntegrationTest, PutRecordsThenReadEveryShardBackByteForByte) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
       ASSERT_TRUE(r->records[i].ok) << r->records[i].error_code;
       sent[{r->records[i].shard_id, r->records[i].sequence_number}] = {entries[i].data,
-                                                                      entries[i].partition_key};
+                                                                       entries[i].partition_key};
     }
   }
   ASSERT_EQ(sent.size(), 1000u);
@@ -216,8 +217,8 @@ TEST_F(KinesisIntegrationTest, SplitThenMergeRecordsLineage) {
   ASSERT_TRUE(shards.ok()) << shards.status();
   ASSERT_EQ(shards->size(), 2u);
   const Shard parent = (*shards)[0];
-  const std::string mid =
-      decimal_half(decimal_add(parent.hash_key_range.starting_hash_key, parent.hash_key_range.ending_hash_key));
+  const std::string mid = decimal_half(
+      decimal_add(parent.hash_key_range.starting_hash_key, parent.hash_key_range.ending_hash_key));
 
   Status split = client_->split_shard(stream, parent.shard_id, mid);
   ASSERT_TRUE(split.ok()) << split;
@@ -273,7 +274,8 @@ TEST_F(KinesisIntegrationTest, SplitThenMergeRecordsLineage) {
 TEST_F(KinesisIntegrationTest, ReadsAClosedShardToItsEnd) {
   const std::string stream = make_stream(1);
   std::vector<PutRecordsEntry> entries;
-  for (int i = 0; i < 10; ++i) entries.push_back({"before-split-" + std::to_string(i), "k" + std::to_string(i), ""});
+  for (int i = 0; i < 10; ++i)
+    entries.push_back({"before-split-" + std::to_string(i), "k" + std::to_string(i), ""});
   auto put = client_->put_records(stream, entries);
   ASSERT_TRUE(put.ok()) << put.status();
   auto shards = client_->list_shards(stream);
@@ -288,12 +290,13 @@ TEST_F(KinesisIntegrationTest, ReadsAClosedShardToItsEnd) {
 
   bool ended = false;
   int responses = 0;
-  auto records =
-      read_shard(stream, parent.shard_id, {IteratorType::kTrimHorizon, "", {}}, &ended, &responses, 4);
+  auto records = read_shard(stream, parent.shard_id, {IteratorType::kTrimHorizon, "", {}}, &ended,
+                            &responses, 4);
   EXPECT_TRUE(ended) << "no end of shard after " << responses << " responses";
   RecordProperty("get_records_responses_to_end", responses);
   ASSERT_EQ(records.size(), 10u);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(records[static_cast<std::size_t>(i)].data, "before-split-" + std::to_string(i));
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(records[static_cast<std::size_t>(i)].data, "before-split-" + std::to_string(i));
   // 10 records by 4: three responses with records, then (kinesalite) one more empty
   // response before the one without a NextShardIterator.
   EXPECT_GE(responses, 3);
@@ -341,16 +344,19 @@ TEST_F(KinesisIntegrationTest, SequenceNumberAndTimestampPositions) {
   ASSERT_EQ(from_latest->records.size(), 6u);
   EXPECT_EQ(from_latest->records[0].data, "a0");
 
-  auto at = read_shard(stream, shard, {IteratorType::kAtSequenceNumber, first[1].sequence_number, {}});
+  auto at =
+      read_shard(stream, shard, {IteratorType::kAtSequenceNumber, first[1].sequence_number, {}});
   ASSERT_EQ(at.size(), 5u);
   EXPECT_EQ(at[0].data, "a1");
   EXPECT_EQ(at[0].sequence_number, first[1].sequence_number);
 
-  auto after = read_shard(stream, shard, {IteratorType::kAfterSequenceNumber, first[1].sequence_number, {}});
+  auto after =
+      read_shard(stream, shard, {IteratorType::kAfterSequenceNumber, first[1].sequence_number, {}});
   ASSERT_EQ(after.size(), 4u);
   EXPECT_EQ(after[0].data, "a2");
 
-  auto after_last = read_shard(stream, shard, {IteratorType::kAfterSequenceNumber, second[2].sequence_number, {}});
+  auto after_last = read_shard(stream, shard,
+                               {IteratorType::kAfterSequenceNumber, second[2].sequence_number, {}});
   EXPECT_TRUE(after_last.empty());
 
   // AT_TIMESTAMP at the first record of the second batch: exactly the second batch.

@@ -291,13 +291,15 @@ TEST_F(FetcherKinesaliteTest, AtTimestampWithNothingAfterItRetriesUntilARecordAr
   cfg.throttle_backoff_max = 200ms;
   auto f = make(shard, StartPosition::at_timestamp(t), cfg);
   std::vector<FetchedBatch> batches;
-  ASSERT_TRUE(drive(*f, batches, [&] { return f->throttles_seen() >= 2; }, 20s))
+  ASSERT_TRUE(drive(
+      *f, batches, [&] { return f->throttles_seen() >= 2; }, 20s))
       << f->terminal_error();
   EXPECT_FALSE(f->finished()) << f->terminal_error();
 
   const auto late = put(entries(3, 100));
   ASSERT_EQ(late.size(), 3u);
-  ASSERT_TRUE(drive(*f, batches, [&] { return count(batches) >= 3; }, 30s))
+  ASSERT_TRUE(drive(
+      *f, batches, [&] { return count(batches) >= 3; }, 30s))
       << f->terminal_error();
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 3u);
@@ -318,7 +320,8 @@ TEST_F(FetcherKinesaliteTest, StreamDeletedWhileReadingEndsWithAClearError) {
 
   Status s = client_->delete_stream(stream_);
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE(drive(*f, batches, [&] { return f->finished(); }, 30s))
+  ASSERT_TRUE(drive(
+      *f, batches, [&] { return f->finished(); }, 30s))
       << "still reading after the stream was deleted";
   const Status err = f->terminal_error();
   EXPECT_EQ(err.code(), StatusCode::kNotFound) << err;

@@ -68,7 +68,8 @@ TEST(Base64FastTest, RejectsEveryInvalidByteAtEveryPosition) {
           std::size_t g = pos / 4;
           std::uint32_t v = 0;
           for (std::size_t k = 0; k < 4; ++k) {
-            v = (v << 6) | static_cast<std::uint32_t>(reference_value(static_cast<unsigned char>(text[g * 4 + k])));
+            v = (v << 6) | static_cast<std::uint32_t>(
+                               reference_value(static_cast<unsigned char>(text[g * 4 + k])));
           }
           expected[g * 3] = static_cast<char>(v >> 16);
           expected[g * 3 + 1] = static_cast<char>(v >> 8);
@@ -88,7 +89,7 @@ TEST(Base64FastTest, PaddingAfterLongInput) {
     ASSERT_TRUE(d.ok());
     EXPECT_EQ(*d, b);
   }
-  std::string t = base64_encode(std::string(999, 'z')) ;
+  std::string t = base64_encode(std::string(999, 'z'));
   t[t.size() - 5] = '=';
   EXPECT_FALSE(base64_decode(t).ok());
 }

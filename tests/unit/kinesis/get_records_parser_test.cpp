@@ -109,9 +109,11 @@ TEST(GetRecordsParserTest, ParsesChildShards) {
   EXPECT_EQ(out.child_shards[0].shard_id, "shardId-000000000002");
   EXPECT_EQ(out.child_shards[0].parent_shards, std::vector<std::string>{"shardId-000000000000"});
   EXPECT_EQ(out.child_shards[0].hash_key_range.starting_hash_key, "0");
-  EXPECT_EQ(out.child_shards[0].hash_key_range.ending_hash_key, "170141183460469231731687303715884105727");
+  EXPECT_EQ(out.child_shards[0].hash_key_range.ending_hash_key,
+            "170141183460469231731687303715884105727");
   EXPECT_EQ(out.child_shards[1].parent_shards.size(), 2u);
-  EXPECT_EQ(out.child_shards[1].hash_key_range.ending_hash_key, "340282366920938463463374607431768211455");
+  EXPECT_EQ(out.child_shards[1].hash_key_range.ending_hash_key,
+            "340282366920938463463374607431768211455");
 }
 
 TEST(GetRecordsParserTest, IgnoresUnknownFields) {
@@ -132,11 +134,13 @@ TEST(GetRecordsParserTest, DataWithJsonEscapesIsUnescapedFirst) {
   ASSERT_NE(b64.find('/'), std::string::npos);
   std::string escaped;
   for (char c : b64) {
-    if (c == '/') escaped += "\\/";
-    else escaped += c;
+    if (c == '/')
+      escaped += "\\/";
+    else
+      escaped += c;
   }
-  std::string json = R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" + escaped +
-                     R"("}]})";
+  std::string json =
+      R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" + escaped + R"("}]})";
   GetRecordsResult out;
   Status s = parse_get_records_response(json, out);
   ASSERT_TRUE(s.ok()) << s;
@@ -170,8 +174,8 @@ TEST(GetRecordsParserTest, RoundTripsManyRandomRecords) {
     if (i) json += ',';
     json += R"({"SequenceNumber":")" + std::to_string(1000 + i) +
             R"(","ApproximateArrivalTimestamp":1717243200.)" + std::to_string(100 + i % 900) +
-            R"(,"Data":")" + aws::base64_encode(data) + R"(","PartitionKey":"k)" + std::to_string(i) +
-            R"("})";
+            R"(,"Data":")" + aws::base64_encode(data) + R"(","PartitionKey":"k)" +
+            std::to_string(i) + R"("})";
     payloads.push_back(std::move(data));
   }
   json += R"(],"NextShardIterator":"it","MillisBehindLatest":0})";
@@ -222,7 +226,8 @@ TEST(GetRecordsParserTest, RejectsWrongTypes) {
   expect_malformed(R"({"Records":[],"MillisBehindLatest":"0"})", "MillisBehindLatest");
   expect_malformed(R"({"Records":[],"MillisBehindLatest":1.5})", "MillisBehindLatest");
   expect_malformed(R"({"Records":[],"ChildShards":{}})", "ChildShards");
-  expect_malformed(R"({"Records":[],"ChildShards":[{"ParentShards":[]}]})", "ChildShards[0].ShardId: missing");
+  expect_malformed(R"({"Records":[],"ChildShards":[{"ParentShards":[]}]})",
+                   "ChildShards[0].ShardId: missing");
   expect_malformed(R"({"Records":[],"ChildShards":[{"ShardId":"s","ParentShards":[1]}]})",
                    "ChildShards[0].ParentShards");
 }
@@ -230,9 +235,12 @@ TEST(GetRecordsParserTest, RejectsWrongTypes) {
 TEST(GetRecordsParserTest, RejectsMissingFields) {
   expect_malformed(R"({})", "Records: missing");
   expect_malformed(R"({"NextShardIterator":"x"})", "Records: missing");
-  expect_malformed(R"({"Records":[{"PartitionKey":"p","Data":""}]})", "Records[0].SequenceNumber: missing");
-  expect_malformed(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p"}]})", "Records[0].Data: missing");
-  expect_malformed(R"({"Records":[{"SequenceNumber":"1","Data":""}]})", "Records[0].PartitionKey: missing");
+  expect_malformed(R"({"Records":[{"PartitionKey":"p","Data":""}]})",
+                   "Records[0].SequenceNumber: missing");
+  expect_malformed(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p"}]})",
+                   "Records[0].Data: missing");
+  expect_malformed(R"({"Records":[{"SequenceNumber":"1","Data":""}]})",
+                   "Records[0].PartitionKey: missing");
 }
 
 TEST(GetRecordsParserTest, RejectsBadBase64WithItsPosition) {
@@ -247,8 +255,9 @@ TEST(GetRecordsParserTest, RejectsBadBase64WithItsPosition) {
   // Long enough for the vector decoder, bad character deep inside.
   std::string b64 = aws::base64_encode(std::string(600, 'q'));
   b64[500] = '-';
-  expect_malformed(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" + b64 + R"("}]})",
-                   "Records[0].Data: invalid base64");
+  expect_malformed(
+      R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" + b64 + R"("}]})",
+      "Records[0].Data: invalid base64");
 }
 
 TEST(GetRecordsParserTest, RejectsInvalidJson) {
@@ -259,7 +268,8 @@ TEST(GetRecordsParserTest, RejectsInvalidJson) {
   expect_malformed(R"({"Records":[]} {})", "trailing content");
   expect_malformed(R"({"Records":[]}])", "");
   expect_malformed(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":"eA=="},]})", "");
-  expect_malformed("{\"Records\":[{\"SequenceNumber\":\"1\xff\",\"PartitionKey\":\"p\",\"Data\":\"\"}]}", "");
+  expect_malformed(
+      "{\"Records\":[{\"SequenceNumber\":\"1\xff\",\"PartitionKey\":\"p\",\"Data\":\"\"}]}", "");
 }
 
 TEST(GetRecordsParserTest, RejectsEveryTruncation) {

@@ -1,5 +1,7 @@
 // KinesisClient against a scripted AwsJsonClient: the request bodies it sends and how it
 // reads the answers (ListShards paging in particular, which kinesalite cannot exercise).
+#include "kinesis/kinesis_client.h"
+
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "aws/base64.h"
-#include "kinesis/kinesis_client.h"
 
 namespace kcl::kinesis {
 namespace {
@@ -55,9 +56,11 @@ Status aws_error(StatusCode code, std::string type, std::string op) {
 
 std::string shard_json(const std::string& id, const std::string& parent = "",
                        const std::string& adjacent = "", const std::string& ending_seq = "") {
-  json s = {{"ShardId", id},
-            {"HashKeyRange", {{"StartingHashKey", "0"}, {"EndingHashKey", "340282366920938463463374607431768211455"}}},
-            {"SequenceNumberRange", {{"StartingSequenceNumber", "100"}}}};
+  json s = {
+      {"ShardId", id},
+      {"HashKeyRange",
+       {{"StartingHashKey", "0"}, {"EndingHashKey", "340282366920938463463374607431768211455"}}},
+      {"SequenceNumberRange", {{"StartingSequenceNumber", "100"}}}};
   if (!parent.empty()) s["ParentShardId"] = parent;
   if (!adjacent.empty()) s["AdjacentParentShardId"] = adjacent;
   if (!ending_seq.empty()) s["SequenceNumberRange"]["EndingSequenceNumber"] = ending_seq;
@@ -118,7 +121,9 @@ TEST_F(KinesisClientTest, ListShardsSingleCallWithoutToken) {
 }
 
 TEST_F(KinesisClientTest, ListShardsFilterSerialization) {
-  fake->handler = [](const Call&) -> Result<std::string> { return std::string(R"({"Shards":[]})"); };
+  fake->handler = [](const Call&) -> Result<std::string> {
+    return std::string(R"({"Shards":[]})");
+  };
   ShardFilter after;
   after.type = ShardFilterType::kAfterShardId;
   after.shard_id = "shardId-000000000007";
@@ -154,7 +159,8 @@ TEST_F(KinesisClientTest, ListShardsFilterSerialization) {
 }
 
 TEST_F(KinesisClientTest, ListShardsPageReturnsToken) {
-  fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("a") + R"(],"NextToken":"n"})");
+  fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("a") +
+                            R"(],"NextToken":"n"})");
   auto r = client.list_shards_page("s", {}, "given", 10);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->next_token, "n");
@@ -173,9 +179,12 @@ TEST_F(KinesisClientTest, ListShardsRepeatingTokenIsAnError) {
 }
 
 TEST_F(KinesisClientTest, ListShardsRestartsOnExpiredToken) {
-  fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("a") + R"(],"NextToken":"t"})");
-  fake->responses.push_back(aws_error(StatusCode::kInvalidArgument, "ExpiredNextTokenException", "ListShards"));
-  fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("a") + R"(],"NextToken":"u"})");
+  fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("a") +
+                            R"(],"NextToken":"t"})");
+  fake->responses.push_back(
+      aws_error(StatusCode::kInvalidArgument, "ExpiredNextTokenException", "ListShards"));
+  fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("a") +
+                            R"(],"NextToken":"u"})");
   fake->responses.push_back(std::string(R"({"Shards":[)") + shard_json("b") + "]}");
   auto r = client.list_shards("s");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -187,7 +196,8 @@ TEST_F(KinesisClientTest, ListShardsRestartsOnExpiredToken) {
 }
 
 TEST_F(KinesisClientTest, ListShardsPassesErrorsThrough) {
-  fake->responses.push_back(aws_error(StatusCode::kNotFound, "ResourceNotFoundException", "ListShards"));
+  fake->responses.push_back(
+      aws_error(StatusCode::kNotFound, "ResourceNotFoundException", "ListShards"));
   auto r = client.list_shards("nope");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
@@ -200,7 +210,8 @@ TEST_F(KinesisClientTest, ListShardsMalformed) {
   auto r = client.list_shards("s");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
-  EXPECT_EQ(r.status().message(), "Kinesis.ListShards: malformed response: Shards[0].HashKeyRange: missing");
+  EXPECT_EQ(r.status().message(),
+            "Kinesis.ListShards: malformed response: Shards[0].HashKeyRange: missing");
   ASSERT_TRUE(r.status().aws().has_value());
   EXPECT_EQ(r.status().aws()->operation, "Kinesis.ListShards");
   EXPECT_EQ(r.status().aws()->endpoint, "http://127.0.0.1:4567");
@@ -214,15 +225,18 @@ TEST_F(KinesisClientTest, ListShardsMalformed) {
 // --- GetShardIterator ---
 
 TEST_F(KinesisClientTest, GetShardIteratorAllTypes) {
-  fake->handler = [](const Call&) -> Result<std::string> { return std::string(R"({"ShardIterator":"IT"})"); };
+  fake->handler = [](const Call&) -> Result<std::string> {
+    return std::string(R"({"ShardIterator":"IT"})");
+  };
   IteratorPosition p;
   p.type = IteratorType::kTrimHorizon;
   auto r = client.get_shard_iterator("s", "shardId-1", p);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, "IT");
   EXPECT_EQ(fake->calls.back().operation, "GetShardIterator");
-  EXPECT_EQ(fake->calls.back().body,
-            json({{"StreamName", "s"}, {"ShardId", "shardId-1"}, {"ShardIteratorType", "TRIM_HORIZON"}}));
+  EXPECT_EQ(
+      fake->calls.back().body,
+      json({{"StreamName", "s"}, {"ShardId", "shardId-1"}, {"ShardIteratorType", "TRIM_HORIZON"}}));
 
   p.type = IteratorType::kLatest;
   ASSERT_TRUE(client.get_shard_iterator("s", "shardId-1", p).ok());
@@ -262,7 +276,8 @@ TEST_F(KinesisClientTest, GetShardIteratorMalformed) {
   fake->responses.push_back(std::string(R"({"ShardIterator":null})"));
   auto r = client.get_shard_iterator("s", "x", {});
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
-  EXPECT_EQ(r.status().message(), "Kinesis.GetShardIterator: malformed response: ShardIterator: not a string");
+  EXPECT_EQ(r.status().message(),
+            "Kinesis.GetShardIterator: malformed response: ShardIterator: not a string");
 }
 
 // --- GetRecords ---
@@ -282,11 +297,13 @@ TEST_F(KinesisClientTest, GetRecordsSendsIteratorAndLimit) {
 }
 
 TEST_F(KinesisClientTest, GetRecordsMalformedCarriesCallDetails) {
-  fake->responses.push_back(std::string(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":"!!!!"}]})"));
+  fake->responses.push_back(
+      std::string(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":"!!!!"}]})"));
   auto r = client.get_records("IT");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
-  EXPECT_TRUE(r.status().message().starts_with("Kinesis.GetRecords: malformed response: Records[0].Data"))
+  EXPECT_TRUE(
+      r.status().message().starts_with("Kinesis.GetRecords: malformed response: Records[0].Data"))
       << r.status();
   ASSERT_TRUE(r.status().aws().has_value());
   EXPECT_EQ(r.status().aws()->operation, "Kinesis.GetRecords");
@@ -294,7 +311,8 @@ TEST_F(KinesisClientTest, GetRecordsMalformedCarriesCallDetails) {
 }
 
 TEST_F(KinesisClientTest, GetRecordsExpiredIteratorPassesThrough) {
-  fake->responses.push_back(aws_error(StatusCode::kExpiredIterator, "ExpiredIteratorException", "GetRecords"));
+  fake->responses.push_back(
+      aws_error(StatusCode::kExpiredIterator, "ExpiredIteratorException", "GetRecords"));
   auto r = client.get_records("IT");
   EXPECT_EQ(r.status().code(), StatusCode::kExpiredIterator);
 }
@@ -302,7 +320,8 @@ TEST_F(KinesisClientTest, GetRecordsExpiredIteratorPassesThrough) {
 // --- PutRecord(s) ---
 
 TEST_F(KinesisClientTest, PutRecordEncodesData) {
-  fake->responses.push_back(std::string(R"({"ShardId":"shardId-0","SequenceNumber":"42","EncryptionType":"NONE"})"));
+  fake->responses.push_back(
+      std::string(R"({"ShardId":"shardId-0","SequenceNumber":"42","EncryptionType":"NONE"})"));
   PutRecordsEntry e{std::string("\x00\xff", 2), "pk", "12345"};
   auto r = client.put_record("s", e);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -339,7 +358,8 @@ TEST_F(KinesisClientTest, PutRecordsPerRecordResults) {
 }
 
 TEST_F(KinesisClientTest, PutRecordsResultCountMismatchIsMalformed) {
-  fake->responses.push_back(std::string(R"({"FailedRecordCount":0,"Records":[{"SequenceNumber":"1","ShardId":"s"}]})"));
+  fake->responses.push_back(
+      std::string(R"({"FailedRecordCount":0,"Records":[{"SequenceNumber":"1","ShardId":"s"}]})"));
   auto r = client.put_records("s", {{"a", "k", ""}, {"b", "k", ""}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
@@ -364,12 +384,14 @@ TEST_F(KinesisClientTest, StreamManagementBodies) {
   EXPECT_EQ(fake->calls.back().body, json({{"StreamName", "s"}}));
   ASSERT_TRUE(client.split_shard("s", "shardId-0", "1000").ok());
   EXPECT_EQ(fake->calls.back().operation, "SplitShard");
-  EXPECT_EQ(fake->calls.back().body,
-            json({{"StreamName", "s"}, {"ShardToSplit", "shardId-0"}, {"NewStartingHashKey", "1000"}}));
+  EXPECT_EQ(
+      fake->calls.back().body,
+      json({{"StreamName", "s"}, {"ShardToSplit", "shardId-0"}, {"NewStartingHashKey", "1000"}}));
   ASSERT_TRUE(client.merge_shards("s", "shardId-1", "shardId-2").ok());
   EXPECT_EQ(fake->calls.back().operation, "MergeShards");
-  EXPECT_EQ(fake->calls.back().body,
-            json({{"StreamName", "s"}, {"ShardToMerge", "shardId-1"}, {"AdjacentShardToMerge", "shardId-2"}}));
+  EXPECT_EQ(fake->calls.back().body, json({{"StreamName", "s"},
+                                           {"ShardToMerge", "shardId-1"},
+                                           {"AdjacentShardToMerge", "shardId-2"}}));
 }
 
 TEST_F(KinesisClientTest, DescribeStreamSummary) {
@@ -384,7 +406,9 @@ TEST_F(KinesisClientTest, DescribeStreamSummary) {
   EXPECT_EQ(r->stream_status, "ACTIVE");
   EXPECT_EQ(r->retention_period_hours, 24);
   EXPECT_EQ(r->open_shard_count, 3);
-  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(r->creation_timestamp.time_since_epoch()).count(),
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(
+                r->creation_timestamp.time_since_epoch())
+                .count(),
             1700000000500);
 }
 
@@ -392,10 +416,11 @@ TEST_F(KinesisClientTest, WaitForActivePollsUntilActive) {
   int n = 0;
   fake->handler = [&n](const Call&) -> Result<std::string> {
     ++n;
-    if (n == 1) return aws_error(StatusCode::kNotFound, "ResourceNotFoundException", "DescribeStreamSummary");
+    if (n == 1)
+      return aws_error(StatusCode::kNotFound, "ResourceNotFoundException", "DescribeStreamSummary");
     const char* status = n < 4 ? "CREATING" : "ACTIVE";
-    return std::string(R"({"StreamDescriptionSummary":{"StreamName":"s","StreamStatus":")") + status +
-           R"(","OpenShardCount":1,"RetentionPeriodHours":24}})";
+    return std::string(R"({"StreamDescriptionSummary":{"StreamName":"s","StreamStatus":")") +
+           status + R"(","OpenShardCount":1,"RetentionPeriodHours":24}})";
   };
   Status s = client.wait_for_active("s", std::chrono::seconds(10));
   EXPECT_TRUE(s.ok()) << s;
@@ -404,7 +429,8 @@ TEST_F(KinesisClientTest, WaitForActivePollsUntilActive) {
 
 TEST_F(KinesisClientTest, WaitForActiveGivesUpAtDeadline) {
   fake->handler = [](const Call&) -> Result<std::string> {
-    return std::string(R"({"StreamDescriptionSummary":{"StreamName":"s","StreamStatus":"UPDATING"}})");
+    return std::string(
+        R"({"StreamDescriptionSummary":{"StreamName":"s","StreamStatus":"UPDATING"}})");
   };
   Status s = client.wait_for_active("s", std::chrono::milliseconds(100));
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded);
@@ -413,7 +439,8 @@ TEST_F(KinesisClientTest, WaitForActiveGivesUpAtDeadline) {
 
 TEST_F(KinesisClientTest, WaitForActiveStopsOnPermanentError) {
   fake->handler = [](const Call&) -> Result<std::string> {
-    return aws_error(StatusCode::kPermissionDenied, "AccessDeniedException", "DescribeStreamSummary");
+    return aws_error(StatusCode::kPermissionDenied, "AccessDeniedException",
+                     "DescribeStreamSummary");
   };
   Status s = client.wait_for_active("s", std::chrono::seconds(10));
   EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);

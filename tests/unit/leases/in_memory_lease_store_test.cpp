@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "unit/leases/lease_store_contract.h"
 #include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {
@@ -15,6 +16,11 @@ Lease free_lease(int i) {
   Lease l;
   l.lease_key = shard(i);
   return l;
+}
+
+TEST(InMemoryLeaseStoreTest, Contract) {
+  InMemoryLeaseStore store;
+  testing::check_lease_store_contract(store);
 }
 
 TEST(InMemoryLeaseStoreTest, CreateIfNotExistsKeepsTheExistingItem) {
@@ -123,12 +129,10 @@ TEST(InMemoryLeaseStoreTest, FaultInjectionBeforeAndAfterApplying) {
   store.put(free_lease(1));
   store.fail_next(2);
   EXPECT_EQ(store.list_leases().status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(store.take_lease(*store.peek(shard(1)), "A").status().code(),
-            StatusCode::kUnavailable);
+  EXPECT_EQ(store.take_lease(*store.peek(shard(1)), "A").status().code(), StatusCode::kUnavailable);
   EXPECT_FALSE(store.peek(shard(1))->lease_owner) << "failed before applying";
   store.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
-  EXPECT_EQ(store.take_lease(*store.peek(shard(1)), "A").status().code(),
-            StatusCode::kUnavailable);
+  EXPECT_EQ(store.take_lease(*store.peek(shard(1)), "A").status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(store.peek(shard(1))->lease_owner, "A") << "applied, then failed";
   EXPECT_TRUE(store.list_leases().ok());
   EXPECT_EQ(store.stats().injected_faults, 3);
@@ -155,8 +159,7 @@ TEST(InMemoryLeaseStoreTest, CountsOperationsAndCapacity) {
 TEST(InMemoryLeaseStoreTest, ItemSizeFollowsDynamoDbRules) {
   Lease l;
   l.lease_key = "shardId-000000000001";  // 8 + 20
-  EXPECT_EQ(estimated_item_size(l),
-            28u + (12 + 1 + 1) + (28 + 2) + (10 + 12) + (27 + 2));
+  EXPECT_EQ(estimated_item_size(l), 28u + (12 + 1 + 1) + (28 + 2) + (10 + 12) + (27 + 2));
 }
 
 }  // namespace

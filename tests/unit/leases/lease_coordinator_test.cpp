@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -206,8 +206,7 @@ TEST_F(CoordinatorTest, FencingAfterTakeoverRejectsOldOwnersCheckpointAndRenew) 
   auto written = a->update_checkpoint(key, fields);
   ASSERT_FALSE(written.ok());
   EXPECT_EQ(written.status().code(), StatusCode::kLeaseLost);
-  EXPECT_NE(written.status().message().find("taken by B"), std::string::npos)
-      << written.status();
+  EXPECT_NE(written.status().message().find("taken by B"), std::string::npos) << written.status();
   EXPECT_EQ(*store_.peek(key), before) << "the old owner wrote nothing";
   EXPECT_EQ(la.lost(), std::vector<std::string>{key});
 

@@ -44,8 +44,7 @@ TEST(LeaseSerializerTest, ReadsAJavaKclLeaseWithTwoParentsAndSubSequenceCheckpoi
   auto lease = lease_from_item(item);
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->lease_key, "shardId-000000000007");
-  EXPECT_EQ(lease->lease_owner,
-            "ip-10-0-0-12.ec2.internal:1f0e6a41-2ab1-4c1e-8c33-5f0c2e6f2f6b");
+  EXPECT_EQ(lease->lease_owner, "ip-10-0-0-12.ec2.internal:1f0e6a41-2ab1-4c1e-8c33-5f0c2e6f2f6b");
   EXPECT_EQ(lease->lease_counter, 1234);
   EXPECT_EQ(lease->owner_switches_since_checkpoint, 2);
   EXPECT_EQ(lease->checkpoint, ESN("49590338271490256608559692538361571095921575989136588898", 17));
@@ -66,7 +65,8 @@ TEST(LeaseSerializerTest, ReadsTheSentinelCheckpoints) {
   for (const char* sentinel : {"TRIM_HORIZON", "LATEST", "AT_TIMESTAMP", "SHARD_END"}) {
     std::string json = std::string(R"({"leaseKey": {"S": "shardId-000000000001"},
         "leaseCounter": {"N": "0"}, "ownerSwitchesSinceCheckpoint": {"N": "0"},
-        "checkpoint": {"S": ")") + sentinel + R"("}, "checkpointSubSequenceNumber": {"N": "0"}})";
+        "checkpoint": {"S": ")") +
+                       sentinel + R"("}, "checkpointSubSequenceNumber": {"N": "0"}})";
     auto lease = lease_from_item(wire(json.c_str()));
     ASSERT_TRUE(lease.ok()) << sentinel << ": " << lease.status();
     EXPECT_EQ(lease->checkpoint.sequence_number(), sentinel);
@@ -100,8 +100,7 @@ TEST(LeaseSerializerTest, RejectsItemsThatAreNotLeases) {
   EXPECT_NE(no_counter.status().message().find("leaseCounter"), std::string::npos);
   auto bad_type = lease_from_item(
       wire(R"({"leaseKey": {"S": "a"}, "leaseCounter": {"S": "1"}, "checkpoint": {"S": "1"}})"));
-  EXPECT_NE(bad_type.status().message().find("expected N"), std::string::npos)
-      << bad_type.status();
+  EXPECT_NE(bad_type.status().message().find("expected N"), std::string::npos) << bad_type.status();
   auto bad_checkpoint = lease_from_item(
       wire(R"({"leaseKey": {"S": "a"}, "leaseCounter": {"N": "1"}, "checkpoint": {"S": "x1"}})"));
   EXPECT_EQ(bad_checkpoint.status().code(), StatusCode::kInternal);
@@ -157,9 +156,9 @@ TEST(LeaseSerializerTest, AFreshFreeLeaseHasOnlyTheAlwaysPresentAttributes) {
   Item item = lease_to_item(l);
   std::set<std::string> names;
   for (const auto& [name, value] : item) names.insert(name);
-  EXPECT_EQ(names, (std::set<std::string>{"leaseKey", "leaseCounter",
-                                          "ownerSwitchesSinceCheckpoint", "checkpoint",
-                                          "checkpointSubSequenceNumber"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"leaseKey", "leaseCounter", "ownerSwitchesSinceCheckpoint",
+                                   "checkpoint", "checkpointSubSequenceNumber"}));
   EXPECT_EQ(item.at("checkpoint").s(), "TRIM_HORIZON");
   auto back = lease_from_item(item);
   ASSERT_TRUE(back.ok());

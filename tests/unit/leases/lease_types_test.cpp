@@ -15,14 +15,23 @@ using namespace std::chrono_literals;
 using ESN = ExtendedSequenceNumber;
 
 TEST(ExtendedSequenceNumberTest, SentinelsOrderAroundSequenceNumbers) {
-  std::vector<ESN> ordered = {
-      ESN::at_timestamp(), ESN::trim_horizon(), ESN::latest(), ESN("0"), ESN("1"), ESN("9"),
-      ESN("10"), ESN("10", 1), ESN("10", 2), ESN("49590338271490256608559692538361571095921575989136588898"),
-      ESN("49590338271490256608559692538361571095921575989136588899"),
-      ESN("149590338271490256608559692538361571095921575989136588898"), ESN::shard_end()};
+  std::vector<ESN> ordered = {ESN::at_timestamp(),
+                              ESN::trim_horizon(),
+                              ESN::latest(),
+                              ESN("0"),
+                              ESN("1"),
+                              ESN("9"),
+                              ESN("10"),
+                              ESN("10", 1),
+                              ESN("10", 2),
+                              ESN("49590338271490256608559692538361571095921575989136588898"),
+                              ESN("49590338271490256608559692538361571095921575989136588899"),
+                              ESN("149590338271490256608559692538361571095921575989136588898"),
+                              ESN::shard_end()};
   for (std::size_t i = 0; i < ordered.size(); ++i) {
     for (std::size_t j = 0; j < ordered.size(); ++j) {
-      EXPECT_EQ(ordered[i] < ordered[j], i < j) << ordered[i].to_string() << " vs " << ordered[j].to_string();
+      EXPECT_EQ(ordered[i] < ordered[j], i < j)
+          << ordered[i].to_string() << " vs " << ordered[j].to_string();
       EXPECT_EQ(ordered[i] == ordered[j], i == j);
     }
   }

@@ -75,7 +75,8 @@ TEST(FetcherErrorsTest, StreamDeletedIsTerminalAndNamesStreamAndShard) {
   auto f = h.make(StartPosition::trim_horizon(), cfg);
   std::vector<kcl::Record> ignored;
   // Fetch two pages without taking them.
-  h.run(*f, ignored, 100, [&] { return f->queued_records() >= 200; }, /*consume=*/false);
+  h.run(
+      *f, ignored, 100, [&] { return f->queued_records() >= 200; }, /*consume=*/false);
   ASSERT_EQ(f->queued_records(), 200u);
 
   h.fake->delete_stream();

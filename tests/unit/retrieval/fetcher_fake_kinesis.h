@@ -9,8 +9,6 @@
 // expired and the stream deleted. Every call is logged with the clock's time.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -19,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,8 +70,8 @@ class FakeKinesis final : public aws::AwsJsonClient {
   // Appends a record with a given sequence number (callers keep them increasing).
   void add_record_with_seq(std::string seq, std::string data, std::string partition_key = "pk") {
     std::lock_guard<std::mutex> lock(mu_);
-    records_.push_back({std::move(seq), std::move(partition_key), std::move(data),
-                        clock_.wall_now()});
+    records_.push_back(
+        {std::move(seq), std::move(partition_key), std::move(data), clock_.wall_now()});
   }
   void add_records(std::size_t n, const std::string& prefix = "record-") {
     for (std::size_t i = 0; i < n; ++i) {
@@ -249,9 +248,9 @@ class FakeKinesis final : public aws::AwsJsonClient {
     reply["Records"] = nlohmann::json::array();
     for (std::size_t i = pos; i < end; ++i) {
       const auto& r = records_[i];
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          r.arrival.time_since_epoch())
-                          .count();
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(r.arrival.time_since_epoch())
+              .count();
       reply["Records"].push_back({{"SequenceNumber", r.sequence_number},
                                   {"PartitionKey", r.partition_key},
                                   {"Data", aws::base64_encode(r.data)},

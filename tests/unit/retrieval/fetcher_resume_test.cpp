@@ -46,10 +46,11 @@ class AggregateCheckpointTest : public ::testing::Test {
     h.fake->add_record("plain-0");  // seq_number(0)
     std::vector<kcl::testing::SubRecord> subs;
     for (int i = 0; i < 5; ++i) {
-      subs.push_back({"user-pk-" + std::to_string(i), std::nullopt, "sub-" + std::to_string(i), {}});
+      subs.push_back(
+          {"user-pk-" + std::to_string(i), std::nullopt, "sub-" + std::to_string(i), {}});
     }
     h.fake->add_record(kcl::testing::build_aggregate(subs), "agg-pk");  // seq_number(1)
-    h.fake->add_record("plain-2");                                       // seq_number(2)
+    h.fake->add_record("plain-2");                                      // seq_number(2)
   }
   std::vector<std::pair<std::string, std::uint64_t>> resume(std::string seq, std::uint64_t sub) {
     auto f = h.make(StartPosition::after_checkpoint(std::move(seq), sub));
@@ -65,8 +66,13 @@ using Delivered = std::vector<std::pair<std::string, std::uint64_t>>;
 TEST_F(AggregateCheckpointTest, FromTheStartEverySubRecordIsDelivered) {
   auto f = h.make(StartPosition::trim_horizon());
   auto out = read_all(h, *f);
-  EXPECT_EQ(delivered(out), (Delivered{{"plain-0", 0}, {"sub-0", 0}, {"sub-1", 1}, {"sub-2", 2},
-                                        {"sub-3", 3}, {"sub-4", 4}, {"plain-2", 0}}));
+  EXPECT_EQ(delivered(out), (Delivered{{"plain-0", 0},
+                                       {"sub-0", 0},
+                                       {"sub-1", 1},
+                                       {"sub-2", 2},
+                                       {"sub-3", 3},
+                                       {"sub-4", 4},
+                                       {"plain-2", 0}}));
   ASSERT_EQ(out.size(), 7u);
   EXPECT_TRUE(out[1].aggregated);
   EXPECT_EQ(out[1].partition_key, "user-pk-0");
@@ -89,8 +95,10 @@ TEST_F(AggregateCheckpointTest, LastSubRecordResumesAtTheNextRecord) {
 }
 
 TEST_F(AggregateCheckpointTest, PlainCheckpointBeforeAnAggregate) {
-  EXPECT_EQ(resume(seq_number(0), 0), (Delivered{{"sub-0", 0}, {"sub-1", 1}, {"sub-2", 2},
-                                                 {"sub-3", 3}, {"sub-4", 4}, {"plain-2", 0}}));
+  EXPECT_EQ(
+      resume(seq_number(0), 0),
+      (Delivered{
+          {"sub-0", 0}, {"sub-1", 1}, {"sub-2", 2}, {"sub-3", 3}, {"sub-4", 4}, {"plain-2", 0}}));
 }
 
 TEST(FetcherResumeTest, SequenceNumbersCompareAsNumbersNotText) {

@@ -1,0 +1,126 @@
+// The LeaseStore contract, as one sequence of calls with the results every implementation
+// must give. Run on the in-memory store (unit tests) and on DynamoDbLeaseStore against
+// dynalite (integration tests), it shows the two have the same semantics.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "leases/lease_store.h"
+
+namespace kcl::leases::testing {
+
+// `store` must be an empty, ready table.
+inline void check_lease_store_contract(LeaseStore& store) {
+  using ESN = ExtendedSequenceNumber;
+  const std::string key = "shardId-000000000001";
+
+  // Create.
+  Lease fresh;
+  fresh.lease_key = key;
+  fresh.parent_shard_ids = {"shardId-000000000000", "shardId-00000000000a"};
+  fresh.hash_key_range = HashKeyRange{"0", "340282366920938463463374607431768211455"};
+  ASSERT_TRUE(store.create_lease_if_not_exists(fresh).ok());
+  Lease other = fresh;
+  other.checkpoint = ESN::latest();
+  EXPECT_EQ(store.create_lease_if_not_exists(other).code(), StatusCode::kAlreadyExists);
+  auto got = store.get_lease(key);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(**got, fresh);
+  auto missing = store.get_lease("shardId-none");
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_FALSE(missing->has_value());
+
+  // Take a free lease: counter + 1, no owner switch.
+  auto taken = store.take_lease(fresh, "A");
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(taken->lease_owner, "A");
+  EXPECT_EQ(taken->lease_counter, 1);
+  EXPECT_EQ(taken->owner_switches_since_checkpoint, 0);
+  EXPECT_EQ(taken->parent_shard_ids, fresh.parent_shard_ids);
+  // A stale view cannot take it.
+  EXPECT_EQ(store.take_lease(fresh, "B").status().code(), StatusCode::kConditionFailed);
+
+  // Renew: fenced on counter and owner.
+  Lease held = taken.value();
+  Lease wrong_owner = held;
+  wrong_owner.lease_owner = "B";
+  EXPECT_EQ(store.renew_lease(wrong_owner).status().code(), StatusCode::kConditionFailed);
+  auto renewed = store.renew_lease(held);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->lease_counter, 2);
+  EXPECT_EQ(store.renew_lease(held).status().code(), StatusCode::kConditionFailed)
+      << "the counter it was conditional on has moved";
+  held = renewed.value();
+
+  // Checkpoint with pending fields, then a plain checkpoint clears them.
+  CheckpointFields prepare;
+  prepare.checkpoint = ESN::trim_horizon();
+  prepare.pending_checkpoint = ESN("4959033827149025660855969253836157109592157598913658", 4);
+  prepare.pending_checkpoint_state = std::string("\x01\x00\xfe", 3);
+  auto prepared = store.update_checkpoint(held, prepare);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->lease_counter, 3);
+  EXPECT_EQ(prepared->pending_checkpoint, prepare.pending_checkpoint);
+  EXPECT_EQ(prepared->pending_checkpoint_state, prepare.pending_checkpoint_state);
+  held = prepared.value();
+  CheckpointFields commit;
+  commit.checkpoint = ESN("4959033827149025660855969253836157109592157598913658", 4);
+  auto committed = store.update_checkpoint(held, commit);
+  ASSERT_TRUE(committed.ok()) << committed.status();
+  EXPECT_EQ(committed->checkpoint, commit.checkpoint);
+  EXPECT_FALSE(committed->pending_checkpoint);
+  EXPECT_FALSE(committed->pending_checkpoint_state);
+  EXPECT_EQ(committed->lease_counter, 4);
+  EXPECT_EQ(store.update_checkpoint(held, commit).status().code(), StatusCode::kConditionFailed);
+  held = committed.value();
+
+  // Another worker takes it from A: an owner switch; A's writes are now all rejected.
+  auto stolen = store.take_lease(held, "B");
+  ASSERT_TRUE(stolen.ok()) << stolen.status();
+  EXPECT_EQ(stolen->lease_owner, "B");
+  EXPECT_EQ(stolen->lease_counter, 5);
+  EXPECT_EQ(stolen->owner_switches_since_checkpoint, 1);
+  EXPECT_EQ(store.renew_lease(held).status().code(), StatusCode::kConditionFailed);
+  EXPECT_EQ(store.update_checkpoint(held, commit).status().code(), StatusCode::kConditionFailed);
+  EXPECT_EQ(store.evict_lease(held).status().code(), StatusCode::kConditionFailed);
+
+  // Child ids do not touch the counter.
+  ASSERT_TRUE(
+      store.update_child_shard_ids(key, {"shardId-000000000003", "shardId-000000000002"}).ok());
+  EXPECT_EQ(store.update_child_shard_ids("shardId-none", {"x"}).code(), StatusCode::kNotFound);
+
+  // B hands it back: no owner, counter + 1, checkpoint kept.
+  auto released = store.evict_lease(stolen.value());
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_FALSE(released->lease_owner);
+  EXPECT_EQ(released->lease_counter, 6);
+  EXPECT_EQ(released->checkpoint, commit.checkpoint);
+  EXPECT_EQ(released->child_shard_ids,
+            (std::vector<std::string>{"shardId-000000000002", "shardId-000000000003"}));
+  EXPECT_EQ(released->owner_switches_since_checkpoint, 1);
+
+  // Taking a handed-back lease is no switch.
+  auto retaken = store.take_lease(released.value(), "C");
+  ASSERT_TRUE(retaken.ok()) << retaken.status();
+  EXPECT_EQ(retaken->owner_switches_since_checkpoint, 1);
+
+  // What get_lease and list_leases return is what the writes returned.
+  auto listed = store.list_leases();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ(listed->at(0), retaken.value());
+
+  // Delete, twice.
+  EXPECT_TRUE(store.delete_lease(key).ok());
+  EXPECT_TRUE(store.delete_lease(key).ok());
+  auto after = store.list_leases();
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->empty());
+  // Writes to a lease that does not exist fail their condition.
+  EXPECT_EQ(store.renew_lease(retaken.value()).status().code(), StatusCode::kConditionFailed);
+}
+
+}  // namespace kcl::leases::testing

@@ -1,0 +1,403 @@
+// ShardConsumer, step by step on the test's thread: a scripted Kinesis (the fetcher tests'
+// FakeKinesis) on a manual clock, an in-memory lease table and a real LeaseCoordinator that
+// holds the lease. Covers the state machine: initialize at the checkpoint, delivery, shard
+// end with and without the SHARD_END checkpoint, processor exceptions (retry and skip),
+// waiting on parents, lease lost and shutdown at each stage, a deleted stream, and the
+// counters the worker reports.
+#include "lifecycle/shard_consumer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "leases/in_memory_lease_store.h"
+#include "support/kpl_builder.h"
+#include "unit/retrieval/fetcher_fake_kinesis.h"
+
+namespace kcl {
+// Readable positions in test failure messages.
+inline void PrintTo(const ExtendedSequenceNumber& position, std::ostream* os) {
+  *os << position.to_string();
+}
+}  // namespace kcl
+
+namespace kcl::lifecycle {
+namespace {
+
+using namespace std::chrono_literals;
+using retrieval::testing::FakeKinesis;
+using retrieval::testing::kShard;
+using retrieval::testing::kStream;
+using retrieval::testing::seq_number;
+
+// What the processor does and saw. Used from the test's thread only (run() is called there).
+struct Script {
+  std::vector<std::string> events;  // "initialize <pos>", "process <n>", "shard_ended", ...
+  std::vector<std::string> data;    // every record delivered, every time
+  std::function<bool(std::span<const Record>)> throws;  // process_records throws when true
+  int hold_shard_end = 0;  // shard_ended returns without checkpointing this many times
+  bool checkpoint_each_batch = true;
+  bool checkpoint_on_shutdown = true;
+  std::vector<Status> checkpoints;  // results of the checkpoints written
+};
+
+class ScriptedProcessor final : public RecordProcessor {
+ public:
+  explicit ScriptedProcessor(Script& s) : s_(s) {}
+  void initialize(const InitializationInput& input) override {
+    s_.events.push_back("initialize " + input.starting_position.to_string());
+  }
+  void process_records(const ProcessRecordsInput& input) override {
+    s_.events.push_back("process " + std::to_string(input.records.size()));
+    for (const Record& r : input.records) s_.data.push_back(r.data);
+    if (s_.throws && s_.throws(input.records)) throw std::runtime_error("scripted failure");
+    if (s_.checkpoint_each_batch) s_.checkpoints.push_back(input.checkpointer.checkpoint());
+  }
+  void lease_lost() override { s_.events.push_back("lease_lost"); }
+  void shard_ended(Checkpointer& cp) override {
+    s_.events.push_back("shard_ended");
+    if (s_.hold_shard_end > 0) {
+      --s_.hold_shard_end;
+      return;
+    }
+    s_.checkpoints.push_back(cp.checkpoint());
+  }
+  void shutdown_requested(Checkpointer& cp) override {
+    s_.events.push_back("shutdown_requested");
+    if (s_.checkpoint_on_shutdown) s_.checkpoints.push_back(cp.checkpoint());
+  }
+
+ private:
+  Script& s_;
+};
+
+class ScriptedFactory final : public RecordProcessorFactory {
+ public:
+  explicit ScriptedFactory(Script& s) : s_(s) {}
+  std::unique_ptr<RecordProcessor> create(std::string_view) override {
+    return std::make_unique<ScriptedProcessor>(s_);
+  }
+
+ private:
+  Script& s_;
+};
+
+bool contains(std::span<const Record> records, const std::string& data) {
+  for (const Record& r : records) {
+    if (r.data == data) return true;
+  }
+  return false;
+}
+
+std::size_t count(const std::vector<std::string>& v, const std::string& x) {
+  return static_cast<std::size_t>(std::count(v.begin(), v.end(), x));
+}
+
+class ShardConsumerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx_.stream = kStream;
+    ctx_.kinesis = &client_;
+    ctx_.store = &store_;
+    ctx_.coordinator = &coordinator_;
+    ctx_.factory = &factory_;
+    ctx_.logger = nullptr;
+    ctx_.metrics = &NoopMetricsSink::instance();
+    ctx_.clock = &fetch_clock_;
+    ctx_.initial_position = InitialPosition::trim_horizon();
+    ctx_.retrieval.idle_time_between_calls = 100ms;
+    ctx_.retrieval.min_call_interval = 10ms;
+    ctx_.records_delivered = &delivered_;
+    ctx_.processor_failures = &failures_;
+    ctx_.corrupt_aggregates = &corrupt_;
+  }
+
+  static LeaseConfig lease_config() {
+    LeaseConfig c;
+    c.application_name = "app";
+    c.worker_id = "w1";
+    return c;
+  }
+
+  void add_lease(const std::string& key,
+                 ExtendedSequenceNumber checkpoint = ExtendedSequenceNumber::trim_horizon(),
+                 std::vector<std::string> parents = {}) {
+    Lease l;
+    l.lease_key = key;
+    l.checkpoint = std::move(checkpoint);
+    l.parent_shard_ids = std::move(parents);
+    ASSERT_TRUE(store_.create_lease_if_not_exists(l).ok());
+  }
+
+  // Takes every lease and makes the consumer of `key`.
+  std::shared_ptr<ShardConsumer> consumer(const std::string& key = kShard) {
+    auto pass = coordinator_.run_take_pass();
+    EXPECT_TRUE(pass.status.ok()) << pass.status;
+    auto held = coordinator_.held_lease(key);
+    EXPECT_TRUE(held.has_value()) << key;
+    if (!held) return nullptr;
+    return std::make_shared<ShardConsumer>(ctx_, *held);
+  }
+
+  // Runs steps (the fetcher's clock moves 1 s after each) until `until` holds; false if it
+  // did not within `max_steps`.
+  bool drive(ShardConsumer& c, const std::function<bool()>& until, int max_steps = 200) {
+    for (int i = 0; i < max_steps; ++i) {
+      if (until()) return true;
+      last_next_ = c.run();
+      fetch_clock_.advance(1s);
+    }
+    return until();
+  }
+
+  Lease stored(const std::string& key = kShard) {
+    auto l = store_.get_lease(key);
+    EXPECT_TRUE(l.ok() && l->has_value());
+    return l.ok() && l->has_value() ? **l : Lease{};
+  }
+
+  ManualClock lease_clock_;  // never moves: the lease stays held
+  ManualClock fetch_clock_;  // moves as the test drives the consumer
+  std::shared_ptr<FakeKinesis> fake_ = std::make_shared<FakeKinesis>(fetch_clock_);
+  kinesis::KinesisClient client_{fake_};
+  leases::InMemoryLeaseStore store_;
+  leases::LeaseCoordinator coordinator_{store_, lease_config(), lease_clock_};
+  Script script_;
+  ScriptedFactory factory_{script_};
+  std::atomic<std::uint64_t> delivered_{0};
+  std::atomic<std::uint64_t> failures_{0};
+  std::atomic<std::uint64_t> corrupt_{0};
+  ConsumerContext ctx_;
+  std::optional<SteadyTime> last_next_;
+};
+
+TEST_F(ShardConsumerTest, DeliversTheShardThenCheckpointsShardEnd) {
+  add_lease(kShard);
+  fake_->add_records(10, "r");
+  fake_->close_shard();
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return c->done(); }));
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShardFinished);
+  ASSERT_GE(script_.events.size(), 3u);
+  EXPECT_EQ(script_.events.front(), "initialize TRIM_HORIZON");
+  EXPECT_EQ(script_.events.back(), "shard_ended");
+  std::vector<std::string> expected;
+  for (int i = 0; i < 10; ++i) expected.push_back("r" + std::to_string(i));
+  EXPECT_EQ(script_.data, expected);
+  EXPECT_TRUE(stored().checkpoint.is_shard_end());
+  EXPECT_EQ(delivered_.load(), 10u);
+  EXPECT_EQ(failures_.load(), 0u);
+  EXPECT_FALSE(last_next_.has_value()) << "a done consumer asks not to run again";
+}
+
+TEST_F(ShardConsumerTest, StartsAfterTheCheckpoint) {
+  add_lease(kShard, ExtendedSequenceNumber(seq_number(4)));
+  fake_->add_records(10, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 5; }));
+  EXPECT_EQ(script_.events.front(), "initialize " + seq_number(4));
+  EXPECT_EQ(script_.data, (std::vector<std::string>{"r5", "r6", "r7", "r8", "r9"}));
+  EXPECT_EQ(c->state(), ConsumerState::kProcessing);
+}
+
+TEST_F(ShardConsumerTest, ShardEndedWithoutCheckpointIsAskedAgainUntilItCheckpoints) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  fake_->close_shard();
+  script_.hold_shard_end = 3;
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") == 1; }));
+  for (int call = 2; call <= 3; ++call) {
+    EXPECT_EQ(c->state(), ConsumerState::kShardEnd);
+    EXPECT_FALSE(stored().checkpoint.is_shard_end());
+    // Each refusal backs off (doubling from failure_backoff_base).
+    ASSERT_TRUE(last_next_.has_value());
+    EXPECT_GT(*last_next_, std::chrono::steady_clock::now());
+    last_next_ = c->run();
+    EXPECT_EQ(count(script_.events, "shard_ended"), static_cast<std::size_t>(call));
+  }
+  EXPECT_FALSE(c->done()) << "never skipped";
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(count(script_.events, "shard_ended"), 4u);
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShardFinished);
+  EXPECT_TRUE(stored().checkpoint.is_shard_end());
+}
+
+TEST_F(ShardConsumerTest, ProcessorExceptionDeliversTheSameBatchAgain) {
+  add_lease(kShard);
+  fake_->add_records(5, "r");
+  int throws_left = 2;
+  script_.throws = [&](std::span<const Record>) { return throws_left-- > 0; };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 15; }));
+  EXPECT_EQ(script_.data.size(), 15u);
+  for (std::size_t i = 0; i < 15; ++i) EXPECT_EQ(script_.data[i], "r" + std::to_string(i % 5));
+  EXPECT_EQ(failures_.load(), 2u);
+  EXPECT_EQ(delivered_.load(), 5u) << "counted once, when processed";
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)));
+}
+
+TEST_F(ShardConsumerTest, SkipPolicyMovesOnAfterMaxAttempts) {
+  add_lease(kShard);
+  ctx_.retrieval.max_records_per_call = 5;
+  ctx_.processing.on_processor_error = ProcessorErrorPolicy::kSkip;
+  ctx_.processing.max_attempts_before_skip = 2;
+  fake_->add_records(10, "r");
+  script_.throws = [](std::span<const Record> records) { return contains(records, "r0"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.data, "r9") == 1; }));
+  EXPECT_EQ(count(script_.data, "r0"), 2u);
+  EXPECT_EQ(count(script_.data, "r5"), 1u);
+  EXPECT_EQ(failures_.load(), 2u);
+}
+
+TEST_F(ShardConsumerTest, ShutdownAfterAFailedBatchDoesNotCheckpointThatBatch) {
+  // With kRetry the failed batch is not processed; a checkpoint() in shutdown_requested must
+  // not mark it done, or the next owner would never see it.
+  add_lease(kShard);
+  ctx_.retrieval.max_records_per_call = 5;
+  fake_->add_records(10, "r");
+  script_.throws = [](std::span<const Record> records) { return contains(records, "r5"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return failures_.load() >= 1; }));
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)));
+  c->request_shutdown();
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(script_.events.back(), "shutdown_requested");
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShutdown);
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)))
+      << "the failed batch r5..r9 was checkpointed";
+}
+
+TEST_F(ShardConsumerTest, WaitsOnParentsUntilTheirLeasesHoldShardEnd) {
+  const std::string parent = "shardId-000000000003";
+  add_lease(parent, ExtendedSequenceNumber(seq_number(1)));
+  add_lease(kShard, ExtendedSequenceNumber::trim_horizon(), {parent});
+  fake_->add_records(2, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 5; ++i) {
+    last_next_ = c->run();
+    ASSERT_TRUE(last_next_.has_value());
+  }
+  EXPECT_EQ(c->state(), ConsumerState::kWaitingOnParents);
+  EXPECT_TRUE(script_.events.empty());
+
+  leases::CheckpointFields fields;
+  fields.checkpoint = ExtendedSequenceNumber::shard_end();
+  ASSERT_TRUE(coordinator_.update_checkpoint(parent, fields).ok());
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 2; }));
+  EXPECT_EQ(script_.events.front(), "initialize TRIM_HORIZON");
+}
+
+TEST_F(ShardConsumerTest, AParentWithoutALeaseCountsAsFinished) {
+  add_lease(kShard, ExtendedSequenceNumber::trim_horizon(), {"shardId-000000000003"});
+  fake_->add_records(1, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 1; }));
+}
+
+TEST_F(ShardConsumerTest, LeaseLostBeforeTheProcessorExistsEndsWithoutCallbacks) {
+  const std::string parent = "shardId-000000000003";
+  add_lease(parent, ExtendedSequenceNumber(seq_number(1)));
+  add_lease(kShard, ExtendedSequenceNumber::trim_horizon(), {parent});
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  (void)c->run();
+  c->notify_lease_lost();
+  EXPECT_FALSE(c->run().has_value());
+  EXPECT_TRUE(c->done());
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kLeaseLost);
+  EXPECT_TRUE(script_.events.empty());
+}
+
+TEST_F(ShardConsumerTest, LeaseLostWhileProcessingCallsLeaseLostAndNothingElse) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 3; }));
+  c->notify_lease_lost();
+  c->request_shutdown();  // lease lost wins: no checkpoint can be written anyway
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kLeaseLost);
+  EXPECT_EQ(script_.events.back(), "lease_lost");
+  EXPECT_EQ(count(script_.events, "shutdown_requested"), 0u);
+}
+
+TEST_F(ShardConsumerTest, ShutdownWhileWaitingOnParentsEndsWithoutCallbacks) {
+  const std::string parent = "shardId-000000000003";
+  add_lease(parent, ExtendedSequenceNumber(seq_number(1)));
+  add_lease(kShard, ExtendedSequenceNumber::trim_horizon(), {parent});
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  (void)c->run();
+  c->request_shutdown();
+  EXPECT_FALSE(c->run().has_value());
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShutdown);
+  EXPECT_TRUE(script_.events.empty());
+}
+
+TEST_F(ShardConsumerTest, ShutdownWhileProcessingCallsShutdownRequestedOnce) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  script_.checkpoint_each_batch = false;
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 3; }));
+  c->request_shutdown();
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(count(script_.events, "shutdown_requested"), 1u);
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShutdown);
+  // The final checkpoint is at the last record delivered.
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(2)));
+}
+
+TEST_F(ShardConsumerTest, DeletedStreamFailsWithNotFoundAfterShutdownRequested) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 3; }));
+  fake_->delete_stream();
+  ASSERT_TRUE(drive(*c, [&] { return c->done(); }));
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kFailed);
+  EXPECT_EQ(c->failure().code(), StatusCode::kNotFound) << c->failure();
+  EXPECT_NE(c->failure().message().find(kStream), std::string::npos) << c->failure();
+  EXPECT_EQ(count(script_.events, "shutdown_requested"), 1u);
+}
+
+TEST_F(ShardConsumerTest, CorruptAggregatesAreCountedWhileTheShardIsRead) {
+  add_lease(kShard);
+  const std::string corrupt = kcl::testing::with_bad_md5(
+      kcl::testing::build_aggregate({{"a", std::nullopt, "x", {}}, {"b", std::nullopt, "y", {}}}));
+  fake_->add_record(corrupt);
+  fake_->add_record(kcl::testing::build_aggregate({{"a", std::nullopt, "ok", {}}}));
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() >= 2; }));
+  EXPECT_EQ(script_.data, (std::vector<std::string>{corrupt, "ok"}));
+  EXPECT_EQ(c->state(), ConsumerState::kProcessing);
+  EXPECT_EQ(corrupt_.load(), 1u) << "counted while the shard is open, not only at its end";
+}
+
+}  // namespace
+}  // namespace kcl::lifecycle
