@@ -8,6 +8,10 @@
 #include "retrieval/kpl_deaggregator.h"
 
 namespace kcl::retrieval {
+
+// Malformed responses in a row after which a fetcher gives up (see on_failure).
+constexpr int kMaxMalformedInARow = 5;
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -201,9 +205,9 @@ FetchStep ShardFetcher::step_get_iterator() {
 
   const auto json = nlohmann::json::parse(*response, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return fail(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ + " shard " +
-                                                  shard_id_ +
-                                                  " returned a body that is not a JSON object"));
+    return on_failure(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ +
+                                                        " shard " + shard_id_ +
+                                                        " returned a body that is not a JSON object"));
   }
   consecutive_failures_ = 0;
   const auto it = json.find("ShardIterator");
@@ -220,10 +224,10 @@ FetchStep ShardFetcher::step_get_iterator() {
     return FetchStep{FetchOutcome::kShardEnd};
   }
   if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
-    return fail(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ + " shard " +
-                                                  shard_id_ +
-                                                  " returned a ShardIterator that is not a "
-                                                  "non-empty string"));
+    return on_failure(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ +
+                                                        " shard " + shard_id_ +
+                                                        " returned a ShardIterator that is not a "
+                                                        "non-empty string"));
   }
   iterator_ = it->get<std::string>();
   state_ = State::kReading;
@@ -241,7 +245,7 @@ FetchStep ShardFetcher::step_get_records() {
   kinesis::GetRecordsResult result;
   Status parsed = kinesis::parse_get_records_response_in_place(*response, result);
   if (!parsed.ok()) {
-    return fail(
+    return on_failure(
         parsed.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ + ": "));
   }
   consecutive_failures_ = 0;
@@ -293,6 +297,12 @@ FetchStep ShardFetcher::step_get_records() {
 
 FetchStep ShardFetcher::on_failure(const Status& status) {
   switch (status.code()) {
+    case StatusCode::kInternal:
+      // A malformed response (a body cut short by a dropped connection, a proxy's error
+      // page): usually transient, and the same iterator is valid again, so back off as
+      // below. Many in a row mean a broken peer: give up then.
+      if (consecutive_failures_ >= kMaxMalformedInARow) break;
+      [[fallthrough]];
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded: {
       // Transient (a timeout included: kinesalite's AT_TIMESTAMP hang, a slow network):

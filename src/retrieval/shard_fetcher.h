@@ -36,7 +36,8 @@
 // saying "stream S was deleted or shard X no longer exists: ...". kUnavailable and
 // kDeadlineExceeded are transient (backoff). kExpiredIterator is handled as above. Anything
 // else (invalid argument, permission denied, a malformed response, ...) ends the fetcher
-// with that Status, prefixed with the stream and shard. Batches fetched before the end stay
+// with that Status, prefixed with the stream and shard. A malformed response (kInternal) is
+// retried like a transient failure up to 5 times in a row, then ends the fetcher. Batches fetched before the end stay
 // in the queue and can still be taken.
 //
 // End of shard: a response without NextShardIterator produces a final batch with

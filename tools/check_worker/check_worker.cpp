@@ -161,8 +161,8 @@ class CheckingProcessor final : public kcl::RecordProcessor {
     for (const auto& r : input.records) {
       buf += "{\"shard\":";
       json_escape(buf, r.shard_id);
-      buf += ",\"seq\":\"" + r.sequence_number + "\",\"sub\":" +
-             std::to_string(r.sub_sequence_number) + ",\"key\":";
+      buf += ",\"seq\":\"" + r.sequence_number +
+             "\",\"sub\":" + std::to_string(r.sub_sequence_number) + ",\"key\":";
       json_escape(buf, r.partition_key);
       buf += ",\"n\":" + std::to_string(counter_of(r.data)) + ",\"worker\":";
       json_escape(buf, flags_.worker_id);
@@ -191,7 +191,8 @@ class CheckingProcessor final : public kcl::RecordProcessor {
 
   void shard_ended(kcl::Checkpointer& checkpointer) override {
     log_.write(head("shard_ended") + tail());
-    kcl::Status s = logged_checkpoint(checkpointer, "SHARD_END", 0, [&] { return checkpointer.checkpoint(); });
+    kcl::Status s =
+        logged_checkpoint(checkpointer, "SHARD_END", 0, [&] { return checkpointer.checkpoint(); });
     if (!s.ok() && s.code() != kcl::StatusCode::kLeaseLost) {
       throw std::runtime_error("SHARD_END checkpoint failed: " + s.to_string());
     }
@@ -257,8 +258,7 @@ class CheckingProcessor final : public kcl::RecordProcessor {
       line += ",\"error\":";
       json_escape(line, s.to_string());
     }
-    line += ",\"t0\":" + std::to_string(t0) + ",\"inst\":" + std::to_string(inst_) +
-            ",\"worker\":";
+    line += ",\"t0\":" + std::to_string(t0) + ",\"inst\":" + std::to_string(inst_) + ",\"worker\":";
     json_escape(line, flags_.worker_id);
     line += ",\"t\":" + std::to_string(t1) + "}\n";
     log_.write(line);
@@ -313,22 +313,38 @@ Flags parse(int argc, char** argv) {
       if (v.empty() || *end != '\0' || n < 0) usage("bad number after " + a + ": " + v);
       return n;
     };
-    if (a == "--stream") f.stream = value();
-    else if (a == "--app") f.app = value();
-    else if (a == "--worker-id") f.worker_id = value();
-    else if (a == "--log") f.log_path = value();
-    else if (a == "--checkpoint-every") f.checkpoint_every = number();
-    else if (a == "--checkpoint-batch-end") f.checkpoint_batch_end = true;
-    else if (a == "--failover-ms") f.failover_ms = number();
-    else if (a == "--take-interval-ms") f.take_interval_ms = number();
-    else if (a == "--request-timeout-ms") f.request_timeout_ms = number();
-    else if (a == "--get-records-timeout-ms") f.get_records_timeout_ms = number();
-    else if (a == "--shard-sync-ms") f.shard_sync_ms = number();
-    else if (a == "--idle-ms") f.idle_ms = number();
-    else if (a == "--max-records") f.max_records_per_call = static_cast<int>(number());
-    else if (a == "--threads") f.threads = static_cast<int>(number());
-    else if (a == "--max-attempts") f.max_attempts = static_cast<int>(number());
-    else usage("unknown argument: " + a);
+    if (a == "--stream")
+      f.stream = value();
+    else if (a == "--app")
+      f.app = value();
+    else if (a == "--worker-id")
+      f.worker_id = value();
+    else if (a == "--log")
+      f.log_path = value();
+    else if (a == "--checkpoint-every")
+      f.checkpoint_every = number();
+    else if (a == "--checkpoint-batch-end")
+      f.checkpoint_batch_end = true;
+    else if (a == "--failover-ms")
+      f.failover_ms = number();
+    else if (a == "--take-interval-ms")
+      f.take_interval_ms = number();
+    else if (a == "--request-timeout-ms")
+      f.request_timeout_ms = number();
+    else if (a == "--get-records-timeout-ms")
+      f.get_records_timeout_ms = number();
+    else if (a == "--shard-sync-ms")
+      f.shard_sync_ms = number();
+    else if (a == "--idle-ms")
+      f.idle_ms = number();
+    else if (a == "--max-records")
+      f.max_records_per_call = static_cast<int>(number());
+    else if (a == "--threads")
+      f.threads = static_cast<int>(number());
+    else if (a == "--max-attempts")
+      f.max_attempts = static_cast<int>(number());
+    else
+      usage("unknown argument: " + a);
   }
   if (f.stream.empty() || f.app.empty() || f.worker_id.empty() || f.log_path.empty()) {
     usage("--stream, --app, --worker-id and --log are required");
@@ -370,11 +386,13 @@ int main(int argc, char** argv) {
   config.processing.parent_check_interval = std::chrono::milliseconds(500);
   config.processing.shutdown_timeout = std::chrono::milliseconds(20000);
   config.aws.http.request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
-  config.aws.http.connect_timeout = std::chrono::milliseconds(std::min(flags.request_timeout_ms, 2000LL));
+  config.aws.http.connect_timeout =
+      std::chrono::milliseconds(std::min(flags.request_timeout_ms, 2000LL));
   if (flags.max_attempts > 0) config.aws.retry.max_attempts = flags.max_attempts;
-  config.aws.retry.call_deadline = std::chrono::milliseconds(std::max(10000LL, flags.request_timeout_ms * 4));
-  const long long grt = flags.get_records_timeout_ms > 0 ? flags.get_records_timeout_ms
-                                                         : flags.request_timeout_ms;
+  config.aws.retry.call_deadline =
+      std::chrono::milliseconds(std::max(10000LL, flags.request_timeout_ms * 4));
+  const long long grt =
+      flags.get_records_timeout_ms > 0 ? flags.get_records_timeout_ms : flags.request_timeout_ms;
   config.retrieval.get_records_timeout = std::chrono::milliseconds(grt);
   config.retrieval.iterator_request_timeout = std::chrono::milliseconds(flags.request_timeout_ms);
   config.retrieval.idle_time_between_calls = std::chrono::milliseconds(flags.idle_ms);

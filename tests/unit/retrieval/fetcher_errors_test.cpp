@@ -148,21 +148,51 @@ TEST(FetcherErrorsTest, NonRetryableErrorIsTerminalWithContext) {
   EXPECT_EQ(h.fake->call_count(), 2u);
 }
 
-TEST(FetcherErrorsTest, MalformedResponsesAreTerminal) {
+TEST(FetcherErrorsTest, AMalformedResponseIsRetriedWithTheSameIterator) {
+  FetcherHarness h;
+  h.fake->add_records(3);
+  auto f = h.make(StartPosition::trim_horizon());
+  FetchStep s = f->fetch_step();  // iterator
+  ASSERT_EQ(s.outcome, FetchOutcome::kGotIterator);
+  h.advance_to(s);
+  h.fake->reply_next("GetRecords", R"({"Records":[{"SequenceNumber":"1")");  // cut short
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRetrying);
+  EXPECT_FALSE(f->finished());
+  h.advance_to(s);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRecords);
+  auto batch = f->take_batch();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->records.size(), 3u);  // nothing lost, nothing repeated
+}
+
+TEST(FetcherErrorsTest, MalformedResponsesInARowAreTerminal) {
   {
     FetcherHarness h;
     auto f = h.make(StartPosition::trim_horizon());
-    h.fake->reply_next("GetShardIterator", "[1,2]");
-    EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kFailed);
+    for (int i = 0; i < 10; ++i) h.fake->reply_next("GetShardIterator", "[1,2]");
+    FetchStep s{};
+    for (int i = 0; i < 10 && !f->finished(); ++i) {
+      s = f->fetch_step();
+      h.advance_to(s);
+    }
+    EXPECT_EQ(s.outcome, FetchOutcome::kFailed);
     EXPECT_EQ(f->terminal_error().code(), StatusCode::kInternal);
   }
   {
     FetcherHarness h;
     auto f = h.make(StartPosition::trim_horizon());
-    h.fake->reply_next("GetRecords", R"({"NextShardIterator":"x","MillisBehindLatest":0})");
     FetchStep s = f->fetch_step();
     h.advance_to(s);
-    EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kFailed);
+    for (int i = 0; i < 10; ++i) {
+      h.fake->reply_next("GetRecords", R"({"NextShardIterator":"x","MillisBehindLatest":0})");
+    }
+    for (int i = 0; i < 10 && !f->finished(); ++i) {
+      s = f->fetch_step();
+      h.advance_to(s);
+    }
+    EXPECT_EQ(s.outcome, FetchOutcome::kFailed);
     EXPECT_EQ(f->terminal_error().code(), StatusCode::kInternal);
     EXPECT_NE(f->terminal_error().message().find("shardId-000000000007"), std::string::npos);
   }
