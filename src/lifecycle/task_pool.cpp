@@ -65,7 +65,10 @@ void TaskPool::loop() {
     }
     auto now = std::chrono::steady_clock::now();
     if (top.at > now) {
-      cv_.wait_until(lock, top.at);
+      // A copy: wait_until reads the time again after other threads pushed, and a push may
+      // move the queue's storage (a reference into it would dangle).
+      const SteadyTime at = top.at;
+      cv_.wait_until(lock, at);
       continue;
     }
     std::shared_ptr<Task> task = top.task;

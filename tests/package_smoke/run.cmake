@@ -7,7 +7,9 @@ if(rc)
   message(FATAL_ERROR "install failed: ${rc}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${KCL_SMOKE_SOURCE} -B ${KCL_SMOKE_WORK}/build
-                        -DCMAKE_PREFIX_PATH=${KCL_SMOKE_WORK}/prefix RESULT_VARIABLE rc)
+                        -DCMAKE_PREFIX_PATH=${KCL_SMOKE_WORK}/prefix
+                        "-DCMAKE_CXX_FLAGS=${KCL_SMOKE_CXX_FLAGS}"
+                        "-DCMAKE_EXE_LINKER_FLAGS=${KCL_SMOKE_CXX_FLAGS}" RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed: ${rc}")
 endif()
