@@ -195,7 +195,20 @@ Status Worker::Impl::start() {
   syncer_ = std::make_unique<shardsync::ShardSyncer>(
       shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
       config_.initial_position, *metrics_);
+  // Transient failures at start-up (throttling, a dropped connection, a malformed answer)
+  // are retried with backoff for a while rather than failing the start.
   auto synced = syncer_->sync_once();
+  for (int attempt = 1; !synced.ok() && attempt < 8; ++attempt) {
+    const StatusCode code = synced.status().code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kInternal &&
+        code != StatusCode::kDeadlineExceeded) {
+      break;
+    }
+    log(LogLevel::kWarn, "initial shard sync failed (attempt " + std::to_string(attempt) +
+                             "), retrying: " + synced.status().to_string());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100LL << std::min(attempt, 6)));
+    synced = syncer_->sync_once();
+  }
   if (!synced.ok()) {
     return fail(synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));
   }
