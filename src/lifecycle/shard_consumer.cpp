@@ -185,6 +185,20 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
       return backoff_after_failure();
     }
     checkpointer_ = std::move(cp).value();
+    // The coordinator's copy of the lease may lag the table: a checkpoint write that was
+    // applied but whose answer was lost leaves the old checkpoint cached. Start from the
+    // table's checkpoint when it is further along, so nothing is replayed from an older
+    // position and no later checkpoint can move backwards.
+    auto stored = ctx_.store->get_lease(shard_id_);
+    if (!stored.ok()) {
+      log(LogLevel::kWarn, "initializing: reading the lease: " + stored.status().to_string());
+      checkpointer_.reset();
+      return backoff_after_failure();
+    }
+    if (stored->has_value() && (*stored)->checkpoint > checkpointer_->last_checkpoint()) {
+      checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
+          *ctx_.coordinator, shard_id_, (*stored)->checkpoint, (*stored)->pending_checkpoint);
+    }
     processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
   }
   const ExtendedSequenceNumber start = checkpointer_->last_checkpoint();
