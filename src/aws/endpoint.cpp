@@ -8,11 +8,11 @@
 // With an endpoint override and no region, "us-east-1" is used for signing (emulators do not
 // care). Empty environment variables count as unset.
 #include <string>
-#include "aws/text.h"
 #include <string_view>
 
 #include "aws/aws_json_client.h"
 #include "aws/ini_file.h"
+#include "aws/text.h"
 
 namespace kcl::aws {
 namespace {
@@ -24,7 +24,6 @@ std::string to_lower(std::string_view s) {
   for (char& c : out) c = lower_ascii(c);
   return out;
 }
-
 
 // For messages: printable ASCII only, bounded.
 std::string printable(std::string_view s) {

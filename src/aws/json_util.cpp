@@ -1,11 +1,11 @@
 #include "aws/json_util.h"
-#include "aws/text.h"
 
 #include <nlohmann/json.hpp>
 
+#include "aws/text.h"
+
 namespace kcl::aws {
 namespace {
-
 
 std::string string_field(const nlohmann::json& obj, std::initializer_list<const char*> names) {
   for (const char* name : names) {

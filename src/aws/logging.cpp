@@ -1,23 +1,29 @@
 #include "kcl/logging.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <string>
-#include <unistd.h>
 
 namespace kcl {
 namespace {
 
 std::string_view level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "DEBUG";
-    case LogLevel::kInfo: return "INFO ";
-    case LogLevel::kWarn: return "WARN ";
-    case LogLevel::kError: return "ERROR";
-    case LogLevel::kOff: break;
+    case LogLevel::kDebug:
+      return "DEBUG";
+    case LogLevel::kInfo:
+      return "INFO ";
+    case LogLevel::kWarn:
+      return "WARN ";
+    case LogLevel::kError:
+      return "ERROR";
+    case LogLevel::kOff:
+      break;
   }
   return "OFF  ";
 }
@@ -74,11 +80,16 @@ std::shared_ptr<Logger> make_default_logger() {
   LogLevel level = LogLevel::kInfo;
   if (const char* env = std::getenv("KCL_LOG_LEVEL")) {
     std::string v(env);
-    if (v == "debug") level = LogLevel::kDebug;
-    else if (v == "info") level = LogLevel::kInfo;
-    else if (v == "warn" || v == "warning") level = LogLevel::kWarn;
-    else if (v == "error") level = LogLevel::kError;
-    else if (v == "off" || v == "none") level = LogLevel::kOff;
+    if (v == "debug")
+      level = LogLevel::kDebug;
+    else if (v == "info")
+      level = LogLevel::kInfo;
+    else if (v == "warn" || v == "warning")
+      level = LogLevel::kWarn;
+    else if (v == "error")
+      level = LogLevel::kError;
+    else if (v == "off" || v == "none")
+      level = LogLevel::kOff;
   }
   return make_stderr_logger(level);
 }

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "aws/base64.h"
 
@@ -137,16 +136,24 @@ std::string quote(std::string_view s) {
 
 std::string json_kind(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "a number";
-    case json::value_t::binary: return "binary";
-    case json::value_t::discarded: return "invalid JSON";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::binary:
+      return "binary";
+    case json::value_t::discarded:
+      return "invalid JSON";
   }
   return "unknown";
 }
@@ -182,9 +189,9 @@ Result<std::string> parse_number_text(const json& j, const std::string& path,
   const auto& s = j.get_ref<const std::string&>();
   NumberError error;
   if (!parse_number(s, &error)) {
-    return parse_error(path, std::string(type) + (error == NumberError::kRange
-                                                     ? " value is out of range: "
-                                                     : " value is not a number: ") +
+    return parse_error(path, std::string(type) +
+                                 (error == NumberError::kRange ? " value is out of range: "
+                                                               : " value is not a number: ") +
                                  quote(s));
   }
   return s;
@@ -290,9 +297,9 @@ Result<AttributeValue> parse_value(const json& j, const std::string& path, int d
     list.reserve(v.size());
     std::size_t index = 0;
     for (const auto& e : v) {
-      auto p = parse_value(e, (path.empty() ? std::string("<value>") : path) + "[" +
-                                  std::to_string(index) + "]",
-                           depth + 1);
+      auto p = parse_value(
+          e, (path.empty() ? std::string("<value>") : path) + "[" + std::to_string(index) + "]",
+          depth + 1);
       if (!p.ok()) return p.status();
       list.push_back(std::move(p).value());
       ++index;
@@ -377,9 +384,7 @@ AttributeValue AttributeValue::L(std::vector<AttributeValue> l) {
   return v;
 }
 
-const Item& AttributeValue::m() const {
-  return type_ == Type::kM && map_ ? *map_ : empty_item();
-}
+const Item& AttributeValue::m() const { return type_ == Type::kM && map_ ? *map_ : empty_item(); }
 
 const std::vector<AttributeValue>& AttributeValue::l() const {
   return type_ == Type::kL && list_ ? *list_ : empty_list();
@@ -389,10 +394,13 @@ bool AttributeValue::operator==(const AttributeValue& o) const {
   if (type_ != o.type_) return false;
   switch (type_) {
     case Type::kS:
-    case Type::kB: return str_ == o.str_;
-    case Type::kN: return str_ == o.str_ || number_key(str_) == number_key(o.str_);
+    case Type::kB:
+      return str_ == o.str_;
+    case Type::kN:
+      return str_ == o.str_ || number_key(str_) == number_key(o.str_);
     case Type::kSS:
-    case Type::kBS: return set_.size() == o.set_.size() && sorted(set_) == sorted(o.set_);
+    case Type::kBS:
+      return set_.size() == o.set_.size() && sorted(set_) == sorted(o.set_);
     case Type::kNS: {
       if (set_.size() != o.set_.size()) return false;
       std::vector<std::string> a, b;
@@ -400,25 +408,38 @@ bool AttributeValue::operator==(const AttributeValue& o) const {
       for (const auto& s : o.set_) b.push_back(number_key(s));
       return sorted(std::move(a)) == sorted(std::move(b));
     }
-    case Type::kBool: return bool_ == o.bool_;
-    case Type::kNull: return true;
-    case Type::kM: return m() == o.m();
-    case Type::kL: return l() == o.l();
+    case Type::kBool:
+      return bool_ == o.bool_;
+    case Type::kNull:
+      return true;
+    case Type::kM:
+      return m() == o.m();
+    case Type::kL:
+      return l() == o.l();
   }
   return false;
 }
 
 json AttributeValue::to_json() const {
   switch (type_) {
-    case Type::kS: return json{{"S", str_}};
-    case Type::kN: return json{{"N", str_}};
-    case Type::kB: return json{{"B", aws::base64_encode(str_)}};
-    case Type::kSS: return json{{"SS", set_to_json(set_, false)}};
-    case Type::kNS: return json{{"NS", set_to_json(set_, false)}};
-    case Type::kBS: return json{{"BS", set_to_json(set_, true)}};
-    case Type::kBool: return json{{"BOOL", bool_}};
-    case Type::kNull: return json{{"NULL", true}};
-    case Type::kM: return json{{"M", item_to_json(m())}};
+    case Type::kS:
+      return json{{"S", str_}};
+    case Type::kN:
+      return json{{"N", str_}};
+    case Type::kB:
+      return json{{"B", aws::base64_encode(str_)}};
+    case Type::kSS:
+      return json{{"SS", set_to_json(set_, false)}};
+    case Type::kNS:
+      return json{{"NS", set_to_json(set_, false)}};
+    case Type::kBS:
+      return json{{"BS", set_to_json(set_, true)}};
+    case Type::kBool:
+      return json{{"BOOL", bool_}};
+    case Type::kNull:
+      return json{{"NULL", true}};
+    case Type::kM:
+      return json{{"M", item_to_json(m())}};
     case Type::kL: {
       json arr = json::array();
       for (const auto& e : l()) arr.push_back(e.to_json());
@@ -433,16 +454,26 @@ Result<AttributeValue> AttributeValue::from_json(const json& j) { return parse_v
 std::string_view to_string(AttributeValue::Type type) {
   using T = AttributeValue::Type;
   switch (type) {
-    case T::kS: return "S";
-    case T::kN: return "N";
-    case T::kB: return "B";
-    case T::kSS: return "SS";
-    case T::kNS: return "NS";
-    case T::kBS: return "BS";
-    case T::kBool: return "BOOL";
-    case T::kNull: return "NULL";
-    case T::kM: return "M";
-    case T::kL: return "L";
+    case T::kS:
+      return "S";
+    case T::kN:
+      return "N";
+    case T::kB:
+      return "B";
+    case T::kSS:
+      return "SS";
+    case T::kNS:
+      return "NS";
+    case T::kBS:
+      return "BS";
+    case T::kBool:
+      return "BOOL";
+    case T::kNull:
+      return "NULL";
+    case T::kM:
+      return "M";
+    case T::kL:
+      return "L";
   }
   return "?";
 }

@@ -5,12 +5,11 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "kcl/status.h"
 
@@ -38,7 +37,7 @@ class AttributeValue {
 
   Type type() const { return type_; }
   // Accessors; valid only for the matching type (else an empty value).
-  const std::string& s() const { return str_; }       // S, N (decimal text), B (raw bytes)
+  const std::string& s() const { return str_; }  // S, N (decimal text), B (raw bytes)
   const std::vector<std::string>& set() const { return set_; }  // SS, NS, BS
   bool boolean() const { return bool_; }
   const Item& m() const;

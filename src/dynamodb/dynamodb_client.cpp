@@ -1,10 +1,9 @@
 #include "dynamodb/dynamodb_client.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 namespace kcl::dynamodb {
 namespace {
@@ -54,11 +53,16 @@ Status refine_error(std::string_view op, const std::string& endpoint, const Stat
 
 const char* return_values_name(ReturnValues rv) {
   switch (rv) {
-    case ReturnValues::kNone: return "NONE";
-    case ReturnValues::kAllOld: return "ALL_OLD";
-    case ReturnValues::kAllNew: return "ALL_NEW";
-    case ReturnValues::kUpdatedOld: return "UPDATED_OLD";
-    case ReturnValues::kUpdatedNew: return "UPDATED_NEW";
+    case ReturnValues::kNone:
+      return "NONE";
+    case ReturnValues::kAllOld:
+      return "ALL_OLD";
+    case ReturnValues::kAllNew:
+      return "ALL_NEW";
+    case ReturnValues::kUpdatedOld:
+      return "UPDATED_OLD";
+    case ReturnValues::kUpdatedNew:
+      return "UPDATED_NEW";
   }
   return "NONE";
 }
@@ -77,15 +81,15 @@ class Placeholders {
   Status add(const Expression& e, std::string_view role) {
     if (e.expression.empty()) {
       if (!e.names.empty() || !e.values.empty()) {
-        return invalid(op_, std::string(role) +
-                                " expression is empty but has attribute names or values");
+        return invalid(
+            op_, std::string(role) + " expression is empty but has attribute names or values");
       }
       return Status::Ok();
     }
     for (const auto& [placeholder, name] : e.names) {
       if (placeholder.size() < 2 || placeholder[0] != '#') {
-        return invalid(op_, "ExpressionAttributeNames placeholder '" + placeholder +
-                                "' must start with '#'");
+        return invalid(
+            op_, "ExpressionAttributeNames placeholder '" + placeholder + "' must start with '#'");
       }
       if (name.empty()) {
         return invalid(op_, "ExpressionAttributeNames '" + placeholder + "' names nothing");
@@ -100,8 +104,8 @@ class Placeholders {
     }
     for (const auto& [placeholder, value] : e.values) {
       if (placeholder.size() < 2 || placeholder[0] != ':') {
-        return invalid(op_, "ExpressionAttributeValues placeholder '" + placeholder +
-                                "' must start with ':'");
+        return invalid(
+            op_, "ExpressionAttributeValues placeholder '" + placeholder + "' must start with ':'");
       }
       auto [it, inserted] = values_.emplace(placeholder, std::make_pair(value, std::string(role)));
       if (!inserted && !(it->second.first == value)) {
@@ -147,7 +151,8 @@ Result<std::string> required_string(std::string_view op, const json& obj, const 
                                     std::string_view where) {
   auto it = obj.find(member);
   if (it == obj.end()) return malformed(op, std::string(where) + " has no " + member);
-  if (!it->is_string()) return malformed(op, std::string(where) + "." + member + " is not a string");
+  if (!it->is_string())
+    return malformed(op, std::string(where) + "." + member + " is not a string");
   return it->get<std::string>();
 }
 
@@ -297,8 +302,9 @@ Result<TableDescription> DynamoDbClient::wait_until_active(std::string_view tabl
     if (d.ok()) {
       if (d->table_status == "ACTIVE") return d;
       if (d->table_status == "DELETING") {
-        return Status(StatusCode::kFailedPrecondition,
-                      "DynamoDB table '" + std::string(table) + "' is DELETING; it will not become ACTIVE");
+        return Status(
+            StatusCode::kFailedPrecondition,
+            "DynamoDB table '" + std::string(table) + "' is DELETING; it will not become ACTIVE");
       }
       last = d->table_status;
     } else if (d.status().code() == StatusCode::kNotFound) {
@@ -354,7 +360,8 @@ Result<WriteResult> DynamoDbClient::put_item(std::string_view table, const Item&
   json body{{"TableName", table}, {"Item", item_to_json(item)}};
   if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
   placeholders.write(body);
-  if (return_values != ReturnValues::kNone) body["ReturnValues"] = return_values_name(return_values);
+  if (return_values != ReturnValues::kNone)
+    body["ReturnValues"] = return_values_name(return_values);
   KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
   return write_result(op, response);
 }
@@ -373,7 +380,8 @@ Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const It
   if (!update.expression.empty()) body["UpdateExpression"] = update.expression;
   if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
   placeholders.write(body);
-  if (return_values != ReturnValues::kNone) body["ReturnValues"] = return_values_name(return_values);
+  if (return_values != ReturnValues::kNone)
+    body["ReturnValues"] = return_values_name(return_values);
   KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
   return write_result(op, response);
 }
@@ -393,7 +401,8 @@ Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const It
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
   if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
   placeholders.write(body);
-  if (return_values != ReturnValues::kNone) body["ReturnValues"] = return_values_name(return_values);
+  if (return_values != ReturnValues::kNone)
+    body["ReturnValues"] = return_values_name(return_values);
   KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
   return write_result(op, response);
 }

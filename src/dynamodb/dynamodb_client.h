@@ -53,9 +53,9 @@ struct TableDescription {
 
 // A condition or update expression with its placeholders.
 struct Expression {
-  std::string expression;                                // empty = none
-  std::map<std::string, std::string> names;              // "#n" -> attribute name
-  std::map<std::string, AttributeValue> values;          // ":v" -> value
+  std::string expression;                        // empty = none
+  std::map<std::string, std::string> names;      // "#n" -> attribute name
+  std::map<std::string, AttributeValue> values;  // ":v" -> value
 };
 
 enum class ReturnValues { kNone, kAllOld, kAllNew, kUpdatedOld, kUpdatedNew };
@@ -99,8 +99,8 @@ class DynamoDbClient {
                                ReturnValues return_values = ReturnValues::kNone);
   // `update` holds the UpdateExpression; `condition` its ConditionExpression. Names and
   // values of both are merged (they must not clash).
-  Result<WriteResult> update_item(std::string_view table, const Item& key,
-                                  const Expression& update, const Expression& condition = {},
+  Result<WriteResult> update_item(std::string_view table, const Item& key, const Expression& update,
+                                  const Expression& condition = {},
                                   ReturnValues return_values = ReturnValues::kNone);
   Result<WriteResult> delete_item(std::string_view table, const Item& key,
                                   const Expression& condition = {},

@@ -42,7 +42,7 @@ enum class ShardFilterType {
 
 struct ShardFilter {
   ShardFilterType type = ShardFilterType::kNone;
-  std::string shard_id;                               // kAfterShardId
+  std::string shard_id;                                            // kAfterShardId
   std::optional<std::chrono::system_clock::time_point> timestamp;  // k*Timestamp
 };
 
@@ -65,8 +65,8 @@ enum class IteratorType {
 
 struct IteratorPosition {
   IteratorType type = IteratorType::kTrimHorizon;
-  std::string sequence_number;                         // AT_/AFTER_SEQUENCE_NUMBER
-  std::chrono::system_clock::time_point timestamp{};   // AT_TIMESTAMP
+  std::string sequence_number;                        // AT_/AFTER_SEQUENCE_NUMBER
+  std::chrono::system_clock::time_point timestamp{};  // AT_TIMESTAMP
 };
 
 struct ChildShard {

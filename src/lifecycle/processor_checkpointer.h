@@ -23,8 +23,8 @@ class ProcessorCheckpointer final : public Checkpointer {
   }
   Status prepare_checkpoint(std::string_view sequence_number, std::uint64_t sub_sequence_number,
                             std::string_view application_state) override {
-    auto position = ExtendedSequenceNumber::parse(
-        sequence_number, static_cast<std::int64_t>(sub_sequence_number));
+    auto position = ExtendedSequenceNumber::parse(sequence_number,
+                                                  static_cast<std::int64_t>(sub_sequence_number));
     if (!position.ok()) return position.status();
     std::optional<std::string> state;
     if (!application_state.empty()) state = std::string(application_state);
@@ -35,9 +35,9 @@ class ProcessorCheckpointer final : public Checkpointer {
   }
   Status commit_prepared() override {
     if (!prepared_) {
-      return Status(StatusCode::kFailedPrecondition,
-                    "commit_prepared() without a prepare_checkpoint() for shard " +
-                        inner_.lease_key());
+      return Status(
+          StatusCode::kFailedPrecondition,
+          "commit_prepared() without a prepare_checkpoint() for shard " + inner_.lease_key());
     }
     Status s = inner_.commit(*prepared_);
     if (s.ok()) prepared_.reset();

@@ -9,13 +9,20 @@ namespace kcl::lifecycle {
 
 std::string_view to_string(ConsumerState s) noexcept {
   switch (s) {
-    case ConsumerState::kWaitingOnParents: return "WAITING_ON_PARENTS";
-    case ConsumerState::kInitializing: return "INITIALIZING";
-    case ConsumerState::kProcessing: return "PROCESSING";
-    case ConsumerState::kShardEnd: return "SHARD_END";
-    case ConsumerState::kLeaseLost: return "LEASE_LOST";
-    case ConsumerState::kShutdownRequested: return "SHUTDOWN_REQUESTED";
-    case ConsumerState::kDone: return "DONE";
+    case ConsumerState::kWaitingOnParents:
+      return "WAITING_ON_PARENTS";
+    case ConsumerState::kInitializing:
+      return "INITIALIZING";
+    case ConsumerState::kProcessing:
+      return "PROCESSING";
+    case ConsumerState::kShardEnd:
+      return "SHARD_END";
+    case ConsumerState::kLeaseLost:
+      return "LEASE_LOST";
+    case ConsumerState::kShutdownRequested:
+      return "SHUTDOWN_REQUESTED";
+    case ConsumerState::kDone:
+      return "DONE";
   }
   return "UNKNOWN";
 }
@@ -52,9 +59,9 @@ void ShardConsumer::request_shutdown() { shutdown_.store(true); }
 
 template <typename F>
 bool ShardConsumer::call_processor(const char* what, F&& f) {
-  callback_started_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 steady_now().time_since_epoch())
-                                 .count());
+  callback_started_ns_.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(steady_now().time_since_epoch())
+          .count());
   hung_reported_.store(false);
   bool ok = true;
   try {
@@ -100,9 +107,9 @@ void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>
   // callback, so replacing it between callbacks is invisible to the processor (a
   // prepare_checkpoint() made in the failed call can no longer be committed: it named
   // records that were not processed).
-  auto fresh = std::make_unique<checkpoint::ShardCheckpointer>(
-      *ctx_.coordinator, shard_id_, checkpointer_->last_checkpoint(),
-      checkpointer_->pending_checkpoint());
+  auto fresh = std::make_unique<checkpoint::ShardCheckpointer>(*ctx_.coordinator, shard_id_,
+                                                               checkpointer_->last_checkpoint(),
+                                                               checkpointer_->pending_checkpoint());
   if (previous) fresh->records_delivered(*previous);
   processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*fresh);
   checkpointer_ = std::move(fresh);
@@ -112,10 +119,11 @@ void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>
 std::optional<SteadyTime> ShardConsumer::finish(ConsumerOutcome outcome) {
   outcome_.store(outcome);
   state_.store(ConsumerState::kDone);
-  log(LogLevel::kInfo, "done (" + std::string(outcome == ConsumerOutcome::kShardFinished ? "shard finished"
-                                              : outcome == ConsumerOutcome::kLeaseLost  ? "lease lost"
-                                              : outcome == ConsumerOutcome::kShutdown   ? "shutdown"
-                                                                                         : "failed") +
+  log(LogLevel::kInfo, "done (" +
+                           std::string(outcome == ConsumerOutcome::kShardFinished ? "shard finished"
+                                       : outcome == ConsumerOutcome::kLeaseLost   ? "lease lost"
+                                       : outcome == ConsumerOutcome::kShutdown    ? "shutdown"
+                                                                                  : "failed") +
                            ")");
   return std::nullopt;
 }
@@ -222,8 +230,9 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
       position = retrieval::StartPosition::trim_horizon();
       break;
     default: {
-      Status bad(StatusCode::kFailedPrecondition,
-                 "lease " + shard_id_ + " holds an unusable checkpoint '" + start.to_string() + "'");
+      Status bad(
+          StatusCode::kFailedPrecondition,
+          "lease " + shard_id_ + " holds an unusable checkpoint '" + start.to_string() + "'");
       log(LogLevel::kError, bad.to_string());
       std::lock_guard<std::mutex> lock(failure_mu_);
       failure_ = bad;
@@ -233,7 +242,8 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     }
   }
   if (!processor_) {
-    bool ok = call_processor("factory.create", [&] { processor_ = ctx_.factory->create(shard_id_); });
+    bool ok =
+        call_processor("factory.create", [&] { processor_ = ctx_.factory->create(shard_id_); });
     if (!ok || !processor_) {
       processor_.reset();
       log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error_);
@@ -334,17 +344,17 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
 }
 
 std::optional<SteadyTime> ShardConsumer::step_shard_end() {
-  bool ok = call_processor("shard_ended", [&] { processor_->shard_ended(*processor_checkpointer_); });
+  bool ok =
+      call_processor("shard_ended", [&] { processor_->shard_ended(*processor_checkpointer_); });
   if (checkpointer_->last_checkpoint().is_shard_end()) {
     report_corrupt_aggregates();
     return finish(ConsumerOutcome::kShardFinished);
   }
-  std::string why = ok ? "shard_ended() returned without checkpointing"
-                       : last_error_ + " before checkpointing";
-  log(LogLevel::kError,
-      "shard " + shard_id_ + " was read to its end but " + why +
-          ": its child shards cannot start until SHARD_END is checkpointed. Call "
-          "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended().");
+  std::string why =
+      ok ? "shard_ended() returned without checkpointing" : last_error_ + " before checkpointing";
+  log(LogLevel::kError, "shard " + shard_id_ + " was read to its end but " + why +
+                            ": its child shards cannot start until SHARD_END is checkpointed. Call "
+                            "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended().");
   MetricTag tag{"shard", shard_id_};
   ctx_.metrics->count("consumer.shard_end_not_checkpointed", 1, MetricTags(&tag, 1));
   return backoff_after_failure();
