@@ -46,8 +46,9 @@
 //     passed on — a later instance Q of X had a checkpoint accepted, or a lease-table read
 //     begun after P initialised showed another owner — is a violation.
 //  R6 after the graceful stop no lease has an owner.
-//  Also: every worker the runner did not kill exits 0 after SIGTERM (no crash); the special
-//  cases end as expected; in profiles that ask for it every fault kind of the proxy was
+//  Also: every worker the runner did not kill exits 0 after SIGTERM ("crash" otherwise;
+//  "start" when Worker::start() failed under the injected faults); the special cases end
+//  as expected; in profiles that ask for it every fault kind of the proxy was
 //  injected at least once.
 'use strict'
 
@@ -257,19 +258,38 @@ function check(dir) {
   }
 
   // --- duplicates ---
+  // Each extra delivery is put down to one cause: a replay by a later instance (from the
+  // last checkpoint) after the earlier one was killed / lost its lease / stopped, or a late
+  // delivery by an earlier instance that had not yet noticed that its lease had passed on.
   let duplicates = 0
   let uniqueProcessed = 0
   const dupCause = {}
-  const instEnd = (id) => {
-    const i = instances.get(id)
-    return i ? (i.end === 'lease_lost' ? 'lease lost' : i.end || 'killed') : '?'
-  }
+  const endOf = (i) => (i.end === 'lease_lost' ? 'lease lost' : i.end === 'shutdown_requested' ? 'stopped' : i.end || 'killed')
+  const deliveries = new Map()  // id -> [{t, inst}] (built only for duplicated records)
   for (const [id, s] of seen) {
     if (byId.has(id)) uniqueProcessed++
     if (s.count > 1) {
       duplicates += s.count - 1
-      const c = instEnd(s.firstInst)
-      dupCause[c] = (dupCause[c] || 0) + s.count - 1
+      deliveries.set(id, [])
+    }
+  }
+  for (const i of instances.values()) {
+    for (const r of i.records) {
+      const d = deliveries.get(r.shard + '/' + r.seq)
+      if (d) d.push({t: r.t, inst: i})
+    }
+  }
+  for (const d of deliveries.values()) {
+    d.sort((a, b) => a.t - b.t)
+    const first = d[0].inst
+    for (const x of d.slice(1)) {
+      const cause =
+        x.inst.initT !== null && first.initT !== null && x.inst.initT < first.initT
+          ? 'late delivery by the previous owner'
+          : x.inst === first
+            ? 'redelivered within an instance'
+            : 'replay after ' + endOf(first)
+      dupCause[cause] = (dupCause[cause] || 0) + 1
     }
   }
 
@@ -380,7 +400,10 @@ function check(dir) {
   const pauses = events.filter((e) => e.type === 'pause').length
   for (const e of events) {
     if (e.type === 'exit' && !e.expected) {
-      violate('crash', `worker ${e.worker} exited unexpectedly (code ${e.code}, signal ${e.signal})${e.why ? ': ' + e.why : ''}`)
+      // Exit 2 with "cannot start": Worker::start() failed (a clear error, yet a fault made
+      // a worker unable to start); anything else is a crash.
+      const rule = e.code === 2 && /cannot start/.test(e.why || '') ? 'start' : 'crash'
+      violate(rule, `worker ${e.worker} exited unexpectedly (code ${e.code}, signal ${e.signal})${e.why ? ': ' + e.why : ''}`)
     }
     if (e.type === 'special' && !e.ok) violate('special', `${e.name}: ${e.detail}`)
   }

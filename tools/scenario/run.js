@@ -351,6 +351,16 @@ class Fleet {
         ctx.say(`worker ${id} exited unexpectedly: code ${code} signal ${signal} ${why}`)
       }
       ctx.event({type: 'exit', worker: id, code, signal, expected, why: expected ? undefined : why})
+      if (!expected && !this.stopping) {
+        // As a supervisor would: start a replacement (the checker still reports the exit).
+        setTimeout(() => {
+          if (!this.stopping) {
+            const nw = this.start(base)
+            ctx.event({type: 'restart', worker: nw.id, replaces: id})
+            ctx.say(`restarted ${base} as ${nw.id} after the unexpected exit of ${id}`)
+          }
+        }, 2000)
+      }
     })
     ctx.event({type: 'start', worker: id, pid: child.pid})
     return w
@@ -378,6 +388,7 @@ class Fleet {
     w.child.kill('SIGKILL')
   }
   async stopAll(timeoutS) {
+    this.stopping = true
     const live = this.alive()
     for (const w of live) {
       if (w.paused) {
@@ -903,19 +914,37 @@ function printReport(p, r, dir, seconds) {
   out.push(`records produced:             ${r.produced}`)
   out.push(`records processed:            ${r.processed} deliveries, ${r.uniqueProcessed} distinct, ${r.missing} missing`)
   out.push(`duplicates:                   ${r.duplicates}` +
-    (r.duplicates ? ` (first delivered by an instance that ended by: ${Object.entries(r.duplicateCauses).map(([k, v]) => `${k} ${v}`).join(', ')})` : ''))
+    (r.duplicates ? ` (${Object.entries(r.duplicateCauses).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k}: ${v}`).join(', ')})` : ''))
   out.push(`order violations (per key):   ${r.violations.R2 || 0}`)
   out.push(`checkpoints:                  ${r.checkpointsAccepted} written, ${r.checkpointsFailed} failed ` +
     `(${r.zombieCheckpointsRejected} rejected as lease lost); never decreasing in ${r.leasePolls} lease-table polls: ` +
     `${r.violations.R3 ? 'NO' : 'yes'}`)
-  for (const t of r.timings.takeovers) {
-    out.push(`takeover after ${t.type} of ${t.worker}: ` +
-      (t.shards ? `${t.shards} shards, first record-processor start elsewhere after ${s(t.initSeconds)} ` +
-        `(lease table shows new owners after ${s(t.tableSeconds)})` : 'it held no unfinished shard'))
+  const stats = (xs) => {
+    const v = xs.filter((x) => x != null).sort((a, b) => a - b)
+    if (!v.length) return 'n/a'
+    return `median ${v[Math.floor(v.length / 2)].toFixed(1)} s, max ${v[v.length - 1].toFixed(1)} s` +
+      (v.length < xs.length ? ` (${xs.length - v.length} not measured)` : '')
   }
-  for (const c of r.timings.children) {
-    out.push(`${c.type} ${c.parents.join('+')} -> ${c.children.join('+')}: children started after ` +
-      `${s(c.firstInitSeconds)}, first child record processed after ${s(c.firstRecordSeconds)}`)
+  const takeovers = r.timings.takeovers.filter((t) => t.shards)
+  if (r.timings.takeovers.length > 4) {
+    out.push(`takeovers after ${takeovers.length} kills/pauses: first record-processor start elsewhere ` +
+      `${stats(takeovers.map((t) => t.initSeconds))}; new owners in the lease table ${stats(takeovers.map((t) => t.tableSeconds))}`)
+  } else {
+    for (const t of r.timings.takeovers) {
+      out.push(`takeover after ${t.type} of ${t.worker}: ` +
+        (t.shards ? `${t.shards} shards, first record-processor start elsewhere after ${s(t.initSeconds)} ` +
+          `(lease table shows new owners after ${s(t.tableSeconds)})` : 'it held no unfinished shard'))
+    }
+  }
+  if (r.timings.children.length > 4) {
+    const cs = r.timings.children
+    out.push(`children after ${cs.length} splits/merges: started ${stats(cs.map((c) => c.firstInitSeconds))}; ` +
+      `first child record ${stats(cs.map((c) => c.firstRecordSeconds))}`)
+  } else {
+    for (const c of r.timings.children) {
+      out.push(`${c.type} ${c.parents.join('+')} -> ${c.children.join('+')}: children started after ` +
+        `${s(c.firstInitSeconds)}, first child record processed after ${s(c.firstRecordSeconds)}`)
+    }
   }
   for (const sp of r.specials) out.push(`special case "${sp.name}": ${sp.ok ? 'ok' : 'FAILED'} — ${sp.detail}`)
   if (r.faultCounts && r.faultsInjected) {
