@@ -101,19 +101,47 @@ ExtendedSequenceNumber ShardCheckpointer::resolve_shard_end_locked(
   return position;
 }
 
+Status ShardCheckpointer::write_fields_locked(const leases::CheckpointFields& fields) {
+  auto written = coordinator_.update_checkpoint(lease_key_, fields);
+  if (written.ok()) return Status::Ok();
+  // kLeaseLost: nothing was written by this worker (and it may write no more). Anything else
+  // (a timeout, a dropped connection, a garbled answer) may have been applied.
+  if (written.status().code() != StatusCode::kLeaseLost) outcome_unknown_ = true;
+  return written.status();
+}
+
 Status ShardCheckpointer::write_checkpoint_locked(const ExtendedSequenceNumber& position) {
   leases::CheckpointFields fields;
   fields.checkpoint = position;
   fields.owner_switches_since_checkpoint = 0;
-  auto written = coordinator_.update_checkpoint(lease_key_, fields);
-  if (!written.ok()) return written.status();
+  KCL_RETURN_IF_ERROR(write_fields_locked(fields));
   last_checkpoint_ = position;
   pending_.reset();
   return Status::Ok();
 }
 
+Status ShardCheckpointer::settle_unknown_write_locked() {
+  if (!outcome_unknown_) return Status::Ok();
+  auto stored = coordinator_.refresh_held(lease_key_);
+  if (!stored.ok()) {
+    return stored.status().with_context(
+        "checkpoint of " + lease_key_ +
+        ": reading back the lease after a write whose outcome is unknown: ");
+  }
+  if (stored->checkpoint > last_checkpoint_) {
+    last_checkpoint_ = stored->checkpoint;
+    if (last_checkpoint_ > largest_delivered_ && !last_checkpoint_.is_shard_end()) {
+      largest_delivered_ = last_checkpoint_;
+    }
+  }
+  pending_ = stored->pending_checkpoint;
+  outcome_unknown_ = false;
+  return Status::Ok();
+}
+
 Status ShardCheckpointer::checkpoint() {
   std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(settle_unknown_write_locked());
   const ExtendedSequenceNumber target =
       shard_ended_ ? ExtendedSequenceNumber::shard_end() : largest_delivered_;
   if (target == last_checkpoint_) return Status::Ok();
@@ -126,6 +154,7 @@ Status ShardCheckpointer::checkpoint() {
 
 Status ShardCheckpointer::checkpoint(const ExtendedSequenceNumber& position) {
   std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(settle_unknown_write_locked());
   KCL_RETURN_IF_ERROR(validate_locked(position, "checkpoint"));
   const ExtendedSequenceNumber target = resolve_shard_end_locked(position);
   if (target == last_checkpoint_) return Status::Ok();
@@ -148,6 +177,7 @@ Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
 Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
     const ExtendedSequenceNumber& position, std::optional<std::string> application_state) {
   std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(settle_unknown_write_locked());
   if (position == last_checkpoint_) return PreparedCheckpoint{position, false};
   KCL_RETURN_IF_ERROR(validate_locked(position, "prepared checkpoint"));
   const ExtendedSequenceNumber target = resolve_shard_end_locked(position);
@@ -165,8 +195,7 @@ Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
   fields.pending_checkpoint_state = std::move(application_state);
   // A prepare is not a checkpoint: the count of owner switches since the last one stays.
   fields.owner_switches_since_checkpoint = held->owner_switches_since_checkpoint;
-  auto written = coordinator_.update_checkpoint(lease_key_, fields);
-  if (!written.ok()) return written.status();
+  KCL_RETURN_IF_ERROR(write_fields_locked(fields));
   pending_ = target;
   return PreparedCheckpoint{target, true};
 }
@@ -174,6 +203,7 @@ Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
 Status ShardCheckpointer::commit(const PreparedCheckpoint& prepared) {
   if (!prepared.written) return Status::Ok();
   std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(settle_unknown_write_locked());
   if (prepared.position == last_checkpoint_) return Status::Ok();
   KCL_RETURN_IF_ERROR(validate_locked(prepared.position, "commit of prepared checkpoint"));
   return write_checkpoint_locked(prepared.position);

@@ -27,6 +27,12 @@
 // worker to one lease are serialized, and a counter moved by this worker's own unseen write is
 // adopted and the write retried: see LeaseCoordinator).
 //
+// Race: a checkpoint applied by DynamoDB whose answer was lost (a timeout, a dropped
+// connection). The caller gets kUnavailable and the checkpointer cannot tell whether the
+// table now holds the new position. Before its next write it re-reads the lease and adopts a
+// later stored checkpoint, so no write ever puts the table's checkpoint below one it already
+// holds (e.g. a processor retrying at an earlier position after the error).
+//
 // Thread safety: all methods may be called from any thread (the consumer's and the
 // processor's); they are serialized internally, and a checkpoint write holds that lock.
 #pragma once
@@ -95,6 +101,9 @@ class ShardCheckpointer {
   Status validate_locked(const ExtendedSequenceNumber& position, std::string_view what) const;
   ExtendedSequenceNumber resolve_shard_end_locked(const ExtendedSequenceNumber& position) const;
   Status write_checkpoint_locked(const ExtendedSequenceNumber& position);
+  Status write_fields_locked(const leases::CheckpointFields& fields);
+  // After a write whose outcome is unknown, adopts what the table holds (see "Race" above).
+  Status settle_unknown_write_locked();
 
   leases::LeaseCoordinator& coordinator_;
   const std::string lease_key_;
@@ -104,6 +113,7 @@ class ShardCheckpointer {
   std::optional<ExtendedSequenceNumber> pending_;
   bool shard_ended_ = false;
   std::optional<ExtendedSequenceNumber> sequence_at_shard_end_;
+  bool outcome_unknown_ = false;  // the last write failed in a way that may have applied it
 };
 
 }  // namespace kcl::checkpoint

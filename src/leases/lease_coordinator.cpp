@@ -25,6 +25,8 @@ std::string_view LeaseCoordinator::op_name(WriteKind kind) {
       return "checkpoint";
     case WriteKind::kRelease:
       return "release";
+    case WriteKind::kRefresh:
+      return "refresh";
   }
   return "write";
 }
@@ -155,6 +157,37 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
                    " and may be taken by another worker");
   }
 
+  // Re-reads the lease (consistent read). Still ours: the counter, checkpoint and pending
+  // checkpoint in the table moved only through this worker's own writes whose results it did
+  // not see (e.g. a timeout after DynamoDB applied a renewal or checkpoint). Writes of this
+  // worker to this lease are serialized by write_mu, so nothing else of ours is in flight:
+  // adopt what the table holds. The deadline is not extended by the unseen write. Otherwise
+  // the lease is lost.
+  auto reread = [&]() -> Result<Lease> {
+    auto fresh = store_.get_lease(current.lease_key);
+    if (!fresh.ok()) return fresh.status();
+    if (!fresh->has_value()) {
+      return give_up("the lease for " + current.lease_key + " no longer exists");
+    }
+    const Lease& now_in_table = **fresh;
+    if (now_in_table.lease_owner == worker_id()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = held_.find(key);
+      if (it != held_.end() && it->second == h) h->lease = now_in_table;
+      return now_in_table;
+    }
+    if (now_in_table.lease_owner) {
+      return give_up("the lease for " + current.lease_key + " was taken by " +
+                     *now_in_table.lease_owner + " (leaseCounter " +
+                     std::to_string(current.lease_counter) + " -> " +
+                     std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                     " no longer holds it");
+    }
+    return give_up("the lease for " + current.lease_key + " was released (no owner, leaseCounter " +
+                   std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                   " no longer holds it");
+  };
+
   constexpr int kAttempts = 3;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const auto start = clock_.now();
@@ -169,6 +202,8 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
       case WriteKind::kRelease:
         written = store_.evict_lease(current);
         break;
+      case WriteKind::kRefresh:
+        return reread();  // a read, not a write
     }
     if (written.ok()) {
       if (kind == WriteKind::kRelease) {
@@ -200,33 +235,9 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
 
     const MetricTag tag{"operation", op};
     metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
-    auto fresh = store_.get_lease(current.lease_key);
+    auto fresh = reread();
     if (!fresh.ok()) return fresh.status();
-    if (!fresh->has_value()) {
-      return give_up("the lease for " + current.lease_key + " no longer exists");
-    }
-    const Lease& now_in_table = **fresh;
-    if (now_in_table.lease_owner == worker_id()) {
-      // Still ours: the counter moved only through this worker's own writes whose results it
-      // did not see (e.g. a timeout after DynamoDB applied a renewal). Writes of this worker to
-      // this lease are serialized by write_mu, so nothing else of ours is in flight: adopt the
-      // counter and write again. The deadline is not extended by the unseen write.
-      current = now_in_table;
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = held_.find(key);
-      if (it != held_.end() && it->second == h) h->lease = current;
-      continue;
-    }
-    if (now_in_table.lease_owner) {
-      return give_up("the lease for " + current.lease_key + " was taken by " +
-                     *now_in_table.lease_owner + " (leaseCounter " +
-                     std::to_string(current.lease_counter) + " -> " +
-                     std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
-                     " no longer holds it");
-    }
-    return give_up("the lease for " + current.lease_key + " was released (no owner, leaseCounter " +
-                   std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
-                   " no longer holds it");
+    current = std::move(fresh).value();
   }
   return Status(StatusCode::kUnavailable, op + " of lease " + current.lease_key +
                                               ": the condition kept failing while this worker "
@@ -264,6 +275,13 @@ Result<Lease> LeaseCoordinator::update_checkpoint(std::string_view lease_key,
   auto written = write_held(lease_key, WriteKind::kCheckpoint, &fields, losses);
   notify_lost(std::move(losses));
   return written;
+}
+
+Result<Lease> LeaseCoordinator::refresh_held(std::string_view lease_key) {
+  std::vector<PendingLoss> losses;
+  auto fresh = write_held(lease_key, WriteKind::kRefresh, nullptr, losses);
+  notify_lost(std::move(losses));
+  return fresh;
 }
 
 Status LeaseCoordinator::release(std::string_view lease_key) {

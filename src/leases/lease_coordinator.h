@@ -43,8 +43,8 @@
 // checkpoint never race each other's condition. When a condition still fails, the lease is
 // re-read: if it is still owned by this worker, the counter moved only by this worker's own
 // writes whose result it did not see (a timeout after DynamoDB applied the write), so the
-// write is retried with the new counter; otherwise the lease is lost, the lease-lost
-// callback fires and the caller gets kLeaseLost naming the new owner.
+// stored lease (counter, checkpoint) is adopted and the write retried; otherwise the lease is lost,
+// the lease-lost callback fires and the caller gets kLeaseLost naming the new owner.
 //
 // Metrics (MetricsSink): "leases.held" gauge; "leases.taken", "leases.stolen", "leases.lost",
 // "leases.released" counts; "leases.renew_latency" timing (one successful renewal);
@@ -158,6 +158,14 @@ class LeaseCoordinator {
   // deadline passed; nothing was written), kUnavailable (retry), others from the store.
   Result<Lease> update_checkpoint(std::string_view lease_key, const CheckpointFields& fields);
 
+  // Re-reads a held lease from the table (consistent read) and, if this worker still owns
+  // it, adopts what is stored (counter, checkpoint, pending checkpoint) and returns it. For a
+  // writer whose earlier write had an unknown outcome (it may have been applied although its
+  // answer was lost). Does not extend the renewal deadline. Errors: kLeaseLost (not held any
+  // more, owned by another worker, released or deleted; the lease-lost callback fires),
+  // kUnavailable and others from the store (still held; retry).
+  Result<Lease> refresh_held(std::string_view lease_key);
+
   // Hands one lease back (owner removed, counter bumped) so another worker can take it on
   // its next pass. kLeaseLost if it was not held any more.
   Status release(std::string_view lease_key);
@@ -186,7 +194,7 @@ class LeaseCoordinator {
     Clock::MonoTime changed_at;    // when this worker first saw `counter`
     std::uint64_t generation = 0;  // the take pass that last saw the lease
   };
-  enum class WriteKind { kRenew, kCheckpoint, kRelease };
+  enum class WriteKind { kRenew, kCheckpoint, kRelease, kRefresh };
   struct PendingLoss {
     std::string key;
     Status reason;

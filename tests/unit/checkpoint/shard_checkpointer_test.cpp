@@ -197,6 +197,81 @@ TEST_F(CheckpointerTest, TransientFailureCanBeRetried) {
   EXPECT_EQ(table().checkpoint, ESN("800"));
 }
 
+TEST_F(CheckpointerTest, AppliedCheckpointWhoseAnswerWasLostIsNeverUndercut) {
+  cp_->records_delivered(ESN("800"));
+  // DynamoDB applies the checkpoint, but the answer is lost (a timeout).
+  store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
+  EXPECT_EQ(cp_->checkpoint().code(), StatusCode::kUnavailable);
+  ASSERT_EQ(table().checkpoint, ESN("800"));
+  // The processor falls back to an earlier position: it must not move the table backwards.
+  Status back = cp_->checkpoint("500");
+  EXPECT_EQ(back.code(), StatusCode::kInvalidArgument) << back;
+  EXPECT_NE(back.message().find("before the last checkpoint 800"), std::string::npos) << back;
+  EXPECT_EQ(table().checkpoint, ESN("800"));
+  EXPECT_EQ(cp_->last_checkpoint(), ESN("800")) << "adopted from the table";
+  // The checkpoint at 800 is already there: nothing more to write, and the lease is still
+  // held with the stored counter (later writes are not mistaken for a loss).
+  const std::int64_t counter = table().lease_counter;
+  EXPECT_TRUE(cp_->checkpoint().ok());
+  EXPECT_EQ(table().lease_counter, counter);
+  EXPECT_EQ(a_->held_lease(shard(0))->lease_counter, counter);
+  cp_->records_delivered(ESN("900"));
+  EXPECT_TRUE(cp_->checkpoint().ok());
+  EXPECT_EQ(table().checkpoint, ESN("900"));
+}
+
+TEST_F(CheckpointerTest, UnappliedFailedCheckpointDoesNotRaiseTheFloor) {
+  cp_->records_delivered(ESN("800"));
+  store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/false);
+  EXPECT_EQ(cp_->checkpoint().code(), StatusCode::kUnavailable);
+  ASSERT_EQ(table().checkpoint, ESN("100"));
+  // The read-back shows 100: an earlier position than the failed attempt is still fine.
+  EXPECT_TRUE(cp_->checkpoint("500").ok());
+  EXPECT_EQ(table().checkpoint, ESN("500"));
+}
+
+TEST_F(CheckpointerTest, UnknownOutcomeThenFailedReadBackWritesNothing) {
+  cp_->records_delivered(ESN("800"));
+  store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
+  EXPECT_EQ(cp_->checkpoint().code(), StatusCode::kUnavailable);
+  store_.fail_next(1);  // the read-back fails too
+  Status s = cp_->checkpoint("500");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("outcome is unknown"), std::string::npos) << s;
+  EXPECT_EQ(table().checkpoint, ESN("800"));
+  // Once the table answers again, the floor is the stored 800.
+  EXPECT_EQ(cp_->checkpoint("500").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(table().checkpoint, ESN("800"));
+}
+
+TEST_F(CheckpointerTest, UnknownOutcomeThenLeaseTakenIsLeaseLost) {
+  cp_->records_delivered(ESN("800"));
+  store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
+  EXPECT_EQ(cp_->checkpoint().code(), StatusCode::kUnavailable);
+  ASSERT_TRUE(store_.take_lease(table(), "B").ok());
+  const Lease before = table();
+  Status s = cp_->checkpoint();
+  EXPECT_EQ(s.code(), StatusCode::kLeaseLost) << s;
+  EXPECT_NE(s.message().find("taken by B"), std::string::npos) << s;
+  EXPECT_EQ(table(), before);
+  EXPECT_FALSE(a_->holds(shard(0)));
+}
+
+TEST_F(CheckpointerTest, PreparedCheckpointWhoseAnswerWasLostIsAdopted) {
+  cp_->records_delivered(ESN("700"));
+  store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
+  EXPECT_EQ(cp_->prepare_checkpoint(ESN("600")).status().code(), StatusCode::kUnavailable);
+  ASSERT_EQ(table().pending_checkpoint, ESN("600"));
+  // The next call reads the stored pending checkpoint back.
+  auto again = cp_->prepare_checkpoint(ESN("650"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(table().pending_checkpoint, ESN("650"));
+  EXPECT_EQ(table().checkpoint, ESN("100"));
+  ASSERT_TRUE(cp_->commit(*again).ok());
+  EXPECT_EQ(table().checkpoint, ESN("650"));
+  EXPECT_FALSE(table().pending_checkpoint.has_value());
+}
+
 TEST_F(CheckpointerTest, CheckpointRacingOwnRenewalsFromTwoThreads) {
   // Renewals and checkpoints of one worker interleave freely: none of them may be mistaken
   // for a lost lease.
