@@ -32,6 +32,16 @@ void ShardCheckpointer::records_delivered(const ExtendedSequenceNumber& position
   if (position > largest_delivered_) largest_delivered_ = position;
 }
 
+std::unique_ptr<ShardCheckpointer> ShardCheckpointer::rewound(
+    const std::optional<ExtendedSequenceNumber>& delivered) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto fresh =
+      std::make_unique<ShardCheckpointer>(coordinator_, lease_key_, last_checkpoint_, pending_);
+  fresh->outcome_unknown_ = outcome_unknown_;
+  if (delivered) fresh->records_delivered(*delivered);
+  return fresh;
+}
+
 void ShardCheckpointer::shard_ended(std::optional<ExtendedSequenceNumber> last_sequence_number) {
   std::lock_guard<std::mutex> lock(mu_);
   if (last_sequence_number && last_sequence_number->is_sequence_number()) {

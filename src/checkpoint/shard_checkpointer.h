@@ -37,6 +37,7 @@
 // processor's); they are serialized internally, and a checkpoint write holds that lock.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -76,6 +77,13 @@ class ShardCheckpointer {
   // The shard was read to its end. `last_sequence_number` is its last record (if any was
   // delivered): checkpointing exactly there writes SHARD_END.
   void shard_ended(std::optional<ExtendedSequenceNumber> last_sequence_number = std::nullopt);
+
+  // A checkpointer for the same lease that has delivered records only up to `delivered`
+  // (the records after it are to be delivered again: the processor failed on them). It keeps
+  // this one's checkpoint, pending checkpoint and any read-back owed after a write whose
+  // outcome is unknown.
+  std::unique_ptr<ShardCheckpointer> rewound(
+      const std::optional<ExtendedSequenceNumber>& delivered) const;
 
   // --- from the processor ---
   Status checkpoint();

@@ -107,10 +107,7 @@ void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>
   // callback, so replacing it between callbacks is invisible to the processor (a
   // prepare_checkpoint() made in the failed call can no longer be committed: it named
   // records that were not processed).
-  auto fresh = std::make_unique<checkpoint::ShardCheckpointer>(*ctx_.coordinator, shard_id_,
-                                                               checkpointer_->last_checkpoint(),
-                                                               checkpointer_->pending_checkpoint());
-  if (previous) fresh->records_delivered(*previous);
+  auto fresh = checkpointer_->rewound(previous);
   processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*fresh);
   checkpointer_ = std::move(fresh);
   last_delivered_ = previous;

@@ -257,6 +257,22 @@ TEST_F(CheckpointerTest, UnknownOutcomeThenLeaseTakenIsLeaseLost) {
   EXPECT_FALSE(a_->holds(shard(0)));
 }
 
+TEST_F(CheckpointerTest, RewoundCheckpointerKeepsTheReadBackOfAnUnknownWrite) {
+  cp_->records_delivered(ESN("800"));
+  store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
+  EXPECT_EQ(cp_->checkpoint().code(), StatusCode::kUnavailable);
+  // The processor failed on the batch up to 800: records after 400 are delivered again.
+  auto rewound = cp_->rewound(ESN("400"));
+  EXPECT_EQ(rewound->largest_permitted(), ESN("400"));
+  // Redelivered up to 600; a checkpoint there must not undercut the stored 800.
+  rewound->records_delivered(ESN("600"));
+  EXPECT_EQ(rewound->checkpoint("600").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(table().checkpoint, ESN("800"));
+  EXPECT_EQ(rewound->last_checkpoint(), ESN("800"));
+  EXPECT_TRUE(rewound->checkpoint().ok()) << "the table is already past what was delivered";
+  EXPECT_EQ(table().checkpoint, ESN("800"));
+}
+
 TEST_F(CheckpointerTest, PreparedCheckpointWhoseAnswerWasLostIsAdopted) {
   cp_->records_delivered(ESN("700"));
   store_.fail_next(1, StatusCode::kUnavailable, /*after_apply=*/true);
