@@ -248,6 +248,35 @@ Result<WriteResult> write_result(std::string_view op, const json& response) {
   return w;
 }
 
+// PutItem and DeleteItem can return only the old item.
+Status check_old_values_only(std::string_view op, ReturnValues return_values) {
+  if (return_values == ReturnValues::kNone || return_values == ReturnValues::kAllOld) {
+    return Status::Ok();
+  }
+  return invalid(op, std::string("ReturnValues ") + return_values_name(return_values) +
+                         " is not allowed (only NONE or ALL_OLD)");
+}
+
+// The common tail of PutItem, UpdateItem and DeleteItem: the expressions (update first, as
+// their placeholders are numbered in that order), ReturnValues, the call and its result.
+Result<WriteResult> conditional_write(aws::AwsJsonClient& client, std::string_view op, json body,
+                                      const Expression* update, const Expression& condition,
+                                      ReturnValues return_values) {
+  Placeholders placeholders(op);
+  if (update != nullptr) {
+    KCL_RETURN_IF_ERROR(placeholders.add(*update, "update"));
+    if (!update->expression.empty()) body["UpdateExpression"] = update->expression;
+  }
+  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
+  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
+  placeholders.write(body);
+  if (return_values != ReturnValues::kNone) {
+    body["ReturnValues"] = return_values_name(return_values);
+  }
+  KCL_ASSIGN_OR_RETURN(json response, invoke(client, op, body));
+  return write_result(op, response);
+}
+
 }  // namespace
 
 Status DynamoDbClient::create_table(const CreateTableRequest& request) {
@@ -351,19 +380,9 @@ Result<WriteResult> DynamoDbClient::put_item(std::string_view table, const Item&
   constexpr std::string_view op = "PutItem";
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (item.empty()) return invalid(op, "item is empty");
-  if (return_values != ReturnValues::kNone && return_values != ReturnValues::kAllOld) {
-    return invalid(op, std::string("ReturnValues ") + return_values_name(return_values) +
-                           " is not allowed (only NONE or ALL_OLD)");
-  }
-  Placeholders placeholders(op);
-  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
+  KCL_RETURN_IF_ERROR(check_old_values_only(op, return_values));
   json body{{"TableName", table}, {"Item", item_to_json(item)}};
-  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
-  placeholders.write(body);
-  if (return_values != ReturnValues::kNone)
-    body["ReturnValues"] = return_values_name(return_values);
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
-  return write_result(op, response);
+  return conditional_write(*client_, op, std::move(body), nullptr, condition, return_values);
 }
 
 Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const Item& key,
@@ -373,17 +392,8 @@ Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const It
   constexpr std::string_view op = "UpdateItem";
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (key.empty()) return invalid(op, "key is empty");
-  Placeholders placeholders(op);
-  KCL_RETURN_IF_ERROR(placeholders.add(update, "update"));
-  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
-  if (!update.expression.empty()) body["UpdateExpression"] = update.expression;
-  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
-  placeholders.write(body);
-  if (return_values != ReturnValues::kNone)
-    body["ReturnValues"] = return_values_name(return_values);
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
-  return write_result(op, response);
+  return conditional_write(*client_, op, std::move(body), &update, condition, return_values);
 }
 
 Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const Item& key,
@@ -392,19 +402,9 @@ Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const It
   constexpr std::string_view op = "DeleteItem";
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (key.empty()) return invalid(op, "key is empty");
-  if (return_values != ReturnValues::kNone && return_values != ReturnValues::kAllOld) {
-    return invalid(op, std::string("ReturnValues ") + return_values_name(return_values) +
-                           " is not allowed (only NONE or ALL_OLD)");
-  }
-  Placeholders placeholders(op);
-  KCL_RETURN_IF_ERROR(placeholders.add(condition, "condition"));
+  KCL_RETURN_IF_ERROR(check_old_values_only(op, return_values));
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
-  if (!condition.expression.empty()) body["ConditionExpression"] = condition.expression;
-  placeholders.write(body);
-  if (return_values != ReturnValues::kNone)
-    body["ReturnValues"] = return_values_name(return_values);
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
-  return write_result(op, response);
+  return conditional_write(*client_, op, std::move(body), nullptr, condition, return_values);
 }
 
 Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,

@@ -10,14 +10,17 @@
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
+#include "aws/ini_file.h"
 
 namespace kcl::aws::test {
 
@@ -91,14 +94,30 @@ class TempDir {
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   const std::filesystem::path& path() const { return path_; }
+  // Writes `text` to `name` (a path relative to the directory; parents are created).
   std::string write(const std::string& name, const std::string& text) const {
     auto p = path_ / name;
-    std::ofstream(p, std::ios::binary) << text;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
     return p.string();
   }
 
  private:
   std::filesystem::path path_;
+};
+
+// An environment as a map, for providers that take an EnvLookup (the process environment is
+// untouched).
+class FakeEnv {
+ public:
+  std::map<std::string, std::string> vars;
+  EnvLookup lookup() {
+    return [this](std::string_view n) -> std::optional<std::string> {
+      auto it = vars.find(std::string(n));
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  }
 };
 
 // Fake keys in AWS's documented example format; tests assert they never leak.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "aws/credentials_internal.h"
+#include "aws_test_util.h"
 #include "support/local_http_server.h"
 
 namespace kcl::aws::credentials_internal {
@@ -28,43 +29,10 @@ using kcl::testing::LocalHttpServer;
 using kcl::testing::ServedRequest;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using test::FakeEnv;
+using test::TempDir;
 
 constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kcl-creds-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& content) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-    return p.string();
-  }
-
- private:
-  fs::path path_;
-};
-
-class FakeEnv {
- public:
-  std::map<std::string, std::string> vars;
-  EnvLookup lookup() {
-    return [this](std::string_view n) -> std::optional<std::string> {
-      auto it = vars.find(std::string(n));
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-};
 
 // A provider whose answers the test scripts; counts calls; can block inside get().
 class ScriptedProvider final : public CredentialsProvider {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "aws/credentials_internal.h"
+#include "aws_test_util.h"
 #include "support/local_http_server.h"
 
 namespace kcl::aws::credentials_internal {
@@ -23,6 +24,8 @@ namespace fs = std::filesystem;
 using kcl::testing::CannedResponse;
 using kcl::testing::LocalHttpServer;
 using kcl::testing::ServedRequest;
+using test::FakeEnv;
+using test::TempDir;
 
 constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
 constexpr const char* kToken = "IQoJb3JpZ2luX2VjEXAMPLETOKENxyz";
@@ -35,41 +38,6 @@ void expect_no_secrets(const Status& s) {
     EXPECT_EQ(text.find(secret), std::string::npos) << text;
   }
 }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kcl-creds-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& content) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
-    return p.string();
-  }
-
- private:
-  fs::path path_;
-};
-
-class FakeEnv {
- public:
-  std::map<std::string, std::string> vars;
-  EnvLookup lookup() {
-    return [this](std::string_view n) -> std::optional<std::string> {
-      auto it = vars.find(std::string(n));
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-};
 
 // A transport that records requests and answers from a function, for URLs no test may
 // really contact (169.254.170.2, https hosts).

@@ -10,49 +10,14 @@
 #include <string>
 
 #include "aws/credentials_internal.h"
+#include "aws_test_util.h"
 
 namespace kcl::aws::credentials_internal {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kcl-creds-XXXXXX").string();
-    char* made = ::mkdtemp(tmpl.data());
-    EXPECT_NE(made, nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& content) const {
-    fs::path p = path_ / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out << content;
-    return p.string();
-  }
-
- private:
-  fs::path path_;
-};
-
-// An environment as a map, for providers that take an EnvLookup.
-class FakeEnv {
- public:
-  std::map<std::string, std::string> vars;
-  EnvLookup lookup() {
-    return [this](std::string_view n) -> std::optional<std::string> {
-      auto it = vars.find(std::string(n));
-      if (it == vars.end()) return std::nullopt;
-      return it->second;
-    };
-  }
-};
+using test::FakeEnv;
+using test::TempDir;
 
 constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
 constexpr const char* kToken = "IQoJb3JpZ2luX2VjEXAMPLETOKENxyz";
