@@ -40,7 +40,9 @@
 //     instance that starts further back and then has a checkpoint accepted is a violation;
 //     one that never has a write accepted was made for a lease already lost again (a steal
 //     right after a take) and is counted as "stale". The number of duplicate deliveries is
-//     reported, with what ended the instance that had processed them first.
+//     reported, each put down to its cause: a replay by a later instance after the earlier
+//     one was killed, lost its lease or stopped, or a late delivery by an earlier instance
+//     that had not yet noticed that its lease had passed on.
 //  R5 no zombie checkpoint: a checkpoint write accepted (ok and the stored checkpoint moved)
 //     from instance P of shard X in a call that began after evidence that P's lease had
 //     passed on — a later instance Q of X had a checkpoint accepted, or a lease-table read
