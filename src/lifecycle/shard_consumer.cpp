@@ -354,6 +354,14 @@ std::optional<SteadyTime> ShardConsumer::step_shard_end() {
                             "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended().");
   MetricTag tag{"shard", shard_id_};
   ctx_.metrics->count("consumer.shard_end_not_checkpointed", 1, MetricTags(&tag, 1));
+  if (shutdown_.load()) {
+    // Do not hold the worker's shutdown up: the lease is handed back with its checkpoint
+    // where the processor left it, and the next owner reads the shard's end again.
+    log(LogLevel::kError, "stopping for the shutdown with shard " + shard_id_ +
+                              " not checkpointed at SHARD_END; the next owner of its lease "
+                              "reads its end again");
+    return finish(ConsumerOutcome::kShutdown);
+  }
   return backoff_after_failure();
 }
 

@@ -28,7 +28,9 @@
 //   the fenced write (kLeaseLost). The next step moves to kLeaseLost.
 // - Shard end during shutdown: shutdown is checked at the start of a step. If the final
 //   batch was already delivered, kShardEnd runs first (the processor checkpoints SHARD_END,
-//   which is what a restart would need anyway), then the consumer is done.
+//   which is what a restart would need anyway), then the consumer is done. If shard_ended()
+//   still does not checkpoint SHARD_END, the consumer stops after that attempt (shutdown is
+//   not held up; the next owner of the lease reads the shard's end again).
 // - Shutdown while waiting on parents: nothing was delivered; done at once.
 //
 // Thread safety: run() is called by the pool, one thread at a time. notify_lease_lost(),

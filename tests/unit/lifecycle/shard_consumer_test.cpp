@@ -234,6 +234,44 @@ TEST_F(ShardConsumerTest, ShardEndedWithoutCheckpointIsAskedAgainUntilItCheckpoi
   EXPECT_TRUE(stored().checkpoint.is_shard_end());
 }
 
+TEST_F(ShardConsumerTest, ShardEndReachedBeforeShutdownIsStillCheckpointed) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  fake_->close_shard();
+  script_.hold_shard_end = 1;
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") == 1; }));
+  ASSERT_EQ(c->state(), ConsumerState::kShardEnd);
+  // Shutdown comes while shard_ended() is still to be retried: the shard end wins (its
+  // children can start), and shutdown_requested() is not called on top of it.
+  c->request_shutdown();
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShardFinished);
+  EXPECT_EQ(count(script_.events, "shard_ended"), 2u);
+  EXPECT_EQ(count(script_.events, "shutdown_requested"), 0u);
+  EXPECT_TRUE(stored().checkpoint.is_shard_end());
+}
+
+TEST_F(ShardConsumerTest, ShardEndNeverCheckpointedDoesNotHoldUpShutdown) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  fake_->close_shard();
+  script_.hold_shard_end = 1000;
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") == 1; }));
+  c->request_shutdown();
+  // One more attempt, then the consumer stops; the next owner of the lease reads the shard's
+  // end again (the checkpoint stays where the processor left it).
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 2));
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShutdown);
+  EXPECT_EQ(count(script_.events, "shard_ended"), 2u);
+  EXPECT_FALSE(stored().checkpoint.is_shard_end());
+}
+
 TEST_F(ShardConsumerTest, ProcessorExceptionDeliversTheSameBatchAgain) {
   add_lease(kShard);
   fake_->add_records(5, "r");
