@@ -146,6 +146,21 @@ class ShardConsumerTest : public ::testing::Test {
     return std::make_shared<ShardConsumer>(ctx_, *held);
   }
 
+  // A consumer that read a closed shard of 3 records and called shard_ended() once, which
+  // returned without checkpointing; the processor does so `refusals` times in all.
+  std::shared_ptr<ShardConsumer> consumer_at_refused_shard_end(int refusals) {
+    add_lease(kShard);
+    fake_->add_records(3, "r");
+    fake_->close_shard();
+    script_.hold_shard_end = refusals;
+    auto c = consumer();
+    if (!c || !drive(*c, [&] { return count(script_.events, "shard_ended") == 1; })) {
+      ADD_FAILURE() << "the consumer did not reach the shard's end";
+      return nullptr;
+    }
+    return c;
+  }
+
   // Runs steps (the fetcher's clock moves 1 s after each) until `until` holds; false if it
   // did not within `max_steps`.
   bool drive(ShardConsumer& c, const std::function<bool()>& until, int max_steps = 200) {
@@ -210,13 +225,8 @@ TEST_F(ShardConsumerTest, StartsAfterTheCheckpoint) {
 }
 
 TEST_F(ShardConsumerTest, ShardEndedWithoutCheckpointIsAskedAgainUntilItCheckpoints) {
-  add_lease(kShard);
-  fake_->add_records(3, "r");
-  fake_->close_shard();
-  script_.hold_shard_end = 3;
-  auto c = consumer();
+  auto c = consumer_at_refused_shard_end(3);
   ASSERT_TRUE(c);
-  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") == 1; }));
   for (int call = 2; call <= 3; ++call) {
     EXPECT_EQ(c->state(), ConsumerState::kShardEnd);
     EXPECT_FALSE(stored().checkpoint.is_shard_end());
@@ -235,13 +245,8 @@ TEST_F(ShardConsumerTest, ShardEndedWithoutCheckpointIsAskedAgainUntilItCheckpoi
 }
 
 TEST_F(ShardConsumerTest, ShardEndReachedBeforeShutdownIsStillCheckpointed) {
-  add_lease(kShard);
-  fake_->add_records(3, "r");
-  fake_->close_shard();
-  script_.hold_shard_end = 1;
-  auto c = consumer();
+  auto c = consumer_at_refused_shard_end(1);
   ASSERT_TRUE(c);
-  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") == 1; }));
   ASSERT_EQ(c->state(), ConsumerState::kShardEnd);
   // Shutdown comes while shard_ended() is still to be retried: the shard end wins (its
   // children can start), and shutdown_requested() is not called on top of it.
@@ -255,13 +260,8 @@ TEST_F(ShardConsumerTest, ShardEndReachedBeforeShutdownIsStillCheckpointed) {
 }
 
 TEST_F(ShardConsumerTest, ShardEndNeverCheckpointedDoesNotHoldUpShutdown) {
-  add_lease(kShard);
-  fake_->add_records(3, "r");
-  fake_->close_shard();
-  script_.hold_shard_end = 1000;
-  auto c = consumer();
+  auto c = consumer_at_refused_shard_end(1000);
   ASSERT_TRUE(c);
-  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") == 1; }));
   c->request_shutdown();
   // One more attempt, then the consumer stops; the next owner of the lease reads the shard's
   // end again (the checkpoint stays where the processor left it).
