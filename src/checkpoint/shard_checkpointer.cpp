@@ -6,21 +6,28 @@
 namespace kcl::checkpoint {
 
 Result<std::unique_ptr<ShardCheckpointer>> ShardCheckpointer::create(
-    leases::LeaseCoordinator& coordinator, std::string lease_key) {
+    leases::LeaseCoordinator& coordinator, std::string lease_key,
+    std::optional<std::uint64_t> tenure) {
+  // The tenure first: a lease lost and taken again in between shows a new tenure, never the
+  // old tenure with the new lease's checkpoint.
+  const std::optional<std::uint64_t> current = coordinator.tenure_of(lease_key);
   auto held = coordinator.held_lease(lease_key);
-  if (!held) {
-    return Status(StatusCode::kLeaseLost, "worker " + coordinator.worker_id() +
-                                              " does not hold the lease for " + lease_key);
+  if (!held || !current || (tenure && *tenure != *current) ||
+      coordinator.tenure_of(lease_key) != current) {
+    return Status(StatusCode::kLeaseLost,
+                  "worker " + coordinator.worker_id() + " does not hold the lease for " +
+                      lease_key + (held && tenure ? " in tenure " + std::to_string(*tenure) : ""));
   }
-  return std::make_unique<ShardCheckpointer>(coordinator, std::move(lease_key), held->checkpoint,
-                                             held->pending_checkpoint);
+  return std::make_unique<ShardCheckpointer>(coordinator, std::move(lease_key), *current,
+                                             held->checkpoint, held->pending_checkpoint);
 }
 
 ShardCheckpointer::ShardCheckpointer(leases::LeaseCoordinator& coordinator, std::string lease_key,
-                                     ExtendedSequenceNumber last_checkpoint,
+                                     std::uint64_t tenure, ExtendedSequenceNumber last_checkpoint,
                                      std::optional<ExtendedSequenceNumber> pending_checkpoint)
     : coordinator_(coordinator),
       lease_key_(std::move(lease_key)),
+      tenure_(tenure),
       last_checkpoint_(last_checkpoint),
       largest_delivered_(std::move(last_checkpoint)),
       pending_(std::move(pending_checkpoint)),
@@ -35,8 +42,8 @@ void ShardCheckpointer::records_delivered(const ExtendedSequenceNumber& position
 std::unique_ptr<ShardCheckpointer> ShardCheckpointer::rewound(
     const std::optional<ExtendedSequenceNumber>& delivered) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto fresh =
-      std::make_unique<ShardCheckpointer>(coordinator_, lease_key_, last_checkpoint_, pending_);
+  auto fresh = std::make_unique<ShardCheckpointer>(coordinator_, lease_key_, tenure_,
+                                                   last_checkpoint_, pending_);
   fresh->outcome_unknown_ = outcome_unknown_;
   if (delivered) fresh->records_delivered(*delivered);
   return fresh;
@@ -112,7 +119,7 @@ ExtendedSequenceNumber ShardCheckpointer::resolve_shard_end_locked(
 }
 
 Status ShardCheckpointer::write_fields_locked(const leases::CheckpointFields& fields) {
-  auto written = coordinator_.update_checkpoint(lease_key_, fields);
+  auto written = coordinator_.update_checkpoint(lease_key_, fields, tenure_);
   if (written.ok()) return Status::Ok();
   // kLeaseLost: nothing was written by this worker (and it may write no more). Anything else
   // (a timeout, a dropped connection, a garbled answer) may have been applied.
@@ -132,7 +139,7 @@ Status ShardCheckpointer::write_checkpoint_locked(const ExtendedSequenceNumber& 
 
 Status ShardCheckpointer::settle_unknown_write_locked() {
   if (!outcome_unknown_) return Status::Ok();
-  auto stored = coordinator_.refresh_held(lease_key_);
+  auto stored = coordinator_.refresh_held(lease_key_, tenure_);
   if (!stored.ok()) {
     return stored.status().with_context(
         "checkpoint of " + lease_key_ +

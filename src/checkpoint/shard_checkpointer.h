@@ -27,6 +27,11 @@
 // worker to one lease are serialized, and a counter moved by this worker's own unseen write is
 // adopted and the write retried: see LeaseCoordinator).
 //
+// Race: lease lost and taken back by this worker while a processor call of the old tenure
+// runs. Writes carry the tenure the checkpointer was made for, and the coordinator refuses
+// them (kLeaseLost) once the lease was taken again: a late checkpoint of the old tenure
+// cannot undercut what another worker, or the new tenure, checkpointed meanwhile.
+//
 // Race: a checkpoint applied by DynamoDB whose answer was lost (a timeout, a dropped
 // connection). The caller gets kUnavailable and the checkpointer cannot tell whether the
 // table now holds the new position. Before its next write it re-reads the lease and adopts a
@@ -37,6 +42,7 @@
 // processor's); they are serialized internally, and a checkpoint write holds that lock.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,17 +64,20 @@ struct PreparedCheckpoint {
 
 class ShardCheckpointer {
  public:
-  // For a lease this worker holds: starts from the lease's checkpoint (nothing delivered yet).
-  // kLeaseLost when `coordinator` does not hold `lease_key`. `coordinator` must outlive the
-  // checkpointer.
-  static Result<std::unique_ptr<ShardCheckpointer>> create(leases::LeaseCoordinator& coordinator,
-                                                           std::string lease_key);
+  // For a lease this worker holds: starts from the lease's checkpoint (nothing delivered yet)
+  // and writes only in the lease's current tenure (see LeaseCoordinator::tenure_of), or in
+  // `tenure` when given. kLeaseLost when `coordinator` does not hold `lease_key` (in that
+  // tenure). `coordinator` must outlive the checkpointer.
+  static Result<std::unique_ptr<ShardCheckpointer>> create(
+      leases::LeaseCoordinator& coordinator, std::string lease_key,
+      std::optional<std::uint64_t> tenure = std::nullopt);
 
   ShardCheckpointer(leases::LeaseCoordinator& coordinator, std::string lease_key,
-                    ExtendedSequenceNumber last_checkpoint,
+                    std::uint64_t tenure, ExtendedSequenceNumber last_checkpoint,
                     std::optional<ExtendedSequenceNumber> pending_checkpoint = std::nullopt);
 
   const std::string& lease_key() const { return lease_key_; }
+  std::uint64_t tenure() const { return tenure_; }
 
   // --- from the shard consumer ---
   // Records up to and including `position` have been delivered to the processor. Positions
@@ -115,6 +124,7 @@ class ShardCheckpointer {
 
   leases::LeaseCoordinator& coordinator_;
   const std::string lease_key_;
+  const std::uint64_t tenure_;
   mutable std::mutex mu_;
   ExtendedSequenceNumber last_checkpoint_;
   ExtendedSequenceNumber largest_delivered_;

@@ -90,6 +90,13 @@ std::optional<Lease> LeaseCoordinator::held_lease(std::string_view lease_key) co
   return it->second->lease;
 }
 
+std::optional<std::uint64_t> LeaseCoordinator::tenure_of(std::string_view lease_key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(lease_key);
+  if (it == held_.end()) return std::nullopt;
+  return it->second->tenure;
+}
+
 bool LeaseCoordinator::holds(std::string_view lease_key) const {
   return held_lease(lease_key).has_value();
 }
@@ -115,12 +122,21 @@ std::optional<Clock::MonoTime> LeaseCoordinator::next_deadline() const {
 // way are appended to `losses` for the caller to report once no lock is held.
 Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
                                            const CheckpointFields* fields,
+                                           std::optional<std::uint64_t> tenure,
                                            std::vector<PendingLoss>& losses) {
   const std::string op(op_name(kind));
   std::shared_ptr<Held> h = find_held(key);
   if (!h) {
     return Status(StatusCode::kLeaseLost,
                   "worker " + worker_id() + " does not hold the lease for " + std::string(key));
+  }
+  if (tenure && h->tenure != *tenure) {
+    // Not a loss of the current tenure: nothing to drop or report.
+    return Status(StatusCode::kLeaseLost,
+                  "worker " + worker_id() + " lost the lease for " + std::string(key) +
+                      " and took it again since this writer began (tenure " +
+                      std::to_string(*tenure) + ", now " + std::to_string(h->tenure) +
+                      "); only the new tenure may write to it");
   }
   std::unique_lock<std::mutex> write_lock(h->write_mu, std::defer_lock);
   if (kind == WriteKind::kRenew) {
@@ -254,7 +270,7 @@ RenewPassResult LeaseCoordinator::run_renew_pass() {
   }
   for (const auto& key : keys) {
     std::vector<PendingLoss> losses;
-    auto renewed = write_held(key, WriteKind::kRenew, nullptr, losses);
+    auto renewed = write_held(key, WriteKind::kRenew, nullptr, std::nullopt, losses);
     if (renewed.ok()) {
       ++result.renewed;
     } else if (renewed.status().code() == StatusCode::kLeaseLost) {
@@ -270,23 +286,25 @@ RenewPassResult LeaseCoordinator::run_renew_pass() {
 }
 
 Result<Lease> LeaseCoordinator::update_checkpoint(std::string_view lease_key,
-                                                  const CheckpointFields& fields) {
+                                                  const CheckpointFields& fields,
+                                                  std::optional<std::uint64_t> tenure) {
   std::vector<PendingLoss> losses;
-  auto written = write_held(lease_key, WriteKind::kCheckpoint, &fields, losses);
+  auto written = write_held(lease_key, WriteKind::kCheckpoint, &fields, tenure, losses);
   notify_lost(std::move(losses));
   return written;
 }
 
-Result<Lease> LeaseCoordinator::refresh_held(std::string_view lease_key) {
+Result<Lease> LeaseCoordinator::refresh_held(std::string_view lease_key,
+                                             std::optional<std::uint64_t> tenure) {
   std::vector<PendingLoss> losses;
-  auto fresh = write_held(lease_key, WriteKind::kRefresh, nullptr, losses);
+  auto fresh = write_held(lease_key, WriteKind::kRefresh, nullptr, tenure, losses);
   notify_lost(std::move(losses));
   return fresh;
 }
 
 Status LeaseCoordinator::release(std::string_view lease_key) {
   std::vector<PendingLoss> losses;
-  auto released = write_held(lease_key, WriteKind::kRelease, nullptr, losses);
+  auto released = write_held(lease_key, WriteKind::kRelease, nullptr, std::nullopt, losses);
   report_held_gauge();
   return released.status();
 }
@@ -321,6 +339,7 @@ bool LeaseCoordinator::try_take(const Lease& seen, bool steal, TakePassResult& r
     h->renewed_at = start;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      h->tenure = next_tenure_++;
       held_[seen.lease_key] = h;
     }
     observed_[seen.lease_key] = Observed{taken->lease_counter, clock_.now(), pass_generation_};

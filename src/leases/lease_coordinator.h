@@ -148,6 +148,14 @@ class LeaseCoordinator {
   bool holds(std::string_view lease_key) const;
   std::size_t held_count() const;
 
+  // Tenures. Each take of a lease by this worker starts a new tenure, numbered uniquely
+  // within this coordinator. A writer that acts for one tenure (a shard consumer and its
+  // checkpointer) passes its number to update_checkpoint/refresh_held: if the lease was lost
+  // and taken again since, the write is refused with kLeaseLost, even though this worker
+  // holds the lease again (the new tenure's consumer may already have moved on, and a late
+  // checkpoint of the old one would move the checkpoint backwards). Empty when not held.
+  std::optional<std::uint64_t> tenure_of(std::string_view lease_key) const;
+
   // The earliest time at which a held lease must be given up unless renewed first (the
   // runner wakes up then); empty when nothing is held.
   std::optional<Clock::MonoTime> next_deadline() const;
@@ -155,16 +163,19 @@ class LeaseCoordinator {
   // Writes checkpoint fields of a held lease, fenced on this worker's counter and ownership
   // (see the class comment). Returns the lease as written (its new counter is now the held
   // one). Errors: kLeaseLost (not held, taken by another worker, deleted, or its renewal
-  // deadline passed; nothing was written), kUnavailable (retry), others from the store.
-  Result<Lease> update_checkpoint(std::string_view lease_key, const CheckpointFields& fields);
+  // deadline passed, or held in another tenure than `tenure`; nothing was written),
+  // kUnavailable (retry), others from the store.
+  Result<Lease> update_checkpoint(std::string_view lease_key, const CheckpointFields& fields,
+                                  std::optional<std::uint64_t> tenure = std::nullopt);
 
   // Re-reads a held lease from the table (consistent read) and, if this worker still owns
   // it, adopts what is stored (counter, checkpoint, pending checkpoint) and returns it. For a
   // writer whose earlier write had an unknown outcome (it may have been applied although its
   // answer was lost). Does not extend the renewal deadline. Errors: kLeaseLost (not held any
-  // more, owned by another worker, released or deleted; the lease-lost callback fires),
-  // kUnavailable and others from the store (still held; retry).
-  Result<Lease> refresh_held(std::string_view lease_key);
+  // more, owned by another worker, released or deleted, or held in another tenure than
+  // `tenure`), kUnavailable and others from the store (still held; retry).
+  Result<Lease> refresh_held(std::string_view lease_key,
+                             std::optional<std::uint64_t> tenure = std::nullopt);
 
   // Hands one lease back (owner removed, counter bumped) so another worker can take it on
   // its next pass. kLeaseLost if it was not held any more.
@@ -186,6 +197,7 @@ class LeaseCoordinator {
   struct Held {
     Lease lease;                 // guarded by mu_
     Clock::MonoTime renewed_at;  // guarded by mu_: start of the last successful write
+    std::uint64_t tenure = 0;    // set before it is published in held_
     std::mutex write_mu;         // one write to this lease at a time
   };
   // What this worker has seen of a lease in its scans.
@@ -208,7 +220,7 @@ class LeaseCoordinator {
   void notify_lost(std::vector<PendingLoss> losses);
   void report_held_gauge();
   Result<Lease> write_held(std::string_view key, WriteKind kind, const CheckpointFields* fields,
-                           std::vector<PendingLoss>& losses);
+                           std::optional<std::uint64_t> tenure, std::vector<PendingLoss>& losses);
   bool try_take(const Lease& seen, bool steal, TakePassResult& result);
 
   LeaseStore& store_;
@@ -220,6 +232,7 @@ class LeaseCoordinator {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Held>, std::less<>> held_;
+  std::uint64_t next_tenure_ = 1;  // guarded by mu_
 
   std::mutex take_mu_;  // one take pass at a time; guards observed_ and rng_
   std::unordered_map<std::string, Observed> observed_;

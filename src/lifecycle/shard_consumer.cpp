@@ -41,7 +41,11 @@ ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
     : ctx_(ctx),
       shard_id_(lease.lease_key),
       component_("consumer " + lease.lease_key),
-      lease_(std::move(lease)) {}
+      tenure_(ctx.coordinator->tenure_of(lease.lease_key)),
+      lease_(std::move(lease)) {
+  // Not held any more (lost before this consumer was made): it ends at its first step.
+  if (!tenure_) lease_lost_.store(true);
+}
 
 ShardConsumer::~ShardConsumer() = default;
 
@@ -183,27 +187,26 @@ std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
 
 std::optional<SteadyTime> ShardConsumer::step_initializing() {
   if (!checkpointer_) {
-    auto cp = checkpoint::ShardCheckpointer::create(*ctx_.coordinator, shard_id_);
+    if (!tenure_) return finish(ConsumerOutcome::kLeaseLost);
+    // The coordinator's copy of the lease may lag the table: a checkpoint write that was
+    // applied but whose answer was lost leaves the old checkpoint cached. Read the lease
+    // (and adopt it) first, so nothing is replayed from an older position and no later
+    // checkpoint can move backwards.
+    auto stored = ctx_.coordinator->refresh_held(shard_id_, tenure_);
+    if (!stored.ok()) {
+      if (stored.status().code() == StatusCode::kLeaseLost) {
+        return finish(ConsumerOutcome::kLeaseLost);
+      }
+      log(LogLevel::kWarn, "initializing: reading the lease: " + stored.status().to_string());
+      return backoff_after_failure();
+    }
+    auto cp = checkpoint::ShardCheckpointer::create(*ctx_.coordinator, shard_id_, tenure_);
     if (!cp.ok()) {
       if (cp.status().code() == StatusCode::kLeaseLost) return finish(ConsumerOutcome::kLeaseLost);
       log(LogLevel::kWarn, "initializing: " + cp.status().to_string());
       return backoff_after_failure();
     }
     checkpointer_ = std::move(cp).value();
-    // The coordinator's copy of the lease may lag the table: a checkpoint write that was
-    // applied but whose answer was lost leaves the old checkpoint cached. Start from the
-    // table's checkpoint when it is further along, so nothing is replayed from an older
-    // position and no later checkpoint can move backwards.
-    auto stored = ctx_.store->get_lease(shard_id_);
-    if (!stored.ok()) {
-      log(LogLevel::kWarn, "initializing: reading the lease: " + stored.status().to_string());
-      checkpointer_.reset();
-      return backoff_after_failure();
-    }
-    if (stored->has_value() && (*stored)->checkpoint > checkpointer_->last_checkpoint()) {
-      checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
-          *ctx_.coordinator, shard_id_, (*stored)->checkpoint, (*stored)->pending_checkpoint);
-    }
     processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
   }
   const ExtendedSequenceNumber start = checkpointer_->last_checkpoint();

@@ -133,6 +133,9 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   ConsumerContext& ctx_;
   const std::string shard_id_;
   const std::string component_;
+  // The tenure of the lease this consumer reads for (LeaseCoordinator::tenure_of); every
+  // checkpoint it makes is fenced on it.
+  const std::optional<std::uint64_t> tenure_;
   Lease lease_;  // as gained; parents and the checkpoint at take time
   std::atomic<ConsumerState> state_{ConsumerState::kWaitingOnParents};
   std::atomic<ConsumerOutcome> outcome_{ConsumerOutcome::kRunning};

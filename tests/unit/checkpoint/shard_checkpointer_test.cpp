@@ -288,6 +288,40 @@ TEST_F(CheckpointerTest, PreparedCheckpointWhoseAnswerWasLostIsAdopted) {
   EXPECT_FALSE(table().pending_checkpoint.has_value());
 }
 
+TEST_F(CheckpointerTest, CheckpointerOfAnEarlierTenureCannotWriteAfterTheLeaseCameBack) {
+  cp_->records_delivered(ESN("300"));
+  // B takes the lease, checkpoints further and hands it back; A notices the loss and takes
+  // the lease again (a new tenure) while a processor call of the old tenure still runs.
+  auto b = store_.take_lease(table(), "B");
+  ASSERT_TRUE(b.ok()) << b.status();
+  leases::CheckpointFields fields;
+  fields.checkpoint = ESN("900");
+  auto b2 = store_.update_checkpoint(*b, fields);
+  ASSERT_TRUE(b2.ok()) << b2.status();
+  ASSERT_TRUE(store_.evict_lease(*b2).ok());
+  clock_.advance(3s);
+  EXPECT_EQ(a_->run_renew_pass().lost.size(), 1u);
+  ASSERT_EQ(a_->run_take_pass().taken.size(), 1u);
+  ASSERT_TRUE(a_->holds(shard(0)));
+  EXPECT_NE(a_->tenure_of(shard(0)), cp_->tenure());
+  // The old tenure's late checkpoint at 300 must not undercut B's 900.
+  Status late = cp_->checkpoint();
+  EXPECT_EQ(late.code(), StatusCode::kLeaseLost) << late;
+  EXPECT_NE(late.message().find("took it again"), std::string::npos) << late;
+  EXPECT_EQ(table().checkpoint, ESN("900"));
+  EXPECT_TRUE(a_->holds(shard(0))) << "the new tenure keeps the lease";
+  // A checkpointer of the new tenure starts at 900 and may write.
+  auto fresh = ShardCheckpointer::create(*a_, shard(0));
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->last_checkpoint(), ESN("900"));
+  (*fresh)->records_delivered(ESN("950"));
+  EXPECT_TRUE((*fresh)->checkpoint().ok());
+  EXPECT_EQ(table().checkpoint, ESN("950"));
+  // Asking for the old tenure explicitly is refused.
+  EXPECT_EQ(ShardCheckpointer::create(*a_, shard(0), cp_->tenure()).status().code(),
+            StatusCode::kLeaseLost);
+}
+
 TEST_F(CheckpointerTest, CheckpointRacingOwnRenewalsFromTwoThreads) {
   // Renewals and checkpoints of one worker interleave freely: none of them may be mistaken
   // for a lost lease.
