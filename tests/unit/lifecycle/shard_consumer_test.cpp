@@ -380,6 +380,38 @@ TEST_F(ShardConsumerTest, LeaseLostWhileProcessingCallsLeaseLostAndNothingElse) 
   EXPECT_EQ(count(script_.events, "shutdown_requested"), 0u);
 }
 
+TEST_F(ShardConsumerTest, LateCheckpointOfAnEarlierTenureIsRefusedAfterTheLeaseCameBack) {
+  add_lease(kShard);
+  fake_->add_records(5, "r");
+  bool once = true;
+  // While process_records runs, worker B takes the lease, reads further and checkpoints at
+  // record 9, then hands the lease back; this worker notices the loss and takes the lease
+  // again (a new tenure), so its coordinator holds it once more.
+  script_.throws = [&](std::span<const Record>) {
+    if (!once) return false;
+    once = false;
+    fake_->add_records(5, "s");
+    auto b = store_.take_lease(stored(), "B");
+    EXPECT_TRUE(b.ok()) << b.status();
+    leases::CheckpointFields fields;
+    fields.checkpoint = ExtendedSequenceNumber(seq_number(9));
+    auto b2 = store_.update_checkpoint(*b, fields);
+    EXPECT_TRUE(b2.ok()) << b2.status();
+    EXPECT_TRUE(store_.evict_lease(*b2).ok());
+    EXPECT_EQ(coordinator_.run_renew_pass().lost.size(), 1u);
+    EXPECT_EQ(coordinator_.run_take_pass().taken.size(), 1u);
+    return false;
+  };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return !script_.checkpoints.empty(); }));
+  // The old tenure's checkpoint at record 4 would have undercut B's record 9.
+  EXPECT_EQ(script_.checkpoints.front().code(), StatusCode::kLeaseLost)
+      << script_.checkpoints.front();
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(9)));
+  EXPECT_TRUE(coordinator_.holds(kShard));
+}
+
 TEST_F(ShardConsumerTest, ShutdownWhileWaitingOnParentsEndsWithoutCallbacks) {
   const std::string parent = "shardId-000000000003";
   add_lease(parent, ExtendedSequenceNumber(seq_number(1)));
