@@ -1,2 +1,4 @@
 // Keeps every layer library non-empty while a layer is being written.
-namespace { [[maybe_unused]] int kcl_area_anchor = 0; }
+namespace {
+[[maybe_unused]] int kcl_area_anchor = 0;
+}

@@ -46,8 +46,7 @@ class ManualClock final : public Clock {
   }
   WallTime wall_now() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return WallTime{} +
-           std::chrono::duration_cast<WallTime::duration>(wall_offset_ + elapsed_);
+    return WallTime{} + std::chrono::duration_cast<WallTime::duration>(wall_offset_ + elapsed_);
   }
   void advance(std::chrono::nanoseconds d) {
     std::lock_guard<std::mutex> lock(mu_);

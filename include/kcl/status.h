@@ -96,7 +96,7 @@ inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os <
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                      // NOLINT(implicit)
+  Result(T value) : v_(std::move(value)) {}  // NOLINT(implicit)
   Result(Status status) : v_(std::move(status)) { assert(!std::get<Status>(v_).ok()); }  // NOLINT
 
   bool ok() const noexcept { return std::holds_alternative<T>(v_); }
@@ -106,9 +106,18 @@ class [[nodiscard]] Result {
     static const Status kOkStatus;
     return ok() ? kOkStatus : std::get<Status>(v_);
   }
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -121,9 +130,9 @@ class [[nodiscard]] Result {
 }  // namespace kcl
 
 // Propagation helpers for code inside the library.
-#define KCL_RETURN_IF_ERROR(expr)            \
-  do {                                       \
-    ::kcl::Status kcl_status_ = (expr);      \
+#define KCL_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::kcl::Status kcl_status_ = (expr);        \
     if (!kcl_status_.ok()) return kcl_status_; \
   } while (0)
 

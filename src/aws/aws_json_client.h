@@ -54,7 +54,7 @@ class AwsJsonClient {
 StatusCode classify_aws_error(int http_status, std::string_view error_type);
 
 struct ResolvedEndpoint {
-  std::string url;     // scheme://host[:port]
+  std::string url;  // scheme://host[:port]
   std::string region;
 };
 

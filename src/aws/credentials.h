@@ -17,7 +17,7 @@ class HttpTransport;
 struct Credentials {
   std::string access_key_id;
   std::string secret_access_key;
-  std::string session_token;                                // empty for long-term keys
+  std::string session_token;                                        // empty for long-term keys
   std::optional<std::chrono::system_clock::time_point> expiration;  // absent: never expires
 };
 
@@ -37,8 +37,8 @@ std::shared_ptr<CredentialsProvider> make_static_provider(const StaticCredential
 // The default chain: static (when configured), environment, shared files (profile,
 // credential_process), web identity (STS AssumeRoleWithWebIdentity), ECS container
 // endpoint, EC2 instance metadata (IMDSv2).
-std::shared_ptr<CredentialsProvider> make_default_chain(const AwsConfig& config,
-                                                        std::shared_ptr<HttpTransport> transport,
-                                                        const Clock& clock = SystemClock::instance());
+std::shared_ptr<CredentialsProvider> make_default_chain(
+    const AwsConfig& config, std::shared_ptr<HttpTransport> transport,
+    const Clock& clock = SystemClock::instance());
 
 }  // namespace kcl::aws

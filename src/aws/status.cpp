@@ -4,19 +4,32 @@ namespace kcl {
 
 std::string_view to_string(StatusCode code) noexcept {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kConditionFailed: return "CONDITION_FAILED";
-    case StatusCode::kLeaseLost: return "LEASE_LOST";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case StatusCode::kExpiredIterator: return "EXPIRED_ITERATOR";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kCancelled: return "CANCELLED";
-    case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kConditionFailed:
+      return "CONDITION_FAILED";
+    case StatusCode::kLeaseLost:
+      return "LEASE_LOST";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case StatusCode::kExpiredIterator:
+      return "EXPIRED_ITERATOR";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kCancelled:
+      return "CANCELLED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
   }
   return "UNKNOWN";
 }

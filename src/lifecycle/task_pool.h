@@ -33,9 +33,9 @@ class Task {
   friend class TaskPool;
   // Guarded by the pool's mutex.
   bool running_ = false;
-  std::optional<SteadyTime> queued_at_;   // earliest queued entry, when queued
-  std::optional<SteadyTime> requested_;   // asked for while running
-  std::uint64_t generation_ = 0;          // entries with an older generation are stale
+  std::optional<SteadyTime> queued_at_;  // earliest queued entry, when queued
+  std::optional<SteadyTime> requested_;  // asked for while running
+  std::uint64_t generation_ = 0;         // entries with an older generation are stale
 };
 
 class TaskPool {

@@ -205,9 +205,9 @@ FetchStep ShardFetcher::step_get_iterator() {
 
   const auto json = nlohmann::json::parse(*response, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return on_failure(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ +
-                                                        " shard " + shard_id_ +
-                                                        " returned a body that is not a JSON object"));
+    return on_failure(Status(StatusCode::kInternal,
+                             "GetShardIterator for stream " + stream_ + " shard " + shard_id_ +
+                                 " returned a body that is not a JSON object"));
   }
   consecutive_failures_ = 0;
   const auto it = json.find("ShardIterator");

@@ -37,8 +37,8 @@
 // kDeadlineExceeded are transient (backoff). kExpiredIterator is handled as above. Anything
 // else (invalid argument, permission denied, a malformed response, ...) ends the fetcher
 // with that Status, prefixed with the stream and shard. A malformed response (kInternal) is
-// retried like a transient failure up to 5 times in a row, then ends the fetcher. Batches fetched before the end stay
-// in the queue and can still be taken.
+// retried like a transient failure up to 5 times in a row, then ends the fetcher. Batches fetched
+// before the end stay in the queue and can still be taken.
 //
 // End of shard: a response without NextShardIterator produces a final batch with
 // shard_end = true (holding that response's records and ChildShards, possibly none), after

@@ -70,11 +70,13 @@ class Worker::Impl final : public leases::LeaseListener {
   Status start();
   std::shared_future<Status> shutdown();
   Status wait() {
-    if (!started_.load()) return Status(StatusCode::kFailedPrecondition, "the worker was not started");
+    if (!started_.load())
+      return Status(StatusCode::kFailedPrecondition, "the worker was not started");
     return done_.get();
   }
   std::optional<Status> wait_for(std::chrono::milliseconds timeout) {
-    if (!started_.load()) return Status(StatusCode::kFailedPrecondition, "the worker was not started");
+    if (!started_.load())
+      return Status(StatusCode::kFailedPrecondition, "the worker was not started");
     if (done_.wait_for(timeout) != std::future_status::ready) return std::nullopt;
     return done_.get();
   }
@@ -139,9 +141,9 @@ class Worker::Impl final : public leases::LeaseListener {
   std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
   // guarded: shards whose consumer failed, not restarted before the time given
   std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
-  bool shutdown_requested_ = false;        // guarded
-  bool sync_requested_ = false;            // guarded
-  Status fatal_;                           // guarded: why the worker stops on its own
+  bool shutdown_requested_ = false;  // guarded
+  bool sync_requested_ = false;      // guarded
+  Status fatal_;                     // guarded: why the worker stops on its own
   std::once_flag shutdown_once_;
   std::promise<Status> done_promise_;
   std::shared_future<Status> done_;
@@ -160,13 +162,15 @@ Status Worker::Impl::make_clients() {
     kinesis_ = deps_.kinesis;
   } else {
     KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), config_.aws));
-    kinesis_ = std::make_shared<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+    kinesis_ = std::make_shared<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
   }
   if (deps_.lease_store) {
     store_ = deps_.lease_store;
   } else {
     KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws));
-    auto ddb = std::make_shared<dynamodb::DynamoDbClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+    auto ddb = std::make_shared<dynamodb::DynamoDbClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
     store_ = std::make_shared<leases::DynamoDbLeaseStore>(ddb, config_.leases);
   }
   return Status::Ok();
@@ -190,7 +194,8 @@ Status Worker::Impl::start() {
   }
   if (Status s = make_clients(); !s.ok()) return fail(s.with_context("starting the worker: "));
   if (Status s = store_->create_table_if_not_exists(); !s.ok()) {
-    return fail(s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
+    return fail(
+        s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
   }
   syncer_ = std::make_unique<shardsync::ShardSyncer>(
       shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
@@ -210,13 +215,15 @@ Status Worker::Impl::start() {
     synced = syncer_->sync_once();
   }
   if (!synced.ok()) {
-    return fail(synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));
+    return fail(
+        synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));
   }
   log(LogLevel::kInfo, "started: stream " + config_.stream_name + ", lease table " +
                            config_.leases.effective_table_name() + ", " +
                            std::to_string(synced->shards) + " shards, " +
                            std::to_string(synced->leases_created) + " leases created");
-  coordinator_ = std::make_unique<leases::LeaseCoordinator>(*store_, config_.leases, *clock_, *metrics_);
+  coordinator_ =
+      std::make_unique<leases::LeaseCoordinator>(*store_, config_.leases, *clock_, *metrics_);
   coordinator_->set_listener(this);
   pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size);
 
@@ -344,8 +351,8 @@ void Worker::Impl::check_hung() {
 }
 
 void Worker::Impl::scheduler_loop() {
-  auto next_sync = std::chrono::steady_clock::now() +
-                   jittered(config_.processing.shard_sync_interval, 0.2);
+  auto next_sync =
+      std::chrono::steady_clock::now() + jittered(config_.processing.shard_sync_interval, 0.2);
   for (;;) {
     bool stop = false;
     bool sync_now = false;
@@ -362,7 +369,8 @@ void Worker::Impl::scheduler_loop() {
     auto now = std::chrono::steady_clock::now();
     if (sync_now || now >= next_sync) {
       run_shard_sync();
-      next_sync = std::chrono::steady_clock::now() + jittered(config_.processing.shard_sync_interval, 0.2);
+      next_sync =
+          std::chrono::steady_clock::now() + jittered(config_.processing.shard_sync_interval, 0.2);
       reconcile();
     }
     check_hung();
@@ -415,7 +423,8 @@ void Worker::Impl::graceful_stop() {
 std::shared_future<Status> Worker::Impl::shutdown() {
   if (!started_.load()) {
     std::call_once(shutdown_once_, [&] {
-      done_promise_.set_value(Status(StatusCode::kFailedPrecondition, "the worker was not started"));
+      done_promise_.set_value(
+          Status(StatusCode::kFailedPrecondition, "the worker was not started"));
     });
     return done_;
   }

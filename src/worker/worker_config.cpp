@@ -5,9 +5,8 @@
 namespace kcl {
 
 namespace {
-void check_range(std::vector<std::string>& problems, const char* name,
-                 std::chrono::milliseconds v, std::chrono::milliseconds lo,
-                 std::chrono::milliseconds hi) {
+void check_range(std::vector<std::string>& problems, const char* name, std::chrono::milliseconds v,
+                 std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
   if (v < lo || v > hi) {
     problems.push_back(std::string(name) + " is " + std::to_string(v.count()) +
                        " ms; it must be between " + std::to_string(lo.count()) + " ms and " +
@@ -39,8 +38,8 @@ std::vector<std::string> WorkerConfig::validate() const {
   }
   check_range(problems, "processing.parent_check_interval", p.parent_check_interval,
               milliseconds(10), milliseconds(60000));
-  check_range(problems, "processing.shard_sync_interval", p.shard_sync_interval,
-              milliseconds(100), milliseconds(3600000));
+  check_range(problems, "processing.shard_sync_interval", p.shard_sync_interval, milliseconds(100),
+              milliseconds(3600000));
   check_range(problems, "processing.failure_backoff_base", p.failure_backoff_base, milliseconds(1),
               milliseconds(60000));
   check_range(problems, "processing.failure_backoff_max", p.failure_backoff_max,

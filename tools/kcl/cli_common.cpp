@@ -1,12 +1,12 @@
 #include "cli_common.h"
 
-#include <CLI/CLI.hpp>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
-#include <unistd.h>
 
 #include "aws/base64.h"
 
@@ -18,8 +18,9 @@ void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--endpoint-url", endpoint_url,
                  "Endpoint for every service, e.g. http://127.0.0.1:4567 (default: "
                  "AWS_ENDPOINT_URL_KINESIS / AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL)");
-  app.add_option("--profile", profile, "Profile of ~/.aws/config and ~/.aws/credentials "
-                                       "(default: AWS_PROFILE, then 'default')");
+  app.add_option("--profile", profile,
+                 "Profile of ~/.aws/config and ~/.aws/credentials "
+                 "(default: AWS_PROFILE, then 'default')");
   app.add_option("--ca-bundle", ca_bundle, "CA bundle file for TLS verification");
   app.add_flag("--no-verify-tls", no_verify_tls,
                "Do not verify TLS certificates (local testing only)");
@@ -49,21 +50,22 @@ Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions
   AwsConfig c = g.aws_config();
   KCL_RETURN_IF_ERROR(check_config(c));
   KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), c));
-  return std::make_unique<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+  return std::make_unique<kinesis::KinesisClient>(
+      std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
 }
 
 Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g) {
   AwsConfig c = g.aws_config();
   KCL_RETURN_IF_ERROR(check_config(c));
   KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::dynamodb_service(), c));
-  return std::make_unique<dynamodb::DynamoDbClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+  return std::make_unique<dynamodb::DynamoDbClient>(
+      std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
 }
 
 Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text) {
   auto bad = [&] {
-    return Status(StatusCode::kInvalidArgument,
-                  "not an ISO 8601 time: '" + std::string(text) +
-                      "' (expected e.g. 2026-11-22T10:00:00Z)");
+    return Status(StatusCode::kInvalidArgument, "not an ISO 8601 time: '" + std::string(text) +
+                                                    "' (expected e.g. 2026-11-22T10:00:00Z)");
   };
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
   std::string t(text);
@@ -152,11 +154,21 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];

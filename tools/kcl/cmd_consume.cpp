@@ -3,7 +3,6 @@
 // checkpointed only after its output was written and flushed, so a crash never skips a
 // record (it may print some again after a restart: at-least-once).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -165,7 +164,8 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
   cmd->add_option("--failover-ms", f->failover_ms,
                   "Lease failover time in milliseconds (default 10000)")
       ->check(CLI::Range(100LL, 3600000LL));
-  cmd->add_option("--max-leases", f->max_leases, "Most leases this worker holds (default: no limit)")
+  cmd->add_option("--max-leases", f->max_leases,
+                  "Most leases this worker holds (default: no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max", f->max_records,
                   "Stop gracefully after printing this many records (default: no limit)")

@@ -1,6 +1,5 @@
 // kcl leases --app A: the lease table of an application, one lease a line.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 
@@ -29,7 +28,8 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   config.application_name = f.app;
   config.table_name = f.table;
   config.worker_id = "kcl-leases-cli";
-  leases::DynamoDbLeaseStore store(std::shared_ptr<dynamodb::DynamoDbClient>(std::move(*ddb)), config);
+  leases::DynamoDbLeaseStore store(std::shared_ptr<dynamodb::DynamoDbClient>(std::move(*ddb)),
+                                   config);
   auto all = store.list_leases();
   if (!all.ok()) {
     return report_error("leases", all.status().with_context("reading lease table " +
@@ -42,14 +42,14 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
       std::cout << "{\"leaseKey\":\"" << l.lease_key << "\",\"leaseOwner\":"
                 << (l.lease_owner ? "\"" + *l.lease_owner + "\"" : std::string("null"))
                 << ",\"leaseCounter\":" << l.lease_counter << ",\"checkpoint\":\""
-                << l.checkpoint.sequence_number() << "\",\"checkpointSubSequenceNumber\":"
-                << l.checkpoint.sub_sequence_number() << ",\"parentShardIds\":\""
-                << join_ids(l.parent_shard_ids) << "\"}\n";
+                << l.checkpoint.sequence_number()
+                << "\",\"checkpointSubSequenceNumber\":" << l.checkpoint.sub_sequence_number()
+                << ",\"parentShardIds\":\"" << join_ids(l.parent_shard_ids) << "\"}\n";
     }
     return 0;
   }
-  std::printf("%-22s %-32s %-10s %-9s %-45s %s\n", "SHARD", "OWNER", "STATE", "COUNTER",
-              "PARENTS", "CHECKPOINT");
+  std::printf("%-22s %-32s %-10s %-9s %-45s %s\n", "SHARD", "OWNER", "STATE", "COUNTER", "PARENTS",
+              "CHECKPOINT");
   for (const auto& l : *all) {
     std::string state = l.checkpoint.is_shard_end() ? "finished" : l.lease_owner ? "owned" : "free";
     std::printf("%-22s %-32s %-10s %-9lld %-45s %s\n", l.lease_key.c_str(),
@@ -64,9 +64,10 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
 
 void add_leases_command(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
   auto f = std::make_shared<LeasesFlags>();
-  auto* cmd = parent.add_subcommand(
-      "leases", "Show an application's lease table: shard, owner, state (owned, free, "
-                "finished), leaseCounter, parents and checkpoint.");
+  auto* cmd =
+      parent.add_subcommand("leases",
+                            "Show an application's lease table: shard, owner, state (owned, free, "
+                            "finished), leaseCounter, parents and checkpoint.");
   cmd->add_option("--app", f->app, "Application name")->required();
   cmd->add_option("--table", f->table, "Lease table name (default: the application name)");
   cmd->add_flag("--json", f->json, "One JSON object per lease");

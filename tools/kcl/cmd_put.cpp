@@ -2,9 +2,8 @@
 // record, sent in PutRecords batches (at most 500 records / 5 MiB). Records that fail are
 // retried with backoff; any that still fail are reported and the exit status is 1.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
@@ -90,14 +89,14 @@ Result<std::string> key_for(const PutOptions& o, const std::string& line, std::s
   if (o.key_field.empty()) return std::to_string(line_no);
   auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return Status(StatusCode::kInvalidArgument,
-                  "line " + std::to_string(line_no) + " is not a JSON object (--key-field " +
-                      o.key_field + ")");
+    return Status(StatusCode::kInvalidArgument, "line " + std::to_string(line_no) +
+                                                    " is not a JSON object (--key-field " +
+                                                    o.key_field + ")");
   }
   auto it = j.find(o.key_field);
   if (it == j.end() || it->is_null()) {
-    return Status(StatusCode::kInvalidArgument, "line " + std::to_string(line_no) +
-                                                    " has no field '" + o.key_field + "'");
+    return Status(StatusCode::kInvalidArgument,
+                  "line " + std::to_string(line_no) + " has no field '" + o.key_field + "'");
   }
   std::string key = it->is_string() ? it->get<std::string>() : it->dump();
   if (key.empty() || key.size() > 256) {

@@ -1,6 +1,5 @@
 // kcl shards --stream S: the shards of a stream with lineage, hash and sequence ranges.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <iostream>
 
@@ -21,11 +20,11 @@ int run_shards(const GlobalOptions& g, const ShardsOptions& o) {
   if (!shards.ok()) return report_error("shards", shards.status());
   if (o.json) {
     for (const auto& s : *shards) {
-      std::cout << "{\"shardId\":\"" << s.shard_id << "\",\"parentShardId\":\""
-                << s.parent_shard_id << "\",\"adjacentParentShardId\":\""
-                << s.adjacent_parent_shard_id << "\",\"startingHashKey\":\""
-                << s.hash_key_range.starting_hash_key << "\",\"endingHashKey\":\""
-                << s.hash_key_range.ending_hash_key << "\",\"startingSequenceNumber\":\""
+      std::cout << "{\"shardId\":\"" << s.shard_id << "\",\"parentShardId\":\"" << s.parent_shard_id
+                << "\",\"adjacentParentShardId\":\"" << s.adjacent_parent_shard_id
+                << "\",\"startingHashKey\":\"" << s.hash_key_range.starting_hash_key
+                << "\",\"endingHashKey\":\"" << s.hash_key_range.ending_hash_key
+                << "\",\"startingSequenceNumber\":\""
                 << s.sequence_number_range.starting_sequence_number
                 << "\",\"endingSequenceNumber\":\""
                 << s.sequence_number_range.ending_sequence_number << "\",\"state\":\""
@@ -39,7 +38,8 @@ int run_shards(const GlobalOptions& g, const ShardsOptions& o) {
     std::string parents = s.parent_shard_id;
     if (!s.adjacent_parent_shard_id.empty()) parents += "," + s.adjacent_parent_shard_id;
     if (parents.empty()) parents = "-";
-    std::string range = s.hash_key_range.starting_hash_key + ".." + s.hash_key_range.ending_hash_key;
+    std::string range =
+        s.hash_key_range.starting_hash_key + ".." + s.hash_key_range.ending_hash_key;
     std::string seq = s.sequence_number_range.starting_sequence_number + ".." +
                       (s.closed() ? s.sequence_number_range.ending_sequence_number : "");
     std::printf("%-22s %-6s %-45s %-41s %s\n", s.shard_id.c_str(), s.closed() ? "closed" : "open",
@@ -53,8 +53,9 @@ int run_shards(const GlobalOptions& g, const ShardsOptions& o) {
 void add_shards_command(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
   auto opts = std::make_shared<ShardsOptions>();
   auto* cmd = parent.add_subcommand(
-      "shards", "List a stream's shards: state (open/closed), parents, hash key range and "
-                "sequence number range.");
+      "shards",
+      "List a stream's shards: state (open/closed), parents, hash key range and "
+      "sequence number range.");
   cmd->add_option("--stream", opts->stream, "Stream name")->required();
   cmd->add_flag("--json", opts->json, "One JSON object per shard instead of a table");
   cmd->callback([&global, &exit_code, opts] { exit_code = run_shards(global, *opts); });

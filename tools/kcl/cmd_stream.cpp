@@ -1,6 +1,5 @@
 // Stream administration: create-stream, delete-stream, split-shard, merge-shards.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "commands.h"
@@ -68,8 +67,9 @@ int run_split(const GlobalOptions& g, const StreamFlags& f) {
       }
     }
     if (key.empty()) {
-      return report_error("split-shard", Status(StatusCode::kNotFound,
-                                                "shard " + f.shard + " is not in stream " + f.stream));
+      return report_error(
+          "split-shard",
+          Status(StatusCode::kNotFound, "shard " + f.shard + " is not in stream " + f.stream));
     }
   }
   Status s = (*client)->split_shard(f.stream, f.shard, key);
@@ -99,9 +99,11 @@ int run_merge(const GlobalOptions& g, const StreamFlags& f) {
 
 void add_stream_commands(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
   auto f = std::make_shared<StreamFlags>();
-  auto* create = parent.add_subcommand("create-stream", "Create a stream and wait until it is ACTIVE.");
+  auto* create =
+      parent.add_subcommand("create-stream", "Create a stream and wait until it is ACTIVE.");
   create->add_option("--stream", f->stream, "Stream name")->required();
-  create->add_option("--shards", f->shards, "Number of shards (default 1)")->check(CLI::Range(1, 10000));
+  create->add_option("--shards", f->shards, "Number of shards (default 1)")
+      ->check(CLI::Range(1, 10000));
   create->add_flag("!--no-wait", f->wait, "Return without waiting for ACTIVE");
   create->callback([&global, &exit_code, f] { exit_code = run_create(global, *f); });
 

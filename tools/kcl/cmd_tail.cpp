@@ -1,6 +1,5 @@
 // kcl tail --stream S [--from trim-horizon|latest|<ISO time>] [--max N] [--raw]
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "commands.h"

@@ -1,6 +1,5 @@
 // kcl: the kcl-cpp command line.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "cli_common.h"

@@ -43,8 +43,8 @@ Status TailReader::start_shard(const kinesis::Shard& shard, bool first_generatio
         finished_.insert(shard.shard_id);
         return Status::Ok();
       }
-      pos.type = first_generation ? kinesis::IteratorType::kLatest
-                                  : kinesis::IteratorType::kTrimHorizon;
+      pos.type =
+          first_generation ? kinesis::IteratorType::kLatest : kinesis::IteratorType::kTrimHorizon;
       break;
     case StartPosition::Kind::kAtTimestamp:
       pos.type = kinesis::IteratorType::kAtTimestamp;

@@ -135,8 +135,9 @@ TEST_F(DynamoDbIntegrationTest, PutGetRoundTripsEveryAttributeType) {
       {"off", AttributeValue::Bool(false)},
       {"nothing", AttributeValue::Null()},
       {"text", S("ünïcødé ✓ \"quoted\"")},
-      {"map", AttributeValue::M({{"inner", S("v")},
-                                  {"list", AttributeValue::L({N(1), S("two"), AttributeValue::Null()})}})},
+      {"map",
+       AttributeValue::M({{"inner", S("v")},
+                          {"list", AttributeValue::L({N(1), S("two"), AttributeValue::Null()})}})},
       {"list", AttributeValue::L({AttributeValue::M({{"a", N(1)}}), AttributeValue::L({}),
                                   AttributeValue::Bool(true)})},
   };
@@ -196,7 +197,8 @@ TEST_F(DynamoDbIntegrationTest, ConditionalPutAttributeNotExists) {
 
 TEST_F(DynamoDbIntegrationTest, ConditionalCounterUpdate) {
   std::string table = make_table();
-  ASSERT_TRUE(client_->put_item(table, Item{{"leaseKey", S("shard-1")}, {"leaseCounter", N(0)}}).ok());
+  ASSERT_TRUE(
+      client_->put_item(table, Item{{"leaseKey", S("shard-1")}, {"leaseCounter", N(0)}}).ok());
 
   const Expression increment{"SET #c = #c + :one", {{"#c", "leaseCounter"}}, {{":one", N(1)}}};
   auto expect_counter = [](long long v) {
@@ -251,9 +253,9 @@ TEST_F(DynamoDbIntegrationTest, UpdateRemovesAnAttribute) {
   EXPECT_EQ(got->at("leaseCounter"), N(7));
 
   // Now that there is no owner, attribute_exists fails.
-  auto again = client_->update_item(table, key_of("shard-1"),
-                                    Expression{"REMOVE leaseOwner", {}, {}},
-                                    Expression{"attribute_exists(leaseOwner)", {}, {}});
+  auto again =
+      client_->update_item(table, key_of("shard-1"), Expression{"REMOVE leaseOwner", {}, {}},
+                           Expression{"attribute_exists(leaseOwner)", {}, {}});
   EXPECT_EQ(again.status().code(), StatusCode::kConditionFailed) << again.status();
 }
 
@@ -262,8 +264,8 @@ TEST_F(DynamoDbIntegrationTest, DeleteWithCondition) {
   ASSERT_TRUE(
       client_->put_item(table, Item{{"leaseKey", S("shard-1")}, {"checkpoint", S("SHARD_END")}})
           .ok());
-  auto wrong = client_->delete_item(
-      table, key_of("shard-1"), Expression{"checkpoint = :c", {}, {{":c", S("TRIM_HORIZON")}}});
+  auto wrong = client_->delete_item(table, key_of("shard-1"),
+                                    Expression{"checkpoint = :c", {}, {{":c", S("TRIM_HORIZON")}}});
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kConditionFailed) << wrong.status();
   EXPECT_TRUE(get(table, "shard-1").has_value());
@@ -320,8 +322,7 @@ TEST_F(DynamoDbIntegrationTest, MissingTableIsNotFoundNamingOperationAndEndpoint
   auto d = client_->describe_table(missing);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kNotFound) << d.status();
-  EXPECT_NE(d.status().message().find("DynamoDB.DescribeTable"), std::string::npos)
-      << d.status();
+  EXPECT_NE(d.status().message().find("DynamoDB.DescribeTable"), std::string::npos) << d.status();
   EXPECT_NE(d.status().message().find(endpoint_), std::string::npos) << d.status();
 
   auto g = client_->get_item(missing, key_of("k"));

@@ -3,10 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace kcl::dynamodb {
 namespace {
@@ -258,8 +257,8 @@ TEST(AttributeValueTest, ItemErrorsNameTheAttributePath) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(), "attribute 'leaseCounter': N value is not a number: \"x1\"");
 
-  auto nested = item_from_json(
-      json{{"outer", {{"M", {{"inner", {{"L", {{{"N", "1"}}, {{"N", "?"}}}}}}}}}}});
+  auto nested =
+      item_from_json(json{{"outer", {{"M", {{"inner", {{"L", {{{"N", "1"}}, {{"N", "?"}}}}}}}}}}});
   ASSERT_FALSE(nested.ok());
   EXPECT_EQ(nested.status().message(),
             "attribute 'outer.inner[1]': N value is not a number: \"?\"");

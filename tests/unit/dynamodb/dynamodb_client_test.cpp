@@ -5,10 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kcl::dynamodb {
 namespace {
@@ -80,8 +79,7 @@ json table_json(const std::string& status) {
                {{"TableName", "leases"},
                 {"TableStatus", status},
                 {"KeySchema", {{{"AttributeName", "leaseKey"}, {"KeyType", "HASH"}}}},
-                {"AttributeDefinitions",
-                 {{{"AttributeName", "leaseKey"}, {"AttributeType", "S"}}}},
+                {"AttributeDefinitions", {{{"AttributeName", "leaseKey"}, {"AttributeType", "S"}}}},
                 {"BillingModeSummary", {{"BillingMode", "PAY_PER_REQUEST"}}},
                 {"ItemCount", 12}}}};
 }
@@ -97,11 +95,12 @@ TEST_F(DynamoDbClientTest, CreateTableDefaultsToPayPerRequest) {
   ASSERT_TRUE(client_.create_table(req).ok());
   ASSERT_EQ(fake_->calls.size(), 1u);
   EXPECT_EQ(fake_->calls[0].operation, "CreateTable");
-  EXPECT_EQ(last_body(),
-            (json{{"TableName", "leases"},
-                  {"KeySchema", {{{"AttributeName", "leaseKey"}, {"KeyType", "HASH"}}}},
-                  {"AttributeDefinitions", {{{"AttributeName", "leaseKey"}, {"AttributeType", "S"}}}},
-                  {"BillingMode", "PAY_PER_REQUEST"}}));
+  EXPECT_EQ(
+      last_body(),
+      (json{{"TableName", "leases"},
+            {"KeySchema", {{{"AttributeName", "leaseKey"}, {"KeyType", "HASH"}}}},
+            {"AttributeDefinitions", {{{"AttributeName", "leaseKey"}, {"AttributeType", "S"}}}},
+            {"BillingMode", "PAY_PER_REQUEST"}}));
 }
 
 TEST_F(DynamoDbClientTest, CreateTableProvisionedSendsThroughput) {
@@ -219,8 +218,8 @@ TEST_F(DynamoDbClientTest, WaitUntilActivePollsWithGrowingInterval) {
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->table_status, "ACTIVE");
   EXPECT_EQ(fake_->calls.size(), 4u);
-  EXPECT_EQ(sleeps_, (std::vector<milliseconds>{milliseconds(50), milliseconds(100),
-                                                milliseconds(200)}));
+  EXPECT_EQ(sleeps_,
+            (std::vector<milliseconds>{milliseconds(50), milliseconds(100), milliseconds(200)}));
 }
 
 TEST_F(DynamoDbClientTest, WaitUntilActiveToleratesNotFoundRightAfterCreate) {
@@ -273,16 +272,16 @@ TEST_F(DynamoDbClientTest, ErrorMessagesNameOperationAndEndpoint) {
   auto d = client_.describe_table("missing");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(d.status().message().find("DynamoDB.DescribeTable"), std::string::npos)
-      << d.status();
+  EXPECT_NE(d.status().message().find("DynamoDB.DescribeTable"), std::string::npos) << d.status();
   EXPECT_NE(d.status().message().find(kEndpoint), std::string::npos) << d.status();
   ASSERT_TRUE(d.status().aws().has_value());
   EXPECT_EQ(d.status().aws()->error_type, "ResourceNotFoundException");
 
   // The AWS client's usual form "<op>: <type>: <message>" gets the endpoint after the op.
-  fake_->fail(StatusCode::kNotFound,
-              "DynamoDB.GetItem: ResourceNotFoundException: Requested resource not found (HTTP 400)",
-              "ResourceNotFoundException");
+  fake_->fail(
+      StatusCode::kNotFound,
+      "DynamoDB.GetItem: ResourceNotFoundException: Requested resource not found (HTTP 400)",
+      "ResourceNotFoundException");
   auto n = client_.get_item("t", key_of("k"));
   EXPECT_EQ(n.status().message(), std::string("DynamoDB.GetItem at ") + kEndpoint +
                                       ": ResourceNotFoundException: Requested resource not "
@@ -308,7 +307,8 @@ TEST_F(DynamoDbClientTest, ConditionalCheckFailureIsConditionFailed) {
 
   fake_->fail(StatusCode::kInvalidArgument, "The conditional request failed",
               "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException");
-  auto u = client_.update_item("t", key_of("k"), Expression{"SET a = :a", {}, {{":a", AttributeValue::N(1)}}});
+  auto u = client_.update_item("t", key_of("k"),
+                               Expression{"SET a = :a", {}, {{":a", AttributeValue::N(1)}}});
   EXPECT_EQ(u.status().code(), StatusCode::kConditionFailed);
 
   fake_->fail(StatusCode::kConditionFailed, "The conditional request failed",
@@ -343,9 +343,9 @@ TEST_F(DynamoDbClientTest, GetItemIsConsistentByDefault) {
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((**r).at("leaseCounter"), AttributeValue::N(3));
   EXPECT_EQ(fake_->calls[0].operation, "GetItem");
-  EXPECT_EQ(last_body(), (json{{"TableName", "t"},
-                               {"Key", {{"leaseKey", {{"S", "k"}}}}},
-                               {"ConsistentRead", true}}));
+  EXPECT_EQ(
+      last_body(),
+      (json{{"TableName", "t"}, {"Key", {{"leaseKey", {{"S", "k"}}}}}, {"ConsistentRead", true}}));
 
   fake_->respond(json::object());
   auto missing = client_.get_item("t", key_of("nope"), /*consistent_read=*/false);
@@ -568,8 +568,7 @@ TEST_F(DynamoDbClientTest, ScanPageRejectsMalformedResponses) {
     EXPECT_EQ(p.status().code(), StatusCode::kInternal);
     EXPECT_EQ(p.status().message(), message);
   }
-  EXPECT_EQ(client_.scan_page("t", std::nullopt, -1).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_.scan_page("t", std::nullopt, -1).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(DynamoDbClientTest, ScanAllFollowsLastEvaluatedKey) {
