@@ -16,12 +16,11 @@
 // request signature in text from the server is replaced by "[redacted]".
 #include "aws/aws_json_client.h"
 
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <ctime>
-#include <iomanip>
-#include <locale>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -97,15 +96,10 @@ std::string replace_all(std::string text, std::string_view secret, std::string_v
   return text;
 }
 
-// Parses an HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT").
+// Parses an HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") with libcurl's date parser.
 std::optional<std::chrono::system_clock::time_point> parse_http_date(const std::string& s) {
   if (s.empty()) return std::nullopt;
-  std::tm tm{};
-  std::istringstream in(s);
-  in.imbue(std::locale::classic());
-  in >> std::get_time(&tm, "%a, %d %b %Y %H:%M:%S");
-  if (in.fail()) return std::nullopt;
-  std::time_t t = timegm(&tm);
+  const std::time_t t = curl_getdate(s.c_str(), nullptr);
   if (t == static_cast<std::time_t>(-1)) return std::nullopt;
   return std::chrono::system_clock::from_time_t(t);
 }

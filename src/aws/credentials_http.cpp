@@ -9,22 +9,10 @@
 #include <utility>
 
 #include "aws/credentials_internal.h"
+#include "aws/text.h"
 
 namespace kcl::aws::credentials_internal {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim_ws(std::string_view s) {
-  auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!s.empty() && ws(s.front())) s.remove_prefix(1);
-  while (!s.empty() && ws(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 std::string strip_trailing_slashes(std::string s) {
   while (!s.empty() && s.back() == '/') s.pop_back();
@@ -33,7 +21,7 @@ std::string strip_trailing_slashes(std::string s) {
 
 bool env_true(const EnvLookup& env, std::string_view name) {
   auto v = env_value(env, name);
-  return v && lower(trim_ws(*v)) == "true";
+  return v && to_lower(trim(*v)) == "true";
 }
 
 // scheme://host[:port]... -> lower-case scheme and host (IPv6 keeps its brackets).
@@ -45,16 +33,16 @@ std::optional<UrlParts> split_url(std::string_view url) {
   auto sep = url.find("://");
   if (sep == std::string_view::npos || sep == 0) return std::nullopt;
   UrlParts parts;
-  parts.scheme = lower(url.substr(0, sep));
+  parts.scheme = to_lower(url.substr(0, sep));
   std::string_view rest = url.substr(sep + 3);
   rest = rest.substr(0, rest.find_first_of("/?#"));
   if (auto at = rest.rfind('@'); at != std::string_view::npos) rest.remove_prefix(at + 1);
   if (!rest.empty() && rest.front() == '[') {
     auto close = rest.find(']');
     if (close == std::string_view::npos) return std::nullopt;
-    parts.host = lower(rest.substr(0, close + 1));
+    parts.host = to_lower(rest.substr(0, close + 1));
   } else {
-    parts.host = lower(rest.substr(0, rest.find(':')));
+    parts.host = to_lower(rest.substr(0, rest.find(':')));
   }
   if (parts.host.empty()) return std::nullopt;
   return parts;
@@ -184,7 +172,7 @@ class ContainerProvider final : public CredentialsProvider {
         return Status(StatusCode::kPermissionDenied,
                       "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE " + *file + " cannot be read");
       }
-      auth = std::string(trim_ws(*text));
+      auth = std::string(trim(*text));
     } else if (auto token = env_value(env_, "AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
       auth = *token;
     }
@@ -231,7 +219,7 @@ class ImdsProvider final : public CredentialsProvider {
     std::string endpoint;
     if (auto e = env_value(env_, "AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
       endpoint = strip_trailing_slashes(*e);
-    } else if (lower(env_value(env_, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("")) ==
+    } else if (to_lower(env_value(env_, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("")) ==
                "ipv6") {
       endpoint = "http://[fd00:ec2::254]";
     } else {
@@ -256,7 +244,7 @@ class ImdsProvider final : public CredentialsProvider {
     }
     std::string token;
     if (token_resp->status == 200) {
-      token = std::string(trim_ws(token_resp->body));
+      token = std::string(trim(token_resp->body));
     } else if ((token_resp->status == 404 || token_resp->status == 405) &&
                !env_true(env_, "AWS_EC2_METADATA_V1_DISABLED")) {
       // No IMDSv2 here (an older proxy or emulator): continue without a token (IMDSv1).
@@ -291,7 +279,7 @@ class ImdsProvider final : public CredentialsProvider {
           what + " answered the role request with HTTP " + std::to_string(role_resp->status));
     }
     std::string_view body = role_resp->body;
-    std::string role(trim_ws(body.substr(0, body.find('\n'))));
+    std::string role(trim(body.substr(0, body.find('\n'))));
     if (role.empty()) {
       return Status(StatusCode::kNotFound,
                     "this instance has no IAM role (instance profile) attached");
@@ -354,7 +342,7 @@ Result<Credentials> assume_role_with_web_identity(const WebIdentitySettings& set
     return Status(StatusCode::kPermissionDenied,
                   what + ": web identity token file " + settings.token_file + " cannot be read");
   }
-  const std::string token(trim_ws(*text));
+  const std::string token(trim(*text));
   if (token.empty()) {
     return Status(StatusCode::kPermissionDenied,
                   what + ": web identity token file " + settings.token_file + " is empty");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "aws/credentials_internal.h"
+#include "aws/retry.h"
 
 namespace kcl::aws::credentials_internal {
 namespace {
@@ -103,11 +104,7 @@ std::optional<std::string> json_string(const nlohmann::json& doc, const char* ke
 }
 
 StatusCode classify_sts_error(int http_status, std::string_view code) {
-  if (code == "IDPCommunicationError" || code == "Throttling" || code == "ThrottlingException" ||
-      code == "RequestLimitExceeded" || code == "ServiceUnavailable" || code == "InternalFailure" ||
-      code == "InternalError" || code == "RequestTimeout") {
-    return StatusCode::kUnavailable;
-  }
+  if (is_throttling_error(code) || is_transient_error(code)) return StatusCode::kUnavailable;
   if (http_status >= 500 || http_status == 429) return StatusCode::kUnavailable;
   if (code == "ValidationError" || code == "MalformedPolicyDocument" ||
       code == "PackedPolicyTooLarge") {

@@ -17,14 +17,6 @@
 namespace kcl::aws {
 namespace {
 
-char lower_ascii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string to_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = lower_ascii(c);
-  return out;
-}
-
 // For messages: printable ASCII only, bounded.
 std::string printable(std::string_view s) {
   std::string out;

@@ -9,22 +9,12 @@
 #include <sstream>
 #include <vector>
 
+#include "aws/text.h"
+
 namespace kcl::aws {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Cuts a comment that starts with '#' or ';' preceded by whitespace (or at position 0).
 std::string_view strip_inline_comment(std::string_view s) {
@@ -81,7 +71,7 @@ IniFile IniFile::parse(std::string_view text) {
 
     std::size_t eq = line.find_first_of("=:");
     if (eq == std::string_view::npos || eq == 0) continue;
-    std::string key = lower(trim(line.substr(0, eq)));
+    std::string key = to_lower(trim(line.substr(0, eq)));
     std::string value(trim(strip_inline_comment(line.substr(eq + 1))));
 
     if (indented && !parent_key.empty()) {

@@ -10,18 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "aws/text.h"
+
 namespace kcl::aws {
 namespace {
 
 constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
-
-char lower_ascii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string to_lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = lower_ascii(c);
-  return out;
-}
 
 std::string hex(const unsigned char* data, std::size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";

@@ -134,7 +134,9 @@ std::optional<SteadyTime> ShardConsumer::run() {
   if (s == ConsumerState::kDone) return std::nullopt;
   // External events are looked at only here, between steps (see the race notes).
   if (lease_lost_.load() && s != ConsumerState::kLeaseLost) {
-    s = processor_ ? ConsumerState::kLeaseLost : ConsumerState::kDone;
+    // lease_lost() and shutdown_requested() only for a processor that was initialized (the
+    // fetcher is made right after initialize() returned).
+    s = fetcher_ ? ConsumerState::kLeaseLost : ConsumerState::kDone;
     if (s == ConsumerState::kDone) return finish(ConsumerOutcome::kLeaseLost);
     state_.store(s);
   } else if (shutdown_.load() &&
@@ -142,7 +144,7 @@ std::optional<SteadyTime> ShardConsumer::run() {
               s == ConsumerState::kProcessing)) {
     // Deliver nothing more; a batch already queued is simply not delivered (it is after the
     // last checkpoint the processor may write, so the next owner reads it again).
-    if (!processor_) return finish(ConsumerOutcome::kShutdown);
+    if (!fetcher_) return finish(ConsumerOutcome::kShutdown);
     s = ConsumerState::kShutdownRequested;
     state_.store(s);
   }
@@ -200,13 +202,10 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
       log(LogLevel::kWarn, "initializing: reading the lease: " + stored.status().to_string());
       return backoff_after_failure();
     }
-    auto cp = checkpoint::ShardCheckpointer::create(*ctx_.coordinator, shard_id_, tenure_);
-    if (!cp.ok()) {
-      if (cp.status().code() == StatusCode::kLeaseLost) return finish(ConsumerOutcome::kLeaseLost);
-      log(LogLevel::kWarn, "initializing: " + cp.status().to_string());
-      return backoff_after_failure();
-    }
-    checkpointer_ = std::move(cp).value();
+    // The read is fenced on this consumer's tenure, so the lease read is this tenure's.
+    lease_ = std::move(stored).value();
+    checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
+        *ctx_.coordinator, shard_id_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
     processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
   }
   const ExtendedSequenceNumber start = checkpointer_->last_checkpoint();
@@ -242,8 +241,10 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     }
   }
   if (!processor_) {
-    bool ok =
-        call_processor("factory.create", [&] { processor_ = ctx_.factory->create(shard_id_); });
+    bool ok = call_processor("factory.create", [&] {
+      std::lock_guard<std::mutex> lock(ctx_.factory_mu);  // create() is called one at a time
+      processor_ = ctx_.factory->create(shard_id_);
+    });
     if (!ok || !processor_) {
       processor_.reset();
       log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error_);
@@ -254,9 +255,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
   init.shard_id = shard_id_;
   init.starting_position = start;
   init.pending_checkpoint = checkpointer_->pending_checkpoint();
-  if (auto held = ctx_.coordinator->held_lease(shard_id_)) {
-    init.pending_checkpoint_state = held->pending_checkpoint_state;
-  }
+  init.pending_checkpoint_state = lease_.pending_checkpoint_state;
   if (!call_processor("initialize", [&] { processor_->initialize(init); })) {
     log(LogLevel::kError, last_error_ + "; retrying");
     return backoff_after_failure();

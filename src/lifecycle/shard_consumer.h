@@ -40,6 +40,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -88,6 +89,7 @@ struct ConsumerContext {
   std::atomic<std::uint64_t>* records_delivered = nullptr;
   std::atomic<std::uint64_t>* processor_failures = nullptr;
   std::atomic<std::uint64_t>* corrupt_aggregates = nullptr;
+  std::mutex factory_mu;  // RecordProcessorFactory::create() is called one at a time
 };
 
 class ShardConsumer final : public Task, public std::enable_shared_from_this<ShardConsumer> {
@@ -136,7 +138,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   // The tenure of the lease this consumer reads for (LeaseCoordinator::tenure_of); every
   // checkpoint it makes is fenced on it.
   const std::optional<std::uint64_t> tenure_;
-  Lease lease_;  // as gained; parents and the checkpoint at take time
+  Lease lease_;  // as gained (parents); as read from the table once initializing
   std::atomic<ConsumerState> state_{ConsumerState::kWaitingOnParents};
   std::atomic<ConsumerOutcome> outcome_{ConsumerOutcome::kRunning};
   std::atomic<bool> lease_lost_{false};

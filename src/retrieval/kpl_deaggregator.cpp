@@ -247,7 +247,8 @@ Verdict classify(const kinesis::KinesisRecord& in, std::string_view shard_id,
 
 void append_sub_records(const kinesis::KinesisRecord& in, std::string_view shard_id,
                         const ParsedAggregate& agg, std::vector<kcl::Record>& out) {
-  out.reserve(out.size() + agg.records.size());
+  // No exact reserve here: called once per aggregate on a growing vector, it would reallocate
+  // (and move every record so far) on each call; emplace_back grows geometrically.
   std::uint64_t sub = 0;
   for (const SubView& s : agg.records) {
     kcl::Record& r = out.emplace_back();

@@ -210,6 +210,7 @@ FetchStep ShardFetcher::step_get_iterator() {
                                  " returned a body that is not a JSON object"));
   }
   consecutive_failures_ = 0;
+  consecutive_malformed_ = 0;
   const auto it = json.find("ShardIterator");
   if (it == json.end() || it->is_null()) {
     // A closed shard with nothing at or after the position: Kinesis answers a null iterator
@@ -249,6 +250,7 @@ FetchStep ShardFetcher::step_get_records() {
         parsed.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ + ": "));
   }
   consecutive_failures_ = 0;
+  consecutive_malformed_ = 0;
   millis_behind_.store(result.millis_behind_latest, std::memory_order_relaxed);
 
   const bool fetched_any = !result.records.empty();
@@ -301,7 +303,7 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
       // A malformed response (a body cut short by a dropped connection, a proxy's error
       // page): usually transient, and the same iterator is valid again, so back off as
       // below. Many in a row mean a broken peer: give up then.
-      if (consecutive_failures_ >= kMaxMalformedInARow) break;
+      if (++consecutive_malformed_ > kMaxMalformedInARow) break;
       [[fallthrough]];
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded: {

@@ -221,8 +221,9 @@ class ShardFetcher {
   std::string last_fetched_sequence_;  // of the last Kinesis record fetched
   bool resume_filter_ = false;         // dropping records <= the starting checkpoint
   std::optional<Clock::MonoTime> last_call_start_;
-  Clock::MonoTime next_due_{};  // earliest time of the next call
-  int consecutive_failures_ = 0;
+  Clock::MonoTime next_due_{};     // earliest time of the next call
+  int consecutive_failures_ = 0;   // transient failures in a row (the backoff exponent)
+  int consecutive_malformed_ = 0;  // malformed responses in a row (give up past the cap)
   std::mt19937_64 rng_;
 
   // ---- shared with take_batch() and the accessors ----

@@ -42,7 +42,8 @@ struct Script {
   std::vector<std::string> events;  // "initialize <pos>", "process <n>", "shard_ended", ...
   std::vector<std::string> data;    // every record delivered, every time
   std::function<bool(std::span<const Record>)> throws;  // process_records throws when true
-  int hold_shard_end = 0;  // shard_ended returns without checkpointing this many times
+  int hold_shard_end = 0;     // shard_ended returns without checkpointing this many times
+  int initialize_throws = 0;  // initialize throws this many times
   bool checkpoint_each_batch = true;
   bool checkpoint_on_shutdown = true;
   std::vector<Status> checkpoints;  // results of the checkpoints written
@@ -53,6 +54,10 @@ class ScriptedProcessor final : public RecordProcessor {
   explicit ScriptedProcessor(Script& s) : s_(s) {}
   void initialize(const InitializationInput& input) override {
     s_.events.push_back("initialize " + input.starting_position.to_string());
+    if (s_.initialize_throws > 0) {
+      --s_.initialize_throws;
+      throw std::runtime_error("scripted initialize failure");
+    }
   }
   void process_records(const ProcessRecordsInput& input) override {
     s_.events.push_back("process " + std::to_string(input.records.size()));
@@ -410,6 +415,32 @@ TEST_F(ShardConsumerTest, LateCheckpointOfAnEarlierTenureIsRefusedAfterTheLeaseC
       << script_.checkpoints.front();
   EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(9)));
   EXPECT_TRUE(coordinator_.holds(kShard));
+}
+
+TEST_F(ShardConsumerTest, AProcessorWhoseInitializeThrewGetsNoOtherCallback) {
+  for (bool shutdown : {true, false}) {
+    SCOPED_TRACE(shutdown ? "shutdown" : "lease lost");
+    Script script;
+    script.initialize_throws = 1000;
+    ScriptedFactory factory(script);
+    ctx_.factory = &factory;
+    const std::string key = shutdown ? kShard : "shardId-000000000099";
+    add_lease(key);
+    auto c = consumer(key);
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(drive(*c, [&] { return !script.events.empty(); }));
+    if (shutdown) {
+      c->request_shutdown();
+    } else {
+      c->notify_lease_lost();
+    }
+    ASSERT_TRUE(drive(
+        *c, [&] { return c->done(); }, 2));
+    EXPECT_EQ(c->outcome(), shutdown ? ConsumerOutcome::kShutdown : ConsumerOutcome::kLeaseLost);
+    EXPECT_EQ(count(script.events, "shutdown_requested"), 0u);
+    EXPECT_EQ(count(script.events, "lease_lost"), 0u);
+    ctx_.factory = &factory_;
+  }
 }
 
 TEST_F(ShardConsumerTest, ShutdownWhileWaitingOnParentsEndsWithoutCallbacks) {

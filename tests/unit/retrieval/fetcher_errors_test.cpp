@@ -198,6 +198,28 @@ TEST(FetcherErrorsTest, MalformedResponsesInARowAreTerminal) {
   }
 }
 
+TEST(FetcherErrorsTest, ThrottlesDoNotCountTowardsTheMalformedLimit) {
+  FetcherHarness h;
+  h.fake->add_records(3);
+  auto f = h.make(StartPosition::trim_horizon());
+  FetchStep s = f->fetch_step();  // iterator
+  h.advance_to(s);
+  // A throttling storm, then one truncated body: still transient, nothing given up.
+  h.fake->fail_next("GetRecords", FakeKinesis::throttled(), 8);
+  for (int i = 0; i < 8; ++i) {
+    s = f->fetch_step();
+    ASSERT_EQ(s.outcome, FetchOutcome::kRetrying) << i;
+    h.advance_to(s);
+  }
+  h.fake->reply_next("GetRecords", R"({"Records":[{"SequenceNumber":"1")");
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRetrying);
+  EXPECT_FALSE(f->finished()) << f->terminal_error();
+  h.advance_to(s);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRecords);
+}
+
 TEST(FetcherErrorsTest, EndOfShardDeliversAFinalBatchWithChildShards) {
   FetcherHarness h;
   h.fake->add_records(150);
