@@ -377,13 +377,15 @@ std::unique_ptr<AwsJsonClient> make_aws_json_client(
 }
 
 Result<std::unique_ptr<AwsJsonClient>> make_aws_json_client(ServiceSpec service,
-                                                            const AwsConfig& config) {
+                                                            const AwsConfig& config,
+                                                            AwsClientParts* shared) {
   Result<ResolvedEndpoint> ep = resolve_endpoint(config, service.signing_name);
   if (!ep.ok()) return ep.status();
-  std::shared_ptr<HttpTransport> transport = make_curl_transport(config.http);
-  std::shared_ptr<CredentialsProvider> credentials = make_default_chain(config, transport);
-  return make_aws_json_client(std::move(service), config, std::move(transport),
-                              std::move(credentials));
+  AwsClientParts own;
+  AwsClientParts& parts = shared != nullptr ? *shared : own;
+  if (!parts.transport) parts.transport = make_curl_transport(config.http);
+  if (!parts.credentials) parts.credentials = make_default_chain(config, parts.transport);
+  return make_aws_json_client(std::move(service), config, parts.transport, parts.credentials);
 }
 
 }  // namespace kcl::aws

@@ -66,8 +66,18 @@ std::unique_ptr<AwsJsonClient> make_aws_json_client(
     ServiceSpec service, const AwsConfig& config, std::shared_ptr<HttpTransport> transport,
     std::shared_ptr<CredentialsProvider> credentials, const Clock& clock = SystemClock::instance());
 
-// Convenience: everything from config (curl transport, default credentials chain).
+// What clients of several services share: one HTTP transport (its connection pool) and one
+// credentials chain (one fetch and refresh of temporary credentials for all of them).
+struct AwsClientParts {
+  std::shared_ptr<HttpTransport> transport;
+  std::shared_ptr<CredentialsProvider> credentials;
+};
+
+// Convenience: everything from config (curl transport, default credentials chain). With
+// `shared`, the parts in it are used, and made there first when empty, so the next client
+// made with the same `shared` reuses them. Errors: the endpoint cannot be resolved.
 Result<std::unique_ptr<AwsJsonClient>> make_aws_json_client(ServiceSpec service,
-                                                            const AwsConfig& config);
+                                                            const AwsConfig& config,
+                                                            AwsClientParts* shared = nullptr);
 
 }  // namespace kcl::aws

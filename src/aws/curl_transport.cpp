@@ -87,10 +87,11 @@ std::size_t header_cb(char* data, std::size_t size, std::size_t nmemb, void* use
   for (char& c : name) c = lower_ascii(c);
   std::string value(trim(line.substr(colon + 1)));
   if (name == "content-length") {
-    // Reserve what is announced (never more than the cap) to avoid regrowing large bodies.
+    // Reserve what is announced (never more than the cap) to avoid regrowing large bodies,
+    // plus the slack a padded parser needs.
     try {
       std::size_t announced = std::stoull(value);
-      if (announced <= t->cap) t->response->body.reserve(announced);
+      if (announced <= t->cap) t->response->body.reserve(announced + HttpResponse::kBodySlack);
     } catch (const std::exception&) {
     }
   }

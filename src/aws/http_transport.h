@@ -27,6 +27,9 @@ struct HttpRequest {
 struct HttpResponse {
   int status = 0;
   Headers headers;  // names lower-cased
+  // A transport reserves at least kBodySlack bytes past an announced Content-Length, so a
+  // parser that needs padding after the body (simdjson) can use it without copying.
+  static constexpr std::size_t kBodySlack = 64;
   std::string body;
   // First value of a header (name compared case-insensitively); empty when absent.
   std::string header(std::string_view name) const;

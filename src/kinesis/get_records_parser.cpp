@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "aws/base64.h"
+#include "aws/http_transport.h"
 #include "kinesis/kinesis_client.h"
 
 namespace kcl::kinesis {
@@ -309,6 +310,9 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out) 
   std::memset(st.buf.get() + json.size(), 0, simdjson::SIMDJSON_PADDING);
   return parse_padded(st.buf.get(), json.size(), need, out);
 }
+
+// A body from the HTTP transport already has room for the padding (no copy).
+static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
 
 Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out) {
   const std::size_t need = json.size() + simdjson::SIMDJSON_PADDING;

@@ -311,6 +311,9 @@ Status LeaseCoordinator::release(std::string_view lease_key) {
 
 Status LeaseCoordinator::release_all() {
   stop_taking();
+  // A take pass already running may still take a lease; wait for it to end so that lease is
+  // in the held set below and handed back too.
+  { std::lock_guard<std::mutex> pass_done(take_mu_); }
   std::vector<std::pair<std::string, std::shared_ptr<Held>>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);

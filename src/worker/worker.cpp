@@ -158,17 +158,20 @@ std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base,
 }
 
 Status Worker::Impl::make_clients() {
+  aws::AwsClientParts aws_parts;  // one connection pool and credentials chain for both
   if (deps_.kinesis) {
     kinesis_ = deps_.kinesis;
   } else {
-    KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), config_.aws));
+    KCL_ASSIGN_OR_RETURN(
+        auto raw, aws::make_aws_json_client(aws::kinesis_service(), config_.aws, &aws_parts));
     kinesis_ = std::make_shared<kinesis::KinesisClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
   }
   if (deps_.lease_store) {
     store_ = deps_.lease_store;
   } else {
-    KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws));
+    KCL_ASSIGN_OR_RETURN(
+        auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws, &aws_parts));
     auto ddb = std::make_shared<dynamodb::DynamoDbClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
     store_ = std::make_shared<leases::DynamoDbLeaseStore>(ddb, config_.leases);

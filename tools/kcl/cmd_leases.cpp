@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "leases/dynamodb_lease_store.h"
@@ -39,12 +40,14 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
             [](const Lease& a, const Lease& b) { return a.lease_key < b.lease_key; });
   if (f.json) {
     for (const auto& l : *all) {
-      std::cout << "{\"leaseKey\":\"" << l.lease_key << "\",\"leaseOwner\":"
-                << (l.lease_owner ? "\"" + *l.lease_owner + "\"" : std::string("null"))
-                << ",\"leaseCounter\":" << l.lease_counter << ",\"checkpoint\":\""
-                << l.checkpoint.sequence_number()
-                << "\",\"checkpointSubSequenceNumber\":" << l.checkpoint.sub_sequence_number()
-                << ",\"parentShardIds\":\"" << join_ids(l.parent_shard_ids) << "\"}\n";
+      // Built with a JSON library: worker ids are chosen by users and may need escaping.
+      nlohmann::json line{{"leaseKey", l.lease_key},
+                          {"leaseOwner", l.lease_owner ? nlohmann::json(*l.lease_owner) : nullptr},
+                          {"leaseCounter", l.lease_counter},
+                          {"checkpoint", l.checkpoint.sequence_number()},
+                          {"checkpointSubSequenceNumber", l.checkpoint.sub_sequence_number()},
+                          {"parentShardIds", join_ids(l.parent_shard_ids)}};
+      std::cout << line.dump() << '\n';
     }
     return 0;
   }

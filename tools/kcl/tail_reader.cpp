@@ -109,7 +109,7 @@ Status TailReader::run() {
         ++it;
         continue;
       }
-      r.next_call = now + min_gap;
+      r.next_call = now + min_gap;  // at most 5 GetRecords per second per shard (its limit)
       KCL_ASSIGN_OR_RETURN(bool more, poll(it->first, r));
       if (!more) {
         finished_.insert(it->first);
@@ -118,7 +118,6 @@ Status TailReader::run() {
         continue;
       }
       all_caught_up = all_caught_up && r.caught_up;
-      if (!r.caught_up) r.next_call = now;  // behind: poll again at once (rate-capped below)
       ++it;
     }
     if (any_ended) {

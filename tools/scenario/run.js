@@ -661,6 +661,10 @@ async function main() {
   if (o.seed != null) p.seed = o.seed
   if (o.faults != null) p.faults = o.faults
   if (!p.faults) p.requireAllFaults = false
+  if (p.faults && !p.faultRates) {
+    // --faults on a profile without its own fault plan (the demo): the usual rates, all along.
+    Object.assign(p, {faultRates: faultRates(1), faultsFrom: 4, faultsUntil: p.produceS - 3})
+  }
   const started = Date.now()
   const stamp = new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-')
   const dir = o.out || path.join(o.buildDir, 'scenario', `${p.name}-${stamp}`)

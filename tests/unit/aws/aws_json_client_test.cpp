@@ -647,5 +647,25 @@ TEST_F(LocalServerClientTest, ConcurrentCallsShareOneClient) {
   EXPECT_EQ(good.load(), 90);
 }
 
+TEST(MakeAwsJsonClientTest, ClientsMadeWithSharedPartsShareTransportAndCredentials) {
+  test::ScopedEnv env;  // no AWS_* variable steers the endpoint
+  AwsConfig config;
+  config.region = "eu-west-1";
+  AwsClientParts parts;
+  auto kinesis = make_aws_json_client(kinesis_service(), config, &parts);
+  ASSERT_TRUE(kinesis.ok()) << kinesis.status();
+  const auto transport = parts.transport;
+  const auto credentials = parts.credentials;
+  ASSERT_TRUE(transport && credentials) << "made on first use";
+  auto dynamodb = make_aws_json_client(dynamodb_service(), config, &parts);
+  ASSERT_TRUE(dynamodb.ok()) << dynamodb.status();
+  EXPECT_EQ(parts.transport, transport) << "one connection pool";
+  EXPECT_EQ(parts.credentials, credentials) << "one credentials chain";
+  // Without shared parts each client gets its own, and `parts` is untouched.
+  auto alone = make_aws_json_client(kinesis_service(), config);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(parts.transport, transport);
+}
+
 }  // namespace
 }  // namespace kcl::aws

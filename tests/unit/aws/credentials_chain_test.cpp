@@ -43,6 +43,7 @@ class ScriptedProvider final : public CredentialsProvider {
     std::unique_lock<std::mutex> lock(mu_);
     ++calls_;
     ++inside_;
+    max_inside_ = std::max(max_inside_, inside_);
     cv_.notify_all();
     cv_.wait(lock, [&] { return !blocked_; });
     --inside_;
@@ -74,6 +75,11 @@ class ScriptedProvider final : public CredentialsProvider {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  // The most calls that were inside get() at once.
+  int max_inside() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return max_inside_;
+  }
 
  private:
   std::string name_;
@@ -82,6 +88,7 @@ class ScriptedProvider final : public CredentialsProvider {
   Result<Credentials> next_{Status(StatusCode::kNotFound, "nothing here")};
   int calls_ = 0;
   int inside_ = 0;
+  int max_inside_ = 0;
   bool blocked_ = false;
 };
 
@@ -201,19 +208,23 @@ TEST(CredentialsCacheTest, WaitersShareAFailedFetch) {
   inner->block();
   auto p = make_caching_provider(inner, clock);
   std::vector<std::thread> threads;
+  std::atomic<int> started{0};
   std::atomic<int> failures{0};
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&] {
+      ++started;
       auto r = p->get();
       if (!r.ok() && r.status().message() == "broken") ++failures;
     });
   }
   inner->wait_until_inside();
-  // Give the others a chance to queue behind the fetch; whether they do or come later,
-  // each gets the error, and at most one extra fetch each.
+  while (started.load() < 4) std::this_thread::yield();
+  // The others queue behind the fetch in flight (or come after it failed and fetch again,
+  // one at a time): never two fetches at once, and each caller gets the error.
   inner->unblock();
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 4);
+  EXPECT_EQ(inner->max_inside(), 1);
   EXPECT_LE(inner->calls(), 4);
 }
 
@@ -349,51 +360,32 @@ TEST_F(DefaultChainTest, ContainerThenRefreshThroughTheChain) {
 
 // ---- the public entry points with the real process environment ----
 
-// Saves the variables the chain reads, clears them, and restores them on destruction.
-class EnvGuard {
+// The variables the default chain reads: unset for a test, restored after it.
+class EnvGuard : public test::ScopedEnv {
  public:
-  EnvGuard() {
-    for (const char* name : kNames) {
-      const char* v = ::getenv(name);
-      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
-      ::unsetenv(name);
-    }
-  }
-  ~EnvGuard() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        ::setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        ::unsetenv(name.c_str());
-      }
-    }
-  }
-  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
-
- private:
-  static constexpr const char* kNames[] = {"AWS_ACCESS_KEY_ID",
-                                           "AWS_SECRET_ACCESS_KEY",
-                                           "AWS_SESSION_TOKEN",
-                                           "AWS_CREDENTIAL_EXPIRATION",
-                                           "AWS_PROFILE",
-                                           "AWS_SHARED_CREDENTIALS_FILE",
-                                           "AWS_CONFIG_FILE",
-                                           "AWS_WEB_IDENTITY_TOKEN_FILE",
-                                           "AWS_ROLE_ARN",
-                                           "AWS_ROLE_SESSION_NAME",
-                                           "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                                           "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                                           "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-                                           "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-                                           "AWS_EC2_METADATA_DISABLED",
-                                           "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-                                           "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
-                                           "AWS_EC2_METADATA_V1_DISABLED",
-                                           "AWS_ENDPOINT_URL",
-                                           "AWS_ENDPOINT_URL_STS",
-                                           "AWS_REGION",
-                                           "AWS_DEFAULT_REGION"};
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+  EnvGuard()
+      : test::ScopedEnv({"AWS_ACCESS_KEY_ID",
+                         "AWS_SECRET_ACCESS_KEY",
+                         "AWS_SESSION_TOKEN",
+                         "AWS_CREDENTIAL_EXPIRATION",
+                         "AWS_PROFILE",
+                         "AWS_SHARED_CREDENTIALS_FILE",
+                         "AWS_CONFIG_FILE",
+                         "AWS_WEB_IDENTITY_TOKEN_FILE",
+                         "AWS_ROLE_ARN",
+                         "AWS_ROLE_SESSION_NAME",
+                         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                         "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                         "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                         "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                         "AWS_EC2_METADATA_DISABLED",
+                         "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                         "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
+                         "AWS_EC2_METADATA_V1_DISABLED",
+                         "AWS_ENDPOINT_URL",
+                         "AWS_ENDPOINT_URL_STS",
+                         "AWS_REGION",
+                         "AWS_DEFAULT_REGION"}) {}
 };
 
 class PublicChainTest : public ::testing::Test {
