@@ -104,14 +104,45 @@ class FetcherKinesaliteTest : public ::testing::Test {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!done()) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
-      const FetchStep step = f.fetch_step();
-      while (auto b = f.take_batch()) batches.push_back(std::move(*b));
+      const FetchStep step = step_and_take(f, batches);
       if (f.drained()) return done();
-      if (step.wait_for_take) continue;  // we just took everything
-      const auto cap = std::chrono::steady_clock::now() + 50ms;
-      std::this_thread::sleep_until(std::min(step.next_step_at, cap));
+      pause_after(step);
     }
     return true;
+  }
+
+  // Drives until the fetcher has read everything there is: a GetRecords answer with no
+  // records while not behind. Records still in flight would show up before that.
+  static bool drive_until_caught_up(ShardFetcher& f, std::vector<FetchedBatch>& batches,
+                                    std::chrono::milliseconds limit = 30s) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline && !f.finished()) {
+      const FetchStep step = step_and_take(f, batches);
+      if (step.outcome == FetchOutcome::kNoRecords && f.millis_behind_latest() == 0) return true;
+      pause_after(step);
+    }
+    return false;
+  }
+
+  static FetchStep step_and_take(ShardFetcher& f, std::vector<FetchedBatch>& batches) {
+    const FetchStep step = f.fetch_step();
+    while (auto b = f.take_batch()) batches.push_back(std::move(*b));
+    return step;
+  }
+
+  // Sleeps until the step's next call is due (at most 50 ms); not at all when the step only
+  // waited for its batches to be taken (they just were).
+  static void pause_after(const FetchStep& step) {
+    if (step.wait_for_take) return;
+    const auto cap = std::chrono::steady_clock::now() + 50ms;
+    std::this_thread::sleep_until(std::min(step.next_step_at, cap));
+  }
+
+  // Waits until the wall clock is past `t` by `margin`: arrival timestamps of records put
+  // after it are then later than `t` (they have millisecond resolution).
+  static void wall_clock_past(std::chrono::system_clock::time_point t,
+                              std::chrono::milliseconds margin = 5ms) {
+    while (std::chrono::system_clock::now() < t + margin) std::this_thread::sleep_for(1ms);
   }
 
   static std::vector<kcl::Record> records_of(const std::vector<FetchedBatch>& batches) {
@@ -143,9 +174,8 @@ TEST_F(FetcherKinesaliteTest, ReadsTwoThousandRecordsByteForByte) {
   std::vector<FetchedBatch> batches;
   ASSERT_TRUE(drive(*f, batches, [&] { return count(batches) >= 2000; }))
       << count(batches) << " records; " << f->terminal_error();
-  // Caught up: a few more steps bring nothing more.
-  const auto until = std::chrono::steady_clock::now() + 600ms;
-  (void)drive(*f, batches, [&] { return std::chrono::steady_clock::now() >= until; });
+  // Caught up: nothing more arrives.
+  ASSERT_TRUE(drive_until_caught_up(*f, batches)) << f->terminal_error();
 
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 2000u);
@@ -173,8 +203,8 @@ TEST_F(FetcherKinesaliteTest, ResumesAfterAPlainCheckpointMidStream) {
   auto f = make(shard, StartPosition::after_checkpoint(seqs[149], 0));
   std::vector<FetchedBatch> batches;
   ASSERT_TRUE(drive(*f, batches, [&] { return count(batches) >= 250; })) << f->terminal_error();
-  const auto until = std::chrono::steady_clock::now() + 500ms;
-  (void)drive(*f, batches, [&] { return std::chrono::steady_clock::now() >= until; });
+  // Caught up: nothing more arrives.
+  ASSERT_TRUE(drive_until_caught_up(*f, batches)) << f->terminal_error();
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 250u);
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -255,17 +285,17 @@ TEST_F(FetcherKinesaliteTest, StartsAtATimestamp) {
   ASSERT_FALSE(shard.empty());
   const auto early = put(entries(50));
   ASSERT_EQ(early.size(), 50u);
-  std::this_thread::sleep_for(100ms);
+  wall_clock_past(std::chrono::system_clock::now());  // after every early arrival
   const auto t = std::chrono::system_clock::now();
-  std::this_thread::sleep_for(100ms);
+  wall_clock_past(t);
   const auto late = put(entries(50, 50));
   ASSERT_EQ(late.size(), 50u);
 
   auto f = make(shard, StartPosition::at_timestamp(t));
   std::vector<FetchedBatch> batches;
   ASSERT_TRUE(drive(*f, batches, [&] { return count(batches) >= 50; })) << f->terminal_error();
-  const auto until = std::chrono::steady_clock::now() + 500ms;
-  (void)drive(*f, batches, [&] { return std::chrono::steady_clock::now() >= until; });
+  // Caught up: nothing more arrives.
+  ASSERT_TRUE(drive_until_caught_up(*f, batches)) << f->terminal_error();
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 50u);
   for (std::size_t i = 0; i < got.size(); ++i) {
@@ -280,9 +310,9 @@ TEST_F(FetcherKinesaliteTest, AtTimestampWithNothingAfterItRetriesUntilARecordAr
   const std::string shard = create_stream();
   ASSERT_FALSE(shard.empty());
   ASSERT_EQ(put(entries(5)).size(), 5u);
-  std::this_thread::sleep_for(50ms);
+  wall_clock_past(std::chrono::system_clock::now());
   const auto t = std::chrono::system_clock::now();
-  std::this_thread::sleep_for(20ms);
+  wall_clock_past(t);
 
   RetrievalConfig cfg = quick_config();
   cfg.iterator_request_timeout = 300ms;
