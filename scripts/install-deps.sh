@@ -10,7 +10,10 @@ apt_packages=(
   libcurl4-openssl-dev libssl-dev libnghttp2-dev
   libsimdjson-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  clang-format procps
+  libcpp-httplib-dev
+  clang-format procps iproute2 util-linux
+  # independent checkers used by the tests: the Prometheus text parser, a real browser
+  python3 python3-prometheus-client chromium
 )
 # Node.js and npm run the emulators; any installed node >= 14 will do (some images ship a
 # node build that bundles npm, which conflicts with Debian's npm package).
@@ -31,8 +34,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Emulators (kinesalite, dynalite) pinned by package-lock.json.
+# Emulators (kinesalite, dynalite, kinesis-local) and the checkers written elsewhere
+# (aws-kcl's Node child side, aws-kinesis-agg's KPL format), pinned by package-lock.json.
 if [ ! -d "$here/node_modules/kinesalite" ] || [ ! -d "$here/node_modules/dynalite" ] \
+   || [ ! -d "$here/node_modules/kinesis-local" ] || [ ! -d "$here/node_modules/aws-kcl" ] \
+   || [ ! -d "$here/node_modules/aws-kinesis-agg" ] \
    || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
   echo "install-deps: npm ci"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
