@@ -14,7 +14,7 @@
 // take interval; at 25% +10% workers join; at 45% 10% crash; at 65% 10% leave gracefully; at
 // 80% one worker pauses for 6 x failover (its leases are taken meanwhile); then steady state
 // to the end.
-#include "leases/lease_simulation.h"
+#include "simulation/lease_simulation.h"
 
 #include <benchmark/benchmark.h>
 

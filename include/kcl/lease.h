@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kcl/record.h"
 #include "kcl/status.h"
 
 namespace kcl {
@@ -42,7 +43,7 @@ class ExtendedSequenceNumber {
   // Holds any text; kind() says whether it is a sequence number, a sentinel or invalid. Use
   // parse() to reject invalid input with a message.
   explicit ExtendedSequenceNumber(std::string sequence_number,
-                                  std::int64_t sub_sequence_number = 0);
+                                  SubSequenceNumber sub_sequence_number = 0);
 
   static ExtendedSequenceNumber trim_horizon() { return ExtendedSequenceNumber(); }
   static ExtendedSequenceNumber latest() {
@@ -55,16 +56,16 @@ class ExtendedSequenceNumber {
     return ExtendedSequenceNumber(std::string(kShardEndText));
   }
 
-  // Accepts a string of decimal digits or a sentinel, and a sub-sequence number >= 0.
+  // Accepts a string of decimal digits or a sentinel.
   // Errors: kInvalidArgument ("sequence number \"abc\" is neither digits nor a sentinel").
   static Result<ExtendedSequenceNumber> parse(std::string_view sequence_number,
-                                              std::int64_t sub_sequence_number = 0);
+                                              SubSequenceNumber sub_sequence_number = 0);
 
   const std::string& sequence_number() const noexcept { return sequence_number_; }
-  std::int64_t sub_sequence_number() const noexcept { return sub_sequence_number_; }
+  SubSequenceNumber sub_sequence_number() const noexcept { return sub_sequence_number_; }
   Kind kind() const noexcept { return kind_; }
 
-  bool valid() const noexcept { return kind_ != Kind::kInvalid && sub_sequence_number_ >= 0; }
+  bool valid() const noexcept { return kind_ != Kind::kInvalid; }
   bool is_sequence_number() const noexcept { return kind_ == Kind::kSequenceNumber; }
   bool is_sentinel() const noexcept {
     return kind_ != Kind::kSequenceNumber && kind_ != Kind::kInvalid;
@@ -84,7 +85,7 @@ class ExtendedSequenceNumber {
 
  private:
   std::string sequence_number_;
-  std::int64_t sub_sequence_number_ = 0;
+  SubSequenceNumber sub_sequence_number_ = 0;
   Kind kind_ = Kind::kInvalid;
 };
 

@@ -46,11 +46,11 @@ class Checkpointer {
   [[nodiscard]] virtual Status checkpoint(const Record& record) = 0;
   // Checkpoints at a given position.
   [[nodiscard]] virtual Status checkpoint(std::string_view sequence_number,
-                                          std::uint64_t sub_sequence_number = 0) = 0;
+                                          SubSequenceNumber sub_sequence_number = 0) = 0;
   // Two-phase: records `position` as pending (pendingCheckpoint*) with optional
   // application state; commit_prepared() then makes it the checkpoint.
   [[nodiscard]] virtual Status prepare_checkpoint(std::string_view sequence_number,
-                                                  std::uint64_t sub_sequence_number = 0,
+                                                  SubSequenceNumber sub_sequence_number = 0,
                                                   std::string_view application_state = {}) = 0;
   [[nodiscard]] virtual Status commit_prepared() = 0;
   // The last checkpoint this worker wrote or loaded for the shard.

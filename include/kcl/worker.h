@@ -35,52 +35,16 @@
 #include "kcl/lease_config.h"
 #include "kcl/logging.h"
 #include "kcl/metrics.h"
+#include "kcl/processing_config.h"
 #include "kcl/processor.h"
 #include "kcl/retrieval_config.h"
 #include "kcl/status.h"
 
 namespace kcl {
 
-namespace kinesis {
-class KinesisClient;
+namespace worker {
+struct WorkerAccess;  // internal: builds a worker with injected clients (tests, embedding)
 }
-namespace leases {
-class LeaseStore;
-}
-
-// What the worker does when a processor's process_records throws.
-enum class ProcessorErrorPolicy {
-  kRetry,  // deliver the same batch again after a backoff, forever (default: nothing lost)
-  kSkip,   // after max_attempts_before_skip failures, log and move on (records are lost to
-           // this processor; explicit opt-in)
-};
-
-struct ProcessingConfig {
-  // Threads running the shard consumers. Default 4, range 1..256.
-  int thread_pool_size = 4;
-  // How often a consumer waiting on parents re-reads their leases. Default 1 s,
-  // range 10 ms..1 min.
-  std::chrono::milliseconds parent_check_interval{1000};
-  // How often shards are synced to leases (each run is jittered by +-20%). Default 60 s,
-  // range 100 ms..1 h. A shard that ends triggers a sync at once as well.
-  std::chrono::milliseconds shard_sync_interval{60000};
-  // Backoff after a processor failure (exception) or a shard_ended without checkpoint:
-  // doubles from base up to max. Defaults 200 ms and 30 s.
-  std::chrono::milliseconds failure_backoff_base{200};
-  std::chrono::milliseconds failure_backoff_max{30000};
-  ProcessorErrorPolicy on_processor_error = ProcessorErrorPolicy::kRetry;
-  // With kSkip: failures of one batch before it is skipped. Default 3, range 1..1000.
-  int max_attempts_before_skip = 3;
-  // A processor callback running longer than this is reported as hung (a warning and the
-  // metric "processor.hung"), once per call. Default 60 s, range 1 s..1 h.
-  std::chrono::milliseconds hung_processor_warning{60000};
-  // How often the scheduler thread wakes to start/stop consumers. Default 100 ms,
-  // range 10 ms..10 s.
-  std::chrono::milliseconds scheduler_interval{100};
-  // Graceful shutdown waits this long for processors' shutdown_requested before handing
-  // leases back anyway. Default 60 s, range 1 s..1 h.
-  std::chrono::milliseconds shutdown_timeout{60000};
-};
 
 struct WorkerConfig {
   // The stream to read. Required.
@@ -104,9 +68,6 @@ struct WorkerDependencies {
   std::shared_ptr<MetricsSink> metrics;
   std::shared_ptr<Logger> logger;
   const Clock* clock = nullptr;  // must outlive the worker
-  // For tests and embedding: a ready Kinesis client and lease store.
-  std::shared_ptr<kinesis::KinesisClient> kinesis;
-  std::shared_ptr<leases::LeaseStore> lease_store;
 };
 
 struct WorkerStats {
@@ -144,9 +105,10 @@ class Worker {
   const std::string& worker_id() const;
   WorkerStats stats() const;
 
-  class Impl;
-
  private:
+  class Impl;
+  friend struct worker::WorkerAccess;
+  explicit Worker(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -6,7 +6,8 @@
 //     after it, each attempt's request timeout is min(request timeout, time left), and a
 //     backoff that would end past it ends the call with kDeadlineExceeded;
 //   - only kUnavailable outcomes are retried (throttling, 5xx, 429, timeouts, connection
-//     failures, transient error types), after a full-jitter backoff;
+//     failures, transient error types), after a full-jitter backoff, while the client's
+//     retry quota can pay for it (RetryPolicy in retry.h: the SDKs' standard mode);
 //   - a clock-skew rejection (RequestTimeTooSkewed, "Signature expired") is retried at once,
 //     once per call, with the skew measured from the response's Date header.
 // Credentials are fetched for every attempt (the provider caches and refreshes them).
@@ -21,7 +22,6 @@
 #include <algorithm>
 #include <atomic>
 #include <ctime>
-#include <thread>
 #include <utility>
 
 #include "aws/json_util.h"
@@ -143,8 +143,8 @@ class JsonClient final : public AwsJsonClient {
         transport_(std::move(transport)),
         credentials_(std::move(credentials)),
         clock_(clock),
-        hooks_(std::move(hooks)),
-        jitter_(hooks_.jitter_seed) {
+        policy_(config.retry, hooks.jitter_seed),
+        hooks_(std::move(hooks)) {
     Result<ResolvedEndpoint> ep = resolve_endpoint(config, service_.signing_name);
     if (ep.ok()) {
       endpoint_ = ep->url;
@@ -158,6 +158,7 @@ class JsonClient final : public AwsJsonClient {
 
   const std::string& endpoint() const override { return endpoint_; }
   const std::string& region() const override { return region_; }
+  RetryPolicy* retry_policy() override { return &policy_; }
 
   Result<std::string> call(std::string_view operation, std::string json_body,
                            const CallOptions& options) override {
@@ -178,7 +179,9 @@ class JsonClient final : public AwsJsonClient {
     const std::chrono::milliseconds request_timeout =
         options.request_timeout.count() > 0 ? options.request_timeout : http_.request_timeout;
     const Clock::MonoTime start = clock_.now();
-    const Clock::MonoTime deadline = start + retry_.call_deadline;
+    const std::chrono::milliseconds call_deadline =
+        options.deadline.count() > 0 ? options.deadline : retry_.call_deadline;
+    const Clock::MonoTime deadline = start + call_deadline;
 
     HttpRequest request;
     request.method = "POST";
@@ -188,7 +191,8 @@ class JsonClient final : public AwsJsonClient {
     const std::string target = service_.target_prefix + "." + std::string(operation);
 
     bool skew_retried = false;
-    int retries = 0;  // backoffs taken so far
+    int retries = 0;      // backoffs taken so far
+    int quota_taken = 0;  // retry-quota tokens this call's retries took
     Status last;
     for (int attempt = 1;; ++attempt) {
       details.attempts = attempt;
@@ -199,7 +203,7 @@ class JsonClient final : public AwsJsonClient {
       const auto now = clock_.now();
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
       if (attempt > 1 && left.count() <= 0) {
-        return deadline_exceeded(op, details, attempt - 1, last);
+        return deadline_exceeded(op, call_deadline, details, attempt - 1, last);
       }
       request.timeout = std::max(
           std::chrono::milliseconds(1),
@@ -213,6 +217,7 @@ class JsonClient final : public AwsJsonClient {
         if (!resp.ok()) {
           st = Status(resp.status().code(), op + ": " + resp.status().message(), details);
         } else if (resp->status >= 200 && resp->status < 300) {
+          policy_.on_success(quota_taken);
           return std::move(resp->body);
         } else {
           bool skew = false;
@@ -232,10 +237,21 @@ class JsonClient final : public AwsJsonClient {
                           (attempt == 1 ? " attempt)" : " attempts)"),
                       st.aws().value_or(details));
       }
-      if (clock_.now() >= deadline) return deadline_exceeded(op, details, attempt, last);
-      const auto delay = full_jitter_backoff(retry_, retries++, jitter_.next());
-      if (clock_.now() + delay >= deadline) return deadline_exceeded(op, details, attempt, last);
-      sleep(delay);
+      if (clock_.now() >= deadline) {
+        return deadline_exceeded(op, call_deadline, details, attempt, last);
+      }
+      const std::optional<std::chrono::milliseconds> delay =
+          policy_.next_delay(st, retries++, &quota_taken);
+      if (!delay) {
+        return Status(st.code(),
+                      st.message() + " (not retried: the client's retry quota is spent after " +
+                          "repeated failures; it refills as calls succeed)",
+                      st.aws().value_or(details));
+      }
+      if (clock_.now() + *delay >= deadline) {
+        return deadline_exceeded(op, call_deadline, details, attempt, last);
+      }
+      sleep(*delay);
     }
   }
 
@@ -244,15 +260,15 @@ class JsonClient final : public AwsJsonClient {
     if (hooks_.sleep) {
       hooks_.sleep(d);
     } else if (d.count() > 0) {
-      std::this_thread::sleep_for(d);
+      clock_.idle_for(d);
     }
   }
 
-  Status deadline_exceeded(const std::string& op, AwsErrorDetails details, int attempts,
-                           const Status& last) const {
+  Status deadline_exceeded(const std::string& op, std::chrono::milliseconds call_deadline,
+                           AwsErrorDetails details, int attempts, const Status& last) const {
     if (last.aws()) details = *last.aws();
     details.attempts = attempts;
-    std::string msg = op + ": call deadline of " + std::to_string(retry_.call_deadline.count()) +
+    std::string msg = op + ": call deadline of " + std::to_string(call_deadline.count()) +
                       " ms passed after " + std::to_string(attempts) +
                       (attempts == 1 ? " attempt" : " attempts");
     if (!last.ok())
@@ -347,8 +363,8 @@ class JsonClient final : public AwsJsonClient {
   std::shared_ptr<HttpTransport> transport_;
   std::shared_ptr<CredentialsProvider> credentials_;
   const Clock& clock_;
+  RetryPolicy policy_;
   RetryHooks hooks_;
-  JitterSource jitter_;
   SigV4Signer signer_;
   std::atomic<std::int64_t> skew_ms_{0};
 

@@ -30,12 +30,19 @@ struct ServiceSpec {
 ServiceSpec kinesis_service();
 ServiceSpec dynamodb_service();
 
+// The budget a caller gives one call; zero fields take the client's RetryConfig. Callers
+// never loop around call() for retries: they set the budget (1 attempt for a caller that
+// backs off by rescheduling itself, see RetryPolicy).
 struct CallOptions {
   // Overrides the configured per-request timeout when non-zero (e.g. long reads).
   std::chrono::milliseconds request_timeout{0};
   // Overrides the configured attempts when non-zero.
   int max_attempts = 0;
+  // Overrides the configured call deadline (all attempts and backoffs) when non-zero.
+  std::chrono::milliseconds deadline{0};
 };
+
+class RetryPolicy;
 
 // Thread safety: call() may be used from many threads at once.
 class AwsJsonClient {
@@ -47,6 +54,9 @@ class AwsJsonClient {
                                    const CallOptions& options = {}) = 0;
   virtual const std::string& endpoint() const = 0;
   virtual const std::string& region() const = 0;
+  // The client's retry policy (classification, backoff, quota), for callers that make
+  // single-attempt calls and back off themselves; nullptr when the client has none (fakes).
+  virtual RetryPolicy* retry_policy() { return nullptr; }
 };
 
 // Maps an AWS error (HTTP status + error type from the body or x-amzn-ErrorType) to a

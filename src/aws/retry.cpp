@@ -56,6 +56,35 @@ std::chrono::milliseconds full_jitter_backoff(const RetryConfig& config, int ret
   return std::chrono::milliseconds(static_cast<std::int64_t>(random_bits % (ceiling + 1)));
 }
 
+bool RetryQuota::acquire(const Status& failure, int* taken) {
+  const int cost = failure.code() == StatusCode::kDeadlineExceeded ||
+                           failure.message().find("timed out") != std::string::npos
+                       ? kTimeoutCost
+                       : kRetryCost;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tokens_ < cost) return false;
+  tokens_ -= cost;
+  if (taken) *taken += cost;
+  return true;
+}
+
+void RetryQuota::on_success(int taken) {
+  std::lock_guard<std::mutex> lock(mu_);
+  tokens_ = std::min(capacity_, tokens_ + (taken > 0 ? taken : kSuccessRefund));
+}
+
+int RetryQuota::available() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tokens_;
+}
+
+std::optional<std::chrono::milliseconds> RetryPolicy::next_delay(const Status& failure, int retry,
+                                                                 int* taken) {
+  if (!is_retryable(failure.code())) return std::nullopt;
+  if (!quota_.acquire(failure, taken)) return std::nullopt;
+  return full_jitter_backoff(config_, retry, jitter_.next());
+}
+
 JitterSource::JitterSource(std::optional<std::uint64_t> seed) {
   if (seed) {
     rng_.seed(*seed);

@@ -179,7 +179,7 @@ Status ShardCheckpointer::checkpoint(const ExtendedSequenceNumber& position) {
 }
 
 Status ShardCheckpointer::checkpoint(std::string_view sequence_number,
-                                     std::int64_t sub_sequence_number) {
+                                     SubSequenceNumber sub_sequence_number) {
   auto position = ExtendedSequenceNumber::parse(sequence_number, sub_sequence_number);
   if (!position.ok()) return position.status().with_context("checkpoint of " + lease_key_ + ": ");
   return checkpoint(position.value());

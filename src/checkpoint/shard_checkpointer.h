@@ -97,7 +97,7 @@ class ShardCheckpointer {
   // --- from the processor ---
   Status checkpoint();
   Status checkpoint(const ExtendedSequenceNumber& position);
-  Status checkpoint(std::string_view sequence_number, std::int64_t sub_sequence_number = 0);
+  Status checkpoint(std::string_view sequence_number, SubSequenceNumber sub_sequence_number = 0);
 
   Result<PreparedCheckpoint> prepare_checkpoint(
       std::optional<std::string> application_state = std::nullopt);

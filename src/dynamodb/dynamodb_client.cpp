@@ -218,7 +218,7 @@ Result<TableDescription> parse_table(std::string_view op, const json& t) {
 
 DynamoDbClient::DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client)
     : DynamoDbClient(std::move(client), SystemClock::instance(),
-                     [](milliseconds d) { std::this_thread::sleep_for(d); }) {}
+                     [](milliseconds d) { SystemClock::instance().idle_for(d); }) {}
 
 DynamoDbClient::DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client, const Clock& clock,
                                Sleeper sleep)

@@ -59,22 +59,18 @@ std::strong_ordering compare_decimal(std::string_view a, std::string_view b) {
 }  // namespace
 
 ExtendedSequenceNumber::ExtendedSequenceNumber(std::string sequence_number,
-                                               std::int64_t sub_sequence_number)
+                                               SubSequenceNumber sub_sequence_number)
     : sequence_number_(std::move(sequence_number)),
       sub_sequence_number_(sub_sequence_number),
       kind_(classify(sequence_number_)) {}
 
-Result<ExtendedSequenceNumber> ExtendedSequenceNumber::parse(std::string_view sequence_number,
-                                                             std::int64_t sub_sequence_number) {
+Result<ExtendedSequenceNumber> ExtendedSequenceNumber::parse(
+    std::string_view sequence_number, SubSequenceNumber sub_sequence_number) {
   if (classify(sequence_number) == Kind::kInvalid) {
     return Status(StatusCode::kInvalidArgument,
                   "sequence number \"" + std::string(sequence_number) +
                       "\" is neither a string of decimal digits nor one of TRIM_HORIZON, "
                       "LATEST, AT_TIMESTAMP, SHARD_END");
-  }
-  if (sub_sequence_number < 0) {
-    return Status(StatusCode::kInvalidArgument,
-                  "sub-sequence number " + std::to_string(sub_sequence_number) + " is negative");
   }
   return ExtendedSequenceNumber(std::string(sequence_number), sub_sequence_number);
 }

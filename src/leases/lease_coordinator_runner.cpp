@@ -5,7 +5,6 @@
 namespace kcl::leases {
 
 using std::chrono::milliseconds;
-using Steady = std::chrono::steady_clock;
 
 LeaseCoordinatorRunner::LeaseCoordinatorRunner(LeaseCoordinator& coordinator, std::uint64_t seed)
     : coordinator_(coordinator), rng_(seed) {}
@@ -45,33 +44,33 @@ void LeaseCoordinatorRunner::stop() {
 void LeaseCoordinatorRunner::renew_loop() {
   const milliseconds interval = coordinator_.config().effective_renew_interval();
   for (;;) {
-    const auto started = Steady::now();
+    const Clock& clock = coordinator_.clock();
+    const auto started = clock.now();
     (void)coordinator_.run_renew_pass();
     auto next = started + jittered(interval);
     if (auto deadline = coordinator_.next_deadline()) {
-      // Translate the coordinator's clock to steady time, and wake at the deadline (a pass
-      // then gives up what could not be renewed) -- not in a busy loop if it is past.
-      auto until = Steady::now() + (*deadline - coordinator_.clock().now());
-      next = std::min(next, std::max(until, Steady::now() + milliseconds(10)));
+      // Wake at the deadline (a pass then gives up what could not be renewed) -- not in a
+      // busy loop if it is past.
+      next = std::min(next, std::max(*deadline, clock.now() + milliseconds(10)));
     }
     std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+    if (clock.wait_until(lock, cv_, next, [&] { return stopping_; })) return;
   }
 }
 
 void LeaseCoordinatorRunner::take_loop() {
   const milliseconds interval = coordinator_.config().effective_take_interval();
   for (;;) {
+    const Clock& clock = coordinator_.clock();
     TakePassResult r = coordinator_.run_take_pass();
     // Not sooner after a pass cut short by the ramp: see TakePassResult::limited_by_ramp.
-    auto next = Steady::now() + jittered(interval);
+    auto next = clock.now() + jittered(interval);
     if (r.next_expiry) {
       // A lease looks abandoned: look again the moment it expires.
-      auto at = Steady::now() + (*r.next_expiry - coordinator_.clock().now()) + milliseconds(1);
-      next = std::min(next, at);
+      next = std::min(next, *r.next_expiry + milliseconds(1));
     }
     std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+    if (clock.wait_until(lock, cv_, next, [&] { return stopping_; })) return;
   }
 }
 

@@ -25,8 +25,7 @@ namespace kcl::leases {
 
 class LeaseCoordinatorRunner {
  public:
-  // `coordinator` must outlive the runner. The coordinator's clock is used to read lease
-  // deadlines; waiting itself is on std::chrono::steady_clock.
+  // `coordinator` must outlive the runner. Times and waits are on the coordinator's clock.
   explicit LeaseCoordinatorRunner(LeaseCoordinator& coordinator,
                                   std::uint64_t seed = std::random_device{}());
   LeaseCoordinatorRunner(const LeaseCoordinatorRunner&) = delete;

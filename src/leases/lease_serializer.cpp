@@ -126,7 +126,9 @@ Result<Lease> lease_from_item(const Item& item) {
   KCL_ASSIGN_OR_RETURN(auto checkpoint, get_s(item, attr::kCheckpoint));
   if (!checkpoint) return bad(item, attr::kCheckpoint, "is missing");
   KCL_ASSIGN_OR_RETURN(auto checkpoint_sub, get_n(item, attr::kCheckpointSubSequence));
-  lease.checkpoint = ExtendedSequenceNumber(std::move(*checkpoint), checkpoint_sub.value_or(0));
+  if (checkpoint_sub.value_or(0) < 0) return bad(item, attr::kCheckpointSubSequence, "is negative");
+  lease.checkpoint = ExtendedSequenceNumber(
+      std::move(*checkpoint), static_cast<SubSequenceNumber>(checkpoint_sub.value_or(0)));
   if (!lease.checkpoint.valid()) {
     return bad(item, attr::kCheckpoint,
                "is \"" + lease.checkpoint.to_string() +
@@ -137,7 +139,11 @@ Result<Lease> lease_from_item(const Item& item) {
   KCL_ASSIGN_OR_RETURN(auto pending, get_s(item, attr::kPendingCheckpoint));
   if (pending && !pending->empty()) {
     KCL_ASSIGN_OR_RETURN(auto pending_sub, get_n(item, attr::kPendingCheckpointSubSequence));
-    lease.pending_checkpoint = ExtendedSequenceNumber(std::move(*pending), pending_sub.value_or(0));
+    if (pending_sub.value_or(0) < 0) {
+      return bad(item, attr::kPendingCheckpointSubSequence, "is negative");
+    }
+    lease.pending_checkpoint = ExtendedSequenceNumber(
+        std::move(*pending), static_cast<SubSequenceNumber>(pending_sub.value_or(0)));
     if (!lease.pending_checkpoint->valid()) {
       return bad(item, attr::kPendingCheckpoint,
                  "is \"" + lease.pending_checkpoint->to_string() +

@@ -15,16 +15,15 @@ class ProcessorCheckpointer final : public Checkpointer {
 
   Status checkpoint() override { return inner_.checkpoint(); }
   Status checkpoint(const Record& record) override {
-    return inner_.checkpoint(record.sequence_number,
-                             static_cast<std::int64_t>(record.sub_sequence_number));
+    return inner_.checkpoint(record.sequence_number, record.sub_sequence_number);
   }
-  Status checkpoint(std::string_view sequence_number, std::uint64_t sub_sequence_number) override {
-    return inner_.checkpoint(sequence_number, static_cast<std::int64_t>(sub_sequence_number));
+  Status checkpoint(std::string_view sequence_number,
+                    SubSequenceNumber sub_sequence_number) override {
+    return inner_.checkpoint(sequence_number, sub_sequence_number);
   }
-  Status prepare_checkpoint(std::string_view sequence_number, std::uint64_t sub_sequence_number,
+  Status prepare_checkpoint(std::string_view sequence_number, SubSequenceNumber sub_sequence_number,
                             std::string_view application_state) override {
-    auto position = ExtendedSequenceNumber::parse(sequence_number,
-                                                  static_cast<std::int64_t>(sub_sequence_number));
+    auto position = ExtendedSequenceNumber::parse(sequence_number, sub_sequence_number);
     if (!position.ok()) return position.status();
     std::optional<std::string> state;
     if (!application_state.empty()) state = std::string(application_state);

@@ -217,7 +217,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
   switch (start.kind()) {
     case ExtendedSequenceNumber::Kind::kSequenceNumber:
       position = retrieval::StartPosition::after_checkpoint(
-          start.sequence_number(), static_cast<std::uint64_t>(start.sub_sequence_number()));
+          start.sequence_number(), start.sub_sequence_number());
       break;
     case ExtendedSequenceNumber::Kind::kLatest:
       position = retrieval::StartPosition::latest();
@@ -278,7 +278,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
     if (!batch.records.empty()) {
       const Record& last = batch.records.back();
       ExtendedSequenceNumber last_pos(last.sequence_number,
-                                      static_cast<std::int64_t>(last.sub_sequence_number));
+                                      last.sub_sequence_number);
       // Tell the checkpointer first, so the processor may checkpoint at any record of this
       // batch during the call (never at a later one).
       const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;

@@ -2,7 +2,7 @@
 
 namespace kcl::lifecycle {
 
-TaskPool::TaskPool(int threads) {
+TaskPool::TaskPool(int threads, const Clock& clock) : clock_(clock) {
   if (threads < 1) threads = 1;
   threads_.reserve(static_cast<std::size_t>(threads));
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
@@ -63,12 +63,12 @@ void TaskPool::loop() {
       queue_.pop();  // superseded by an earlier entry of the same task
       continue;
     }
-    auto now = std::chrono::steady_clock::now();
-    if (top.at > now) {
-      // A copy: wait_until reads the time again after other threads pushed, and a push may
-      // move the queue's storage (a reference into it would dangle).
+    if (top.at > clock_.now()) {
+      // A copy: a push may move the queue's storage (a reference into it would dangle).
+      // Wake at the entry's time, or when a push or stop() changes the queue.
       const SteadyTime at = top.at;
-      cv_.wait_until(lock, at);
+      const std::uint64_t order_seen = order_;
+      clock_.wait_until(lock, cv_, at, [&] { return stopping_ || order_ != order_seen; });
       continue;
     }
     std::shared_ptr<Task> task = top.task;

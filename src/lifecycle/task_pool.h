@@ -19,9 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "kcl/clock.h"
+
 namespace kcl::lifecycle {
 
-using SteadyTime = std::chrono::steady_clock::time_point;
+using SteadyTime = Clock::MonoTime;
 
 class Task {
  public:
@@ -40,7 +42,8 @@ class Task {
 
 class TaskPool {
  public:
-  explicit TaskPool(int threads);
+  // Times are read from, and waits run on, `clock` (which must outlive the pool).
+  explicit TaskPool(int threads, const Clock& clock = SystemClock::instance());
   ~TaskPool();  // stop()
   TaskPool(const TaskPool&) = delete;
   TaskPool& operator=(const TaskPool&) = delete;
@@ -48,9 +51,7 @@ class TaskPool {
   // Runs `task` at `at` (or earlier if it was already due earlier). The pool keeps the task
   // alive while it is queued or running.
   void schedule(const std::shared_ptr<Task>& task, SteadyTime at);
-  void schedule_now(const std::shared_ptr<Task>& task) {
-    schedule(task, std::chrono::steady_clock::now());
-  }
+  void schedule_now(const std::shared_ptr<Task>& task) { schedule(task, clock_.now()); }
   // Stops the threads after their current runs; queued tasks are dropped.
   void stop();
 
@@ -65,6 +66,7 @@ class TaskPool {
   void push_locked(const std::shared_ptr<Task>& task, SteadyTime at);
   void loop();
 
+  const Clock& clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;

@@ -55,7 +55,7 @@ StartPosition StartPosition::at_timestamp(std::chrono::system_clock::time_point 
 }
 
 StartPosition StartPosition::after_checkpoint(std::string sequence_number,
-                                              std::uint64_t sub_sequence_number) {
+                                              SubSequenceNumber sub_sequence_number) {
   StartPosition p;
   p.kind = Kind::kAfterCheckpoint;
   p.sequence_number = std::move(sequence_number);

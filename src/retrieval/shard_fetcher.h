@@ -86,13 +86,13 @@ struct StartPosition {
   Kind kind = Kind::kTrimHorizon;
   std::chrono::system_clock::time_point timestamp{};  // kAtTimestamp
   std::string sequence_number;                        // kAfterCheckpoint: decimal digits
-  std::uint64_t sub_sequence_number = 0;              // kAfterCheckpoint
+  SubSequenceNumber sub_sequence_number = 0;              // kAfterCheckpoint
 
   static StartPosition trim_horizon();
   static StartPosition latest();
   static StartPosition at_timestamp(std::chrono::system_clock::time_point t);
   static StartPosition after_checkpoint(std::string sequence_number,
-                                        std::uint64_t sub_sequence_number = 0);
+                                        SubSequenceNumber sub_sequence_number = 0);
   // For messages: "TRIM_HORIZON", "LATEST", "AT_TIMESTAMP <ms since epoch>",
   // "AFTER <seq>/<sub>".
   std::string to_string() const;

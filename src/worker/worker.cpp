@@ -20,6 +20,7 @@
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
 #include "shardsync/shard_syncer.h"
+#include "worker/worker_access.h"
 
 namespace kcl {
 
@@ -48,8 +49,11 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 class Worker::Impl final : public leases::LeaseListener {
  public:
   Impl(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
-       WorkerDependencies deps)
-      : config_(std::move(config)), factory_(std::move(factory)), deps_(std::move(deps)) {
+       WorkerDependencies deps, worker::WorkerInternals internals)
+      : config_(std::move(config)),
+        factory_(std::move(factory)),
+        deps_(std::move(deps)),
+        internals_(std::move(internals)) {
     if (config_.leases.worker_id.empty()) config_.leases.worker_id = default_worker_id();
     logger_ = deps_.logger ? deps_.logger : make_default_logger();
     metrics_ = deps_.metrics ? deps_.metrics
@@ -116,6 +120,7 @@ class Worker::Impl final : public leases::LeaseListener {
   WorkerConfig config_;
   std::shared_ptr<RecordProcessorFactory> factory_;
   WorkerDependencies deps_;
+  worker::WorkerInternals internals_;
   std::shared_ptr<Logger> logger_;
   std::shared_ptr<MetricsSink> metrics_;
   const Clock* clock_ = nullptr;
@@ -140,7 +145,7 @@ class Worker::Impl final : public leases::LeaseListener {
   std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> consumers_;  // guarded
   std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
   // guarded: shards whose consumer failed, not restarted before the time given
-  std::map<std::string, std::chrono::steady_clock::time_point> retry_after_;
+  std::map<std::string, Clock::MonoTime> retry_after_;
   bool shutdown_requested_ = false;  // guarded
   bool sync_requested_ = false;      // guarded
   Status fatal_;                     // guarded: why the worker stops on its own
@@ -159,16 +164,16 @@ std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base,
 
 Status Worker::Impl::make_clients() {
   aws::AwsClientParts aws_parts;  // one connection pool and credentials chain for both
-  if (deps_.kinesis) {
-    kinesis_ = deps_.kinesis;
+  if (internals_.kinesis) {
+    kinesis_ = internals_.kinesis;
   } else {
     KCL_ASSIGN_OR_RETURN(
         auto raw, aws::make_aws_json_client(aws::kinesis_service(), config_.aws, &aws_parts));
     kinesis_ = std::make_shared<kinesis::KinesisClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
   }
-  if (deps_.lease_store) {
-    store_ = deps_.lease_store;
+  if (internals_.lease_store) {
+    store_ = internals_.lease_store;
   } else {
     KCL_ASSIGN_OR_RETURN(
         auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws, &aws_parts));
@@ -214,7 +219,11 @@ Status Worker::Impl::start() {
     }
     log(LogLevel::kWarn, "initial shard sync failed (attempt " + std::to_string(attempt) +
                              "), retrying: " + synced.status().to_string());
-    std::this_thread::sleep_for(std::chrono::milliseconds(100LL << std::min(attempt, 6)));
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto delay = std::chrono::milliseconds(100LL << std::min(attempt, 6));
+      if (clock_->wait_for(lock, cv_, delay, [&] { return shutdown_requested_; })) break;
+    }
     synced = syncer_->sync_once();
   }
   if (!synced.ok()) {
@@ -228,7 +237,7 @@ Status Worker::Impl::start() {
   coordinator_ =
       std::make_unique<leases::LeaseCoordinator>(*store_, config_.leases, *clock_, *metrics_);
   coordinator_->set_listener(this);
-  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size);
+  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_);
 
   ctx_.stream = config_.stream_name;
   ctx_.kinesis = kinesis_.get();
@@ -301,9 +310,8 @@ void Worker::Impl::reconcile() {
           }
           // Any other failure: try the shard again, but not in a tight loop.
           retry_after_[it->first] =
-              std::chrono::steady_clock::now() +
-              std::min<std::chrono::milliseconds>(config_.processing.failure_backoff_max,
-                                                  std::chrono::seconds(5));
+              clock_->now() + std::min<std::chrono::milliseconds>(
+                                  config_.processing.failure_backoff_max, std::chrono::seconds(5));
           break;
         }
         default:
@@ -318,7 +326,7 @@ void Worker::Impl::reconcile() {
       for (const auto& lease : held) {
         if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key)) continue;
         if (auto r = retry_after_.find(lease.lease_key); r != retry_after_.end()) {
-          if (std::chrono::steady_clock::now() < r->second) continue;
+          if (clock_->now() < r->second) continue;
           retry_after_.erase(r);
         }
         auto c = std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
@@ -332,9 +340,9 @@ void Worker::Impl::reconcile() {
 }
 
 void Worker::Impl::check_hung() {
-  auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::steady_clock::now().time_since_epoch())
-                    .count();
+  auto now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock_->now().time_since_epoch())
+          .count();
   auto limit = std::chrono::duration_cast<std::chrono::nanoseconds>(
                    config_.processing.hung_processor_warning)
                    .count();
@@ -354,26 +362,23 @@ void Worker::Impl::check_hung() {
 }
 
 void Worker::Impl::scheduler_loop() {
-  auto next_sync =
-      std::chrono::steady_clock::now() + jittered(config_.processing.shard_sync_interval, 0.2);
+  auto next_sync = clock_->now() + jittered(config_.processing.shard_sync_interval, 0.2);
   for (;;) {
     bool stop = false;
     bool sync_now = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, config_.processing.scheduler_interval,
-                   [&] { return shutdown_requested_; });
+      clock_->wait_for(lock, cv_, config_.processing.scheduler_interval,
+                       [&] { return shutdown_requested_; });
       stop = shutdown_requested_;
       sync_now = sync_requested_;
       sync_requested_ = false;
     }
     if (stop) break;
     reconcile();
-    auto now = std::chrono::steady_clock::now();
-    if (sync_now || now >= next_sync) {
+    if (sync_now || clock_->now() >= next_sync) {
       run_shard_sync();
-      next_sync =
-          std::chrono::steady_clock::now() + jittered(config_.processing.shard_sync_interval, 0.2);
+      next_sync = clock_->now() + jittered(config_.processing.shard_sync_interval, 0.2);
       reconcile();
     }
     check_hung();
@@ -395,19 +400,21 @@ void Worker::Impl::graceful_stop() {
     c->request_shutdown();
     pool_->schedule_now(c);
   }
-  auto deadline = std::chrono::steady_clock::now() + config_.processing.shutdown_timeout;
+  const auto deadline = clock_->now() + config_.processing.shutdown_timeout;
   for (;;) {
     bool all_done = true;
     for (auto& c : all) all_done = all_done && c->done();
     if (all_done) break;
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (clock_->now() > deadline) {
       log(LogLevel::kError, "shutdown: some processors did not finish within " +
                                 std::to_string(config_.processing.shutdown_timeout.count()) +
                                 " ms; handing their leases back anyway");
       break;
     }
     check_hung();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Consumers do not signal the scheduler; look again shortly (on the worker's clock).
+    std::unique_lock<std::mutex> lock(mu_);
+    clock_->wait_for(lock, cv_, std::chrono::milliseconds(20), [] { return false; });
   }
   Status released = coordinator_->release_all();
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
@@ -458,7 +465,17 @@ WorkerStats Worker::Impl::stats() const {
 
 Worker::Worker(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
                WorkerDependencies deps)
-    : impl_(std::make_unique<Impl>(std::move(config), std::move(factory), std::move(deps))) {}
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(factory), std::move(deps),
+                                   worker::WorkerInternals{})) {}
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Worker> worker::WorkerAccess::make(WorkerConfig config,
+                                                   std::shared_ptr<RecordProcessorFactory> factory,
+                                                   WorkerDependencies deps,
+                                                   WorkerInternals internals) {
+  return std::unique_ptr<Worker>(new Worker(std::make_unique<Worker::Impl>(
+      std::move(config), std::move(factory), std::move(deps), std::move(internals))));
+}
 Worker::~Worker() = default;
 Status Worker::start() { return impl_->start(); }
 Status Worker::run() {

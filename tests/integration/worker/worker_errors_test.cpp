@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "worker/worker_access.h"
 #include "worker_test_support.h"
 
 namespace kcl::worker_test {
@@ -165,11 +166,12 @@ TEST_F(WorkerErrorsTest, ExpiredIteratorIsReplacedWithoutLosingOrRepeatingRecord
   ASSERT_EQ(seqs.size(), 10u);
 
   auto transport = std::make_shared<ExpiringTransport>(aws::make_curl_transport(aws_.http));
-  WorkerDependencies deps;
-  deps.kinesis = std::make_shared<kinesis::KinesisClient>(
+  worker::WorkerInternals internals;
+  internals.kinesis = std::make_shared<kinesis::KinesisClient>(
       std::shared_ptr<aws::AwsJsonClient>(aws::make_aws_json_client(
           aws::kinesis_service(), aws_, transport, aws::make_static_provider(*aws_.credentials))));
-  Worker w(config("A"), factory("A"), deps);
+  auto worker = worker::make_worker(config("A"), factory("A"), {}, internals);
+  Worker& w = *worker;
   ASSERT_TRUE(w.start().ok());
   ASSERT_TRUE(wait_delivered("r9"));
   const std::size_t iterators_before = transport->iterator_requests().size();

@@ -286,6 +286,66 @@ TEST_F(ScriptedClientTest, CallOptionsOverrideTimeoutAndAttempts) {
   EXPECT_TRUE(contains(r.status().message(), "gave up after 1 attempt)")) << r.status();
 }
 
+TEST_F(ScriptedClientTest, CallOptionsDeadlineOverridesTheConfiguredOne) {
+  for (int i = 0; i < 5; ++i) transport_->push_response(503, "");
+  CallOptions options;
+  options.deadline = milliseconds(60);  // room for about one backoff of up to 50 ms
+  auto r = client()->call("DescribeStreamSummary", "{}", options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_TRUE(contains(r.status().message(), "call deadline of 60 ms")) << r.status();
+  EXPECT_LT(transport_->sent().size(), 5u);
+}
+
+// The retry quota of the standard mode: a client whose calls keep failing stops retrying
+// (each call then costs the service one attempt), and successes refill it.
+TEST_F(ScriptedClientTest, RetryQuotaStopsRetriesInAStormAndRefillsOnSuccess) {
+  auto c = client();
+  RetryPolicy* policy = c->retry_policy();
+  ASSERT_NE(policy, nullptr);
+  EXPECT_EQ(policy->quota().available(), RetryQuota::kCapacity);
+  // Every call fails 5 times (4 retries = 20 tokens): 25 calls spend the 500 tokens.
+  int calls = 0;
+  while (policy->quota().available() >= RetryQuota::kRetryCost && calls < 200) {
+    for (int i = 0; i < 5; ++i) transport_->push_response(503, "");
+    ASSERT_FALSE(c->call("GetRecords", "{}").ok());
+    ++calls;
+  }
+  EXPECT_EQ(calls, RetryQuota::kCapacity / (4 * RetryQuota::kRetryCost));
+  const std::size_t sent_before = transport_->sent().size();
+  transport_->push_response(503, "");
+  auto r = c->call("GetRecords", "{}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(transport_->sent().size(), sent_before + 1);  // no retry
+  EXPECT_TRUE(contains(r.status().message(), "retry quota")) << r.status();
+  // Successes put tokens back, one each when they needed no retry.
+  for (int i = 0; i < 10; ++i) {
+    transport_->push_response(200, "{}");
+    ASSERT_TRUE(c->call("GetRecords", "{}").ok());
+  }
+  EXPECT_EQ(policy->quota().available(), 10);
+  transport_->push_response(503, "");
+  transport_->push_response(200, "{}");
+  ASSERT_TRUE(c->call("GetRecords", "{}").ok());  // one retry again, paid for and refunded
+  EXPECT_EQ(policy->quota().available(), 10);
+}
+
+TEST(RetryPolicyTest, OnlyRetryableFailuresGetADelayWithinTheCeiling) {
+  RetryConfig config;
+  RetryPolicy policy(config, 7);
+  int taken = 0;
+  EXPECT_FALSE(policy.next_delay(Status(StatusCode::kInvalidArgument, "bad"), 0, &taken));
+  EXPECT_EQ(taken, 0);
+  for (int retry = 0; retry < 8; ++retry) {
+    auto d = policy.next_delay(Status(StatusCode::kUnavailable, "throttled"), retry, &taken);
+    ASSERT_TRUE(d);
+    EXPECT_LE(*d, backoff_ceiling(config, retry));
+  }
+  EXPECT_EQ(taken, 8 * RetryQuota::kRetryCost);
+  policy.on_success(taken);
+  EXPECT_EQ(policy.quota().available(), RetryQuota::kCapacity);
+}
+
 TEST_F(ScriptedClientTest, CredentialFailuresCarryOperationContext) {
   creds_->fail_with(Status(StatusCode::kNotFound, "no credentials in the chain"));
   auto r = client()->call("ListShards", "{}");

@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "leases/lease_simulation.h"
+#include "simulation/lease_simulation.h"
 
 namespace kcl::leases {
 namespace {

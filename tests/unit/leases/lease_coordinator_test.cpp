@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "leases/in_memory_lease_store.h"
-#include "leases/lease_simulation.h"
+#include "simulation/lease_simulation.h"
 #include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {

@@ -104,6 +104,12 @@ TEST(LeaseSerializerTest, RejectsItemsThatAreNotLeases) {
   auto bad_checkpoint = lease_from_item(
       wire(R"({"leaseKey": {"S": "a"}, "leaseCounter": {"N": "1"}, "checkpoint": {"S": "x1"}})"));
   EXPECT_EQ(bad_checkpoint.status().code(), StatusCode::kInternal);
+  auto negative_sub = lease_from_item(
+      wire(R"({"leaseKey": {"S": "a"}, "leaseCounter": {"N": "1"}, "checkpoint": {"S": "1"},)"
+           R"( "checkpointSubSequenceNumber": {"N": "-1"}})"));
+  EXPECT_EQ(negative_sub.status().code(), StatusCode::kInternal);
+  EXPECT_NE(negative_sub.status().message().find("checkpointSubSequenceNumber"), std::string::npos)
+      << negative_sub.status();
 }
 
 TEST(LeaseSerializerTest, WritesExactlyTheJavaNamesAndTypes) {

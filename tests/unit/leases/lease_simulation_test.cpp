@@ -1,6 +1,6 @@
 // The simulation itself: the small case runs here (the 200 x 10,000 case is
 // bench_lease_simulation); its counts follow from the intervals.
-#include "leases/lease_simulation.h"
+#include "simulation/lease_simulation.h"
 
 #include <gtest/gtest.h>
 

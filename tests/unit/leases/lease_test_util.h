@@ -166,6 +166,10 @@ class MonotonicOnlyClock final : public Clock {
   MonotonicOnlyClock(const Clock& base, std::chrono::nanoseconds mono_offset)
       : base_(base), offset_(mono_offset) {}
   MonoTime now() const override { return base_.now() + offset_; }
+  bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                  MonoTime deadline, const std::function<bool()>& done) const override {
+    return base_.wait_until(lock, cv, deadline - offset_, done);
+  }
   WallTime wall_now() const override {
     std::lock_guard<std::mutex> lock(mu_);
     ++wall_reads_;

@@ -52,9 +52,7 @@ TEST(ExtendedSequenceNumberTest, KindsAndParse) {
   EXPECT_EQ(ESN().sequence_number(), "TRIM_HORIZON");
   EXPECT_FALSE(ESN("12a").valid());
   EXPECT_FALSE(ESN("").valid());
-  EXPECT_FALSE(ESN("12", -1).valid());
   EXPECT_EQ(ESN::parse("12a").status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ESN::parse("12", -1).status().code(), StatusCode::kInvalidArgument);
   auto ok = ESN::parse("SHARD_END");
   ASSERT_TRUE(ok.ok());
   EXPECT_TRUE(ok->is_shard_end());

@@ -1,4 +1,4 @@
-#include "leases/lease_simulation.h"
+#include "simulation/lease_simulation.h"
 
 #include <algorithm>
 #include <cmath>

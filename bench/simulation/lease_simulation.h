@@ -37,6 +37,10 @@ class OffsetClock final : public Clock {
               std::chrono::nanoseconds wall_offset)
       : base_(base), mono_offset_(mono_offset), wall_offset_(wall_offset) {}
   MonoTime now() const override { return base_.now() + mono_offset_; }
+  bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                  MonoTime deadline, const std::function<bool()>& done) const override {
+    return base_.wait_until(lock, cv, deadline - mono_offset_, done);
+  }
   WallTime wall_now() const override {
     return base_.wall_now() + std::chrono::duration_cast<WallTime::duration>(wall_offset_);
   }

@@ -1,0 +1,45 @@
+// kcl/processing_config.h: how a worker runs its shard consumers (threads, intervals,
+// processor failures, shutdown). Part of kcl::WorkerConfig.
+//
+// Thread safety: a plain value.
+#pragma once
+
+#include <chrono>
+
+namespace kcl {
+
+// What the worker does when a processor's process_records throws.
+enum class ProcessorErrorPolicy {
+  kRetry,  // deliver the same batch again after a backoff, forever (default: nothing lost)
+  kSkip,   // after max_attempts_before_skip failures, log and move on (records are lost to
+           // this processor; explicit opt-in)
+};
+
+struct ProcessingConfig {
+  // Threads running the shard consumers. Default 4, range 1..256.
+  int thread_pool_size = 4;
+  // How often a consumer waiting on parents re-reads their leases. Default 1 s,
+  // range 10 ms..1 min.
+  std::chrono::milliseconds parent_check_interval{1000};
+  // How often shards are synced to leases (each run is jittered by +-20%). Default 60 s,
+  // range 100 ms..1 h. A shard that ends triggers a sync at once as well.
+  std::chrono::milliseconds shard_sync_interval{60000};
+  // Backoff after a processor failure (exception) or a shard_ended without checkpoint:
+  // doubles from base up to max. Defaults 200 ms and 30 s.
+  std::chrono::milliseconds failure_backoff_base{200};
+  std::chrono::milliseconds failure_backoff_max{30000};
+  ProcessorErrorPolicy on_processor_error = ProcessorErrorPolicy::kRetry;
+  // With kSkip: failures of one batch before it is skipped. Default 3, range 1..1000.
+  int max_attempts_before_skip = 3;
+  // A processor callback running longer than this is reported as hung (a warning and the
+  // metric "processor.hung"), once per call. Default 60 s, range 1 s..1 h.
+  std::chrono::milliseconds hung_processor_warning{60000};
+  // How often the scheduler thread wakes to start/stop consumers. Default 100 ms,
+  // range 10 ms..10 s.
+  std::chrono::milliseconds scheduler_interval{100};
+  // Graceful shutdown waits this long for processors' shutdown_requested before handing
+  // leases back anyway. Default 60 s, range 1 s..1 h.
+  std::chrono::milliseconds shutdown_timeout{60000};
+};
+
+}  // namespace kcl

@@ -1,0 +1,35 @@
+// worker/worker_access.h: builds a kcl::Worker with collaborators that are not part of the
+// public API (a ready Kinesis client, a lease store). For tests and in-tree embedding (the
+// kcl tools); users construct kcl::Worker from its configuration alone.
+//
+// Thread safety: make_worker may be called from any thread.
+#pragma once
+
+#include <memory>
+
+#include "kcl/worker.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/lease_store.h"
+
+namespace kcl::worker {
+
+// What the worker otherwise makes from its configuration; anything left empty is made so.
+struct WorkerInternals {
+  std::shared_ptr<kinesis::KinesisClient> kinesis;
+  std::shared_ptr<leases::LeaseStore> lease_store;
+};
+
+struct WorkerAccess {
+  static std::unique_ptr<Worker> make(WorkerConfig config,
+                                      std::shared_ptr<RecordProcessorFactory> factory,
+                                      WorkerDependencies deps, WorkerInternals internals);
+};
+
+inline std::unique_ptr<Worker> make_worker(WorkerConfig config,
+                                           std::shared_ptr<RecordProcessorFactory> factory,
+                                           WorkerDependencies deps, WorkerInternals internals) {
+  return WorkerAccess::make(std::move(config), std::move(factory), std::move(deps),
+                            std::move(internals));
+}
+
+}  // namespace kcl::worker

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Fails when a file of the library includes a header from a layer above its own.
+
+The layers and their allowed dependencies are read from src/CMakeLists.txt (the
+`kcl_area(name DEPS kcl_a kcl_b ...)` lines), so the build and this check share one source
+of truth. A file in src/<area>/ may include:
+  - headers of its own area and of the areas it depends on, directly or transitively;
+  - public headers (include/kcl/*.h) that belong to base, or to an area it may include
+    (PUBLIC_HEADER_AREA below names the public headers that belong to a higher layer).
+Public headers may include only other public headers (and the standard library), and only
+those of their own layer or below.
+
+Usage: layering_check.py <source dir>     exit 0 when clean, 1 listing every violation.
+"""
+import os
+import re
+import sys
+
+# Public headers that belong to a layer above base (the rest are base: usable everywhere).
+PUBLIC_HEADER_AREA = {
+    "worker.h": "worker",
+    "pull_consumer.h": "pull",
+    "producer.h": "producer",
+}
+
+INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+AREA_RE = re.compile(r"^\s*kcl_area\(\s*(\w+)([^)]*)\)", re.M)
+
+
+def read_areas(src_dir):
+    text = open(os.path.join(src_dir, "CMakeLists.txt")).read()
+    deps = {}
+    for name, rest in AREA_RE.findall(text):
+        words = rest.split()
+        direct, mode = set(), None
+        for w in words:
+            if w in ("DEPS", "EXTERNAL"):
+                mode = w
+            elif mode == "DEPS" and w.startswith("kcl_"):
+                direct.add(w[len("kcl_"):])
+        deps[name] = direct
+    return deps
+
+
+def closure(deps):
+    allowed = {}
+    for area in deps:
+        seen, stack = set(), [area]
+        while stack:
+            a = stack.pop()
+            if a in seen:
+                continue
+            seen.add(a)
+            stack.extend(deps.get(a, ()))
+        allowed[area] = seen
+    return allowed
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
+    src = os.path.join(root, "src")
+    deps = read_areas(src)
+    if not deps:
+        print("layering_check: no kcl_area() lines found in src/CMakeLists.txt")
+        return 1
+    allowed = closure(deps)
+    problems = []
+    checked = 0
+
+    def public_area(header):
+        return PUBLIC_HEADER_AREA.get(header, "base")
+
+    for area in sorted(os.listdir(src)):
+        folder = os.path.join(src, area)
+        if not os.path.isdir(folder):
+            continue
+        if area not in deps:
+            problems.append(f"src/{area}/ is not declared with kcl_area() in src/CMakeLists.txt")
+            continue
+        for dirpath, _, files in os.walk(folder):
+            for f in sorted(files):
+                if not f.endswith((".h", ".cpp")):
+                    continue
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, root)
+                checked += 1
+                for inc in INCLUDE_RE.findall(open(path, errors="replace").read()):
+                    top = inc.split("/", 1)[0]
+                    if top == "kcl":
+                        owner = public_area(inc.split("/", 1)[1])
+                        if owner != "base" and owner not in allowed[area]:
+                            problems.append(f"{rel}: includes \"{inc}\" (public header of layer "
+                                            f"{owner}), above layer {area}")
+                    elif top in deps:
+                        if top not in allowed[area]:
+                            problems.append(f"{rel}: includes \"{inc}\" from layer {top}, which "
+                                            f"layer {area} does not depend on")
+                    elif "/" in inc:
+                        problems.append(f"{rel}: includes \"{inc}\", which belongs to no layer")
+
+    pub = os.path.join(root, "include", "kcl")
+    for f in sorted(os.listdir(pub)):
+        if not f.endswith(".h"):
+            continue
+        checked += 1
+        mine = public_area(f)
+        for inc in INCLUDE_RE.findall(open(os.path.join(pub, f)).read()):
+            if not inc.startswith("kcl/"):
+                problems.append(f"include/kcl/{f}: public header includes internal \"{inc}\"")
+                continue
+            owner = public_area(inc[len("kcl/"):])
+            if owner != "base" and owner != mine and owner not in allowed.get(mine, set()):
+                problems.append(f"include/kcl/{f}: includes \"{inc}\" of layer {owner}, above "
+                                f"its own layer {mine}")
+
+    for p in problems:
+        print("layering violation: " + p)
+    print(f"layering_check: {checked} files, {len(problems)} violations")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
