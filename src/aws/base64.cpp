@@ -25,9 +25,15 @@ constexpr auto kDecode = make_decode_table();
 
 std::string base64_encode(std::string_view bytes) {
   std::string out;
-  out.resize((bytes.size() + 2) / 3 * 4);
+  base64_encode_append(bytes, out);
+  return out;
+}
+
+void base64_encode_append(std::string_view bytes, std::string& out) {
+  std::size_t o = out.size();
+  out.resize(o + (bytes.size() + 2) / 3 * 4);
   const auto* in = reinterpret_cast<const unsigned char*>(bytes.data());
-  std::size_t i = 0, o = 0, n = bytes.size();
+  std::size_t i = 0, n = bytes.size();
   for (; i + 3 <= n; i += 3) {
     std::uint32_t v = (std::uint32_t{in[i]} << 16) | (std::uint32_t{in[i + 1]} << 8) | in[i + 2];
     out[o++] = kAlphabet[(v >> 18) & 63];
@@ -48,7 +54,6 @@ std::string base64_encode(std::string_view bytes) {
     out[o++] = kAlphabet[(v >> 6) & 63];
     out[o++] = '=';
   }
-  return out;
 }
 
 namespace {

@@ -9,6 +9,8 @@
 namespace kcl::aws {
 
 std::string base64_encode(std::string_view bytes);
+// Appends the encoding of `bytes` to `out` (one resize, no temporary).
+void base64_encode_append(std::string_view bytes, std::string& out);
 // Appends the decoded bytes to `out`. Returns false on invalid input (bad character, bad
 // length or bad padding); `out` is then left with unspecified extra bytes.
 bool base64_decode_append(std::string_view text, std::string& out);

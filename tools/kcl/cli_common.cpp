@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "aws/base64.h"
+#include "record_lines.h"
 
 namespace kcl::cli {
 
@@ -149,58 +150,11 @@ Result<StartPosition> parse_start_position(std::string_view text) {
   return p;
 }
 
-namespace {
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-}  // namespace
-
 void write_record(std::ostream& out, const Record& r, bool raw) {
-  if (raw) {
-    out.write(r.data.data(), static_cast<std::streamsize>(r.data.size()));
-    out.put('\n');
-    return;
-  }
-  std::string line;
-  line.reserve(r.data.size() * 4 / 3 + 200);
-  line += "{\"shardId\":";
-  append_json_string(line, r.shard_id);
-  line += ",\"sequenceNumber\":";
-  append_json_string(line, r.sequence_number);
-  line += ",\"subSequenceNumber\":" + std::to_string(r.sub_sequence_number);
-  line += ",\"partitionKey\":";
-  append_json_string(line, r.partition_key);
-  line += ",\"approximateArrivalTimestamp\":";
-  append_json_string(line, format_iso8601(r.approximate_arrival_timestamp));
-  line += ",\"data\":\"" + aws::base64_encode(r.data) + "\"}\n";
+  thread_local RecordLines lines;
+  thread_local std::string line;
+  line.clear();
+  lines.append(line, r, raw);
   out.write(line.data(), static_cast<std::streamsize>(line.size()));
 }
 

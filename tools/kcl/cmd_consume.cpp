@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <iostream>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "commands.h"
 #include "kcl/worker.h"
+#include "record_lines.h"
 
 namespace kcl::cli {
 
@@ -33,11 +33,13 @@ struct ConsumeFlags {
 class Output {
  public:
   explicit Output(bool raw, long long max_records) : raw_(raw), max_(max_records) {}
-  // Writes and flushes the records; false when stdout is gone.
+  // Writes and flushes the records; false when stdout is gone. The lines are built in a
+  // buffer of the calling thread, reused from batch to batch, and written at once.
   bool write(std::span<const Record> records) {
-    std::ostringstream buf;
-    for (const auto& r : records) write_record(buf, r, raw_);
-    std::string text = buf.str();
+    thread_local RecordLines lines;
+    thread_local std::string text;
+    text.clear();
+    for (const auto& r : records) lines.append(text, r, raw_);
     std::lock_guard<std::mutex> lock(mu_);
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
     if (std::fflush(stdout) != 0) return false;

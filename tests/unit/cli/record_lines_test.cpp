@@ -1,0 +1,93 @@
+// The JSON lines of kcl tail / kcl consume: valid JSON that gives back every field.
+#include "record_lines.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "aws/base64.h"
+
+namespace kcl::cli {
+namespace {
+
+Record record(std::string data, std::string key = "k") {
+  Record r;
+  r.shard_id = "shardId-000000000001";
+  r.sequence_number = "49590338271490256608559692538361571095921575989136588898";
+  r.sub_sequence_number = 18446744073709551615ull;
+  r.partition_key = std::move(key);
+  r.approximate_arrival_timestamp =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1795992038007));
+  r.data = std::move(data);
+  return r;
+}
+
+TEST(RecordLinesTest, EveryFieldComesBackFromTheJsonLine) {
+  RecordLines lines;
+  std::string out;
+  lines.append(out, record("hello"), false);
+  ASSERT_EQ(out.back(), '\n');
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["shardId"], "shardId-000000000001");
+  EXPECT_EQ(j["sequenceNumber"], "49590338271490256608559692538361571095921575989136588898");
+  EXPECT_EQ(j["subSequenceNumber"].get<std::uint64_t>(), 18446744073709551615ull);
+  EXPECT_EQ(j["partitionKey"], "k");
+  EXPECT_EQ(j["approximateArrivalTimestamp"], "2026-11-29T22:40:38.007Z");
+  EXPECT_EQ(j["data"], "aGVsbG8=");
+}
+
+TEST(RecordLinesTest, KeysWithEveryControlAndQuoteCharacterStayValidJson) {
+  std::string key;
+  for (int c = 0; c < 0x80; ++c) key += static_cast<char>(c);
+  key += "\xc3\xa9";  // UTF-8 passes through
+  RecordLines lines;
+  std::string out;
+  lines.append(out, record("x", key), false);
+  auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["partitionKey"].get<std::string>(), key);
+}
+
+TEST(RecordLinesTest, ABufferReusedAcrossRecordsAndSecondsHoldsEachLine) {
+  std::mt19937 rng(5);
+  RecordLines lines;
+  std::string out;
+  std::vector<Record> records;
+  for (int i = 0; i < 200; ++i) {
+    std::string data(static_cast<std::size_t>(rng() % 300), '\0');
+    for (auto& c : data) c = static_cast<char>(rng());
+    Record r = record(data, "key-" + std::to_string(i));
+    // Timestamps move across seconds, minutes and a day boundary.
+    r.approximate_arrival_timestamp += std::chrono::milliseconds(i * 997LL * 60);
+    records.push_back(r);
+    lines.append(out, r, false);
+  }
+  std::size_t start = 0;
+  for (const Record& r : records) {
+    const std::size_t end = out.find('\n', start);
+    ASSERT_NE(end, std::string::npos);
+    auto j = nlohmann::json::parse(out.substr(start, end - start));
+    EXPECT_EQ(j["partitionKey"], r.partition_key);
+    auto data = aws::base64_decode(j["data"].get<std::string>());
+    ASSERT_TRUE(data.ok());
+    EXPECT_EQ(*data, r.data);
+    // The same text as a fresh formatter gives (no stale cached second).
+    RecordLines fresh;
+    std::string alone;
+    fresh.append(alone, r, false);
+    EXPECT_EQ(out.substr(start, end + 1 - start), alone);
+    start = end + 1;
+  }
+  EXPECT_EQ(start, out.size());
+}
+
+TEST(RecordLinesTest, RawLinesAreTheDataAlone) {
+  RecordLines lines;
+  std::string out;
+  lines.append(out, record("a b"), true);
+  lines.append(out, record(""), true);
+  EXPECT_EQ(out, "a b\n\n");
+}
+
+}  // namespace
+}  // namespace kcl::cli
