@@ -13,7 +13,7 @@ Each consumer's CPU time (user + system) and peak RSS come from wait4() on its p
 the emulators' CPU is not counted; the emulator's own CPU over each run is printed for scale.
 
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
-                               [--size 100] [--only tail,library,consume]
+                               [--size 100] [--only tail,library,consume] [--wrap CMD]
 """
 import argparse
 import json
@@ -59,6 +59,9 @@ def main():
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--only", default="tail,library,consume")
+    ap.add_argument("--wrap", default="",
+                    help="a command put before each consumer, e.g. 'perf record -g -o P.data --' "
+                         "(its CPU is then counted too: for profiles, not for figures)")
     args = ap.parse_args()
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
     noop = os.path.join(args.build_dir, "bench", "bench_consume_noop")
@@ -100,7 +103,7 @@ def main():
         }
         results = {}
         for name in args.only.split(","):
-            results[name] = run_measured(runs[name], env, emu.pid)
+            results[name] = run_measured(args.wrap.split() + runs[name], env, emu.pid)
             r = results[name]
             print(f"{name:8s} wall {r['wall_s']:6.2f} s  cpu {r['cpu_s']:6.2f} s  "
                   f"{r['cpu_s'] * 1e6 / args.records:6.2f} us/record  rss {r['rss_mb']:6.1f} MB  "
