@@ -1,8 +1,12 @@
 // kcl consume --stream S --app A: runs a worker (leases shared with every other worker of
-// application A) and prints one JSON object per record, as `kcl tail` does. A batch is
-// checkpointed only after its output was written and flushed, so a crash never skips a
-// record (it may print some again after a restart: at-least-once).
+// application A) and prints one JSON object per record, as `kcl tail` does. Checkpoints are
+// written only after the output they cover was written and flushed, so a crash never skips
+// a record (it may print some again after a restart: at-least-once). They are written at
+// most every --checkpoint-interval per shard (default 5 s), and always at shard end and at
+// a graceful shutdown: a crash re-prints at most one interval's records, and a steady fleet
+// writes one checkpoint per shard per interval instead of one per batch.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -27,6 +31,7 @@ struct ConsumeFlags {
   long long failover_ms = 10000;
   int max_leases = 0;
   long long max_records = 0;
+  long long checkpoint_interval_ms = 5000;
 };
 
 // Shared by every shard's processor: one writer of stdout.
@@ -60,15 +65,22 @@ class Output {
 
 class PrintingProcessor final : public RecordProcessor {
  public:
-  explicit PrintingProcessor(Output& out) : out_(out) {}
-  void initialize(const InitializationInput&) override {}
+  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval)
+      : out_(out), interval_(checkpoint_interval) {}
+  void initialize(const InitializationInput&) override {
+    last_checkpoint_ = std::chrono::steady_clock::now();
+  }
   void process_records(const ProcessRecordsInput& input) override {
     if (!out_.write(input.records)) {
       throw std::runtime_error("cannot write to standard output");
     }
-    // Only now that the output is flushed.
+    // Only now that the output is flushed, and at most once per interval.
+    const auto now = std::chrono::steady_clock::now();
+    if (input.records.empty() || now - last_checkpoint_ < interval_) return;
     Status s = input.checkpointer.checkpoint();
-    if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
+    if (s.ok()) {
+      last_checkpoint_ = now;
+    } else if (s.code() != StatusCode::kLeaseLost) {
       std::cerr << "kcl consume: checkpoint failed: " << s.to_string() << "\n";
     }
   }
@@ -82,17 +94,21 @@ class PrintingProcessor final : public RecordProcessor {
     }
   }
   Output& out_;
+  const std::chrono::milliseconds interval_;
+  std::chrono::steady_clock::time_point last_checkpoint_{};
 };
 
 class PrintingFactory final : public RecordProcessorFactory {
  public:
-  explicit PrintingFactory(Output& out) : out_(out) {}
+  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval)
+      : out_(out), interval_(checkpoint_interval) {}
   std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<PrintingProcessor>(out_);
+    return std::make_unique<PrintingProcessor>(out_, interval_);
   }
 
  private:
   Output& out_;
+  const std::chrono::milliseconds interval_;
 };
 
 int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
@@ -120,7 +136,8 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.aws = g.aws_config();
 
   Output out(f.raw, f.max_records);
-  Worker worker(config, std::make_shared<PrintingFactory>(out));
+  Worker worker(config, std::make_shared<PrintingFactory>(
+                           out, std::chrono::milliseconds(f.checkpoint_interval_ms)));
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
@@ -150,8 +167,8 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
       "consume",
       "Run a worker of application --app on --stream and print one JSON object per record "
       "(fields as kcl tail). Workers of one application share the shards through the lease "
-      "table (named after the application); each batch is checkpointed after its output is "
-      "flushed. SIGINT/SIGTERM stop gracefully (final checkpoints, leases handed back); a "
+      "table (named after the application); checkpoints cover only output already flushed, "
+      "at most every --checkpoint-interval. SIGINT/SIGTERM stop gracefully (final checkpoints, leases handed back); a "
       "second signal exits at once.");
   cmd->add_option("--stream", f->stream, "Stream name")->required();
   cmd->add_option("--app", f->app, "Application name (names the lease table)")->required();
@@ -172,6 +189,11 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
   cmd->add_option("--max", f->max_records,
                   "Stop gracefully after printing this many records (default: no limit)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--checkpoint-interval", f->checkpoint_interval_ms,
+                  "Checkpoint each shard at most every this many milliseconds (default 5000; "
+                  "0 = after every batch). Shard ends and a graceful stop always checkpoint; "
+                  "a crash prints again at most one interval's records")
+      ->check(CLI::Range(0LL, 3600000LL));
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
 }
