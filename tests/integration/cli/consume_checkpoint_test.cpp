@@ -1,0 +1,179 @@
+// `kcl consume` as a user runs it, against kinesalite and dynalite: checkpoints follow
+// --checkpoint-interval (not one per batch), a graceful stop checkpoints the last record
+// printed, and every record is printed once.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dynamodb/dynamodb_client.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/dynamodb_lease_store.h"
+#include "support/emulators.h"
+
+extern char** environ;
+
+namespace kcl::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The kcl binary run with the emulators' endpoints, its stdout in a file.
+class KclProcess {
+ public:
+  KclProcess(const AwsConfig& aws, std::vector<std::string> args, std::string stdout_path)
+      : out_path_(std::move(stdout_path)) {
+    std::vector<std::string> argv_s = {KCL_CLI_PATH, "--endpoint-url", aws.kinesis_endpoint_url};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s = {"AWS_REGION=us-east-1",
+                                      "AWS_ACCESS_KEY_ID=" + aws.credentials->access_key_id,
+                                      "AWS_SECRET_ACCESS_KEY=" + aws.credentials->secret_access_key,
+                                      "AWS_ENDPOINT_URL_KINESIS=" + aws.kinesis_endpoint_url,
+                                      "AWS_ENDPOINT_URL_DYNAMODB=" + aws.dynamodb_endpoint_url,
+                                      "PATH=/usr/bin:/bin"};
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) pid_ = -1;
+  }
+  ~KclProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  // SIGTERM (graceful stop) and the exit status.
+  int stop() {
+    kill(pid_, SIGTERM);
+    return wait();
+  }
+  int wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::vector<std::string> lines() const {
+    std::ifstream in(out_path_);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::string out_path_;
+  pid_t pid_ = -1;
+};
+
+template <typename F>
+bool eventually(F f, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
+
+class ConsumeCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    aws_ = testing::shared_emulators().aws_config();
+    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kinesis_ = std::make_unique<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    stream_ = testing::unique_name("cli");
+    app_ = testing::unique_name("cli-app");
+    ASSERT_TRUE(kinesis_->create_stream(stream_, 1).ok());
+    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+    out_path_ = ::testing::TempDir() + "/" + app_ + ".out";
+  }
+
+  std::vector<std::string> put(int from, int count) {
+    std::vector<std::string> seqs;
+    for (int i = from; i < from + count; ++i) {
+      kinesis::PutRecordsEntry e;
+      e.partition_key = "k";
+      e.data = "r" + std::to_string(i);
+      auto r = kinesis_->put_record(stream_, e);
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (r.ok()) seqs.push_back(r->sequence_number);
+    }
+    return seqs;
+  }
+
+  // The stored checkpoint of the stream's only shard ("" before the lease exists).
+  std::string checkpoint() {
+    LeaseConfig lc;
+    lc.application_name = app_;
+    leases::DynamoDbLeaseStore store(ddb_, lc);
+    auto all = store.list_leases();
+    if (!all.ok() || all->empty()) return "";
+    return all->front().checkpoint.sequence_number();
+  }
+
+  KclProcess consume(long long interval_ms) {
+    return KclProcess(
+        aws_,
+        {"consume", "--stream", stream_, "--app", app_, "--from", "trim-horizon", "--failover-ms",
+         "3000", "--checkpoint-interval", std::to_string(interval_ms)},
+        out_path_);
+  }
+
+  AwsConfig aws_;
+  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
+  std::string stream_, app_, out_path_;
+};
+
+TEST_F(ConsumeCheckpointTest, LongIntervalWritesNoCheckpointUntilTheGracefulStop) {
+  const auto seqs = put(0, 5);
+  ASSERT_EQ(seqs.size(), 5u);
+  KclProcess p = consume(3600000);
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(eventually([&] { return p.lines().size() >= 5; }, 60s));
+  const auto more = put(5, 5);
+  ASSERT_TRUE(eventually([&] { return p.lines().size() >= 10; }, 60s));
+  // Everything printed, nothing checkpointed yet: the interval has not passed.
+  EXPECT_EQ(checkpoint(), "TRIM_HORIZON");
+  EXPECT_EQ(p.stop(), 0);
+  EXPECT_EQ(checkpoint(), more.back());  // the stop checkpoints the last record printed
+  EXPECT_EQ(p.lines().size(), 10u);
+}
+
+TEST_F(ConsumeCheckpointTest, ZeroIntervalCheckpointsEveryBatch) {
+  const auto seqs = put(0, 3);
+  ASSERT_EQ(seqs.size(), 3u);
+  KclProcess p = consume(0);
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(eventually([&] { return checkpoint() == seqs.back(); }, 60s)) << checkpoint();
+  const auto more = put(3, 2);
+  ASSERT_TRUE(eventually([&] { return checkpoint() == more.back(); }, 60s)) << checkpoint();
+  EXPECT_EQ(p.stop(), 0);
+  EXPECT_EQ(p.lines().size(), 5u);
+}
+
+}  // namespace
+}  // namespace kcl::cli
