@@ -70,12 +70,24 @@ struct WorkerDependencies {
   const Clock* clock = nullptr;  // must outlive the worker
 };
 
+// A shard whose consumer keeps failing: it is restarted after a backoff each time.
+struct FailingShard {
+  std::string shard_id;
+  Status cause;                  // the last failure
+  int consecutive_failures = 0;  // with that same cause, in a row
+  // Records the shard delivered to its processor since this worker first held it.
+  std::uint64_t records_delivered = 0;
+};
+
 struct WorkerStats {
   std::size_t leases_held = 0;
   std::size_t consumers = 0;
   std::uint64_t records_delivered = 0;
   std::uint64_t processor_failures = 0;
   std::uint64_t corrupt_aggregates = 0;
+  // Shards whose last consumer ended in failure (and was not followed by one that
+  // delivered), e.g. a response the library cannot read. Empty when all is well.
+  std::vector<FailingShard> failing_shards;
 };
 
 class Worker {

@@ -216,8 +216,8 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
   retrieval::StartPosition position;
   switch (start.kind()) {
     case ExtendedSequenceNumber::Kind::kSequenceNumber:
-      position = retrieval::StartPosition::after_checkpoint(
-          start.sequence_number(), start.sub_sequence_number());
+      position = retrieval::StartPosition::after_checkpoint(start.sequence_number(),
+                                                            start.sub_sequence_number());
       break;
     case ExtendedSequenceNumber::Kind::kLatest:
       position = retrieval::StartPosition::latest();
@@ -277,8 +277,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
     retrieval::FetchedBatch& batch = *pending_;
     if (!batch.records.empty()) {
       const Record& last = batch.records.back();
-      ExtendedSequenceNumber last_pos(last.sequence_number,
-                                      last.sub_sequence_number);
+      ExtendedSequenceNumber last_pos(last.sequence_number, last.sub_sequence_number);
       // Tell the checkpointer first, so the processor may checkpoint at any record of this
       // batch during the call (never at a later one).
       const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;
@@ -309,6 +308,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       }
       consecutive_failures_ = 0;
       if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(batch.records.size());
+      delivered_.fetch_add(batch.records.size(), std::memory_order_relaxed);
     }
     bool ended = batch.shard_end;
     pending_.reset();
@@ -322,7 +322,9 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
   }
   if (fetcher_->finished() && fetcher_->drained()) {
     Status err = fetcher_->terminal_error();
-    log(LogLevel::kError, "stopping: " + err.to_string());
+    // Reported by the worker, which restarts the shard and counts repeats of one cause
+    // instead of logging each.
+    log(LogLevel::kDebug, "stopping: " + err.to_string());
     {
       std::lock_guard<std::mutex> lock(failure_mu_);
       failure_ = err;

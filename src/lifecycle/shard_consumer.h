@@ -110,6 +110,8 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   ConsumerOutcome outcome() const { return outcome_.load(); }
   // The error that ended the consumer (kFailed), e.g. the stream was deleted.
   Status failure() const;
+  // Records this consumer delivered to its processor.
+  std::uint64_t records_delivered() const { return delivered_.load(std::memory_order_relaxed); }
   // Steady-clock nanoseconds at which the current processor callback started; 0 when none.
   std::int64_t callback_started_ns() const { return callback_started_ns_.load(); }
   bool hung_reported() const { return hung_reported_.load(); }
@@ -145,6 +147,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::atomic<bool> shutdown_{false};
   std::atomic<std::int64_t> callback_started_ns_{0};
   std::atomic<bool> hung_reported_{false};
+  std::atomic<std::uint64_t> delivered_{0};
 
   // Owned by the thread running the step.
   std::unique_ptr<RecordProcessor> processor_;

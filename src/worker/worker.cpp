@@ -113,6 +113,9 @@ class Worker::Impl final : public leases::LeaseListener {
   void reconcile();
   void run_shard_sync();
   void check_hung();
+  // A shard's consumer failed: restart it later; report the cause once, then repeats of the
+  // same cause only as counts (requires mu_).
+  void on_consumer_failed(const std::string& shard, const Status& failure, std::uint64_t delivered);
   void graceful_stop();
   void join_threads();
   std::chrono::milliseconds jittered(std::chrono::milliseconds base, double fraction);
@@ -146,9 +149,15 @@ class Worker::Impl final : public leases::LeaseListener {
   std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
   // guarded: shards whose consumer failed, not restarted before the time given
   std::map<std::string, Clock::MonoTime> retry_after_;
-  bool shutdown_requested_ = false;  // guarded
-  bool sync_requested_ = false;      // guarded
-  Status fatal_;                     // guarded: why the worker stops on its own
+  struct FailureRecord {
+    Status cause;
+    int consecutive = 0;
+    std::uint64_t delivered = 0;  // by this shard's consumers so far
+  };
+  std::map<std::string, FailureRecord> failures_;  // guarded: shards whose last consumer failed
+  bool shutdown_requested_ = false;                // guarded
+  bool sync_requested_ = false;                    // guarded
+  Status fatal_;                                   // guarded: why the worker stops on its own
   std::once_flag shutdown_once_;
   std::promise<Status> done_promise_;
   std::shared_future<Status> done_;
@@ -289,6 +298,8 @@ void Worker::Impl::reconcile() {
     for (auto it = consumers_.begin(); it != consumers_.end();) {
       auto& c = it->second;
       if (!c->done()) {
+        // A restarted consumer that delivers again ends its shard's series of failures.
+        if (c->records_delivered() > 0) failures_.erase(it->first);
         // Belt and braces: a lease no longer held means its consumer must stop.
         if (!held_keys.count(it->first)) {
           c->notify_lease_lost();
@@ -308,6 +319,7 @@ void Worker::Impl::reconcile() {
             fatal_ = f;
             shutdown_requested_ = true;
           }
+          on_consumer_failed(it->first, f, c->records_delivered());
           // Any other failure: try the shard again, but not in a tight loop.
           retry_after_[it->first] =
               clock_->now() + std::min<std::chrono::milliseconds>(
@@ -315,6 +327,7 @@ void Worker::Impl::reconcile() {
           break;
         }
         default:
+          if (c->records_delivered() > 0) failures_.erase(it->first);
           break;
       }
       it = consumers_.erase(it);
@@ -337,6 +350,36 @@ void Worker::Impl::reconcile() {
   }
   for (auto& c : to_schedule) pool_->schedule_now(c);
   metrics_->gauge("worker.consumers", static_cast<double>(consumers_.size()), {});
+}
+
+void Worker::Impl::on_consumer_failed(const std::string& shard, const Status& failure,
+                                      std::uint64_t delivered) {
+  FailureRecord& r = failures_[shard];
+  const bool same = r.consecutive > 0 && r.cause.code() == failure.code() &&
+                    r.cause.message() == failure.message();
+  r.consecutive = same && delivered == 0 ? r.consecutive + 1 : 1;  // progress starts a new series
+  r.cause = failure;
+  r.delivered += delivered;
+  MetricTag tag{"shard", shard};
+  metrics_->count("consumer.failed", 1, MetricTags(&tag, 1));
+  // The first failure of a series is logged; then the series is reported at 3 and at each
+  // power of ten, with its count, instead of once per restart.
+  const int n = r.consecutive;
+  int v = n;
+  while (v >= 10 && v % 10 == 0) v /= 10;
+  const bool power_of_ten = n >= 10 && v == 1;
+  if (n == 1) {
+    log(LogLevel::kError, "shard " + shard + ": the consumer stopped: " + failure.to_string() +
+                              "; restarting it after a backoff");
+  } else if (n == 3 || power_of_ten) {
+    log(LogLevel::kError,
+        "shard " + shard + ": the consumer failed " + std::to_string(n) +
+            " times in a row with the same error (" +
+            (r.delivered == 0 ? std::string("no record delivered yet")
+                              : std::to_string(r.delivered) + " records delivered before") +
+            "): " + failure.to_string() +
+            "; still restarting it; repeats are reported at each power of ten");
+  }
 }
 
 void Worker::Impl::check_hung() {
@@ -458,6 +501,12 @@ WorkerStats Worker::Impl::stats() const {
     s.consumers = consumers_.size();
   }
   s.records_delivered = records_delivered_.load();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [shard, r] : failures_) {
+      s.failing_shards.push_back(FailingShard{shard, r.cause, r.consecutive, r.delivered});
+    }
+  }
   s.processor_failures = processor_failures_.load();
   s.corrupt_aggregates = corrupt_aggregates_.load();
   return s;

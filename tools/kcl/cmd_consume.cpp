@@ -137,7 +137,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
 
   Output out(f.raw, f.max_records);
   Worker worker(config, std::make_shared<PrintingFactory>(
-                           out, std::chrono::milliseconds(f.checkpoint_interval_ms)));
+                            out, std::chrono::milliseconds(f.checkpoint_interval_ms)));
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
@@ -156,7 +156,18 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   auto stats = worker.stats();
   std::cerr << "kcl consume: stopped after " << stats.records_delivered << " records\n";
   if (!stopped.ok()) return report_error("consume", stopped);
-  return 0;
+  // A shard that never delivered because its consumer kept failing is an error, even though
+  // the worker itself stopped cleanly.
+  int never_delivered = 0;
+  for (const FailingShard& failing : stats.failing_shards) {
+    if (failing.records_delivered > 0) continue;
+    ++never_delivered;
+    std::cerr << "kcl consume: shard " << failing.shard_id
+              << " delivered no record: its consumer failed " << failing.consecutive_failures
+              << (failing.consecutive_failures == 1 ? " time" : " times")
+              << " in a row: " << failing.cause.to_string() << "\n";
+  }
+  return never_delivered > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -168,7 +179,8 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
       "Run a worker of application --app on --stream and print one JSON object per record "
       "(fields as kcl tail). Workers of one application share the shards through the lease "
       "table (named after the application); checkpoints cover only output already flushed, "
-      "at most every --checkpoint-interval. SIGINT/SIGTERM stop gracefully (final checkpoints, leases handed back); a "
+      "at most every --checkpoint-interval. SIGINT/SIGTERM stop gracefully (final checkpoints, "
+      "leases handed back); a "
       "second signal exits at once.");
   cmd->add_option("--stream", f->stream, "Stream name")->required();
   cmd->add_option("--app", f->app, "Application name (names the lease table)")->required();

@@ -226,3 +226,95 @@ TEST_F(WorkerErrorsTest, StreamDeletedWhileReadingStopsTheWorkerWithNotFound) {
 
 }  // namespace
 }  // namespace kcl::worker_test
+
+namespace kcl::worker_test {
+namespace {
+
+// Answers every GetRecords call with a body that is not JSON: the shard's consumer fails
+// the same way each time it is restarted.
+class UnreadableRecordsTransport final : public aws::HttpTransport {
+ public:
+  explicit UnreadableRecordsTransport(std::shared_ptr<aws::HttpTransport> inner)
+      : inner_(std::move(inner)) {}
+  Result<aws::HttpResponse> send(const aws::HttpRequest& request) override {
+    for (const auto& [name, value] : request.headers) {
+      if ((name == "X-Amz-Target" || name == "x-amz-target") && value.ends_with(".GetRecords")) {
+        aws::HttpResponse response;
+        response.status = 200;
+        response.headers = {{"content-type", "application/x-amz-json-1.1"}};
+        response.body = "{not json";
+        return response;
+      }
+    }
+    return inner_->send(request);
+  }
+
+ private:
+  std::shared_ptr<aws::HttpTransport> inner_;
+};
+
+// Keeps every line logged at ERROR.
+class ErrorLines final : public Logger {
+ public:
+  bool enabled(LogLevel level) const override { return level >= LogLevel::kWarn; }
+  void log(LogLevel level, std::string_view component, std::string_view message) override {
+    if (level < LogLevel::kError) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.push_back(std::string(component) + ": " + std::string(message));
+  }
+  std::vector<std::string> lines() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(WorkerTest, AShardFailingTheSameWayIsReportedOnceWithACountNotOncePerRestart) {
+  create_stream(1);
+  ASSERT_EQ(put(names("r", 0, 3)).size(), 3u);
+  auto transport =
+      std::make_shared<UnreadableRecordsTransport>(aws::make_curl_transport(aws_.http));
+  worker::WorkerInternals internals;
+  internals.kinesis = std::make_shared<kinesis::KinesisClient>(
+      std::shared_ptr<aws::AwsJsonClient>(aws::make_aws_json_client(
+          aws::kinesis_service(), aws_, transport, aws::make_static_provider(*aws_.credentials))));
+  auto logger = std::make_shared<ErrorLines>();
+  WorkerDependencies deps;
+  deps.logger = logger;
+  WorkerConfig c = config("A");
+  c.processing.failure_backoff_max = 50ms;  // restart the failing consumer quickly
+  auto worker = worker::make_worker(c, factory("A"), deps, internals);
+  ASSERT_TRUE(worker->start().ok());
+  auto failures = [&] {
+    auto s = worker->stats();
+    return s.failing_shards.empty() ? 0 : s.failing_shards.front().consecutive_failures;
+  };
+  ASSERT_TRUE(eventually([&] { return failures() >= 12; }, 120s)) << failures();
+  ASSERT_TRUE(stop(*worker).ok());
+
+  const auto stats = worker->stats();
+  ASSERT_EQ(stats.failing_shards.size(), 1u);
+  const FailingShard& f = stats.failing_shards.front();
+  EXPECT_EQ(f.records_delivered, 0u);
+  EXPECT_EQ(f.cause.code(), StatusCode::kInternal) << f.cause;
+  EXPECT_NE(f.cause.message().find("GetRecords"), std::string::npos) << f.cause;
+  // One line when the series starts, one at 3 failures and one at 10: not one per restart.
+  std::vector<std::string> about_shard;
+  for (const auto& l : logger->lines()) {
+    if (l.find(f.shard_id) != std::string::npos) about_shard.push_back(l);
+  }
+  const int n = f.consecutive_failures;
+  ASSERT_GE(n, 12);
+  const std::size_t expected = n < 100 ? 3u : 4u;
+  ASSERT_EQ(about_shard.size(), expected) << ::testing::PrintToString(about_shard);
+  EXPECT_NE(about_shard[1].find("failed 3 times in a row"), std::string::npos) << about_shard[1];
+  EXPECT_NE(about_shard[2].find("failed 10 times in a row"), std::string::npos) << about_shard[2];
+  EXPECT_NE(about_shard[2].find("no record delivered yet"), std::string::npos) << about_shard[2];
+  EXPECT_TRUE(EventLog::records(log_->events()).empty());
+}
+
+}  // namespace
+}  // namespace kcl::worker_test
