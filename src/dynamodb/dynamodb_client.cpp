@@ -136,6 +136,13 @@ class Placeholders {
   std::map<std::string, std::pair<AttributeValue, std::string>> values_;
 };
 
+// A member of a response object, or nullptr when it is absent or null (AWS SDKs read a
+// null member as absent; so does kcl-cpp).
+const json* member_of(const json& obj, const char* name) {
+  auto it = obj.find(name);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
 // Reads an optional item-valued member ("Item", "Attributes", "LastEvaluatedKey").
 Result<std::optional<Item>> optional_item(std::string_view op, const json& response,
                                           const char* member) {
@@ -149,8 +156,8 @@ Result<std::optional<Item>> optional_item(std::string_view op, const json& respo
 
 Result<std::string> required_string(std::string_view op, const json& obj, const char* member,
                                     std::string_view where) {
-  auto it = obj.find(member);
-  if (it == obj.end()) return malformed(op, std::string(where) + " has no " + member);
+  const json* it = member_of(obj, member);
+  if (!it) return malformed(op, std::string(where) + " has no " + member);
   if (!it->is_string())
     return malformed(op, std::string(where) + "." + member + " is not a string");
   return it->get<std::string>();
@@ -158,8 +165,8 @@ Result<std::string> required_string(std::string_view op, const json& obj, const 
 
 Result<long long> optional_count(std::string_view op, const json& obj, const char* member,
                                  std::string_view where) {
-  auto it = obj.find(member);
-  if (it == obj.end()) return 0LL;
+  const json* it = member_of(obj, member);
+  if (!it) return 0LL;
   if (it->is_number_unsigned() || it->is_number_integer()) {
     if (it->is_number_unsigned() && it->get<unsigned long long>() > 0x7fffffffffffffffULL) {
       return malformed(op, std::string(where) + "." + member + " is out of range");
@@ -175,7 +182,7 @@ Result<TableDescription> parse_table(std::string_view op, const json& t) {
   TableDescription d;
   KCL_ASSIGN_OR_RETURN(d.table_name, required_string(op, t, "TableName", "Table"));
   KCL_ASSIGN_OR_RETURN(d.table_status, required_string(op, t, "TableStatus", "Table"));
-  if (auto ks = t.find("KeySchema"); ks != t.end()) {
+  if (const json* ks = member_of(t, "KeySchema")) {
     if (!ks->is_array()) return malformed(op, "Table.KeySchema is not an array");
     for (const auto& e : *ks) {
       if (!e.is_object()) return malformed(op, "Table.KeySchema element is not an object");
@@ -187,7 +194,7 @@ Result<TableDescription> parse_table(std::string_view op, const json& t) {
       d.key_schema.push_back(std::move(k));
     }
   }
-  if (auto ad = t.find("AttributeDefinitions"); ad != t.end()) {
+  if (const json* ad = member_of(t, "AttributeDefinitions")) {
     if (!ad->is_array()) return malformed(op, "Table.AttributeDefinitions is not an array");
     for (const auto& e : *ad) {
       if (!e.is_object()) {
@@ -203,9 +210,9 @@ Result<TableDescription> parse_table(std::string_view op, const json& t) {
   }
   // A table that was always provisioned has no BillingModeSummary.
   d.billing_mode = "PROVISIONED";
-  if (auto bm = t.find("BillingModeSummary"); bm != t.end() && !bm->is_null()) {
+  if (const json* bm = member_of(t, "BillingModeSummary")) {
     if (!bm->is_object()) return malformed(op, "Table.BillingModeSummary is not an object");
-    if (bm->contains("BillingMode")) {
+    if (member_of(*bm, "BillingMode")) {
       KCL_ASSIGN_OR_RETURN(d.billing_mode,
                            required_string(op, *bm, "BillingMode", "Table.BillingModeSummary"));
     }
@@ -315,8 +322,8 @@ Result<TableDescription> DynamoDbClient::describe_table(std::string_view table) 
   constexpr std::string_view op = "DescribeTable";
   KCL_RETURN_IF_ERROR(check_table(op, table));
   KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, json{{"TableName", table}}));
-  auto t = response.find("Table");
-  if (t == response.end()) return malformed(op, "no Table");
+  const json* t = member_of(response, "Table");
+  if (!t) return malformed(op, "no Table");
   if (!t->is_object()) return malformed(op, "Table is not an object");
   return parse_table(op, *t);
 }
@@ -422,8 +429,8 @@ Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
   KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
 
   ScanPage page;
-  auto items = response.find("Items");
-  if (items == response.end()) return malformed(op, "no Items");
+  const json* items = member_of(response, "Items");
+  if (!items) return malformed(op, "no Items");
   if (!items->is_array()) return malformed(op, "Items is not an array");
   page.items.reserve(items->size());
   std::size_t index = 0;
@@ -439,7 +446,7 @@ Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
   if (page.last_evaluated_key && page.last_evaluated_key->empty()) {
     return malformed(op, "LastEvaluatedKey is empty");
   }
-  if (response.contains("ScannedCount")) {
+  if (member_of(response, "ScannedCount")) {
     KCL_ASSIGN_OR_RETURN(page.scanned_count, optional_count(op, response, "ScannedCount", "Scan"));
   } else {
     page.scanned_count = static_cast<long long>(page.items.size());

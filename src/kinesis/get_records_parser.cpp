@@ -50,6 +50,13 @@ std::chrono::system_clock::time_point from_epoch_seconds(double secs) {
       std::chrono::duration_cast<std::chrono::system_clock::duration>(micros));
 }
 
+// AWS SDKs treat a member whose value is JSON null as absent; so does this parser (some
+// services and emulators send "ChildShards": null). Consumes the value when it is null.
+bool is_null_member(od::value& v) {
+  bool null = false;
+  return !v.is_null().get(null) && null;
+}
+
 Status get_string_into(od::value& v, std::string& out, std::string_view where) {
   std::string_view s;
   auto err = v.get_string().get(s);
@@ -109,6 +116,7 @@ Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
     }
     od::raw_json_string key = field.key();
     od::value v = field.value();
+    if (is_null_member(v)) continue;
     if (key == "Data") {
       KCL_RETURN_IF_ERROR(decode_data(v, rec.data, index));
       have_data = true;
@@ -189,6 +197,7 @@ Status parse_child_shards(od::value& v, std::vector<ChildShard>& out) {
       if (auto err = std::move(field_result).get(field)) return malformed_at(where, err);
       od::raw_json_string key = field.key();
       od::value fv = field.value();
+      if (is_null_member(fv)) continue;
       if (key == "ShardId") {
         KCL_RETURN_IF_ERROR(get_string_into(fv, child.shard_id, where + ".ShardId"));
       } else if (key == "ParentShards") {
@@ -203,6 +212,7 @@ Status parse_child_shards(od::value& v, std::vector<ChildShard>& out) {
             return malformed_at(where + ".HashKeyRange", err);
           od::raw_json_string rkey = rf.key();
           od::value rv = rf.value();
+          if (is_null_member(rv)) continue;
           if (rkey == "StartingHashKey") {
             KCL_RETURN_IF_ERROR(get_string_into(rv, child.hash_key_range.starting_hash_key,
                                                 where + ".HashKeyRange.StartingHashKey"));
@@ -228,19 +238,14 @@ Status parse_document(od::document& doc, GetRecordsResult& out) {
     if (auto err = std::move(field_result).get(field)) return malformed_at("top level", err);
     od::raw_json_string key = field.key();
     od::value v = field.value();
+    if (is_null_member(v)) continue;  // absent; NextShardIterator null = the shard's end
     if (key == "Records") {
       KCL_RETURN_IF_ERROR(parse_records(v, out));
       have_records = true;
     } else if (key == "NextShardIterator") {
-      bool is_null = false;
-      if (auto err = v.is_null().get(is_null)) return malformed_at("NextShardIterator", err);
-      if (is_null) {
-        out.next_shard_iterator.reset();
-      } else {
-        std::string it;
-        KCL_RETURN_IF_ERROR(get_string_into(v, it, "NextShardIterator"));
-        out.next_shard_iterator = std::move(it);
-      }
+      std::string it;
+      KCL_RETURN_IF_ERROR(get_string_into(v, it, "NextShardIterator"));
+      out.next_shard_iterator = std::move(it);
     } else if (key == "MillisBehindLatest") {
       std::int64_t ms = 0;
       if (auto err = v.get_int64().get(ms)) return malformed_at("MillisBehindLatest", err);

@@ -108,7 +108,7 @@ class ResponseReader {
   // Required string.
   Status str(dom::object obj, std::string_view key, std::string& out, std::string_view path) const {
     dom::element e;
-    if (obj.at_key(key).get(e)) return bad(std::string(path) + ": missing");
+    if (obj.at_key(key).get(e) || e.is_null()) return bad(std::string(path) + ": missing");
     std::string_view s;
     if (e.get_string().get(s)) return bad(std::string(path) + ": not a string");
     out.assign(s);

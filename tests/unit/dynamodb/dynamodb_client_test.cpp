@@ -174,6 +174,56 @@ TEST_F(DynamoDbClientTest, DescribeTableWithoutBillingSummaryIsProvisioned) {
   EXPECT_EQ(d->item_count, 0);
 }
 
+// AWS SDKs read a member whose value is null as absent; so does the client, for every
+// optional member of the responses it parses, and a required one that is null is missing.
+TEST_F(DynamoDbClientTest, NullMembersAreAbsent) {
+  json t = table_json("ACTIVE");
+  t["Table"]["BillingModeSummary"] = nullptr;
+  t["Table"]["ItemCount"] = nullptr;
+  t["Table"]["KeySchema"] = nullptr;
+  t["Table"]["AttributeDefinitions"] = nullptr;
+  fake_->respond(t);
+  auto d = client_.describe_table("leases");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->billing_mode, "PROVISIONED");
+  EXPECT_EQ(d->item_count, 0);
+  EXPECT_TRUE(d->key_schema.empty());
+
+  json b = table_json("ACTIVE");
+  b["Table"]["BillingModeSummary"] = {{"BillingMode", nullptr}};
+  fake_->respond(b);
+  d = client_.describe_table("leases");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->billing_mode, "PROVISIONED");
+
+  fake_->respond(json{{"Item", nullptr}});
+  auto g = client_.get_item("t", key_of("k"));
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_FALSE(g->has_value());
+
+  fake_->respond(json{{"Items", json::array()},
+                      {"LastEvaluatedKey", nullptr},
+                      {"ScannedCount", nullptr},
+                      {"Count", nullptr}});
+  auto page = client_.scan_page("t", std::nullopt);
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_FALSE(page->last_evaluated_key.has_value());
+  EXPECT_EQ(page->scanned_count, 0);
+
+  json n = table_json("ACTIVE");
+  n["Table"]["TableStatus"] = nullptr;
+  fake_->respond(n);
+  d = client_.describe_table("leases");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("has no TableStatus"), std::string::npos) << d.status();
+  fake_->respond(json{{"Table", nullptr}});
+  EXPECT_NE(client_.describe_table("leases").status().message().find("no Table"),
+            std::string::npos);
+  fake_->respond(json{{"Items", nullptr}});
+  EXPECT_NE(client_.scan_page("t", std::nullopt).status().message().find("no Items"),
+            std::string::npos);
+}
+
 TEST_F(DynamoDbClientTest, DescribeTableRejectsMalformedResponses) {
   struct Case {
     std::string body;

@@ -205,6 +205,44 @@ void expect_malformed(std::string_view json, std::string_view what) {
   EXPECT_FALSE(out.next_shard_iterator.has_value());
 }
 
+// AWS SDKs read a member whose value is null as absent (kinesis-local sends
+// "ChildShards": null on every GetRecords answer); so does the parser, for every optional
+// member, and a required member that is null is reported missing.
+TEST(GetRecordsParserTest, NullMembersAreAbsent) {
+  GetRecordsResult out;
+  Status s = parse_get_records_response(
+      R"({"Records":[{"SequenceNumber":"7","PartitionKey":"p","Data":"aGk=",)"
+      R"("ApproximateArrivalTimestamp":null,"ExplicitHashKey":null,"EncryptionType":null}],)"
+      R"("NextShardIterator":"it","MillisBehindLatest":null,"ChildShards":null})",
+      out);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(out.records.size(), 1u);
+  EXPECT_EQ(out.records[0].data, "hi");
+  EXPECT_EQ(out.records[0].explicit_hash_key, "");
+  EXPECT_EQ(out.millis_behind_latest, 0);
+  EXPECT_TRUE(out.child_shards.empty());
+  EXPECT_FALSE(out.shard_ended());
+
+  // The end of a shard: no iterator (null), children with null members inside.
+  s = parse_get_records_response(
+      R"({"Records":[],"NextShardIterator":null,"ChildShards":[{"ShardId":"shardId-2",)"
+      R"("ParentShards":null,"HashKeyRange":{"StartingHashKey":"0","EndingHashKey":null}}]})",
+      out);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(out.shard_ended());
+  ASSERT_EQ(out.child_shards.size(), 1u);
+  EXPECT_TRUE(out.child_shards[0].parent_shards.empty());
+  EXPECT_EQ(out.child_shards[0].hash_key_range.starting_hash_key, "0");
+
+  expect_malformed(R"({"Records":null})", "Records: missing");
+  expect_malformed(R"({"Records":[{"SequenceNumber":null,"PartitionKey":"p","Data":""}]})",
+                   "Records[0].SequenceNumber: missing");
+  expect_malformed(R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":null}]})",
+                   "Records[0].Data: missing");
+  expect_malformed(R"({"Records":[],"ChildShards":[{"ShardId":null}]})",
+                   "ChildShards[0].ShardId: missing");
+}
+
 TEST(GetRecordsParserTest, RejectsWrongTypes) {
   expect_malformed(R"([])", "top level");
   expect_malformed(R"("Records")", "top level");

@@ -222,6 +222,36 @@ TEST_F(KinesisClientTest, ListShardsMalformed) {
   EXPECT_NE(r2.status().message().find("invalid JSON"), std::string::npos);
 }
 
+// AWS SDKs read a member whose value is null as absent; so does the client (kinesis-local
+// sends nulls for members it has no value for).
+TEST_F(KinesisClientTest, NullMembersAreAbsent) {
+  fake->responses.push_back(std::string(
+      R"({"Shards":[{"ShardId":"shardId-1","ParentShardId":null,"AdjacentParentShardId":null,)"
+      R"("HashKeyRange":{"StartingHashKey":"0","EndingHashKey":"9"},)"
+      R"("SequenceNumberRange":{"StartingSequenceNumber":"1","EndingSequenceNumber":null}}],)"
+      R"("NextToken":null})"));
+  auto r = client.list_shards("s");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].parent_shard_id, "");
+  EXPECT_EQ(fake->calls.size(), 1u);  // a null NextToken is the last page
+
+  fake->responses.push_back(
+      std::string(R"({"Records":[{"SequenceNumber":"5","ShardId":"shardId-1","ErrorCode":null,)"
+                  R"("ErrorMessage":null}],"FailedRecordCount":null,"EncryptionType":null})"));
+  auto p = client.put_records("s", {PutRecordsEntry{"d", "k", ""}});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->failed_record_count, 0);
+  ASSERT_EQ(p->records.size(), 1u);
+  EXPECT_TRUE(p->records[0].ok);
+
+  fake->responses.push_back(std::string(R"({"Shards":[{"ShardId":null}]})"));
+  auto missing = client.list_shards("s");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("Shards[0].ShardId: missing"), std::string::npos)
+      << missing.status();
+}
+
 // --- GetShardIterator ---
 
 TEST_F(KinesisClientTest, GetShardIteratorAllTypes) {
