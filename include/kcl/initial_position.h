@@ -14,73 +14,13 @@
 // Thread safety: a plain value; copy freely.
 #pragma once
 
-#include <chrono>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "kcl/lease.h"
+#include "kcl/start_position.h"
 
 namespace kcl {
 
-struct InitialPosition {
-  enum class Kind {
-    kTrimHorizon,  // the oldest record still retained
-    kLatest,       // just after the newest record (only records written from now on)
-    kAtTimestamp,  // the first record at or after `timestamp`
-  };
-
-  // Default kLatest (as the Java KCL).
-  Kind kind = Kind::kLatest;
-  // Used with kAtTimestamp only: approximate arrival time (wall clock) of the first record
-  // to read. Must not be in the future (Kinesis rejects that) nor before the epoch.
-  std::chrono::system_clock::time_point timestamp{};
-
-  static InitialPosition trim_horizon() { return InitialPosition{Kind::kTrimHorizon, {}}; }
-  static InitialPosition latest() { return InitialPosition{Kind::kLatest, {}}; }
-  static InitialPosition at_timestamp(std::chrono::system_clock::time_point t) {
-    return InitialPosition{Kind::kAtTimestamp, t};
-  }
-
-  // The checkpoint a new lease starting here holds: TRIM_HORIZON, LATEST or AT_TIMESTAMP.
-  ExtendedSequenceNumber sentinel() const {
-    switch (kind) {
-      case Kind::kTrimHorizon:
-        return ExtendedSequenceNumber::trim_horizon();
-      case Kind::kAtTimestamp:
-        return ExtendedSequenceNumber::at_timestamp();
-      case Kind::kLatest:
-        break;
-    }
-    return ExtendedSequenceNumber::latest();
-  }
-
-  // "TRIM_HORIZON", "LATEST" or "AT_TIMESTAMP".
-  std::string_view name() const {
-    switch (kind) {
-      case Kind::kTrimHorizon:
-        return ExtendedSequenceNumber::kTrimHorizonText;
-      case Kind::kAtTimestamp:
-        return ExtendedSequenceNumber::kAtTimestampText;
-      case Kind::kLatest:
-        break;
-    }
-    return ExtendedSequenceNumber::kLatestText;
-  }
-
-  // Every problem, in plain words; empty when valid. (A timestamp in the future cannot be
-  // judged here without a clock; Kinesis reports it as kInvalidArgument when reading.)
-  std::vector<std::string> validate() const {
-    std::vector<std::string> problems;
-    if (kind == Kind::kAtTimestamp && timestamp <= std::chrono::system_clock::time_point{}) {
-      problems.emplace_back(
-          "initial_position: AT_TIMESTAMP needs a timestamp after the epoch (set "
-          "InitialPosition::timestamp, e.g. with InitialPosition::at_timestamp(t))");
-    }
-    return problems;
-  }
-
-  bool operator==(const InitialPosition&) const = default;
-};
+// A worker's initial position: TRIM_HORIZON, LATEST (the default) or AT_TIMESTAMP (see
+// kcl/start_position.h; AFTER_CHECKPOINT is a resume point, which WorkerConfig::validate()
+// refuses here).
+using InitialPosition = StartPosition;
 
 }  // namespace kcl

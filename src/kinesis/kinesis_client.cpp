@@ -323,6 +323,19 @@ Result<StreamSummary> KinesisClient::describe_stream_summary(std::string_view st
 Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
                                                       std::string_view shard_id,
                                                       const IteratorPosition& position) {
+  KCL_ASSIGN_OR_RETURN(auto it, get_shard_iterator(stream, shard_id, position, {}));
+  if (!it) {
+    return add_details(Status(StatusCode::kInternal,
+                              "Kinesis.GetShardIterator: malformed response: ShardIterator: "
+                              "missing (a closed shard with nothing at or after the position)"),
+                       *client_, "GetShardIterator");
+  }
+  return std::move(*it);
+}
+
+Result<std::optional<std::string>> KinesisClient::get_shard_iterator(
+    std::string_view stream, std::string_view shard_id, const IteratorPosition& position,
+    const aws::CallOptions& options) {
   json req = {{"StreamName", stream},
               {"ShardId", shard_id},
               {"ShardIteratorType", iterator_type_name(position.type)}};
@@ -345,13 +358,16 @@ Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
       break;
   }
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetShardIterator"));
-  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetShardIterator", std::move(request)));
+  KCL_ASSIGN_OR_RETURN(std::string body,
+                       client_->call("GetShardIterator", std::move(request), options));
   ResponseReader r(*client_, "GetShardIterator");
   KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
   std::string it;
-  KCL_RETURN_IF_ERROR(r.str(top, "ShardIterator", it, "ShardIterator"));
-  if (it.empty()) return r.bad("ShardIterator: empty");
-  return it;
+  KCL_RETURN_IF_ERROR(r.opt_str(top, "ShardIterator", it, "ShardIterator"));
+  // Absent or null: a closed shard with nothing at or after the position (the Java KCL
+  // treats it as the end of the shard).
+  if (it.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(it));
 }
 
 Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_iterator, int limit) {
@@ -363,6 +379,17 @@ Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_itera
   Status s = parse_get_records_response_in_place(body, out);
   if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
   return out;
+}
+
+Status KinesisClient::get_records(std::string_view shard_iterator, int limit, GetRecordsResult& out,
+                                  const aws::CallOptions& options) {
+  json req = {{"ShardIterator", shard_iterator}};
+  if (limit > 0) req["Limit"] = limit;
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request), options));
+  Status s = parse_get_records_response_in_place(body, out);
+  if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
+  return Status::Ok();
 }
 
 Result<PutRecordResult> KinesisClient::put_record(std::string_view stream,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,8 +37,18 @@ class KinesisClient {
 
   Result<std::string> get_shard_iterator(std::string_view stream, std::string_view shard_id,
                                          const IteratorPosition& position);
+  // The same within a caller's budget (CallOptions), and a closed shard with nothing at or
+  // after the position (Kinesis answers a null ShardIterator) as an empty optional.
+  Result<std::optional<std::string>> get_shard_iterator(std::string_view stream,
+                                                        std::string_view shard_id,
+                                                        const IteratorPosition& position,
+                                                        const aws::CallOptions& options);
 
   Result<GetRecordsResult> get_records(std::string_view shard_iterator, int limit = 10000);
+  // The same into `out`, reusing its storage (records' strings are overwritten in place),
+  // within a caller's budget. The records path of the polling records source.
+  Status get_records(std::string_view shard_iterator, int limit, GetRecordsResult& out,
+                     const aws::CallOptions& options);
 
   Result<PutRecordResult> put_record(std::string_view stream, const PutRecordsEntry& entry);
   // Up to 500 entries / 5 MiB; per-record failures are reported in the result, not as an
@@ -55,6 +66,8 @@ class KinesisClient {
                       std::string_view adjacent_shard_id);
 
   aws::AwsJsonClient& raw() { return *client_; }
+  // The retry policy of the underlying client; nullptr for clients without one (fakes).
+  aws::RetryPolicy* retry_policy() { return client_->retry_policy(); }
 
  private:
   std::shared_ptr<aws::AwsJsonClient> client_;

@@ -1,10 +1,10 @@
 #include "retrieval/shard_fetcher.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "aws/aws_json_client.h"
+#include "aws/retry.h"
 #include "retrieval/kpl_deaggregator.h"
 
 namespace kcl::retrieval {
@@ -36,48 +36,6 @@ std::uint64_t random_seed() {
 }
 
 }  // namespace
-
-// ---- StartPosition ----
-
-StartPosition StartPosition::trim_horizon() { return StartPosition{}; }
-
-StartPosition StartPosition::latest() {
-  StartPosition p;
-  p.kind = Kind::kLatest;
-  return p;
-}
-
-StartPosition StartPosition::at_timestamp(std::chrono::system_clock::time_point t) {
-  StartPosition p;
-  p.kind = Kind::kAtTimestamp;
-  p.timestamp = t;
-  return p;
-}
-
-StartPosition StartPosition::after_checkpoint(std::string sequence_number,
-                                              SubSequenceNumber sub_sequence_number) {
-  StartPosition p;
-  p.kind = Kind::kAfterCheckpoint;
-  p.sequence_number = std::move(sequence_number);
-  p.sub_sequence_number = sub_sequence_number;
-  return p;
-}
-
-std::string StartPosition::to_string() const {
-  switch (kind) {
-    case Kind::kTrimHorizon:
-      return "TRIM_HORIZON";
-    case Kind::kLatest:
-      return "LATEST";
-    case Kind::kAtTimestamp:
-      return "AT_TIMESTAMP " +
-             std::to_string(
-                 std::chrono::duration_cast<milliseconds>(timestamp.time_since_epoch()).count());
-    case Kind::kAfterCheckpoint:
-      return "AFTER " + sequence_number + "/" + std::to_string(sub_sequence_number);
-  }
-  return "?";
-}
 
 std::string_view to_string(FetchOutcome outcome) noexcept {
   switch (outcome) {
@@ -144,53 +102,45 @@ FetchStep ShardFetcher::fetch_step() {
   return step_get_records();
 }
 
-std::string ShardFetcher::iterator_request_body() const {
-  nlohmann::json body;
-  body["StreamName"] = stream_;
-  body["ShardId"] = shard_id_;
+kinesis::IteratorPosition ShardFetcher::iterator_position() const {
+  kinesis::IteratorPosition p;
   if (!last_fetched_sequence_.empty()) {
     // Re-positioning after an expired iterator: everything up to and including this Kinesis
     // record (all of its sub-records) was queued already.
-    body["ShardIteratorType"] = "AFTER_SEQUENCE_NUMBER";
-    body["StartingSequenceNumber"] = last_fetched_sequence_;
-    return body.dump();
+    p.type = kinesis::IteratorType::kAfterSequenceNumber;
+    p.sequence_number = last_fetched_sequence_;
+    return p;
   }
   switch (start_.kind) {
     case StartPosition::Kind::kTrimHorizon:
-      body["ShardIteratorType"] = "TRIM_HORIZON";
+      p.type = kinesis::IteratorType::kTrimHorizon;
       break;
     case StartPosition::Kind::kLatest:
-      body["ShardIteratorType"] = "LATEST";
+      p.type = kinesis::IteratorType::kLatest;
       break;
-    case StartPosition::Kind::kAtTimestamp: {
-      body["ShardIteratorType"] = "AT_TIMESTAMP";
-      // The JSON protocol's timestamps are seconds since the epoch; keep milliseconds.
-      const auto ms =
-          std::chrono::duration_cast<milliseconds>(start_.timestamp.time_since_epoch()).count();
-      body["Timestamp"] = static_cast<double>(ms) / 1000.0;
+    case StartPosition::Kind::kAtTimestamp:
+      p.type = kinesis::IteratorType::kAtTimestamp;
+      p.timestamp = start_.timestamp;
       break;
-    }
     case StartPosition::Kind::kAfterCheckpoint:
       // AT, not AFTER: the checkpoint may be sub-record k of an aggregate whose later
       // sub-records are still to be delivered; the resume filter drops what is <= (S, N).
-      body["ShardIteratorType"] = "AT_SEQUENCE_NUMBER";
-      body["StartingSequenceNumber"] = start_.sequence_number;
+      p.type = kinesis::IteratorType::kAtSequenceNumber;
+      p.sequence_number = start_.sequence_number;
       break;
   }
-  return body.dump();
+  return p;
 }
 
-Result<std::string> ShardFetcher::call(std::string_view operation, std::string body,
-                                       std::chrono::milliseconds timeout) {
-  // KinesisClient's typed methods take no per-call options; these two calls need their own
-  // timeouts (and optionally fewer in-call retries), so they go through the client's raw
-  // JSON client and are parsed here (GetRecords by the client's own parser).
+aws::CallOptions ShardFetcher::call_options(std::chrono::milliseconds timeout) {
+  // One attempt per call by default: the fetcher's own backoff (rescheduling, never
+  // blocking a pool thread) is the only retry loop of the records path.
   aws::CallOptions options;
   options.request_timeout = timeout;
   options.max_attempts = config_.call_max_attempts;
   last_call_start_ = clock_.now();
   calls_.fetch_add(1, std::memory_order_relaxed);
-  return client_.raw().call(operation, std::move(body), options);
+  return options;
 }
 
 Clock::MonoTime ShardFetcher::earliest_next_call() const {
@@ -199,20 +149,12 @@ Clock::MonoTime ShardFetcher::earliest_next_call() const {
 }
 
 FetchStep ShardFetcher::step_get_iterator() {
-  auto response =
-      call("GetShardIterator", iterator_request_body(), config_.iterator_request_timeout);
+  auto response = client_.get_shard_iterator(stream_, shard_id_, iterator_position(),
+                                             call_options(config_.iterator_request_timeout));
   if (!response.ok()) return on_failure(response.status());
-
-  const auto json = nlohmann::json::parse(*response, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
-    return on_failure(Status(StatusCode::kInternal,
-                             "GetShardIterator for stream " + stream_ + " shard " + shard_id_ +
-                                 " returned a body that is not a JSON object"));
-  }
   consecutive_failures_ = 0;
   consecutive_malformed_ = 0;
-  const auto it = json.find("ShardIterator");
-  if (it == json.end() || it->is_null()) {
+  if (!response->has_value()) {
     // A closed shard with nothing at or after the position: Kinesis answers a null iterator
     // (the Java KCL treats it as the end of the shard, and so do we).
     FetchedBatch batch;
@@ -224,30 +166,22 @@ FetchStep ShardFetcher::step_get_iterator() {
     finished_.store(true, std::memory_order_release);
     return FetchStep{FetchOutcome::kShardEnd};
   }
-  if (!it->is_string() || it->get_ref<const std::string&>().empty()) {
-    return on_failure(Status(StatusCode::kInternal, "GetShardIterator for stream " + stream_ +
-                                                        " shard " + shard_id_ +
-                                                        " returned a ShardIterator that is not a "
-                                                        "non-empty string"));
-  }
-  iterator_ = it->get<std::string>();
+  iterator_ = std::move(**response);
   state_ = State::kReading;
   next_due_ = earliest_next_call();
   return FetchStep{FetchOutcome::kGotIterator, next_due_};
 }
 
 FetchStep ShardFetcher::step_get_records() {
-  nlohmann::json body;
-  body["ShardIterator"] = iterator_;
-  body["Limit"] = config_.max_records_per_call;
-  auto response = call("GetRecords", body.dump(), config_.get_records_timeout);
-  if (!response.ok()) return on_failure(response.status());
-
-  kinesis::GetRecordsResult result;
-  Status parsed = kinesis::parse_get_records_response_in_place(*response, result);
-  if (!parsed.ok()) {
-    return on_failure(
-        parsed.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ + ": "));
+  // result_ is reused from call to call: its records' strings keep their capacity.
+  kinesis::GetRecordsResult& result = result_;
+  Status got = client_.get_records(iterator_, config_.max_records_per_call, result,
+                                   call_options(config_.get_records_timeout));
+  if (!got.ok()) {
+    if (got.code() == StatusCode::kInternal) {
+      got = got.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ + ": ");
+    }
+    return on_failure(got);
   }
   consecutive_failures_ = 0;
   consecutive_malformed_ = 0;
@@ -309,15 +243,15 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
     case StatusCode::kDeadlineExceeded: {
       // Transient (a timeout included: kinesalite's AT_TIMESTAMP hang, a slow network):
       // back off with full jitter and try again, forever. The consumer decides when to stop.
+      // The shared backoff of aws/retry.h (full jitter), with the records path's own base
+      // and cap; the fetcher is rescheduled after it instead of sleeping.
       throttles_.fetch_add(1, std::memory_order_relaxed);
       if (consecutive_failures_ < 1'000'000) ++consecutive_failures_;
-      milliseconds cap = config_.throttle_backoff_base;
-      for (int i = 1; i < consecutive_failures_ && cap < config_.throttle_backoff_max; ++i) {
-        cap *= 2;
-      }
-      cap = std::min(cap, config_.throttle_backoff_max);
-      std::uniform_int_distribution<std::int64_t> jitter(0, cap.count());
-      const milliseconds delay(jitter(rng_));
+      RetryConfig backoff;
+      backoff.base_delay = config_.throttle_backoff_base;
+      backoff.max_backoff = config_.throttle_backoff_max;
+      const milliseconds delay =
+          aws::full_jitter_backoff(backoff, consecutive_failures_ - 1, rng_());
       next_due_ = std::max(earliest_next_call(), clock_.now() + delay);
       return FetchStep{FetchOutcome::kRetrying, next_due_};
     }

@@ -1,4 +1,5 @@
-// retrieval/shard_fetcher.h: polling retrieval (GetShardIterator + GetRecords) for one shard,
+// retrieval/shard_fetcher.h: polling retrieval (GetShardIterator + GetRecords through
+// kinesis::KinesisClient, one attempt per call) for one shard, the polling RecordsSource,
 // step by step, into a bounded queue of batches.
 //
 // The fetcher owns no thread and never sleeps. Its owner (the shard consumer, run on the
@@ -72,67 +73,11 @@
 #include "kcl/status.h"
 #include "kinesis/kinesis_client.h"
 #include "kinesis/kinesis_types.h"
+#include "retrieval/records_source.h"
 
 namespace kcl::retrieval {
 
-// Where a fetcher starts reading.
-struct StartPosition {
-  enum class Kind {
-    kTrimHorizon,      // the oldest record kept
-    kLatest,           // records written after the first iterator is obtained
-    kAtTimestamp,      // records that arrived at or after `timestamp`
-    kAfterCheckpoint,  // records after (sequence_number, sub_sequence_number)
-  };
-  Kind kind = Kind::kTrimHorizon;
-  std::chrono::system_clock::time_point timestamp{};  // kAtTimestamp
-  std::string sequence_number;                        // kAfterCheckpoint: decimal digits
-  SubSequenceNumber sub_sequence_number = 0;              // kAfterCheckpoint
-
-  static StartPosition trim_horizon();
-  static StartPosition latest();
-  static StartPosition at_timestamp(std::chrono::system_clock::time_point t);
-  static StartPosition after_checkpoint(std::string sequence_number,
-                                        SubSequenceNumber sub_sequence_number = 0);
-  // For messages: "TRIM_HORIZON", "LATEST", "AT_TIMESTAMP <ms since epoch>",
-  // "AFTER <seq>/<sub>".
-  std::string to_string() const;
-};
-
-// What one GetRecords response yielded for the consumer.
-struct FetchedBatch {
-  std::vector<kcl::Record> records;  // in shard order, deaggregated, resume filter applied
-  std::int64_t millis_behind_latest = 0;
-  bool shard_end = false;                         // the last batch of the shard; nothing follows
-  std::vector<kinesis::ChildShard> child_shards;  // from the final response, if it had any
-  std::size_t bytes = 0;                          // sum of records[i].data.size()
-};
-
-enum class FetchOutcome {
-  kNotDue,           // nothing done: the next call is due at next_step_at
-  kQueueFull,        // nothing done: the prefetch queue is at its bound (wait_for_take)
-  kGotIterator,      // GetShardIterator succeeded
-  kRecords,          // GetRecords returned records to deliver; one batch was queued
-  kNoRecords,        // GetRecords returned nothing to deliver; no batch
-  kRetrying,         // a transient failure (throttled, 5xx, timeout); backing off
-  kIteratorExpired,  // the iterator expired; a new one is asked for next
-  kShardEnd,         // end of shard: the final batch was queued; now finished
-  kFailed,           // a terminal error (see terminal_error()); now finished
-  kFinished,         // finished before this call: nothing done
-};
-std::string_view to_string(FetchOutcome outcome) noexcept;
-
-struct FetchStep {
-  FetchOutcome outcome = FetchOutcome::kNotDue;
-  // When fetch_step() should run next (monotonic, the fetcher's Clock). time_point::max()
-  // when finished, and when wait_for_take is set.
-  Clock::MonoTime next_step_at = Clock::MonoTime::max();
-  // The queue is full: run fetch_step() again once take_batch() has returned a batch.
-  bool wait_for_take = false;
-  // Records in the batch this step queued (0 when none).
-  std::size_t records_queued = 0;
-};
-
-class ShardFetcher {
+class ShardFetcher final : public RecordsSource {
  public:
   // `config` is validated at the first fetch_step(); problems end the fetcher with
   // kInvalidArgument listing them (as does a checkpoint whose sequence number is not a
@@ -146,33 +91,33 @@ class ShardFetcher {
 
   // Makes at most one call (GetShardIterator or GetRecords) if one is due, and never waits.
   // One thread at a time (see the thread-safety note above).
-  FetchStep fetch_step();
+  FetchStep fetch_step() override;
 
   // Pops the oldest fetched batch, if any. Any thread.
-  std::optional<FetchedBatch> take_batch();
+  std::optional<FetchedBatch> take_batch() override;
 
   // True when the queue is below both prefetch bounds (a GetRecords call may be made).
-  bool has_room() const;
+  bool has_room() const override;
 
   // No more calls will be made (end of shard or terminal error). Batches may still be
   // queued; see drained().
-  bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
+  bool finished() const noexcept override { return finished_.load(std::memory_order_acquire); }
   // finished() and nothing left to take.
-  bool drained() const;
+  bool drained() const override;
   // The error that ended the fetcher; ok() when none.
-  Status terminal_error() const;
+  Status terminal_error() const override;
   // True once the final (shard_end) batch was queued.
   bool shard_ended() const noexcept { return shard_ended_.load(std::memory_order_acquire); }
 
-  std::size_t queued_records() const;
-  std::size_t queued_bytes() const;
+  std::size_t queued_records() const override;
+  std::size_t queued_bytes() const override;
   std::size_t queued_batches() const;
   // MillisBehindLatest of the last successful GetRecords response (0 before the first).
-  std::int64_t millis_behind_latest() const noexcept {
+  std::int64_t millis_behind_latest() const noexcept override {
     return millis_behind_.load(std::memory_order_relaxed);
   }
   // Aggregates that failed to deaggregate (delivered as they came).
-  std::uint64_t corrupt_aggregates() const noexcept {
+  std::uint64_t corrupt_aggregates() const noexcept override {
     return corrupt_.load(std::memory_order_relaxed);
   }
   // Calls made to Kinesis (GetShardIterator + GetRecords), whatever their outcome.
@@ -202,9 +147,10 @@ class ShardFetcher {
   // Handles a failed call: backoff, a new iterator, or the end of the fetcher.
   FetchStep on_failure(const Status& status);
   FetchStep fail(Status status);
-  Result<std::string> call(std::string_view operation, std::string body,
-                           std::chrono::milliseconds timeout);
-  std::string iterator_request_body() const;
+  // The budget of one call (one attempt by default); counts the call.
+  aws::CallOptions call_options(std::chrono::milliseconds timeout);
+  // Where the next GetShardIterator points (the start, or after the last record fetched).
+  kinesis::IteratorPosition iterator_position() const;
   Clock::MonoTime earliest_next_call() const;
   void push_batch(FetchedBatch batch);
 
@@ -225,6 +171,7 @@ class ShardFetcher {
   int consecutive_failures_ = 0;   // transient failures in a row (the backoff exponent)
   int consecutive_malformed_ = 0;  // malformed responses in a row (give up past the cap)
   std::mt19937_64 rng_;
+  kinesis::GetRecordsResult result_;  // the last response, reused from call to call
 
   // ---- shared with take_batch() and the accessors ----
   mutable std::mutex mu_;

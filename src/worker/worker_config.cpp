@@ -29,7 +29,15 @@ std::vector<std::string> WorkerConfig::validate() const {
   LeaseConfig l = leases;
   if (l.worker_id.empty()) l.worker_id = "default-worker-id";  // filled in at start
   append(problems, l.validate());
-  append(problems, initial_position.validate());
+  if (initial_position.kind == StartPosition::Kind::kAfterCheckpoint) {
+    problems.emplace_back(
+        "initial_position is AFTER_CHECKPOINT, a resume point; it must be TRIM_HORIZON, "
+        "LATEST or AT_TIMESTAMP");
+  } else {
+    for (const std::string& p : initial_position.validate()) {
+      problems.push_back("initial_position: " + p);
+    }
+  }
   append(problems, retrieval.validate());
   const ProcessingConfig& p = processing;
   if (p.thread_pool_size < 1 || p.thread_pool_size > 256) {

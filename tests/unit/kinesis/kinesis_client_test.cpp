@@ -303,11 +303,26 @@ TEST_F(KinesisClientTest, GetShardIteratorNeedsSequenceNumber) {
 }
 
 TEST_F(KinesisClientTest, GetShardIteratorMalformed) {
-  fake->responses.push_back(std::string(R"({"ShardIterator":null})"));
+  fake->responses.push_back(std::string(R"({"ShardIterator":7})"));
   auto r = client.get_shard_iterator("s", "x", {});
   EXPECT_EQ(r.status().code(), StatusCode::kInternal);
   EXPECT_EQ(r.status().message(),
             "Kinesis.GetShardIterator: malformed response: ShardIterator: not a string");
+}
+
+// A closed shard with nothing at or after the position answers a null iterator: the form
+// with a budget reports the end of the shard; the plain form (callers that expect an
+// iterator) reports it missing.
+TEST_F(KinesisClientTest, GetShardIteratorNullIsTheEndOfAClosedShard) {
+  fake->responses.push_back(std::string(R"({"ShardIterator":null})"));
+  auto end = client.get_shard_iterator("s", "x", {}, aws::CallOptions{});
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_FALSE(end->has_value());
+  fake->responses.push_back(std::string(R"({})"));
+  auto plain = client.get_shard_iterator("s", "x", {});
+  EXPECT_EQ(plain.status().code(), StatusCode::kInternal);
+  EXPECT_NE(plain.status().message().find("ShardIterator: missing"), std::string::npos)
+      << plain.status();
 }
 
 // --- GetRecords ---
