@@ -30,15 +30,18 @@ struct RetrievalConfig {
   // (subject to min_call_interval).
   std::chrono::milliseconds idle_time_between_calls{1000};
 
-  // Prefetch bound, in records: no GetRecords call is made while the batches fetched and not
-  // yet taken hold at least this many records. Default 20000, range 1..10,000,000. One
+  // Prefetch bound, in records. The shard's records source runs beside its processor: the
+  // next GetRecords call is in flight while the processor handles a batch, and no call is
+  // made while the batches fetched and not yet taken hold at least this many records. One
   // response larger than what is left is still accepted (the bound is checked before a
-  // call), so the queue can hold up to this plus max_records_per_call.
-  std::size_t max_prefetch_records = 20000;
+  // call), so per shard at most this plus max_records_per_call records wait, besides the
+  // batch being processed. Default 10000 (one full response waits while one is processed),
+  // range 1..10,000,000.
+  std::size_t max_prefetch_records = 10000;
 
-  // Prefetch bound, in bytes of record data (as above). Default 64 MiB, range 1 byte..16 GiB.
+  // Prefetch bound, in bytes of record data (as above). Default 8 MiB, range 1 byte..16 GiB.
   // One response can add up to 10 MiB past it.
-  std::size_t max_prefetch_bytes = std::size_t{64} << 20;
+  std::size_t max_prefetch_bytes = std::size_t{8} << 20;
 
   // Backoff after a throttled or otherwise transient failure (ProvisionedThroughputExceeded,
   // 5xx, timeouts) that the AWS client's own retries did not get past: the k-th failure in
@@ -58,11 +61,12 @@ struct RetrievalConfig {
   // the timestamp; a timeout is treated as transient (backoff, then ask again).
   std::chrono::milliseconds iterator_request_timeout{10000};
 
-  // Attempts the AWS client makes per call before the fetcher sees the failure. Default 0 =
-  // the AWS client's RetryConfig::max_attempts; range 0..20. The AWS client sleeps between
-  // its attempts on the calling thread; 1 leaves every retry to the fetcher's own backoff,
-  // which never blocks a thread (the right choice when shards share a small thread pool).
-  int call_max_attempts = 0;
+  // Attempts the AWS client makes per GetRecords / GetShardIterator call before the records
+  // source sees the failure. Default 1: every retry is the source's own backoff (above),
+  // which reschedules the shard instead of blocking one of the worker's pool threads.
+  // Range 0..20; 0 = the AWS client's RetryConfig::max_attempts (its retries wait on the
+  // calling thread).
+  int call_max_attempts = 1;
 
   // Every problem with this configuration, in plain words; empty when valid.
   std::vector<std::string> validate() const;

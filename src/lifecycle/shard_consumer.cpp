@@ -27,15 +27,36 @@ std::string_view to_string(ConsumerState s) noexcept {
   return "UNKNOWN";
 }
 
-namespace {
-SteadyTime steady_now() { return std::chrono::steady_clock::now(); }
-// The fetcher's times come from the injected Clock; the pool runs on the steady clock.
-SteadyTime to_steady(const Clock& clock, Clock::MonoTime t) {
-  if (t == Clock::MonoTime::max()) return SteadyTime::max();
-  auto delta = t - clock.now();
-  return steady_now() + std::max(delta, Clock::MonoTime::duration::zero());
-}
-}  // namespace
+// Runs a shard's records source on the pool, apart from the consumer's own steps, so a
+// GetRecords call is in flight while the processor works. Wakes the consumer when it has
+// queued a batch or the source finished; waits (not scheduled) while the prefetch queue is
+// at its bound, until the consumer takes a batch and wakes it.
+class FetchTask final : public Task {
+ public:
+  FetchTask(std::shared_ptr<retrieval::RecordsSource> source, std::weak_ptr<Task> consumer,
+            TaskPool& pool, const Clock& clock)
+      : source_(std::move(source)), consumer_(std::move(consumer)), pool_(pool), clock_(clock) {}
+
+  std::optional<SteadyTime> run() override {
+    if (stopped_.load()) return std::nullopt;
+    const retrieval::FetchStep step = source_->fetch_step();
+    const bool finished = source_->finished();
+    if (step.records_queued > 0 || finished || step.outcome == retrieval::FetchOutcome::kShardEnd) {
+      if (auto c = consumer_.lock()) pool_.schedule_now(c);
+    }
+    if (finished || step.wait_for_take) return std::nullopt;
+    if (step.next_step_at == Clock::MonoTime::max()) return std::nullopt;
+    return std::max(step.next_step_at, clock_.now());
+  }
+  void stop() { stopped_.store(true); }
+
+ private:
+  std::shared_ptr<retrieval::RecordsSource> source_;
+  std::weak_ptr<Task> consumer_;
+  TaskPool& pool_;
+  const Clock& clock_;
+  std::atomic<bool> stopped_{false};
+};
 
 ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
     : ctx_(ctx),
@@ -47,7 +68,13 @@ ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
   if (!tenure_) lease_lost_.store(true);
 }
 
-ShardConsumer::~ShardConsumer() = default;
+ShardConsumer::~ShardConsumer() {
+  if (fetch_task_) fetch_task_->stop();
+}
+
+void ShardConsumer::wake_fetch_task() {
+  if (fetch_task_ && ctx_.pool) ctx_.pool->schedule_now(fetch_task_);
+}
 
 void ShardConsumer::log(LogLevel level, const std::string& message) const {
   if (ctx_.logger && ctx_.logger->enabled(level)) ctx_.logger->log(level, component_, message);
@@ -64,7 +91,7 @@ void ShardConsumer::request_shutdown() { shutdown_.store(true); }
 template <typename F>
 bool ShardConsumer::call_processor(const char* what, F&& f) {
   callback_started_ns_.store(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(steady_now().time_since_epoch())
+      std::chrono::duration_cast<std::chrono::nanoseconds>(ctx_.clock->now().time_since_epoch())
           .count());
   hung_reported_.store(false);
   bool ok = true;
@@ -92,7 +119,7 @@ SteadyTime ShardConsumer::backoff_after_failure() {
   auto cap = ctx_.processing.failure_backoff_max;
   auto delay = base * (1LL << std::min(consecutive_failures_ - 1, 20));
   if (delay > cap || delay.count() <= 0) delay = cap;
-  return steady_now() + delay;
+  return ctx_.clock->now() + delay;
 }
 
 void ShardConsumer::report_corrupt_aggregates() {
@@ -118,6 +145,7 @@ void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>
 }
 
 std::optional<SteadyTime> ShardConsumer::finish(ConsumerOutcome outcome) {
+  if (fetch_task_) fetch_task_->stop();  // no more calls for this shard
   outcome_.store(outcome);
   state_.store(ConsumerState::kDone);
   log(LogLevel::kInfo, "done (" +
@@ -178,13 +206,13 @@ std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
     auto finished = shardsync::parents_finished(*ctx_.store, lease_);
     if (!finished.ok()) {
       log(LogLevel::kWarn, "could not read the parents' leases: " + finished.status().to_string());
-      return steady_now() + ctx_.processing.parent_check_interval;
+      return ctx_.clock->now() + ctx_.processing.parent_check_interval;
     }
-    if (!*finished) return steady_now() + ctx_.processing.parent_check_interval;
+    if (!*finished) return ctx_.clock->now() + ctx_.processing.parent_check_interval;
     log(LogLevel::kInfo, "parents finished; starting");
   }
   state_.store(ConsumerState::kInitializing);
-  return steady_now();
+  return ctx_.clock->now();
 }
 
 std::optional<SteadyTime> ShardConsumer::step_initializing() {
@@ -261,17 +289,29 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     return backoff_after_failure();
   }
   consecutive_failures_ = 0;
-  fetcher_ = std::make_unique<retrieval::ShardFetcher>(*ctx_.kinesis, ctx_.stream, shard_id_,
-                                                       position, ctx_.retrieval, *ctx_.clock);
+  if (ctx_.records_source_factory) {
+    fetcher_ = ctx_.records_source_factory(shard_id_, position);
+  } else {
+    fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, ctx_.stream, shard_id_,
+                                                         position, ctx_.retrieval, *ctx_.clock);
+  }
+  if (ctx_.pool) {
+    fetch_task_ = std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock);
+    fetcher_->set_wakeup([task = std::weak_ptr<FetchTask>(fetch_task_), pool = ctx_.pool] {
+      if (auto t = task.lock()) pool->schedule_now(t);
+    });
+    wake_fetch_task();
+  }
   log(LogLevel::kInfo, "initialized at " + start.to_string());
   state_.store(ConsumerState::kProcessing);
-  return steady_now();
+  return ctx_.clock->now();
 }
 
 std::optional<SteadyTime> ShardConsumer::step_processing() {
   if (!pending_) {
     pending_ = fetcher_->take_batch();
     pending_attempts_ = 0;
+    if (pending_) wake_fetch_task();  // room again below the prefetch bound
   }
   if (pending_) {
     retrieval::FetchedBatch& batch = *pending_;
@@ -316,9 +356,9 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       checkpointer_->shard_ended(last_delivered_);
       state_.store(ConsumerState::kShardEnd);
       log(LogLevel::kInfo, "reached the end of the shard");
-      return steady_now();
+      return ctx_.clock->now();
     }
-    return steady_now();  // more may be queued; fetch steps interleave below
+    return ctx_.clock->now();  // more may be queued; fetch steps interleave below
   }
   if (fetcher_->finished() && fetcher_->drained()) {
     Status err = fetcher_->terminal_error();
@@ -334,14 +374,20 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                    [&] { processor_->shutdown_requested(*processor_checkpointer_); });
     return finish(ConsumerOutcome::kFailed);
   }
+  if (fetch_task_) {
+    // The fetch task wakes this consumer when it queued a batch or the source finished;
+    // look again within a second regardless (cheap), so nothing can be missed for long.
+    report_corrupt_aggregates();
+    return ctx_.clock->now() + std::chrono::seconds(1);
+  }
   retrieval::FetchStep step = fetcher_->fetch_step();
   report_corrupt_aggregates();
   if (step.records_queued > 0 || step.wait_for_take ||
       step.outcome == retrieval::FetchOutcome::kShardEnd ||
       step.outcome == retrieval::FetchOutcome::kFailed) {
-    return steady_now();
+    return ctx_.clock->now();
   }
-  return to_steady(*ctx_.clock, step.next_step_at);
+  return step.next_step_at;
 }
 
 std::optional<SteadyTime> ShardConsumer::step_shard_end() {

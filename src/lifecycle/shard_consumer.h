@@ -11,7 +11,13 @@
 // - kInitializing: reads where to start (the lease's checkpoint, else the initial
 //   position), makes the processor and calls initialize(). A lease already at SHARD_END
 //   goes straight to kDone (finished).
-// - kProcessing: one fetch step (at most one Kinesis call) and one batch delivered per step.
+// - kProcessing: one batch delivered per step. The shard's records source runs in a fetch
+//   task of its own on the same pool (real prefetch: the next GetRecords is in flight
+//   while the processor handles the current batch), bounded by RetrievalConfig's prefetch
+//   bounds: at the bound the fetch task waits until the consumer takes a batch, so a slow
+//   processor bounds memory. The fetch task wakes the consumer when it queued a batch or
+//   the source finished. (Without a pool, as in step-driven unit tests, each step does one
+//   fetch step inline instead.)
 //   Before process_records the checkpointer learns the batch's last record (so a
 //   checkpoint may name any delivered record but never a later one). An exception from
 //   process_records is caught; the same batch is delivered again after a backoff (or
@@ -54,6 +60,7 @@
 #include "leases/lease_coordinator.h"
 #include "lifecycle/processor_checkpointer.h"
 #include "lifecycle/task_pool.h"
+#include "retrieval/records_source.h"
 #include "retrieval/shard_fetcher.h"
 
 namespace kcl::lifecycle {
@@ -89,6 +96,8 @@ struct ConsumerContext {
   std::atomic<std::uint64_t>* records_delivered = nullptr;
   std::atomic<std::uint64_t>* processor_failures = nullptr;
   std::atomic<std::uint64_t>* corrupt_aggregates = nullptr;
+  // Makes a shard's records source; empty = polling (retrieval::ShardFetcher).
+  retrieval::RecordsSourceFactory records_source_factory;
   std::mutex factory_mu;  // RecordProcessorFactory::create() is called one at a time
 };
 
@@ -123,6 +132,8 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::optional<SteadyTime> step_processing();
   std::optional<SteadyTime> step_shard_end();
   std::optional<SteadyTime> finish(ConsumerOutcome outcome);
+  // The consumer took a batch (room in the queue again) or started: let the fetch task run.
+  void wake_fetch_task();
   SteadyTime backoff_after_failure();
   // Adds the fetcher's corrupt aggregates not yet reported to the worker's counter.
   void report_corrupt_aggregates();
@@ -153,8 +164,9 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::unique_ptr<RecordProcessor> processor_;
   std::unique_ptr<checkpoint::ShardCheckpointer> checkpointer_;
   std::unique_ptr<ProcessorCheckpointer> processor_checkpointer_;
-  std::unique_ptr<retrieval::ShardFetcher> fetcher_;
-  std::optional<retrieval::FetchedBatch> pending_;  // taken, not yet processed successfully
+  std::shared_ptr<retrieval::RecordsSource> fetcher_;  // the shard's records source
+  std::shared_ptr<class FetchTask> fetch_task_;        // runs fetcher_ on the pool (if any)
+  std::optional<retrieval::FetchedBatch> pending_;     // taken, not yet processed successfully
   int pending_attempts_ = 0;
   int consecutive_failures_ = 0;
   std::optional<ExtendedSequenceNumber> last_delivered_;

@@ -106,7 +106,7 @@ class RecordsSource {
 };
 
 // Makes the records source of one shard, reading from `start`.
-using RecordsSourceFactory = std::function<std::unique_ptr<RecordsSource>(
+using RecordsSourceFactory = std::function<std::shared_ptr<RecordsSource>(
     const std::string& shard_id, const StartPosition& start)>;
 
 }  // namespace kcl::retrieval

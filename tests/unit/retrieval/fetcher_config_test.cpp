@@ -23,13 +23,13 @@ TEST(FetcherConfigTest, DefaultsAreValidAndAsDocumented) {
   EXPECT_EQ(c.max_records_per_call, 10000);
   EXPECT_EQ(c.min_call_interval, 200ms);
   EXPECT_EQ(c.idle_time_between_calls, 1s);
-  EXPECT_EQ(c.max_prefetch_records, 20000u);
-  EXPECT_EQ(c.max_prefetch_bytes, std::size_t{64} << 20);
+  EXPECT_EQ(c.max_prefetch_records, 10000u);
+  EXPECT_EQ(c.max_prefetch_bytes, std::size_t{8} << 20);
   EXPECT_EQ(c.throttle_backoff_base, 200ms);
   EXPECT_EQ(c.throttle_backoff_max, 10s);
   EXPECT_EQ(c.get_records_timeout, 30s);
   EXPECT_EQ(c.iterator_request_timeout, 10s);
-  EXPECT_EQ(c.call_max_attempts, 0);
+  EXPECT_EQ(c.call_max_attempts, 1);
 }
 
 TEST(FetcherConfigTest, EachBadFieldIsNamed) {
