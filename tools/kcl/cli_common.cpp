@@ -134,9 +134,9 @@ std::string format_iso8601(std::chrono::system_clock::time_point t) {
 Result<StartPosition> parse_start_position(std::string_view text) {
   StartPosition p;
   if (text == "trim-horizon" || text == "TRIM_HORIZON") {
-    p.kind = StartPosition::Kind::kTrimHorizon;
+    p = StartPosition::trim_horizon();
   } else if (text == "latest" || text == "LATEST") {
-    p.kind = StartPosition::Kind::kLatest;
+    p = StartPosition::latest();
   } else {
     auto ts = parse_iso8601(text);
     if (!ts.ok()) {

@@ -12,6 +12,7 @@
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/aws_config.h"
 #include "kcl/record.h"
+#include "kcl/start_position.h"
 #include "kcl/status.h"
 #include "kinesis/kinesis_client.h"
 
@@ -39,11 +40,7 @@ Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOpti
 Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text);
 std::string format_iso8601(std::chrono::system_clock::time_point t);
 
-// Where a read starts: trim-horizon, latest or a timestamp.
-struct StartPosition {
-  enum class Kind { kTrimHorizon, kLatest, kAtTimestamp } kind = Kind::kTrimHorizon;
-  std::chrono::system_clock::time_point timestamp{};
-};
+// Where a read starts (--from): trim-horizon, latest or an ISO 8601 time.
 Result<StartPosition> parse_start_position(std::string_view text);
 
 // One JSON object per record:

@@ -121,17 +121,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.leases.worker_id = f.worker_id;
   config.leases.failover_time = std::chrono::milliseconds(f.failover_ms);
   if (f.max_leases > 0) config.leases.max_leases_per_worker = f.max_leases;
-  switch (from->kind) {
-    case StartPosition::Kind::kTrimHorizon:
-      config.initial_position = InitialPosition::trim_horizon();
-      break;
-    case StartPosition::Kind::kLatest:
-      config.initial_position = InitialPosition::latest();
-      break;
-    case StartPosition::Kind::kAtTimestamp:
-      config.initial_position = InitialPosition::at_timestamp(from->timestamp);
-      break;
-  }
+  config.initial_position = *from;
   config.processing.thread_pool_size = f.threads;
   config.aws = g.aws_config();
 

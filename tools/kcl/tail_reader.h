@@ -1,20 +1,29 @@
 // TailReader: reads every shard of a stream without leases, in lineage order: a child shard
 // is read once every parent in the listing has been read to its end. For `kcl tail`.
+//
+// Each shard is read by the library's records source (retrieval::ShardFetcher, the same
+// polling source a worker's shard consumer uses: at most 5 calls per second per shard, the
+// shared backoff on throttling, a new iterator after an expired one, KPL deaggregation);
+// this class only decides which shards to read and runs their steps when they are due.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
 #include "cli_common.h"
+#include "kcl/retrieval_config.h"
 #include "kinesis/kinesis_client.h"
+#include "retrieval/records_source.h"
 
 namespace kcl::cli {
 
 struct TailOptions {
   std::string stream;
-  StartPosition from;
+  StartPosition from = StartPosition::trim_horizon();
   long long max_records = 0;  // 0 = no limit
   bool stop_at_end = false;   // stop once every shard is caught up
   std::chrono::milliseconds idle_pause{250};
@@ -28,29 +37,30 @@ class TailReader {
   // Runs until max_records, stop_at_end, stop_requested() or an error.
   Status run();
   long long emitted() const { return emitted_; }
-  long long corrupt_aggregates() const { return corrupt_; }
+  long long corrupt_aggregates() const;
 
  private:
   struct Reading {
-    std::string iterator;
-    std::string last_sequence;  // of the last record emitted (for ExpiredIterator)
+    std::shared_ptr<retrieval::RecordsSource> source;
+    Clock::MonoTime next_step{};
     bool caught_up = false;
-    std::chrono::steady_clock::time_point next_call{};
   };
   Status refresh_shards();
-  Status start_ready_shards();
-  Status start_shard(const kinesis::Shard& shard, bool first_generation);
-  Result<bool> poll(const std::string& shard_id, Reading& r);  // true: keep going
+  void start_ready_shards();
+  void start_shard(const kinesis::Shard& shard, bool first_generation);
+  // Emits what the shard's source has queued; false when the read should stop.
+  bool emit_queued(Reading& r);
 
   kinesis::KinesisClient& client_;
   TailOptions o_;
   Emit emit_;
+  RetrievalConfig retrieval_;
   std::map<std::string, kinesis::Shard> shards_;
   std::set<std::string> finished_;
   std::set<std::string> started_;
   std::map<std::string, Reading> active_;
   long long emitted_ = 0;
-  long long corrupt_ = 0;
+  long long corrupt_done_ = 0;  // corrupt aggregates of sources already finished
   bool stop_ = false;
 };
 

@@ -1,0 +1,77 @@
+// `kcl tail` as a user runs it, against kinesalite: every record of a stream that was split
+// while being written is printed once, a parent's records before its children's.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kcl_process.h"
+#include "kinesis/kinesis_client.h"
+#include "support/emulators.h"
+
+namespace kcl::cli {
+namespace {
+
+class TailTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    aws_ = testing::shared_emulators().aws_config();
+    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kinesis_ = std::make_unique<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    stream_ = testing::unique_name("tail");
+    ASSERT_TRUE(kinesis_->create_stream(stream_, 1).ok());
+    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+  }
+
+  void put(const std::string& prefix, int n) {
+    for (int i = 0; i < n; ++i) {
+      kinesis::PutRecordsEntry e;
+      e.partition_key = "k";
+      e.data = prefix + std::to_string(i);
+      ASSERT_TRUE(kinesis_->put_record(stream_, e).ok());
+    }
+  }
+
+  AwsConfig aws_;
+  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::string stream_;
+};
+
+TEST_F(TailTest, PrintsEveryRecordOnceParentsBeforeChildren) {
+  put("a", 5);
+  auto shards = kinesis_->list_shards(stream_);
+  ASSERT_TRUE(shards.ok() && shards->size() == 1u);
+  ASSERT_TRUE(kinesis_
+                  ->split_shard(stream_, shards->front().shard_id,
+                                "170141183460469231731687303715884105728")
+                  .ok());
+  ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+  put("b", 5);
+
+  KclProcess p(aws_,
+               {"tail", "--stream", stream_, "--from", "trim-horizon", "--stop-at-end", "--raw"},
+               ::testing::TempDir() + "/" + stream_ + ".out");
+  ASSERT_TRUE(p.started());
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_EQ(p.lines(),
+            (std::vector<std::string>{"a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2", "b3", "b4"}));
+}
+
+TEST_F(TailTest, MaxStopsAfterThatManyRecordsAndAMissingStreamIsAnError) {
+  put("r", 8);
+  KclProcess p(aws_, {"tail", "--stream", stream_, "--from", "trim-horizon", "--max", "3", "--raw"},
+               ::testing::TempDir() + "/" + stream_ + "-max.out");
+  ASSERT_TRUE(p.started());
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_EQ(p.lines(), (std::vector<std::string>{"r0", "r1", "r2"}));
+
+  KclProcess missing(aws_, {"tail", "--stream", stream_ + "-none", "--stop-at-end"},
+                     ::testing::TempDir() + "/" + stream_ + "-none.out");
+  ASSERT_TRUE(missing.started());
+  EXPECT_NE(missing.wait(), 0);
+}
+
+}  // namespace
+}  // namespace kcl::cli
