@@ -263,6 +263,7 @@ Status Worker::Impl::start() {
   ctx_.records_delivered = &records_delivered_;
   ctx_.processor_failures = &processor_failures_;
   ctx_.corrupt_aggregates = &corrupt_aggregates_;
+  ctx_.records_source_factory = internals_.records_source_factory;
 
   lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
   lease_runner_->start();

@@ -10,6 +10,7 @@
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/lease_store.h"
+#include "retrieval/records_source.h"
 
 namespace kcl::worker {
 
@@ -17,6 +18,8 @@ namespace kcl::worker {
 struct WorkerInternals {
   std::shared_ptr<kinesis::KinesisClient> kinesis;
   std::shared_ptr<leases::LeaseStore> lease_store;
+  // Makes each shard's records source; empty = polling through `kinesis`.
+  retrieval::RecordsSourceFactory records_source_factory;
 };
 
 struct WorkerAccess {

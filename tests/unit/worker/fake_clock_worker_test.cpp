@@ -1,0 +1,239 @@
+// A whole kcl::Worker on a fake clock: the in-memory lease table, a scripted records source
+// (a batch per step, the next step due 200 ms of fake time later) and a scripted ListShards;
+// the scheduler, the lease threads, the task pool and the consumers all wait on the
+// injected ManualClock, so the run takes seconds of fake time and little real time. With
+// any of them on real time the loop below could not finish.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "leases/in_memory_lease_store.h"
+#include "lifecycle/shard_consumer.h"
+#include "worker/worker_access.h"
+
+namespace kcl::worker {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr int kShards = 2;
+constexpr int kBatches = 5;
+constexpr int kPerBatch = 4;
+
+std::string shard_id(int i) { return "shardId-00000000000" + std::to_string(i); }
+std::string seq(int batch, int i) { return std::to_string(1000 + batch * 100 + i); }
+
+// ListShards: kShards closed shards without parents.
+class ListShardsOnly final : public aws::AwsJsonClient {
+ public:
+  Result<std::string> call(std::string_view operation, std::string,
+                           const aws::CallOptions&) override {
+    if (operation != "ListShards") return Status(StatusCode::kInvalidArgument, "not scripted");
+    json shards = json::array();
+    for (int i = 0; i < kShards; ++i) {
+      shards.push_back(
+          {{"ShardId", shard_id(i)},
+           {"HashKeyRange",
+            {{"StartingHashKey", i == 0 ? "0" : "170141183460469231731687303715884105728"},
+             {"EndingHashKey", i == 0 ? "170141183460469231731687303715884105727"
+                                      : "340282366920938463463374607431768211455"}}},
+           {"SequenceNumberRange",
+            {{"StartingSequenceNumber", "1000"}, {"EndingSequenceNumber", "9999"}}}});
+    }
+    return json{{"Shards", shards}}.dump();
+  }
+  const std::string& endpoint() const override { return endpoint_; }
+  const std::string& region() const override { return region_; }
+
+ private:
+  std::string endpoint_ = "http://fake";
+  std::string region_ = "us-east-1";
+};
+
+// kBatches batches of kPerBatch records, then the shard's end; a step is due every 200 ms
+// of the clock's time.
+class ScriptedShard final : public retrieval::RecordsSource {
+ public:
+  ScriptedShard(std::string shard, const Clock& clock) : shard_(std::move(shard)), clock_(clock) {}
+  retrieval::FetchStep fetch_step() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return retrieval::FetchStep{retrieval::FetchOutcome::kFinished};
+    if (clock_.now() < due_) return retrieval::FetchStep{retrieval::FetchOutcome::kNotDue, due_};
+    retrieval::FetchedBatch b;
+    if (batch_ < kBatches) {
+      for (int i = 0; i < kPerBatch; ++i) {
+        Record r;
+        r.shard_id = shard_;
+        r.sequence_number = seq(batch_, i);
+        r.partition_key = "k";
+        r.data = shard_ + "/" + std::to_string(batch_ * kPerBatch + i);
+        b.records.push_back(std::move(r));
+      }
+      ++batch_;
+    } else {
+      b.shard_end = true;
+      finished_ = true;
+    }
+    const std::size_t n = b.records.size();
+    queue_.push_back(std::move(b));
+    due_ = clock_.now() + 200ms;
+    return retrieval::FetchStep{
+        finished_ ? retrieval::FetchOutcome::kShardEnd : retrieval::FetchOutcome::kRecords,
+        finished_ ? Clock::MonoTime::max() : due_, false, n};
+  }
+  std::optional<retrieval::FetchedBatch> take_batch() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return std::nullopt;
+    auto b = std::move(queue_.front());
+    queue_.pop_front();
+    return b;
+  }
+  bool has_room() const override { return true; }
+  bool finished() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
+  }
+  bool drained() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_ && queue_.empty();
+  }
+  Status terminal_error() const override { return Status::Ok(); }
+  std::size_t queued_records() const override { return 0; }
+  std::size_t queued_bytes() const override { return 0; }
+  std::int64_t millis_behind_latest() const noexcept override { return 0; }
+  std::uint64_t corrupt_aggregates() const noexcept override { return 0; }
+
+ private:
+  const std::string shard_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::deque<retrieval::FetchedBatch> queue_;
+  int batch_ = 0;
+  bool finished_ = false;
+  Clock::MonoTime due_{};
+};
+
+// Records what every shard's processor saw; checkpoints each batch and the shard's end.
+class Recorder {
+ public:
+  void add(const std::string& shard, const std::string& data) {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_[shard].push_back(data);
+  }
+  std::map<std::string, std::vector<std::string>> seen() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+  std::atomic<int> shards_ended{0};
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> seen_;
+};
+
+class RecordingProcessor final : public RecordProcessor {
+ public:
+  explicit RecordingProcessor(Recorder& r) : r_(r) {}
+  void initialize(const InitializationInput& in) override { shard_ = in.shard_id; }
+  void process_records(const ProcessRecordsInput& in) override {
+    for (const Record& rec : in.records) r_.add(shard_, rec.data);
+    EXPECT_TRUE(in.checkpointer.checkpoint().ok());
+  }
+  void shard_ended(Checkpointer& cp) override {
+    EXPECT_TRUE(cp.checkpoint().ok());
+    r_.shards_ended.fetch_add(1);
+  }
+  void shutdown_requested(Checkpointer& cp) override { (void)cp.checkpoint(); }
+
+ private:
+  Recorder& r_;
+  std::string shard_;
+};
+
+class RecordingFactory final : public RecordProcessorFactory {
+ public:
+  explicit RecordingFactory(Recorder& r) : r_(r) {}
+  std::unique_ptr<RecordProcessor> create(std::string_view) override {
+    return std::make_unique<RecordingProcessor>(r_);
+  }
+
+ private:
+  Recorder& r_;
+};
+
+TEST(FakeClockWorkerTest, AWholeWorkerRunsOnFakeTime) {
+  ManualClock clock;
+  Recorder recorder;
+  auto store = std::make_shared<leases::InMemoryLeaseStore>();
+  WorkerInternals internals;
+  internals.kinesis = std::make_shared<kinesis::KinesisClient>(std::make_shared<ListShardsOnly>());
+  internals.lease_store = store;
+  internals.records_source_factory = [&clock](const std::string& shard, const StartPosition&) {
+    return std::make_shared<ScriptedShard>(shard, clock);
+  };
+  WorkerConfig config;
+  config.stream_name = "s";
+  config.leases.application_name = "fake-clock-app";
+  config.leases.worker_id = "w1";
+  config.initial_position = InitialPosition::trim_horizon();
+  config.processing.thread_pool_size = 2;
+  // Fake time may run ahead of a busy machine's threads: a long failover keeps the lease
+  // held however late the renew thread gets to run.
+  config.leases.failover_time = 60s;
+  WorkerDependencies deps;
+  deps.clock = &clock;
+  auto worker = make_worker(config, std::make_shared<RecordingFactory>(recorder), deps, internals);
+
+  const auto real_start = std::chrono::steady_clock::now();
+  const auto fake_start = clock.now();
+  ASSERT_TRUE(worker->start().ok());
+  // Move fake time on in 50 ms steps until both shards were read to their end; each step
+  // gives the worker's threads a moment of real time to react.
+  for (int i = 0; i < 20000 && recorder.shards_ended.load() < kShards; ++i) {
+    clock.advance(50ms);
+    std::this_thread::sleep_for(100us);
+  }
+  ASSERT_EQ(recorder.shards_ended.load(), kShards);
+  auto done = worker->shutdown();
+  for (int i = 0; i < 20000 && done.wait_for(0s) != std::future_status::ready; ++i) {
+    clock.advance(50ms);
+    std::this_thread::sleep_for(100us);
+  }
+  ASSERT_EQ(done.wait_for(0s), std::future_status::ready);
+  EXPECT_TRUE(done.get().ok());
+  const double real_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - real_start).count();
+  const double fake_s = std::chrono::duration<double>(clock.now() - fake_start).count();
+  std::printf("fake-clock worker: %.1f s of fake time in %.3f s of real time\n", fake_s, real_s);
+
+  // Every record of each shard, in order, once.
+  const auto seen = recorder.seen();
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(kShards));
+  for (int s = 0; s < kShards; ++s) {
+    std::vector<std::string> expected;
+    for (int i = 0; i < kBatches * kPerBatch; ++i)
+      expected.push_back(shard_id(s) + "/" + std::to_string(i));
+    EXPECT_EQ(seen.at(shard_id(s)), expected);
+  }
+  // Both leases hold SHARD_END and were handed back.
+  auto leases = store->list_leases();
+  ASSERT_TRUE(leases.ok());
+  for (const Lease& l : *leases) {
+    EXPECT_TRUE(l.checkpoint.is_shard_end()) << l.lease_key << " " << l.checkpoint.to_string();
+    EXPECT_FALSE(l.lease_owner.has_value()) << l.lease_key;
+  }
+  // The run took far more fake time than the scripted source's 200 ms steps need in real
+  // time: nothing waited on the real clock.
+  EXPECT_GE(fake_s, kBatches * 0.2);
+}
+
+}  // namespace
+}  // namespace kcl::worker
