@@ -10,10 +10,13 @@
 #include <simdjson.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "aws/base64.h"
 #include "aws/http_transport.h"
@@ -266,18 +269,68 @@ Status parse_document(od::document& doc, GetRecordsResult& out) {
   return Status::Ok();
 }
 
-struct ThreadState {
+// A parser and a padded copy buffer. A parser keeps buffers sized for the largest document
+// it has read (about 8 times a 2.5 MB GetRecords answer), so they are shared by the threads
+// of the process through a small pool rather than kept one per thread: the memory for
+// parsing no longer grows with the worker's thread count.
+struct ParseState {
   od::parser parser;
   std::unique_ptr<char[]> buf;
   std::size_t buf_capacity = 0;
 };
 
-ThreadState& thread_state() {
-  thread_local ThreadState state;
-  return state;
+class ParserPool {
+ public:
+  // At most two parses at once: parsing takes a millisecond or two per answer, far less
+  // than the call that fetched it, so more would only hold more memory.
+  static constexpr std::size_t kMaxStates = 2;
+
+  std::unique_ptr<ParseState> acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !free_.empty() || created_ < kMaxStates; });
+    if (!free_.empty()) {
+      auto st = std::move(free_.back());
+      free_.pop_back();
+      return st;
+    }
+    ++created_;
+    return std::make_unique<ParseState>();
+  }
+  void release(std::unique_ptr<ParseState> st) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      free_.push_back(std::move(st));
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<ParseState>> free_;
+  std::size_t created_ = 0;
+};
+
+ParserPool& parser_pool() {
+  static ParserPool pool;  // an internal cache of this module, never part of the API
+  return pool;
 }
 
-Status parse_padded(const char* data, std::size_t len, std::size_t capacity,
+// A ParseState held for one parse.
+class PooledState {
+ public:
+  PooledState() : st_(parser_pool().acquire()) {}
+  ~PooledState() { parser_pool().release(std::move(st_)); }
+  PooledState(const PooledState&) = delete;
+  PooledState& operator=(const PooledState&) = delete;
+  ParseState& operator*() { return *st_; }
+  ParseState* operator->() { return st_.get(); }
+
+ private:
+  std::unique_ptr<ParseState> st_;
+};
+
+Status parse_padded(ParseState& st, const char* data, std::size_t len, std::size_t capacity,
                     GetRecordsResult& out) {
   // out.records is resized, not cleared, when the Records array is reached: reusing a
   // GetRecordsResult across calls reuses its records' string buffers (no malloc/free per
@@ -286,7 +339,6 @@ Status parse_padded(const char* data, std::size_t len, std::size_t capacity,
   out.millis_behind_latest = 0;
   out.child_shards.clear();
   out.payload_bytes = 0;
-  auto& st = thread_state();
   od::document doc;
   if (auto err = st.parser.iterate(data, len, capacity).get(doc))
     return malformed_at("document", err);
@@ -303,7 +355,8 @@ Status parse_padded(const char* data, std::size_t len, std::size_t capacity,
 }  // namespace
 
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out) {
-  auto& st = thread_state();
+  PooledState pooled;
+  ParseState& st = *pooled;
   const std::size_t need = json.size() + simdjson::SIMDJSON_PADDING;
   if (st.buf_capacity < need) {
     std::size_t cap = st.buf_capacity == 0 ? 4096 : st.buf_capacity;
@@ -313,7 +366,7 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out) 
   }
   std::memcpy(st.buf.get(), json.data(), json.size());
   std::memset(st.buf.get() + json.size(), 0, simdjson::SIMDJSON_PADDING);
-  return parse_padded(st.buf.get(), json.size(), need, out);
+  return parse_padded(st, st.buf.get(), json.size(), need, out);
 }
 
 // A body from the HTTP transport already has room for the padding (no copy).
@@ -322,7 +375,8 @@ static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
 Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out) {
   const std::size_t need = json.size() + simdjson::SIMDJSON_PADDING;
   if (json.capacity() < need) json.reserve(need);
-  return parse_padded(json.data(), json.size(), json.capacity(), out);
+  PooledState pooled;
+  return parse_padded(*pooled, json.data(), json.size(), json.capacity(), out);
 }
 
 }  // namespace kcl::kinesis

@@ -75,8 +75,9 @@ class KinesisClient {
 
 // Parses a GetRecords response body (JSON) into `out`, base64-decoding each record's data.
 // Fast path used by the client and by bench/. Errors: kInternal naming what was malformed.
-// `out` is overwritten (on error it is left empty). Uses a per-thread simdjson parser and a
-// per-thread padded copy of `json`, both reused across calls.
+// `out` is overwritten (on error it is left empty). Uses a simdjson parser and a padded copy
+// of `json` from a pool of two shared by the process (a third concurrent parse waits for
+// one), reused across calls.
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
 // The same without the padded copy: may grow json's capacity (contents unchanged) so the
 // parser can read a little past the end.
