@@ -26,22 +26,15 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class ConsumeCheckpointTest : public ::testing::Test {
+class ConsumeCheckpointTest : public CliTest {
  protected:
   void SetUp() override {
-    aws_ = testing::shared_emulators().aws_config();
-    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
-    ASSERT_TRUE(k.ok()) << k.status();
-    kinesis_ = std::make_unique<kinesis::KinesisClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    make_stream("cli", 1);
     auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
     ASSERT_TRUE(d.ok()) << d.status();
     ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
-    stream_ = testing::unique_name("cli");
     app_ = testing::unique_name("cli-app");
-    ASSERT_TRUE(kinesis_->create_stream(stream_, 1).ok());
-    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
     out_path_ = ::testing::TempDir() + "/" + app_ + ".out";
   }
 
@@ -76,10 +69,8 @@ class ConsumeCheckpointTest : public ::testing::Test {
         out_path_);
   }
 
-  AwsConfig aws_;
-  std::unique_ptr<kinesis::KinesisClient> kinesis_;
   std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
-  std::string stream_, app_, out_path_;
+  std::string app_, out_path_;
 };
 
 TEST_F(ConsumeCheckpointTest, LongIntervalWritesNoCheckpointUntilTheGracefulStop) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "kcl/aws_config.h"
+#include "kinesis/kinesis_client.h"
+#include "support/emulators.h"
 
 namespace kcl::cli {
 
@@ -73,6 +76,26 @@ class KclProcess {
  private:
   std::string out_path_;
   pid_t pid_ = -1;
+};
+
+// A fixture with the emulators' configuration, a Kinesis client for the test itself and a
+// fresh stream of `shards` shards.
+class CliTest : public ::testing::Test {
+ protected:
+  void make_stream(std::string_view prefix, int shards) {
+    aws_ = testing::shared_emulators().aws_config();
+    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kinesis_ = std::make_unique<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    stream_ = testing::unique_name(prefix);
+    ASSERT_TRUE(kinesis_->create_stream(stream_, shards).ok());
+    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+  }
+
+  AwsConfig aws_;
+  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::string stream_;
 };
 
 template <typename F>

@@ -12,18 +12,9 @@
 namespace kcl::cli {
 namespace {
 
-class TailTest : public ::testing::Test {
+class TailTest : public CliTest {
  protected:
-  void SetUp() override {
-    aws_ = testing::shared_emulators().aws_config();
-    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
-    ASSERT_TRUE(k.ok()) << k.status();
-    kinesis_ = std::make_unique<kinesis::KinesisClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
-    stream_ = testing::unique_name("tail");
-    ASSERT_TRUE(kinesis_->create_stream(stream_, 1).ok());
-    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
-  }
+  void SetUp() override { make_stream("tail", 1); }
 
   void put(const std::string& prefix, int n) {
     for (int i = 0; i < n; ++i) {
@@ -33,10 +24,6 @@ class TailTest : public ::testing::Test {
       ASSERT_TRUE(kinesis_->put_record(stream_, e).ok());
     }
   }
-
-  AwsConfig aws_;
-  std::unique_ptr<kinesis::KinesisClient> kinesis_;
-  std::string stream_;
 };
 
 TEST_F(TailTest, PrintsEveryRecordOnceParentsBeforeChildren) {
