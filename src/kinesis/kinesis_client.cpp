@@ -470,7 +470,8 @@ Status KinesisClient::delete_stream(std::string_view stream) {
 }
 
 Status KinesisClient::wait_for_active(std::string_view stream, std::chrono::milliseconds deadline) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
+  const Clock& clock = SystemClock::instance();
+  const auto until = clock.now() + deadline;
   auto delay = std::chrono::milliseconds(20);
   Status last;
   std::string last_state;
@@ -485,8 +486,8 @@ Status KinesisClient::wait_for_active(std::string_view stream, std::chrono::mill
       // Not found yet (just created, eventually consistent) or transient: keep waiting.
       last = s.status();
     }
-    if (std::chrono::steady_clock::now() + delay > until) break;
-    std::this_thread::sleep_for(delay);
+    if (clock.now() + delay > until) break;
+    clock.idle_for(delay);  // a control-plane wait (tests, tools), never on a pool thread
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
   std::string msg = "Kinesis: stream " + std::string(stream) + " not ACTIVE within " +

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "aws/aws_json_client.h"
+#include "aws/retry.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
@@ -229,8 +230,12 @@ Status Worker::Impl::start() {
     log(LogLevel::kWarn, "initial shard sync failed (attempt " + std::to_string(attempt) +
                              "), retrying: " + synced.status().to_string());
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      const auto delay = std::chrono::milliseconds(100LL << std::min(attempt, 6));
+      // The shared backoff of aws/retry.h (full jitter, 100 ms doubling up to 6.4 s).
+      RetryConfig backoff;
+      backoff.base_delay = std::chrono::milliseconds(100);
+      backoff.max_backoff = std::chrono::milliseconds(6400);
+      std::unique_lock<std::mutex> lock(mu_);  // guards rng_ as well
+      const auto delay = aws::full_jitter_backoff(backoff, attempt, rng_());
       if (clock_->wait_for(lock, cv_, delay, [&] { return shutdown_requested_; })) break;
     }
     synced = syncer_->sync_once();
