@@ -89,7 +89,11 @@ class Worker::Impl final : public leases::LeaseListener {
   WorkerStats stats() const;
 
   // LeaseListener: called on the lease threads; quick, no blocking on the coordinator.
-  void on_lease_gained(const Lease&) override { cv_.notify_all(); }
+  void on_lease_gained(const Lease& lease) override {
+    log(LogLevel::kInfo, "lease " + lease.lease_key + " taken (checkpoint " +
+                             lease.checkpoint.to_string() + ")");
+    cv_.notify_all();
+  }
   void on_lease_lost(const std::string& key, const Status& reason) override {
     log(LogLevel::kWarn, "lease " + key + " lost: " + reason.to_string());
     std::shared_ptr<lifecycle::ShardConsumer> c;
