@@ -159,6 +159,7 @@ std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base,
 
 Status Worker::Impl::make_clients() {
   aws::AwsClientParts aws_parts;  // one connection pool and credentials chain for both
+  aws_parts.metrics = metrics_;
   if (deps_.kinesis) {
     kinesis_ = deps_.kinesis;
   } else {
