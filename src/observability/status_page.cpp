@@ -21,6 +21,8 @@ std::string_view status_page_html() {
  th{background:#eef0f4;font-weight:600}
  td.num{text-align:right;font-variant-numeric:tabular-nums}
  code{font-size:12px}
+ td:first-child,td:nth-child(3){white-space:nowrap}
+ .note{color:#667;font-size:12px;margin-top:6px}
  .state{padding:2px 8px;border-radius:10px;font-size:12px;white-space:nowrap}
  .reading{background:#d7f5dd;color:#125c22}
  .ended{background:#e4e4e4;color:#444}
@@ -44,6 +46,8 @@ std::string_view status_page_html() {
 <table id="shards"><thead><tr><th>Shard</th><th>State</th><th>Owner</th><th>Checkpoint</th>
 <th>Parents</th><th>Children</th><th>Behind latest</th><th>Records/s (last minutes)</th></tr></thead>
 <tbody></tbody></table>
+<p class="note">From the lease table, read by this worker every few seconds. Lag and records/s
+are known for this worker's shards; open another worker's /status for its own.</p>
 </main>
 <script>
 "use strict";

@@ -1,8 +1,7 @@
 #include "observability/status_server.h"
 
-// Limits of the embedded server, set before the header is read.
-#define CPPHTTPLIB_HEADER_MAX_LENGTH 8192
-#define CPPHTTPLIB_REQUEST_URI_MAX_LENGTH 2048
+// Debian builds cpp-httplib as a library: its compiled limits apply (request line and each
+// header up to 8 KiB; larger is refused with 414 / 400 and the connection closed).
 #include <httplib.h>
 
 #include <algorithm>
