@@ -266,6 +266,8 @@ Status StatusServer::start() {
   srv.Get("/status", page);
   srv.Get("/", page);
   srv.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    // cpp-httplib calls this for every status >= 400, also for the 503s our handlers wrote.
+    if (!res.body.empty()) return;
     json body = {{"error", res.status == 404   ? "not found"
                            : res.status == 405 ? "method not allowed (GET only)"
                            : res.status == 431 ? "request headers too large"
