@@ -235,7 +235,7 @@ Status StatusServer::start() {
   const auto io = im.config.io_timeout;
   srv.set_read_timeout(io.count() / 1000, (io.count() % 1000) * 1000);
   srv.set_write_timeout(io.count() / 1000, (io.count() % 1000) * 1000);
-  srv.set_keep_alive_timeout(5);
+  srv.set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(io.count() / 1000)));
   srv.set_keep_alive_max_count(100);
   srv.set_payload_max_length(1024);  // GET only: no request bodies to speak of
 

@@ -51,10 +51,13 @@ struct StatusServerConfig {
   std::chrono::milliseconds refresh_interval{2000};
   // How much records/s history the page shows. Default 5 min, range 10 s..1 h.
   std::chrono::seconds history{300};
-  // Request threads. Default 4, range 1..64.
-  int threads = 4;
-  // Read and write timeout per request. Default 5 s, range 100 ms..1 min.
-  std::chrono::milliseconds io_timeout{5000};
+  // Request threads. Default 8, range 1..64. A client that sends half a request holds one
+  // for up to keep-alive wait + io_timeout (about 4 s); more such clients than threads delay
+  // other requests by that much per round, never the worker.
+  int threads = 8;
+  // Read and write timeout per request (also the keep-alive wait, rounded to seconds).
+  // Default 2 s, range 100 ms..1 min.
+  std::chrono::milliseconds io_timeout{2000};
 
   std::vector<std::string> validate() const;
 };
