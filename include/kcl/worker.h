@@ -57,6 +57,11 @@ struct WorkerConfig {
   RetrievalConfig retrieval;
   ProcessingConfig processing;
   AwsConfig aws;
+  // The embedded HTTP endpoint (/metrics, /healthz, /readyz, /status, /status.json):
+  // "PORT", "HOST:PORT" or "[IPv6]:PORT"; a port alone listens on 127.0.0.1. Port 0 picks a
+  // free port (see Worker::http_url()). Default empty: off. When on, every metric point also
+  // goes to the endpoint's Prometheus registry (and still to WorkerDependencies::metrics).
+  std::string http_address;
 
   // Every problem with this configuration (including those of the nested structs), in
   // plain words; empty when valid.
@@ -115,6 +120,9 @@ class Worker {
   std::optional<Status> wait_for(std::chrono::milliseconds timeout);
 
   const std::string& worker_id() const;
+  // The embedded HTTP endpoint's base URL ("http://127.0.0.1:9400") once started with
+  // WorkerConfig::http_address; else empty.
+  std::string http_url() const;
   WorkerStats stats() const;
 
  private:

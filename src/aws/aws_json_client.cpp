@@ -209,6 +209,7 @@ class JsonClient final : public AwsJsonClient {
           std::chrono::milliseconds(1),
           attempt == 1 && left.count() <= 0 ? request_timeout : std::min(request_timeout, left));
 
+      const Clock::MonoTime attempt_start = clock_.now();
       Credentials creds;
       std::string signature;
       Status st = prepare_request(op, target, payload_hash, request, creds, signature, details);
@@ -218,17 +219,21 @@ class JsonClient final : public AwsJsonClient {
           st = Status(resp.status().code(), op + ": " + resp.status().message(), details);
         } else if (resp->status >= 200 && resp->status < 300) {
           policy_.on_success(quota_taken);
+          report_attempt(operation, Status(), attempt_start);
           return std::move(resp->body);
         } else {
           bool skew = false;
           st = http_error(op, *resp, creds, signature, details, &skew);
           if (skew && !skew_retried && attempt < max_attempts && adjust_skew(*resp)) {
             skew_retried = true;
+            report_attempt(operation, st, attempt_start);
+            report_retry(operation);
             last = st;
             continue;  // at once: the signature was rejected for its time, not the load
           }
         }
       }
+      report_attempt(operation, st, attempt_start);
       last = st;
       if (!is_retryable(st.code())) return st;
       if (attempt >= max_attempts) {
@@ -251,11 +256,43 @@ class JsonClient final : public AwsJsonClient {
       if (clock_.now() + *delay >= deadline) {
         return deadline_exceeded(op, call_deadline, details, attempt, last);
       }
+      report_retry(operation);
       sleep(*delay);
     }
   }
 
  private:
+  // ok, throttled (the service asked us to slow down) or error.
+  static std::string_view outcome_of(const Status& st) {
+    if (st.ok()) return "ok";
+    if (const auto& aws = st.aws()) {
+      const std::string& t = aws->error_type;
+      if (aws->http_status == 429 || t.find("Throttl") != std::string::npos ||
+          t.find("LimitExceeded") != std::string::npos ||
+          t.find("ProvisionedThroughputExceeded") != std::string::npos) {
+        return "throttled";
+      }
+    }
+    return "error";
+  }
+  void report_attempt(std::string_view operation, const Status& st,
+                      Clock::MonoTime attempt_start) const {
+    if (!hooks_.metrics) return;
+    const MetricTag tags[] = {
+        {"service", service_.display_name}, {"operation", operation}, {"outcome", outcome_of(st)}};
+    hooks_.metrics->count("aws.requests", 1, MetricTags(tags, 3));
+    // GetRecords round trips have a family of their own (the Java KCL's
+    // KinesisDataFetcher.getRecords.Time).
+    if (service_.display_name == "Kinesis" && operation == "GetRecords") {
+      hooks_.metrics->timing("retrieval.get_records", clock_.now() - attempt_start, {});
+    }
+  }
+  void report_retry(std::string_view operation) const {
+    if (!hooks_.metrics) return;
+    const MetricTag tags[] = {{"service", service_.display_name}, {"operation", operation}};
+    hooks_.metrics->count("aws.retries", 1, MetricTags(tags, 2));
+  }
+
   void sleep(std::chrono::milliseconds d) const {
     if (hooks_.sleep) {
       hooks_.sleep(d);
@@ -401,7 +438,10 @@ Result<std::unique_ptr<AwsJsonClient>> make_aws_json_client(ServiceSpec service,
   AwsClientParts& parts = shared != nullptr ? *shared : own;
   if (!parts.transport) parts.transport = make_curl_transport(config.http);
   if (!parts.credentials) parts.credentials = make_default_chain(config, parts.transport);
-  return make_aws_json_client(std::move(service), config, parts.transport, parts.credentials);
+  RetryHooks hooks;
+  hooks.metrics = parts.metrics;
+  return make_aws_json_client(std::move(service), config, parts.transport, parts.credentials,
+                              SystemClock::instance(), std::move(hooks));
 }
 
 }  // namespace kcl::aws

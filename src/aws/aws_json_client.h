@@ -16,6 +16,7 @@
 #include "aws/http_transport.h"
 #include "kcl/aws_config.h"
 #include "kcl/clock.h"
+#include "kcl/metrics.h"
 #include "kcl/status.h"
 
 namespace kcl::aws {
@@ -81,6 +82,8 @@ std::unique_ptr<AwsJsonClient> make_aws_json_client(
 struct AwsClientParts {
   std::shared_ptr<HttpTransport> transport;
   std::shared_ptr<CredentialsProvider> credentials;
+  // Where clients made with these parts report their requests and retries; null = nowhere.
+  std::shared_ptr<MetricsSink> metrics;
 };
 
 // Convenience: everything from config (curl transport, default credentials chain). With

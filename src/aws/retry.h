@@ -17,6 +17,7 @@
 
 #include "aws/aws_json_client.h"
 #include "kcl/aws_config.h"
+#include "kcl/metrics.h"
 #include "kcl/status.h"
 
 namespace kcl::aws {
@@ -114,6 +115,9 @@ struct RetryHooks {
   std::function<void(std::chrono::milliseconds)> sleep;
   // Seed of the jitter; nullopt = random.
   std::optional<std::uint64_t> jitter_seed;
+  // Told of every attempt ("aws.requests" {service, operation, outcome: ok, throttled,
+  // error}) and every retry ("aws.retries" {service, operation}); null = not reported.
+  std::shared_ptr<MetricsSink> metrics;
 };
 
 // make_aws_json_client with the retry hooks (defined in aws_json_client.cpp).

@@ -291,6 +291,12 @@ Result<Lease> LeaseCoordinator::update_checkpoint(std::string_view lease_key,
   std::vector<PendingLoss> losses;
   auto written = write_held(lease_key, WriteKind::kCheckpoint, &fields, tenure, losses);
   notify_lost(std::move(losses));
+  // result: ok; lease_lost (refused: another owner or tenure); error (anything else).
+  const StatusCode code = written.ok() ? StatusCode::kOk : written.status().code();
+  const MetricTag tag{"result", code == StatusCode::kOk          ? "ok"
+                                : code == StatusCode::kLeaseLost ? "lease_lost"
+                                                                 : "error"};
+  metrics_.count("checkpoint.result", 1, MetricTags(&tag, 1));
   return written;
 }
 

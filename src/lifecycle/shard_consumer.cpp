@@ -326,7 +326,16 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
                                 batch.millis_behind_latest};
       ++pending_attempts_;
-      if (!call_processor("process_records", [&] { processor_->process_records(input); })) {
+      const MetricTag shard_tag{"shard", shard_id_};
+      ctx_.metrics->gauge("consumer.millis_behind_latest",
+                          static_cast<double>(batch.millis_behind_latest),
+                          MetricTags(&shard_tag, 1));
+      const auto call_start = ctx_.clock->now();
+      const bool processed =
+          call_processor("process_records", [&] { processor_->process_records(input); });
+      ctx_.metrics->timing("processor.process_records", ctx_.clock->now() - call_start,
+                           MetricTags(&shard_tag, 1));
+      if (!processed) {
         const auto& pc = ctx_.processing;
         if (pc.on_processor_error == ProcessorErrorPolicy::kSkip &&
             pending_attempts_ >= pc.max_attempts_before_skip) {
@@ -349,6 +358,12 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       consecutive_failures_ = 0;
       if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(batch.records.size());
       delivered_.fetch_add(batch.records.size(), std::memory_order_relaxed);
+      std::size_t bytes = 0;
+      for (const Record& r : batch.records) bytes += r.data.size();
+      ctx_.metrics->count("consumer.records_processed", static_cast<double>(batch.records.size()),
+                          MetricTags(&shard_tag, 1));
+      ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
+                          MetricTags(&shard_tag, 1));
     }
     bool ended = batch.shard_end;
     pending_.reset();

@@ -20,6 +20,7 @@
 #include "leases/lease_coordinator_runner.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
+#include "observability/worker_endpoint.h"
 #include "shardsync/shard_syncer.h"
 #include "worker/worker_access.h"
 
@@ -62,6 +63,11 @@ class Worker::Impl final : public leases::LeaseListener {
                                                             &NoopMetricsSink::instance());
     clock_ = deps_.clock ? deps_.clock : &SystemClock::instance();
     done_ = done_promise_.get_future().share();
+    if (!config_.http_address.empty()) {
+      endpoint_ =
+          std::make_unique<observability::WorkerEndpoint>(config_.http_address, deps_.metrics);
+      metrics_ = endpoint_->sink();
+    }
   }
 
   ~Impl() override {
@@ -86,6 +92,8 @@ class Worker::Impl final : public leases::LeaseListener {
     return done_.get();
   }
   const std::string& worker_id() const { return config_.leases.worker_id; }
+  std::string http_url() const { return endpoint_ ? endpoint_->url() : std::string(); }
+  observability::HealthState health() const;
   WorkerStats stats() const;
 
   // LeaseListener: called on the lease threads; quick, no blocking on the coordinator.
@@ -167,7 +175,26 @@ class Worker::Impl final : public leases::LeaseListener {
   std::promise<Status> done_promise_;
   std::shared_future<Status> done_;
   std::mt19937_64 rng_{std::random_device{}()};
+  // The HTTP endpoint (http_address); last, so it stops before what it reads goes away.
+  std::atomic<bool> ready_{false};  // shards synced and lease threads running, not stopping
+  std::unique_ptr<observability::WorkerEndpoint> endpoint_;
 };
+
+observability::HealthState Worker::Impl::health() const {
+  observability::HealthState h;
+  if (done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready && !done_.get().ok()) {
+    h.live = false;
+    h.live_reason = done_.get().to_string();
+  }
+  h.ready = h.live && ready_.load();
+  if (!h.ready) {
+    h.ready_reason = !h.live ? "the worker failed: " + h.live_reason
+                     : done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready
+                         ? "the worker has stopped"
+                         : "starting: syncing shards to leases, or shutting down";
+  }
+  return h;
+}
 
 std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base, double fraction) {
   std::uniform_real_distribution<double> d(1.0 - fraction, 1.0 + fraction);
@@ -178,6 +205,7 @@ std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base,
 
 Status Worker::Impl::make_clients() {
   aws::AwsClientParts aws_parts;  // one connection pool and credentials chain for both
+  aws_parts.metrics = metrics_;
   if (internals_.kinesis) {
     kinesis_ = internals_.kinesis;
   } else {
@@ -215,6 +243,12 @@ Status Worker::Impl::start() {
     return fail(Status(StatusCode::kInvalidArgument, "no RecordProcessorFactory was given"));
   }
   if (Status s = make_clients(); !s.ok()) return fail(s.with_context("starting the worker: "));
+  if (endpoint_) {
+    Status s = endpoint_->start(config_.leases.application_name, config_.stream_name,
+                                config_.leases.worker_id, store_, [this] { return health(); });
+    if (!s.ok()) return fail(s.with_context("starting the worker: "));
+    log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics");
+  }
   if (Status s = store_->create_table_if_not_exists(); !s.ok()) {
     return fail(
         s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
@@ -277,6 +311,7 @@ Status Worker::Impl::start() {
   lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
   lease_runner_->start();
   scheduler_ = std::thread([this] { scheduler_loop(); });
+  ready_.store(true);
   return Status::Ok();
 }
 
@@ -491,6 +526,7 @@ std::shared_future<Status> Worker::Impl::shutdown() {
     });
     return done_;
   }
+  ready_.store(false);
   {
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_requested_ = true;
@@ -547,6 +583,7 @@ std::optional<Status> Worker::wait_for(std::chrono::milliseconds timeout) {
   return impl_->wait_for(timeout);
 }
 const std::string& Worker::worker_id() const { return impl_->worker_id(); }
+std::string Worker::http_url() const { return impl_->http_url(); }
 WorkerStats Worker::stats() const { return impl_->stats(); }
 
 }  // namespace kcl

@@ -1,6 +1,7 @@
 #include <string>
 
 #include "kcl/worker.h"
+#include "observability/status_server.h"
 
 namespace kcl {
 
@@ -39,6 +40,11 @@ std::vector<std::string> WorkerConfig::validate() const {
     }
   }
   append(problems, retrieval.validate());
+  if (!http_address.empty()) {
+    if (auto a = observability::parse_http_address(http_address); !a.ok()) {
+      problems.push_back(a.status().message());
+    }
+  }
   const ProcessingConfig& p = processing;
   if (p.thread_pool_size < 1 || p.thread_pool_size > 256) {
     problems.push_back("processing.thread_pool_size is " + std::to_string(p.thread_pool_size) +

@@ -32,6 +32,7 @@ struct ConsumeFlags {
   int max_leases = 0;
   long long max_records = 0;
   long long checkpoint_interval_ms = 5000;
+  std::string http;
 };
 
 // Shared by every shard's processor: one writer of stdout.
@@ -124,6 +125,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.initial_position = *from;
   config.processing.thread_pool_size = f.threads;
   config.aws = g.aws_config();
+  config.http_address = f.http;
 
   Output out(f.raw, f.max_records);
   Worker worker(config, std::make_shared<PrintingFactory>(
@@ -133,6 +135,10 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   if (!s.ok()) return report_error("consume", s);
   std::cerr << "kcl consume: worker " << worker.worker_id() << " reading " << f.stream
             << " for application " << f.app << "\n";
+  if (!worker.http_url().empty()) {
+    std::cerr << "kcl consume: status page " << worker.http_url() << "/status (metrics at "
+              << worker.http_url() << "/metrics)\n";
+  }
   for (;;) {
     if (auto stopped = worker.wait_for(std::chrono::milliseconds(50))) {
       // Stopped on its own: a fatal error such as the stream being deleted.
@@ -196,6 +202,9 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                   "0 = after every batch). Shard ends and a graceful stop always checkpoint; "
                   "a crash prints again at most one interval's records")
       ->check(CLI::Range(0LL, 3600000LL));
+  cmd->add_option("--http", f->http,
+                  "Serve /metrics (Prometheus), /healthz, /readyz, /status and /status.json on "
+                  "[HOST:]PORT (a port alone: 127.0.0.1)");
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
 }

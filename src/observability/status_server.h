@@ -1,0 +1,126 @@
+// observability/status_server.h: the worker's embedded HTTP endpoint (cpp-httplib).
+//
+//   GET /metrics      Prometheus text exposition 0.0.4 of a MetricsRegistry
+//   GET /healthz      200 {"status":"live"} unless the worker failed (503 + reason)
+//   GET /readyz       200 once shards are synced and leases may be held; else 503 + reason
+//   GET /status.json  the fleet as seen in the lease table (every shard, owner, checkpoint,
+//                     lineage, state; this worker's lag and records/s), and the workers
+//   GET /status       a self-refreshing HTML page of the same (no external resources)
+//
+// The lease table is read by the server's own timer thread into a snapshot every
+// `refresh_interval`; requests only read snapshots (never a lock held by a consumer, never a
+// DynamoDB call on a request). Limits: request headers up to 8 KiB (431 beyond), no request
+// bodies, read/write timeouts, a fixed number of request threads; anything else is 404/405.
+//
+// Thread safety: start() and stop() from one thread; everything else is internal.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kcl/lease.h"
+#include "kcl/status.h"
+#include "metrics/metrics_registry.h"
+
+namespace kcl::observability {
+
+// What the worker says about itself.
+struct HealthState {
+  bool live = true;
+  std::string live_reason;  // why not live
+  bool ready = false;
+  std::string ready_reason;  // why not ready
+};
+
+struct StatusServerConfig {
+  // "PORT", ":PORT", "HOST:PORT" or "[IPv6]:PORT". Without a host: 127.0.0.1. Port 0 picks
+  // a free port (see StatusServer::port()). Required.
+  std::string address;
+  // How often the lease table is read and the records/s samples taken. Default 2 s,
+  // range 100 ms..1 min.
+  std::chrono::milliseconds refresh_interval{2000};
+  // How much records/s history the page shows. Default 5 min, range 10 s..1 h.
+  std::chrono::seconds history{300};
+  // Request threads. Default 8, range 1..64. A client that sends half a request holds one
+  // for up to keep-alive wait + io_timeout (about 4 s); more such clients than threads delay
+  // other requests by that much per round, never the worker.
+  int threads = 8;
+  // Read and write timeout per request (also the keep-alive wait, rounded to seconds).
+  // Default 2 s, range 100 ms..1 min.
+  std::chrono::milliseconds io_timeout{2000};
+
+  std::vector<std::string> validate() const;
+};
+
+// Host and port from an address as StatusServerConfig::address describes it.
+Result<std::pair<std::string, int>> parse_http_address(std::string_view address);
+
+// Where the server's data comes from; every function is called on the server's threads.
+struct StatusSources {
+  std::string application;
+  std::string stream;
+  std::string worker_id;
+  std::shared_ptr<metrics::MetricsRegistry> registry;       // required
+  std::function<Result<std::vector<Lease>>()> list_leases;  // required
+  std::function<HealthState()> health;                      // required
+};
+
+// One shard as shown on the page (from the last snapshot).
+struct ShardView {
+  std::string shard_id;
+  std::string owner;  // empty when free
+  std::string checkpoint;
+  std::vector<std::string> parents;
+  std::vector<std::string> children;
+  std::string state;                    // "waiting on parent", "reading", "ended", "unassigned"
+  std::optional<double> millis_behind;  // only for this worker's shards
+  std::vector<double> rate;             // records/s samples, oldest first (this worker's shards)
+};
+
+class StatusServer {
+ public:
+  StatusServer(StatusServerConfig config, StatusSources sources);
+  ~StatusServer();  // stops
+  StatusServer(const StatusServer&) = delete;
+  StatusServer& operator=(const StatusServer&) = delete;
+
+  // Binds and starts serving; returns once listening. Errors: kInvalidArgument for a bad
+  // address or configuration, kUnavailable when the port cannot be bound.
+  Status start();
+  void stop();
+  int port() const { return port_; }
+  std::string url() const;
+
+  // The JSON of /status.json (from the last snapshot), for tests and `kcl status`.
+  std::string status_json() const;
+  // Takes a snapshot now (the timer does this on its own).
+  void refresh();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+// Fleet view built from a lease table listing (shared with `kcl status`): shards sorted by
+// id with their state, and the workers with their lease counts.
+struct FleetView {
+  std::vector<ShardView> shards;
+  std::map<std::string, int> workers;  // owner -> leases held
+};
+FleetView fleet_view(const std::vector<Lease>& leases);
+
+// The page served at /status (HTML, CSS and a small script; polls /status.json).
+std::string_view status_page_html();
+
+}  // namespace kcl::observability

@@ -1,0 +1,124 @@
+// StatusServer without emulators: address parsing, the fleet view's shard states, and the
+// endpoints' answers (readiness with a reason, 404 with the paths, status.json contents).
+#include "observability/status_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+namespace kcl::observability {
+namespace {
+
+Lease lease(std::string key, std::optional<std::string> owner, ExtendedSequenceNumber cp,
+            std::vector<std::string> parents = {}) {
+  Lease l;
+  l.lease_key = std::move(key);
+  l.lease_owner = std::move(owner);
+  l.checkpoint = std::move(cp);
+  l.parent_shard_ids = std::move(parents);
+  return l;
+}
+
+TEST(StatusServer, ParsesAddresses) {
+  EXPECT_EQ(parse_http_address("9400").value(), std::make_pair(std::string("127.0.0.1"), 9400));
+  EXPECT_EQ(parse_http_address(":9400").value(), std::make_pair(std::string("127.0.0.1"), 9400));
+  EXPECT_EQ(parse_http_address("0.0.0.0:80").value(), std::make_pair(std::string("0.0.0.0"), 80));
+  EXPECT_EQ(parse_http_address("[::1]:9400").value(), std::make_pair(std::string("::1"), 9400));
+  EXPECT_FALSE(parse_http_address("").ok());
+  EXPECT_FALSE(parse_http_address("host:").ok());
+  EXPECT_FALSE(parse_http_address("host:70000").ok());
+  EXPECT_FALSE(parse_http_address("[::1]9400").ok());
+}
+
+TEST(StatusServer, FleetViewStates) {
+  std::vector<Lease> leases = {
+      lease("p", std::nullopt, ExtendedSequenceNumber::shard_end()),
+      lease("q", "w1", ExtendedSequenceNumber("123")),
+      lease("c1", "w1", ExtendedSequenceNumber::trim_horizon(), {"p"}),
+      lease("c2", "w2", ExtendedSequenceNumber::trim_horizon(), {"q"}),
+      lease("free", std::nullopt, ExtendedSequenceNumber::latest()),
+  };
+  FleetView v = fleet_view(leases);
+  std::map<std::string, std::string> state;
+  for (const auto& s : v.shards) state[s.shard_id] = s.state;
+  EXPECT_EQ(state["p"], "ended");
+  EXPECT_EQ(state["q"], "reading");
+  EXPECT_EQ(state["c1"], "reading");
+  EXPECT_EQ(state["c2"], "waiting on parent");
+  EXPECT_EQ(state["free"], "unassigned");
+  EXPECT_EQ(v.workers["w1"], 2);
+  EXPECT_EQ(v.workers["w2"], 1);
+}
+
+TEST(StatusServer, EndpointsAnswerFromSnapshots) {
+  auto registry = std::make_shared<metrics::MetricsRegistry>();
+  MetricTag tag{"shard", "q"};
+  registry->count("consumer.records_processed", 42, MetricTags(&tag, 1));
+  std::atomic<bool> ready{false};
+  StatusSources src;
+  src.application = "app";
+  src.stream = "s";
+  src.worker_id = "w1";
+  src.registry = registry;
+  src.list_leases = [] {
+    return Result<std::vector<Lease>>(
+        std::vector<Lease>{lease("q", "w1", ExtendedSequenceNumber("123"))});
+  };
+  src.health = [&] {
+    HealthState h;
+    h.ready = ready.load();
+    if (!h.ready) h.ready_reason = "syncing shards";
+    return h;
+  };
+  StatusServerConfig cfg;
+  cfg.address = "127.0.0.1:0";
+  StatusServer server(cfg, src);
+  ASSERT_TRUE(server.start().ok());
+  httplib::Client c("127.0.0.1", server.port());
+
+  auto r = c.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->body, R"({"reason":"syncing shards","status":"not ready"})");
+  ready = true;
+  r = c.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  r = c.Get("/no/such/path");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_NE(r->body.find("/metrics"), std::string::npos);
+
+  r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("kcl_records_processed_total{shard=\"q\"} 42"), std::string::npos);
+
+  server.refresh();
+  auto j = nlohmann::json::parse(server.status_json());
+  EXPECT_EQ(j["shards"][0]["shard_id"], "q");
+  EXPECT_EQ(j["shards"][0]["state"], "reading");
+  EXPECT_EQ(j["workers"][0]["worker_id"], "w1");
+  EXPECT_EQ(j["workers"][0]["self"], true);
+
+  // Headers beyond cpp-httplib's limit are refused, and the server goes on answering.
+  auto big = c.Get("/metrics", {{"X-Big", std::string(20000, 'x')}});
+  if (big) {
+    EXPECT_GE(big->status, 400);
+  }
+  r = c.Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+
+  r = c.Get("/status");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("<table id=\"shards\">"), std::string::npos);
+  // Nothing loaded from elsewhere (the SVG namespace URI is a name, not a load).
+  for (const char* ref : {"src=", "href=", "@import", "url("}) {
+    EXPECT_EQ(r->body.find(ref), std::string::npos) << ref;
+  }
+}
+
+}  // namespace
+}  // namespace kcl::observability
