@@ -187,9 +187,17 @@ class PrefetchTest : public ::testing::Test {
     pool_.stop();
   }
 
+  // What the processors' callbacks touch lives here, not in a test body: the pool may run a
+  // callback until TearDown() has stopped it.
   std::mutex gate_mu_;
   std::condition_variable gate_cv_;
   bool gate_open_ = false;
+  std::shared_ptr<ScriptedSource> source_;
+  std::atomic<int> batches_{0};
+  std::atomic<int> overlapped_{0};
+  std::atomic<bool> stalled_{false};
+  Steady::time_point t0_{};
+  std::atomic<Steady::rep> done_at_{0};
 
   ManualClock lease_clock_;  // never moves: the lease stays held
   leases::InMemoryLeaseStore store_;
@@ -205,16 +213,16 @@ class PrefetchTest : public ::testing::Test {
 // (A consumer that fetched only between batches would never see that: each wait below
 // would run into its deadline.)
 TEST_F(PrefetchTest, TheNextCallIsInFlightWhileTheProcessorWorks) {
-  auto source = std::make_shared<ScriptedSource>(100, 100, 5ms);
-  std::atomic<int> overlapped{0}, batches{0};
-  start(source, [&](int i) {
+  source_ = std::make_shared<ScriptedSource>(100, 100, 5ms);
+  start(source_, [this](int i) {
     // Batch i came from call i+1; the next call is number i+2.
-    if (source->wait_calls_started(i + 2, 10s)) overlapped.fetch_add(1);
-    batches.fetch_add(1);
+    if (source_->wait_calls_started(i + 2, 10s)) overlapped_.fetch_add(1);
+    batches_.fetch_add(1);
   });
-  for (int i = 0; i < 500 && batches.load() < 10; ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_GE(batches.load(), 10);
-  EXPECT_EQ(overlapped.load(), batches.load());
+  for (int i = 0; i < 500 && batches_.load() < 10; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(batches_.load(), 10);
+  pool_.stop();  // no callback runs past this point
+  EXPECT_EQ(overlapped_.load(), batches_.load());
 }
 
 // A processor that takes as long as a call: with the call in flight meanwhile, a batch
@@ -222,20 +230,16 @@ TEST_F(PrefetchTest, TheNextCallIsInFlightWhileTheProcessorWorks) {
 TEST_F(PrefetchTest, AProcessorAsSlowAsACallDoesNotHalveThroughput) {
   constexpr auto kCall = 20ms;
   constexpr int kBatches = 25;
-  auto source = std::make_shared<ScriptedSource>(100, 100, kCall);
-  std::atomic<int> batches{0};
-  const auto t0 = Steady::now();
-  std::atomic<Steady::rep> done_at{0};
-  start(source, [&](int) {
+  source_ = std::make_shared<ScriptedSource>(100, 100, kCall);
+  t0_ = Steady::now();
+  start(source_, [this, kCall](int) {
     std::this_thread::sleep_for(kCall);  // processing takes a round trip
-    if (batches.fetch_add(1) + 1 == kBatches) {
-      done_at.store((Steady::now() - t0).count());
-    }
+    if (batches_.fetch_add(1) + 1 == kBatches) done_at_.store((Steady::now() - t0_).count());
   });
-  for (int i = 0; i < 1000 && batches.load() < kBatches; ++i) std::this_thread::sleep_for(10ms);
-  ASSERT_GE(batches.load(), kBatches);
+  for (int i = 0; i < 1000 && batches_.load() < kBatches; ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(batches_.load(), kBatches);
   const double elapsed_ms =
-      std::chrono::duration<double, std::milli>(Steady::duration(done_at.load())).count();
+      std::chrono::duration<double, std::milli>(Steady::duration(done_at_.load())).count();
   const double serial_ms = kBatches * 2.0 * static_cast<double>(kCall.count());
   const double overlapped_ms = (kBatches + 1) * static_cast<double>(kCall.count());
   std::printf(
@@ -250,10 +254,11 @@ TEST_F(PrefetchTest, AProcessorAsSlowAsACallDoesNotHalveThroughput) {
 // the call that was allowed just below it), and no call is made while it stays stalled.
 TEST_F(PrefetchTest, AStalledProcessorStopsFetchingAtTheBound) {
   constexpr std::size_t kPerCall = 100, kBound = 250;
-  auto source = std::make_shared<ScriptedSource>(kPerCall, kBound, 1ms);
-  std::atomic<bool> stalled{false};
-  start(source, [&](int) {
-    stalled.store(true);
+  source_ = std::make_shared<ScriptedSource>(kPerCall, kBound, 1ms);
+  auto& source = source_;
+  auto& stalled = stalled_;
+  start(source_, [this](int) {
+    stalled_.store(true);
     std::unique_lock<std::mutex> lock(gate_mu_);
     gate_cv_.wait(lock, [&] { return gate_open_; });
   });
