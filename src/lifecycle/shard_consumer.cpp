@@ -275,9 +275,11 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     });
     if (!ok || !processor_) {
       processor_.reset();
+      paced_ = nullptr;
       log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error_);
       return backoff_after_failure();
     }
+    paced_ = dynamic_cast<PacedProcessor*>(processor_.get());
   }
   InitializationInput init;
   init.shard_id = shard_id_;
@@ -302,12 +304,37 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     });
     wake_fetch_task();
   }
+  if (paced_) {
+    PaceContext pace;
+    if (ctx_.pool) {
+      pace.wake = [consumer = weak_from_this(), pool = ctx_.pool](SteadyTime at) {
+        if (auto c = consumer.lock()) pool->schedule(c, at);
+      };
+    } else {
+      pace.wake = [](SteadyTime) {};  // step-driven: the caller runs the steps
+    }
+    pace.logger = ctx_.logger;
+    pace.metrics = ctx_.metrics;
+    pace.clock = ctx_.clock;
+    paced_->attach(std::move(pace));
+  }
   log(LogLevel::kInfo, "initialized at " + start.to_string());
   state_.store(ConsumerState::kProcessing);
   return ctx_.clock->now();
 }
 
 std::optional<SteadyTime> ShardConsumer::step_processing() {
+  std::optional<SteadyTime> paced_call;
+  if (paced_ && !pending_) {
+    const Pace pace = paced_->pace(*processor_checkpointer_);
+    paced_call = pace.next_call;
+    if (!pace.accept_batch) {
+      // Paused by the processor: its ack (or the time it named) wakes this consumer; look
+      // again within a second regardless.
+      const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
+      return paced_call ? std::min(*paced_call, backstop) : backstop;
+    }
+  }
   if (!pending_) {
     pending_ = fetcher_->take_batch();
     pending_attempts_ = 0;
@@ -393,7 +420,8 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
     // The fetch task wakes this consumer when it queued a batch or the source finished;
     // look again within a second regardless (cheap), so nothing can be missed for long.
     report_corrupt_aggregates();
-    return ctx_.clock->now() + std::chrono::seconds(1);
+    const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
+    return paced_call ? std::min(*paced_call, backstop) : backstop;
   }
   retrieval::FetchStep step = fetcher_->fetch_step();
   report_corrupt_aggregates();
@@ -406,6 +434,21 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
 }
 
 std::optional<SteadyTime> ShardConsumer::step_shard_end() {
+  if (paced_) {
+    const Pace pace = paced_->pace(*processor_checkpointer_);
+    if (!paced_->drained()) {
+      if (shutdown_.load()) {
+        // Not every record was finished: end with a checkpoint of what was, and leave the
+        // shard's end to the next owner.
+        bool ok = call_processor("shutdown_requested",
+                                 [&] { processor_->shutdown_requested(*processor_checkpointer_); });
+        if (!ok) log(LogLevel::kError, last_error_);
+        return finish(ConsumerOutcome::kShutdown);
+      }
+      const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
+      return pace.next_call ? std::min(*pace.next_call, backstop) : backstop;
+    }
+  }
   bool ok =
       call_processor("shard_ended", [&] { processor_->shard_ended(*processor_checkpointer_); });
   if (checkpointer_->last_checkpoint().is_shard_end()) {

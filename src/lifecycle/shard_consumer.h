@@ -25,6 +25,9 @@
 // - kShardEnd: shard_ended(checkpointer) until the processor has checkpointed SHARD_END;
 //   without it the children would never start, so the step is retried with backoff and an
 //   error names the shard and the fix. Never silently stuck, never silently skipped.
+//   A processor that hands records on at the application's pace (lifecycle::PacedProcessor,
+//   the pull consumer) is asked before each batch whether it takes one, and gets
+//   shard_ended() only once it finished every record (see paced_processor.h).
 // - kLeaseLost: lease_lost(), no checkpoint possible (writes are fenced anyway).
 // - kShutdownRequested: shutdown_requested(checkpointer) for a final checkpoint.
 //
@@ -58,6 +61,7 @@
 #include "kcl/processor.h"
 #include "kcl/retrieval_config.h"
 #include "leases/lease_coordinator.h"
+#include "lifecycle/paced_processor.h"
 #include "lifecycle/processor_checkpointer.h"
 #include "lifecycle/task_pool.h"
 #include "retrieval/records_source.h"
@@ -162,6 +166,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
 
   // Owned by the thread running the step.
   std::unique_ptr<RecordProcessor> processor_;
+  PacedProcessor* paced_ = nullptr;  // processor_, when it paces its own deliveries
   std::unique_ptr<checkpoint::ShardCheckpointer> checkpointer_;
   std::unique_ptr<ProcessorCheckpointer> processor_checkpointer_;
   std::shared_ptr<retrieval::RecordsSource> fetcher_;  // the shard's records source

@@ -13,6 +13,7 @@
 
 #include "aws/aws_json_client.h"
 #include "aws/retry.h"
+#include "base/repeat_report.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
@@ -98,8 +99,8 @@ class Worker::Impl final : public leases::LeaseListener {
 
   // LeaseListener: called on the lease threads; quick, no blocking on the coordinator.
   void on_lease_gained(const Lease& lease) override {
-    log(LogLevel::kInfo, "lease " + lease.lease_key + " taken (checkpoint " +
-                             lease.checkpoint.to_string() + ")");
+    log(LogLevel::kInfo,
+        "lease " + lease.lease_key + " taken (checkpoint " + lease.checkpoint.to_string() + ")");
     cv_.notify_all();
   }
   void on_lease_lost(const std::string& key, const Status& reason) override {
@@ -410,13 +411,10 @@ void Worker::Impl::on_consumer_failed(const std::string& shard, const Status& fa
   // The first failure of a series is logged; then the series is reported at 3 and at each
   // power of ten, with its count, instead of once per restart.
   const int n = r.consecutive;
-  int v = n;
-  while (v >= 10 && v % 10 == 0) v /= 10;
-  const bool power_of_ten = n >= 10 && v == 1;
   if (n == 1) {
     log(LogLevel::kError, "shard " + shard + ": the consumer stopped: " + failure.to_string() +
                               "; restarting it after a backoff");
-  } else if (n == 3 || power_of_ten) {
+  } else if (base::worth_reporting(static_cast<std::uint64_t>(n))) {
     log(LogLevel::kError,
         "shard " + shard + ": the consumer failed " + std::to_string(n) +
             " times in a row with the same error (" +

@@ -1,0 +1,55 @@
+// PacedProcessor: a record processor that keeps delivered records in a buffer of its own
+// and hands them on at the application's pace (the pull consumer, src/pull). A
+// RecordProcessor may also implement this interface; the shard consumer then
+//
+//  - attaches it once, right after initialize(), with a wake-up (run the consumer's next
+//    step at a time, from any thread) and the worker's logger, metrics and clock;
+//  - asks pace() before it takes each batch, and whenever it runs while processing: pace()
+//    may checkpoint through the checkpointer it is given (on the consumer's thread, inside
+//    the callback contract of kcl/processor.h) and says whether a batch may be delivered
+//    now. While it says no, the shard delivers nothing and its reading stops at the
+//    prefetch bound; other shards go on (no pool thread waits).
+//  - at the shard's end, calls shard_ended() only once drained() (every record handed on
+//    was finished), pacing meanwhile; a shutdown meanwhile ends the shard with
+//    shutdown_requested() instead (the next owner reads the end again).
+//
+// Thread safety: attach(), pace() and drained() are called on the consumer's step, one at a
+// time, like the RecordProcessor callbacks. The wake-up may be called from any thread until
+// the processor's final callback (lease_lost, shard_ended or shutdown_requested) returned.
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "kcl/clock.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "kcl/processor.h"
+
+namespace kcl::lifecycle {
+
+struct PaceContext {
+  // Runs the consumer's next step at `at` (or earlier if one is due earlier).
+  std::function<void(Clock::MonoTime at)> wake;
+  Logger* logger = nullptr;  // may be null
+  MetricsSink* metrics = nullptr;
+  const Clock* clock = nullptr;
+};
+
+struct Pace {
+  bool accept_batch = true;  // a batch may be delivered now
+  // When to be asked again at the latest (e.g. a checkpoint falls due); nullopt = on the
+  // consumer's own schedule or a wake-up.
+  std::optional<Clock::MonoTime> next_call;
+};
+
+class PacedProcessor {
+ public:
+  virtual ~PacedProcessor() = default;
+  virtual void attach(PaceContext context) = 0;
+  virtual Pace pace(Checkpointer& checkpointer) = 0;
+  // Every record delivered so far was finished by the application.
+  virtual bool drained() = 0;
+};
+
+}  // namespace kcl::lifecycle

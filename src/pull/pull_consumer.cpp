@@ -1,0 +1,176 @@
+#include "kcl/pull_consumer.h"
+
+#include <atomic>
+#include <mutex>
+#include <utility>
+
+#include "pull/pull_hub.h"
+#include "pull/pull_processor.h"
+
+namespace kcl {
+
+namespace {
+void check_count(std::vector<std::string>& problems, const char* name, std::size_t v,
+                 std::size_t lo, std::size_t hi, const char* unit) {
+  if (v < lo || v > hi) {
+    problems.push_back(std::string(name) + " is " + std::to_string(v) + unit +
+                       "; it must be between " + std::to_string(lo) + unit + " and " +
+                       std::to_string(hi) + unit);
+  }
+}
+void check_time(std::vector<std::string>& problems, const char* name, std::chrono::milliseconds v,
+                std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
+  if (v < lo || v > hi) {
+    problems.push_back(std::string(name) + " is " + std::to_string(v.count()) +
+                       " ms; it must be between " + std::to_string(lo.count()) + " ms and " +
+                       std::to_string(hi.count()) + " ms");
+  }
+}
+}  // namespace
+
+std::vector<std::string> PullConsumerConfig::validate() const {
+  using std::chrono::milliseconds;
+  std::vector<std::string> problems = worker.validate();
+  check_count(problems, "max_unacked_per_shard", max_unacked_per_shard, 1, 1000000, "");
+  check_count(problems, "max_unacked_bytes_per_shard", max_unacked_bytes_per_shard, 1024,
+              std::size_t{1} << 30, " bytes");
+  check_time(problems, "checkpoint_interval", checkpoint_interval, milliseconds(10),
+             milliseconds(3600000));
+  check_time(problems, "stuck_record_warning", stuck_record_warning, milliseconds(1000),
+             milliseconds(86400000));
+  check_time(problems, "shutdown_ack_timeout", shutdown_ack_timeout, milliseconds(0),
+             milliseconds(3600000));
+  return problems;
+}
+
+// ---- PulledRecord ----
+
+PulledRecord::PulledRecord(std::shared_ptr<pull::PullShard> shard, std::uint64_t index,
+                           Record record)
+    : shard_(std::move(shard)), index_(index), record_(std::move(record)) {}
+PulledRecord::PulledRecord(PulledRecord&&) noexcept = default;
+PulledRecord& PulledRecord::operator=(PulledRecord&&) noexcept = default;
+PulledRecord::~PulledRecord() = default;
+
+Status PulledRecord::ack() {
+  if (!shard_) {
+    return Status(StatusCode::kFailedPrecondition, "record " + record_.sequence_number +
+                                                       " was already acknowledged (or moved from)");
+  }
+  std::shared_ptr<pull::PullShard> shard = std::move(shard_);
+  return shard->hub().ack(*shard, index_);
+}
+
+// ---- PullConsumer ----
+
+class PullConsumer::Impl {
+ public:
+  Impl(PullConsumerConfig config, WorkerDependencies deps)
+      : config_(std::move(config)), deps_(std::move(deps)) {
+    const Clock& clock = deps_.clock ? *deps_.clock : SystemClock::instance();
+    pull::PullLimits limits;
+    limits.max_unacked_per_shard = config_.max_unacked_per_shard;
+    limits.max_unacked_bytes_per_shard = config_.max_unacked_bytes_per_shard;
+    limits.checkpoint_interval = config_.checkpoint_interval;
+    limits.stuck_record_warning = config_.stuck_record_warning;
+    hub_ = std::make_shared<pull::PullHub>(limits, clock);
+    if (!deps_.logger) deps_.logger = make_default_logger();
+  }
+
+  Status start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (worker_)
+      return Status(StatusCode::kFailedPrecondition, "the pull consumer was started already");
+    std::vector<std::string> problems = config_.validate();
+    if (!problems.empty()) {
+      std::string message = "invalid pull consumer configuration:";
+      for (const std::string& p : problems) message += "\n  - " + p;
+      return Status(StatusCode::kInvalidArgument, message);
+    }
+    worker_ = std::make_unique<Worker>(config_.worker,
+                                       std::make_shared<pull::PullProcessorFactory>(hub_), deps_);
+    Status s = worker_->start();
+    if (s.ok()) {
+      started_ = true;
+    } else {
+      worker_.reset();
+    }
+    return s;
+  }
+
+  std::vector<PulledRecord> take(std::size_t max, std::chrono::milliseconds timeout) {
+    if (!started_.load()) return {};
+    return hub_->take(max, std::chrono::steady_clock::now() + timeout);
+  }
+
+  Status shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (result_) return *result_;
+    hub_->close();
+    if (!worker_) {
+      result_ = Status::Ok();
+      return *result_;
+    }
+    const std::size_t unacked = hub_->wait_for_acks(config_.shutdown_ack_timeout);
+    if (unacked > 0 && deps_.logger->enabled(LogLevel::kWarn)) {
+      deps_.logger->log(LogLevel::kWarn, "pull",
+                        std::to_string(unacked) +
+                            " records taken were not acknowledged within shutdown_ack_timeout (" +
+                            std::to_string(config_.shutdown_ack_timeout.count()) +
+                            " ms); checkpointing what was acknowledged: they are delivered "
+                            "again after a restart");
+    }
+    result_ = worker_->shutdown().get();
+    hub_->stop();
+    return *result_;
+  }
+
+  std::optional<Status> wait_for(std::chrono::milliseconds timeout) {
+    Worker* w = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      w = worker_.get();
+    }
+    if (!w) return std::nullopt;
+    return w->wait_for(timeout);
+  }
+
+  PullStats stats() const { return hub_->stats(); }
+  const std::string& worker_id() const {
+    static const std::string none;
+    return worker_ ? worker_->worker_id() : none;
+  }
+  std::string http_url() const { return worker_ ? worker_->http_url() : std::string(); }
+
+ private:
+  const PullConsumerConfig config_;
+  WorkerDependencies deps_;
+  std::shared_ptr<pull::PullHub> hub_;
+  std::mutex mu_;
+  std::atomic<bool> started_{false};
+  std::unique_ptr<Worker> worker_;
+  std::optional<Status> result_;
+};
+
+PullConsumer::PullConsumer(PullConsumerConfig config, WorkerDependencies deps)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(deps))) {}
+PullConsumer::~PullConsumer() { (void)impl_->shutdown(); }
+Status PullConsumer::start() { return impl_->start(); }
+std::optional<PulledRecord> PullConsumer::next(std::chrono::milliseconds timeout) {
+  std::vector<PulledRecord> one = impl_->take(1, timeout);
+  if (one.empty()) return std::nullopt;
+  return std::move(one.front());
+}
+std::vector<PulledRecord> PullConsumer::next_batch(std::size_t max,
+                                                   std::chrono::milliseconds timeout) {
+  return impl_->take(max, timeout);
+}
+Status PullConsumer::shutdown() { return impl_->shutdown(); }
+std::optional<Status> PullConsumer::wait_for(std::chrono::milliseconds timeout) {
+  return impl_->wait_for(timeout);
+}
+PullStats PullConsumer::stats() const { return impl_->stats(); }
+const std::string& PullConsumer::worker_id() const { return impl_->worker_id(); }
+std::string PullConsumer::http_url() const { return impl_->http_url(); }
+
+}  // namespace kcl

@@ -1,0 +1,253 @@
+#include "pull/pull_hub.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kcl::pull {
+
+std::shared_ptr<PullShard> PullHub::open_shard(const std::string& shard_id) {
+  auto shard = std::make_shared<PullShard>(shared_from_this(), shard_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  active_.insert(shard);
+  return shard;
+}
+
+void PullHub::attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  shard.wake_ = std::move(wake);
+  shard.last_write_at_ = clock_.now();
+}
+
+bool PullHub::has_room_locked(const PullShard& shard) const {
+  return shard.buffered_.size() + shard.unacked_ < limits_.max_unacked_per_shard &&
+         shard.buffered_bytes_ + shard.unacked_bytes_ < limits_.max_unacked_bytes_per_shard;
+}
+
+bool PullHub::takeable_locked(const PullShard& shard) const {
+  return !closed_ && !shard.finished_ && !shard.buffered_.empty() &&
+         shard.unacked_ < limits_.max_unacked_per_shard &&
+         shard.unacked_bytes_ < limits_.max_unacked_bytes_per_shard;
+}
+
+void PullHub::make_ready_locked(PullShard& shard) {
+  if (shard.in_ready_ || !takeable_locked(shard)) return;
+  shard.in_ready_ = true;
+  ready_.push_back(shard.shared_from_this());
+  records_cv_.notify_one();
+}
+
+void PullHub::hand_in(PullShard& shard, std::span<const Record> records) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shard.finished_) return;
+  for (const Record& r : records) {
+    PullShard::Entry e;
+    e.position = ExtendedSequenceNumber(r.sequence_number, r.sub_sequence_number);
+    e.bytes = r.data.size();
+    shard.window_.push_back(std::move(e));
+    shard.buffered_.push_back(r);
+    shard.buffered_bytes_ += r.data.size();
+  }
+  buffered_total_ += records.size();
+  make_ready_locked(shard);
+}
+
+PaceDecision PullHub::pace(PullShard& shard) {
+  const Clock::MonoTime now = clock_.now();
+  std::lock_guard<std::mutex> lock(mu_);
+  PaceDecision d;
+  shard.checkpoint_wake_pending_ = false;
+  if (shard.finished_) return d;
+  // The oldest record not acknowledged holds the watermark: report it once when stuck.
+  if (!shard.window_.empty()) {
+    const PullShard::Entry& oldest = shard.window_.front();
+    if (oldest.taken && !oldest.acked && now - oldest.taken_at >= limits_.stuck_record_warning &&
+        shard.stuck_reported_index_ != shard.window_base_) {
+      shard.stuck_reported_index_ = shard.window_base_;
+      ++stuck_total_;
+      d.stuck_report =
+          "record " + oldest.position.to_string() + " of shard " + shard.shard_id_ + " was taken " +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(now - oldest.taken_at).count()) +
+          " s ago and is still not acknowledged; the shard's checkpoint waits "
+          "for it";
+    }
+  }
+  if (shard.watermark_dirty_ && shard.watermark_) {
+    const Clock::MonoTime due = shard.last_write_at_ + limits_.checkpoint_interval;
+    if (now >= due || closed_) {
+      d.checkpoint_at = shard.watermark_;
+      shard.last_write_at_ = now;  // one attempt per interval, written or not
+    }
+    // Still due after this write if the watermark moves meanwhile.
+    d.next_call = shard.last_write_at_ + limits_.checkpoint_interval;
+  }
+  d.accept_batch = !closed_ && has_room_locked(shard);
+  shard.paused_ = !d.accept_batch;
+  d.unacked = shard.unacked_;
+  return d;
+}
+
+void PullHub::checkpoint_written(PullShard& shard, const ExtendedSequenceNumber& position) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++checkpoints_total_;
+  if (shard.watermark_ && *shard.watermark_ == position) shard.watermark_dirty_ = false;
+}
+
+bool PullHub::drained(PullShard& shard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool empty = shard.window_.empty();
+  shard.drain_wanted_ = !empty;
+  return empty;
+}
+
+std::optional<ExtendedSequenceNumber> PullHub::final_checkpoint(PullShard& shard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shard.finished_ || !shard.watermark_dirty_) return std::nullopt;
+  return shard.watermark_;
+}
+
+void PullHub::drop_locked(PullShard& shard) {
+  buffered_total_ -= shard.buffered_.size();
+  unacked_total_ -= shard.unacked_;
+  shard.buffered_.clear();
+  shard.buffered_bytes_ = 0;
+  shard.window_.clear();
+  shard.unacked_ = 0;
+  shard.unacked_bytes_ = 0;
+}
+
+void PullHub::finish(PullShard& shard, bool lost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shard.finished_) return;
+  shard.finished_ = true;
+  shard.lost_ = lost;
+  shard.wake_ = nullptr;  // the consumer is done: nothing may schedule it any more
+  drop_locked(shard);
+  active_.erase(shard.shared_from_this());
+  acks_cv_.notify_all();
+}
+
+std::vector<PulledRecord> PullHub::take(std::size_t max,
+                                        std::chrono::steady_clock::time_point deadline) {
+  std::vector<PulledRecord> out;
+  if (max == 0) return out;
+  std::unique_lock<std::mutex> lock(mu_);
+  records_cv_.wait_until(lock, deadline, [&] { return closed_ || !ready_.empty(); });
+  const Clock::MonoTime now = clock_.now();
+  // Round-robin, one record per shard per turn: each shard's records stay in order, and
+  // one busy shard does not hold the others back.
+  while (out.size() < max && !ready_.empty()) {
+    std::shared_ptr<PullShard> shard = std::move(ready_.front());
+    ready_.pop_front();
+    if (!takeable_locked(*shard)) {
+      shard->in_ready_ = false;
+      continue;
+    }
+    const std::uint64_t index = shard->next_take_++;
+    PullShard::Entry& e = shard->window_[index - shard->window_base_];
+    e.taken = true;
+    e.taken_at = now;
+    ++shard->unacked_;
+    shard->unacked_bytes_ += e.bytes;
+    shard->buffered_bytes_ -= e.bytes;
+    --buffered_total_;
+    ++unacked_total_;
+    out.push_back(PulledRecord(shard, index, std::move(shard->buffered_.front())));
+    shard->buffered_.pop_front();
+    if (takeable_locked(*shard)) {
+      ready_.push_back(std::move(shard));
+    } else {
+      shard->in_ready_ = false;
+    }
+  }
+  return out;
+}
+
+Status PullHub::ack(PullShard& shard, std::uint64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shard.lost_) {
+    return Status(StatusCode::kLeaseLost, "the lease of shard " + shard.shard_id_ +
+                                              " was lost after this record was taken; its next "
+                                              "owner delivers it again");
+  }
+  if (shard.finished_) {
+    return Status(StatusCode::kCancelled,
+                  "the pull consumer stopped reading shard " + shard.shard_id_ +
+                      " before this acknowledgement; the record is delivered again on restart");
+  }
+  if (index < shard.window_base_ || index >= shard.next_take_ ||
+      shard.window_[index - shard.window_base_].acked) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "record of shard " + shard.shard_id_ + " was already acknowledged");
+  }
+  PullShard::Entry& e = shard.window_[index - shard.window_base_];
+  e.acked = true;
+  --shard.unacked_;
+  shard.unacked_bytes_ -= e.bytes;
+  --unacked_total_;
+  ++acked_total_;
+  bool moved = false;
+  while (!shard.window_.empty() && shard.window_.front().acked) {
+    shard.watermark_ = std::move(shard.window_.front().position);
+    shard.window_.pop_front();
+    ++shard.window_base_;
+    moved = true;
+  }
+  if (moved) shard.watermark_dirty_ = true;
+  if (shard.wake_) {
+    const Clock::MonoTime now = clock_.now();
+    if (shard.paused_ && has_room_locked(shard)) {
+      shard.paused_ = false;
+      shard.wake_(now);  // reading may go on
+    } else if (shard.drain_wanted_ && shard.window_.empty()) {
+      shard.drain_wanted_ = false;
+      shard.wake_(now);  // the shard's end may be checkpointed
+    } else if (moved && !shard.checkpoint_wake_pending_) {
+      shard.checkpoint_wake_pending_ = true;
+      shard.wake_(std::max(now, shard.last_write_at_ + limits_.checkpoint_interval));
+    }
+  }
+  make_ready_locked(shard);
+  if (unacked_total_ == 0) acks_cv_.notify_all();
+  return Status::Ok();
+}
+
+void PullHub::close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  records_cv_.notify_all();
+}
+
+std::size_t PullHub::wait_for_acks(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  acks_cv_.wait_for(lock, timeout, [&] { return unacked_total_ == 0; });
+  return unacked_total_;
+}
+
+void PullHub::stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  for (const auto& shard : active_) {
+    shard->finished_ = true;
+    shard->wake_ = nullptr;
+    drop_locked(*shard);
+  }
+  active_.clear();
+  ready_.clear();
+  records_cv_.notify_all();
+  acks_cv_.notify_all();
+}
+
+PullStats PullHub::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PullStats s;
+  s.shards = active_.size();
+  s.buffered = buffered_total_;
+  s.unacked = unacked_total_;
+  s.acked = acked_total_;
+  s.stuck_records = stuck_total_;
+  s.checkpoints = checkpoints_total_;
+  return s;
+}
+
+}  // namespace kcl::pull

@@ -1,0 +1,159 @@
+// pull/pull_hub.h: the pull consumer's bookkeeping. One PullHub per PullConsumer holds the
+// queue every shard feeds and hands records out round-robin across shards; one PullShard per
+// held lease (tenure) keeps its shard's records in order, which of them were taken and
+// acknowledged, and the low watermark. PullProcessor (pull_processor.h) is the record
+// processor that feeds a PullShard and checkpoints its watermark on the consumer's thread.
+//
+// A shard's records, in delivery order, each with an index (0, 1, 2, ... per tenure):
+//
+//   window:  [ acked? | taken? ]  from index window_base: every record handed in and not
+//                                 yet part of the acknowledged prefix (popped as it grows)
+//   buffered: the records of the window not taken yet (index next_take onwards)
+//
+// The watermark is the last record popped off the window's front: it and everything before
+// it were acknowledged. Acks only mark entries; popping the acknowledged prefix is amortised
+// O(1) per record.
+//
+// Thread safety: every member is safe from any thread; one mutex (the hub's) guards every
+// shard's state and the queue. Checkpoint writes happen outside it, on consumer threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kcl/clock.h"
+#include "kcl/lease.h"
+#include "kcl/processor.h"
+#include "kcl/pull_consumer.h"
+
+namespace kcl::pull {
+
+class PullHub;
+
+// One shard's records as handed on, for one tenure of its lease. Fields are guarded by the
+// hub's mutex unless noted.
+class PullShard : public std::enable_shared_from_this<PullShard> {
+ public:
+  PullShard(std::shared_ptr<PullHub> hub, std::string shard_id)
+      : hub_(std::move(hub)), shard_id_(std::move(shard_id)) {}
+
+  const std::string& shard_id() const { return shard_id_; }
+  PullHub& hub() const { return *hub_; }
+
+ private:
+  friend class PullHub;
+  struct Entry {
+    ExtendedSequenceNumber position;
+    std::size_t bytes = 0;
+    Clock::MonoTime taken_at{};
+    bool taken = false;
+    bool acked = false;
+  };
+
+  const std::shared_ptr<PullHub> hub_;
+  const std::string shard_id_;
+  std::deque<Entry> window_;
+  std::uint64_t window_base_ = 0;
+  std::deque<Record> buffered_;
+  std::uint64_t next_take_ = 0;
+  std::size_t buffered_bytes_ = 0;
+  std::size_t unacked_ = 0;  // taken, not acknowledged
+  std::size_t unacked_bytes_ = 0;
+  std::optional<ExtendedSequenceNumber> watermark_;
+  bool watermark_dirty_ = false;  // moved since the last checkpoint written
+  Clock::MonoTime last_write_at_{};
+  bool lost_ = false;      // lease lost: acks return kLeaseLost
+  bool finished_ = false;  // ended (shard end, shutdown, lost): nothing more happens
+  bool in_ready_ = false;  // queued in the hub's ready ring
+  bool paused_ = false;    // pace() refused a batch; an ack that makes room wakes it
+  bool checkpoint_wake_pending_ = false;
+  bool drain_wanted_ = false;  // the consumer waits for the window to empty (shard end)
+  std::uint64_t stuck_reported_index_ = UINT64_MAX;
+  std::function<void(Clock::MonoTime)> wake_;
+};
+
+// What pace() decided for a shard (see PacedProcessor).
+struct PaceDecision {
+  bool accept_batch = false;
+  std::optional<ExtendedSequenceNumber> checkpoint_at;  // write the watermark there now
+  std::optional<Clock::MonoTime> next_call;
+  std::optional<std::string> stuck_report;  // a record newly found stuck (log and count it)
+  std::size_t unacked = 0;                  // for the gauge
+};
+
+struct PullLimits {
+  std::size_t max_unacked_per_shard = 10000;
+  std::size_t max_unacked_bytes_per_shard = 16u << 20;
+  std::chrono::milliseconds checkpoint_interval{1000};
+  std::chrono::milliseconds stuck_record_warning{60000};
+};
+
+class PullHub : public std::enable_shared_from_this<PullHub> {
+ public:
+  PullHub(PullLimits limits, const Clock& clock) : limits_(limits), clock_(clock) {}
+
+  const PullLimits& limits() const { return limits_; }
+  const Clock& clock() const { return clock_; }
+
+  // ---- from a shard's processor (the consumer's thread) ----
+  std::shared_ptr<PullShard> open_shard(const std::string& shard_id);
+  void attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake);
+  // A delivered batch: every record joins the window and the buffer.
+  void hand_in(PullShard& shard, std::span<const Record> records);
+  PaceDecision pace(PullShard& shard);
+  // The watermark checkpoint at `position` was written.
+  void checkpoint_written(PullShard& shard, const ExtendedSequenceNumber& position);
+  bool drained(PullShard& shard);
+  // The watermark to write before the shard ends (shutdown), if it moved since the last one.
+  std::optional<ExtendedSequenceNumber> final_checkpoint(PullShard& shard);
+  // The shard is done; `lost` when its lease was lost (acks answer kLeaseLost). Buffered
+  // records are dropped; nothing of this shard is handed out any more.
+  void finish(PullShard& shard, bool lost);
+
+  // ---- from the application ----
+  // Up to `max` records, waiting until `deadline` for the first.
+  std::vector<PulledRecord> take(std::size_t max, std::chrono::steady_clock::time_point deadline);
+  Status ack(PullShard& shard, std::uint64_t index);
+
+  // ---- from PullConsumer ----
+  // Stops handing records out (take() returns nothing; pace() accepts no batch).
+  void close();
+  // Waits until no record is taken and unacknowledged, or `timeout`; returns how many are.
+  std::size_t wait_for_acks(std::chrono::milliseconds timeout);
+  // After the worker stopped: acks answer kCancelled.
+  void stop();
+  PullStats stats() const;
+
+ private:
+  bool takeable_locked(const PullShard& shard) const;
+  bool has_room_locked(const PullShard& shard) const;
+  void make_ready_locked(PullShard& shard);
+  void drop_locked(PullShard& shard);
+
+  const PullLimits limits_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::condition_variable records_cv_;  // records ready, or closed
+  std::condition_variable acks_cv_;     // the count of unacknowledged records fell
+  std::deque<std::shared_ptr<PullShard>> ready_;
+  std::set<std::shared_ptr<PullShard>> active_;
+  bool closed_ = false;
+  std::size_t buffered_total_ = 0;
+  std::size_t unacked_total_ = 0;
+  std::uint64_t acked_total_ = 0;
+  std::uint64_t stuck_total_ = 0;
+  std::uint64_t checkpoints_total_ = 0;
+};
+
+}  // namespace kcl::pull

@@ -1,0 +1,92 @@
+#include "pull/pull_processor.h"
+
+#include "base/repeat_report.h"
+
+namespace kcl::pull {
+
+PullProcessor::PullProcessor(std::shared_ptr<PullHub> hub, std::string shard_id)
+    : hub_(std::move(hub)), shard_(hub_->open_shard(shard_id)) {}
+
+PullProcessor::~PullProcessor() {
+  // Normally finished by the final callback already; this covers a consumer dropped
+  // without one (nothing may wake it any more).
+  hub_->finish(*shard_, false);
+}
+
+void PullProcessor::log(LogLevel level, const std::string& message) const {
+  if (context_.logger && context_.logger->enabled(level)) {
+    context_.logger->log(level, "pull " + shard_->shard_id(), message);
+  }
+}
+
+void PullProcessor::initialize(const InitializationInput&) {}
+
+void PullProcessor::attach(lifecycle::PaceContext context) {
+  context_ = std::move(context);
+  hub_->attach(*shard_, context_.wake);
+}
+
+void PullProcessor::process_records(const ProcessRecordsInput& input) {
+  hub_->hand_in(*shard_, input.records);
+}
+
+void PullProcessor::write(Checkpointer& checkpointer, const ExtendedSequenceNumber& position) {
+  const Status s =
+      checkpointer.checkpoint(position.sequence_number(), position.sub_sequence_number());
+  if (s.ok()) {
+    failed_writes_ = 0;
+    hub_->checkpoint_written(*shard_, position);
+    return;
+  }
+  if (s.code() == StatusCode::kLeaseLost) {
+    log(LogLevel::kInfo, "checkpoint at " + position.to_string() +
+                             " not written: the lease was lost (" + s.to_string() + ")");
+    return;
+  }
+  // Kept as due: the next pace tries again.
+  ++failed_writes_;
+  if (base::worth_reporting(failed_writes_)) {
+    log(LogLevel::kWarn,
+        "checkpoint at " + position.to_string() + " failed" +
+            (failed_writes_ > 1 ? " (" + std::to_string(failed_writes_) + " times in a row)"
+                                : std::string()) +
+            ": " + s.to_string() + "; trying again at the next interval");
+  }
+}
+
+lifecycle::Pace PullProcessor::pace(Checkpointer& checkpointer) {
+  PaceDecision d = hub_->pace(*shard_);
+  const MetricTag tag{"shard", shard_->shard_id()};
+  if (context_.metrics) {
+    context_.metrics->gauge("pull.unacked_records", static_cast<double>(d.unacked),
+                            MetricTags(&tag, 1));
+  }
+  if (d.stuck_report) {
+    log(LogLevel::kWarn, *d.stuck_report);
+    if (context_.metrics) context_.metrics->count("pull.stuck_records", 1, MetricTags(&tag, 1));
+  }
+  if (d.checkpoint_at) write(checkpointer, *d.checkpoint_at);
+  return lifecycle::Pace{d.accept_batch, d.next_call};
+}
+
+bool PullProcessor::drained() { return hub_->drained(*shard_); }
+
+void PullProcessor::lease_lost() { hub_->finish(*shard_, true); }
+
+void PullProcessor::shard_ended(Checkpointer& checkpointer) {
+  // Called once every record was acknowledged: SHARD_END lets the children start.
+  const Status s = checkpointer.checkpoint();
+  if (s.ok()) {
+    hub_->finish(*shard_, false);
+    return;
+  }
+  log(LogLevel::kWarn, "checkpointing SHARD_END failed: " + s.to_string());
+  if (s.code() == StatusCode::kLeaseLost) hub_->finish(*shard_, true);
+}
+
+void PullProcessor::shutdown_requested(Checkpointer& checkpointer) {
+  if (auto position = hub_->final_checkpoint(*shard_)) write(checkpointer, *position);
+  hub_->finish(*shard_, false);
+}
+
+}  // namespace kcl::pull

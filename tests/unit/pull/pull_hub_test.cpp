@@ -1,0 +1,315 @@
+// PullHub: the pull consumer's queue and watermark bookkeeping, on a manual clock, without a
+// worker: out-of-order acks and the low watermark (sub-sequence numbers included), turns
+// across shards, the per-shard bounds and the wake-ups that lift them, a lost lease, stuck
+// records, checkpoint pacing and closing.
+#include "pull/pull_hub.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace kcl::pull {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string seq(int i) { return "4959000000000000000000000000000000" + std::to_string(100000 + i); }
+
+Record record(const std::string& shard, int i, SubSequenceNumber sub = 0, std::size_t bytes = 10) {
+  Record r;
+  r.shard_id = shard;
+  r.sequence_number = seq(i);
+  r.sub_sequence_number = sub;
+  r.aggregated = sub > 0;
+  r.data = std::string(bytes, 'x');
+  return r;
+}
+
+class PullHubTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<PullHub> make_hub(PullLimits limits = {}) {
+    hub_ = std::make_shared<PullHub>(limits, clock_);
+    return hub_;
+  }
+  // Opens and attaches a shard whose wake-ups are recorded.
+  std::shared_ptr<PullShard> shard(const std::string& id) {
+    auto s = hub_->open_shard(id);
+    hub_->attach(*s, [this, id](Clock::MonoTime at) { wakes_[id].push_back(at); });
+    return s;
+  }
+  // Wake-ups asked for now (reading may go on), as opposed to those for a checkpoint due later.
+  std::size_t wakes_now(const std::string& id) {
+    return static_cast<std::size_t>(std::count(wakes_[id].begin(), wakes_[id].end(), clock_.now()));
+  }
+  std::vector<PulledRecord> take(std::size_t max = 1000) {
+    return hub_->take(max, std::chrono::steady_clock::now());
+  }
+
+  ManualClock clock_;
+  std::shared_ptr<PullHub> hub_;
+  std::map<std::string, std::vector<Clock::MonoTime>> wakes_;
+};
+
+TEST_F(PullHubTest, WatermarkFollowsTheLowestUnacknowledgedRecordIncludingSubSequences) {
+  make_hub();
+  auto s = shard("A");
+  // Two plain records, then an aggregate of three sub-records, then a plain record.
+  std::vector<Record> batch = {record("A", 1),    record("A", 2),    record("A", 3, 0),
+                               record("A", 3, 1), record("A", 3, 2), record("A", 4)};
+  hub_->hand_in(*s, batch);
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 6u);
+  for (std::size_t i = 0; i < taken.size(); ++i) {
+    EXPECT_EQ(taken[i].record().sequence_number, batch[i].sequence_number);
+    EXPECT_EQ(taken[i].record().sub_sequence_number, batch[i].sub_sequence_number);
+  }
+  auto watermark = [&] {
+    clock_.advance(2s);  // a checkpoint is due
+    return hub_->pace(*s).checkpoint_at;
+  };
+  EXPECT_FALSE(watermark().has_value()) << "nothing acknowledged yet";
+  ASSERT_TRUE(taken[1].ack().ok());
+  ASSERT_TRUE(taken[3].ack().ok());
+  EXPECT_FALSE(watermark().has_value()) << "record 1 still holds the watermark";
+  ASSERT_TRUE(taken[0].ack().ok());
+  auto w = watermark();
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(*w, ExtendedSequenceNumber(seq(2)));
+  hub_->checkpoint_written(*s, *w);
+  ASSERT_TRUE(taken[2].ack().ok());  // 3#0 and (already) 3#1: the aggregate up to 3#1
+  w = watermark();
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(*w, ExtendedSequenceNumber(seq(3), 1));
+  hub_->checkpoint_written(*s, *w);
+  ASSERT_TRUE(taken[5].ack().ok());
+  EXPECT_FALSE(watermark().has_value()) << "3#2 holds it";
+  ASSERT_TRUE(taken[4].ack().ok());
+  w = watermark();
+  ASSERT_TRUE(w.has_value());
+  EXPECT_EQ(*w, ExtendedSequenceNumber(seq(4)));
+  hub_->checkpoint_written(*s, *w);
+  EXPECT_TRUE(hub_->drained(*s));
+  EXPECT_EQ(hub_->stats().acked, 6u);
+}
+
+TEST_F(PullHubTest, ARecordIsAcknowledgedAtMostOnce) {
+  make_hub();
+  auto s = shard("A");
+  std::vector<Record> batch = {record("A", 1)};
+  hub_->hand_in(*s, batch);
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 1u);
+  PulledRecord moved = std::move(taken[0]);
+  EXPECT_EQ(taken[0].ack().code(), StatusCode::kFailedPrecondition) << "moved from";
+  EXPECT_TRUE(moved.ack().ok());
+  EXPECT_EQ(moved.ack().code(), StatusCode::kFailedPrecondition) << "acknowledged twice";
+  EXPECT_EQ(hub_->stats().acked, 1u);
+}
+
+TEST_F(PullHubTest, ShardsTakeTurnsAndEachKeepsItsOrder) {
+  make_hub();
+  auto a = shard("A");
+  auto b = shard("B");
+  std::vector<Record> ra, rb;
+  for (int i = 0; i < 50; ++i) ra.push_back(record("A", i));
+  for (int i = 0; i < 3; ++i) rb.push_back(record("B", i));
+  hub_->hand_in(*a, ra);
+  hub_->hand_in(*b, rb);
+  auto first = take(6);
+  ASSERT_EQ(first.size(), 6u);
+  std::size_t from_b = 0;
+  for (const auto& r : first) from_b += r.record().shard_id == "B";
+  EXPECT_EQ(from_b, 3u) << "B's records are not held back behind A's fifty";
+  auto rest = take();
+  std::map<std::string, std::vector<std::string>> order;
+  for (auto* v : {&first, &rest}) {
+    for (const auto& r : *v) order[r.record().shard_id].push_back(r.record().sequence_number);
+  }
+  for (auto& [id, seqs] : order) EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end())) << id;
+  EXPECT_EQ(order["A"].size(), 50u);
+}
+
+TEST_F(PullHubTest, AShardAtItsBoundIsNotOfferedAndPausesUntilAnAckMakesRoom) {
+  PullLimits limits;
+  limits.max_unacked_per_shard = 4;
+  make_hub(limits);
+  auto a = shard("A");
+  auto b = shard("B");
+  std::vector<Record> ra, rb;
+  for (int i = 0; i < 6; ++i) ra.push_back(record("A", i));
+  rb.push_back(record("B", 0));
+  hub_->hand_in(*a, ra);
+  EXPECT_FALSE(hub_->pace(*a).accept_batch) << "6 buffered >= 4: reading pauses";
+  auto taken = take();
+  std::size_t from_a = 0;
+  for (const auto& r : taken) from_a += r.record().shard_id == "A";
+  EXPECT_EQ(from_a, 4u) << "at most 4 taken and not acknowledged";
+  EXPECT_TRUE(take().empty());
+  hub_->hand_in(*b, rb);
+  auto other = take();
+  ASSERT_EQ(other.size(), 1u) << "the other shard goes on";
+  EXPECT_EQ(other[0].record().shard_id, "B");
+  EXPECT_EQ(wakes_now("A"), 0u);
+  ASSERT_TRUE(taken[0].ack().ok());
+  auto more = take();
+  ASSERT_EQ(more.size(), 1u) << "one ack, one more record of A";
+  EXPECT_EQ(more[0].record().sequence_number, seq(4));
+  ASSERT_TRUE(taken[1].ack().ok());
+  EXPECT_EQ(wakes_now("A"), 0u) << "1 buffered + 3 taken: reading stays paused";
+  EXPECT_FALSE(hub_->pace(*a).accept_batch);
+  ASSERT_TRUE(taken[2].ack().ok());
+  EXPECT_EQ(wakes_now("A"), 1u) << "room again: the paused consumer is woken at once";
+  EXPECT_TRUE(hub_->pace(*a).accept_batch);
+}
+
+TEST_F(PullHubTest, TheByteBoundPausesToo) {
+  PullLimits limits;
+  limits.max_unacked_bytes_per_shard = 1000;
+  make_hub(limits);
+  auto a = shard("A");
+  std::vector<Record> ra = {record("A", 0, 0, 600), record("A", 1, 0, 600), record("A", 2, 0, 600)};
+  hub_->hand_in(*a, ra);
+  EXPECT_FALSE(hub_->pace(*a).accept_batch);
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 2u) << "offered while less than 1000 bytes are taken";
+  ASSERT_TRUE(taken[0].ack().ok());
+  auto third = take();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_FALSE(hub_->pace(*a).accept_batch) << "1200 bytes taken";
+  ASSERT_TRUE(taken[1].ack().ok());
+  EXPECT_TRUE(hub_->pace(*a).accept_batch) << "600 bytes taken";
+}
+
+TEST_F(PullHubTest, ALostLeaseDropsItsRecordsAndRefusesTheirAcks) {
+  make_hub();
+  auto a = shard("A");
+  std::vector<Record> ra;
+  for (int i = 0; i < 5; ++i) ra.push_back(record("A", i));
+  hub_->hand_in(*a, ra);
+  auto taken = take(2);
+  ASSERT_EQ(taken.size(), 2u);
+  hub_->finish(*a, /*lost=*/true);
+  EXPECT_TRUE(take().empty()) << "nothing of a lost shard is delivered";
+  EXPECT_EQ(taken[0].ack().code(), StatusCode::kLeaseLost);
+  EXPECT_EQ(taken[1].ack().code(), StatusCode::kLeaseLost);
+  PullStats st = hub_->stats();
+  EXPECT_EQ(st.buffered, 0u);
+  EXPECT_EQ(st.unacked, 0u);
+  EXPECT_EQ(st.acked, 0u);
+  EXPECT_EQ(st.shards, 0u);
+}
+
+TEST_F(PullHubTest, AStuckRecordIsReportedOnce) {
+  PullLimits limits;
+  limits.stuck_record_warning = 10s;
+  make_hub(limits);
+  auto a = shard("A");
+  std::vector<Record> ra = {record("A", 0), record("A", 1)};
+  hub_->hand_in(*a, ra);
+  auto taken = take();
+  ASSERT_TRUE(taken[1].ack().ok());
+  clock_.advance(9s);
+  EXPECT_FALSE(hub_->pace(*a).stuck_report.has_value());
+  clock_.advance(2s);
+  auto report = hub_->pace(*a).stuck_report;
+  ASSERT_TRUE(report.has_value());
+  EXPECT_NE(report->find(seq(0)), std::string::npos) << *report;
+  EXPECT_NE(report->find("shard A"), std::string::npos) << *report;
+  clock_.advance(60s);
+  EXPECT_FALSE(hub_->pace(*a).stuck_report.has_value()) << "once";
+  EXPECT_EQ(hub_->stats().stuck_records, 1u);
+}
+
+TEST_F(PullHubTest, CheckpointsComeAtMostOncePerIntervalAndAckWakesTheConsumerWhenDue) {
+  PullLimits limits;
+  limits.checkpoint_interval = 1s;
+  make_hub(limits);
+  auto a = shard("A");
+  std::vector<Record> ra;
+  for (int i = 0; i < 10; ++i) ra.push_back(record("A", i));
+  hub_->hand_in(*a, ra);
+  auto taken = take();
+  const auto attached_at = clock_.now();
+  ASSERT_TRUE(taken[0].ack().ok());
+  ASSERT_EQ(wakes_["A"].size(), 1u) << "the watermark moved: a wake-up when a write is due";
+  EXPECT_EQ(wakes_["A"][0], attached_at + 1s);
+  ASSERT_TRUE(taken[1].ack().ok());
+  EXPECT_EQ(wakes_["A"].size(), 1u) << "one wake-up pending is enough";
+  auto d = hub_->pace(*a);
+  EXPECT_FALSE(d.checkpoint_at.has_value()) << "not due yet";
+  ASSERT_TRUE(d.next_call.has_value());
+  EXPECT_EQ(*d.next_call, attached_at + 1s);
+  clock_.advance(1s);
+  d = hub_->pace(*a);
+  ASSERT_TRUE(d.checkpoint_at.has_value());
+  EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(1)));
+  hub_->checkpoint_written(*a, *d.checkpoint_at);
+  EXPECT_FALSE(hub_->pace(*a).checkpoint_at.has_value()) << "nothing moved since";
+  ASSERT_TRUE(taken[2].ack().ok());
+  clock_.advance(500ms);
+  EXPECT_FALSE(hub_->pace(*a).checkpoint_at.has_value()) << "within the interval";
+}
+
+TEST_F(PullHubTest, ClosingStopsDeliveryAndMakesTheWatermarkDueAtOnce) {
+  make_hub();
+  auto a = shard("A");
+  std::vector<Record> ra = {record("A", 0), record("A", 1), record("A", 2)};
+  hub_->hand_in(*a, ra);
+  auto taken = take(2);
+  ASSERT_TRUE(taken[0].ack().ok());
+  hub_->close();
+  EXPECT_TRUE(take().empty());
+  auto d = hub_->pace(*a);
+  EXPECT_FALSE(d.accept_batch);
+  ASSERT_TRUE(d.checkpoint_at.has_value()) << "closing: no waiting for the interval";
+  EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(0)));
+  EXPECT_EQ(hub_->wait_for_acks(0ms), 1u);
+  ASSERT_TRUE(taken[1].ack().ok());
+  EXPECT_EQ(hub_->wait_for_acks(0ms), 0u);
+  EXPECT_EQ(*hub_->final_checkpoint(*a), ExtendedSequenceNumber(seq(1)));
+  hub_->stop();
+  EXPECT_EQ(taken.size(), 2u);
+}
+
+TEST_F(PullHubTest, AcksAfterTheShardFinishedAreCancelled) {
+  make_hub();
+  auto a = shard("A");
+  std::vector<Record> ra = {record("A", 0)};
+  hub_->hand_in(*a, ra);
+  auto taken = take();
+  hub_->finish(*a, /*lost=*/false);
+  EXPECT_EQ(taken[0].ack().code(), StatusCode::kCancelled);
+}
+
+TEST_F(PullHubTest, ConcurrentAcksInRandomOrderEndAtTheLastRecord) {
+  make_hub();
+  auto a = shard("A");
+  std::vector<Record> ra;
+  for (int i = 0; i < 4000; ++i) ra.push_back(record("A", i));
+  hub_->hand_in(*a, ra);
+  auto taken = take(4000);
+  ASSERT_EQ(taken.size(), 4000u);
+  std::shuffle(taken.begin(), taken.end(), std::mt19937(7));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (std::size_t i = static_cast<std::size_t>(t); i < taken.size(); i += 4) {
+        if (!taken[i].ack().ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  clock_.advance(2s);
+  auto d = hub_->pace(*a);
+  ASSERT_TRUE(d.checkpoint_at.has_value());
+  EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(3999)));
+  EXPECT_TRUE(hub_->drained(*a));
+}
+
+}  // namespace
+}  // namespace kcl::pull
