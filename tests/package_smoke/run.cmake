@@ -1,5 +1,5 @@
 # Installs the built kcl into a scratch prefix and builds a program that uses
-# find_package(kcl) against it, then runs that program.
+# find_package(kcl) against it (and the examples/ programs), then runs that program.
 file(REMOVE_RECURSE ${KCL_SMOKE_WORK})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${KCL_BINARY_DIR} --prefix ${KCL_SMOKE_WORK}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -8,6 +8,7 @@ if(rc)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${KCL_SMOKE_SOURCE} -B ${KCL_SMOKE_WORK}/build
                         -DCMAKE_PREFIX_PATH=${KCL_SMOKE_WORK}/prefix
+                        -DKCL_EXAMPLES_DIR=${KCL_EXAMPLES_DIR}
                         "-DCMAKE_CXX_FLAGS=${KCL_SMOKE_CXX_FLAGS}"
                         "-DCMAKE_EXE_LINKER_FLAGS=${KCL_SMOKE_CXX_FLAGS}" RESULT_VARIABLE rc)
 if(rc)

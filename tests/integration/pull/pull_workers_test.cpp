@@ -1,0 +1,156 @@
+// The pull consumer end to end, as its users run it: two processes of the pull_workers
+// example (8 threads each, completing records in random order) share a 4-shard stream on
+// kinesalite and dynalite. One is SIGKILLed mid-run and started again. Every record must be
+// completed at least once; after a graceful stop of both, every shard's checkpoint is its
+// last record.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "dynamodb/dynamodb_client.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/dynamodb_lease_store.h"
+#include "support/child_process.h"
+#include "support/emulators.h"
+
+namespace kcl::pull {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+using testing::eventually;
+
+class PullWorkersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    aws_ = testing::shared_emulators().aws_config();
+    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kinesis_ = std::make_unique<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    stream_ = testing::unique_name("pull");
+    app_ = testing::unique_name("pull-app");
+    ASSERT_TRUE(kinesis_->create_stream(stream_, 4).ok());
+    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+  }
+
+  // Puts `n` records spread over the shards; remembers each one's shard and sequence number.
+  void put(int n) {
+    for (int i = 0; i < n; i += 250) {
+      std::vector<kinesis::PutRecordsEntry> entries;
+      for (int j = i; j < std::min(n, i + 250); ++j) {
+        kinesis::PutRecordsEntry e;
+        e.partition_key = "key-" + std::to_string(j);
+        e.data = "record-" + std::to_string(j);
+        entries.push_back(std::move(e));
+      }
+      auto r = kinesis_->put_records(stream_, entries);
+      ASSERT_TRUE(r.ok()) << r.status();
+      for (const auto& res : r->records) {
+        ASSERT_TRUE(res.error_code.empty()) << res.error_code << " " << res.error_message;
+        const std::string key = res.shard_id + " " + res.sequence_number;
+        expected_.insert(key);
+        if (last_[res.shard_id].empty() ||
+            ExtendedSequenceNumber(res.sequence_number) > ExtendedSequenceNumber(last_[res.shard_id])) {
+          last_[res.shard_id] = res.sequence_number;
+        }
+      }
+    }
+  }
+
+  ChildProcess worker(const std::string& name) {
+    return ChildProcess({KCL_PULL_EXAMPLE_PATH, stream_, app_, "--threads", "8", "--work-us",
+                         "2000", "--print"},
+                        testing::emulator_environment(aws_),
+                        ::testing::TempDir() + "/" + app_ + "-" + name + ".out");
+  }
+
+  // Every record completed by any process so far ("<shard> <sequence>").
+  std::set<std::string> completed(const std::vector<const ChildProcess*>& processes) {
+    std::set<std::string> out;
+    for (const ChildProcess* p : processes) {
+      for (const std::string& line : p->lines()) {
+        std::istringstream in(line);
+        std::string shard, seq;
+        if (in >> shard >> seq) out.insert(shard + " " + seq);
+      }
+    }
+    return out;
+  }
+
+  std::map<std::string, std::string> checkpoints() {
+    LeaseConfig lc;
+    lc.application_name = app_;
+    leases::DynamoDbLeaseStore store(ddb_, lc);
+    std::map<std::string, std::string> out;
+    auto all = store.list_leases();
+    if (!all.ok()) return out;
+    for (const Lease& l : *all) out[l.lease_key] = l.checkpoint.to_string();
+    return out;
+  }
+
+  AwsConfig aws_;
+  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
+  std::string stream_, app_;
+  std::set<std::string> expected_;
+  std::map<std::string, std::string> last_;  // shard -> its last sequence number
+};
+
+TEST_F(PullWorkersTest, EveryRecordIsCompletedThroughAKillAndCheckpointsEndAtTheLastRecord) {
+  put(4000);
+  ASSERT_EQ(expected_.size(), 4000u);
+  ASSERT_EQ(last_.size(), 4u);
+  ChildProcess a = worker("a");
+  ChildProcess b = worker("b");
+  ASSERT_TRUE(a.started() && b.started());
+  // Mid-run: the first process has completed some records, not all.
+  ASSERT_TRUE(eventually([&] { return a.lines().size() >= 300; }, 120s))
+      << "a completed " << a.lines().size();
+  a.kill_now();
+  const std::size_t before_kill = completed({&a, &b}).size();
+  EXPECT_LT(before_kill, expected_.size()) << "the kill came too late to test anything";
+  ChildProcess a2 = worker("a2");
+  ASSERT_TRUE(a2.started());
+
+  // Every record completed by someone (the killed process's unacknowledged ones again by
+  // whoever took its leases), and every shard's checkpoint at its last record.
+  std::set<std::string> done;
+  ASSERT_TRUE(eventually(
+      [&] {
+        done = completed({&a, &b, &a2});
+        return done.size() >= expected_.size();
+      },
+      180s))
+      << done.size() << " of " << expected_.size() << " records completed";
+  for (const std::string& key : expected_) ASSERT_TRUE(done.count(key)) << key << " never completed";
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto cps = checkpoints();
+        for (const auto& [shard, last] : last_) {
+          if (cps[shard] != last) return false;
+        }
+        return true;
+      },
+      60s))
+      << "the watermarks did not reach every shard's last record";
+
+  EXPECT_EQ(b.stop(), 0);
+  EXPECT_EQ(a2.stop(), 0);
+  auto cps = checkpoints();
+  for (const auto& [shard, last] : last_) {
+    EXPECT_EQ(cps[shard], last) << shard << " after the graceful stop";
+  }
+}
+
+}  // namespace
+}  // namespace kcl::pull

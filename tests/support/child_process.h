@@ -1,0 +1,103 @@
+// A program run by a test as a user runs it: its stdout to a file, a small environment with
+// the emulators' endpoints and fake credentials, stopped with a signal; and a wait on a
+// condition with a deadline.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "kcl/aws_config.h"
+
+namespace kcl::testing {
+
+// The environment that points a program at the emulators (AWS_ENDPOINT_URL_KINESIS, ...).
+inline std::vector<std::string> emulator_environment(const AwsConfig& aws) {
+  return {"AWS_REGION=us-east-1",
+          "AWS_ACCESS_KEY_ID=" + aws.credentials->access_key_id,
+          "AWS_SECRET_ACCESS_KEY=" + aws.credentials->secret_access_key,
+          "AWS_ENDPOINT_URL_KINESIS=" + aws.kinesis_endpoint_url,
+          "AWS_ENDPOINT_URL_DYNAMODB=" + aws.dynamodb_endpoint_url,
+          "PATH=/usr/bin:/bin"};
+}
+
+class ChildProcess {
+ public:
+  // Starts argv[0] (a path) with `env`; its stdout goes to `stdout_path` (stderr is the
+  // test's). started() tells whether it ran.
+  ChildProcess(std::vector<std::string> argv_s, std::vector<std::string> env_s,
+               std::string stdout_path)
+      : out_path_(std::move(stdout_path)) {
+    std::vector<char*> argv, envp;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) pid_ = -1;
+  }
+  ChildProcess(ChildProcess&& o) noexcept
+      : out_path_(std::move(o.out_path_)), pid_(std::exchange(o.pid_, -1)) {}
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess() { kill_now(); }
+
+  bool started() const { return pid_ > 0; }
+  // SIGTERM (graceful stop) and the exit status.
+  int stop() {
+    if (pid_ > 0) kill(pid_, SIGTERM);
+    return wait();
+  }
+  // SIGKILL: no chance to clean up (a crash).
+  void kill_now() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  // The exit status (128 + signal when killed by one).
+  int wait() {
+    if (pid_ <= 0) return -1;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::vector<std::string> lines() const {
+    std::ifstream in(out_path_);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+
+ private:
+  std::string out_path_;
+  pid_t pid_ = -1;
+};
+
+// Polls `f` every 20 ms until it holds or `limit` passed; its last value.
+template <typename F>
+inline bool eventually(F f, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return f();
+}
+
+}  // namespace kcl::testing
