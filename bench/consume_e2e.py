@@ -9,11 +9,13 @@ all from TRIM_HORIZON with, one after another:
   library   bench_consume_noop: a kcl::Worker whose processor touches every byte and
             checkpoints each batch (the library alone)
   consume   `kcl consume --max N > /dev/null`: JSON lines to stdout, checkpoints on
+  pull      examples/pull_workers --work-us 0 --stop-after N: a kcl::PullConsumer, 4 threads
+            acking every record (out of order), the watermark checkpointed every second
 Each consumer's CPU time (user + system) and peak RSS come from wait4() on its process, so
 the emulators' CPU is not counted; the emulator's own CPU over each run is printed for scale.
 
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
-                               [--size 100] [--only tail,library,consume] [--wrap CMD]
+                               [--size 100] [--only tail,library,consume,pull] [--wrap CMD]
 """
 import argparse
 import json
@@ -58,14 +60,15 @@ def main():
     ap.add_argument("--records", type=int, default=200000)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--only", default="tail,library,consume")
+    ap.add_argument("--only", default="tail,library,consume,pull")
     ap.add_argument("--wrap", default="",
                     help="a command put before each consumer, e.g. 'perf record -g -o P.data --' "
                          "(its CPU is then counted too: for profiles, not for figures)")
     args = ap.parse_args()
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
     noop = os.path.join(args.build_dir, "bench", "bench_consume_noop")
-    for exe in (kcl, noop):
+    pull = os.path.join(args.build_dir, "examples", "example_pull_workers")
+    for exe in (kcl, noop, pull):
         if not os.access(exe, os.X_OK):
             sys.exit(f"consume_e2e: {exe} not found; build first (cmake --build {args.build_dir})")
 
@@ -100,6 +103,8 @@ def main():
             "library": [noop, stream, "bench-lib-" + stream, n],
             "consume": [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + stream,
                         "--from", "trim-horizon", "--max", n],
+            "pull": [pull, stream, "bench-pull-" + stream, "--threads", "4", "--work-us", "0",
+                     "--stop-after", n],
         }
         results = {}
         for name in args.only.split(","):
