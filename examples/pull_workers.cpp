@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
       std::mt19937 rng(static_cast<unsigned>(t) * 7919u + 1u);
       while (auto r = queue.pop()) {
         if (work_us > 0) {
-          std::this_thread::sleep_for(std::chrono::microseconds(
-              std::uniform_int_distribution<long>(0, work_us)(rng)));
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(std::uniform_int_distribution<long>(0, work_us)(rng)));
         }
         const kcl::Record& rec = r->record();
         if (print) {

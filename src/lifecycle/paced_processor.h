@@ -4,6 +4,9 @@
 //
 //  - attaches it once, right after initialize(), with a wake-up (run the consumer's next
 //    step at a time, from any thread) and the worker's logger, metrics and clock;
+//  - gives each batch to hand_in() instead of process_records(): the processor may move the
+//    records out (the consumer reads nothing of them afterwards), which saves a copy of
+//    every record; hand_in() must not throw once it moved a record;
 //  - asks pace() before it takes each batch, and whenever it runs while processing: pace()
 //    may checkpoint through the checkpointer it is given (on the consumer's thread, inside
 //    the callback contract of kcl/processor.h) and says whether a batch may be delivered
@@ -13,13 +16,14 @@
 //    was finished), pacing meanwhile; a shutdown meanwhile ends the shard with
 //    shutdown_requested() instead (the next owner reads the end again).
 //
-// Thread safety: attach(), pace() and drained() are called on the consumer's step, one at a
-// time, like the RecordProcessor callbacks. The wake-up may be called from any thread until
+// Thread safety: attach(), hand_in(), pace() and drained() are called on the consumer's step, one
+// at a time, like the RecordProcessor callbacks. The wake-up may be called from any thread until
 // the processor's final callback (lease_lost, shard_ended or shutdown_requested) returned.
 #pragma once
 
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "kcl/clock.h"
 #include "kcl/logging.h"
@@ -47,6 +51,8 @@ class PacedProcessor {
  public:
   virtual ~PacedProcessor() = default;
   virtual void attach(PaceContext context) = 0;
+  // A delivered batch, in shard order; called instead of process_records().
+  virtual void hand_in(std::vector<Record>& records) = 0;
   virtual Pace pace(Checkpointer& checkpointer) = 0;
   // Every record delivered so far was finished by the application.
   virtual bool drained() = 0;

@@ -357,9 +357,17 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       ctx_.metrics->gauge("consumer.millis_behind_latest",
                           static_cast<double>(batch.millis_behind_latest),
                           MetricTags(&shard_tag, 1));
+      const std::size_t count = batch.records.size();
+      std::size_t bytes = 0;
+      for (const Record& r : batch.records) bytes += r.data.size();
       const auto call_start = ctx_.clock->now();
-      const bool processed =
-          call_processor("process_records", [&] { processor_->process_records(input); });
+      const bool processed = call_processor("process_records", [&] {
+        if (paced_) {
+          paced_->hand_in(batch.records);  // may move the records out
+        } else {
+          processor_->process_records(input);
+        }
+      });
       ctx_.metrics->timing("processor.process_records", ctx_.clock->now() - call_start,
                            MetricTags(&shard_tag, 1));
       if (!processed) {
@@ -383,11 +391,9 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
         }
       }
       consecutive_failures_ = 0;
-      if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(batch.records.size());
-      delivered_.fetch_add(batch.records.size(), std::memory_order_relaxed);
-      std::size_t bytes = 0;
-      for (const Record& r : batch.records) bytes += r.data.size();
-      ctx_.metrics->count("consumer.records_processed", static_cast<double>(batch.records.size()),
+      if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(count);
+      delivered_.fetch_add(count, std::memory_order_relaxed);
+      ctx_.metrics->count("consumer.records_processed", static_cast<double>(count),
                           MetricTags(&shard_tag, 1));
       ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
                           MetricTags(&shard_tag, 1));

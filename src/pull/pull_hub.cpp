@@ -36,16 +36,16 @@ void PullHub::make_ready_locked(PullShard& shard) {
   records_cv_.notify_one();
 }
 
-void PullHub::hand_in(PullShard& shard, std::span<const Record> records) {
+void PullHub::hand_in(PullShard& shard, std::vector<Record>& records) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shard.finished_) return;
-  for (const Record& r : records) {
+  for (Record& r : records) {
     PullShard::Entry e;
     e.position = ExtendedSequenceNumber(r.sequence_number, r.sub_sequence_number);
     e.bytes = r.data.size();
     shard.window_.push_back(std::move(e));
-    shard.buffered_.push_back(r);
     shard.buffered_bytes_ += r.data.size();
+    shard.buffered_.push_back(std::move(r));
   }
   buffered_total_ += records.size();
   make_ready_locked(shard);

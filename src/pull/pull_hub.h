@@ -109,8 +109,9 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   // ---- from a shard's processor (the consumer's thread) ----
   std::shared_ptr<PullShard> open_shard(const std::string& shard_id);
   void attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake);
-  // A delivered batch: every record joins the window and the buffer.
-  void hand_in(PullShard& shard, std::span<const Record> records);
+  // A delivered batch: every record joins the window and the buffer (moved out of
+  // `records`).
+  void hand_in(PullShard& shard, std::vector<Record>& records);
   PaceDecision pace(PullShard& shard);
   // The watermark checkpoint at `position` was written.
   void checkpoint_written(PullShard& shard, const ExtendedSequenceNumber& position);

@@ -27,8 +27,11 @@ void PullProcessor::attach(lifecycle::PaceContext context) {
 }
 
 void PullProcessor::process_records(const ProcessRecordsInput& input) {
-  hub_->hand_in(*shard_, input.records);
+  std::vector<Record> copy(input.records.begin(), input.records.end());
+  hub_->hand_in(*shard_, copy);
 }
+
+void PullProcessor::hand_in(std::vector<Record>& records) { hub_->hand_in(*shard_, records); }
 
 void PullProcessor::write(Checkpointer& checkpointer, const ExtendedSequenceNumber& position) {
   const Status s =

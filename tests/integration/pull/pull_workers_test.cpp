@@ -59,8 +59,8 @@ class PullWorkersTest : public ::testing::Test {
         ASSERT_TRUE(res.error_code.empty()) << res.error_code << " " << res.error_message;
         const std::string key = res.shard_id + " " + res.sequence_number;
         expected_.insert(key);
-        if (last_[res.shard_id].empty() ||
-            ExtendedSequenceNumber(res.sequence_number) > ExtendedSequenceNumber(last_[res.shard_id])) {
+        if (last_[res.shard_id].empty() || ExtendedSequenceNumber(res.sequence_number) >
+                                               ExtendedSequenceNumber(last_[res.shard_id])) {
           last_[res.shard_id] = res.sequence_number;
         }
       }
@@ -68,10 +68,10 @@ class PullWorkersTest : public ::testing::Test {
   }
 
   ChildProcess worker(const std::string& name) {
-    return ChildProcess({KCL_PULL_EXAMPLE_PATH, stream_, app_, "--threads", "8", "--work-us",
-                         "2000", "--print"},
-                        testing::emulator_environment(aws_),
-                        ::testing::TempDir() + "/" + app_ + "-" + name + ".out");
+    return ChildProcess(
+        {KCL_PULL_EXAMPLE_PATH, stream_, app_, "--threads", "8", "--work-us", "2000", "--print"},
+        testing::emulator_environment(aws_),
+        ::testing::TempDir() + "/" + app_ + "-" + name + ".out");
   }
 
   // Every record completed by any process so far ("<shard> <sequence>").
@@ -132,7 +132,8 @@ TEST_F(PullWorkersTest, EveryRecordIsCompletedThroughAKillAndCheckpointsEndAtThe
       },
       180s))
       << done.size() << " of " << expected_.size() << " records completed";
-  for (const std::string& key : expected_) ASSERT_TRUE(done.count(key)) << key << " never completed";
+  for (const std::string& key : expected_)
+    ASSERT_TRUE(done.count(key)) << key << " never completed";
   ASSERT_TRUE(eventually(
       [&] {
         auto cps = checkpoints();

@@ -40,6 +40,8 @@ class PullHubTest : public ::testing::Test {
     hub_->attach(*s, [this, id](Clock::MonoTime at) { wakes_[id].push_back(at); });
     return s;
   }
+  // Hands a copy in (the hub moves the records out of what it is given).
+  void hand_in(PullShard& s, std::vector<Record> batch) { hub_->hand_in(s, batch); }
   // Wake-ups asked for now (reading may go on), as opposed to those for a checkpoint due later.
   std::size_t wakes_now(const std::string& id) {
     return static_cast<std::size_t>(std::count(wakes_[id].begin(), wakes_[id].end(), clock_.now()));
@@ -59,7 +61,7 @@ TEST_F(PullHubTest, WatermarkFollowsTheLowestUnacknowledgedRecordIncludingSubSeq
   // Two plain records, then an aggregate of three sub-records, then a plain record.
   std::vector<Record> batch = {record("A", 1),    record("A", 2),    record("A", 3, 0),
                                record("A", 3, 1), record("A", 3, 2), record("A", 4)};
-  hub_->hand_in(*s, batch);
+  hand_in(*s, batch);
   auto taken = take();
   ASSERT_EQ(taken.size(), 6u);
   for (std::size_t i = 0; i < taken.size(); ++i) {
@@ -99,7 +101,7 @@ TEST_F(PullHubTest, ARecordIsAcknowledgedAtMostOnce) {
   make_hub();
   auto s = shard("A");
   std::vector<Record> batch = {record("A", 1)};
-  hub_->hand_in(*s, batch);
+  hand_in(*s, batch);
   auto taken = take();
   ASSERT_EQ(taken.size(), 1u);
   PulledRecord moved = std::move(taken[0]);
@@ -116,8 +118,8 @@ TEST_F(PullHubTest, ShardsTakeTurnsAndEachKeepsItsOrder) {
   std::vector<Record> ra, rb;
   for (int i = 0; i < 50; ++i) ra.push_back(record("A", i));
   for (int i = 0; i < 3; ++i) rb.push_back(record("B", i));
-  hub_->hand_in(*a, ra);
-  hub_->hand_in(*b, rb);
+  hand_in(*a, ra);
+  hand_in(*b, rb);
   auto first = take(6);
   ASSERT_EQ(first.size(), 6u);
   std::size_t from_b = 0;
@@ -141,14 +143,14 @@ TEST_F(PullHubTest, AShardAtItsBoundIsNotOfferedAndPausesUntilAnAckMakesRoom) {
   std::vector<Record> ra, rb;
   for (int i = 0; i < 6; ++i) ra.push_back(record("A", i));
   rb.push_back(record("B", 0));
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   EXPECT_FALSE(hub_->pace(*a).accept_batch) << "6 buffered >= 4: reading pauses";
   auto taken = take();
   std::size_t from_a = 0;
   for (const auto& r : taken) from_a += r.record().shard_id == "A";
   EXPECT_EQ(from_a, 4u) << "at most 4 taken and not acknowledged";
   EXPECT_TRUE(take().empty());
-  hub_->hand_in(*b, rb);
+  hand_in(*b, rb);
   auto other = take();
   ASSERT_EQ(other.size(), 1u) << "the other shard goes on";
   EXPECT_EQ(other[0].record().shard_id, "B");
@@ -171,7 +173,7 @@ TEST_F(PullHubTest, TheByteBoundPausesToo) {
   make_hub(limits);
   auto a = shard("A");
   std::vector<Record> ra = {record("A", 0, 0, 600), record("A", 1, 0, 600), record("A", 2, 0, 600)};
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   EXPECT_FALSE(hub_->pace(*a).accept_batch);
   auto taken = take();
   ASSERT_EQ(taken.size(), 2u) << "offered while less than 1000 bytes are taken";
@@ -188,7 +190,7 @@ TEST_F(PullHubTest, ALostLeaseDropsItsRecordsAndRefusesTheirAcks) {
   auto a = shard("A");
   std::vector<Record> ra;
   for (int i = 0; i < 5; ++i) ra.push_back(record("A", i));
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   auto taken = take(2);
   ASSERT_EQ(taken.size(), 2u);
   hub_->finish(*a, /*lost=*/true);
@@ -208,7 +210,7 @@ TEST_F(PullHubTest, AStuckRecordIsReportedOnce) {
   make_hub(limits);
   auto a = shard("A");
   std::vector<Record> ra = {record("A", 0), record("A", 1)};
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   auto taken = take();
   ASSERT_TRUE(taken[1].ack().ok());
   clock_.advance(9s);
@@ -230,7 +232,7 @@ TEST_F(PullHubTest, CheckpointsComeAtMostOncePerIntervalAndAckWakesTheConsumerWh
   auto a = shard("A");
   std::vector<Record> ra;
   for (int i = 0; i < 10; ++i) ra.push_back(record("A", i));
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   auto taken = take();
   const auto attached_at = clock_.now();
   ASSERT_TRUE(taken[0].ack().ok());
@@ -257,7 +259,7 @@ TEST_F(PullHubTest, ClosingStopsDeliveryAndMakesTheWatermarkDueAtOnce) {
   make_hub();
   auto a = shard("A");
   std::vector<Record> ra = {record("A", 0), record("A", 1), record("A", 2)};
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   auto taken = take(2);
   ASSERT_TRUE(taken[0].ack().ok());
   hub_->close();
@@ -278,7 +280,7 @@ TEST_F(PullHubTest, AcksAfterTheShardFinishedAreCancelled) {
   make_hub();
   auto a = shard("A");
   std::vector<Record> ra = {record("A", 0)};
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   auto taken = take();
   hub_->finish(*a, /*lost=*/false);
   EXPECT_EQ(taken[0].ack().code(), StatusCode::kCancelled);
@@ -289,7 +291,7 @@ TEST_F(PullHubTest, ConcurrentAcksInRandomOrderEndAtTheLastRecord) {
   auto a = shard("A");
   std::vector<Record> ra;
   for (int i = 0; i < 4000; ++i) ra.push_back(record("A", i));
-  hub_->hand_in(*a, ra);
+  hand_in(*a, ra);
   auto taken = take(4000);
   ASSERT_EQ(taken.size(), 4000u);
   std::shuffle(taken.begin(), taken.end(), std::mt19937(7));
