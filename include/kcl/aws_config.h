@@ -55,10 +55,11 @@ struct AwsConfig {
   std::string profile;
   // Endpoint override for all services. Empty = AWS_ENDPOINT_URL, else the AWS endpoint.
   std::string endpoint_url;
-  // Per-service overrides. Empty = AWS_ENDPOINT_URL_KINESIS / AWS_ENDPOINT_URL_DYNAMODB,
-  // then endpoint_url.
+  // Per-service overrides. Empty = AWS_ENDPOINT_URL_KINESIS / AWS_ENDPOINT_URL_DYNAMODB /
+  // AWS_ENDPOINT_URL_CLOUDWATCH, then endpoint_url.
   std::string kinesis_endpoint_url;
   std::string dynamodb_endpoint_url;
+  std::string cloudwatch_endpoint_url;  // metrics publishing (PutMetricData)
   // Static credentials; when absent the default credentials chain is used.
   std::optional<StaticCredentials> credentials;
   RetryConfig retry;

@@ -23,9 +23,15 @@ class Logger {
   virtual void log(LogLevel level, std::string_view component, std::string_view message) = 0;
 };
 
-// "2026-11-22T10:00:00.123Z WARN  [consumer shardId-1] message" on stderr, one write per line.
-std::shared_ptr<Logger> make_stderr_logger(LogLevel threshold);
-// The threshold from KCL_LOG_LEVEL, else kInfo.
+// kText: "2026-11-22T10:00:00.123Z WARN  [consumer shardId-1] message";
+// kJson: one JSON object per line for log pipelines:
+//   {"time":"2026-11-22T10:00:00.123Z","level":"WARN","component":"consumer shardId-1",
+//    "message":"..."}
+enum class LogFormat { kText, kJson };
+// On stderr, one write per line (lines of concurrent threads never interleave).
+std::shared_ptr<Logger> make_stderr_logger(LogLevel threshold, LogFormat format = LogFormat::kText);
+// The threshold from KCL_LOG_LEVEL (debug, info, warn, error, off), else kInfo; the format
+// from KCL_LOG_FORMAT (text, json), else text.
 std::shared_ptr<Logger> make_default_logger();
 
 }  // namespace kcl

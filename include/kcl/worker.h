@@ -31,6 +31,7 @@
 
 #include "kcl/aws_config.h"
 #include "kcl/clock.h"
+#include "kcl/cloudwatch_config.h"
 #include "kcl/initial_position.h"
 #include "kcl/lease_config.h"
 #include "kcl/logging.h"
@@ -62,6 +63,9 @@ struct WorkerConfig {
   // free port (see Worker::http_url()). Default empty: off. When on, every metric point also
   // goes to the endpoint's Prometheus registry (and still to WorkerDependencies::metrics).
   std::string http_address;
+  // Publishing the metrics to CloudWatch (EMF lines or PutMetricData) under the Java KCL's
+  // names; off by default (kcl/cloudwatch_config.h).
+  CloudWatchMetricsConfig cloudwatch;
 
   // Every problem with this configuration (including those of the nested structs), in
   // plain words; empty when valid.

@@ -333,8 +333,8 @@ class JsonClient final : public AwsJsonClient {
     SigningInput in;
     in.method = request.method;
     in.path = path_;
-    in.headers = {
-        {"Host", host_}, {"Content-Type", service_.content_type}, {"X-Amz-Target", target}};
+    in.headers = {{"Host", host_}, {"Content-Type", service_.content_type}};
+    if (!service_.query_protocol) in.headers.emplace_back("X-Amz-Target", target);
     in.payload = request.body;
     in.payload_hash = payload_hash;
     in.region = region_;

@@ -1,4 +1,5 @@
-// AwsJsonClient: one AWS JSON-protocol service (Kinesis: JSON 1.1, DynamoDB: JSON 1.0).
+// AwsJsonClient: one AWS JSON-protocol service (Kinesis: JSON 1.1, DynamoDB: JSON 1.0), or a
+// query-protocol one (CloudWatch's PutMetricData: ServiceSpec::query_protocol).
 // Builds the request (X-Amz-Target, content type), signs it with SigV4, sends it with
 // retries (AWS SDK "standard" mode: capped exponential backoff with full jitter on
 // throttling, 5xx, timeouts, connection failures; no retry on validation errors), and maps
@@ -26,6 +27,9 @@ struct ServiceSpec {
   std::string target_prefix;  // "Kinesis_20131202", "DynamoDB_20120810"
   std::string content_type;   // "application/x-amz-json-1.1" / "application/x-amz-json-1.0"
   std::string display_name;   // "Kinesis", "DynamoDB" (used in "Kinesis.GetRecords")
+  // The query protocol (CloudWatch): the body is form-encoded (Action=...&Version=...) by
+  // the caller, no X-Amz-Target is sent, errors come as XML.
+  bool query_protocol = false;
 };
 
 ServiceSpec kinesis_service();

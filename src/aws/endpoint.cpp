@@ -179,7 +179,11 @@ Result<ResolvedEndpoint> resolve_endpoint(const AwsConfig& config, std::string_v
   const std::string* per_service = nullptr;
   if (svc == "kinesis") per_service = &config.kinesis_endpoint_url;
   if (svc == "dynamodb") per_service = &config.dynamodb_endpoint_url;
-  const std::string env_name = "AWS_ENDPOINT_URL_" + service_env_suffix(service);
+  if (svc == "monitoring") per_service = &config.cloudwatch_endpoint_url;
+  // The SDKs name the variable after the service id ("CloudWatch"), not its signing name.
+  const std::string env_name =
+      "AWS_ENDPOINT_URL_" +
+      (svc == "monitoring" ? std::string("CLOUDWATCH") : service_env_suffix(service));
   if (per_service != nullptr && !trim(*per_service).empty()) {
     endpoint = *per_service;
     endpoint_source = "the configured " + svc + " endpoint";

@@ -34,6 +34,18 @@ std::string salvage_type(std::string_view body) {
   return std::string(v);
 }
 
+// The text of the first <name>...</name> element (no nesting, entities left as they are);
+// empty when absent.
+std::string xml_element(std::string_view body, std::string_view name) {
+  const std::string open = "<" + std::string(name) + ">";
+  const std::string close = "</" + std::string(name) + ">";
+  const std::size_t a = body.find(open);
+  if (a == std::string_view::npos) return {};
+  const std::size_t b = body.find(close, a + open.size());
+  if (b == std::string_view::npos) return {};
+  return std::string(body.substr(a + open.size(), std::min<std::size_t>(b - a - open.size(), 500)));
+}
+
 }  // namespace
 
 std::string normalize_error_type(std::string_view raw) {
@@ -86,6 +98,16 @@ AwsErrorBody parse_aws_error(const HttpResponse& response) {
   if (body.empty()) {
     e.empty_body = true;
     return e;
+  }
+  if (body.front() == '<') {
+    // The query protocol's errors: <ErrorResponse><Error><Code>..</Code><Message>..</Message>.
+    const std::string code = xml_element(body, "Code");
+    if (!code.empty()) {
+      e.body_is_json = true;  // structured: type and message are known
+      if (e.type.empty()) e.type = normalize_error_type(code);
+      e.message = xml_element(body, "Message");
+      return e;
+    }
   }
   nlohmann::json doc = nlohmann::json::parse(body.begin(), body.end(), nullptr,
                                              /*allow_exceptions=*/false);

@@ -28,9 +28,46 @@ std::string_view level_name(LogLevel level) {
   return "OFF  ";
 }
 
+// `text` as the inside of a JSON string.
+void append_json_escaped(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+}
+
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
 class StderrLogger final : public Logger {
  public:
-  explicit StderrLogger(LogLevel threshold) : threshold_(threshold) {}
+  StderrLogger(LogLevel threshold, LogFormat format) : threshold_(threshold), format_(format) {}
   bool enabled(LogLevel level) const override {
     return level != LogLevel::kOff && level >= threshold_;
   }
@@ -46,15 +83,27 @@ class StderrLogger final : public Logger {
                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                   static_cast<int>(ms % 1000));
     std::string line;
-    line.reserve(64 + component.size() + message.size());
-    line += stamp;
-    line += ' ';
-    line += level_name(level);
-    line += " [";
-    line += component;
-    line += "] ";
-    line += message;
-    line += '\n';
+    line.reserve(96 + component.size() + message.size());
+    if (format_ == LogFormat::kJson) {
+      line += "{\"time\":\"";
+      line += stamp;
+      line += "\",\"level\":\"";
+      line += trimmed(level_name(level));
+      line += "\",\"component\":\"";
+      append_json_escaped(line, component);
+      line += "\",\"message\":\"";
+      append_json_escaped(line, message);
+      line += "\"}\n";
+    } else {
+      line += stamp;
+      line += ' ';
+      line += level_name(level);
+      line += " [";
+      line += component;
+      line += "] ";
+      line += message;
+      line += '\n';
+    }
     // One write per line so that lines of concurrent threads do not interleave.
     std::lock_guard<std::mutex> lock(mu_);
     std::size_t off = 0;
@@ -67,13 +116,14 @@ class StderrLogger final : public Logger {
 
  private:
   LogLevel threshold_;
+  LogFormat format_;
   std::mutex mu_;
 };
 
 }  // namespace
 
-std::shared_ptr<Logger> make_stderr_logger(LogLevel threshold) {
-  return std::make_shared<StderrLogger>(threshold);
+std::shared_ptr<Logger> make_stderr_logger(LogLevel threshold, LogFormat format) {
+  return std::make_shared<StderrLogger>(threshold, format);
 }
 
 std::shared_ptr<Logger> make_default_logger() {
@@ -91,7 +141,11 @@ std::shared_ptr<Logger> make_default_logger() {
     else if (v == "off" || v == "none")
       level = LogLevel::kOff;
   }
-  return make_stderr_logger(level);
+  LogFormat format = LogFormat::kText;
+  if (const char* env = std::getenv("KCL_LOG_FORMAT")) {
+    if (std::string(env) == "json") format = LogFormat::kJson;
+  }
+  return make_stderr_logger(level, format);
 }
 
 }  // namespace kcl

@@ -9,31 +9,12 @@
 #include <string>
 
 #include "leases/lease_store.h"
+#include "metrics/tee_sink.h"
 #include "observability/status_server.h"
 
 namespace kcl::observability {
 
-// Forwards every point to two sinks.
-class TeeMetricsSink final : public MetricsSink {
- public:
-  TeeMetricsSink(std::shared_ptr<MetricsSink> a, std::shared_ptr<MetricsSink> b)
-      : a_(std::move(a)), b_(std::move(b)) {}
-  void count(std::string_view n, double v, MetricTags t) override {
-    a_->count(n, v, t);
-    b_->count(n, v, t);
-  }
-  void gauge(std::string_view n, double v, MetricTags t) override {
-    a_->gauge(n, v, t);
-    b_->gauge(n, v, t);
-  }
-  void timing(std::string_view n, std::chrono::nanoseconds v, MetricTags t) override {
-    a_->timing(n, v, t);
-    b_->timing(n, v, t);
-  }
-
- private:
-  std::shared_ptr<MetricsSink> a_, b_;
-};
+using metrics::TeeMetricsSink;
 
 class WorkerEndpoint {
  public:

@@ -14,6 +14,7 @@
 #include "aws/aws_json_client.h"
 #include "aws/retry.h"
 #include "base/repeat_report.h"
+#include "cloudwatch/cloudwatch_publisher.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
@@ -21,6 +22,7 @@
 #include "leases/lease_coordinator_runner.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
+#include "metrics/tee_sink.h"
 #include "observability/worker_endpoint.h"
 #include "shardsync/shard_syncer.h"
 #include "worker/worker_access.h"
@@ -80,6 +82,8 @@ class Worker::Impl final : public leases::LeaseListener {
   }
 
   Status start();
+  // Starts publishing to CloudWatch when configured; every metric point goes there too.
+  Status start_cloudwatch();
   std::shared_future<Status> shutdown();
   Status wait() {
     if (!started_.load())
@@ -140,6 +144,7 @@ class Worker::Impl final : public leases::LeaseListener {
   worker::WorkerInternals internals_;
   std::shared_ptr<Logger> logger_;
   std::shared_ptr<MetricsSink> metrics_;
+  std::unique_ptr<cloudwatch::CloudWatchPublisher> cloudwatch_;
   const Clock* clock_ = nullptr;
 
   std::shared_ptr<kinesis::KinesisClient> kinesis_;
@@ -227,6 +232,26 @@ Status Worker::Impl::make_clients() {
   return Status::Ok();
 }
 
+Status Worker::Impl::start_cloudwatch() {
+  const CloudWatchMetricsConfig& cw = config_.cloudwatch;
+  if (cw.mode == CloudWatchMetricsMode::kOff || cw.level == MetricsLevel::kNone) {
+    return Status::Ok();
+  }
+  std::unique_ptr<aws::AwsJsonClient> client;
+  if (cw.mode == CloudWatchMetricsMode::kPutMetricData) {
+    // A client of its own: its calls are not reported as metrics (no feedback loop).
+    auto made = aws::make_aws_json_client(cloudwatch::cloudwatch_service(), config_.aws);
+    if (!made.ok()) return made.status().with_context("CloudWatch metrics: ");
+    client = std::move(made).value();
+  }
+  cloudwatch_ = std::make_unique<cloudwatch::CloudWatchPublisher>(
+      cw, cw.metrics_namespace.empty() ? config_.leases.application_name : cw.metrics_namespace,
+      config_.leases.worker_id, std::move(client), logger_, *clock_);
+  KCL_RETURN_IF_ERROR(cloudwatch_->start());
+  metrics_ = std::make_shared<metrics::TeeMetricsSink>(metrics_, cloudwatch_->sink());
+  return Status::Ok();
+}
+
 Status Worker::Impl::start() {
   if (started_.exchange(true)) {
     return Status(StatusCode::kFailedPrecondition, "the worker was already started");
@@ -243,6 +268,7 @@ Status Worker::Impl::start() {
   if (!factory_) {
     return fail(Status(StatusCode::kInvalidArgument, "no RecordProcessorFactory was given"));
   }
+  if (Status s = start_cloudwatch(); !s.ok()) return fail(s.with_context("starting the worker: "));
   if (Status s = make_clients(); !s.ok()) return fail(s.with_context("starting the worker: "));
   if (endpoint_) {
     Status s = endpoint_->start(config_.leases.application_name, config_.stream_name,
@@ -506,6 +532,7 @@ void Worker::Impl::graceful_stop() {
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
   lease_runner_->stop();
   pool_->stop();
+  if (cloudwatch_) cloudwatch_->stop();  // publishes what is left
   Status exit_status;
   {
     std::lock_guard<std::mutex> lock(mu_);

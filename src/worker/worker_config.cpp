@@ -70,6 +70,7 @@ std::vector<std::string> WorkerConfig::validate() const {
   check_range(problems, "processing.shutdown_timeout", p.shutdown_timeout, milliseconds(1000),
               milliseconds(3600000));
   append(problems, aws.validate());
+  append(problems, cloudwatch.validate());
   return problems;
 }
 

@@ -8,8 +8,11 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "commands.h"
@@ -33,7 +36,32 @@ struct ConsumeFlags {
   long long max_records = 0;
   long long checkpoint_interval_ms = 5000;
   std::string http;
+  std::string cloudwatch_metrics;
+  std::string metrics_level = "DETAILED";
+  std::string log_format = "text";
 };
+
+// --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
+std::optional<std::string> apply_cloudwatch_flags(const ConsumeFlags& f, WorkerConfig& config) {
+  CloudWatchMetricsConfig& cw = config.cloudwatch;
+  const std::string& v = f.cloudwatch_metrics;
+  if (v.empty()) {
+    cw.mode = CloudWatchMetricsMode::kOff;
+  } else if (v == "put") {
+    cw.mode = CloudWatchMetricsMode::kPutMetricData;
+  } else if (v == "emf") {
+    cw.mode = CloudWatchMetricsMode::kEmf;
+  } else if (v.rfind("emf:", 0) == 0 && v.size() > 4) {
+    cw.mode = CloudWatchMetricsMode::kEmf;
+    cw.emf_path = v.substr(4);
+  } else {
+    return "--cloudwatch-metrics must be emf, emf:FILE or put, not '" + v + "'";
+  }
+  if (!parse_metrics_level(f.metrics_level, cw.level)) {
+    return "--metrics-level must be NONE, SUMMARY or DETAILED, not '" + f.metrics_level + "'";
+  }
+  return std::nullopt;
+}
 
 // Shared by every shard's processor: one writer of stdout.
 class Output {
@@ -126,6 +154,12 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.processing.thread_pool_size = f.threads;
   config.aws = g.aws_config();
   config.http_address = f.http;
+  if (auto bad = apply_cloudwatch_flags(f, config)) {
+    std::cerr << "kcl consume: " << *bad << "\n";
+    return 2;
+  }
+  // Every logger of the process (the worker's and the library's) takes the format from here.
+  if (f.log_format == "json") setenv("KCL_LOG_FORMAT", "json", 1);
 
   Output out(f.raw, f.max_records);
   Worker worker(config, std::make_shared<PrintingFactory>(
@@ -205,6 +239,15 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
   cmd->add_option("--http", f->http,
                   "Serve /metrics (Prometheus), /healthz, /readyz, /status and /status.json on "
                   "[HOST:]PORT (a port alone: 127.0.0.1)");
+  cmd->add_option("--cloudwatch-metrics", f->cloudwatch_metrics,
+                  "Publish metrics to CloudWatch under the Java KCL's names: emf (Embedded "
+                  "Metric Format lines on stderr), emf:FILE (appended to FILE) or put "
+                  "(PutMetricData calls; namespace = the application name)");
+  cmd->add_option("--metrics-level", f->metrics_level,
+                  "CloudWatch metrics level: NONE, SUMMARY or DETAILED (default)");
+  cmd->add_option("--log-format", f->log_format,
+                  "Log lines on stderr as text (default) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
 }

@@ -1,0 +1,131 @@
+#include "cloudwatch/cloudwatch_format.h"
+
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace kcl::cloudwatch {
+
+namespace {
+
+double value_of(const Datum& d) {
+  if (d.unit == "Count" || d.unit == "Bytes") return d.sum;
+  return d.count > 0 ? d.sum / d.count : 0;
+}
+
+std::string iso8601(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+std::string form_encode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size());
+  for (unsigned char c : text) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> emf_lines(const std::vector<Datum>& datums, const PublishContext& ctx) {
+  // Group by (operation, shard): one directive's dimensions per line.
+  std::map<std::pair<std::string, std::string>, std::vector<const Datum*>> groups;
+  for (const Datum& d : datums) groups[{d.operation, d.shard_id}].push_back(&d);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(ctx.timestamp.time_since_epoch())
+          .count();
+  std::vector<std::string> lines;
+  for (const auto& [key, members] : groups) {
+    for (std::size_t from = 0; from < members.size(); from += 100) {
+      nlohmann::json dims = nlohmann::json::array({"Operation"});
+      nlohmann::json root;
+      root["Operation"] = key.first;
+      if (!key.second.empty()) {
+        dims.push_back("ShardId");
+        root["ShardId"] = key.second;
+      }
+      if (!ctx.worker_id.empty()) {
+        dims.push_back("WorkerIdentifier");
+        root["WorkerIdentifier"] = ctx.worker_id;
+      }
+      nlohmann::json metrics = nlohmann::json::array();
+      for (std::size_t i = from; i < std::min(members.size(), from + 100); ++i) {
+        const Datum& d = *members[i];
+        metrics.push_back({{"Name", d.name}, {"Unit", d.unit}});
+        root[d.name] = value_of(d);
+      }
+      root["_aws"] = {{"Timestamp", ms},
+                      {"CloudWatchMetrics",
+                       nlohmann::json::array({{{"Namespace", ctx.metrics_namespace},
+                                               {"Dimensions", nlohmann::json::array({dims})},
+                                               {"Metrics", metrics}}})}};
+      lines.push_back(root.dump());
+    }
+  }
+  return lines;
+}
+
+std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
+                                            const PublishContext& ctx, std::size_t max_datums,
+                                            std::size_t max_bytes) {
+  const std::string head =
+      "Action=PutMetricData&Version=2010-08-01&Namespace=" + form_encode(ctx.metrics_namespace);
+  const std::string timestamp = form_encode(iso8601(ctx.timestamp));
+  std::vector<PutBody> bodies;
+  std::string body = head;
+  std::size_t in_body = 0;
+  for (const Datum& d : datums) {
+    auto member = [&](std::size_t n) {
+      const std::string p = "&MetricData.member." + std::to_string(n) + ".";
+      std::string m =
+          p + "MetricName=" + form_encode(d.name) + p + "Unit=" + d.unit + p +
+          "Timestamp=" + timestamp + p + "StatisticValues.SampleCount=" + number(d.count) + p +
+          "StatisticValues.Sum=" + number(d.sum) + p + "StatisticValues.Minimum=" + number(d.min) +
+          p + "StatisticValues.Maximum=" + number(d.max);
+      int dim = 0;
+      auto add_dim = [&](std::string_view name, const std::string& value) {
+        const std::string q = p + "Dimensions.member." + std::to_string(++dim) + ".";
+        m += q + "Name=" + std::string(name) + q + "Value=" + form_encode(value);
+      };
+      add_dim("Operation", d.operation);
+      if (!d.shard_id.empty()) add_dim("ShardId", d.shard_id);
+      if (!ctx.worker_id.empty()) add_dim("WorkerIdentifier", ctx.worker_id);
+      return m;
+    };
+    std::string m = member(in_body + 1);
+    if (in_body > 0 && (in_body >= max_datums || body.size() + m.size() > max_bytes)) {
+      bodies.push_back({std::move(body), in_body});
+      body = head;
+      in_body = 0;
+      m = member(1);
+    }
+    body += m;
+    ++in_body;
+  }
+  if (in_body > 0) bodies.push_back({std::move(body), in_body});
+  return bodies;
+}
+
+}  // namespace kcl::cloudwatch

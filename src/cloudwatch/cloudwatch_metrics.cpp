@@ -1,0 +1,125 @@
+#include "cloudwatch/cloudwatch_metrics.h"
+
+#include <algorithm>
+#include <array>
+
+namespace kcl::cloudwatch {
+
+namespace {
+
+struct Row {
+  std::string_view point;
+  JavaMetric metric;
+};
+
+// The Java KCL's Operation and metric names (its CloudWatch documentation's table).
+constexpr std::array<Row, 9> kRows = {{
+    {"consumer.records_processed",
+     {"ProcessTask", "RecordsProcessed", "Count", MetricsLevel::kSummary}},
+    {"consumer.bytes_processed",
+     {"ProcessTask", "DataBytesProcessed", "Bytes", MetricsLevel::kSummary}},
+    {"consumer.millis_behind_latest",
+     {"ProcessTask", "MillisBehindLatest", "Milliseconds", MetricsLevel::kSummary}},
+    {"processor.process_records",
+     {"ProcessTask", "RecordProcessor.processRecords.Time", "Milliseconds",
+      MetricsLevel::kSummary}},
+    {"retrieval.get_records",
+     {"ProcessTask", "KinesisDataFetcher.getRecords.Time", "Milliseconds",
+      MetricsLevel::kDetailed}},
+    {"leases.held", {"RenewAllLeases", "CurrentLeases", "Count", MetricsLevel::kSummary}},
+    {"leases.lost", {"RenewAllLeases", "LostLeases", "Count", MetricsLevel::kSummary}},
+    {"leases.renew_latency",
+     {"RenewAllLeases", "RenewLease.Time", "Milliseconds", MetricsLevel::kDetailed}},
+    {"leases.taken", {"TakeLeases", "TakenLeases", "Count", MetricsLevel::kSummary}},
+}};
+
+}  // namespace
+
+std::optional<JavaMetric> java_metric(std::string_view point) {
+  for (const Row& row : kRows) {
+    if (row.point == point) return row.metric;
+  }
+  return std::nullopt;
+}
+
+CloudWatchAggregator::CloudWatchAggregator(const CloudWatchMetricsConfig& config)
+    : level_(config.level),
+      shard_dimension_(config.shard_id_dimension),
+      max_series_(config.max_series) {}
+
+void CloudWatchAggregator::count(std::string_view name, double value, MetricTags tags) {
+  add(name, Kind::kCount, value, tags);
+}
+void CloudWatchAggregator::gauge(std::string_view name, double value, MetricTags tags) {
+  add(name, Kind::kGauge, value, tags);
+}
+void CloudWatchAggregator::timing(std::string_view name, std::chrono::nanoseconds value,
+                                  MetricTags tags) {
+  add(name, Kind::kTiming, std::chrono::duration<double, std::milli>(value).count(), tags);
+}
+
+void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, MetricTags tags) {
+  if (level_ == MetricsLevel::kNone) return;
+  std::string shard;
+  for (const MetricTag& t : tags) {
+    if (t.key == "shard") shard = t.value;
+  }
+  if (!shard_dimension_) shard.clear();
+  std::string operation, name, unit;
+  if (auto java = java_metric(point)) {
+    if (java->level == MetricsLevel::kDetailed && level_ != MetricsLevel::kDetailed) return;
+    operation = java->operation;
+    name = java->name;
+    unit = java->unit;
+  } else {
+    if (level_ != MetricsLevel::kDetailed) return;
+    const std::size_t dot = point.find('.');
+    operation = std::string(point.substr(0, dot));
+    name = std::string(point);
+    for (const MetricTag& t : tags) {
+      if (t.key != "shard") name += "." + std::string(t.value);
+    }
+    unit = kind == Kind::kTiming ? "Milliseconds" : kind == Kind::kCount ? "Count" : "None";
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_tuple(std::move(operation), std::move(name), std::move(shard));
+  auto it = series_.find(key);
+  if (it == series_.end()) {
+    if (series_.size() >= max_series_) {
+      ++dropped_;
+      return;
+    }
+    Datum d;
+    d.operation = std::get<0>(key);
+    d.name = std::get<1>(key);
+    d.shard_id = std::get<2>(key);
+    d.unit = std::move(unit);
+    d.min = value;
+    d.max = value;
+    it = series_.emplace(std::move(key), std::move(d)).first;
+  }
+  Datum& d = it->second;
+  d.count += 1;
+  d.sum += value;
+  d.min = std::min(d.min, value);
+  d.max = std::max(d.max, value);
+}
+
+std::vector<Datum> CloudWatchAggregator::drain() {
+  std::map<std::tuple<std::string, std::string, std::string>, Datum, std::less<>> taken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    taken.swap(series_);
+  }
+  std::vector<Datum> out;
+  out.reserve(taken.size());
+  for (auto& [key, d] : taken) out.push_back(std::move(d));
+  return out;
+}
+
+std::uint64_t CloudWatchAggregator::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+}  // namespace kcl::cloudwatch

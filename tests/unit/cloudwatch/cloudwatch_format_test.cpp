@@ -1,0 +1,203 @@
+// CloudWatch publishing's pure parts: the Java KCL names and levels, aggregation into
+// statistic sets, EMF lines checked against the format's required structure, and
+// PutMetricData bodies split at the API's limits.
+#include "cloudwatch/cloudwatch_format.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cloudwatch/cloudwatch_metrics.h"
+
+namespace kcl::cloudwatch {
+namespace {
+
+using namespace std::chrono_literals;
+
+CloudWatchMetricsConfig config_at(MetricsLevel level) {
+  CloudWatchMetricsConfig c;
+  c.level = level;
+  return c;
+}
+
+const Datum* find(const std::vector<Datum>& ds, const std::string& name,
+                  const std::string& shard = "") {
+  for (const Datum& d : ds) {
+    if (d.name == name && d.shard_id == shard) return &d;
+  }
+  return nullptr;
+}
+
+TEST(CloudWatchAggregatorTest, MapsPointsToJavaNamesAndAggregatesStatisticSets) {
+  CloudWatchAggregator agg(config_at(MetricsLevel::kDetailed));
+  const MetricTag a{"shard", "shardId-1"};
+  agg.count("consumer.records_processed", 10, MetricTags(&a, 1));
+  agg.count("consumer.records_processed", 30, MetricTags(&a, 1));
+  agg.timing("processor.process_records", 2ms, MetricTags(&a, 1));
+  agg.timing("processor.process_records", 6ms, MetricTags(&a, 1));
+  agg.gauge("leases.held", 4, {});
+  const MetricTag aws_tags[] = {
+      {"service", "Kinesis"}, {"operation", "GetRecords"}, {"outcome", "ok"}};
+  agg.count("aws.requests", 1, MetricTags(aws_tags, 3));
+  auto ds = agg.drain();
+  const Datum* rp = find(ds, "RecordsProcessed", "shardId-1");
+  ASSERT_TRUE(rp);
+  EXPECT_EQ(rp->operation, "ProcessTask");
+  EXPECT_EQ(rp->unit, "Count");
+  EXPECT_EQ(rp->count, 2);
+  EXPECT_EQ(rp->sum, 40);
+  EXPECT_EQ(rp->min, 10);
+  EXPECT_EQ(rp->max, 30);
+  const Datum* t = find(ds, "RecordProcessor.processRecords.Time", "shardId-1");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->unit, "Milliseconds");
+  EXPECT_DOUBLE_EQ(t->min, 2);
+  EXPECT_DOUBLE_EQ(t->max, 6);
+  const Datum* held = find(ds, "CurrentLeases");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->operation, "RenewAllLeases");
+  const Datum* generic = find(ds, "aws.requests.Kinesis.GetRecords.ok");
+  ASSERT_TRUE(generic) << "a point without a Java name is published at DETAILED";
+  EXPECT_EQ(generic->operation, "aws");
+  EXPECT_TRUE(agg.drain().empty()) << "drained";
+}
+
+TEST(CloudWatchAggregatorTest, LevelsFilterAsTheJavaKcl) {
+  CloudWatchAggregator summary(config_at(MetricsLevel::kSummary));
+  summary.count("consumer.records_processed", 1, {});
+  summary.timing("leases.renew_latency", 1ms, {});  // DETAILED
+  summary.count("aws.requests", 1, {});             // no Java name: DETAILED
+  auto ds = summary.drain();
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].name, "RecordsProcessed");
+  CloudWatchAggregator none(config_at(MetricsLevel::kNone));
+  none.count("consumer.records_processed", 1, {});
+  EXPECT_TRUE(none.drain().empty());
+}
+
+TEST(CloudWatchAggregatorTest, SeriesAreBoundedAndShardDimensionCanBeOff) {
+  CloudWatchMetricsConfig c;
+  c.max_series = 100;
+  CloudWatchAggregator agg(c);
+  for (int i = 0; i < 150; ++i) {
+    const std::string shard = "shardId-" + std::to_string(i);
+    const MetricTag tag{"shard", shard};
+    agg.count("consumer.records_processed", 1, MetricTags(&tag, 1));
+  }
+  EXPECT_EQ(agg.drain().size(), 100u);
+  EXPECT_EQ(agg.dropped(), 50u);
+  c.shard_id_dimension = false;
+  CloudWatchAggregator flat(c);
+  for (int i = 0; i < 150; ++i) {
+    const std::string shard = "shardId-" + std::to_string(i);
+    const MetricTag tag{"shard", shard};
+    flat.count("consumer.records_processed", 1, MetricTags(&tag, 1));
+  }
+  auto ds = flat.drain();
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].sum, 150);
+  EXPECT_TRUE(ds[0].shard_id.empty());
+}
+
+// The structure the EMF specification requires of a document.
+void expect_valid_emf(const std::string& line) {
+  auto doc = nlohmann::json::parse(line, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << line;
+  ASSERT_TRUE(doc.contains("_aws") && doc["_aws"].is_object());
+  const auto& meta = doc["_aws"];
+  ASSERT_TRUE(meta.contains("Timestamp") && meta["Timestamp"].is_number_integer());
+  ASSERT_TRUE(meta.contains("CloudWatchMetrics") && meta["CloudWatchMetrics"].is_array());
+  for (const auto& directive : meta["CloudWatchMetrics"]) {
+    ASSERT_TRUE(directive["Namespace"].is_string());
+    const std::string ns = directive["Namespace"];
+    EXPECT_FALSE(ns.empty());
+    EXPECT_LE(ns.size(), 255u);
+    ASSERT_TRUE(directive["Dimensions"].is_array());
+    for (const auto& set : directive["Dimensions"]) {
+      ASSERT_TRUE(set.is_array());
+      EXPECT_LE(set.size(), 30u);
+      for (const auto& d : set) {
+        ASSERT_TRUE(d.is_string());
+        ASSERT_TRUE(doc.contains(d.get<std::string>())) << "dimension " << d << " has no member";
+        EXPECT_TRUE(doc[d.get<std::string>()].is_string());
+      }
+    }
+    ASSERT_TRUE(directive["Metrics"].is_array());
+    EXPECT_LE(directive["Metrics"].size(), 100u);
+    for (const auto& m : directive["Metrics"]) {
+      ASSERT_TRUE(m["Name"].is_string());
+      const std::string name = m["Name"];
+      EXPECT_FALSE(name.empty());
+      EXPECT_LE(name.size(), 1024u);
+      ASSERT_TRUE(doc.contains(name)) << "metric " << name << " has no member";
+      EXPECT_TRUE(doc[name].is_number());
+      if (m.contains("Unit")) {
+        EXPECT_TRUE(m["Unit"].is_string());
+      }
+    }
+  }
+}
+
+TEST(EmfTest, LinesFollowTheSpecificationAndCarrySumsAndMeans) {
+  std::vector<Datum> ds;
+  for (int i = 0; i < 250; ++i) {
+    ds.push_back({"aws", "metric-" + std::to_string(i), "Count", "", 2, 7, 3, 4});
+  }
+  ds.push_back({"ProcessTask", "RecordsProcessed", "Count", "shardId-1", 3, 300, 50, 150});
+  ds.push_back({"ProcessTask", "MillisBehindLatest", "Milliseconds", "shardId-1", 4, 40, 5, 20});
+  PublishContext ctx{"orders-app", "worker-1", std::chrono::system_clock::time_point(1700000000s)};
+  auto lines = emf_lines(ds, ctx);
+  ASSERT_EQ(lines.size(), 4u) << "250 metrics of one group: 3 lines of at most 100; 1 more";
+  for (const std::string& l : lines) {
+    expect_valid_emf(l);
+    EXPECT_EQ(l.find('\n'), std::string::npos);
+  }
+  bool seen = false;
+  for (const std::string& l : lines) {
+    auto doc = nlohmann::json::parse(l);
+    EXPECT_EQ(doc["_aws"]["Timestamp"], 1700000000000LL);
+    EXPECT_EQ(doc["WorkerIdentifier"], "worker-1");
+    if (doc.contains("RecordsProcessed")) {
+      seen = true;
+      EXPECT_EQ(doc["RecordsProcessed"], 300) << "a count carries its sum";
+      EXPECT_EQ(doc["MillisBehindLatest"], 10) << "a time or level its mean";
+      EXPECT_EQ(doc["ShardId"], "shardId-1");
+      EXPECT_EQ(doc["Operation"], "ProcessTask");
+      EXPECT_EQ(doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0],
+                nlohmann::json::array({"Operation", "ShardId", "WorkerIdentifier"}));
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(PutMetricDataBodyTest, SplitsAtTheDatumAndByteLimitsAndEncodesValues) {
+  std::vector<Datum> ds;
+  for (int i = 0; i < 2500; ++i) {
+    ds.push_back(
+        {"ProcessTask", "RecordsProcessed", "Count", "shard " + std::to_string(i), 1, 1, 1, 1});
+  }
+  PublishContext ctx{"my app/ns", "", std::chrono::system_clock::time_point(1700000000s)};
+  auto bodies = put_metric_data_bodies(ds, ctx);
+  ASSERT_EQ(bodies.size(), 3u);
+  EXPECT_EQ(bodies[0].datums, 1000u);
+  EXPECT_EQ(bodies[2].datums, 500u);
+  EXPECT_NE(bodies[0].body.find("Namespace=my%20app%2Fns"), std::string::npos);
+  EXPECT_NE(bodies[0].body.find("MetricData.member.1000."), std::string::npos);
+  EXPECT_EQ(bodies[0].body.find("MetricData.member.1001."), std::string::npos);
+  EXPECT_NE(bodies[1].body.find("MetricData.member.1.Dimensions.member.2.Value=shard%201000"),
+            std::string::npos);
+  EXPECT_NE(bodies[0].body.find("Timestamp=2023-11-14T22%3A13%3A20Z"), std::string::npos);
+  auto small = put_metric_data_bodies(ds, ctx, 1000, 20000);
+  std::size_t total = 0;
+  for (const auto& b : small) {
+    EXPECT_LE(b.body.size(), 20000u);
+    total += b.datums;
+  }
+  EXPECT_EQ(total, 2500u);
+  EXPECT_GT(small.size(), 3u);
+}
+
+}  // namespace
+}  // namespace kcl::cloudwatch
