@@ -66,6 +66,7 @@ struct Flags {
   int max_records_per_call = 1000;
   int threads = 4;
   int max_attempts = 0;  // 0 = library default
+  std::string http;      // the worker's status endpoint ([HOST:]PORT); empty = off
 };
 
 long long now_us() {
@@ -294,7 +295,7 @@ class CheckingFactory final : public kcl::RecordProcessorFactory {
                "  [--checkpoint-every K] [--checkpoint-batch-end] [--failover-ms MS]\n"
                "  [--take-interval-ms MS] [--request-timeout-ms MS] [--get-records-timeout-ms MS]\n"
                "  [--shard-sync-ms MS] [--idle-ms MS] [--max-records N] [--threads N]\n"
-               "  [--max-attempts N]\n";
+               "  [--max-attempts N] [--http [HOST:]PORT]\n";
   std::exit(2);
 }
 
@@ -341,6 +342,8 @@ Flags parse(int argc, char** argv) {
       f.max_records_per_call = static_cast<int>(number());
     else if (a == "--threads")
       f.threads = static_cast<int>(number());
+    else if (a == "--http")
+      f.http = value();
     else if (a == "--max-attempts")
       f.max_attempts = static_cast<int>(number());
     else
@@ -389,6 +392,7 @@ int main(int argc, char** argv) {
   config.aws.http.connect_timeout =
       std::chrono::milliseconds(std::min(flags.request_timeout_ms, 2000LL));
   if (flags.max_attempts > 0) config.aws.retry.max_attempts = flags.max_attempts;
+  config.http_address = flags.http;
   config.aws.retry.call_deadline =
       std::chrono::milliseconds(std::max(10000LL, flags.request_timeout_ms * 4));
   const long long grt =

@@ -27,6 +27,7 @@
 const fs = require('fs')
 const path = require('path')
 const {spawn} = require('child_process')
+const net = require('net')
 const aws = require('./lib/aws')
 const {startFaultProxy, KINDS, prng} = require('./fault_proxy')
 const {check, summaryLine} = require('./checker')
@@ -106,7 +107,7 @@ function profiles(o) {
   }
   if (o.profile === 'demo') {
     return {
-      ...common, name: 'demo', faults: false, requireAllFaults: false, produceS: 80, seed: 7,
+      ...common, name: 'demo', faults: false, requireAllFaults: false, produceS: 80, seed: 7, statusPages: true,
       timeline: [
         {at: 15, do: 'split'},
         {at: 30, do: 'kill', worker: 'busiest', restartAfter: 12},
@@ -333,6 +334,9 @@ class Fleet {
       '--take-interval-ms', String(p.takeIntervalMs), '--request-timeout-ms', String(p.requestTimeoutMs),
       '--shard-sync-ms', '5000', '--idle-ms', '250', '--max-records', '1000',
     ]
+    // The demo's workers serve their status pages (each shows the whole fleet); a restarted
+    // worker serves on its predecessor's port.
+    if (ctx.httpPorts && ctx.httpPorts.has(base)) args.push('--http', `127.0.0.1:${ctx.httpPorts.get(base)}`)
     const child = track(spawn(ctx.workerBin, args, {env: ctx.workerEnv, stdio: ['ignore', err, err]}))
     fs.closeSync(err)
     const w = {id, base, child, alive: true, paused: false, log, errFile, expectExit: false, startedAt: nowUs()}
@@ -655,6 +659,18 @@ function pruneRuns(root, profile, keep) {
 
 // ------------------------------------------------------------------------------- main --
 
+// A free port on 127.0.0.1 (asked of the kernel, then released for a worker to take).
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.on('error', reject)
+    srv.listen(0, '127.0.0.1', () => {
+      const port = srv.address().port
+      srv.close(() => resolve(port))
+    })
+  })
+}
+
 async function main() {
   const o = parseArgs(process.argv.slice(2))
   const p = profiles(o)
@@ -730,9 +746,16 @@ async function main() {
   producer.start()
   const poller = new LeasePoller(urls.dynamodb, app, path.join(dir, 'leases.jsonl'), p.pollMs)
   poller.start()
+  if (p.statusPages) {
+    ctx.httpPorts = new Map()
+    for (let i = 1; i <= p.workers; i++) ctx.httpPorts.set('w' + i, await freePort())
+  }
   const fleet = new Fleet(ctx)
   for (let i = 1; i <= p.workers; i++) fleet.start('w' + i)
   say(`producer started; workers ${[...fleet.workers.keys()].join(', ')} started`)
+  if (p.statusPages) {
+    say(`status page of the fleet (open it while the demo runs): http://127.0.0.1:${ctx.httpPorts.get('w1')}/status`)
+  }
 
   const specials = []
   if (p.specials) {
