@@ -1,4 +1,5 @@
-// kcl/retrieval_config.h: how kcl-cpp polls a shard with GetRecords.
+// kcl/retrieval_config.h: how kcl-cpp reads a shard: polling with GetRecords (the default) or
+// enhanced fan-out (SubscribeToShard's pushed events over HTTP/2).
 //
 // The defaults suit AWS: they stay inside the per-shard service limits (5 GetRecords calls
 // per second, 10,000 records per call) and keep at most a few seconds of data in memory per
@@ -13,6 +14,8 @@
 #include <vector>
 
 namespace kcl {
+
+enum class RetrievalMode { kPolling, kFanOut };
 
 struct RetrievalConfig {
   // Records asked for in one GetRecords call (its Limit). Default 10000 (the service
@@ -67,6 +70,21 @@ struct RetrievalConfig {
   // Range 0..20; 0 = the AWS client's RetryConfig::max_attempts (its retries wait on the
   // calling thread).
   int call_max_attempts = 1;
+
+  // ---- enhanced fan-out ----
+  // kPolling (default) or kFanOut: the worker registers (or finds) a stream consumer at
+  // start and each shard subscribes with SubscribeToShard; records are delivered as with
+  // polling (deaggregated, resumed after the checkpoint), bounded by the prefetch bounds
+  // above (a full queue pauses the shard's HTTP/2 stream).
+  RetrievalMode mode = RetrievalMode::kPolling;
+  // The registered consumer's name. Default (empty): the application name.
+  std::string consumer_name;
+  // A subscription that delivers no event for this long is ended and made again (AWS sends
+  // an event at least every few seconds). Default 35 s, range 1 s..10 min.
+  std::chrono::milliseconds fanout_idle_timeout{35000};
+  // After ResourceInUse (a subscription of this consumer and shard still open, e.g. within
+  // 5 s of the last one) wait at least this long. Default 6 s, range 100 ms..5 min.
+  std::chrono::milliseconds fanout_in_use_backoff{6000};
 
   // Every problem with this configuration, in plain words; empty when valid.
   std::vector<std::string> validate() const;

@@ -156,6 +156,30 @@ class JsonClient final : public AwsJsonClient {
     }
   }
 
+  Result<HttpRequest> signed_request(std::string_view operation, std::string json_body) override {
+    const std::string op = service_.display_name + "." + std::string(operation);
+    AwsErrorDetails details;
+    details.operation = op;
+    details.endpoint = endpoint_;
+    if (!config_error_.ok()) {
+      return Status(config_error_.code(), op + ": " + config_error_.message(), details);
+    }
+    if (!credentials_) {
+      return Status(StatusCode::kFailedPrecondition, op + ": the client has no credentials",
+                    details);
+    }
+    HttpRequest request;
+    request.method = "POST";
+    request.url = url_;
+    request.body = std::move(json_body);
+    const std::string payload_hash = sha256_hex(request.body);
+    Credentials creds;
+    std::string signature;
+    KCL_RETURN_IF_ERROR(prepare_request(op, service_.target_prefix + "." + std::string(operation),
+                                        payload_hash, request, creds, signature, details));
+    return request;
+  }
+
   const std::string& endpoint() const override { return endpoint_; }
   const std::string& region() const override { return region_; }
   RetryPolicy* retry_policy() override { return &policy_; }

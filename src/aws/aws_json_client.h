@@ -57,6 +57,15 @@ class AwsJsonClient {
   // body on HTTP 200, else a Status as described above.
   virtual Result<std::string> call(std::string_view operation, std::string json_body,
                                    const CallOptions& options = {}) = 0;
+  // The request call() would send first, signed, for a caller that sends it itself (a
+  // streaming call such as SubscribeToShard over aws::StreamingTransport). Errors: no
+  // credentials, an unresolved endpoint; kFailedPrecondition for clients that cannot sign
+  // (fakes).
+  virtual Result<HttpRequest> signed_request(std::string_view operation, std::string json_body) {
+    (void)operation;
+    (void)json_body;
+    return Status(StatusCode::kFailedPrecondition, "this client cannot sign requests");
+  }
   virtual const std::string& endpoint() const = 0;
   virtual const std::string& region() const = 0;
   // The client's retry policy (classification, backoff, quota), for callers that make

@@ -249,6 +249,10 @@ Status parse_document(od::document& doc, GetRecordsResult& out) {
       std::string it;
       KCL_RETURN_IF_ERROR(get_string_into(v, it, "NextShardIterator"));
       out.next_shard_iterator = std::move(it);
+    } else if (key == "ContinuationSequenceNumber") {
+      std::string c;
+      KCL_RETURN_IF_ERROR(get_string_into(v, c, "ContinuationSequenceNumber"));
+      out.continuation_sequence_number = std::move(c);
     } else if (key == "MillisBehindLatest") {
       std::int64_t ms = 0;
       if (auto err = v.get_int64().get(ms)) return malformed_at("MillisBehindLatest", err);
@@ -336,6 +340,7 @@ Status parse_padded(ParseState& st, const char* data, std::size_t len, std::size
   // GetRecordsResult across calls reuses its records' string buffers (no malloc/free per
   // record).
   out.next_shard_iterator.reset();
+  out.continuation_sequence_number.reset();
   out.millis_behind_latest = 0;
   out.child_shards.clear();
   out.payload_bytes = 0;
@@ -371,6 +376,10 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out) 
 
 // A body from the HTTP transport already has room for the padding (no copy).
 static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
+
+Status parse_subscribe_to_shard_event_in_place(std::string& json, GetRecordsResult& out) {
+  return parse_get_records_response_in_place(json, out);
+}
 
 Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out) {
   const std::size_t need = json.size() + simdjson::SIMDJSON_PADDING;

@@ -320,6 +320,90 @@ Result<StreamSummary> KinesisClient::describe_stream_summary(std::string_view st
   return s;
 }
 
+namespace {
+Status read_consumer(ResponseReader& r, dom::object c, StreamConsumer& out, const std::string& p) {
+  KCL_RETURN_IF_ERROR(r.str(c, "ConsumerName", out.consumer_name, p + "ConsumerName"));
+  KCL_RETURN_IF_ERROR(r.str(c, "ConsumerARN", out.consumer_arn, p + "ConsumerARN"));
+  KCL_RETURN_IF_ERROR(r.str(c, "ConsumerStatus", out.consumer_status, p + "ConsumerStatus"));
+  return r.opt_seconds(c, "ConsumerCreationTimestamp", out.creation_timestamp,
+                       p + "ConsumerCreationTimestamp");
+}
+}  // namespace
+
+Result<StreamConsumer> KinesisClient::register_stream_consumer(std::string_view stream_arn,
+                                                               std::string_view consumer_name) {
+  json req = {{"StreamARN", stream_arn}, {"ConsumerName", consumer_name}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "RegisterStreamConsumer"));
+  KCL_ASSIGN_OR_RETURN(std::string body,
+                       client_->call("RegisterStreamConsumer", std::move(request)));
+  ResponseReader r(*client_, "RegisterStreamConsumer");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  dom::object c;
+  KCL_RETURN_IF_ERROR(r.obj_at(top, "Consumer", c, "Consumer", true));
+  StreamConsumer out;
+  KCL_RETURN_IF_ERROR(read_consumer(r, c, out, "Consumer."));
+  return out;
+}
+
+Result<StreamConsumer> KinesisClient::describe_stream_consumer(std::string_view stream_arn,
+                                                               std::string_view consumer_name) {
+  json req = {{"StreamARN", stream_arn}, {"ConsumerName", consumer_name}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "DescribeStreamConsumer"));
+  KCL_ASSIGN_OR_RETURN(std::string body,
+                       client_->call("DescribeStreamConsumer", std::move(request)));
+  ResponseReader r(*client_, "DescribeStreamConsumer");
+  KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+  dom::object c;
+  KCL_RETURN_IF_ERROR(r.obj_at(top, "ConsumerDescription", c, "ConsumerDescription", true));
+  StreamConsumer out;
+  KCL_RETURN_IF_ERROR(read_consumer(r, c, out, "ConsumerDescription."));
+  return out;
+}
+
+Result<std::vector<StreamConsumer>> KinesisClient::list_stream_consumers(
+    std::string_view stream_arn) {
+  std::vector<StreamConsumer> all;
+  std::string token;
+  for (int page = 0; page < 1000; ++page) {
+    json req = {{"StreamARN", stream_arn}};
+    if (!token.empty()) req["NextToken"] = token;
+    KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "ListStreamConsumers"));
+    KCL_ASSIGN_OR_RETURN(std::string body,
+                         client_->call("ListStreamConsumers", std::move(request)));
+    ResponseReader r(*client_, "ListStreamConsumers");
+    KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
+    dom::array consumers;
+    bool present = false;
+    KCL_RETURN_IF_ERROR(r.arr_at(top, "Consumers", consumers, "Consumers", false, present));
+    if (present) {
+      std::size_t i = 0;
+      for (dom::element e : consumers) {
+        dom::object c;
+        const std::string p = "Consumers[" + std::to_string(i++) + "].";
+        if (e.get(c)) return r.bad(p + ": not an object");
+        StreamConsumer out;
+        KCL_RETURN_IF_ERROR(read_consumer(r, c, out, p));
+        all.push_back(std::move(out));
+      }
+    }
+    token.clear();
+    KCL_RETURN_IF_ERROR(r.opt_str(top, "NextToken", token, "NextToken"));
+    if (token.empty()) return all;
+  }
+  return Status(StatusCode::kInternal,
+                "Kinesis.ListStreamConsumers: more than 1000 pages; giving up");
+}
+
+Status KinesisClient::deregister_stream_consumer(std::string_view stream_arn,
+                                                 std::string_view consumer_name) {
+  json req = {{"StreamARN", stream_arn}, {"ConsumerName", consumer_name}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "DeregisterStreamConsumer"));
+  KCL_ASSIGN_OR_RETURN(std::string body,
+                       client_->call("DeregisterStreamConsumer", std::move(request)));
+  (void)body;
+  return Status::Ok();
+}
+
 Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
                                                       std::string_view shard_id,
                                                       const IteratorPosition& position) {
@@ -331,6 +415,32 @@ Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
                        *client_, "GetShardIterator");
   }
   return std::move(*it);
+}
+
+Result<aws::HttpRequest> KinesisClient::subscribe_to_shard_request(
+    std::string_view consumer_arn, std::string_view shard_id, const IteratorPosition& position) {
+  json start = {{"Type", iterator_type_name(position.type)}};
+  switch (position.type) {
+    case IteratorType::kAtSequenceNumber:
+    case IteratorType::kAfterSequenceNumber:
+      if (position.sequence_number.empty()) {
+        return Status(StatusCode::kInvalidArgument, std::string("Kinesis.SubscribeToShard: ") +
+                                                        iterator_type_name(position.type) +
+                                                        " needs a sequence number (shard " +
+                                                        std::string(shard_id) + ")");
+      }
+      start["SequenceNumber"] = position.sequence_number;
+      break;
+    case IteratorType::kAtTimestamp:
+      start["Timestamp"] = to_epoch_seconds(position.timestamp);
+      break;
+    case IteratorType::kTrimHorizon:
+    case IteratorType::kLatest:
+      break;
+  }
+  json req = {{"ConsumerARN", consumer_arn}, {"ShardId", shard_id}, {"StartingPosition", start}};
+  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "SubscribeToShard"));
+  return client_->signed_request("SubscribeToShard", std::move(request));
 }
 
 Result<std::optional<std::string>> KinesisClient::get_shard_iterator(

@@ -65,6 +65,22 @@ class KinesisClient {
   Status merge_shards(std::string_view stream, std::string_view shard_id,
                       std::string_view adjacent_shard_id);
 
+  // Enhanced fan-out consumers (by the stream's ARN, from describe_stream_summary).
+  // RegisterStreamConsumer: kAlreadyExists when the name is taken (ResourceInUse).
+  Result<StreamConsumer> register_stream_consumer(std::string_view stream_arn,
+                                                  std::string_view consumer_name);
+  Result<StreamConsumer> describe_stream_consumer(std::string_view stream_arn,
+                                                  std::string_view consumer_name);
+  // Every consumer of the stream, following NextToken pages.
+  Result<std::vector<StreamConsumer>> list_stream_consumers(std::string_view stream_arn);
+  Status deregister_stream_consumer(std::string_view stream_arn, std::string_view consumer_name);
+
+  // SubscribeToShard's request, signed, for aws::StreamingTransport (the response is an
+  // event stream: see retrieval/fanout_source.h).
+  Result<aws::HttpRequest> subscribe_to_shard_request(std::string_view consumer_arn,
+                                                      std::string_view shard_id,
+                                                      const IteratorPosition& position);
+
   aws::AwsJsonClient& raw() { return *client_; }
   // The retry policy of the underlying client; nullptr for clients without one (fakes).
   aws::RetryPolicy* retry_policy() { return client_->retry_policy(); }
@@ -82,5 +98,8 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
 // The same without the padded copy: may grow json's capacity (contents unchanged) so the
 // parser can read a little past the end.
 Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out);
+// A SubscribeToShardEvent's JSON payload (Records as in GetRecords; ContinuationSequenceNumber
+// in continuation_sequence_number, absent at the shard's end; no NextShardIterator).
+Status parse_subscribe_to_shard_event_in_place(std::string& json, GetRecordsResult& out);
 
 }  // namespace kcl::kinesis

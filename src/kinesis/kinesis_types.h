@@ -55,6 +55,14 @@ struct StreamSummary {
   std::chrono::system_clock::time_point creation_timestamp{};
 };
 
+// A registered enhanced fan-out consumer of a stream.
+struct StreamConsumer {
+  std::string consumer_name;
+  std::string consumer_arn;
+  std::string consumer_status;  // CREATING, ACTIVE, DELETING
+  std::chrono::system_clock::time_point creation_timestamp{};
+};
+
 enum class IteratorType {
   kTrimHorizon,
   kLatest,
@@ -88,6 +96,8 @@ struct GetRecordsResult {
   std::vector<KinesisRecord> records;
   // Absent when the shard is closed and fully read (end of shard).
   std::optional<std::string> next_shard_iterator;
+  // SubscribeToShardEvent only: where to resubscribe after; absent at the shard's end.
+  std::optional<std::string> continuation_sequence_number;
   std::int64_t millis_behind_latest = 0;
   std::vector<ChildShard> child_shards;
   bool shard_ended() const { return !next_shard_iterator.has_value(); }

@@ -50,6 +50,20 @@ std::vector<std::string> RetrievalConfig::validate() const {
     problems.push_back("call_max_attempts is " + std::to_string(call_max_attempts) +
                        "; it must be between 0 (the AWS client's setting) and 20");
   }
+  within("fanout_idle_timeout", fanout_idle_timeout, seconds(1), minutes(10), "10 min");
+  within("fanout_in_use_backoff", fanout_in_use_backoff, milliseconds(100), minutes(5), "5 min");
+  if (consumer_name.size() > 128) {
+    problems.emplace_back("consumer_name is longer than 128 characters");
+  }
+  for (char c : consumer_name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      problems.push_back("consumer_name '" + consumer_name +
+                         "' may hold only letters, digits, '_', '.' and '-'");
+      break;
+    }
+  }
   return problems;
 }
 

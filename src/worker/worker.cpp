@@ -17,6 +17,7 @@
 #include "cloudwatch/cloudwatch_publisher.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
+#include "kinesis/stream_consumers.h"
 #include "leases/dynamodb_lease_store.h"
 #include "leases/lease_coordinator.h"
 #include "leases/lease_coordinator_runner.h"
@@ -24,6 +25,7 @@
 #include "lifecycle/task_pool.h"
 #include "metrics/tee_sink.h"
 #include "observability/worker_endpoint.h"
+#include "retrieval/fanout_source.h"
 #include "shardsync/shard_syncer.h"
 #include "worker/worker_access.h"
 
@@ -84,6 +86,8 @@ class Worker::Impl final : public leases::LeaseListener {
   Status start();
   // Starts publishing to CloudWatch when configured; every metric point goes there too.
   Status start_cloudwatch();
+  // Finds or registers the stream consumer and makes the fan-out records sources' factory.
+  Status start_fanout();
   std::shared_future<Status> shutdown();
   Status wait() {
     if (!started_.load())
@@ -148,6 +152,7 @@ class Worker::Impl final : public leases::LeaseListener {
   const Clock* clock_ = nullptr;
 
   std::shared_ptr<kinesis::KinesisClient> kinesis_;
+  retrieval::RecordsSourceFactory fanout_factory_;  // set when reading with fan-out
   std::shared_ptr<leases::LeaseStore> store_;
   std::unique_ptr<leases::LeaseCoordinator> coordinator_;
   std::unique_ptr<leases::LeaseCoordinatorRunner> lease_runner_;  // take + renew threads
@@ -252,6 +257,27 @@ Status Worker::Impl::start_cloudwatch() {
   return Status::Ok();
 }
 
+Status Worker::Impl::start_fanout() {
+  const std::string name = config_.retrieval.consumer_name.empty()
+                               ? config_.leases.application_name
+                               : config_.retrieval.consumer_name;
+  KCL_ASSIGN_OR_RETURN(std::string arn, kinesis::stream_arn(*kinesis_, config_.stream_name));
+  KCL_ASSIGN_OR_RETURN(
+      kinesis::StreamConsumer consumer,
+      kinesis::ensure_stream_consumer(*kinesis_, arn, name, *clock_, std::chrono::minutes(2)));
+  log(LogLevel::kInfo, "enhanced fan-out through stream consumer " + consumer.consumer_name + " (" +
+                           consumer.consumer_arn + ")");
+  retrieval::FanOutContext fan;
+  fan.kinesis = kinesis_;
+  fan.transport = std::make_shared<aws::StreamingTransport>(config_.aws.http);
+  fan.consumer_arn = consumer.consumer_arn;
+  fanout_factory_ = [fan, retrieval = config_.retrieval, clock = clock_](
+                        const std::string& shard_id, const StartPosition& start) {
+    return std::make_shared<retrieval::FanOutSource>(fan, shard_id, start, retrieval, *clock);
+  };
+  return Status::Ok();
+}
+
 Status Worker::Impl::start() {
   if (started_.exchange(true)) {
     return Status(StatusCode::kFailedPrecondition, "the worker was already started");
@@ -275,6 +301,9 @@ Status Worker::Impl::start() {
                                 config_.leases.worker_id, store_, [this] { return health(); });
     if (!s.ok()) return fail(s.with_context("starting the worker: "));
     log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics");
+  }
+  if (config_.retrieval.mode == RetrievalMode::kFanOut && !internals_.records_source_factory) {
+    if (Status s = start_fanout(); !s.ok()) return fail(s.with_context("starting the worker: "));
   }
   if (Status s = store_->create_table_if_not_exists(); !s.ok()) {
     return fail(
@@ -334,6 +363,9 @@ Status Worker::Impl::start() {
   ctx_.processor_failures = &processor_failures_;
   ctx_.corrupt_aggregates = &corrupt_aggregates_;
   ctx_.records_source_factory = internals_.records_source_factory;
+  if (!ctx_.records_source_factory && config_.retrieval.mode == RetrievalMode::kFanOut) {
+    ctx_.records_source_factory = fanout_factory_;
+  }
 
   lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
   lease_runner_->start();

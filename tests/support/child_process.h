@@ -10,13 +10,16 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "kcl/aws_config.h"
+#include "kcl/status.h"
 
 namespace kcl::testing {
 
@@ -98,6 +101,42 @@ inline bool eventually(F f, std::chrono::milliseconds limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return f();
+}
+
+// A Node script that prints {"port": P} on its first line of stdout (the tests' scripted
+// servers), started with `node` from PATH; its port once it listens.
+struct NodeServer {
+  std::unique_ptr<ChildProcess> process;
+  int port = 0;
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+// Errors: the server did not print its port within 30 s.
+inline Result<NodeServer> start_node_server(const std::string& script,
+                                            const std::vector<std::string>& args,
+                                            const std::string& stdout_path) {
+  std::vector<std::string> argv = {"/usr/bin/env", "node", script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const char* path = std::getenv("PATH");
+  NodeServer s;
+  s.process = std::make_unique<ChildProcess>(
+      argv, std::vector<std::string>{std::string("PATH=") + (path ? path : "/usr/bin:/bin")},
+      stdout_path);
+  if (!s.process->started()) {
+    return Status(StatusCode::kFailedPrecondition, "could not start node " + script);
+  }
+  const bool up = eventually(
+      [&] {
+        const auto lines = s.process->lines();
+        if (lines.empty()) return false;
+        const std::size_t at = lines.front().find("\"port\":");
+        if (at == std::string::npos) return false;
+        s.port = std::atoi(lines.front().c_str() + at + 7);
+        return s.port > 0;
+      },
+      std::chrono::seconds(30));
+  if (!up) return Status(StatusCode::kDeadlineExceeded, script + " did not print its port");
+  return s;
 }
 
 }  // namespace kcl::testing

@@ -9,7 +9,9 @@
 #include <iostream>
 
 #include "aws/base64.h"
+#include "kinesis/stream_consumers.h"
 #include "record_lines.h"
+#include "retrieval/fanout_source.h"
 
 namespace kcl::cli {
 
@@ -61,6 +63,25 @@ Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOpti
   KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::dynamodb_service(), c));
   return std::make_unique<dynamodb::DynamoDbClient>(
       std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+}
+
+Result<retrieval::RecordsSourceFactory> make_fanout_factory(
+    std::shared_ptr<kinesis::KinesisClient> client, const std::string& stream,
+    const std::string& consumer_name, const RetrievalConfig& retrieval, const HttpConfig& http) {
+  KCL_ASSIGN_OR_RETURN(std::string arn, kinesis::stream_arn(*client, stream));
+  KCL_ASSIGN_OR_RETURN(
+      kinesis::StreamConsumer consumer,
+      kinesis::ensure_stream_consumer(*client, arn, consumer_name, SystemClock::instance(),
+                                      std::chrono::minutes(2)));
+  retrieval::FanOutContext ctx;
+  ctx.kinesis = std::move(client);
+  ctx.transport = std::make_shared<aws::StreamingTransport>(http);
+  ctx.consumer_arn = consumer.consumer_arn;
+  return retrieval::RecordsSourceFactory(
+      [ctx, retrieval](const std::string& shard_id, const StartPosition& start) {
+        return std::make_shared<retrieval::FanOutSource>(ctx, shard_id, start, retrieval,
+                                                         SystemClock::instance());
+      });
 }
 
 Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text) {

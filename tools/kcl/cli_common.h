@@ -12,9 +12,11 @@
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/aws_config.h"
 #include "kcl/record.h"
+#include "kcl/retrieval_config.h"
 #include "kcl/start_position.h"
 #include "kcl/status.h"
 #include "kinesis/kinesis_client.h"
+#include "retrieval/records_source.h"
 
 namespace CLI {
 class App;
@@ -35,6 +37,11 @@ struct GlobalOptions {
 
 Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions& g);
 Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g);
+// Finds or registers stream consumer `consumer_name` of `stream` and makes fan-out records
+// sources through it (one HTTP/2 transport shared by every shard).
+Result<retrieval::RecordsSourceFactory> make_fanout_factory(
+    std::shared_ptr<kinesis::KinesisClient> client, const std::string& stream,
+    const std::string& consumer_name, const RetrievalConfig& retrieval, const HttpConfig& http);
 
 // "2026-11-22T10:00:00Z", "2026-11-22T10:00:00.250+01:00", "2026-11-22 10:00:00" (UTC).
 Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text);

@@ -39,6 +39,8 @@ struct ConsumeFlags {
   std::string cloudwatch_metrics;
   std::string metrics_level = "DETAILED";
   std::string log_format = "text";
+  bool fan_out = false;
+  std::string consumer_name;
 };
 
 // --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
@@ -154,6 +156,8 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.processing.thread_pool_size = f.threads;
   config.aws = g.aws_config();
   config.http_address = f.http;
+  if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
+  config.retrieval.consumer_name = f.consumer_name;
   if (auto bad = apply_cloudwatch_flags(f, config)) {
     std::cerr << "kcl consume: " << *bad << "\n";
     return 2;
@@ -248,6 +252,11 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
   cmd->add_option("--log-format", f->log_format,
                   "Log lines on stderr as text (default) or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_flag("--fan-out", f->fan_out,
+                "Read with enhanced fan-out (SubscribeToShard over HTTP/2): the stream consumer "
+                "is found or registered at start");
+  cmd->add_option("--consumer-name", f->consumer_name,
+                  "The stream consumer for --fan-out (default: the application name)");
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
 }

@@ -14,21 +14,30 @@ struct TailFlags {
   long long max = 0;
   bool raw = false;
   bool stop_at_end = false;
+  bool fan_out = false;
+  std::string consumer_name = "kcl-tail";
 };
 
 int run_tail(const GlobalOptions& g, const TailFlags& f) {
   auto from = parse_start_position(f.from);
   if (!from.ok()) return report_error("tail", from.status());
-  auto client = make_kinesis(g);
-  if (!client.ok()) return report_error("tail", client.status());
+  auto made = make_kinesis(g);
+  if (!made.ok()) return report_error("tail", made.status());
+  std::shared_ptr<kinesis::KinesisClient> client = std::move(made).value();
   install_stop_signals();
   TailOptions o;
+  if (f.fan_out) {
+    auto factory = make_fanout_factory(client, f.stream, f.consumer_name, RetrievalConfig{},
+                                       g.aws_config().http);
+    if (!factory.ok()) return report_error("tail", factory.status());
+    o.source_factory = std::move(factory).value();
+  }
   o.stream = f.stream;
   o.from = *from;
   o.max_records = f.max;
   o.stop_at_end = f.stop_at_end;
   std::ios::sync_with_stdio(false);
-  TailReader reader(**client, o, [&](const Record& r) {
+  TailReader reader(*client, o, [&](const Record& r) {
     write_record(std::cout, r, f.raw);
     return static_cast<bool>(std::cout);
   });
@@ -60,6 +69,11 @@ void add_tail_command(CLI::App& parent, const GlobalOptions& global, int& exit_c
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->add_flag("--stop-at-end", f->stop_at_end,
                 "Stop once every shard is read up to its latest record");
+  cmd->add_flag("--fan-out", f->fan_out,
+                "Read with enhanced fan-out (SubscribeToShard over HTTP/2) through a stream "
+                "consumer, found or registered first");
+  cmd->add_option("--consumer-name", f->consumer_name,
+                  "The stream consumer for --fan-out (default kcl-tail)");
   cmd->callback([&global, &exit_code, f] { exit_code = run_tail(global, *f); });
 }
 

@@ -51,8 +51,12 @@ void TailReader::start_shard(const kinesis::Shard& shard, bool first_generation)
     if (!first_generation) from = StartPosition::trim_horizon();
   }
   Reading r;
-  r.source = std::make_shared<retrieval::ShardFetcher>(client_, o_.stream, shard.shard_id, from,
-                                                       retrieval_, SystemClock::instance());
+  if (o_.source_factory) {
+    r.source = o_.source_factory(shard.shard_id, from);
+  } else {
+    r.source = std::make_shared<retrieval::ShardFetcher>(client_, o_.stream, shard.shard_id, from,
+                                                         retrieval_, SystemClock::instance());
+  }
   active_[shard.shard_id] = std::move(r);
 }
 

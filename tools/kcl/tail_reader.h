@@ -2,9 +2,10 @@
 // is read once every parent in the listing has been read to its end. For `kcl tail`.
 //
 // Each shard is read by the library's records source (retrieval::ShardFetcher, the same
-// polling source a worker's shard consumer uses: at most 5 calls per second per shard, the
-// shared backoff on throttling, a new iterator after an expired one, KPL deaggregation);
-// this class only decides which shards to read and runs their steps when they are due.
+// polling source a worker's shard consumer uses, or the fan-out source when one is given: at most 5
+// calls per second per shard, the shared backoff on throttling, a new iterator after an expired
+// one, KPL deaggregation); this class only decides which shards to read and runs their steps when
+// they are due.
 #pragma once
 
 #include <chrono>
@@ -27,6 +28,8 @@ struct TailOptions {
   long long max_records = 0;  // 0 = no limit
   bool stop_at_end = false;   // stop once every shard is caught up
   std::chrono::milliseconds idle_pause{250};
+  // Makes each shard's records source; empty = polling (retrieval::ShardFetcher).
+  retrieval::RecordsSourceFactory source_factory;
 };
 
 class TailReader {

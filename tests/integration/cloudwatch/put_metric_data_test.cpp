@@ -28,34 +28,18 @@ class PutMetricDataTest : public ::testing::Test {
     const std::string dir = ::testing::TempDir() + "/pmd-" + std::to_string(::getpid()) + "-" +
                             std::to_string(++counter_);
     log_ = dir + ".log";
-    std::vector<std::string> argv = {"/usr/bin/env",
-                                     "node",
-                                     KCL_SOURCE_DIR
-                                     "/tests/integration/cloudwatch/"
-                                     "put_metric_data_server.js",
-                                     "--log",
-                                     log_,
-                                     "--secret",
-                                     "pmd-secret"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    const char* path = std::getenv("PATH");
-    server_ = std::make_unique<testing::ChildProcess>(
-        argv, std::vector<std::string>{std::string("PATH=") + (path ? path : "/usr/bin:/bin")},
+    std::vector<std::string> args = {"--log", log_, "--secret", "pmd-secret"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto started = testing::start_node_server(
+        KCL_SOURCE_DIR "/tests/integration/cloudwatch/put_metric_data_server.js", args,
         dir + ".out");
-    if (!server_->started()) return false;
-    int port = 0;
-    const bool up = testing::eventually(
-        [&] {
-          auto lines = server_->lines();
-          if (lines.empty()) return false;
-          auto j = nlohmann::json::parse(lines.front(), nullptr, false);
-          if (j.is_discarded() || !j.contains("port")) return false;
-          port = j["port"].get<int>();
-          return true;
-        },
-        30s);
-    url_ = "http://127.0.0.1:" + std::to_string(port);
-    return up;
+    if (!started.ok()) {
+      ADD_FAILURE() << started.status();
+      return false;
+    }
+    url_ = started->url();
+    server_ = std::move(started->process);
+    return true;
   }
 
   std::unique_ptr<aws::AwsJsonClient> client(const std::string& secret = "pmd-secret") {

@@ -1,0 +1,394 @@
+#include "retrieval/fanout_source.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "aws/json_util.h"
+#include "aws/retry.h"
+#include "eventstream/event_stream.h"
+#include "retrieval/kpl_deaggregator.h"
+
+namespace kcl::retrieval {
+
+using std::chrono::milliseconds;
+
+// What the transport's thread hands to fetch_step(), for one subscription.
+struct FanOutSource::Inbox {
+  std::mutex mu;
+  eventstream::Decoder decoder;
+  std::deque<eventstream::Message> messages;
+  std::size_t bytes = 0;  // payload bytes held
+  std::size_t max_bytes = 0;
+  int http_status = 0;
+  aws::Headers headers;
+  std::string error_body;  // the body of an answer other than 200 (capped)
+  std::optional<Status> decode_error;
+  bool closed = false;
+  Status close_status;
+  bool paused = false;
+  std::function<void()> wake;
+};
+
+class FanOutSource::Handler final : public aws::StreamHandler {
+ public:
+  explicit Handler(std::shared_ptr<Inbox> inbox) : in_(std::move(inbox)) {}
+
+  void on_response(int status, const aws::Headers& headers) override {
+    std::lock_guard<std::mutex> lock(in_->mu);
+    in_->http_status = status;
+    in_->headers = headers;
+  }
+
+  bool on_data(std::string_view bytes) override {
+    {
+      std::lock_guard<std::mutex> lock(in_->mu);
+      if (in_->decode_error) return true;  // a corrupt stream: dropped, the source ends it
+      if (in_->http_status != 200) {
+        if (in_->error_body.size() < 65536) in_->error_body.append(bytes.substr(0, 65536));
+        return true;
+      }
+      if (in_->bytes >= in_->max_bytes) {
+        // The source has not taken what came: pause the stream (HTTP/2 flow control).
+        in_->paused = true;
+        return false;
+      }
+      decoded_.clear();
+      Status s = in_->decoder.feed(bytes, decoded_);
+      for (eventstream::Message& m : decoded_) {
+        in_->bytes += m.payload.size();
+        in_->messages.push_back(std::move(m));
+      }
+      if (!s.ok()) in_->decode_error = std::move(s);
+    }
+    if (in_->wake) in_->wake();
+    return true;
+  }
+
+  void on_close(const Status& status) override {
+    {
+      std::lock_guard<std::mutex> lock(in_->mu);
+      in_->closed = true;
+      in_->close_status = status;
+    }
+    if (in_->wake) in_->wake();
+  }
+
+ private:
+  std::shared_ptr<Inbox> in_;
+  std::vector<eventstream::Message> decoded_;  // reused (the transport's thread only)
+};
+
+FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPosition start,
+                           RetrievalConfig config, const Clock& clock,
+                           std::optional<std::uint64_t> jitter_seed)
+    : ctx_(std::move(context)),
+      shard_id_(std::move(shard_id)),
+      start_(std::move(start)),
+      config_(std::move(config)),
+      clock_(clock),
+      rng_(jitter_seed ? *jitter_seed : std::random_device{}()) {
+  resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
+  next_subscribe_at_ = clock_.now();
+}
+
+FanOutSource::~FanOutSource() {
+  if (inbox_ && ctx_.transport) ctx_.transport->cancel(stream_id_);
+}
+
+void FanOutSource::set_wakeup(std::function<void()> wake) { wake_ = std::move(wake); }
+
+kinesis::IteratorPosition FanOutSource::subscribe_position() const {
+  kinesis::IteratorPosition p;
+  if (continuation_) {
+    p.type = kinesis::IteratorType::kAfterSequenceNumber;
+    p.sequence_number = *continuation_;
+    return p;
+  }
+  switch (start_.kind) {
+    case StartPosition::Kind::kTrimHorizon:
+      p.type = kinesis::IteratorType::kTrimHorizon;
+      break;
+    case StartPosition::Kind::kLatest:
+      p.type = kinesis::IteratorType::kLatest;
+      break;
+    case StartPosition::Kind::kAtTimestamp:
+      p.type = kinesis::IteratorType::kAtTimestamp;
+      p.timestamp = start_.timestamp;
+      break;
+    case StartPosition::Kind::kAfterCheckpoint:
+      // AT the checkpoint's sequence number, its records up to the checkpoint dropped (the
+      // later sub-records of an aggregate are kept): see shard_fetcher.h.
+      p.type = kinesis::IteratorType::kAtSequenceNumber;
+      p.sequence_number = start_.sequence_number;
+      break;
+  }
+  return p;
+}
+
+FetchStep FanOutSource::subscribe() {
+  auto request =
+      ctx_.kinesis->subscribe_to_shard_request(ctx_.consumer_arn, shard_id_, subscribe_position());
+  if (!request.ok()) {
+    const StatusCode c = request.status().code();
+    if (c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded) {
+      return backoff(FetchOutcome::kRetrying);
+    }
+    return fail(request.status());
+  }
+  inbox_ = std::make_shared<Inbox>();
+  // What one subscription may hold before its stream is paused.
+  inbox_->max_bytes = std::min<std::size_t>(config_.max_prefetch_bytes, std::size_t{4} << 20);
+  inbox_->wake = wake_;
+  stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_));
+  subscriptions_.fetch_add(1);
+  last_event_at_ = clock_.now();
+  return FetchStep{FetchOutcome::kGotIterator, last_event_at_ + config_.fanout_idle_timeout};
+}
+
+FetchStep FanOutSource::resubscribe_after(milliseconds delay, FetchOutcome outcome) {
+  if (inbox_) ctx_.transport->cancel(stream_id_);
+  inbox_.reset();
+  next_subscribe_at_ = clock_.now() + delay;
+  return FetchStep{outcome, next_subscribe_at_};
+}
+
+FetchStep FanOutSource::backoff(FetchOutcome outcome) {
+  if (consecutive_failures_ < 1'000'000) ++consecutive_failures_;
+  RetryConfig b;
+  b.base_delay = config_.throttle_backoff_base;
+  b.max_backoff = config_.throttle_backoff_max;
+  return resubscribe_after(aws::full_jitter_backoff(b, consecutive_failures_ - 1, rng_()), outcome);
+}
+
+FetchStep FanOutSource::fail(Status status) {
+  if (inbox_) ctx_.transport->cancel(stream_id_);
+  inbox_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    terminal_ = status.with_context("fan-out for shard " + shard_id_ + ": ");
+  }
+  finished_.store(true, std::memory_order_release);
+  return FetchStep{FetchOutcome::kFailed};
+}
+
+FetchStep FanOutSource::end_of_shard(FetchedBatch batch) {
+  if (inbox_) ctx_.transport->cancel(stream_id_);
+  inbox_.reset();
+  batch.shard_end = true;
+  const std::size_t n = batch.records.size();
+  push_batch(std::move(batch));
+  finished_.store(true, std::memory_order_release);
+  return FetchStep{FetchOutcome::kShardEnd, Clock::MonoTime::max(), false, n};
+}
+
+FetchStep FanOutSource::on_service_error(const std::string& type, const std::string& message) {
+  if (type == "ResourceInUseException") {
+    // Another subscription of this consumer and shard is open, or one ended less than 5 s
+    // ago: wait past that window (with jitter, so shards do not come back together).
+    in_use_.fetch_add(1);
+    const auto jitter = milliseconds(std::uniform_int_distribution<int>(0, 1000)(rng_));
+    return resubscribe_after(config_.fanout_in_use_backoff + jitter, FetchOutcome::kRetrying);
+  }
+  const std::string what = type + (message.empty() ? std::string() : ": " + message);
+  if (type == "ResourceNotFoundException") {
+    if (message.find("onsumer") != std::string::npos) {
+      return fail(Status(StatusCode::kNotFound, "the stream consumer " + ctx_.consumer_arn +
+                                                    " no longer exists: " + what));
+    }
+    // The shard is closed and past retention: nothing more to read, no children to name.
+    return end_of_shard(FetchedBatch{});
+  }
+  if (type == "AccessDeniedException" || type == "ValidationException" ||
+      type == "InvalidArgumentException") {
+    const StatusCode code = type == "AccessDeniedException" ? StatusCode::kPermissionDenied
+                                                            : StatusCode::kInvalidArgument;
+    return fail(Status(code, "SubscribeToShard: " + what));
+  }
+  // InternalFailure, throttling, KMS errors...: transient; subscribe again after a backoff.
+  return backoff(FetchOutcome::kRetrying);
+}
+
+FetchStep FanOutSource::fetch_step() {
+  if (finished()) return FetchStep{FetchOutcome::kFinished};
+  const Clock::MonoTime now = clock_.now();
+  if (!inbox_) {
+    if (now < next_subscribe_at_) return FetchStep{FetchOutcome::kNotDue, next_subscribe_at_};
+    if (!has_room()) return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
+    return subscribe();
+  }
+  if (!has_room()) {
+    // What arrived waits in the inbox; once it is full the stream is paused.
+    return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
+  }
+  std::deque<eventstream::Message> messages;
+  bool closed = false, was_paused = false, cut_short = false;
+  Status close_status;
+  std::optional<Status> decode_error;
+  int http_status = 0;
+  std::string error_body;
+  aws::Headers headers;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    messages.swap(inbox_->messages);
+    inbox_->bytes = 0;
+    was_paused = inbox_->paused;
+    inbox_->paused = false;
+    closed = inbox_->closed;
+    close_status = inbox_->close_status;
+    decode_error = inbox_->decode_error;
+    http_status = inbox_->http_status;
+    // A stream that ended inside a message was cut short, whatever the transport said.
+    cut_short = closed && inbox_->decoder.buffered() > 0;
+    if (closed) {
+      error_body = inbox_->error_body;
+      headers = inbox_->headers;
+    }
+  }
+  if (was_paused) ctx_.transport->resume(stream_id_);
+
+  std::size_t queued = 0;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    if (!has_room()) {
+      // At the prefetch bound: what is left goes back to the inbox (which pauses the stream
+      // once full) until the consumer takes a batch.
+      std::lock_guard<std::mutex> lock(inbox_->mu);
+      for (std::size_t j = messages.size(); j-- > i;) {
+        inbox_->bytes += messages[j].payload.size();
+        inbox_->messages.push_front(std::move(messages[j]));
+      }
+      return FetchStep{queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kQueueFull,
+                       Clock::MonoTime::max(), true, queued};
+    }
+    eventstream::Message& m = messages[i];
+    last_event_at_ = now;
+    const std::string_view type = m.string_header(":message-type");
+    if (type == "event") {
+      if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
+      Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(m.payload, event_);
+      if (!parsed.ok()) {
+        // A malformed event: its records cannot be trusted; subscribe again after the last
+        // good continuation.
+        streams_lost_.fetch_add(1);
+        return backoff(FetchOutcome::kRetrying);
+      }
+      consecutive_failures_ = 0;
+      millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
+      FetchedBatch batch;
+      batch.millis_behind_latest = event_.millis_behind_latest;
+      if (!event_.records.empty()) {
+        const std::string last_sequence = event_.records.back().sequence_number;
+        batch.records.reserve(event_.records.size());
+        for (auto& kr : event_.records) {
+          if (deaggregate(std::move(kr), shard_id_, batch.records).corrupt()) {
+            corrupt_.fetch_add(1, std::memory_order_relaxed);
+          }
+        }
+        if (resume_filter_) {
+          drop_through_checkpoint(batch.records, start_.sequence_number,
+                                  start_.sub_sequence_number);
+          if (compare_sequence_numbers(last_sequence, start_.sequence_number) > 0) {
+            resume_filter_ = false;
+          }
+        }
+        for (const auto& r : batch.records) batch.bytes += r.data.size();
+      }
+      if (!event_.continuation_sequence_number) {
+        batch.child_shards = std::move(event_.child_shards);
+        return end_of_shard(std::move(batch));
+      }
+      continuation_ = std::move(*event_.continuation_sequence_number);
+      if (!batch.records.empty()) {
+        queued += batch.records.size();
+        push_batch(std::move(batch));
+      }
+    } else if (type == "exception" || type == "error") {
+      const std::string kind(
+          m.string_header(type == "exception" ? ":exception-type" : ":error-code"));
+      std::string message(m.string_header(":error-message"));
+      auto body = nlohmann::json::parse(m.payload, nullptr, false);
+      if (body.is_object()) {
+        for (const char* key : {"message", "Message"}) {
+          if (body.contains(key) && body[key].is_string()) message = body[key];
+        }
+      }
+      return on_service_error(kind, message);
+    }
+  }
+  if (decode_error) {
+    streams_lost_.fetch_add(1);
+    return backoff(FetchOutcome::kRetrying);
+  }
+  if (closed) {
+    if (http_status != 200 && http_status != 0) {
+      aws::HttpResponse r;
+      r.status = http_status;
+      r.headers = std::move(headers);
+      r.body = std::move(error_body);
+      const aws::AwsErrorBody e = aws::parse_aws_error(r);
+      if (!e.type.empty()) return on_service_error(e.type, e.message);
+      if (http_status >= 500 || http_status == 429) return backoff(FetchOutcome::kRetrying);
+      return fail(Status(StatusCode::kInternal, "SubscribeToShard answered HTTP " +
+                                                    std::to_string(http_status) + ": " +
+                                                    aws::sanitize_snippet(r.body)));
+    }
+    if (close_status.ok() && http_status == 200 && !cut_short) {
+      // The subscription's lifetime ended: go on at once from the continuation.
+      return resubscribe_after(milliseconds(0),
+                               queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords);
+    }
+    streams_lost_.fetch_add(1);
+    return backoff(FetchOutcome::kRetrying);
+  }
+  if (now - last_event_at_ >= config_.fanout_idle_timeout) {
+    streams_lost_.fetch_add(1);
+    return resubscribe_after(milliseconds(0), FetchOutcome::kRetrying);
+  }
+  return FetchStep{queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
+                   last_event_at_ + config_.fanout_idle_timeout, false, queued};
+}
+
+void FanOutSource::push_batch(FetchedBatch batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queued_records_ += batch.records.size();
+  queued_bytes_ += batch.bytes;
+  queue_.push_back(std::move(batch));
+}
+
+std::optional<FetchedBatch> FanOutSource::take_batch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) return std::nullopt;
+  FetchedBatch batch = std::move(queue_.front());
+  queue_.pop_front();
+  queued_records_ -= batch.records.size();
+  queued_bytes_ -= batch.bytes;
+  return batch;
+}
+
+bool FanOutSource::has_room() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_records_ < config_.max_prefetch_records &&
+         queued_bytes_ < config_.max_prefetch_bytes;
+}
+
+bool FanOutSource::drained() const {
+  if (!finished()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty();
+}
+
+Status FanOutSource::terminal_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return terminal_;
+}
+
+std::size_t FanOutSource::queued_records() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_records_;
+}
+
+std::size_t FanOutSource::queued_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queued_bytes_;
+}
+
+}  // namespace kcl::retrieval

@@ -1,0 +1,138 @@
+// retrieval/fanout_source.h: enhanced fan-out for one shard, the second RecordsSource.
+//
+// The source subscribes (SubscribeToShard through aws::StreamingTransport, one HTTP/2 stream
+// multiplexed with the worker's other shards) and turns the pushed events into batches, in
+// the same bounded queue and with the same deaggregation and resume filter as polling:
+//
+//   transport thread: bytes ──▶ eventstream::Decoder ──▶ inbox (bounded; full = pause the stream)
+//                                                         │ wake the fetch task
+//   fetch_step() (pool): inbox ──▶ parse event JSON ──▶ deaggregate ──▶ batches ──▶ take_batch()
+//
+// Positions: the first subscription starts at the start position (TRIM_HORIZON, LATEST,
+// AT_TIMESTAMP, or AT_SEQUENCE_NUMBER of a checkpoint with the records up to it dropped, as
+// polling does); every later one AFTER_SEQUENCE_NUMBER the last ContinuationSequenceNumber
+// received (all of whose records are queued), so nothing is lost or delivered twice across
+// resubscriptions.
+//
+// Resubscription: when a subscription ends normally (its 5-minute lifetime) at once; after a
+// lost or reset connection, a corrupt stream (bad CRC), an InternalFailure or another
+// transient exception, after a full-jitter backoff (aws/retry.h, the retrieval throttle
+// settings), so hundreds of shards do not resubscribe in one burst; after ResourceInUse
+// (another subscription of this consumer and shard is open, or one ended less than 5 s ago)
+// after at least fanout_in_use_backoff. A subscription silent for fanout_idle_timeout is
+// ended and made again.
+//
+// Ends: an event without ContinuationSequenceNumber is the shard's end: a final batch with
+// shard_end and the ChildShards (for shard sync at once). ResourceNotFound for the shard
+// (closed and past retention) ends it cleanly, without children. ResourceNotFound for the
+// consumer, access denied and invalid arguments end the source with that error.
+//
+// Thread safety: as RecordsSource (fetch_step() one thread at a time; the rest from any
+// thread). The clock must outlive the source.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "aws/streaming_transport.h"
+#include "kcl/clock.h"
+#include "kcl/retrieval_config.h"
+#include "kinesis/kinesis_client.h"
+#include "retrieval/records_source.h"
+
+namespace kcl::retrieval {
+
+// What every shard's fan-out source of a worker shares.
+// What every shard's fan-out source of a worker shares (kept alive by each source).
+struct FanOutContext {
+  std::shared_ptr<kinesis::KinesisClient> kinesis;
+  std::shared_ptr<aws::StreamingTransport> transport;
+  std::string consumer_arn;
+};
+
+class FanOutSource final : public RecordsSource {
+ public:
+  FanOutSource(FanOutContext context, std::string shard_id, StartPosition start,
+               RetrievalConfig config, const Clock& clock,
+               std::optional<std::uint64_t> jitter_seed = std::nullopt);
+  ~FanOutSource() override;  // ends the open subscription
+  FanOutSource(const FanOutSource&) = delete;
+  FanOutSource& operator=(const FanOutSource&) = delete;
+
+  FetchStep fetch_step() override;
+  std::optional<FetchedBatch> take_batch() override;
+  bool has_room() const override;
+  bool finished() const noexcept override { return finished_.load(std::memory_order_acquire); }
+  bool drained() const override;
+  Status terminal_error() const override;
+  std::size_t queued_records() const override;
+  std::size_t queued_bytes() const override;
+  std::int64_t millis_behind_latest() const noexcept override {
+    return millis_behind_.load(std::memory_order_relaxed);
+  }
+  std::uint64_t corrupt_aggregates() const noexcept override {
+    return corrupt_.load(std::memory_order_relaxed);
+  }
+  void set_wakeup(std::function<void()> wake) override;
+
+  // Subscriptions made (the first and every resubscription).
+  std::uint64_t subscriptions() const noexcept { return subscriptions_.load(); }
+  // Why subscriptions were made again, by cause.
+  std::uint64_t streams_lost() const noexcept { return streams_lost_.load(); }
+  std::uint64_t in_use_rejections() const noexcept { return in_use_.load(); }
+
+  struct Inbox;  // what the transport's thread hands over (internal)
+
+ private:
+  class Handler;
+  // Ends the current subscription and schedules the next one `delay` from now.
+  FetchStep resubscribe_after(std::chrono::milliseconds delay, FetchOutcome outcome);
+  FetchStep backoff(FetchOutcome outcome);
+  FetchStep fail(Status status);
+  FetchStep end_of_shard(FetchedBatch batch);
+  FetchStep subscribe();
+  // An exception (or an HTTP error before the stream): what to do about it.
+  FetchStep on_service_error(const std::string& type, const std::string& message);
+  void push_batch(FetchedBatch batch);
+  kinesis::IteratorPosition subscribe_position() const;
+
+  const FanOutContext ctx_;
+  const std::string shard_id_;
+  const StartPosition start_;
+  const RetrievalConfig config_;
+  const Clock& clock_;
+
+  // ---- owned by the fetch_step() caller ----
+  std::shared_ptr<Inbox> inbox_;  // the open subscription's, if any
+  aws::StreamingTransport::StreamId stream_id_ = 0;
+  Clock::MonoTime next_subscribe_at_{};
+  Clock::MonoTime last_event_at_{};
+  std::optional<std::string> continuation_;
+  bool resume_filter_ = false;
+  int consecutive_failures_ = 0;
+  std::mt19937_64 rng_;
+  kinesis::GetRecordsResult event_;  // reused from event to event
+
+  std::function<void()> wake_;
+  std::atomic<bool> finished_{false};
+  std::atomic<std::int64_t> millis_behind_{0};
+  std::atomic<std::uint64_t> corrupt_{0};
+  std::atomic<std::uint64_t> subscriptions_{0};
+  std::atomic<std::uint64_t> streams_lost_{0};
+  std::atomic<std::uint64_t> in_use_{0};
+
+  mutable std::mutex mu_;
+  std::deque<FetchedBatch> queue_;
+  std::size_t queued_records_ = 0;
+  std::size_t queued_bytes_ = 0;
+  Status terminal_;
+};
+
+}  // namespace kcl::retrieval

@@ -1,0 +1,176 @@
+// A scripted SubscribeToShard endpoint for tests: HTTP/2 without TLS (h2c) on 127.0.0.1,
+// written on Node's built-in http2 module, for the cases kinesis-local never produces.
+//
+//   node fanout_server.js --script FILE --log FILE [--tls-key KEY --tls-cert CERT]
+//
+// With a key and a certificate it serves HTTP/2 over TLS (ALPN h2), as AWS does; else h2c.
+// FILE is JSON: {"subscriptions": [[action, ...], [action, ...], ...]}: the n-th
+// SubscribeToShard is answered by the n-th list (the last list again when they run out).
+// Actions, in order:
+//   {"event": {"records": [{"seq": "...", "data": "text", "key": "k"}], "continuation": "..."|null,
+//              "millisBehind": 0, "childShards": [...]}}      a SubscribeToShardEvent
+//   {"initial": true}                       an initial-response event
+//   {"exception": "Type", "message": "..."} an exception message inside the 200 stream
+//   {"httpError": {"status": 400, "type": "ResourceInUseException", "message": "..."}}
+//                                           an error answer instead of the stream
+//   {"corrupt": true}                       an event whose message CRC is wrong
+//   {"resetMidMessage": true}               half a message, then RST_STREAM
+//   {"sleepMs": N}
+//   {"flood": {"events": N, "records": M, "bytes": B, "from": S}}  N events of M records of
+//                                           B bytes as fast as the stream takes them; logs
+//                                           how many were written before the client paused
+//   {"end": true}                           ends the stream normally (the 5-minute lifetime)
+//   {"hold": true}                          keeps the stream open until the client goes
+// Prints {"port": P} once listening; logs one JSON line per subscription (its
+// StartingPosition) and per flood ("flood" with written / paused counts) to --log.
+'use strict';
+const http2 = require('http2');
+const zlib = require('zlib');
+const fs = require('fs');
+
+const args = process.argv.slice(2);
+const arg = (n) => { const i = args.indexOf(n); return i >= 0 ? args[i + 1] : undefined; };
+const script = JSON.parse(fs.readFileSync(arg('--script'), 'utf8'));
+const logPath = arg('--log');
+const log = (o) => fs.appendFileSync(logPath, JSON.stringify(o) + '\n');
+
+function header(name, value) {
+  const n = Buffer.from(name, 'utf8');
+  const v = Buffer.from(value, 'utf8');
+  const b = Buffer.alloc(1 + n.length + 1 + 2 + v.length);
+  b.writeUInt8(n.length, 0);
+  n.copy(b, 1);
+  b.writeUInt8(7, 1 + n.length);  // string
+  b.writeUInt16BE(v.length, 2 + n.length);
+  v.copy(b, 4 + n.length);
+  return b;
+}
+
+function message(headers, payload, corrupt) {
+  const hs = Buffer.concat(Object.entries(headers).map(([k, v]) => header(k, v)));
+  const p = Buffer.from(payload, 'utf8');
+  const total = 12 + hs.length + p.length + 4;
+  const m = Buffer.alloc(total);
+  m.writeUInt32BE(total, 0);
+  m.writeUInt32BE(hs.length, 4);
+  m.writeUInt32BE(zlib.crc32(m.subarray(0, 8)), 8);
+  hs.copy(m, 12);
+  p.copy(m, 12 + hs.length);
+  let crc = zlib.crc32(m.subarray(0, total - 4));
+  if (corrupt) crc = (crc ^ 0xdeadbeef) >>> 0;
+  m.writeUInt32BE(crc, total - 4);
+  return m;
+}
+
+function eventMessage(ev, corrupt) {
+  const body = {
+    Records: (ev.records || []).map((r) => ({
+      Data: Buffer.from(r.data || '', 'utf8').toString('base64'),
+      PartitionKey: r.key || 'k',
+      SequenceNumber: r.seq,
+      ApproximateArrivalTimestamp: 1700000000.5,
+    })),
+    MillisBehindLatest: ev.millisBehind || 0,
+  };
+  if (ev.continuation !== undefined && ev.continuation !== null) body.ContinuationSequenceNumber = ev.continuation;
+  if (ev.childShards) body.ChildShards = ev.childShards;
+  return message({':message-type': 'event', ':event-type': 'SubscribeToShardEvent',
+    ':content-type': 'application/json'}, JSON.stringify(body), corrupt);
+}
+
+// Sequence number i: 56 digits, increasing with i.
+const seq = (i) => '4959033827149025660855969253836157109592157598913' + String(1000000 + i).padStart(7, '0');
+
+let subscriptionCount = 0;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function play(stream, actions) {
+  let started = false;
+  const start = () => {
+    if (started) return;
+    started = true;
+    stream.respond({':status': 200, 'content-type': 'application/vnd.amazon.eventstream'});
+  };
+  for (const a of actions) {
+    if (stream.destroyed || stream.closed) return;
+    if (a.httpError) {
+      stream.respond({':status': a.httpError.status, 'content-type': 'application/x-amz-json-1.1',
+        'x-amzn-errortype': a.httpError.type});
+      stream.end(JSON.stringify({__type: a.httpError.type, message: a.httpError.message || ''}));
+      return;
+    }
+    start();
+    if (a.event) stream.write(eventMessage(a.event, false));
+    else if (a.initial) stream.write(message({':message-type': 'event', ':event-type': 'initial-response'}, '{}'));
+    else if (a.exception) {
+      stream.write(message({':message-type': 'exception', ':exception-type': a.exception,
+        ':content-type': 'application/json'}, JSON.stringify({message: a.message || ''})));
+    } else if (a.corrupt) stream.write(eventMessage({records: [{seq: seq(999999), data: 'bad'}], continuation: seq(999999)}, true));
+    else if (a.resetMidMessage) {
+      const m = eventMessage({records: [{seq: seq(888888), data: 'cut'}], continuation: seq(888888)}, false);
+      stream.write(m.subarray(0, Math.floor(m.length / 2)));
+      await sleep(50);
+      stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      return;
+    } else if (a.sleepMs) await sleep(a.sleepMs);
+    else if (a.flood) {
+      const f = a.flood;
+      let written = 0;
+      let blocked = 0;
+      const data = 'x'.repeat(f.bytes || 100);
+      for (let e = 0; e < f.events; ++e) {
+        const records = [];
+        for (let r = 0; r < f.records; ++r) {
+          const i = (f.from || 0) + e * f.records + r;
+          records.push({seq: seq(i), data: data + ':' + i});
+        }
+        const ok = stream.write(eventMessage({records, continuation: records[records.length - 1].seq}, false));
+        ++written;
+        if (!ok) {
+          ++blocked;
+          // Wait until the client reads again (HTTP/2 flow control), logging the pause.
+          log({flood: 'paused', written, bufferedBytes: stream.writableLength});
+          await new Promise((r) => stream.once('drain', r));
+        }
+        if (stream.destroyed) break;
+      }
+      log({flood: 'done', written, blocked});
+    } else if (a.end) {
+      stream.end();
+      return;
+    } else if (a.hold) {
+      await new Promise((r) => stream.on('close', r));
+      return;
+    }
+  }
+  if (!stream.destroyed && !stream.closed) stream.end();
+}
+
+const server = arg('--tls-key')
+  ? http2.createSecureServer({key: fs.readFileSync(arg('--tls-key')), cert: fs.readFileSync(arg('--tls-cert'))})
+  : http2.createServer();
+let sessions = 0;
+server.on('session', () => log({session: ++sessions}));
+server.on('stream', (stream, headers) => {
+  const chunks = [];
+  stream.on('data', (c) => chunks.push(c));
+  stream.on('error', () => {});
+  stream.on('end', () => {
+    const target = headers['x-amz-target'] || '';
+    let body = {};
+    try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch (e) { body = {}; }
+    if (target !== 'Kinesis_20131202.SubscribeToShard') {
+      stream.respond({':status': 400, 'content-type': 'application/x-amz-json-1.1'});
+      stream.end(JSON.stringify({__type: 'UnknownOperationException', message: target}));
+      return;
+    }
+    const n = subscriptionCount++;
+    log({subscription: n, at: Date.now(), shard: body.ShardId, consumer: body.ConsumerARN,
+      position: body.StartingPosition, signed: /^AWS4-HMAC-SHA256 Credential=/.test(headers['authorization'] || '')});
+    const lists = script.subscriptions;
+    play(stream, lists[Math.min(n, lists.length - 1)]).catch(() => {});
+  });
+});
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(JSON.stringify({port: server.address().port}) + '\n');
+});

@@ -1,0 +1,349 @@
+// The fan-out records source against a scripted SubscribeToShard server (fanout_server.js, on
+// Node's built-in http2 module, h2c on 127.0.0.1) for what kinesis-local never does: the end
+// of a subscription's lifetime, shard end with ChildShards, exceptions inside the stream, a
+// corrupt CRC, a stream reset mid-message, ResourceInUse, ResourceNotFound, a slow reader
+// (HTTP/2 flow control) and many shards over one connection. In each: no record lost, none
+// delivered twice, resubscriptions after the last continuation.
+#include "retrieval/fanout_source.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "aws/streaming_transport.h"
+#include "kinesis/kinesis_client.h"
+#include "support/child_process.h"
+
+namespace kcl::retrieval {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+const char* kShardId = "shardId-000000000000";
+const char* kConsumerArn =
+    "arn:aws:kinesis:us-east-1:123456789012:stream/s/consumer/test-consumer:1700000000";
+
+// Sequence number i as the server makes them.
+std::string seq(int i) {
+  std::string digits = std::to_string(1000000 + i);
+  return "4959033827149025660855969253836157109592157598913" + std::string(7 - digits.size(), '0') +
+         digits;
+}
+
+json event(std::vector<int> records, std::optional<int> continuation, json child_shards = nullptr) {
+  json rs = json::array();
+  for (int i : records) rs.push_back({{"seq", seq(i)}, {"data", "r" + std::to_string(i)}});
+  json e = {{"records", rs}};
+  e["continuation"] = continuation ? json(seq(*continuation)) : json(nullptr);
+  if (!child_shards.is_null()) e["childShards"] = child_shards;
+  return {{"event", e}};
+}
+
+// A self-signed certificate for 127.0.0.1 (openssl), made once per test binary.
+struct TestCertificate {
+  std::string key, cert;
+  bool ok = false;
+};
+const TestCertificate& certificate() {
+  static const TestCertificate c = [] {
+    TestCertificate t;
+    const std::string base = ::testing::TempDir() + "/fanout-tls-" + std::to_string(::getpid());
+    t.key = base + ".key";
+    t.cert = base + ".pem";
+    const std::string cmd =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+        "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+        t.key + " -out " + t.cert + " >/dev/null 2>&1";
+    t.ok = std::system(cmd.c_str()) == 0;
+    return t;
+  }();
+  return c;
+}
+
+class FanOutSourceTest : public ::testing::Test {
+ protected:
+  // Starts the server playing `subscriptions` (one list of actions per subscription).
+  // `tls`: HTTP/2 over TLS with ALPN (as AWS), verified against the test's certificate;
+  // else h2c (plain HTTP/2 with prior knowledge).
+  void serve(json subscriptions, bool tls = true) {
+    const std::string base = ::testing::TempDir() + "/fanout-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(++counter_);
+    log_ = base + ".log";
+    std::ofstream(base + ".json") << json{{"subscriptions", subscriptions}}.dump();
+    std::vector<std::string> args = {"--script", base + ".json", "--log", log_};
+    if (tls) {
+      ASSERT_TRUE(certificate().ok) << "openssl could not make a test certificate";
+      args.insert(args.end(), {"--tls-key", certificate().key, "--tls-cert", certificate().cert});
+    }
+    auto started = testing::start_node_server(
+        KCL_SOURCE_DIR "/tests/integration/fanout/fanout_server.js", args, base + ".out");
+    ASSERT_TRUE(started.ok()) << started.status();
+    url_ = tls ? "https://127.0.0.1:" + std::to_string(started->port) : started->url();
+    server_ = std::move(started->process);
+    AwsConfig aws;
+    aws.region = "us-east-1";
+    aws.kinesis_endpoint_url = url_;
+    aws.credentials = StaticCredentials{"AKIDFANOUT", "fanout-secret", ""};
+    aws.http.ca_bundle = certificate().cert;
+    auto raw = aws::make_aws_json_client(aws::kinesis_service(), aws);
+    ASSERT_TRUE(raw.ok()) << raw.status();
+    ctx_.kinesis = std::make_shared<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(raw).value()));
+    HttpConfig http;
+    http.ca_bundle = certificate().cert;  // verification stays on
+    ctx_.transport = std::make_shared<aws::StreamingTransport>(http);
+    ctx_.consumer_arn = kConsumerArn;
+  }
+
+  RetrievalConfig retrieval() const {
+    RetrievalConfig c;
+    c.throttle_backoff_base = 10ms;
+    c.throttle_backoff_max = 50ms;
+    c.fanout_in_use_backoff = 300ms;
+    return c;
+  }
+
+  std::shared_ptr<FanOutSource> source(StartPosition start = StartPosition::trim_horizon(),
+                                       RetrievalConfig c = {},
+                                       const std::string& shard = kShardId) {
+    if (c.throttle_backoff_base == RetrievalConfig{}.throttle_backoff_base) c = retrieval();
+    auto s = std::make_shared<FanOutSource>(ctx_, shard, start, c, SystemClock::instance(), 7);
+    return s;
+  }
+
+  // Steps the source and takes its batches until `done` holds (or 60 s pass).
+  bool drive(FanOutSource& s, const std::function<bool()>& done, bool take = true) {
+    const auto until = std::chrono::steady_clock::now() + 60s;
+    while (std::chrono::steady_clock::now() < until) {
+      s.fetch_step();
+      while (take) {
+        auto b = s.take_batch();
+        if (!b) break;
+        for (auto& r : b->records) data_.push_back(r.data);
+        if (b->shard_end) {
+          ended_ = true;
+          children_ = b->child_shards.size();
+        }
+      }
+      if (done()) return true;
+      std::this_thread::sleep_for(5ms);
+    }
+    return done();
+  }
+
+  std::vector<json> log_lines(const std::string& key) const {
+    std::vector<json> out;
+    std::ifstream in(log_);
+    for (std::string l; std::getline(in, l);) {
+      json j = json::parse(l, nullptr, false);
+      if (j.is_object() && j.contains(key)) out.push_back(j);
+    }
+    return out;
+  }
+
+  static std::vector<std::string> names(std::vector<int> ids) {
+    std::vector<std::string> out;
+    for (int i : ids) out.push_back("r" + std::to_string(i));
+    return out;
+  }
+
+  static inline int counter_ = 0;
+  std::unique_ptr<testing::ChildProcess> server_;
+  std::string log_, url_;
+  FanOutContext ctx_;
+  std::vector<std::string> data_;
+  bool ended_ = false;
+  std::size_t children_ = 0;
+};
+
+TEST_F(FanOutSourceTest, ResubscribesAfterTheLastContinuationWhenASubscriptionEnds) {
+  serve(json::array(
+      {json::array({{{"initial", true}}, event({0, 1}, 1), event({2}, 2), {{"end", true}}}),
+       json::array({event({3}, 3), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 4; }));
+  EXPECT_EQ(data_, names({0, 1, 2, 3}));
+  const auto subs = log_lines("subscription");
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_EQ(subs[0]["position"]["Type"], "TRIM_HORIZON");
+  EXPECT_EQ(subs[0]["consumer"], kConsumerArn);
+  EXPECT_EQ(subs[0]["shard"], kShardId);
+  EXPECT_TRUE(subs[0]["signed"].get<bool>());
+  EXPECT_EQ(subs[1]["position"]["Type"], "AFTER_SEQUENCE_NUMBER");
+  EXPECT_EQ(subs[1]["position"]["SequenceNumber"], seq(2));
+  EXPECT_EQ(s->subscriptions(), 2u);
+  EXPECT_FALSE(s->finished());
+}
+
+TEST_F(FanOutSourceTest, PlainHttp2WithPriorKnowledgeWorksForLocalEndpoints) {
+  serve(json::array({json::array({event({0, 1}, 1), {{"end", true}}}),
+                     json::array({event({2}, 2), {{"hold", true}}})}),
+        /*tls=*/false);
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 3; }));
+  EXPECT_EQ(data_, names({0, 1, 2}));
+}
+
+TEST_F(FanOutSourceTest, ShardEndHandsOverTheChildShards) {
+  const json children =
+      json::array({{{"ShardId", "shardId-000000000001"},
+                    {"ParentShards", {kShardId}},
+                    {"HashKeyRange", {{"StartingHashKey", "0"}, {"EndingHashKey", "100"}}}},
+                   {{"ShardId", "shardId-000000000002"},
+                    {"ParentShards", {kShardId}},
+                    {"HashKeyRange", {{"StartingHashKey", "101"}, {"EndingHashKey", "200"}}}}});
+  serve(json::array(
+      {json::array({event({0}, 0), event({1}, std::nullopt, children), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return s->drained(); }));
+  EXPECT_EQ(data_, names({0, 1}));
+  EXPECT_TRUE(ended_);
+  EXPECT_EQ(children_, 2u);
+  EXPECT_TRUE(s->terminal_error().ok());
+  EXPECT_EQ(log_lines("subscription").size(), 1u) << "nothing after the shard's end";
+}
+
+TEST_F(FanOutSourceTest, AnExceptionInsideTheStreamResubscribesWithoutLossOrRepeat) {
+  serve(json::array(
+      {json::array({event({0}, 0), {{"exception", "InternalFailure"}, {"message", "oops"}}}),
+       json::array({event({1}, 1), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }));
+  EXPECT_EQ(data_, names({0, 1}));
+  const auto subs = log_lines("subscription");
+  ASSERT_GE(subs.size(), 2u);
+  EXPECT_EQ(subs[1]["position"]["SequenceNumber"], seq(0));
+}
+
+TEST_F(FanOutSourceTest, ACorruptMessageEndsTheStreamAndNothingOfItIsDelivered) {
+  serve(json::array({json::array({event({0}, 0), {{"corrupt", true}}, event({5}, 5)}),
+                     json::array({event({1}, 1), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }));
+  EXPECT_EQ(data_, names({0, 1})) << "neither the corrupt event nor what followed it";
+  EXPECT_GE(s->streams_lost(), 1u);
+  EXPECT_EQ(log_lines("subscription")[1]["position"]["SequenceNumber"], seq(0));
+}
+
+TEST_F(FanOutSourceTest, AStreamResetMidMessageResubscribesAfterTheLastWholeEvent) {
+  serve(json::array({json::array({event({0}, 0), {{"resetMidMessage", true}}}),
+                     json::array({event({1}, 1), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }));
+  EXPECT_EQ(data_, names({0, 1}));
+  EXPECT_GE(s->streams_lost(), 1u);
+}
+
+TEST_F(FanOutSourceTest, ResourceInUseWaitsPastTheWindowBeforeSubscribingAgain) {
+  serve(json::array(
+      {json::array({{{"httpError",
+                      {{"status", 400},
+                       {"type", "ResourceInUseException"},
+                       {"message", "Another active subscription exists for this consumer"}}}}}),
+       json::array({event({0}, 0), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return !data_.empty(); }));
+  EXPECT_EQ(data_, names({0}));
+  EXPECT_EQ(s->in_use_rejections(), 1u);
+  const auto subs = log_lines("subscription");
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_GE(subs[1]["at"].get<long long>() - subs[0]["at"].get<long long>(), 300)
+      << "fanout_in_use_backoff (300 ms here) is waited out";
+}
+
+TEST_F(FanOutSourceTest, ResourceNotFoundForTheShardEndsItCleanly) {
+  serve(json::array({json::array(
+      {event({0}, 0),
+       {{"exception", "ResourceNotFoundException"},
+        {"message", "Shard shardId-000000000000 in stream s under account 1 does not exist"}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return s->drained(); }));
+  EXPECT_EQ(data_, names({0}));
+  EXPECT_TRUE(ended_);
+  EXPECT_EQ(children_, 0u);
+  EXPECT_TRUE(s->terminal_error().ok());
+}
+
+TEST_F(FanOutSourceTest, ResourceNotFoundForTheConsumerIsAnError) {
+  serve(json::array({json::array({{{"httpError",
+                                    {{"status", 400},
+                                     {"type", "ResourceNotFoundException"},
+                                     {"message", "Consumer arn:... not found"}}}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return s->finished(); }));
+  EXPECT_EQ(s->terminal_error().code(), StatusCode::kNotFound);
+  EXPECT_NE(s->terminal_error().message().find("no longer exists"), std::string::npos)
+      << s->terminal_error();
+}
+
+TEST_F(FanOutSourceTest, ACheckpointStartsAtItsSequenceNumberAndSkipsWhatWasCheckpointed) {
+  serve(json::array({json::array({event({4, 5, 6}, 6), {{"hold", true}}})}));
+  auto s = source(StartPosition::after_checkpoint(seq(4)));
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }));
+  EXPECT_EQ(data_, names({5, 6}));
+  const auto subs = log_lines("subscription");
+  EXPECT_EQ(subs[0]["position"]["Type"], "AT_SEQUENCE_NUMBER");
+  EXPECT_EQ(subs[0]["position"]["SequenceNumber"], seq(4));
+}
+
+TEST_F(FanOutSourceTest, ASlowReaderPausesTheStreamAndMemoryStaysBounded) {
+  // 2,000 events of 10 records of ~1 KB: 20 MB the server would push at once.
+  serve(json::array({json::array(
+      {{{"flood", {{"events", 2000}, {"records", 10}, {"bytes", 1000}}}}, {{"hold", true}}})}));
+  RetrievalConfig c = retrieval();
+  c.max_prefetch_bytes = 512 * 1024;
+  c.max_prefetch_records = 100000;
+  auto s = source(StartPosition::trim_horizon(), c);
+  // Read without taking: the source stops at its bound, its inbox fills, the stream pauses,
+  // and the server's writes wait for the window.
+  ASSERT_TRUE(drive(
+      *s, [&] { return !log_lines("flood").empty(); }, /*take=*/false));
+  std::size_t most = 0;
+  for (int i = 0; i < 50; ++i) {
+    s->fetch_step();
+    most = std::max(most, s->queued_bytes());
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_LE(most, c.max_prefetch_bytes + 16 * 1024) << "the queue stops at its bound";
+  EXPECT_EQ(log_lines("flood")[0]["flood"], "paused");
+  // Then everything, in order, once.
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 20000; }));
+  ASSERT_EQ(data_.size(), 20000u);
+  for (int i = 0; i < 20000; ++i) {
+    ASSERT_EQ(data_[static_cast<std::size_t>(i)].substr(1000), ":" + std::to_string(i));
+  }
+}
+
+TEST_F(FanOutSourceTest, ManyShardsShareOneConnection) {
+  serve(json::array({json::array({event({0}, 0), {{"hold", true}}})}));
+  std::vector<std::shared_ptr<FanOutSource>> sources;
+  for (int i = 0; i < 20; ++i) {
+    sources.push_back(
+        source(StartPosition::trim_horizon(), {}, "shardId-00000000000" + std::to_string(100 + i)));
+  }
+  std::size_t got = 0;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (got < 20 && std::chrono::steady_clock::now() < until) {
+    for (auto& s : sources) {
+      s->fetch_step();
+      while (auto b = s->take_batch()) got += b->records.size();
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(got, 20u);
+  EXPECT_EQ(log_lines("subscription").size(), 20u);
+  EXPECT_EQ(log_lines("session").size(), 1u) << "one HTTP/2 connection for every shard";
+  EXPECT_EQ(ctx_.transport->open_streams(), 20u);
+  sources.clear();
+  EXPECT_TRUE(testing::eventually([&] { return ctx_.transport->open_streams() == 0; }, 10s));
+}
+
+}  // namespace
+}  // namespace kcl::retrieval
