@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""`kcl consume --fan-out` against kinesis-local (SubscribeToShard over HTTP/2) and dynalite,
+as a user runs it, inside a network namespace of its own (kinesis-local listens on every
+interface and has no setting for it).
+
+  unshare -n python3 kinesis_local_fanout.py --kcl build/release/tools/kcl/kcl --node-modules node_modules
+
+1. A fleet of two workers of one application reads a 4-shard stream with --fan-out to the
+   end: every record delivered, in order per partition key within each worker's output.
+2. A worker of that application started again resumes from its checkpoints over fan-out:
+   it prints the records written since, none of the earlier ones.
+3. A second application (its own consumer) reads the same stream at the same time as a
+   third: each gets every record.
+Prints what it measured; exits 1 on a failure.
+"""
+import argparse
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+KL_PORT, KL_TLS_PORT, DDB_PORT = 4567, 4568, 4569
+
+
+def wait_port(port, timeout=60):
+    until = time.time() + timeout
+    while time.time() < until:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def lines(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    out.append(json.loads(line))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kcl", required=True)
+    ap.add_argument("--node-modules", required=True)
+    a = ap.parse_args()
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    work = tempfile.mkdtemp(prefix="kcl-fanout-")
+    procs = []
+    failures = []
+
+    def check(ok, what):
+        print(("ok   " if ok else "FAIL ") + what, flush=True)
+        if not ok:
+            failures.append(what)
+
+    kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT=str(KL_PORT),
+                  KINESIS_MOCK_TLS_PORT=str(KL_TLS_PORT), LOAD_DATA_IF_EXISTS="false",
+                  SHOULD_PERSIST_DATA="false")
+    kl_dir = os.path.join(a.node_modules, "kinesis-local")
+    procs.append(subprocess.Popen(["node", "main.js"], cwd=kl_dir, env=kl_env,
+                                  stdout=open(os.path.join(work, "kl.log"), "w"),
+                                  stderr=subprocess.STDOUT))
+    procs.append(subprocess.Popen(["node", os.path.join(a.node_modules, "dynalite", "cli.js"),
+                                   "--host", "127.0.0.1", "--port", str(DDB_PORT)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        if not (wait_port(KL_PORT) and wait_port(DDB_PORT)):
+            print("kinesis-local or dynalite did not start", file=sys.stderr)
+            return 1
+        env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="AKIDLOCAL",
+                   AWS_SECRET_ACCESS_KEY="local-secret",
+                   AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:%d" % KL_PORT,
+                   AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:%d" % DDB_PORT)
+        env.pop("AWS_PROFILE", None)
+        kcl = a.kcl
+        stream = "fanout-%d" % os.getpid()
+        subprocess.run([kcl, "create-stream", "--stream", stream, "--shards", "4"], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+
+        def put(first, n):
+            body = "".join(json.dumps({"key": "k%d" % (i % 40), "i": i}) + "\n"
+                           for i in range(first, first + n))
+            subprocess.run([kcl, "put", "--stream", stream, "--key-field", "key", "--quiet"],
+                           env=env, input=body.encode(), check=True, stdout=subprocess.DEVNULL)
+
+        def consume(app, consumer, name):
+            out = os.path.join(work, name + ".out")
+            p = subprocess.Popen([kcl, "consume", "--stream", stream, "--app", app, "--fan-out",
+                                  "--consumer-name", consumer, "--from", "trim-horizon",
+                                  "--checkpoint-interval", "0", "--failover-ms", "4000"],
+                                 env=env, stdout=open(out, "w"),
+                                 stderr=open(os.path.join(work, name + ".err"), "w"))
+            procs.append(p)
+            return p, out
+
+        def records(paths):
+            got = []
+            for path in paths:
+                for r in lines(path):
+                    got.append(json.loads(base64.b64decode(r["data"])))
+            return got
+
+        def wait_for(cond, timeout):
+            until = time.time() + timeout
+            while time.time() < until:
+                if cond():
+                    return True
+                time.sleep(0.2)
+            return cond()
+
+        def stop(p):
+            p.send_signal(signal.SIGTERM)
+            try:
+                return p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                return -9
+
+        # 1. A fleet of two reads everything.
+        put(0, 400)
+        t0 = time.time()
+        w1, o1 = consume("appA", "consumer-a-%d" % os.getpid(), "w1")
+        w2, o2 = consume("appA", "consumer-a-%d" % os.getpid(), "w2")
+        ok = wait_for(lambda: len({r["i"] for r in records([o1, o2])}) >= 400, 120)
+        took = time.time() - t0
+        check(ok, "fleet of two read all 400 records over fan-out (%.1f s)" % took)
+        for path in (o1, o2):
+            per_key = {}
+            ordered = True
+            for r in records([path]):
+                last = per_key.get(r["key"], -1)
+                if r["i"] < last:
+                    ordered = False
+                per_key[r["key"]] = r["i"]
+            check(ordered, "records of each key in order in %s" % os.path.basename(path))
+        both = records([o1, o2])
+        check(len({r["i"] for r in both}) == 400, "every record delivered")
+        print("     duplicates across the fleet: %d (lease moves while the fleet formed)"
+              % (len(both) - len({r['i'] for r in both})), flush=True)
+        check(stop(w1) == 0 and stop(w2) == 0, "both workers stopped gracefully")
+
+        # 2. A restarted worker resumes from its checkpoints.
+        put(400, 100)
+        w3, o3 = consume("appA", "consumer-a-%d" % os.getpid(), "w3")
+        ok = wait_for(lambda: len({r["i"] for r in records([o3])}) >= 100, 120)
+        check(stop(w3) == 0, "restarted worker stopped gracefully")
+        again = [r["i"] for r in records([o3])]
+        check(ok and set(again) == set(range(400, 500)),
+              "the restarted worker printed the 100 new records and none of the 400 before "
+              "(got %d records, %d of them old)" % (len(again), len([i for i in again if i < 400])))
+
+        # 3. Two applications at once, each with its own consumer.
+        b, ob = consume("appB", "consumer-b-%d" % os.getpid(), "b")
+        c, oc = consume("appC", "consumer-c-%d" % os.getpid(), "c")
+        ok = wait_for(lambda: len({r["i"] for r in records([ob])}) >= 500 and
+                      len({r["i"] for r in records([oc])}) >= 500, 120)
+        check(ok, "two applications read the same stream at once, each all 500 records")
+        check(stop(b) == 0 and stop(c) == 0, "both applications stopped gracefully")
+        listed = subprocess.run([kcl, "consumers", "--stream", stream], env=env,
+                                capture_output=True, text=True).stdout
+        check(all(("consumer-%s-%d" % (x, os.getpid())) in listed for x in "abc"),
+              "kcl consumers lists the three consumers")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if failures:
+        print("kinesis-local fan-out: %d failure(s); logs in %s" % (len(failures), work))
+        return 1
+    print("kinesis-local fan-out: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
