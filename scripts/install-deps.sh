@@ -7,7 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 apt_packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libcurl4-openssl-dev libssl-dev libnghttp2-dev
+  libcurl4-openssl-dev libssl-dev libnghttp2-dev zlib1g-dev openssl
   libsimdjson-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcpp-httplib-dev

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Fan-out beside polling on kinesis-local: throughput and put-to-delivery latency of
+`kcl consume`, the same stream read both ways in the same run.
+
+Run inside a network namespace of its own (kinesis-local listens on every interface):
+
+  unshare -n python3 bench/fanout_local.py [--build-dir build/release] [--records 20000]
+
+1. Throughput: --records records of 100 B in 4 shards, read from TRIM_HORIZON to the end by
+   `kcl consume --max N` (polling, then --fan-out): records/s over the consumer's wall time
+   and its CPU per record (wait4, the consumer process only).
+2. Latency: both consumers run from LATEST while records are put one at a time every 50 ms,
+   each carrying its put time; the time from put to the line appearing on the consumer's
+   stdout, median and 99th percentile.
+kinesis-local is an emulator: it answers GetRecords at its own pace and pushes fan-out events
+once a second, so the figures say how kcl-cpp behaves against it, not what AWS would give.
+"""
+import argparse
+import base64
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def wait_port(port, timeout=60):
+    until = time.time() + timeout
+    while time.time() < until:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
+    ap.add_argument("--records", type=int, default=20000)
+    ap.add_argument("--latency-records", type=int, default=100)
+    a = ap.parse_args()
+    kcl = os.path.join(a.build_dir, "tools", "kcl", "kcl")
+    nm = os.environ.get("KCL_NODE_MODULES", os.path.join(ROOT, "node_modules"))
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    work = tempfile.mkdtemp(prefix="kcl-fanout-bench-")
+    kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT="4567", KINESIS_MOCK_TLS_PORT="4568",
+                  LOAD_DATA_IF_EXISTS="false", SHOULD_PERSIST_DATA="false")
+    procs = [subprocess.Popen(["node", "main.js"], cwd=os.path.join(nm, "kinesis-local"),
+                              env=kl_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+             subprocess.Popen(["node", os.path.join(nm, "dynalite", "cli.js"), "--host",
+                               "127.0.0.1", "--port", "4569"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        if not (wait_port(4567) and wait_port(4569)):
+            sys.exit("fanout_local: kinesis-local or dynalite did not start")
+        env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="AKIDBENCH",
+                   AWS_SECRET_ACCESS_KEY="bench-secret",
+                   AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:4567",
+                   AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:4569", KCL_LOG_LEVEL="warn")
+        env.pop("AWS_PROFILE", None)
+        stream = "bench-fanout"
+        subprocess.run([kcl, "create-stream", "--stream", stream, "--shards", "4"], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+        body = "".join("%07d %s\n" % (i, "x" * 92) for i in range(a.records))
+        subprocess.run([kcl, "put", "--stream", stream, "--quiet"], env=env, check=True,
+                       input=body.encode(), stdout=subprocess.DEVNULL)
+        print("loaded %d records of 100 B into 4 shards" % a.records, flush=True)
+
+        results = {}
+        for mode in ("polling", "fan-out"):
+            cmd = [kcl, "consume", "--stream", stream, "--app", "bench-" + mode,
+                   "--from", "trim-horizon", "--max", str(a.records)]
+            if mode == "fan-out":
+                cmd += ["--fan-out", "--consumer-name", "bench-fanout-consumer"]
+            start = time.monotonic()
+            p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=open(os.path.join(work, mode + ".err"), "w"))
+            _, status, ru = os.wait4(p.pid, 0)
+            wall = time.monotonic() - start
+            if os.waitstatus_to_exitcode(status) != 0:
+                sys.exit("fanout_local: %s exited %d" % (" ".join(cmd),
+                                                         os.waitstatus_to_exitcode(status)))
+            cpu = ru.ru_utime + ru.ru_stime
+            results[mode] = {"wall_s": wall, "records_per_s": a.records / wall,
+                             "cpu_us_per_record": cpu * 1e6 / a.records}
+            print("%-8s throughput: %7.0f records/s (wall %.2f s incl. start-up), %.2f us CPU "
+                  "per record" % (mode, a.records / wall, wall, cpu * 1e6 / a.records),
+                  flush=True)
+
+        # Latency: both consumers from LATEST, records put one at a time.
+        consumers = {}
+        sel = selectors.DefaultSelector()
+        for mode in ("polling", "fan-out"):
+            cmd = [kcl, "consume", "--stream", stream, "--app", "lat-" + mode, "--from", "latest"]
+            if mode == "fan-out":
+                cmd += ["--fan-out", "--consumer-name", "lat-fanout-consumer"]
+            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                 stderr=open(os.path.join(work, "lat-" + mode + ".err"), "w"))
+            os.set_blocking(p.stdout.fileno(), False)
+            sel.register(p.stdout, selectors.EVENT_READ, mode)
+            consumers[mode] = {"proc": p, "buf": b"", "lat": []}
+        time.sleep(8)  # both hold their leases and read from LATEST
+        put_times = {}
+        putters = []
+        next_put = time.monotonic()
+        sent = 0
+        deadline = time.monotonic() + a.latency_records * 0.05 + 30
+        while time.monotonic() < deadline:
+            if sent < a.latency_records and time.monotonic() >= next_put:
+                # One `kcl put` per record (it batches stdin until EOF); its start-up (a few
+                # ms) counts in both modes' figures alike.
+                put_times[sent] = time.time()
+                q = subprocess.Popen([kcl, "put", "--stream", stream, "--quiet"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+                q.stdin.write(("L%d\n" % sent).encode())
+                q.stdin.close()
+                putters.append(q)
+                sent += 1
+                next_put += 0.05
+            for key, _ in sel.select(timeout=0.005):
+                c = consumers[key.data]
+                chunk = key.fileobj.read() or b""
+                c["buf"] += chunk
+                while b"\n" in c["buf"]:
+                    line, c["buf"] = c["buf"].split(b"\n", 1)
+                    data = base64.b64decode(json.loads(line)["data"]).decode()
+                    if data.startswith("L"):
+                        c["lat"].append(time.time() - put_times[int(data[1:])])
+            if sent >= a.latency_records and all(len(c["lat"]) >= a.latency_records
+                                                  for c in consumers.values()):
+                break
+        for q in putters:
+            q.wait()
+        for mode, c in consumers.items():
+            c["proc"].terminate()
+            c["proc"].wait()
+            lat = sorted(c["lat"])
+            if not lat:
+                print("%-8s latency: no record arrived" % mode)
+                continue
+            med = lat[len(lat) // 2] * 1000
+            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+            results[mode].update({"latency_median_ms": med, "latency_p99_ms": p99,
+                                  "latency_samples": len(lat)})
+            print("%-8s latency put -> delivered: median %6.0f ms, p99 %6.0f ms (%d records; "
+                  "kinesis-local pushes fan-out events once a second)" % (mode, med, p99,
+                                                                          len(lat)), flush=True)
+        base = results["polling"]["records_per_s"]
+        print("fan-out throughput = %.2f x polling (same stream, same run)" %
+              (results["fan-out"]["records_per_s"] / base))
+        print(json.dumps(results))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+if __name__ == "__main__":
+    main()
