@@ -131,7 +131,7 @@ FetchStep FanOutSource::subscribe() {
   if (!request.ok()) {
     const StatusCode c = request.status().code();
     if (c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded) {
-      return backoff(FetchOutcome::kRetrying);
+      return backoff(FetchOutcome::kRetrying, "error");
     }
     return fail(request.status());
   }
@@ -141,23 +141,33 @@ FetchStep FanOutSource::subscribe() {
   inbox_->wake = wake_;
   stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_));
   subscriptions_.fetch_add(1);
+  if (ctx_.metrics) {
+    const MetricTag tag{"shard", shard_id_};
+    ctx_.metrics->count("fanout.subscriptions", 1, MetricTags(&tag, 1));
+  }
   last_event_at_ = clock_.now();
   return FetchStep{FetchOutcome::kGotIterator, last_event_at_ + config_.fanout_idle_timeout};
 }
 
-FetchStep FanOutSource::resubscribe_after(milliseconds delay, FetchOutcome outcome) {
+FetchStep FanOutSource::resubscribe_after(milliseconds delay, FetchOutcome outcome,
+                                          std::string_view cause) {
+  if (ctx_.metrics) {
+    const MetricTag tags[] = {{"shard", shard_id_}, {"cause", cause}};
+    ctx_.metrics->count("fanout.resubscribes", 1, MetricTags(tags, 2));
+  }
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
   next_subscribe_at_ = clock_.now() + delay;
   return FetchStep{outcome, next_subscribe_at_};
 }
 
-FetchStep FanOutSource::backoff(FetchOutcome outcome) {
+FetchStep FanOutSource::backoff(FetchOutcome outcome, std::string_view cause) {
   if (consecutive_failures_ < 1'000'000) ++consecutive_failures_;
   RetryConfig b;
   b.base_delay = config_.throttle_backoff_base;
   b.max_backoff = config_.throttle_backoff_max;
-  return resubscribe_after(aws::full_jitter_backoff(b, consecutive_failures_ - 1, rng_()), outcome);
+  return resubscribe_after(aws::full_jitter_backoff(b, consecutive_failures_ - 1, rng_()), outcome,
+                           cause);
 }
 
 FetchStep FanOutSource::fail(Status status) {
@@ -187,7 +197,8 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
     // ago: wait past that window (with jitter, so shards do not come back together).
     in_use_.fetch_add(1);
     const auto jitter = milliseconds(std::uniform_int_distribution<int>(0, 1000)(rng_));
-    return resubscribe_after(config_.fanout_in_use_backoff + jitter, FetchOutcome::kRetrying);
+    return resubscribe_after(config_.fanout_in_use_backoff + jitter, FetchOutcome::kRetrying,
+                             "in_use");
   }
   const std::string what = type + (message.empty() ? std::string() : ": " + message);
   if (type == "ResourceNotFoundException") {
@@ -205,7 +216,7 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
     return fail(Status(code, "SubscribeToShard: " + what));
   }
   // InternalFailure, throttling, KMS errors...: transient; subscribe again after a backoff.
-  return backoff(FetchOutcome::kRetrying);
+  return backoff(FetchOutcome::kRetrying, "error");
 }
 
 FetchStep FanOutSource::fetch_step() {
@@ -269,7 +280,7 @@ FetchStep FanOutSource::fetch_step() {
         // A malformed event: its records cannot be trusted; subscribe again after the last
         // good continuation.
         streams_lost_.fetch_add(1);
-        return backoff(FetchOutcome::kRetrying);
+        return backoff(FetchOutcome::kRetrying, "lost");
       }
       consecutive_failures_ = 0;
       millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
@@ -316,7 +327,7 @@ FetchStep FanOutSource::fetch_step() {
   }
   if (decode_error) {
     streams_lost_.fetch_add(1);
-    return backoff(FetchOutcome::kRetrying);
+    return backoff(FetchOutcome::kRetrying, "lost");
   }
   if (closed) {
     if (http_status != 200 && http_status != 0) {
@@ -326,7 +337,9 @@ FetchStep FanOutSource::fetch_step() {
       r.body = std::move(error_body);
       const aws::AwsErrorBody e = aws::parse_aws_error(r);
       if (!e.type.empty()) return on_service_error(e.type, e.message);
-      if (http_status >= 500 || http_status == 429) return backoff(FetchOutcome::kRetrying);
+      if (http_status >= 500 || http_status == 429) {
+        return backoff(FetchOutcome::kRetrying, "error");
+      }
       return fail(Status(StatusCode::kInternal, "SubscribeToShard answered HTTP " +
                                                     std::to_string(http_status) + ": " +
                                                     aws::sanitize_snippet(r.body)));
@@ -334,14 +347,15 @@ FetchStep FanOutSource::fetch_step() {
     if (close_status.ok() && http_status == 200 && !cut_short) {
       // The subscription's lifetime ended: go on at once from the continuation.
       return resubscribe_after(milliseconds(0),
-                               queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords);
+                               queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
+                               "lifetime");
     }
     streams_lost_.fetch_add(1);
-    return backoff(FetchOutcome::kRetrying);
+    return backoff(FetchOutcome::kRetrying, "lost");
   }
   if (now - last_event_at_ >= config_.fanout_idle_timeout) {
     streams_lost_.fetch_add(1);
-    return resubscribe_after(milliseconds(0), FetchOutcome::kRetrying);
+    return resubscribe_after(milliseconds(0), FetchOutcome::kRetrying, "lost");
   }
   return FetchStep{queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
                    last_event_at_ + config_.fanout_idle_timeout, false, queued};

@@ -43,6 +43,7 @@
 
 #include "aws/streaming_transport.h"
 #include "kcl/clock.h"
+#include "kcl/metrics.h"
 #include "kcl/retrieval_config.h"
 #include "kinesis/kinesis_client.h"
 #include "retrieval/records_source.h"
@@ -55,6 +56,9 @@ struct FanOutContext {
   std::shared_ptr<kinesis::KinesisClient> kinesis;
   std::shared_ptr<aws::StreamingTransport> transport;
   std::string consumer_arn;
+  // Where "fanout.subscriptions" {shard} and "fanout.resubscribes" {shard, cause} go; may be
+  // null.
+  std::shared_ptr<MetricsSink> metrics;
 };
 
 class FanOutSource final : public RecordsSource {
@@ -93,8 +97,10 @@ class FanOutSource final : public RecordsSource {
  private:
   class Handler;
   // Ends the current subscription and schedules the next one `delay` from now.
-  FetchStep resubscribe_after(std::chrono::milliseconds delay, FetchOutcome outcome);
-  FetchStep backoff(FetchOutcome outcome);
+  // `cause`: lifetime, lost, in_use or error (the metric's tag).
+  FetchStep resubscribe_after(std::chrono::milliseconds delay, FetchOutcome outcome,
+                              std::string_view cause);
+  FetchStep backoff(FetchOutcome outcome, std::string_view cause);
   FetchStep fail(Status status);
   FetchStep end_of_shard(FetchedBatch batch);
   FetchStep subscribe();

@@ -271,6 +271,7 @@ Status Worker::Impl::start_fanout() {
   fan.kinesis = kinesis_;
   fan.transport = std::make_shared<aws::StreamingTransport>(config_.aws.http);
   fan.consumer_arn = consumer.consumer_arn;
+  fan.metrics = metrics_;
   fanout_factory_ = [fan, retrieval = config_.retrieval, clock = clock_](
                         const std::string& shard_id, const StartPosition& start) {
     return std::make_shared<retrieval::FanOutSource>(fan, shard_id, start, retrieval, *clock);

@@ -10,6 +10,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -45,6 +47,29 @@ json event(std::vector<int> records, std::optional<int> continuation, json child
   if (!child_shards.is_null()) e["childShards"] = child_shards;
   return {{"event", e}};
 }
+
+// Counts points by name and tags ("fanout.resubscribes cause=lifetime shard=...").
+class RecordingSink final : public MetricsSink {
+ public:
+  void count(std::string_view name, double value, MetricTags tags) override {
+    std::string key(name);
+    for (const MetricTag& t : tags) {
+      if (t.key != "shard") key += " " + std::string(t.key) + "=" + std::string(t.value);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    counts_[key] += value;
+  }
+  void gauge(std::string_view, double, MetricTags) override {}
+  void timing(std::string_view, std::chrono::nanoseconds, MetricTags) override {}
+  double get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counts_[key];
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, double> counts_;
+};
 
 // A self-signed certificate for 127.0.0.1 (openssl), made once per test binary.
 struct TestCertificate {
@@ -167,9 +192,13 @@ TEST_F(FanOutSourceTest, ResubscribesAfterTheLastContinuationWhenASubscriptionEn
   serve(json::array(
       {json::array({{{"initial", true}}, event({0, 1}, 1), event({2}, 2), {{"end", true}}}),
        json::array({event({3}, 3), {{"hold", true}}})}));
+  auto metrics = std::make_shared<RecordingSink>();
+  ctx_.metrics = metrics;
   auto s = source();
   ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 4; }));
   EXPECT_EQ(data_, names({0, 1, 2, 3}));
+  EXPECT_EQ(metrics->get("fanout.subscriptions"), 2);
+  EXPECT_EQ(metrics->get("fanout.resubscribes cause=lifetime"), 1);
   const auto subs = log_lines("subscription");
   ASSERT_EQ(subs.size(), 2u);
   EXPECT_EQ(subs[0]["position"]["Type"], "TRIM_HORIZON");
