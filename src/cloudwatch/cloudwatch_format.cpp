@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/time_text.h"
+
 namespace kcl::cloudwatch {
 
 namespace {
@@ -13,15 +15,6 @@ namespace {
 double value_of(const Datum& d) {
   if (d.unit == "Count" || d.unit == "Bytes") return d.sum;
   return d.count > 0 ? d.sum / d.count : 0;
-}
-
-std::string iso8601(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string number(double v) {
@@ -92,7 +85,7 @@ std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
                                             std::size_t max_bytes) {
   const std::string head =
       "Action=PutMetricData&Version=2010-08-01&Namespace=" + form_encode(ctx.metrics_namespace);
-  const std::string timestamp = form_encode(iso8601(ctx.timestamp));
+  const std::string timestamp = form_encode(base::iso8601_seconds(ctx.timestamp));
   std::vector<PutBody> bodies;
   std::string body = head;
   std::size_t in_body = 0;

@@ -321,6 +321,29 @@ Result<StreamSummary> KinesisClient::describe_stream_summary(std::string_view st
 }
 
 namespace {
+// The sequence number (under `sequence_key`) or timestamp a position needs.
+Status add_position(json& into, const IteratorPosition& position, const char* sequence_key,
+                    std::string_view operation, std::string_view shard_id) {
+  switch (position.type) {
+    case IteratorType::kAtSequenceNumber:
+    case IteratorType::kAfterSequenceNumber:
+      if (position.sequence_number.empty()) {
+        return Status(StatusCode::kInvalidArgument,
+                      std::string(operation) + ": " + iterator_type_name(position.type) +
+                          " needs a sequence number (shard " + std::string(shard_id) + ")");
+      }
+      into[sequence_key] = position.sequence_number;
+      break;
+    case IteratorType::kAtTimestamp:
+      into["Timestamp"] = to_epoch_seconds(position.timestamp);
+      break;
+    case IteratorType::kTrimHorizon:
+    case IteratorType::kLatest:
+      break;
+  }
+  return Status::Ok();
+}
+
 Status read_consumer(ResponseReader& r, dom::object c, StreamConsumer& out, const std::string& p) {
   KCL_RETURN_IF_ERROR(r.str(c, "ConsumerName", out.consumer_name, p + "ConsumerName"));
   KCL_RETURN_IF_ERROR(r.str(c, "ConsumerARN", out.consumer_arn, p + "ConsumerARN"));
@@ -420,24 +443,8 @@ Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
 Result<aws::HttpRequest> KinesisClient::subscribe_to_shard_request(
     std::string_view consumer_arn, std::string_view shard_id, const IteratorPosition& position) {
   json start = {{"Type", iterator_type_name(position.type)}};
-  switch (position.type) {
-    case IteratorType::kAtSequenceNumber:
-    case IteratorType::kAfterSequenceNumber:
-      if (position.sequence_number.empty()) {
-        return Status(StatusCode::kInvalidArgument, std::string("Kinesis.SubscribeToShard: ") +
-                                                        iterator_type_name(position.type) +
-                                                        " needs a sequence number (shard " +
-                                                        std::string(shard_id) + ")");
-      }
-      start["SequenceNumber"] = position.sequence_number;
-      break;
-    case IteratorType::kAtTimestamp:
-      start["Timestamp"] = to_epoch_seconds(position.timestamp);
-      break;
-    case IteratorType::kTrimHorizon:
-    case IteratorType::kLatest:
-      break;
-  }
+  KCL_RETURN_IF_ERROR(
+      add_position(start, position, "SequenceNumber", "Kinesis.SubscribeToShard", shard_id));
   json req = {{"ConsumerARN", consumer_arn}, {"ShardId", shard_id}, {"StartingPosition", start}};
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "SubscribeToShard"));
   return client_->signed_request("SubscribeToShard", std::move(request));
@@ -449,24 +456,8 @@ Result<std::optional<std::string>> KinesisClient::get_shard_iterator(
   json req = {{"StreamName", stream},
               {"ShardId", shard_id},
               {"ShardIteratorType", iterator_type_name(position.type)}};
-  switch (position.type) {
-    case IteratorType::kAtSequenceNumber:
-    case IteratorType::kAfterSequenceNumber:
-      if (position.sequence_number.empty()) {
-        return Status(StatusCode::kInvalidArgument, std::string("Kinesis.GetShardIterator: ") +
-                                                        iterator_type_name(position.type) +
-                                                        " needs a sequence number (shard " +
-                                                        std::string(shard_id) + ")");
-      }
-      req["StartingSequenceNumber"] = position.sequence_number;
-      break;
-    case IteratorType::kAtTimestamp:
-      req["Timestamp"] = to_epoch_seconds(position.timestamp);
-      break;
-    case IteratorType::kTrimHorizon:
-    case IteratorType::kLatest:
-      break;
-  }
+  KCL_RETURN_IF_ERROR(
+      add_position(req, position, "StartingSequenceNumber", "Kinesis.GetShardIterator", shard_id));
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetShardIterator"));
   KCL_ASSIGN_OR_RETURN(std::string body,
                        client_->call("GetShardIterator", std::move(request), options));

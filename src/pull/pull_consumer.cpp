@@ -4,42 +4,24 @@
 #include <mutex>
 #include <utility>
 
+#include "base/config_checks.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
 
 namespace kcl {
 
-namespace {
-void check_count(std::vector<std::string>& problems, const char* name, std::size_t v,
-                 std::size_t lo, std::size_t hi, const char* unit) {
-  if (v < lo || v > hi) {
-    problems.push_back(std::string(name) + " is " + std::to_string(v) + unit +
-                       "; it must be between " + std::to_string(lo) + unit + " and " +
-                       std::to_string(hi) + unit);
-  }
-}
-void check_time(std::vector<std::string>& problems, const char* name, std::chrono::milliseconds v,
-                std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
-  if (v < lo || v > hi) {
-    problems.push_back(std::string(name) + " is " + std::to_string(v.count()) +
-                       " ms; it must be between " + std::to_string(lo.count()) + " ms and " +
-                       std::to_string(hi.count()) + " ms");
-  }
-}
-}  // namespace
-
 std::vector<std::string> PullConsumerConfig::validate() const {
   using std::chrono::milliseconds;
   std::vector<std::string> problems = worker.validate();
-  check_count(problems, "max_unacked_per_shard", max_unacked_per_shard, 1, 1000000, "");
-  check_count(problems, "max_unacked_bytes_per_shard", max_unacked_bytes_per_shard, 1024,
-              std::size_t{1} << 30, " bytes");
-  check_time(problems, "checkpoint_interval", checkpoint_interval, milliseconds(10),
-             milliseconds(3600000));
-  check_time(problems, "stuck_record_warning", stuck_record_warning, milliseconds(1000),
-             milliseconds(86400000));
-  check_time(problems, "shutdown_ack_timeout", shutdown_ack_timeout, milliseconds(0),
-             milliseconds(3600000));
+  base::check_range(problems, "max_unacked_per_shard", max_unacked_per_shard, 1, 1000000);
+  base::check_range(problems, "max_unacked_bytes_per_shard", max_unacked_bytes_per_shard, 1024,
+                    std::size_t{1} << 30, " bytes");
+  base::check_range(problems, "checkpoint_interval", checkpoint_interval, milliseconds(10),
+                    milliseconds(3600000));
+  base::check_range(problems, "stuck_record_warning", stuck_record_warning, milliseconds(1000),
+                    milliseconds(86400000));
+  base::check_range(problems, "shutdown_ack_timeout", shutdown_ack_timeout, milliseconds(0),
+                    milliseconds(3600000));
   return problems;
 }
 

@@ -86,7 +86,8 @@ FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPos
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
-      rng_(jitter_seed ? *jitter_seed : std::random_device{}()) {
+      rng_(jitter_seed ? *jitter_seed : std::random_device{}()),
+      queue_(config_.max_prefetch_records, config_.max_prefetch_bytes) {
   resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
   next_subscribe_at_ = clock_.now();
 }
@@ -173,10 +174,7 @@ FetchStep FanOutSource::backoff(FetchOutcome outcome, std::string_view cause) {
 FetchStep FanOutSource::fail(Status status) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    terminal_ = status.with_context("fan-out for shard " + shard_id_ + ": ");
-  }
+  queue_.set_terminal(status.with_context("fan-out for shard " + shard_id_ + ": "));
   finished_.store(true, std::memory_order_release);
   return FetchStep{FetchOutcome::kFailed};
 }
@@ -361,48 +359,18 @@ FetchStep FanOutSource::fetch_step() {
                    last_event_at_ + config_.fanout_idle_timeout, false, queued};
 }
 
-void FanOutSource::push_batch(FetchedBatch batch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queued_records_ += batch.records.size();
-  queued_bytes_ += batch.bytes;
-  queue_.push_back(std::move(batch));
-}
+void FanOutSource::push_batch(FetchedBatch batch) { queue_.push(std::move(batch)); }
 
-std::optional<FetchedBatch> FanOutSource::take_batch() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (queue_.empty()) return std::nullopt;
-  FetchedBatch batch = std::move(queue_.front());
-  queue_.pop_front();
-  queued_records_ -= batch.records.size();
-  queued_bytes_ -= batch.bytes;
-  return batch;
-}
+std::optional<FetchedBatch> FanOutSource::take_batch() { return queue_.take(); }
 
-bool FanOutSource::has_room() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_records_ < config_.max_prefetch_records &&
-         queued_bytes_ < config_.max_prefetch_bytes;
-}
+bool FanOutSource::has_room() const { return queue_.has_room(); }
 
-bool FanOutSource::drained() const {
-  if (!finished()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
-  return queue_.empty();
-}
+bool FanOutSource::drained() const { return finished() && queue_.empty(); }
 
-Status FanOutSource::terminal_error() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return terminal_;
-}
+Status FanOutSource::terminal_error() const { return queue_.terminal(); }
 
-std::size_t FanOutSource::queued_records() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_records_;
-}
+std::size_t FanOutSource::queued_records() const { return queue_.records(); }
 
-std::size_t FanOutSource::queued_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_bytes_;
-}
+std::size_t FanOutSource::queued_bytes() const { return queue_.bytes(); }
 
 }  // namespace kcl::retrieval

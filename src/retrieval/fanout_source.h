@@ -46,6 +46,7 @@
 #include "kcl/metrics.h"
 #include "kcl/retrieval_config.h"
 #include "kinesis/kinesis_client.h"
+#include "retrieval/batch_queue.h"
 #include "retrieval/records_source.h"
 
 namespace kcl::retrieval {
@@ -134,11 +135,7 @@ class FanOutSource final : public RecordsSource {
   std::atomic<std::uint64_t> streams_lost_{0};
   std::atomic<std::uint64_t> in_use_{0};
 
-  mutable std::mutex mu_;
-  std::deque<FetchedBatch> queue_;
-  std::size_t queued_records_ = 0;
-  std::size_t queued_bytes_ = 0;
-  Status terminal_;
+  BatchQueue queue_;  // fetched, not yet taken; and the terminal error
 };
 
 }  // namespace kcl::retrieval

@@ -74,7 +74,8 @@ ShardFetcher::ShardFetcher(kinesis::KinesisClient& client, std::string stream, s
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
-      rng_(jitter_seed ? *jitter_seed : random_seed()) {}
+      rng_(jitter_seed ? *jitter_seed : random_seed()),
+      queue_(config_.max_prefetch_records, config_.max_prefetch_bytes) {}
 
 FetchStep ShardFetcher::fetch_step() {
   if (state_ == State::kDone) return FetchStep{FetchOutcome::kFinished};
@@ -282,61 +283,25 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
 FetchStep ShardFetcher::fail(Status status) {
   state_ = State::kDone;
   iterator_.clear();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    terminal_ = std::move(status);
-  }
+  queue_.set_terminal(std::move(status));
   finished_.store(true, std::memory_order_release);
   return FetchStep{FetchOutcome::kFailed};
 }
 
-void ShardFetcher::push_batch(FetchedBatch batch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  queued_records_ += batch.records.size();
-  queued_bytes_ += batch.bytes;
-  queue_.push_back(std::move(batch));
-}
+void ShardFetcher::push_batch(FetchedBatch batch) { queue_.push(std::move(batch)); }
 
-std::optional<FetchedBatch> ShardFetcher::take_batch() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (queue_.empty()) return std::nullopt;
-  FetchedBatch batch = std::move(queue_.front());
-  queue_.pop_front();
-  queued_records_ -= batch.records.size();
-  queued_bytes_ -= batch.bytes;
-  return batch;
-}
+std::optional<FetchedBatch> ShardFetcher::take_batch() { return queue_.take(); }
 
-bool ShardFetcher::has_room() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_records_ < config_.max_prefetch_records &&
-         queued_bytes_ < config_.max_prefetch_bytes;
-}
+bool ShardFetcher::has_room() const { return queue_.has_room(); }
 
-bool ShardFetcher::drained() const {
-  if (!finished()) return false;
-  std::lock_guard<std::mutex> lock(mu_);
-  return queue_.empty();
-}
+bool ShardFetcher::drained() const { return finished() && queue_.empty(); }
 
-Status ShardFetcher::terminal_error() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return terminal_;
-}
+Status ShardFetcher::terminal_error() const { return queue_.terminal(); }
 
-std::size_t ShardFetcher::queued_records() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_records_;
-}
+std::size_t ShardFetcher::queued_records() const { return queue_.records(); }
 
-std::size_t ShardFetcher::queued_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queued_bytes_;
-}
+std::size_t ShardFetcher::queued_bytes() const { return queue_.bytes(); }
 
-std::size_t ShardFetcher::queued_batches() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queue_.size();
-}
+std::size_t ShardFetcher::queued_batches() const { return queue_.batches(); }
 
 }  // namespace kcl::retrieval

@@ -73,6 +73,7 @@
 #include "kcl/status.h"
 #include "kinesis/kinesis_client.h"
 #include "kinesis/kinesis_types.h"
+#include "retrieval/batch_queue.h"
 #include "retrieval/records_source.h"
 
 namespace kcl::retrieval {
@@ -174,11 +175,7 @@ class ShardFetcher final : public RecordsSource {
   kinesis::GetRecordsResult result_;  // the last response, reused from call to call
 
   // ---- shared with take_batch() and the accessors ----
-  mutable std::mutex mu_;
-  std::deque<FetchedBatch> queue_;  // guarded by mu_
-  std::size_t queued_records_ = 0;  // guarded by mu_
-  std::size_t queued_bytes_ = 0;    // guarded by mu_
-  Status terminal_;                 // guarded by mu_
+  BatchQueue queue_;  // fetched, not yet taken; and the terminal error
   std::atomic<bool> finished_{false};
   std::atomic<bool> shard_ended_{false};
   std::atomic<std::int64_t> millis_behind_{0};

@@ -1,19 +1,13 @@
 #include <string>
 
+#include "base/config_checks.h"
 #include "kcl/worker.h"
 #include "observability/status_server.h"
 
 namespace kcl {
 
 namespace {
-void check_range(std::vector<std::string>& problems, const char* name, std::chrono::milliseconds v,
-                 std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
-  if (v < lo || v > hi) {
-    problems.push_back(std::string(name) + " is " + std::to_string(v.count()) +
-                       " ms; it must be between " + std::to_string(lo.count()) + " ms and " +
-                       std::to_string(hi.count()) + " ms");
-  }
-}
+using base::check_range;
 void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }

@@ -1,8 +1,8 @@
 // kcl consumers --stream S [--register N] [--deregister N]
 #include <CLI/CLI.hpp>
-#include <ctime>
 #include <iostream>
 
+#include "base/time_text.h"
 #include "commands.h"
 #include "kinesis/stream_consumers.h"
 
@@ -14,15 +14,6 @@ struct ConsumersFlags {
   std::string register_name;
   std::string deregister_name;
 };
-
-std::string iso(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 int run_consumers(const GlobalOptions& g, const ConsumersFlags& f) {
   auto client = make_kinesis(g);
@@ -47,8 +38,8 @@ int run_consumers(const GlobalOptions& g, const ConsumersFlags& f) {
   auto all = (*client)->list_stream_consumers(*arn);
   if (!all.ok()) return report_error("consumers", all.status());
   for (const auto& c : *all) {
-    std::cout << c.consumer_name << "\t" << c.consumer_status << "\t" << iso(c.creation_timestamp)
-              << "\t" << c.consumer_arn << "\n";
+    std::cout << c.consumer_name << "\t" << c.consumer_status << "\t"
+              << base::iso8601_seconds(c.creation_timestamp) << "\t" << c.consumer_arn << "\n";
   }
   if (all->empty()) std::cerr << "kcl consumers: no consumer is registered on " << f.stream << "\n";
   return 0;
