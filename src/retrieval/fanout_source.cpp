@@ -6,7 +6,7 @@
 #include "aws/json_util.h"
 #include "aws/retry.h"
 #include "eventstream/event_stream.h"
-#include "retrieval/kpl_deaggregator.h"
+#include "retrieval/resume.h"
 
 namespace kcl::retrieval {
 
@@ -99,31 +99,7 @@ FanOutSource::~FanOutSource() {
 void FanOutSource::set_wakeup(std::function<void()> wake) { wake_ = std::move(wake); }
 
 kinesis::IteratorPosition FanOutSource::subscribe_position() const {
-  kinesis::IteratorPosition p;
-  if (continuation_) {
-    p.type = kinesis::IteratorType::kAfterSequenceNumber;
-    p.sequence_number = *continuation_;
-    return p;
-  }
-  switch (start_.kind) {
-    case StartPosition::Kind::kTrimHorizon:
-      p.type = kinesis::IteratorType::kTrimHorizon;
-      break;
-    case StartPosition::Kind::kLatest:
-      p.type = kinesis::IteratorType::kLatest;
-      break;
-    case StartPosition::Kind::kAtTimestamp:
-      p.type = kinesis::IteratorType::kAtTimestamp;
-      p.timestamp = start_.timestamp;
-      break;
-    case StartPosition::Kind::kAfterCheckpoint:
-      // AT the checkpoint's sequence number, its records up to the checkpoint dropped (the
-      // later sub-records of an aggregate are kept): see shard_fetcher.h.
-      p.type = kinesis::IteratorType::kAtSequenceNumber;
-      p.sequence_number = start_.sequence_number;
-      break;
-  }
-  return p;
+  return resume_position(start_, continuation_.value_or(std::string()));
 }
 
 FetchStep FanOutSource::subscribe() {
@@ -284,23 +260,9 @@ FetchStep FanOutSource::fetch_step() {
       millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
       FetchedBatch batch;
       batch.millis_behind_latest = event_.millis_behind_latest;
-      if (!event_.records.empty()) {
-        const std::string last_sequence = event_.records.back().sequence_number;
-        batch.records.reserve(event_.records.size());
-        for (auto& kr : event_.records) {
-          if (deaggregate(std::move(kr), shard_id_, batch.records).corrupt()) {
-            corrupt_.fetch_add(1, std::memory_order_relaxed);
-          }
-        }
-        if (resume_filter_) {
-          drop_through_checkpoint(batch.records, start_.sequence_number,
-                                  start_.sub_sequence_number);
-          if (compare_sequence_numbers(last_sequence, start_.sequence_number) > 0) {
-            resume_filter_ = false;
-          }
-        }
-        for (const auto& r : batch.records) batch.bytes += r.data.size();
-      }
+      corrupt_.fetch_add(
+          fill_batch(event_.records, shard_id_, start_, resume_filter_, batch).corrupt_aggregates,
+          std::memory_order_relaxed);
       if (!event_.continuation_sequence_number) {
         batch.child_shards = std::move(event_.child_shards);
         return end_of_shard(std::move(batch));

@@ -6,6 +6,7 @@
 #include "aws/aws_json_client.h"
 #include "aws/retry.h"
 #include "retrieval/kpl_deaggregator.h"
+#include "retrieval/resume.h"
 
 namespace kcl::retrieval {
 
@@ -104,33 +105,7 @@ FetchStep ShardFetcher::fetch_step() {
 }
 
 kinesis::IteratorPosition ShardFetcher::iterator_position() const {
-  kinesis::IteratorPosition p;
-  if (!last_fetched_sequence_.empty()) {
-    // Re-positioning after an expired iterator: everything up to and including this Kinesis
-    // record (all of its sub-records) was queued already.
-    p.type = kinesis::IteratorType::kAfterSequenceNumber;
-    p.sequence_number = last_fetched_sequence_;
-    return p;
-  }
-  switch (start_.kind) {
-    case StartPosition::Kind::kTrimHorizon:
-      p.type = kinesis::IteratorType::kTrimHorizon;
-      break;
-    case StartPosition::Kind::kLatest:
-      p.type = kinesis::IteratorType::kLatest;
-      break;
-    case StartPosition::Kind::kAtTimestamp:
-      p.type = kinesis::IteratorType::kAtTimestamp;
-      p.timestamp = start_.timestamp;
-      break;
-    case StartPosition::Kind::kAfterCheckpoint:
-      // AT, not AFTER: the checkpoint may be sub-record k of an aggregate whose later
-      // sub-records are still to be delivered; the resume filter drops what is <= (S, N).
-      p.type = kinesis::IteratorType::kAtSequenceNumber;
-      p.sequence_number = start_.sequence_number;
-      break;
-  }
-  return p;
+  return resume_position(start_, last_fetched_sequence_);
 }
 
 aws::CallOptions ShardFetcher::call_options(std::chrono::milliseconds timeout) {
@@ -193,21 +168,9 @@ FetchStep ShardFetcher::step_get_records() {
   batch.millis_behind_latest = result.millis_behind_latest;
   if (fetched_any) {
     last_fetched_sequence_ = result.records.back().sequence_number;
-    batch.records.reserve(result.records.size());
-    for (auto& kr : result.records) {
-      const DeaggregationResult d = deaggregate(std::move(kr), shard_id_, batch.records);
-      if (d.corrupt()) corrupt_.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (resume_filter_) {
-      skipped_.fetch_add(drop_through_checkpoint(batch.records, start_.sequence_number,
-                                                 start_.sub_sequence_number),
-                         std::memory_order_relaxed);
-      // Sequence numbers only grow along a shard: once past S, nothing later can be <= it.
-      if (compare_sequence_numbers(last_fetched_sequence_, start_.sequence_number) > 0) {
-        resume_filter_ = false;
-      }
-    }
-    for (const auto& r : batch.records) batch.bytes += r.data.size();
+    const BatchCounts counts = fill_batch(result.records, shard_id_, start_, resume_filter_, batch);
+    corrupt_.fetch_add(counts.corrupt_aggregates, std::memory_order_relaxed);
+    skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
   }
   const std::size_t delivered = batch.records.size();
 
