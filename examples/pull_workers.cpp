@@ -3,6 +3,7 @@
 // each shard's checkpoint follows the oldest record not yet acknowledged.
 //
 //   pull_workers STREAM APPLICATION [--threads N] [--work-us N] [--print] [--stop-after N]
+//                [--fan-out]
 //
 // - STREAM, APPLICATION: as for record_counter (the lease table is named after APPLICATION;
 //   start the program several times with the same APPLICATION to share the shards).
@@ -12,6 +13,8 @@
 // - --print: one line per record completed on stdout: "<shard> <sequence> <sub-sequence>".
 // - --stop-after N: stop gracefully once N records were completed (default: run until
 //   SIGINT or SIGTERM).
+// - --fan-out: read with enhanced fan-out (a stream consumer named after APPLICATION)
+//   instead of polling; everything else is the same.
 //
 // Region, credentials and endpoints come from the usual places (AWS_REGION, AWS_PROFILE,
 // ~/.aws/..., AWS_ENDPOINT_URL for a local emulator). SIGINT or SIGTERM stops it gracefully:
@@ -81,7 +84,7 @@ double cpu_seconds() {
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s STREAM APPLICATION [--threads N] [--work-us N] [--print] "
-               "[--stop-after N]\n",
+               "[--stop-after N] [--fan-out]\n",
                argv0);
   return 2;
 }
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   int threads = 8;
   long work_us = 1000;
   bool print = false;
+  bool fan_out = false;
   std::uint64_t stop_after = 0;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
@@ -114,6 +118,8 @@ int main(int argc, char** argv) {
       stop_after = static_cast<std::uint64_t>(n);
     } else if (a == "--print") {
       print = true;
+    } else if (a == "--fan-out") {
+      fan_out = true;
     } else {
       return usage(argv[0]);
     }
@@ -131,6 +137,7 @@ int main(int argc, char** argv) {
   config.worker.stream_name = argv[1];
   config.worker.leases.application_name = argv[2];
   config.worker.initial_position = kcl::InitialPosition::trim_horizon();
+  if (fan_out) config.worker.retrieval.mode = kcl::RetrievalMode::kFanOut;
   kcl::PullConsumer consumer(config);
   if (const kcl::Status s = consumer.start(); !s.ok()) {
     std::fprintf(stderr, "could not start: %s\n", s.to_string().c_str());
