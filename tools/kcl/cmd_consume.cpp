@@ -70,17 +70,30 @@ class Output {
  public:
   explicit Output(bool raw, long long max_records) : raw_(raw), max_(max_records) {}
   // Writes and flushes the records; false when stdout is gone. The lines are built in a
-  // buffer of the calling thread, reused from batch to batch, and written at once.
+  // buffer of the calling thread, reused from batch to batch, and written in chunks of whole
+  // lines of about kChunk bytes (so a thread holds one chunk, not a whole batch, of text).
   bool write(std::span<const Record> records) {
+    static constexpr std::size_t kChunk = 256 * 1024;
     thread_local RecordLines lines;
     thread_local std::string text;
+    std::size_t in_chunk = 0;
+    auto flush = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
+      written_ += static_cast<long long>(in_chunk);
+      text.clear();
+      in_chunk = 0;
+      return true;
+    };
     text.clear();
-    for (const auto& r : records) lines.append(text, r, raw_);
+    for (const auto& r : records) {
+      lines.append(text, r, raw_);
+      ++in_chunk;
+      if (text.size() >= kChunk && !flush()) return false;
+    }
+    if (!text.empty() && !flush()) return false;
     std::lock_guard<std::mutex> lock(mu_);
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
-    if (std::fflush(stdout) != 0) return false;
-    written_ += static_cast<long long>(records.size());
-    return true;
+    return std::fflush(stdout) == 0;
   }
   bool limit_reached() const {
     std::lock_guard<std::mutex> lock(mu_);
