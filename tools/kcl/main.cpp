@@ -1,11 +1,18 @@
 // kcl: the kcl-cpp command line.
+#include <malloc.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli_common.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
+  // One malloc arena unless MALLOC_ARENA_MAX says otherwise: a batch allocated on the fetch
+  // thread and freed on the processor's is then reused instead of held in per-thread arenas
+  // (kcl consume: 53 -> 40 MB RSS on bench/consume_e2e.py, CPU per record unchanged).
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 1);
   CLI::App app{
       "kcl: tools for Amazon Kinesis Data Streams built on kcl-cpp.\n"
       "Credentials come from the standard AWS chain (environment, ~/.aws files, web identity,\n"
