@@ -27,6 +27,7 @@
 
 #include "aws/base64.h"
 #include "kinesis/kinesis_client.h"
+#include "summary_reporter.h"
 
 namespace {
 
@@ -154,33 +155,13 @@ void BM_Memcpy(benchmark::State& state) {
 }
 BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
 
-// Console output as usual, and remember each benchmark's rates for the summary line.
-class SummaryReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const auto& run : runs) {
-      if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
-      auto& r = rates_[run.run_name.function_name];
-      auto b = run.counters.find("bytes_per_second");
-      auto i = run.counters.find("items_per_second");
-      if (b != run.counters.end()) r.first = b->second.value;
-      if (i != run.counters.end()) r.second = i->second.value;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-  const std::map<std::string, std::pair<double, double>>& rates() const { return rates_; }
-
- private:
-  std::map<std::string, std::pair<double, double>> rates_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   std::printf("response: %zu bytes of JSON, %d records\n", response().size(), kRecords);
-  SummaryReporter reporter;
+  kcl::bench::SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   const auto& r = reporter.rates();

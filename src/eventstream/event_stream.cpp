@@ -35,7 +35,11 @@ Decoder::Decoder(std::size_t max_message_bytes) : max_(max_message_bytes) {}
 
 Status Decoder::feed(std::string_view bytes, std::vector<Message>& out) {
   if (!error_.ok()) return error_;
-  buf_.append(bytes);
+  // Whole messages are decoded straight from `bytes` when nothing is held back, so a
+  // payload is copied once (into its Message); only an incomplete tail is buffered.
+  const bool direct = buf_.empty();
+  if (!direct) buf_.append(bytes);
+  const std::string_view view = direct ? bytes : std::string_view(buf_);
   std::size_t pos = 0;
   auto bad = [&](const std::string& what) {
     error_ = Status(StatusCode::kInternal, "event stream: " + what + " (message at byte " +
@@ -43,16 +47,18 @@ Status Decoder::feed(std::string_view bytes, std::vector<Message>& out) {
     buf_.clear();
     return error_;
   };
-  while (buf_.size() - pos >= 12) {
-    const char* m = buf_.data() + pos;
+  while (view.size() - pos >= 12) {
+    const char* m = view.data() + pos;
     const std::uint32_t total = be32(m);
     const std::uint32_t hlen = be32(m + 4);
-    if (crc(m, 8) != be32(m + 8)) return bad("prelude CRC mismatch");
+    if (crc(m, 8) != be32(m + 8))
+      return bad("prelude checksum mismatch (CRC-32 of the first 8 bytes)");
     if (total < 16) return bad("message length " + std::to_string(total) + " below 16");
     if (total > max_) return bad("message length " + std::to_string(total) + " above the maximum");
     if (hlen > total - 16) return bad("headers length past the message");
-    if (buf_.size() - pos < total) break;
-    if (crc(m, total - 4) != be32(m + total - 4)) return bad("message CRC mismatch");
+    if (view.size() - pos < total) break;
+    if (crc(m, total - 4) != be32(m + total - 4))
+      return bad("message checksum mismatch (CRC-32 of the message)");
     Message msg;
     std::size_t h = 12;
     const std::size_t hend = 12 + hlen;
@@ -121,7 +127,11 @@ Status Decoder::feed(std::string_view bytes, std::vector<Message>& out) {
     pos += total;
   }
   offset_ += pos;
-  buf_.erase(0, pos);
+  if (direct) {
+    buf_.assign(view.substr(pos));
+  } else {
+    buf_.erase(0, pos);
+  }
   return Status::Ok();
 }
 
