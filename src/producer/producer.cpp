@@ -7,6 +7,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <unordered_set>
 
 #include "aws/retry.h"
 #include "producer/kpl_aggregator.h"
@@ -87,6 +88,7 @@ class Producer::Impl {
     }
     cv_.notify_all();
     space_cv_.notify_all();
+    request_cv_.notify_all();
     sender_.join();
     for (auto& t : requesters_) t.join();
     {
@@ -334,17 +336,22 @@ class Producer::Impl {
     for (auto& [id, q] : shards_) {
       if (!sendable(q, now)) continue;
       bool took = false;
+      // Ordered mode: a partition key appears in at most one Kinesis record of a call, so a
+      // record that fails is never overtaken by a later record of its key that succeeded.
+      const bool ordered = config_.max_in_flight_per_shard == 1;
+      std::unordered_set<std::string_view> call_keys;
       while (!q.items.empty() && call.wire.size() < kMaxCallRecords) {
+        if (ordered && call_keys.count(q.items.front()->pk) != 0) break;
         // Plan the next Kinesis record of this shard: an aggregate of the leading small
         // records, or the first record alone.
         std::size_t n = 1;
         std::size_t bytes = q.items.front()->bytes;
-        std::string aggregate;
         const bool aggregating = config_.aggregate && !id.empty();
         if (aggregating) {
           agg_.clear();
           while (n <= q.items.size()) {
             const Item& it = *q.items[n - 1];
+            if (ordered && call_keys.count(it.pk) != 0) break;
             if (agg_.size_with(it.pk, it.ehk, it.data) + q.items.front()->pk.size() + 39 >
                 config_.aggregation_max_bytes) {
               break;
@@ -385,6 +392,7 @@ class Producer::Impl {
           --queued_records_;
           ++item->attempts;
           if (item->attempts > 1) ++stats_.records_retried;
+          if (ordered) call_keys.insert(item->pk);
           e.items.push_back(std::move(item));
         }
         call_bytes += bytes;
@@ -476,7 +484,8 @@ class Producer::Impl {
     const auto now = clock_.now();
     // Failed items per shard, in call order, with the failure that sent them back.
     std::map<std::string, std::pair<std::vector<std::unique_ptr<Item>>, Status>> failed;
-    std::map<std::string, bool> shard_ok;
+    // Per shard of the call: (some record succeeded, some record failed).
+    std::map<std::string, std::pair<bool, bool>> shard_outcome;
     for (std::size_t i = 0; i < call.entries.size(); ++i) {
       Entry& e = call.entries[i];
       Status failure;
@@ -496,19 +505,19 @@ class Producer::Impl {
             ++stats_.records_succeeded;
             done.emplace_back(std::move(e.items[k]), std::move(pr));
           }
-          shard_ok.try_emplace(e.shard, true);
+          shard_outcome[e.shard].first = true;
           continue;
         }
         failure = entry_failure(r);
       }
-      shard_ok[e.shard] = false;
+      shard_outcome[e.shard].second = true;
       const bool throttled = failure.aws() && aws::is_throttling_error(failure.aws()->error_type);
       if (throttled) {
         ++stats_.throttled;
         if (auto it = shards_.find(e.shard); it != shards_.end()) it->second.rate.on_throttled(now);
       }
       auto& slot = failed[e.shard];
-      slot.second = failure;
+      if (failure.retryable()) slot.second = failure;  // what the shard's backoff is for
       for (auto& item : e.items) {
         if (!failure.retryable() || item->attempts >= config_.max_attempts) {
           ++stats_.records_failed;
@@ -522,16 +531,18 @@ class Producer::Impl {
         }
       }
     }
-    for (auto& [id, ok] : shard_ok) {
+    for (auto& [id, outcome] : shard_outcome) {
       auto it = shards_.find(id);
       if (it == shards_.end()) continue;
       ShardQueue& q = it->second;
       --q.in_flight;
-      if (ok && q.retry_round > 0) {
+      // The service took records of this shard: what its retries took goes back to the
+      // quota; a call with no failure for the shard also resets its backoff.
+      if (outcome.first && q.quota_taken > 0) {
         policy_.on_success(q.quota_taken);
         q.quota_taken = 0;
-        q.retry_round = 0;
       }
+      if (outcome.first && !outcome.second) q.retry_round = 0;
     }
     for (auto& [id, slot] : failed) {
       auto& items = slot.first;
