@@ -168,6 +168,7 @@ class Producer::Impl {
     item->enqueued = clock_.now();
     const auto deadline = item->enqueued + config_.linger;
     ShardQueue& q = queue_for(item->hash);
+    q.queued_bytes += item->bytes;
     q.items.push_back(std::move(item));
     if (deadline < next_wake_ || queued_records_ >= kMaxCallRecords ||
         queued_bytes_ >= kMaxCallBytes) {
@@ -213,6 +214,7 @@ class Producer::Impl {
   struct ShardQueue {
     explicit ShardQueue(ShardRate r) : rate(r) {}
     std::deque<std::unique_ptr<Item>> items;
+    std::size_t queued_bytes = 0;  // of `items`
     int in_flight = 0;
     Clock::MonoTime not_before{};
     int retry_round = 0;
@@ -295,7 +297,9 @@ class Producer::Impl {
       auto& q = node.mapped();
       for (auto& item : q.items) {
         const HashKey h = item->hash;
-        queue_for(h).items.push_back(std::move(item));
+        ShardQueue& target = queue_for(h);
+        target.queued_bytes += item->bytes;
+        target.items.push_back(std::move(item));
       }
       q.items.clear();
       if (q.in_flight > 0) {
@@ -315,6 +319,21 @@ class Producer::Impl {
     return !q.items.empty() && q.in_flight < config_.max_in_flight_per_shard && now >= q.not_before;
   }
 
+  // Requires mu_. When shard `q`'s tokens allow a worthwhile send: a linger's worth of its
+  // rate, or all it holds when that is less. So a rate-limited shard sends a batch every
+  // linger instead of a record whenever one token trickles in.
+  Clock::MonoTime rate_ready_at(ShardQueue& q, Clock::MonoTime now) {
+    const double linger_s = std::chrono::duration<double>(config_.linger).count();
+    const bool aggregating = config_.aggregate && !q.items.empty();
+    const double records = aggregating ? 1.0
+                                       : std::max(1.0, std::min(static_cast<double>(q.items.size()),
+                                                                q.rate.records_rate() * linger_s));
+    const double bytes =
+        std::max(static_cast<double>(q.items.front()->bytes),
+                 std::min(static_cast<double>(q.queued_bytes), q.rate.bytes_rate() * linger_s));
+    return q.rate.ready_at(records, bytes, now);
+  }
+
   // Requires mu_. Builds one call from the sendable shards; empty when there is nothing to
   // send yet. Sets `wake` to when something may become sendable.
   Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
@@ -327,6 +346,11 @@ class Producer::Impl {
         if (q.in_flight < config_.max_in_flight_per_shard) wake = std::min(wake, q.not_before);
         continue;
       }
+      const auto ready = rate_ready_at(q, now);
+      if (ready > now) {
+        wake = std::min(wake, ready);
+        continue;
+      }
       const auto linger_end = q.items.front()->enqueued + config_.linger;
       if (linger_end <= now) due = true;
       wake = std::min(wake, linger_end);
@@ -334,7 +358,7 @@ class Producer::Impl {
     if (!due) return call;
     std::size_t call_bytes = 0;
     for (auto& [id, q] : shards_) {
-      if (!sendable(q, now)) continue;
+      if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
       bool took = false;
       // Ordered mode: a partition key appears in at most one Kinesis record of a call, so a
       // record that fails is never overtaken by a later record of its key that succeeded.
@@ -389,6 +413,7 @@ class Producer::Impl {
           auto item = std::move(q.items.front());
           q.items.pop_front();
           queued_bytes_ -= item->bytes;
+          q.queued_bytes -= item->bytes;
           --queued_records_;
           ++item->attempts;
           if (item->attempts > 1) ++stats_.records_retried;
@@ -568,6 +593,7 @@ class Producer::Impl {
         const HashKey h = (*r)->hash;
         ShardQueue& q = queue_for(h);
         queued_bytes_ += (*r)->bytes;
+        q.queued_bytes += (*r)->bytes;
         ++queued_records_;
         q.not_before = std::max(q.not_before, now + *delay);
         q.items.push_front(std::move(*r));
