@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "aws/aws_json_client.h"
@@ -241,12 +242,16 @@ class ScriptedKinesis {
     return std::string("ProvisionedThroughputExceededException");
   };
   int error_every = 0;
+  // The shard every successful record is said to land on.
+  std::string answer_shard = "shardId-000000000000";
+  std::atomic<int> list_shards_calls{0};
 
   testing::CannedResponse handle(const testing::ServedRequest& req) {
     const std::string target = req.header("x-amz-target");
     testing::CannedResponse resp;
     resp.headers = {{"Content-Type", "application/x-amz-json-1.1"}};
     if (target.ends_with("ListShards")) {
+      ++list_shards_calls;
       resp.body =
           R"({"Shards":[{"ShardId":"shardId-000000000000","HashKeyRange":{)"
           R"("StartingHashKey":"0","EndingHashKey":"340282366920938463463374607431768211455"},)"
@@ -278,8 +283,7 @@ class ScriptedKinesis {
         continue;
       }
       for (auto& s : subs) accepted_.push_back(s.data);
-      records.push_back(
-          {{"ShardId", "shardId-000000000000"}, {"SequenceNumber", kr.sequence_number}});
+      records.push_back({{"ShardId", answer_shard}, {"SequenceNumber", kr.sequence_number}});
     }
     resp.body = nlohmann::json{{"FailedRecordCount", failed}, {"Records", records}}.dump();
     return resp;
@@ -422,6 +426,69 @@ TEST(ProducerFaultTest, FailFastWhenTheBufferIsFull) {
   EXPECT_NE(rejected.status().message().find("buffer full"), std::string::npos);
   ASSERT_TRUE(producer->flush(30s).ok());
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(futures[static_cast<std::size_t>(i)].get().ok());
+}
+
+TEST(ProducerFaultTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
+  ScriptedKinesis script;
+  script.answer_shard = "shardId-000000000009";
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.linger = 1ms;
+  auto producer = ProducerAccess::make(config, client_for(server));
+  auto r = producer->put("k", "v").get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shard_id, "shardId-000000000009");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (script.list_shards_calls.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GE(script.list_shards_calls.load(), 2);
+}
+
+TEST(ProducerFaultTest, ClosingWithoutTimeToSendCancelsWhatIsLeftOnce) {
+  ScriptedKinesis script;
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.linger = 60s;
+  config.close_timeout = 0ms;
+  std::vector<std::future<Result<PutResult>>> futures;
+  {
+    auto producer = ProducerAccess::make(config, client_for(server));
+    for (int i = 0; i < 5; ++i) futures.push_back(producer->put("k", "r" + std::to_string(i)));
+  }
+  for (auto& f : futures) {
+    auto r = f.get();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
+    }
+  }
+}
+
+TEST(ProducerKinesaliteTest, ThePublicConstructorWritesWithTheAwsConfig) {
+  auto& emu = shared_emulators();
+  auto client = make_client(emu.aws_config());
+  const std::string stream = unique_name("producer-public");
+  ASSERT_TRUE(client->create_stream(stream, 1).ok());
+  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+  ProducerConfig config;
+  config.stream_name = stream;
+  config.aws = emu.aws_config();
+  {
+    Producer producer(config);
+    auto r = producer.put("k", "hello").get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_FALSE(r->sequence_number.empty());
+  }
+  auto records = read_all(*client, stream);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].data, "hello");
+  ProducerConfig bad;
+  EXPECT_THROW(Producer{bad}, std::invalid_argument);
+  (void)client->delete_stream(stream);
 }
 
 }  // namespace
