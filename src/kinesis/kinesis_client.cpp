@@ -511,6 +511,12 @@ Result<PutRecordResult> KinesisClient::put_record(std::string_view stream,
 
 Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
                                                     const std::vector<PutRecordsEntry>& entries) {
+  return put_records(stream, entries, aws::CallOptions{});
+}
+
+Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
+                                                    const std::vector<PutRecordsEntry>& entries,
+                                                    const aws::CallOptions& options) {
   json records = json::array();
   for (const auto& e : entries) {
     json rec = {{"Data", aws::base64_encode(e.data)}, {"PartitionKey", e.partition_key}};
@@ -519,7 +525,7 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
   }
   json req = {{"StreamName", stream}, {"Records", std::move(records)}};
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "PutRecords"));
-  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("PutRecords", std::move(request)));
+  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("PutRecords", std::move(request), options));
   ResponseReader r(*client_, "PutRecords");
   KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
   PutRecordsResult out;

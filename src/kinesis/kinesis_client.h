@@ -55,6 +55,11 @@ class KinesisClient {
   // error.
   Result<PutRecordsResult> put_records(std::string_view stream,
                                        const std::vector<PutRecordsEntry>& entries);
+  // The same within a caller's budget (e.g. max_attempts = 1 for a caller that retries the
+  // failed records itself with the client's retry policy).
+  Result<PutRecordsResult> put_records(std::string_view stream,
+                                       const std::vector<PutRecordsEntry>& entries,
+                                       const aws::CallOptions& options);
 
   Status create_stream(std::string_view stream, int shard_count);
   Status delete_stream(std::string_view stream);

@@ -1,87 +1,40 @@
-// kcl put --stream S [--partition-key K | --key-field F]: each line of stdin becomes one
-// record, sent in PutRecords batches (at most 500 records / 5 MiB). Records that fail are
-// retried with backoff; any that still fail are reported and the exit status is 1.
+// kcl put --stream S [--partition-key K | --key-field F] [--file F] [--aggregate]
+//         [--linger-ms N] [--failures-out FILE]: each line of stdin (or of --file) becomes one
+// record, written through kcl::Producer (PutRecords batches within the service limits,
+// optional KPL aggregation, per-shard rate limits, retries of only the failed records). On a
+// terminal a progress line shows records/s, records in flight and failures; a summary ends
+// the run. Any record that still fails is listed (line number and the service's error) and
+// makes the exit status 1; --failures-out writes those input lines to FILE, so that
+// `kcl put --file FILE` resends exactly them.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "commands.h"
+#include "kcl/producer.h"
+#include "producer/producer_access.h"
 
 namespace kcl::cli {
 
 namespace {
 
-constexpr std::size_t kMaxBatchRecords = 500;
-constexpr std::size_t kMaxBatchBytes = 5u << 20;
-constexpr std::size_t kMaxRecordBytes = 1u << 20;
-
 struct PutOptions {
   std::string stream;
   std::string partition_key;
   std::string key_field;
+  std::string file;
+  std::string failures_out;
   int max_attempts = 8;
+  int linger_ms = 100;
+  bool aggregate = false;
   bool quiet = false;
-};
-
-struct Pending {
-  std::size_t line_no;
-  kinesis::PutRecordsEntry entry;
-};
-
-class Putter {
- public:
-  Putter(kinesis::KinesisClient& client, const PutOptions& o) : client_(client), o_(o) {}
-
-  // Sends `batch`; retries the records that fail. Returns a non-OK status only when the
-  // whole call fails after the client's own retries.
-  Status send(std::vector<Pending> batch) {
-    std::mt19937_64 rng(std::random_device{}());
-    for (int attempt = 1; !batch.empty(); ++attempt) {
-      std::vector<kinesis::PutRecordsEntry> entries;
-      entries.reserve(batch.size());
-      for (const auto& p : batch) entries.push_back(p.entry);
-      auto result = client_.put_records(o_.stream, entries);
-      if (!result.ok()) {
-        if (!result.status().retryable() || attempt >= o_.max_attempts) return result.status();
-      }
-      std::vector<Pending> retry;
-      if (result.ok()) {
-        for (std::size_t i = 0; i < batch.size() && i < result->records.size(); ++i) {
-          const auto& r = result->records[i];
-          if (r.ok) {
-            ++sent_;
-          } else if (attempt >= o_.max_attempts) {
-            ++failed_;
-            std::cerr << "kcl put: line " << batch[i].line_no << " failed after " << attempt
-                      << " attempts: " << r.error_code << ": " << r.error_message << "\n";
-          } else {
-            retry.push_back(std::move(batch[i]));
-          }
-        }
-      } else {
-        retry = std::move(batch);
-      }
-      batch = std::move(retry);
-      if (!batch.empty()) {
-        auto cap = std::min<long long>(5000, 100LL << std::min(attempt, 10));
-        std::uniform_int_distribution<long long> jitter(0, cap);
-        std::this_thread::sleep_for(std::chrono::milliseconds(jitter(rng)));
-      }
-    }
-    return Status::Ok();
-  }
-
-  std::size_t sent() const { return sent_; }
-  std::size_t failed() const { return failed_; }
-  void count_failed() { ++failed_; }
-
- private:
-  kinesis::KinesisClient& client_;
-  const PutOptions& o_;
-  std::size_t sent_ = 0;
-  std::size_t failed_ = 0;
 };
 
 Result<std::string> key_for(const PutOptions& o, const std::string& line, std::size_t line_no) {
@@ -107,51 +60,118 @@ Result<std::string> key_for(const PutOptions& o, const std::string& line, std::s
   return key;
 }
 
+// The records that failed, by line number, with their input line and why.
+class Failures {
+ public:
+  void add(std::size_t line_no, std::string line, std::string why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_[line_no] = {std::move(line), std::move(why)};
+  }
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return failed_.size();
+  }
+  // Lists them on stderr (in line order) and writes their lines to `path` when given.
+  Status report(const std::string& path) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [no, f] : failed_)
+      std::cerr << "kcl put: line " << no << ": " << f.second << "\n";
+    if (path.empty()) return Status::Ok();
+    std::ofstream out(path, std::ios::trunc);
+    for (const auto& [no, f] : failed_) out << f.first << "\n";
+    out.flush();
+    if (!out) return Status(StatusCode::kInternal, "cannot write --failures-out " + path);
+    return Status::Ok();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::size_t, std::pair<std::string, std::string>> failed_;
+};
+
 int run_put(const GlobalOptions& g, const PutOptions& o) {
   auto client = make_kinesis(g);
   if (!client.ok()) return report_error("put", client.status());
-  Putter putter(**client, o);
-  std::vector<Pending> batch;
-  std::size_t batch_bytes = 0;
+  std::ifstream file;
+  if (!o.file.empty()) {
+    file.open(o.file);
+    if (!file) {
+      return report_error("put",
+                          Status(StatusCode::kInvalidArgument, "cannot read --file " + o.file));
+    }
+  }
+  std::istream& in = o.file.empty() ? std::cin : file;
+  ProducerConfig config;
+  config.stream_name = o.stream;
+  config.aggregate = o.aggregate;
+  config.linger = std::chrono::milliseconds(o.linger_ms);
+  config.max_attempts = o.max_attempts;
+  std::unique_ptr<Producer> producer;
+  try {
+    producer = producer::ProducerAccess::make(
+        config, std::shared_ptr<kinesis::KinesisClient>(std::move(*client)));
+  } catch (const std::exception& e) {
+    return report_error("put", Status(StatusCode::kInvalidArgument, e.what()));
+  }
+  Failures failures;
+  std::atomic<std::uint64_t> sent{0};
+  const bool tty = ::isatty(STDERR_FILENO) != 0 && !o.quiet;
+  std::atomic<bool> reading{true};
+  std::thread progress;
+  if (tty) {
+    progress = std::thread([&] {
+      auto last = std::chrono::steady_clock::now();
+      std::uint64_t last_sent = 0;
+      while (reading.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        auto now = std::chrono::steady_clock::now();
+        if (now - last < std::chrono::seconds(1)) continue;
+        const auto s = producer->stats();
+        const std::uint64_t done = sent.load();
+        const double secs = std::chrono::duration<double>(now - last).count();
+        std::cerr << "\rkcl put: " << static_cast<std::uint64_t>((done - last_sent) / secs)
+                  << " records/s, " << s.buffered_records << " in flight, " << failures.size()
+                  << " failed   " << std::flush;
+        last = now;
+        last_sent = done;
+      }
+    });
+  }
   std::string line;
   std::size_t line_no = 0;
-  auto flush = [&]() -> Status {
-    if (batch.empty()) return Status::Ok();
-    Status s = putter.send(std::move(batch));
-    batch.clear();
-    batch_bytes = 0;
-    return s;
-  };
   std::ios::sync_with_stdio(false);
-  while (std::getline(std::cin, line)) {
+  while (std::getline(in, line)) {
     ++line_no;
     auto key = key_for(o, line, line_no);
     if (!key.ok()) {
-      std::cerr << "kcl put: " << key.status().message() << "\n";
-      putter.count_failed();
+      failures.add(line_no, line, key.status().message());
       continue;
     }
-    std::size_t size = line.size() + key->size();
-    if (size > kMaxRecordBytes) {
-      std::cerr << "kcl put: line " << line_no << " is " << size
-                << " bytes with its partition key; a record holds at most 1 MiB\n";
-      putter.count_failed();
-      continue;
-    }
-    if (batch.size() == kMaxBatchRecords || batch_bytes + size > kMaxBatchBytes) {
-      Status s = flush();
-      if (!s.ok()) return report_error("put", s);
-    }
-    batch.push_back(Pending{line_no, kinesis::PutRecordsEntry{line, *key, ""}});
-    batch_bytes += size;
+    producer->put(*key, line, "", [&, line_no, line](Result<PutResult> r) {
+      if (r.ok()) {
+        sent.fetch_add(1);
+      } else {
+        failures.add(line_no, line, r.status().message());
+      }
+    });
   }
-  Status s = flush();
-  if (!s.ok()) return report_error("put", s);
-  if (!o.quiet || putter.failed() > 0) {
-    std::cerr << "kcl put: " << putter.sent() << " records sent, " << putter.failed()
-              << " failed\n";
+  const Status flushed = producer->flush();
+  const auto stats = producer->stats();
+  reading = false;
+  if (progress.joinable()) {
+    progress.join();
+    std::cerr << "\n";
   }
-  return putter.failed() == 0 ? 0 : 1;
+  producer.reset();  // resolves anything left (as cancelled)
+  if (!flushed.ok()) std::cerr << "kcl put: " << flushed.message() << "\n";
+  Status written = failures.report(o.failures_out);
+  if (!o.quiet || failures.size() > 0) {
+    std::cerr << "kcl put: " << sent.load() << " records sent, " << failures.size() << " failed ("
+              << stats.put_records_calls << " PutRecords calls, " << stats.kinesis_records_sent
+              << " Kinesis records, " << stats.records_retried << " retries)\n";
+  }
+  if (!written.ok()) return report_error("put", written);
+  return failures.size() == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -160,15 +180,24 @@ void add_put_command(CLI::App& parent, const GlobalOptions& global, int& exit_co
   auto opts = std::make_shared<PutOptions>();
   auto* cmd = parent.add_subcommand(
       "put",
-      "Write each line of standard input as one record (PutRecords batches of at most 500 "
-      "records / 5 MiB). Failed records are retried; any that still fail are listed and the "
-      "exit status is 1.");
+      "Write each line of standard input (or --file) as one record through the producer "
+      "(PutRecords batches, optional KPL aggregation, per-shard rate limits). Failed records "
+      "are retried; any that still fail are listed and the exit status is 1.");
   cmd->add_option("--stream", opts->stream, "Stream name")->required();
   auto* pk = cmd->add_option("--partition-key", opts->partition_key,
                              "One partition key for every record (default: the line number)");
   cmd->add_option("--key-field", opts->key_field,
                   "Take the partition key from this field of each line, read as a JSON object")
       ->excludes(pk);
+  cmd->add_option("--file", opts->file, "Read the records from this file instead of stdin");
+  cmd->add_flag("--aggregate", opts->aggregate,
+                "Pack records into KPL aggregates (kcl-cpp's and the Java KCL's consumers "
+                "deaggregate them)");
+  cmd->add_option("--linger-ms", opts->linger_ms,
+                  "How long a record may wait for others to fill a call (default 100)")
+      ->check(CLI::Range(0, 60000));
+  cmd->add_option("--failures-out", opts->failures_out,
+                  "Write the input lines of the records that failed to this file");
   cmd->add_option("--max-attempts", opts->max_attempts,
                   "Attempts per record before it counts as failed (default 8)")
       ->check(CLI::Range(1, 100));

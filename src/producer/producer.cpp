@@ -1,0 +1,674 @@
+#include "kcl/producer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_set>
+
+#include "aws/retry.h"
+#include "producer/kpl_aggregator.h"
+#include "producer/producer_access.h"
+#include "producer/shard_rate.h"
+
+namespace kcl {
+
+namespace {
+constexpr std::size_t kMaxCallRecords = 500;
+constexpr std::size_t kMaxCallBytes = 5u << 20;
+constexpr std::size_t kMaxRecordBytes = 1u << 20;
+}  // namespace
+
+std::vector<std::string> ProducerConfig::validate() const {
+  std::vector<std::string> p;
+  if (stream_name.empty()) p.push_back("stream_name is required");
+  if (linger < std::chrono::milliseconds(0) || linger > std::chrono::minutes(1)) {
+    p.push_back("linger must be between 0 and 60 s");
+  }
+  if (max_buffered_records < 1) p.push_back("max_buffered_records must be at least 1");
+  if (max_buffered_bytes < kMaxRecordBytes)
+    p.push_back("max_buffered_bytes must be at least 1 MiB");
+  if (aggregation_max_bytes < 256 || aggregation_max_bytes > kMaxRecordBytes) {
+    p.push_back("aggregation_max_bytes must be between 256 and 1048576");
+  }
+  if (max_attempts < 1 || max_attempts > 100) p.push_back("max_attempts must be between 1 and 100");
+  if (max_concurrent_requests < 1 || max_concurrent_requests > 64) {
+    p.push_back("max_concurrent_requests must be between 1 and 64");
+  }
+  if (max_in_flight_per_shard < 1 || max_in_flight_per_shard > 16) {
+    p.push_back("max_in_flight_per_shard must be between 1 and 16");
+  }
+  if (shard_bytes_per_second < 0) p.push_back("shard_bytes_per_second must not be negative");
+  if (shard_records_per_second < 0) p.push_back("shard_records_per_second must not be negative");
+  if (close_timeout < std::chrono::milliseconds(0) || close_timeout > std::chrono::hours(1)) {
+    p.push_back("close_timeout must be between 0 and 1 h");
+  }
+  return p;
+}
+
+using producer::HashKey;
+using producer::ShardRate;
+
+class Producer::Impl {
+ public:
+  Impl(ProducerConfig config, std::shared_ptr<kinesis::KinesisClient> client, const Clock& clock)
+      : config_(std::move(config)),
+        client_(std::move(client)),
+        clock_(clock),
+        own_policy_(client_->retry_policy() ? nullptr
+                                            : std::make_unique<aws::RetryPolicy>(RetryConfig{})),
+        policy_(client_->retry_policy() ? *client_->retry_policy() : *own_policy_) {
+    auto problems = config_.validate();
+    if (!problems.empty()) {
+      std::string msg = "invalid ProducerConfig:";
+      for (const auto& p : problems) msg += " " + p + ";";
+      throw std::invalid_argument(msg);
+    }
+    Status s = refresh_shard_map();
+    if (!s.ok()) {
+      throw std::runtime_error("kcl::Producer: cannot list the shards of stream '" +
+                               config_.stream_name + "': " + s.message());
+    }
+    refreshes_ = 0;
+    sender_ = std::thread([this] { send_loop(); });
+    for (int i = 0; i < config_.max_concurrent_requests; ++i) {
+      requesters_.emplace_back([this] { request_loop(); });
+    }
+  }
+
+  ~Impl() {
+    const Status flushed = flush(config_.close_timeout);
+    std::vector<std::unique_ptr<Item>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    space_cv_.notify_all();
+    request_cv_.notify_all();
+    sender_.join();
+    for (auto& t : requesters_) t.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, q] : shards_) {
+        for (auto& item : q.items) left.push_back(std::move(item));
+        q.items.clear();
+      }
+      for (auto& call : requests_) {
+        for (auto& e : call.entries) {
+          for (auto& item : e.items) left.push_back(std::move(item));
+        }
+      }
+      requests_.clear();
+    }
+    const Status cancelled(StatusCode::kCancelled,
+                           "kcl::Producer closed before the record was sent (" +
+                               (flushed.ok() ? std::string("closing") : flushed.message()) + ")");
+    for (auto& item : left) resolve(*item, cancelled);
+  }
+
+  void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
+           std::promise<Result<PutResult>>* promise) {
+    auto item = std::make_unique<Item>();
+    item->callback = std::move(cb);
+    if (promise != nullptr) item->promise = std::move(*promise);
+    if (pk.empty() || pk.size() > 256) {
+      return resolve(*item, Status(StatusCode::kInvalidArgument,
+                                   "partition key must be 1 to 256 characters, got " +
+                                       std::to_string(pk.size())));
+    }
+    if (pk.size() + data.size() > kMaxRecordBytes) {
+      return resolve(*item, Status(StatusCode::kInvalidArgument,
+                                   "record is " + std::to_string(pk.size() + data.size()) +
+                                       " bytes with its partition key; at most 1 MiB"));
+    }
+    if (!ehk.empty()) {
+      auto h = producer::parse_hash_key(ehk);
+      if (!h) {
+        return resolve(
+            *item, Status(StatusCode::kInvalidArgument, "explicit hash key '" + ehk.substr(0, 64) +
+                                                            "' is not a decimal below 2^128"));
+      }
+      item->hash = *h;
+    } else {
+      item->hash = producer::partition_key_hash(pk);
+    }
+    item->bytes = pk.size() + data.size();
+    item->pk = std::move(pk);
+    item->data = std::move(data);
+    item->ehk = std::move(ehk);
+    std::unique_lock<std::mutex> lock(mu_);
+    auto full = [&] {
+      return buffered_records_ + 1 > config_.max_buffered_records ||
+             buffered_bytes_ + item->bytes > config_.max_buffered_bytes;
+    };
+    if (full()) {
+      if (!config_.block_when_full) {
+        lock.unlock();
+        return resolve(
+            *item,
+            Status(StatusCode::kUnavailable,
+                   "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
+                       " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
+      }
+      space_cv_.wait(lock, [&] { return stop_ || !full(); });
+      if (stop_) {
+        lock.unlock();
+        return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
+      }
+    }
+    ++stats_.records_put;
+    ++buffered_records_;
+    buffered_bytes_ += item->bytes;
+    queued_bytes_ += item->bytes;
+    ++queued_records_;
+    item->enqueued = clock_.now();
+    const auto deadline = item->enqueued + config_.linger;
+    ShardQueue& q = queue_for(item->hash);
+    q.queued_bytes += item->bytes;
+    q.items.push_back(std::move(item));
+    if (deadline < next_wake_ || queued_records_ >= kMaxCallRecords ||
+        queued_bytes_ >= kMaxCallBytes) {
+      wake_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  Status flush(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++flushing_;
+    wake_ = true;
+    cv_.notify_all();
+    const bool done =
+        clock_.wait_for(lock, done_cv_, timeout, [&] { return buffered_records_ == 0 || stop_; });
+    --flushing_;
+    if (done && buffered_records_ == 0) return Status::Ok();
+    return Status(StatusCode::kDeadlineExceeded,
+                  "kcl::Producer flush: " + std::to_string(buffered_records_) +
+                      " records still buffered after " + std::to_string(timeout.count()) + " ms");
+  }
+
+  ProducerStats stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    ProducerStats s = stats_;
+    s.buffered_records = buffered_records_;
+    s.buffered_bytes = buffered_bytes_;
+    s.in_flight_calls = in_flight_calls_;
+    s.shard_map_refreshes = refreshes_;
+    return s;
+  }
+
+ private:
+  struct Item {
+    std::string pk, data, ehk;
+    HashKey hash = 0;
+    std::size_t bytes = 0;
+    int attempts = 0;
+    Clock::MonoTime enqueued{};
+    PutCallback callback;
+    std::promise<Result<PutResult>> promise;
+  };
+  struct ShardQueue {
+    explicit ShardQueue(ShardRate r) : rate(r) {}
+    std::deque<std::unique_ptr<Item>> items;
+    std::size_t queued_bytes = 0;  // of `items`
+    int in_flight = 0;
+    Clock::MonoTime not_before{};
+    int retry_round = 0;
+    int quota_taken = 0;
+    ShardRate rate;
+  };
+  struct Entry {
+    std::string shard;  // predicted; empty when unknown
+    bool aggregated = false;
+    std::vector<std::unique_ptr<Item>> items;
+  };
+  struct Call {
+    std::vector<Entry> entries;
+    std::vector<kinesis::PutRecordsEntry> wire;
+  };
+  struct Range {
+    HashKey start, end;
+    std::string shard_id;
+  };
+
+  void resolve(Item& item, Result<PutResult> result) {
+    if (item.callback) {
+      item.callback(std::move(result));
+    } else {
+      item.promise.set_value(std::move(result));
+    }
+  }
+
+  // Requires mu_. The open shard whose range holds `hash`, or "" when none does.
+  std::string shard_of(HashKey hash) const {
+    auto it = std::upper_bound(ranges_.begin(), ranges_.end(), hash,
+                               [](HashKey h, const Range& r) { return h < r.start; });
+    if (it == ranges_.begin()) return {};
+    --it;
+    return hash <= it->end ? it->shard_id : std::string();
+  }
+
+  ShardQueue& queue_for(HashKey hash) {
+    std::string id = shard_of(hash);
+    auto it = shards_.find(id);
+    if (it == shards_.end()) {
+      it = shards_
+               .emplace(id, ShardQueue(ShardRate(id.empty() ? 0 : config_.shard_records_per_second,
+                                                 id.empty() ? 0 : config_.shard_bytes_per_second,
+                                                 clock_.now())))
+               .first;
+    }
+    return it->second;
+  }
+
+  // Without mu_ held: calls ListShards, then installs the map and moves queued records of
+  // shards no longer open.
+  Status refresh_shard_map() {
+    auto shards = client_->list_shards(config_.stream_name);
+    if (!shards.ok()) return shards.status();
+    std::vector<Range> ranges;
+    for (const auto& s : *shards) {
+      if (s.closed()) continue;
+      auto start = producer::parse_hash_key(s.hash_key_range.starting_hash_key);
+      auto end = producer::parse_hash_key(s.hash_key_range.ending_hash_key);
+      if (!start || !end) {
+        return Status(StatusCode::kInternal,
+                      "ListShards: shard " + s.shard_id + " has an unreadable hash key range");
+      }
+      ranges.push_back(Range{*start, *end, s.shard_id});
+    }
+    std::sort(ranges.begin(), ranges.end(),
+              [](const Range& a, const Range& b) { return a.start < b.start; });
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_ = std::move(ranges);
+    ++refreshes_;
+    std::vector<std::string> gone;
+    for (auto& [id, q] : shards_) {
+      const bool open = std::any_of(ranges_.begin(), ranges_.end(),
+                                    [&](const Range& r) { return r.shard_id == id; });
+      if (!open) gone.push_back(id);
+    }
+    for (const auto& id : gone) {
+      auto node = shards_.extract(id);
+      auto& q = node.mapped();
+      for (auto& item : q.items) {
+        const HashKey h = item->hash;
+        ShardQueue& target = queue_for(h);
+        target.queued_bytes += item->bytes;
+        target.items.push_back(std::move(item));
+      }
+      q.items.clear();
+      if (q.in_flight > 0) {
+        // Keep its in-flight count until the calls return.
+        if (auto again = shards_.find(id); again != shards_.end()) {
+          again->second.in_flight += q.in_flight;
+        } else {
+          shards_.insert(std::move(node));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Requires mu_. Whether shard `q` may contribute to a call now.
+  bool sendable(const ShardQueue& q, Clock::MonoTime now) const {
+    return !q.items.empty() && q.in_flight < config_.max_in_flight_per_shard && now >= q.not_before;
+  }
+
+  // Requires mu_. When shard `q`'s tokens allow a worthwhile send: a linger's worth of its
+  // rate, or all it holds when that is less. So a rate-limited shard sends a batch every
+  // linger instead of a record whenever one token trickles in.
+  Clock::MonoTime rate_ready_at(ShardQueue& q, Clock::MonoTime now) {
+    const double linger_s = std::chrono::duration<double>(config_.linger).count();
+    const bool aggregating = config_.aggregate && !q.items.empty();
+    const double records = aggregating ? 1.0
+                                       : std::max(1.0, std::min(static_cast<double>(q.items.size()),
+                                                                q.rate.records_rate() * linger_s));
+    const double bytes =
+        std::max(static_cast<double>(q.items.front()->bytes),
+                 std::min(static_cast<double>(q.queued_bytes), q.rate.bytes_rate() * linger_s));
+    return q.rate.ready_at(records, bytes, now);
+  }
+
+  // Requires mu_. Builds one call from the sendable shards; empty when there is nothing to
+  // send yet. Sets `wake` to when something may become sendable.
+  Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
+    Call call;
+    bool due = flushing_ > 0 || stop_ || queued_records_ >= kMaxCallRecords ||
+               queued_bytes_ >= kMaxCallBytes;
+    for (auto& [id, q] : shards_) {
+      if (q.items.empty()) continue;
+      if (!sendable(q, now)) {
+        if (q.in_flight < config_.max_in_flight_per_shard) wake = std::min(wake, q.not_before);
+        continue;
+      }
+      const auto ready = rate_ready_at(q, now);
+      if (ready > now) {
+        wake = std::min(wake, ready);
+        continue;
+      }
+      const auto linger_end = q.items.front()->enqueued + config_.linger;
+      if (linger_end <= now) due = true;
+      wake = std::min(wake, linger_end);
+    }
+    if (!due) return call;
+    std::size_t call_bytes = 0;
+    for (auto& [id, q] : shards_) {
+      if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
+      bool took = false;
+      // Ordered mode: a partition key appears in at most one Kinesis record of a call, so a
+      // record that fails is never overtaken by a later record of its key that succeeded.
+      const bool ordered = config_.max_in_flight_per_shard == 1;
+      std::unordered_set<std::string_view> call_keys;
+      while (!q.items.empty() && call.wire.size() < kMaxCallRecords) {
+        if (ordered && call_keys.count(q.items.front()->pk) != 0) break;
+        // Plan the next Kinesis record of this shard: an aggregate of the leading small
+        // records, or the first record alone.
+        std::size_t n = 1;
+        std::size_t bytes = q.items.front()->bytes;
+        const bool aggregating = config_.aggregate && !id.empty();
+        if (aggregating) {
+          agg_.clear();
+          while (n <= q.items.size()) {
+            const Item& it = *q.items[n - 1];
+            if (ordered && call_keys.count(it.pk) != 0) break;
+            if (agg_.size_with(it.pk, it.ehk, it.data) + q.items.front()->pk.size() + 39 >
+                config_.aggregation_max_bytes) {
+              break;
+            }
+            agg_.add(it.pk, it.ehk, it.data);
+            ++n;
+          }
+          n = agg_.count();
+          if (n >= 2) {
+            bytes = agg_.size() + q.items.front()->pk.size() + 39;
+          } else {
+            n = 1;
+          }
+        }
+        if (call_bytes + bytes > kMaxCallBytes) break;
+        if (!q.rate.take(1, static_cast<double>(bytes), now)) {
+          wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(bytes), now));
+          break;
+        }
+        Entry e;
+        e.shard = id;
+        kinesis::PutRecordsEntry w;
+        if (n >= 2) {
+          e.aggregated = true;
+          w.data = agg_.finish();
+          w.partition_key = q.items.front()->pk;
+          w.explicit_hash_key = producer::hash_key_to_string(q.items.front()->hash);
+        } else {
+          const Item& it = *q.items.front();
+          w.data = it.data;
+          w.partition_key = it.pk;
+          w.explicit_hash_key = it.ehk;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          auto item = std::move(q.items.front());
+          q.items.pop_front();
+          queued_bytes_ -= item->bytes;
+          q.queued_bytes -= item->bytes;
+          --queued_records_;
+          ++item->attempts;
+          if (item->attempts > 1) ++stats_.records_retried;
+          if (ordered) call_keys.insert(item->pk);
+          e.items.push_back(std::move(item));
+        }
+        call_bytes += bytes;
+        call.entries.push_back(std::move(e));
+        call.wire.push_back(std::move(w));
+        took = true;
+      }
+      if (took) ++q.in_flight;
+      if (call.wire.size() >= kMaxCallRecords) break;
+    }
+    return call;
+  }
+
+  void send_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (refresh_needed_) {
+        refresh_needed_ = false;
+        lock.unlock();
+        (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
+        lock.lock();
+        continue;
+      }
+      const auto now = clock_.now();
+      auto wake = now + std::chrono::hours(1);
+      if (in_flight_calls_ < static_cast<std::size_t>(config_.max_concurrent_requests)) {
+        Call call = build_call(now, wake);
+        if (!call.wire.empty()) {
+          ++in_flight_calls_;
+          ++stats_.put_records_calls;
+          stats_.kinesis_records_sent += call.wire.size();
+          requests_.push_back(std::move(call));
+          request_cv_.notify_one();
+          continue;
+        }
+      }
+      next_wake_ = wake;
+      clock_.wait_until(lock, cv_, wake, [&] { return stop_ || wake_; });
+      wake_ = false;
+      next_wake_ = Clock::MonoTime::min();
+    }
+  }
+
+  void request_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      request_cv_.wait(lock,
+                       [&] { return !requests_.empty() || (stop_ && in_flight_calls_ == 0); });
+      if (requests_.empty()) return;
+      Call call = std::move(requests_.front());
+      requests_.pop_front();
+      lock.unlock();
+      aws::CallOptions options;
+      options.max_attempts = 1;
+      auto result = client_->put_records(config_.stream_name, call.wire, options);
+      std::vector<std::pair<std::unique_ptr<Item>, Result<PutResult>>> done;
+      lock.lock();
+      complete(std::move(call), result, done);
+      --in_flight_calls_;
+      if (stop_ && in_flight_calls_ == 0) request_cv_.notify_all();
+      lock.unlock();
+      for (auto& [item, r] : done) resolve(*item, std::move(r));
+      lock.lock();
+      buffered_records_ -= done.size();
+      for (auto& [item, r] : done) buffered_bytes_ -= item->bytes;
+      space_cv_.notify_all();
+      done_cv_.notify_all();
+      wake_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  static Status entry_failure(const kinesis::PutRecordsEntryResult& r) {
+    StatusCode code = aws::classify_aws_error(400, r.error_code);
+    if (code == StatusCode::kInternal || code == StatusCode::kInvalidArgument) {
+      if (r.error_code == "InternalFailure") code = StatusCode::kUnavailable;
+    }
+    AwsErrorDetails details;
+    details.operation = "Kinesis.PutRecords";
+    details.http_status = 200;
+    details.error_type = r.error_code;
+    return Status(code, "PutRecords record failed: " + r.error_code + ": " + r.error_message,
+                  details);
+  }
+
+  // Requires mu_. Resolves or requeues the records of a finished call.
+  void complete(Call call, const Result<kinesis::PutRecordsResult>& result,
+                std::vector<std::pair<std::unique_ptr<Item>, Result<PutResult>>>& done) {
+    const auto now = clock_.now();
+    // Failed items per shard, in call order, with the failure that sent them back.
+    std::map<std::string, std::pair<std::vector<std::unique_ptr<Item>>, Status>> failed;
+    // Per shard of the call: (some record succeeded, some record failed).
+    std::map<std::string, std::pair<bool, bool>> shard_outcome;
+    for (std::size_t i = 0; i < call.entries.size(); ++i) {
+      Entry& e = call.entries[i];
+      Status failure;
+      if (!result.ok()) {
+        failure = result.status();
+      } else {
+        const auto& r = result->records[i];
+        if (r.ok) {
+          if (!e.shard.empty() && r.shard_id != e.shard) refresh_needed_ = true;
+          for (std::size_t k = 0; k < e.items.size(); ++k) {
+            PutResult pr;
+            pr.shard_id = r.shard_id;
+            pr.sequence_number = r.sequence_number;
+            pr.sub_sequence_number = e.aggregated ? k : 0;
+            pr.aggregated = e.aggregated;
+            pr.attempts = e.items[k]->attempts;
+            ++stats_.records_succeeded;
+            done.emplace_back(std::move(e.items[k]), std::move(pr));
+          }
+          shard_outcome[e.shard].first = true;
+          continue;
+        }
+        failure = entry_failure(r);
+      }
+      shard_outcome[e.shard].second = true;
+      const bool throttled = failure.aws() && aws::is_throttling_error(failure.aws()->error_type);
+      if (throttled) {
+        ++stats_.throttled;
+        if (auto it = shards_.find(e.shard); it != shards_.end()) it->second.rate.on_throttled(now);
+      }
+      auto& slot = failed[e.shard];
+      if (failure.retryable()) slot.second = failure;  // what the shard's backoff is for
+      for (auto& item : e.items) {
+        if (!failure.retryable() || item->attempts >= config_.max_attempts) {
+          ++stats_.records_failed;
+          Status final_status(failure.code(), failure.message() + " (after " +
+                                                  std::to_string(item->attempts) + " attempts)");
+          if (failure.aws())
+            final_status = Status(failure.code(), final_status.message(), *failure.aws());
+          done.emplace_back(std::move(item), final_status);
+        } else {
+          slot.first.push_back(std::move(item));
+        }
+      }
+    }
+    for (auto& [id, outcome] : shard_outcome) {
+      auto it = shards_.find(id);
+      if (it == shards_.end()) continue;
+      ShardQueue& q = it->second;
+      --q.in_flight;
+      // The service took records of this shard: what its retries took goes back to the
+      // quota; a call with no failure for the shard also resets its backoff.
+      if (outcome.first && q.quota_taken > 0) {
+        policy_.on_success(q.quota_taken);
+        q.quota_taken = 0;
+      }
+      if (outcome.first && !outcome.second) q.retry_round = 0;
+    }
+    for (auto& [id, slot] : failed) {
+      auto& items = slot.first;
+      if (items.empty()) continue;
+      auto it = shards_.find(id);
+      std::optional<std::chrono::milliseconds> delay;
+      if (it != shards_.end()) {
+        delay = policy_.next_delay(slot.second, it->second.retry_round, &it->second.quota_taken);
+      }
+      if (!delay) {
+        for (auto& item : items) {
+          ++stats_.records_failed;
+          done.emplace_back(
+              std::move(item),
+              Status(slot.second.code(), slot.second.message() + " (retry quota exhausted after " +
+                                             std::to_string(item->attempts) + " attempts)"));
+        }
+        continue;
+      }
+      ++it->second.retry_round;
+      // Back to the front of their shard's queue (per the current map), oldest first.
+      for (auto r = items.rbegin(); r != items.rend(); ++r) {
+        const HashKey h = (*r)->hash;
+        ShardQueue& q = queue_for(h);
+        queued_bytes_ += (*r)->bytes;
+        q.queued_bytes += (*r)->bytes;
+        ++queued_records_;
+        q.not_before = std::max(q.not_before, now + *delay);
+        q.items.push_front(std::move(*r));
+      }
+    }
+  }
+
+  const ProducerConfig config_;
+  std::shared_ptr<kinesis::KinesisClient> client_;
+  const Clock& clock_;
+  std::unique_ptr<aws::RetryPolicy> own_policy_;
+  aws::RetryPolicy& policy_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;          // sender
+  std::condition_variable request_cv_;  // request threads
+  std::condition_variable space_cv_;    // put() waiting for room
+  std::condition_variable done_cv_;     // flush()
+  bool stop_ = false;
+  bool wake_ = false;
+  bool refresh_needed_ = false;
+  int flushing_ = 0;
+  Clock::MonoTime next_wake_ = Clock::MonoTime::min();
+  std::size_t buffered_records_ = 0;
+  std::size_t buffered_bytes_ = 0;
+  std::size_t queued_records_ = 0;
+  std::size_t queued_bytes_ = 0;
+  std::size_t in_flight_calls_ = 0;
+  std::uint64_t refreshes_ = 0;
+  std::vector<Range> ranges_;
+  std::map<std::string, ShardQueue> shards_;
+  std::deque<Call> requests_;
+  producer::KplAggregator agg_;
+  ProducerStats stats_;
+  std::thread sender_;
+  std::vector<std::thread> requesters_;
+};
+
+Producer::Producer(ProducerConfig config, const Clock& clock) {
+  auto raw = aws::make_aws_json_client(aws::kinesis_service(), config.aws);
+  if (!raw.ok()) {
+    throw std::invalid_argument("kcl::Producer: " + raw.status().message());
+  }
+  auto client = std::make_shared<kinesis::KinesisClient>(
+      std::shared_ptr<aws::AwsJsonClient>(std::move(*raw)));
+  impl_ = std::make_unique<Impl>(std::move(config), std::move(client), clock);
+}
+
+Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Producer::~Producer() = default;
+
+std::future<Result<PutResult>> Producer::put(std::string partition_key, std::string data,
+                                             std::string explicit_hash_key) {
+  std::promise<Result<PutResult>> promise;
+  auto future = promise.get_future();
+  impl_->put(std::move(partition_key), std::move(data), std::move(explicit_hash_key), {}, &promise);
+  return future;
+}
+
+void Producer::put(std::string partition_key, std::string data, std::string explicit_hash_key,
+                   PutCallback callback) {
+  impl_->put(std::move(partition_key), std::move(data), std::move(explicit_hash_key),
+             std::move(callback), nullptr);
+}
+
+Status Producer::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
+ProducerStats Producer::stats() const { return impl_->stats(); }
+
+namespace producer {
+std::unique_ptr<Producer> ProducerAccess::make(ProducerConfig config,
+                                               std::shared_ptr<kinesis::KinesisClient> client,
+                                               const Clock& clock) {
+  return std::unique_ptr<Producer>(
+      new Producer(std::make_unique<Producer::Impl>(std::move(config), std::move(client), clock)));
+}
+}  // namespace producer
+
+}  // namespace kcl

@@ -1,0 +1,495 @@
+// kcl::Producer against kinesalite (every record read back exactly once, per-key order kept,
+// aggregated and not), against a scripted PutRecords server (partial failures, 500s,
+// throttles, non-retryable errors), and KPL interoperability with npm aws-kinesis-agg.
+#include "kcl/producer.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "aws/base64.h"
+#include "aws/credentials.h"
+#include "aws/http_transport.h"
+#include "kinesis/kinesis_client.h"
+#include "producer/producer_access.h"
+#include "retrieval/kpl_deaggregator.h"
+#include "support/emulators.h"
+#include "support/local_http_server.h"
+
+namespace kcl::producer {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::shared_emulators;
+using testing::unique_name;
+
+std::shared_ptr<kinesis::KinesisClient> make_client(const AwsConfig& config) {
+  std::shared_ptr<aws::AwsJsonClient> json = aws::make_aws_json_client(
+      aws::kinesis_service(), config, aws::make_curl_transport(config.http),
+      aws::make_static_provider(*config.credentials));
+  return std::make_shared<kinesis::KinesisClient>(std::move(json));
+}
+
+// Runs `node tests/integration/producer/kpl_agg_interop.js mode` with `input` on stdin.
+std::vector<std::string> run_node(const std::string& mode, const std::string& input) {
+  const std::string dir = std::string(KCL_SOURCE_DIR);
+  const std::string in_path = ::testing::TempDir() + "kpl_interop_" + mode + ".txt";
+  std::ofstream(in_path) << input;
+  const std::string cmd = "cd '" + dir +
+                          "' && node tests/integration/producer/kpl_agg_interop.js " + mode +
+                          " < '" + in_path + "'";
+  std::vector<std::string> lines;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return lines;
+  std::string line;
+  char buf[65536];
+  while (fgets(buf, sizeof buf, p) != nullptr) {
+    line += buf;
+    if (!line.empty() && line.back() == '\n') {
+      line.pop_back();
+      lines.push_back(line);
+      line.clear();
+    }
+  }
+  EXPECT_EQ(pclose(p), 0) << cmd;
+  return lines;
+}
+
+// Every record of every shard of `stream`, from TRIM_HORIZON, deaggregated by kcl-cpp's
+// deaggregator; the raw aggregates are appended to `aggregates` when given.
+std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& stream,
+                             std::vector<kinesis::KinesisRecord>* aggregates = nullptr) {
+  std::vector<Record> out;
+  auto shards = client.list_shards(stream);
+  EXPECT_TRUE(shards.ok()) << shards.status().message();
+  if (!shards.ok()) return out;
+  for (const auto& shard : *shards) {
+    auto it = client.get_shard_iterator(stream, shard.shard_id, kinesis::IteratorPosition{});
+    EXPECT_TRUE(it.ok()) << it.status().message();
+    if (!it.ok()) continue;
+    std::string iterator = *it;
+    for (;;) {
+      auto batch = client.get_records(iterator, 10000);
+      EXPECT_TRUE(batch.ok()) << batch.status().message();
+      if (!batch.ok() || batch->records.empty() || !batch->next_shard_iterator) break;
+      if (aggregates != nullptr) {
+        for (const auto& r : batch->records) {
+          if (retrieval::has_kpl_magic(r.data)) aggregates->push_back(r);
+        }
+      }
+      auto stats = retrieval::deaggregate_all(std::move(batch->records), shard.shard_id, out);
+      EXPECT_EQ(stats.corrupt, 0u);
+      iterator = *batch->next_shard_iterator;
+    }
+  }
+  return out;
+}
+
+class ProducerKinesaliteTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
+  const bool aggregate = GetParam();
+  auto& emu = shared_emulators();
+  auto client = make_client(emu.aws_config());
+  const std::string stream = unique_name("producer");
+  ASSERT_TRUE(client->create_stream(stream, 4).ok());
+  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+
+  ProducerConfig config;
+  config.stream_name = stream;
+  config.aggregate = aggregate;
+  auto producer = ProducerAccess::make(config, client);
+  constexpr int kRecords = 100000;
+  constexpr int kKeys = 200;
+  std::vector<std::atomic<int>> resolved(kRecords);
+  std::atomic<int> failures{0};
+  std::mutex mu;
+  std::map<std::string, std::pair<std::string, std::uint64_t>> where;  // data -> (seq, sub)
+  for (int i = 0; i < kRecords; ++i) {
+    const std::string key = "key-" + std::to_string(i % kKeys);
+    std::string data = key + ":" + std::to_string(i / kKeys) + ":";
+    data.resize(100, 'x');
+    producer->put(key, data, "", [&, i, data](Result<PutResult> r) {
+      resolved[i].fetch_add(1);
+      if (!r.ok()) {
+        failures.fetch_add(1);
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      where[data] = {r->sequence_number, r->sub_sequence_number};
+    });
+  }
+  ASSERT_TRUE(producer->flush(300s).ok());
+  const ProducerStats stats = producer->stats();
+  producer.reset();
+  for (int i = 0; i < kRecords; ++i) ASSERT_EQ(resolved[i].load(), 1) << "record " << i;
+  EXPECT_EQ(failures.load(), 0);
+  std::printf("[producer] %d records, aggregate=%d: %llu PutRecords calls, %llu Kinesis records\n",
+              kRecords, aggregate ? 1 : 0, static_cast<unsigned long long>(stats.put_records_calls),
+              static_cast<unsigned long long>(stats.kinesis_records_sent));
+  if (aggregate) {
+    EXPECT_LT(stats.kinesis_records_sent, static_cast<std::uint64_t>(kRecords / 100));
+  } else {
+    EXPECT_EQ(stats.kinesis_records_sent, static_cast<std::uint64_t>(kRecords));
+    // Ordered mode puts each key once per call: 200 keys over 4 shards.
+    EXPECT_LE(stats.put_records_calls, static_cast<std::uint64_t>(kRecords / 50));
+  }
+
+  std::vector<kinesis::KinesisRecord> aggregates;
+  auto records = read_all(*client, stream, &aggregates);
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(kRecords));
+  std::map<std::string, int> next_index;  // per key, the next index expected
+  std::set<std::string> seen;
+  int aggregated = 0;
+  for (const auto& r : records) {
+    ASSERT_TRUE(seen.insert(r.data).second) << "read twice: " << r.data.substr(0, 20);
+    // Aggregated mode sends a lone record (nothing else queued for its shard) as it is.
+    if (!aggregate) {
+      ASSERT_FALSE(r.aggregated);
+    }
+    if (r.aggregated) ++aggregated;
+    const auto colon = r.data.find(':');
+    const std::string key = r.data.substr(0, colon);
+    EXPECT_EQ(r.partition_key, key);
+    const int index = std::stoi(r.data.substr(colon + 1));
+    EXPECT_EQ(index, next_index[key]) << "order of key " << key;
+    next_index[key] = index + 1;
+    // The producer's answer names the same position the consumer reads.
+    auto w = where.find(r.data);
+    ASSERT_NE(w, where.end());
+    EXPECT_EQ(w->second.first, r.sequence_number);
+    EXPECT_EQ(w->second.second, r.sub_sequence_number);
+  }
+  EXPECT_EQ(next_index.size(), static_cast<std::size_t>(kKeys));
+  if (aggregate) {
+    EXPECT_GT(aggregated, kRecords * 9 / 10);
+  }
+
+  if (aggregate) {
+    // npm aws-kinesis-agg reads kcl-cpp's aggregates as kcl-cpp does.
+    ASSERT_FALSE(aggregates.empty());
+    aggregates.resize(std::min<std::size_t>(aggregates.size(), 20));
+    std::string input;
+    std::vector<Record> ours;
+    for (const auto& a : aggregates) {
+      input += aws::base64_encode(a.data) + "\n";
+      retrieval::deaggregate(a, "shard", ours);
+    }
+    auto lines = run_node("deagg", input);
+    ASSERT_EQ(lines.size(), ours.size());
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      auto j = nlohmann::json::parse(lines[i]);
+      EXPECT_EQ(j["pk"].get<std::string>(), ours[i].partition_key);
+      EXPECT_EQ(j["data"].get<std::string>(), aws::base64_encode(ours[i].data));
+    }
+  }
+  (void)client->delete_stream(stream);
+}
+
+INSTANTIATE_TEST_SUITE_P(Aggregation, ProducerKinesaliteTest, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Aggregated" : "Plain"; });
+
+TEST(ProducerInteropTest, KclDeaggregatesAggregatesBuiltByAwsKinesisAgg) {
+  std::string input;
+  std::vector<std::tuple<std::string, std::string, std::string>> sent;
+  for (int i = 0; i < 50; ++i) {
+    std::string pk = "pk-" + std::to_string(i % 7);
+    std::string ehk = i % 5 == 0 ? std::to_string(1000000 + i) : "";
+    std::string data =
+        "payload " + std::to_string(i) + std::string(static_cast<std::size_t>(i), '\x01');
+    nlohmann::json j = {{"pk", pk}, {"data", aws::base64_encode(data)}};
+    if (!ehk.empty()) j["ehk"] = ehk;
+    input += j.dump() + "\n";
+    sent.emplace_back(pk, ehk, data);
+  }
+  auto lines = run_node("agg", input);
+  ASSERT_EQ(lines.size(), 1u);
+  auto bytes = aws::base64_decode(lines[0]);
+  ASSERT_TRUE(bytes.ok());
+  kinesis::KinesisRecord in;
+  in.sequence_number = "1";
+  in.partition_key = "pk-0";
+  in.data = *bytes;
+  std::vector<Record> out;
+  auto result = retrieval::deaggregate(in, "shardId-0", out);
+  ASSERT_EQ(result.outcome, retrieval::DeaggregationOutcome::kDeaggregated) << result.reason;
+  ASSERT_EQ(out.size(), sent.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].partition_key, std::get<0>(sent[i]));
+    EXPECT_EQ(out[i].data, std::get<2>(sent[i]));
+    EXPECT_EQ(out[i].sub_sequence_number, i);
+  }
+}
+
+// A PutRecords server whose answers are scripted per record: each record (by its data) fails
+// its first `fail_times(data)` sends with `error_code(data)`; every `error_every`-th call
+// answers HTTP 500 as a whole. Aggregates are deaggregated with kcl-cpp's deaggregator and
+// judged by their first sub-record.
+class ScriptedKinesis {
+ public:
+  std::function<int(const std::string&)> fail_times = [](const std::string&) { return 0; };
+  std::function<std::string(const std::string&)> error_code = [](const std::string&) {
+    return std::string("ProvisionedThroughputExceededException");
+  };
+  int error_every = 0;
+  // The shard every successful record is said to land on.
+  std::string answer_shard = "shardId-000000000000";
+  std::atomic<int> list_shards_calls{0};
+
+  testing::CannedResponse handle(const testing::ServedRequest& req) {
+    const std::string target = req.header("x-amz-target");
+    testing::CannedResponse resp;
+    resp.headers = {{"Content-Type", "application/x-amz-json-1.1"}};
+    if (target.ends_with("ListShards")) {
+      ++list_shards_calls;
+      resp.body =
+          R"({"Shards":[{"ShardId":"shardId-000000000000","HashKeyRange":{)"
+          R"("StartingHashKey":"0","EndingHashKey":"340282366920938463463374607431768211455"},)"
+          R"("SequenceNumberRange":{"StartingSequenceNumber":"1"}}]})";
+      return resp;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    if (error_every > 0 && calls_ % error_every == 0) {
+      resp.status = 500;
+      resp.body = R"({"__type":"InternalFailure","message":"scripted"})";
+      return resp;
+    }
+    auto body = nlohmann::json::parse(req.body);
+    nlohmann::json records = nlohmann::json::array();
+    int failed = 0;
+    for (const auto& r : body["Records"]) {
+      auto data = aws::base64_decode(r["Data"].get<std::string>());
+      std::vector<Record> subs;
+      kinesis::KinesisRecord kr;
+      kr.sequence_number = std::to_string(++seq_);
+      kr.data = *data;
+      kr.partition_key = r["PartitionKey"].get<std::string>();
+      retrieval::deaggregate(kr, "shardId-000000000000", subs);
+      const std::string& first = subs.front().data;
+      if (sends_[first]++ < fail_times(first)) {
+        ++failed;
+        records.push_back({{"ErrorCode", error_code(first)}, {"ErrorMessage", "scripted"}});
+        continue;
+      }
+      for (auto& s : subs) accepted_.push_back(s.data);
+      records.push_back({{"ShardId", answer_shard}, {"SequenceNumber", kr.sequence_number}});
+    }
+    resp.body = nlohmann::json{{"FailedRecordCount", failed}, {"Records", records}}.dump();
+    return resp;
+  }
+  std::vector<std::string> accepted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return accepted_;
+  }
+
+ private:
+  std::mutex mu_;
+  int calls_ = 0;
+  std::uint64_t seq_ = 0;
+  std::map<std::string, int> sends_;
+  std::vector<std::string> accepted_;
+};
+
+std::shared_ptr<kinesis::KinesisClient> client_for(const testing::LocalHttpServer& server) {
+  AwsConfig config;
+  config.region = "us-east-1";
+  config.kinesis_endpoint_url = server.url();
+  config.credentials = StaticCredentials{"AKIDKCLTESTEXAMPLE", "kcl-test-fake-secret-key", ""};
+  config.retry.base_delay = 1ms;
+  config.retry.max_backoff = 20ms;
+  return make_client(config);
+}
+
+class ProducerFaultTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ProducerFaultTest, PartialFailuresAnd500sLoseAndDuplicateNothing) {
+  ScriptedKinesis script;
+  script.fail_times = [](const std::string& d) {
+    const auto h = std::hash<std::string>{}(d);
+    return h % 3 == 0 ? 2 : (h % 3 == 1 ? 1 : 0);
+  };
+  script.error_code = [](const std::string& d) {
+    return std::hash<std::string>{}(d) % 2 == 0 ? "ProvisionedThroughputExceededException"
+                                                : "InternalFailure";
+  };
+  script.error_every = 4;
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.aggregate = GetParam();
+  config.aggregation_max_bytes = 2000;  // several aggregates per call
+  config.linger = 5ms;
+  config.shard_bytes_per_second = 0;
+  config.shard_records_per_second = 0;
+  auto producer = ProducerAccess::make(config, client_for(server));
+  constexpr int kRecords = 3000;
+  std::vector<std::atomic<int>> resolved(kRecords);
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kRecords; ++i) {
+    producer->put("k" + std::to_string(i % 10), "record-" + std::to_string(i), "",
+                  [&, i](Result<PutResult> r) {
+                    resolved[i].fetch_add(1);
+                    if (r.ok()) ok.fetch_add(1);
+                  });
+  }
+  ASSERT_TRUE(producer->flush(120s).ok());
+  const auto stats = producer->stats();
+  producer.reset();
+  for (int i = 0; i < kRecords; ++i) ASSERT_EQ(resolved[i].load(), 1) << "record " << i;
+  EXPECT_EQ(ok.load(), kRecords);
+  EXPECT_GT(stats.records_retried, 0u);
+  EXPECT_GT(stats.throttled, 0u);
+  auto accepted = script.accepted();
+  std::set<std::string> unique(accepted.begin(), accepted.end());
+  EXPECT_EQ(unique.size(), accepted.size()) << "duplicates written";
+  EXPECT_EQ(accepted.size(), static_cast<std::size_t>(kRecords));
+  // Per key order: the server saw each key's records in put order.
+  std::map<std::string, int> last;
+  for (const auto& d : accepted) {
+    const int i = std::stoi(d.substr(7));
+    const std::string key = "k" + std::to_string(i % 10);
+    auto it = last.find(key);
+    if (it != last.end()) {
+      EXPECT_LT(it->second, i) << key;
+    }
+    last[key] = i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Aggregation, ProducerFaultTest, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "Aggregated" : "Plain"; });
+
+TEST(ProducerFaultTest, ExhaustedBudgetAndNonRetryableErrorsCarryTheServiceCode) {
+  ScriptedKinesis script;
+  script.fail_times = [](const std::string& d) { return d.starts_with("ok") ? 0 : 1000; };
+  script.error_code = [](const std::string& d) {
+    return d.starts_with("kms") ? "KMSAccessDeniedException"
+                                : "ProvisionedThroughputExceededException";
+  };
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.aggregate = false;
+  config.linger = 1ms;
+  config.max_attempts = 3;
+  auto producer = ProducerAccess::make(config, client_for(server));
+  auto throttled = producer->put("a", "throttled");
+  auto kms = producer->put("b", "kms");
+  auto fine = producer->put("c", "ok");
+  auto bad_key = producer->put("", "x");
+  auto bad_ehk = producer->put("d", "x", "12a");
+  auto t = throttled.get();
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("ProvisionedThroughputExceededException"), std::string::npos);
+  EXPECT_NE(t.status().message().find("after 3 attempts"), std::string::npos)
+      << t.status().message();
+  auto k = kms.get();
+  ASSERT_FALSE(k.ok());
+  EXPECT_NE(k.status().message().find("KMSAccessDeniedException"), std::string::npos);
+  EXPECT_NE(k.status().message().find("after 1 attempts"), std::string::npos)
+      << k.status().message();
+  auto f = fine.get();
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->shard_id, "shardId-000000000000");
+  EXPECT_EQ(bad_key.get().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_ehk.get().status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(script.accepted(), std::vector<std::string>{"ok"});
+}
+
+TEST(ProducerFaultTest, FailFastWhenTheBufferIsFull) {
+  ScriptedKinesis script;
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.linger = 60s;  // nothing leaves the buffer until flush
+  config.max_buffered_records = 10;
+  config.block_when_full = false;
+  auto producer = ProducerAccess::make(config, client_for(server));
+  std::vector<std::future<Result<PutResult>>> futures;
+  for (int i = 0; i < 11; ++i) futures.push_back(producer->put("k", "r" + std::to_string(i)));
+  auto rejected = futures.back().get();
+  EXPECT_EQ(rejected.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(rejected.status().message().find("buffer full"), std::string::npos);
+  ASSERT_TRUE(producer->flush(30s).ok());
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(futures[static_cast<std::size_t>(i)].get().ok());
+}
+
+TEST(ProducerFaultTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
+  ScriptedKinesis script;
+  script.answer_shard = "shardId-000000000009";
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.linger = 1ms;
+  auto producer = ProducerAccess::make(config, client_for(server));
+  auto r = producer->put("k", "v").get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shard_id, "shardId-000000000009");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (script.list_shards_calls.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GE(script.list_shards_calls.load(), 2);
+}
+
+TEST(ProducerFaultTest, ClosingWithoutTimeToSendCancelsWhatIsLeftOnce) {
+  ScriptedKinesis script;
+  testing::LocalHttpServer server(
+      [&](const testing::ServedRequest& r) { return script.handle(r); });
+  ProducerConfig config;
+  config.stream_name = "scripted";
+  config.linger = 60s;
+  config.close_timeout = 0ms;
+  std::vector<std::future<Result<PutResult>>> futures;
+  {
+    auto producer = ProducerAccess::make(config, client_for(server));
+    for (int i = 0; i < 5; ++i) futures.push_back(producer->put("k", "r" + std::to_string(i)));
+  }
+  for (auto& f : futures) {
+    auto r = f.get();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kCancelled) << r.status().message();
+    }
+  }
+}
+
+TEST(ProducerKinesaliteTest, ThePublicConstructorWritesWithTheAwsConfig) {
+  auto& emu = shared_emulators();
+  auto client = make_client(emu.aws_config());
+  const std::string stream = unique_name("producer-public");
+  ASSERT_TRUE(client->create_stream(stream, 1).ok());
+  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+  ProducerConfig config;
+  config.stream_name = stream;
+  config.aws = emu.aws_config();
+  {
+    Producer producer(config);
+    auto r = producer.put("k", "hello").get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_FALSE(r->sequence_number.empty());
+  }
+  auto records = read_all(*client, stream);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].data, "hello");
+  ProducerConfig bad;
+  EXPECT_THROW(Producer{bad}, std::invalid_argument);
+  (void)client->delete_stream(stream);
+}
+
+}  // namespace
+}  // namespace kcl::producer
