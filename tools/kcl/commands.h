@@ -14,5 +14,6 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
 void add_leases_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
 void add_status_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
 void add_consumers_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+void add_multilang_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
 
 }  // namespace kcl::cli

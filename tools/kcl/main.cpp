@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   kcl::cli::add_consume_command(app, global, exit_code);
   kcl::cli::add_status_command(app, global, exit_code);
   kcl::cli::add_consumers_command(app, global, exit_code);
+  kcl::cli::add_multilang_command(app, global, exit_code);
   kcl::cli::add_leases_command(app, global, exit_code);
   kcl::cli::add_stream_commands(app, global, exit_code);
   try {

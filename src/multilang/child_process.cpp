@@ -1,0 +1,210 @@
+#include "multilang/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace kcl::multilang {
+
+std::vector<std::string> split_command(const std::string& command) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : command) {
+    if (quote) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t') {
+      if (in_word) out.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (in_word) out.push_back(std::move(cur));
+  return out;
+}
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std::string>& argv,
+                                                          std::shared_ptr<Logger> logger,
+                                                          std::string component) {
+  if (argv.empty()) {
+    return Status(StatusCode::kInvalidArgument, "the record processor's command is empty");
+  }
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    return Status(StatusCode::kUnavailable, std::string("pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::vector<char*> args;
+  std::vector<std::string> copy = argv;
+  for (auto& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
+  const int rc = posix_spawnp(&child->pid_, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    ::close(err[0]);
+    child->pid_ = -1;
+    return Status(StatusCode::kFailedPrecondition,
+                  "cannot start the record processor '" + argv[0] + "': " + std::strerror(rc));
+  }
+  child->in_ = in[1];
+  child->out_ = out[0];
+  child->err_ = err[0];
+  // A write to a child that exited must fail with EPIPE, not kill the daemon.
+  signal(SIGPIPE, SIG_IGN);
+  const int err_fd = err[0];
+  child->err_thread_ = std::thread([err_fd, logger, component] {
+    std::string pending;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(err_fd, buf, sizeof buf);
+      if (n <= 0) break;
+      pending.append(buf, static_cast<std::size_t>(n));
+      std::size_t nl;
+      while ((nl = pending.find('\n')) != std::string::npos) {
+        std::string line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (logger && !line.empty()) logger->log(LogLevel::kInfo, component, "stderr: " + line);
+      }
+    }
+    if (logger && !pending.empty()) logger->log(LogLevel::kInfo, component, "stderr: " + pending);
+  });
+  return child;
+}
+
+ChildProcess::~ChildProcess() { stop(std::chrono::milliseconds(500)); }
+
+Status ChildProcess::write_line(const std::string& line) {
+  if (in_ < 0) return Status(StatusCode::kUnavailable, "the record processor's input is closed");
+  std::string data = line + "\n";
+  std::size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Status(StatusCode::kUnavailable, std::string("writing to the record processor: ") +
+                                                  std::strerror(errno) + " (it exited?)");
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ChildProcess::read_line(std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    std::size_t nl;
+    while ((nl = buffer_.find('\n')) != std::string::npos) {
+      std::string line = buffer_.substr(0, nl);
+      buffer_.erase(0, nl + 1);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.find_first_not_of(" \t") != std::string::npos) return line;  // blank: skipped
+    }
+    if (buffer_.size() > (16u << 20)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "the record processor wrote a line longer than 16 MiB");
+    }
+    if (out_ < 0)
+      return Status(StatusCode::kUnavailable, "the record processor's output is closed");
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status(StatusCode::kDeadlineExceeded, "the record processor did not answer in time");
+    }
+    pollfd p{out_, POLLIN, 0};
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(wait, 1000)));
+    if (r < 0 && errno != EINTR) {
+      return Status(StatusCode::kUnavailable, std::string("poll: ") + std::strerror(errno));
+    }
+    if (r <= 0) continue;
+    char buf[65536];
+    const ssize_t n = ::read(out_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(out_);
+      out_ = -1;
+      return Status(StatusCode::kUnavailable,
+                    "the record processor closed its output (" + exit_description() + ")");
+    }
+    buffer_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+std::string ChildProcess::exit_description() {
+  if (!reaped_ && pid_ > 0) {
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      reaped_ = true;
+      status_ = st;
+    }
+  }
+  if (!reaped_) return "still running";
+  if (WIFEXITED(status_)) return "exit status " + std::to_string(WEXITSTATUS(status_));
+  if (WIFSIGNALED(status_)) return "killed by signal " + std::to_string(WTERMSIG(status_));
+  return "ended";
+}
+
+void ChildProcess::stop(std::chrono::milliseconds grace) {
+  if (in_ >= 0) {
+    ::close(in_);
+    in_ = -1;
+  }
+  if (pid_ > 0 && !reaped_) {
+    const auto until = std::chrono::steady_clock::now() + grace;
+    int st = 0;
+    while (std::chrono::steady_clock::now() < until) {
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        reaped_ = true;
+        status_ = st;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &st, 0);
+      reaped_ = true;
+      status_ = st;
+    }
+  }
+  if (out_ >= 0) {
+    ::close(out_);
+    out_ = -1;
+  }
+  if (err_thread_.joinable()) err_thread_.join();
+  if (err_ >= 0) {
+    ::close(err_);
+    err_ = -1;
+  }
+}
+
+}  // namespace kcl::multilang

@@ -1,0 +1,59 @@
+// multilang/child_process.h: one record processor child process (MultiLangDaemon protocol):
+// started with a command line, spoken to over its stdin (lines written and flushed) and
+// stdout (lines read with a deadline); its stderr is forwarded line by line to the logger
+// with the shard's name, on a thread of its own.
+//
+// Thread safety: write_line(), read_line() and stop() from one thread at a time (the shard's
+// processor); the stderr thread only logs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kcl/logging.h"
+#include "kcl/status.h"
+
+namespace kcl::multilang {
+
+class ChildProcess {
+ public:
+  // Starts `argv` (argv[0] looked up on PATH). Errors: kFailedPrecondition naming the program.
+  static Result<std::unique_ptr<ChildProcess>> start(const std::vector<std::string>& argv,
+                                                     std::shared_ptr<Logger> logger,
+                                                     std::string component);
+  ~ChildProcess();  // stop()
+
+  // Writes `line` and a newline. kUnavailable when the child closed its input (exited).
+  Status write_line(const std::string& line);
+  // The next non-blank line (without its \r\n). kDeadlineExceeded when none came by
+  // `deadline`; kUnavailable when the child closed its output (exited); kInvalidArgument for
+  // a line longer than 16 MiB.
+  Result<std::string> read_line(std::chrono::steady_clock::time_point deadline);
+  // Closes its input, waits up to `grace` for it to exit, then kills it. Idempotent.
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  pid_t pid() const { return pid_; }
+  // How it ended, once stopped or exited ("exit status 3", "killed by signal 9").
+  std::string exit_description();
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int in_ = -1;   // the child's stdin (we write)
+  int out_ = -1;  // the child's stdout (we read)
+  int err_ = -1;  // the child's stderr (the forwarding thread reads)
+  std::string buffer_;
+  std::thread err_thread_;
+  int status_ = 0;
+  bool reaped_ = false;
+};
+
+// Splits a command line on whitespace, keeping "double" or 'single' quoted parts together
+// (as the Java MultiLangDaemon's executableName).
+std::vector<std::string> split_command(const std::string& command);
+
+}  // namespace kcl::multilang

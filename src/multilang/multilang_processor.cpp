@@ -1,0 +1,191 @@
+#include "multilang/multilang_processor.h"
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "aws/base64.h"
+
+namespace kcl::multilang {
+
+using nlohmann::json;
+
+namespace {
+
+// The Java exception name a checkpoint failure is reported as.
+std::string error_name(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kLeaseLost:
+      return "ShutdownException";
+    case StatusCode::kInvalidArgument:
+      return "IllegalArgumentException";
+    case StatusCode::kUnavailable:
+      if (s.aws() && s.aws()->error_type.find("Throughput") != std::string::npos) {
+        return "ThrottlingException";
+      }
+      return "KinesisClientLibDependencyException";
+    default:
+      return "KinesisClientLibDependencyException";
+  }
+}
+
+json position_json(const ExtendedSequenceNumber& p) {
+  return {{"sequenceNumber", p.sequence_number()}, {"subSequenceNumber", p.sub_sequence_number()}};
+}
+
+}  // namespace
+
+MultiLangProcessor::MultiLangProcessor(ChildOptions options, std::shared_ptr<Logger> logger)
+    : options_(std::move(options)), logger_(std::move(logger)) {}
+
+MultiLangProcessor::~MultiLangProcessor() {
+  if (child_) child_->stop();
+}
+
+void MultiLangProcessor::log(LogLevel level, const std::string& message) const {
+  if (logger_ && logger_->enabled(level)) logger_->log(level, component_, message);
+}
+
+void MultiLangProcessor::fail(const std::string& what) {
+  std::string how;
+  if (child_) {
+    child_->stop(std::chrono::seconds(2));
+    how = " (" + child_->exit_description() + ")";
+    child_.reset();
+  }
+  const std::string message = "record processor of shard " + shard_id_ + ": " + what + how +
+                              "; it is stopped and a new one starts before the next delivery";
+  log(LogLevel::kError, message);
+  throw std::runtime_error(message);
+}
+
+void MultiLangProcessor::ensure_child(Checkpointer* checkpointer) {
+  if (child_) return;
+  auto started = ChildProcess::start(options_.command, logger_, component_);
+  if (!started.ok()) fail(started.status().message());
+  child_ = std::move(started).value();
+  ++children_started_;
+  // A restarted child begins where the shard's checkpoint is now.
+  ExtendedSequenceNumber at = init_->starting_position;
+  if (checkpointer && children_started_ > 1) at = checkpointer->last_checkpoint();
+  json m = {{"action", "initialize"}, {"shardId", shard_id_}};
+  m.update(position_json(at));
+  exchange("initialize", m.dump(), nullptr);
+}
+
+void MultiLangProcessor::exchange(const std::string& action, const std::string& message,
+                                  Checkpointer* checkpointer, bool shard_end) {
+  if (!child_) fail("no child process");
+  Status w = child_->write_line(message);
+  if (!w.ok()) fail("sending " + action + ": " + w.message());
+  const auto deadline = std::chrono::steady_clock::now() + options_.response_timeout;
+  for (;;) {
+    auto line = child_->read_line(deadline);
+    if (!line.ok()) {
+      fail("waiting for the answer to " + action + ": " + line.status().message() +
+           (line.status().code() == StatusCode::kDeadlineExceeded
+                ? " (" + std::to_string(options_.response_timeout.count()) + " ms)"
+                : std::string()));
+    }
+    json m = json::parse(*line, nullptr, false);
+    if (!m.is_object() || !m.contains("action") || !m["action"].is_string()) {
+      fail("answered " + action +
+           " with something that is not a protocol message: " + line->substr(0, 200));
+    }
+    const std::string what = m["action"];
+    if (what == "status") {
+      if (m.value("responseFor", std::string()) != action) {
+        fail("answered " + action + " with a status for " +
+             m.value("responseFor", std::string("?")));
+      }
+      return;
+    }
+    if (what != "checkpoint") fail("sent an unexpected action '" + what + "' during " + action);
+    // A checkpoint request.
+    json reply = {{"action", "checkpoint"}};
+    reply["sequenceNumber"] = m.contains("sequenceNumber") ? m["sequenceNumber"] : json(nullptr);
+    reply["subSequenceNumber"] =
+        m.contains("subSequenceNumber") ? m["subSequenceNumber"] : json(nullptr);
+    std::string error;
+    if (!checkpointer) {
+      error = "InvalidStateException";
+    } else {
+      Status s;
+      const json& seq = reply["sequenceNumber"];
+      if (seq.is_null()) {
+        s = checkpointer->checkpoint();  // the batch's last record, or SHARD_END at the end
+      } else if (seq.is_string()) {
+        const json& sub = reply["subSequenceNumber"];
+        const SubSequenceNumber n = sub.is_number_unsigned() ? sub.get<SubSequenceNumber>()
+                                    : sub.is_number_integer() && sub.get<long long>() >= 0
+                                        ? static_cast<SubSequenceNumber>(sub.get<long long>())
+                                        : 0;
+        s = seq.get<std::string>() == "SHARD_END" && shard_end
+                ? checkpointer->checkpoint()
+                : checkpointer->checkpoint(seq.get<std::string>(), n);
+      } else {
+        s = Status(StatusCode::kInvalidArgument, "sequenceNumber is not a string");
+      }
+      if (!s.ok()) {
+        error = error_name(s);
+        log(LogLevel::kWarn, "checkpoint asked by the child failed: " + s.to_string());
+      }
+    }
+    reply["error"] = error.empty() ? json(nullptr) : json(error);
+    Status sent = child_->write_line(reply.dump());
+    if (!sent.ok()) fail("answering a checkpoint: " + sent.message());
+  }
+}
+
+void MultiLangProcessor::initialize(const InitializationInput& input) {
+  shard_id_ = input.shard_id;
+  component_ = "multilang " + shard_id_;
+  init_ = input;
+  ensure_child(nullptr);
+}
+
+void MultiLangProcessor::process_records(const ProcessRecordsInput& input) {
+  ensure_child(&input.checkpointer);
+  json records = json::array();
+  for (const Record& r : input.records) {
+    records.push_back(
+        {{"action", "record"},
+         {"data", aws::base64_encode(r.data)},
+         {"partitionKey", r.partition_key},
+         {"sequenceNumber", r.sequence_number},
+         {"subSequenceNumber", r.sub_sequence_number},
+         {"approximateArrivalTimestamp", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             r.approximate_arrival_timestamp.time_since_epoch())
+                                             .count()}});
+  }
+  json m = {{"action", "processRecords"},
+            {"records", std::move(records)},
+            {"millisBehindLatest", input.millis_behind_latest}};
+  exchange("processRecords", m.dump(), &input.checkpointer);
+}
+
+void MultiLangProcessor::lease_lost() {
+  if (!child_) return;
+  try {
+    exchange("leaseLost", json{{"action", "leaseLost"}}.dump(), nullptr);
+  } catch (const std::exception&) {
+    // Already logged; the lease is gone either way.
+  }
+  if (child_) child_->stop();
+  child_.reset();
+}
+
+void MultiLangProcessor::shard_ended(Checkpointer& checkpointer) {
+  ensure_child(&checkpointer);
+  exchange("shardEnded", json{{"action", "shardEnded"}}.dump(), &checkpointer, true);
+  child_->stop();
+  child_.reset();
+}
+
+void MultiLangProcessor::shutdown_requested(Checkpointer& checkpointer) {
+  if (!child_) return;
+  exchange("shutdownRequested", json{{"action", "shutdownRequested"}}.dump(), &checkpointer);
+  child_->stop();
+  child_.reset();
+}
+
+}  // namespace kcl::multilang

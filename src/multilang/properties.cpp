@@ -1,0 +1,174 @@
+#include "multilang/properties.h"
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace kcl::multilang {
+
+namespace {
+std::string trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+}  // namespace
+
+Result<std::map<std::string, std::string>> parse_properties(const std::string& text,
+                                                            const std::string& origin) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(text);
+  std::string raw;
+  int line_no = 0;
+  std::string pending;
+  int pending_start = 0;
+  while (std::getline(in, raw)) {
+    ++line_no;
+    std::string line = trim(raw);
+    if (pending.empty()) {
+      pending_start = line_no;
+      if (line.empty() || line[0] == '#' || line[0] == '!') continue;
+    }
+    if (!line.empty() && line.back() == '\\') {
+      line.pop_back();
+      pending += line;
+      continue;
+    }
+    pending += line;
+    const std::size_t sep = pending.find_first_of("=:");
+    if (sep == std::string::npos) {
+      return Status(StatusCode::kInvalidArgument,
+                    origin + " line " + std::to_string(pending_start) +
+                        ": expected key = value, got '" + pending.substr(0, 80) + "'");
+    }
+    out[trim(pending.substr(0, sep))] = trim(pending.substr(sep + 1));
+    pending.clear();
+  }
+  return out;
+}
+
+Result<MultiLangSettings> settings_from_properties(const std::map<std::string, std::string>& p) {
+  MultiLangSettings s;
+  std::vector<std::string> problems;
+  auto get = [&](const char* key) -> const std::string* {
+    auto it = p.find(key);
+    return it == p.end() || it->second.empty() ? nullptr : &it->second;
+  };
+  auto number = [&](const char* key, long long lo, long long hi) -> std::optional<long long> {
+    const std::string* v = get(key);
+    if (!v) return std::nullopt;
+    char* end = nullptr;
+    const long long n = std::strtoll(v->c_str(), &end, 10);
+    if (*end != '\0' || n < lo || n > hi) {
+      problems.push_back(std::string(key) + " = '" + *v + "' is not a number between " +
+                         std::to_string(lo) + " and " + std::to_string(hi));
+      return std::nullopt;
+    }
+    return n;
+  };
+  using std::chrono::milliseconds;
+  for (const char* key : {"executableName", "streamName", "applicationName"}) {
+    if (!get(key)) problems.push_back(std::string(key) + " is required");
+  }
+  if (auto v = get("executableName")) s.child.command = split_command(*v);
+  if (auto v = get("streamName")) s.worker.stream_name = *v;
+  if (auto v = get("applicationName")) s.worker.leases.application_name = *v;
+  if (auto v = get("workerId")) s.worker.leases.worker_id = *v;
+  if (auto v = get("regionName")) s.worker.aws.region = *v;
+  if (auto v = get("kinesisEndpoint")) s.worker.aws.kinesis_endpoint_url = *v;
+  if (auto v = get("dynamoDBEndpoint")) s.worker.aws.dynamodb_endpoint_url = *v;
+  if (auto v = get("initialPositionInStream")) {
+    if (*v == "TRIM_HORIZON") {
+      s.worker.initial_position = InitialPosition::trim_horizon();
+    } else if (*v == "LATEST") {
+      s.worker.initial_position = InitialPosition::latest();
+    } else if (*v == "AT_TIMESTAMP") {
+      if (auto ms = number("initialPositionInStreamExtended", 0, 1LL << 50)) {
+        s.worker.initial_position = InitialPosition::at_timestamp(
+            std::chrono::system_clock::time_point(std::chrono::milliseconds(*ms)));
+      } else {
+        problems.emplace_back(
+            "initialPositionInStream = AT_TIMESTAMP needs initialPositionInStreamExtended "
+            "(epoch milliseconds)");
+      }
+    } else {
+      problems.push_back("initialPositionInStream = '" + *v +
+                         "' is not TRIM_HORIZON, LATEST or AT_TIMESTAMP");
+    }
+  }
+  if (auto n = number("failoverTimeMillis", 100, 3600000)) {
+    s.worker.leases.failover_time = milliseconds(*n);
+  }
+  if (auto n = number("maxRecords", 1, 10000)) {
+    s.worker.retrieval.max_records_per_call = static_cast<int>(*n);
+  }
+  if (auto n = number("idleTimeBetweenReadsInMillis", 0, 600000)) {
+    s.worker.retrieval.idle_time_between_calls = milliseconds(*n);
+  }
+  if (auto n = number("shardSyncIntervalMillis", 100, 3600000)) {
+    s.worker.processing.shard_sync_interval = milliseconds(*n);
+  }
+  if (auto n = number("parentShardPollIntervalMillis", 10, 60000)) {
+    s.worker.processing.parent_check_interval = milliseconds(*n);
+  }
+  if (auto n = number("maxLeasesForWorker", 1, 1000000)) {
+    s.worker.leases.max_leases_per_worker = static_cast<int>(*n);
+  }
+  if (auto n = number("maxLeasesToStealAtOneTime", 1, 1000)) {
+    s.worker.leases.max_leases_to_steal_at_once = static_cast<int>(*n);
+  }
+  if (auto n = number("initialLeaseTableReadCapacity", 1, 100000)) {
+    s.worker.leases.read_capacity_units = *n;
+  }
+  if (auto n = number("initialLeaseTableWriteCapacity", 1, 100000)) {
+    s.worker.leases.write_capacity_units = *n;
+  }
+  if (auto n = number("timeoutInSeconds", 1, 3600)) {
+    s.child.response_timeout = std::chrono::seconds(*n);
+  }
+  if (auto n = number("maxActiveThreads", 1, 256)) {
+    s.worker.processing.thread_pool_size = static_cast<int>(*n);
+  }
+  if (auto v = get("retrievalMode")) {
+    if (*v == "FANOUT") {
+      s.worker.retrieval.mode = RetrievalMode::kFanOut;
+    } else if (*v != "POLLING") {
+      problems.push_back("retrievalMode = '" + *v + "' is not FANOUT or POLLING");
+    }
+  }
+  if (auto v = get("consumerName")) s.worker.retrieval.consumer_name = *v;
+  static const std::set<std::string> known = {"executableName",
+                                              "streamName",
+                                              "applicationName",
+                                              "workerId",
+                                              "regionName",
+                                              "kinesisEndpoint",
+                                              "dynamoDBEndpoint",
+                                              "initialPositionInStream",
+                                              "initialPositionInStreamExtended",
+                                              "failoverTimeMillis",
+                                              "maxRecords",
+                                              "idleTimeBetweenReadsInMillis",
+                                              "shardSyncIntervalMillis",
+                                              "parentShardPollIntervalMillis",
+                                              "maxLeasesForWorker",
+                                              "maxLeasesToStealAtOneTime",
+                                              "initialLeaseTableReadCapacity",
+                                              "initialLeaseTableWriteCapacity",
+                                              "timeoutInSeconds",
+                                              "maxActiveThreads",
+                                              "retrievalMode",
+                                              "consumerName"};
+  for (const auto& [key, value] : p) {
+    if (!known.count(key)) s.ignored_keys.push_back(key);
+  }
+  if (!problems.empty()) {
+    std::string message = "the properties file has problems:";
+    for (const auto& pr : problems) message += "\n  - " + pr;
+    return Status(StatusCode::kInvalidArgument, message);
+  }
+  return s;
+}
+
+}  // namespace kcl::multilang

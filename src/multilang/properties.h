@@ -1,0 +1,43 @@
+// multilang/properties.h: the Java MultiLangDaemon's properties file, read into a worker
+// configuration, so existing files work unchanged.
+//
+// Keys used: executableName (required: the child's command line), streamName (required),
+// applicationName (required), initialPositionInStream (TRIM_HORIZON, LATEST (default),
+// AT_TIMESTAMP with initialPositionInStreamExtended = epoch milliseconds), regionName,
+// kinesisEndpoint, dynamoDBEndpoint, workerId, failoverTimeMillis, maxRecords,
+// idleTimeBetweenReadsInMillis, shardSyncIntervalMillis, parentShardPollIntervalMillis,
+// maxLeasesForWorker, maxLeasesToStealAtOneTime, initialLeaseTableReadCapacity,
+// initialLeaseTableWriteCapacity, timeoutInSeconds (how long the child may take to answer one
+// message; default 60), maxActiveThreads (threads running the shards' processors), and the
+// retrieval mode: retrievalMode = FANOUT | POLLING with consumerName. Keys kcl-cpp has no use
+// for (AWSCredentialsProvider: the standard credentials chain is used; processingLanguage;
+// metricsLevel...) are listed once as ignored.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kcl/status.h"
+#include "kcl/worker.h"
+#include "multilang/multilang_processor.h"
+
+namespace kcl::multilang {
+
+// key = value (or key: value) lines; # and ! start comments; a trailing backslash continues
+// a line. Errors name the file and line.
+Result<std::map<std::string, std::string>> parse_properties(const std::string& text,
+                                                            const std::string& origin);
+
+struct MultiLangSettings {
+  WorkerConfig worker;
+  ChildOptions child;
+  std::vector<std::string> ignored_keys;  // present but without meaning for kcl-cpp
+};
+
+// Errors: kInvalidArgument listing every missing or malformed key.
+Result<MultiLangSettings> settings_from_properties(const std::map<std::string, std::string>& p);
+
+}  // namespace kcl::multilang

@@ -1,0 +1,192 @@
+// `kcl multilang` as its users run it: a Java-style properties file and a record processor
+// written with npm aws-kcl (record_writer.js), against kinesalite and dynalite. Every record
+// reaches a child; a graceful stop checkpoints each shard at its last record. And a child
+// that breaks the protocol (a Python script written for the test) is replaced without the
+// daemon exiting.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "dynamodb/dynamodb_client.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/dynamodb_lease_store.h"
+#include "support/child_process.h"
+#include "support/emulators.h"
+
+namespace kcl::multilang {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+using testing::eventually;
+
+std::string node_modules() {
+  const char* env = std::getenv("KCL_NODE_MODULES");
+  return env ? env : KCL_SOURCE_DIR "/node_modules";
+}
+
+class MultiLangTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    aws_ = testing::shared_emulators().aws_config();
+    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kinesis_ = std::make_unique<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    stream_ = testing::unique_name("ml");
+    app_ = testing::unique_name("ml-app");
+    base_ = ::testing::TempDir() + "/" + app_;
+    ASSERT_TRUE(kinesis_->create_stream(stream_, 2).ok());
+    ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+  }
+
+  std::map<std::string, std::string> put(int n) {
+    std::map<std::string, std::string> last;  // shard -> last sequence number
+    std::vector<kinesis::PutRecordsEntry> entries;
+    for (int i = 0; i < n; ++i) {
+      kinesis::PutRecordsEntry e;
+      e.partition_key = "k" + std::to_string(i);
+      e.data = "r" + std::to_string(i);
+      entries.push_back(std::move(e));
+    }
+    auto r = kinesis_->put_records(stream_, entries);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) {
+      for (const auto& res : r->records) {
+        if (!last.count(res.shard_id) || ExtendedSequenceNumber(res.sequence_number) >
+                                             ExtendedSequenceNumber(last[res.shard_id])) {
+          last[res.shard_id] = res.sequence_number;
+        }
+      }
+    }
+    return last;
+  }
+
+  // The properties file, as the Java MultiLangDaemon reads it.
+  std::string properties(const std::string& executable) {
+    const std::string path = base_ + ".properties";
+    std::ofstream(path) << "# a MultiLangDaemon properties file\n"
+                        << "executableName = " << executable << "\n"
+                        << "streamName = " << stream_ << "\n"
+                        << "applicationName = " << app_ << "\n"
+                        << "AWSCredentialsProvider = DefaultAWSCredentialsProviderChain\n"
+                        << "processingLanguage = nodejs/20\n"
+                        << "initialPositionInStream = TRIM_HORIZON\n"
+                        << "regionName = us-east-1\n"
+                        << "failoverTimeMillis = 4000\n"
+                        << "timeoutInSeconds = 5\n";
+    return path;
+  }
+
+  ChildProcess daemon(const std::string& props, const std::string& out) {
+    std::vector<std::string> env = testing::emulator_environment(aws_);
+    const char* path = std::getenv("PATH");
+    env.back() = std::string("PATH=") + (path ? path : "/usr/bin:/bin");
+    env.push_back("KCL_NODE_MODULES=" + node_modules());
+    env.push_back("MULTILANG_OUT=" + out);
+    return ChildProcess({KCL_CLI_PATH, "multilang", "--properties", props}, env,
+                        base_ + ".daemon.out");
+  }
+
+  std::vector<std::string> lines(const std::string& path) {
+    std::ifstream in(path);
+    std::vector<std::string> out;
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  }
+
+  std::map<std::string, std::string> checkpoints() {
+    LeaseConfig lc;
+    lc.application_name = app_;
+    leases::DynamoDbLeaseStore store(ddb_, lc);
+    std::map<std::string, std::string> out;
+    auto all = store.list_leases();
+    if (all.ok()) {
+      for (const Lease& l : *all) out[l.lease_key] = l.checkpoint.to_string();
+    }
+    return out;
+  }
+
+  AwsConfig aws_;
+  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
+  std::string stream_, app_, base_;
+};
+
+TEST_F(MultiLangTest, AnAwsKclNodeProcessorGetsEveryRecordAndCheckpoints) {
+  const auto last = put(60);
+  const std::string out = base_ + ".records";
+  ChildProcess d = daemon(
+      properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js"), out);
+  ASSERT_TRUE(d.started());
+  ASSERT_TRUE(eventually([&] { return lines(out).size() >= 60; }, 120s))
+      << lines(out).size() << " records written by the children";
+  std::set<std::string> data;
+  for (const auto& l : lines(out)) data.insert(l.substr(l.rfind(' ') + 1));
+  EXPECT_EQ(data.size(), 60u);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto cps = checkpoints();
+        for (const auto& [shard, seq] : last) {
+          if (cps[shard] != seq) return false;
+        }
+        return true;
+      },
+      60s))
+      << "the children's checkpoints reached the lease table";
+  EXPECT_EQ(d.stop(), 0);
+  auto cps = checkpoints();
+  for (const auto& [shard, seq] : last) EXPECT_EQ(cps[shard], seq) << shard;
+}
+
+TEST_F(MultiLangTest, AChildThatBreaksTheProtocolIsReplacedAndTheDaemonGoesOn) {
+  put(10);
+  // A child that answers initialize, then prints garbage for its first processRecords; the
+  // next child (started by the daemon) behaves.
+  const std::string script = base_ + ".py";
+  const std::string marker = base_ + ".broke";
+  const std::string out = base_ + ".records";
+  std::ofstream(script) << R"(import json, os, sys
+marker = sys.argv[1]
+out = sys.argv[2]
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    m = json.loads(line)
+    a = m["action"]
+    if a == "processRecords" and not os.path.exists(marker):
+        open(marker, "w").close()
+        print("this is not json", flush=True)
+        continue
+    if a == "processRecords":
+        with open(out, "a") as f:
+            for r in m["records"]:
+                f.write(r["sequenceNumber"] + "\n")
+        print(json.dumps({"action": "checkpoint", "sequenceNumber": None}), flush=True)
+        reply = json.loads(sys.stdin.readline())
+        assert reply["action"] == "checkpoint" and reply["error"] is None, reply
+    print(json.dumps({"action": "status", "responseFor": a}), flush=True)
+)";
+  ChildProcess d = daemon(properties("python3 " + script + " " + marker + " " + out), out);
+  ASSERT_TRUE(d.started());
+  ASSERT_TRUE(eventually([&] { return lines(out).size() >= 10; }, 120s))
+      << "the replacement children got every record: " << lines(out).size();
+  const std::vector<std::string> got = lines(out);
+  const std::set<std::string> seqs(got.begin(), got.end());
+  EXPECT_EQ(seqs.size(), 10u);
+  EXPECT_EQ(d.stop(), 0) << "the daemon did not exit because of one child";
+}
+
+}  // namespace
+}  // namespace kcl::multilang

@@ -1,0 +1,82 @@
+// kcl multilang --properties FILE
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "kcl/worker.h"
+#include "multilang/properties.h"
+
+namespace kcl::cli {
+
+namespace {
+struct MultiLangFlags {
+  std::string properties;
+};
+
+int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
+  std::ifstream in(f.properties);
+  if (!in) {
+    std::cerr << "kcl multilang: cannot read " << f.properties << "\n";
+    return 2;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto props = multilang::parse_properties(text.str(), f.properties);
+  if (!props.ok()) return report_error("multilang", props.status());
+  auto settings = multilang::settings_from_properties(*props);
+  if (!settings.ok()) return report_error("multilang", settings.status());
+  WorkerConfig config = settings->worker;
+  // Command-line endpoints and credentials override the file's, as for every command.
+  const AwsConfig cli = g.aws_config();
+  if (config.aws.region.empty()) config.aws.region = cli.region;
+  config.aws.profile = cli.profile;
+  if (!cli.endpoint_url.empty()) config.aws.endpoint_url = cli.endpoint_url;
+  config.aws.http = cli.http;
+  config.aws.credentials = cli.credentials;
+  auto logger = make_default_logger();
+  if (!settings->ignored_keys.empty()) {
+    std::string keys;
+    for (const auto& k : settings->ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
+    logger->log(LogLevel::kInfo, "multilang", "properties kcl-cpp does not use: " + keys);
+  }
+  WorkerDependencies deps;
+  deps.logger = logger;
+  Worker worker(config,
+                std::make_shared<multilang::MultiLangProcessorFactory>(settings->child, logger),
+                deps);
+  install_stop_signals();
+  Status s = worker.start();
+  if (!s.ok()) return report_error("multilang", s);
+  std::cerr << "kcl multilang: worker " << worker.worker_id() << " reading " << config.stream_name
+            << " with '" << props->at("executableName")
+            << "' as the record processor of each shard\n";
+  for (;;) {
+    if (auto stopped = worker.wait_for(std::chrono::milliseconds(100))) {
+      if (!stopped->ok()) return report_error("multilang", *stopped);
+      return 0;
+    }
+    if (stop_requested()) break;
+  }
+  std::cerr << "kcl multilang: stopping gracefully (shutdownRequested to every child)\n";
+  Status stopped = worker.shutdown().get();
+  if (!stopped.ok()) return report_error("multilang", stopped);
+  return 0;
+}
+}  // namespace
+
+void add_multilang_command(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
+  auto f = std::make_shared<MultiLangFlags>();
+  auto* cmd = parent.add_subcommand(
+      "multilang",
+      "Run record processors written in any language with the Java KCL's MultiLangDaemon "
+      "protocol and properties file: one child process per shard (executableName), JSON lines "
+      "over its stdin/stdout, its stderr forwarded to the log. A child that exits, breaks the "
+      "protocol or does not answer within timeoutInSeconds is replaced; the other shards go "
+      "on. SIGINT/SIGTERM stop gracefully (shutdownRequested to every child).");
+  cmd->add_option("--properties", f->properties, "The MultiLangDaemon properties file")->required();
+  cmd->callback([&global, &exit_code, f] { exit_code = run_multilang(global, *f); });
+}
+
+}  // namespace kcl::cli
