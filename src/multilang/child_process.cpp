@@ -9,10 +9,86 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 extern char** environ;
 
 namespace kcl::multilang {
+
+// One thread forwards every child's stderr, polling all their pipes (and a wake-up pipe for
+// new ones): a daemon with hundreds of shards has one such thread, not one per child. A
+// pipe is closed when its child's end closes (the child exited).
+class StderrPump {
+ public:
+  static StderrPump& instance() {
+    static StderrPump* pump = new StderrPump();  // lives as long as the process
+    return *pump;
+  }
+  void add(int fd, std::shared_ptr<Logger> logger, std::string component) {
+    std::lock_guard<std::mutex> lock(mu_);
+    added_.push_back(Source{fd, std::move(logger), std::move(component), {}});
+    const char c = 1;
+    (void)!::write(wake_[1], &c, 1);
+  }
+
+ private:
+  struct Source {
+    int fd;
+    std::shared_ptr<Logger> logger;
+    std::string component;
+    std::string pending;
+  };
+  StderrPump() {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+    std::thread([this] { run(); }).detach();
+  }
+  static void emit(Source& s, std::string line) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (s.logger && !line.empty()) s.logger->log(LogLevel::kInfo, s.component, "stderr: " + line);
+  }
+  void run() {
+    std::vector<Source> sources;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& a : added_) sources.push_back(std::move(a));
+        added_.clear();
+      }
+      std::vector<pollfd> fds;
+      fds.push_back(pollfd{wake_[0], POLLIN, 0});
+      for (const auto& s : sources) fds.push_back(pollfd{s.fd, POLLIN, 0});
+      if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+      if (fds[0].revents) {
+        char buf[64];
+        while (::read(wake_[0], buf, sizeof buf) > 0) {
+        }
+      }
+      for (std::size_t i = sources.size(); i-- > 0;) {
+        if (!fds[i + 1].revents) continue;
+        Source& s = sources[i];
+        char buf[4096];
+        const ssize_t n = ::read(s.fd, buf, sizeof buf);
+        if (n > 0) {
+          s.pending.append(buf, static_cast<std::size_t>(n));
+          std::size_t nl;
+          while ((nl = s.pending.find('\n')) != std::string::npos) {
+            emit(s, s.pending.substr(0, nl));
+            s.pending.erase(0, nl + 1);
+          }
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        emit(s, std::move(s.pending));  // the child's end closed
+        ::close(s.fd);
+        sources.erase(sources.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+  }
+  std::mutex mu_;
+  std::vector<Source> added_;
+  int wake_[2] = {-1, -1};
+};
 
 std::vector<std::string> split_command(const std::string& command) {
   std::vector<std::string> out;
@@ -77,27 +153,9 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
   }
   child->in_ = in[1];
   child->out_ = out[0];
-  child->err_ = err[0];
   // A write to a child that exited must fail with EPIPE, not kill the daemon.
   signal(SIGPIPE, SIG_IGN);
-  const int err_fd = err[0];
-  child->err_thread_ = std::thread([err_fd, logger, component] {
-    std::string pending;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(err_fd, buf, sizeof buf);
-      if (n <= 0) break;
-      pending.append(buf, static_cast<std::size_t>(n));
-      std::size_t nl;
-      while ((nl = pending.find('\n')) != std::string::npos) {
-        std::string line = pending.substr(0, nl);
-        pending.erase(0, nl + 1);
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (logger && !line.empty()) logger->log(LogLevel::kInfo, component, "stderr: " + line);
-      }
-    }
-    if (logger && !pending.empty()) logger->log(LogLevel::kInfo, component, "stderr: " + pending);
-  });
+  StderrPump::instance().add(err[0], std::move(logger), std::move(component));
   return child;
 }
 
@@ -199,11 +257,6 @@ void ChildProcess::stop(std::chrono::milliseconds grace) {
   if (out_ >= 0) {
     ::close(out_);
     out_ = -1;
-  }
-  if (err_thread_.joinable()) err_thread_.join();
-  if (err_ >= 0) {
-    ::close(err_);
-    err_ = -1;
   }
 }
 

@@ -1,10 +1,10 @@
 // multilang/child_process.h: one record processor child process (MultiLangDaemon protocol):
 // started with a command line, spoken to over its stdin (lines written and flushed) and
 // stdout (lines read with a deadline); its stderr is forwarded line by line to the logger
-// with the shard's name, on a thread of its own.
+// with the shard's name by one thread shared by every child of the process.
 //
 // Thread safety: write_line(), read_line() and stop() from one thread at a time (the shard's
-// processor); the stderr thread only logs.
+// processor).
 #pragma once
 
 #include <sys/types.h>
@@ -12,7 +12,6 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kcl/logging.h"
@@ -45,9 +44,7 @@ class ChildProcess {
   pid_t pid_ = -1;
   int in_ = -1;   // the child's stdin (we write)
   int out_ = -1;  // the child's stdout (we read)
-  int err_ = -1;  // the child's stderr (the forwarding thread reads)
   std::string buffer_;
-  std::thread err_thread_;
   int status_ = 0;
   bool reaped_ = false;
 };

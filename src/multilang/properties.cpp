@@ -13,6 +13,43 @@ std::string trim(std::string s) {
   const auto e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
 }
+// The .properties escapes: \t \n \r \f, \uXXXX (to UTF-8), and \x for any other x.
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 >= s.size()) {
+      out += s[i];
+      continue;
+    }
+    const char c = s[++i];
+    if (c == 't') {
+      out += '\t';
+    } else if (c == 'n') {
+      out += '\n';
+    } else if (c == 'r') {
+      out += '\r';
+    } else if (c == 'f') {
+      out += '\f';
+    } else if (c == 'u' && i + 4 < s.size()) {
+      const unsigned long cp = std::strtoul(s.substr(i + 1, 4).c_str(), nullptr, 16);
+      i += 4;
+      if (cp < 0x80) {
+        out += static_cast<char>(cp);
+      } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+      } else {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+      }
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::map<std::string, std::string>> parse_properties(const std::string& text,
@@ -42,7 +79,7 @@ Result<std::map<std::string, std::string>> parse_properties(const std::string& t
                     origin + " line " + std::to_string(pending_start) +
                         ": expected key = value, got '" + pending.substr(0, 80) + "'");
     }
-    out[trim(pending.substr(0, sep))] = trim(pending.substr(sep + 1));
+    out[unescape(trim(pending.substr(0, sep)))] = unescape(trim(pending.substr(sep + 1)));
     pending.clear();
   }
   return out;
@@ -68,11 +105,27 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
     return n;
   };
   using std::chrono::milliseconds;
-  for (const char* key : {"executableName", "streamName", "applicationName"}) {
+  for (const char* key : {"executableName", "applicationName"}) {
     if (!get(key)) problems.push_back(std::string(key) + " is required");
   }
+  if (!get("streamName") && !get("streamArn")) problems.emplace_back("streamName (or streamArn) is required");
   if (auto v = get("executableName")) s.child.command = split_command(*v);
   if (auto v = get("streamName")) s.worker.stream_name = *v;
+  if (auto v = get("streamArn")) {
+    // arn:aws:kinesis:REGION:ACCOUNT:stream/NAME
+    const std::size_t at = v->find(":stream/");
+    if (at == std::string::npos) {
+      problems.push_back("streamArn = '" + *v + "' is not a Kinesis stream ARN");
+    } else {
+      s.worker.stream_name = v->substr(at + 8);
+      const std::size_t r = std::string("arn:aws:kinesis:").size();
+      if (v->rfind("arn:", 0) == 0 && s.worker.aws.region.empty()) {
+        const std::size_t colon = v->find(':', r);
+        if (colon != std::string::npos && colon > r) s.worker.aws.region = v->substr(r, colon - r);
+      }
+    }
+  }
+  if (auto v = get("tableName")) s.worker.leases.table_name = *v;
   if (auto v = get("applicationName")) s.worker.leases.application_name = *v;
   if (auto v = get("workerId")) s.worker.leases.worker_id = *v;
   if (auto v = get("regionName")) s.worker.aws.region = *v;
@@ -126,6 +179,9 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
   }
   if (auto n = number("timeoutInSeconds", 1, 3600)) {
     s.child.response_timeout = std::chrono::seconds(*n);
+  }
+  if (auto n = number("shutdownGraceMillis", 1000, 3600000)) {
+    s.worker.processing.shutdown_timeout = milliseconds(*n);
   }
   if (auto n = number("maxActiveThreads", 1, 256)) {
     s.worker.processing.thread_pool_size = static_cast<int>(*n);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -88,6 +89,10 @@ class Worker::Impl final : public leases::LeaseListener {
   Status start_cloudwatch();
   // Finds or registers the stream consumer and makes the fan-out records sources' factory.
   Status start_fanout();
+  // Runs `step` until it succeeds, a non-transient error, 8 attempts or a shutdown, with
+  // the shared backoff between attempts (transient: kUnavailable, kInternal such as a
+  // malformed answer, kDeadlineExceeded).
+  Status retry_at_start(const std::string& what, const std::function<Status()>& step);
   std::shared_future<Status> shutdown();
   Status wait() {
     if (!started_.load())
@@ -257,6 +262,30 @@ Status Worker::Impl::start_cloudwatch() {
   return Status::Ok();
 }
 
+Status Worker::Impl::retry_at_start(const std::string& what, const std::function<Status()>& step) {
+  Status s = step();
+  for (int attempt = 1; !s.ok() && attempt < 8; ++attempt) {
+    const StatusCode code = s.code();
+    if (code != StatusCode::kUnavailable && code != StatusCode::kInternal &&
+        code != StatusCode::kDeadlineExceeded) {
+      break;
+    }
+    log(LogLevel::kWarn, what + " failed (attempt " + std::to_string(attempt) +
+                             "), retrying: " + s.to_string());
+    {
+      // The shared backoff of aws/retry.h (full jitter, 100 ms doubling up to 6.4 s).
+      RetryConfig backoff;
+      backoff.base_delay = std::chrono::milliseconds(100);
+      backoff.max_backoff = std::chrono::milliseconds(6400);
+      std::unique_lock<std::mutex> lock(mu_);  // guards rng_ as well
+      const auto delay = aws::full_jitter_backoff(backoff, attempt, rng_());
+      if (clock_->wait_for(lock, cv_, delay, [&] { return shutdown_requested_; })) break;
+    }
+    s = step();
+  }
+  return s;
+}
+
 Status Worker::Impl::start_fanout() {
   const std::string name = config_.retrieval.consumer_name.empty()
                                ? config_.leases.application_name
@@ -306,35 +335,22 @@ Status Worker::Impl::start() {
   if (config_.retrieval.mode == RetrievalMode::kFanOut && !internals_.records_source_factory) {
     if (Status s = start_fanout(); !s.ok()) return fail(s.with_context("starting the worker: "));
   }
-  if (Status s = store_->create_table_if_not_exists(); !s.ok()) {
+  // Transient failures at start-up (throttling, a dropped connection, a malformed answer)
+  // are retried with backoff for a while rather than failing the start.
+  if (Status s = retry_at_start("preparing the lease table",
+                                [&] { return store_->create_table_if_not_exists(); });
+      !s.ok()) {
     return fail(
         s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
   }
   syncer_ = std::make_unique<shardsync::ShardSyncer>(
       shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
       config_.initial_position, *metrics_);
-  // Transient failures at start-up (throttling, a dropped connection, a malformed answer)
-  // are retried with backoff for a while rather than failing the start.
-  auto synced = syncer_->sync_once();
-  for (int attempt = 1; !synced.ok() && attempt < 8; ++attempt) {
-    const StatusCode code = synced.status().code();
-    if (code != StatusCode::kUnavailable && code != StatusCode::kInternal &&
-        code != StatusCode::kDeadlineExceeded) {
-      break;
-    }
-    log(LogLevel::kWarn, "initial shard sync failed (attempt " + std::to_string(attempt) +
-                             "), retrying: " + synced.status().to_string());
-    {
-      // The shared backoff of aws/retry.h (full jitter, 100 ms doubling up to 6.4 s).
-      RetryConfig backoff;
-      backoff.base_delay = std::chrono::milliseconds(100);
-      backoff.max_backoff = std::chrono::milliseconds(6400);
-      std::unique_lock<std::mutex> lock(mu_);  // guards rng_ as well
-      const auto delay = aws::full_jitter_backoff(backoff, attempt, rng_());
-      if (clock_->wait_for(lock, cv_, delay, [&] { return shutdown_requested_; })) break;
-    }
+  Result<shardsync::SyncResult> synced = Status(StatusCode::kInternal, "not synced");
+  (void)retry_at_start("initial shard sync", [&] {
     synced = syncer_->sync_once();
-  }
+    return synced.status();
+  });
   if (!synced.ok()) {
     return fail(
         synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));

@@ -1,4 +1,4 @@
-// kcl multilang --properties FILE
+// kcl multilang --properties FILE | -p FILE | FILE
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -75,8 +75,15 @@ void add_multilang_command(CLI::App& parent, const GlobalOptions& global, int& e
       "over its stdin/stdout, its stderr forwarded to the log. A child that exits, breaks the "
       "protocol or does not answer within timeoutInSeconds is replaced; the other shards go "
       "on. SIGINT/SIGTERM stop gracefully (shutdownRequested to every child).");
-  cmd->add_option("--properties", f->properties, "The MultiLangDaemon properties file")->required();
-  cmd->callback([&global, &exit_code, f] { exit_code = run_multilang(global, *f); });
+  auto* named =
+      cmd->add_option("-p,--properties", f->properties, "The MultiLangDaemon properties file");
+  auto* positional =
+      cmd->add_option("file", f->properties, "The properties file, as the Java daemon takes it");
+  named->excludes(positional);
+  cmd->callback([&global, &exit_code, f] {
+    if (f->properties.empty()) throw CLI::RequiredError("--properties (or the file)");
+    exit_code = run_multilang(global, *f);
+  });
 }
 
 }  // namespace kcl::cli

@@ -50,10 +50,10 @@ class MultiLangTest : public ::testing::Test {
     ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
   }
 
-  std::map<std::string, std::string> put(int n) {
+  std::map<std::string, std::string> put(int n, int first = 0) {
     std::map<std::string, std::string> last;  // shard -> last sequence number
     std::vector<kinesis::PutRecordsEntry> entries;
-    for (int i = 0; i < n; ++i) {
+    for (int i = first; i < first + n; ++i) {
       kinesis::PutRecordsEntry e;
       e.partition_key = "k" + std::to_string(i);
       e.data = "r" + std::to_string(i);
@@ -147,6 +147,43 @@ TEST_F(MultiLangTest, AnAwsKclNodeProcessorGetsEveryRecordAndCheckpoints) {
   EXPECT_EQ(d.stop(), 0);
   auto cps = checkpoints();
   for (const auto& [shard, seq] : last) EXPECT_EQ(cps[shard], seq) << shard;
+}
+
+TEST_F(MultiLangTest, TwoDaemonsShareTheShardsOneSurvivesTheOthersKillAndARestartResumes) {
+  const std::string out = base_ + ".records";
+  const std::string props =
+      properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js");
+  auto distinct = [&] {
+    std::set<std::string> data;
+    for (const auto& l : lines(out)) data.insert(l.substr(l.rfind(' ') + 1));
+    return data;
+  };
+  put(60);
+  ChildProcess a = daemon(props, out);
+  ChildProcess b = daemon(props, out);
+  ASSERT_TRUE(a.started() && b.started());
+  ASSERT_TRUE(eventually([&] { return distinct().size() >= 60; }, 120s)) << distinct().size();
+  a.kill_now();  // SIGKILL: its leases expire after failoverTimeMillis (4 s)
+  auto last = put(40, 60);
+  ASSERT_TRUE(eventually([&] { return distinct().size() >= 100; }, 120s))
+      << "the survivor took the killed daemon's shards: " << distinct().size();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto cps = checkpoints();
+        for (const auto& [shard, seq] : last) {
+          if (cps[shard] != seq) return false;
+        }
+        return true;
+      },
+      60s));
+  EXPECT_EQ(b.stop(), 0);
+  // A restarted daemon resumes after the checkpoints: only the new records reach it.
+  const std::size_t before = lines(out).size();
+  put(20, 100);
+  ChildProcess c = daemon(props, out);
+  ASSERT_TRUE(eventually([&] { return distinct().size() >= 120; }, 120s)) << distinct().size();
+  EXPECT_EQ(c.stop(), 0);
+  EXPECT_EQ(lines(out).size() - before, 20u) << "nothing before the checkpoints again";
 }
 
 TEST_F(MultiLangTest, AChildThatBreaksTheProtocolIsReplacedAndTheDaemonGoesOn) {
