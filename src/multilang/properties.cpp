@@ -108,7 +108,8 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
   for (const char* key : {"executableName", "applicationName"}) {
     if (!get(key)) problems.push_back(std::string(key) + " is required");
   }
-  if (!get("streamName") && !get("streamArn")) problems.emplace_back("streamName (or streamArn) is required");
+  if (!get("streamName") && !get("streamArn"))
+    problems.emplace_back("streamName (or streamArn) is required");
   if (auto v = get("executableName")) s.child.command = split_command(*v);
   if (auto v = get("streamName")) s.worker.stream_name = *v;
   if (auto v = get("streamArn")) {
@@ -194,28 +195,20 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
     }
   }
   if (auto v = get("consumerName")) s.worker.retrieval.consumer_name = *v;
-  static const std::set<std::string> known = {"executableName",
-                                              "streamName",
-                                              "applicationName",
-                                              "workerId",
-                                              "regionName",
-                                              "kinesisEndpoint",
-                                              "dynamoDBEndpoint",
-                                              "initialPositionInStream",
-                                              "initialPositionInStreamExtended",
-                                              "failoverTimeMillis",
-                                              "maxRecords",
-                                              "idleTimeBetweenReadsInMillis",
-                                              "shardSyncIntervalMillis",
-                                              "parentShardPollIntervalMillis",
-                                              "maxLeasesForWorker",
-                                              "maxLeasesToStealAtOneTime",
-                                              "initialLeaseTableReadCapacity",
-                                              "initialLeaseTableWriteCapacity",
-                                              "timeoutInSeconds",
-                                              "maxActiveThreads",
-                                              "retrievalMode",
-                                              "consumerName"};
+  static const std::set<std::string> known = {
+      "executableName", "streamName", "applicationName", "workerId", "regionName",
+      "kinesisEndpoint", "dynamoDBEndpoint", "initialPositionInStream",
+      "initialPositionInStreamExtended", "failoverTimeMillis", "maxRecords",
+      "idleTimeBetweenReadsInMillis", "shardSyncIntervalMillis", "parentShardPollIntervalMillis",
+      "maxLeasesForWorker", "maxLeasesToStealAtOneTime", "initialLeaseTableReadCapacity",
+      "initialLeaseTableWriteCapacity", "timeoutInSeconds", "maxActiveThreads", "retrievalMode",
+      "consumerName", "streamArn", "tableName", "shutdownGraceMillis",
+      // What kcl-cpp always does: the standard
+      // credentials chain, processRecords only with
+      // records, leases of finished shards cleaned
+      // up by shard sync.
+      "AWSCredentialsProvider", "AwsCredentialsProvider", "processingLanguage",
+      "callProcessRecordsEvenForEmptyRecordList", "cleanupLeasesUponShardCompletion"};
   for (const auto& [key, value] : p) {
     if (!known.count(key)) s.ignored_keys.push_back(key);
   }

@@ -270,8 +270,8 @@ Status Worker::Impl::retry_at_start(const std::string& what, const std::function
         code != StatusCode::kDeadlineExceeded) {
       break;
     }
-    log(LogLevel::kWarn, what + " failed (attempt " + std::to_string(attempt) +
-                             "), retrying: " + s.to_string());
+    log(LogLevel::kWarn,
+        what + " failed (attempt " + std::to_string(attempt) + "), retrying: " + s.to_string());
     {
       // The shared backoff of aws/retry.h (full jitter, 100 ms doubling up to 6.4 s).
       RetryConfig backoff;

@@ -26,6 +26,10 @@ TEST(PropertiesTest, ReadsJavaStylePropertiesFiles) {
   EXPECT_EQ(p->at("streamName"), "orders");
   EXPECT_EQ(p->at("applicationName"), "audit");
   EXPECT_EQ(p->at("long"), "a b");
+  auto escaped = parse_properties("path = C\\:\\\\tmp\nname = caf\\u00e9\\tbar\n", "e.properties");
+  ASSERT_TRUE(escaped.ok()) << escaped.status();
+  EXPECT_EQ(escaped->at("path"), "C:\\tmp");
+  EXPECT_EQ(escaped->at("name"), "caf\xc3\xa9\tbar");
   auto bad = parse_properties("ok = 1\nno separator here\n", "x.properties");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("x.properties line 2"), std::string::npos) << bad.status();
@@ -51,6 +55,17 @@ TEST(PropertiesTest, BuildsTheWorkerAndNamesEveryProblem) {
   EXPECT_EQ(ok->child.response_timeout, 7s);
   EXPECT_EQ(ok->worker.retrieval.mode, RetrievalMode::kFanOut);
   EXPECT_EQ(ok->ignored_keys, (std::vector<std::string>{"metricsLevel"}));
+  auto by_arn = settings_from_properties(
+      {{"executableName", "python3 p.py"},
+       {"streamArn", "arn:aws:kinesis:eu-west-1:123456789012:stream/orders"},
+       {"applicationName", "audit"},
+       {"tableName", "audit-leases"},
+       {"AWSCredentialsProvider", "DefaultAWSCredentialsProviderChain"}});
+  ASSERT_TRUE(by_arn.ok()) << by_arn.status();
+  EXPECT_EQ(by_arn->worker.stream_name, "orders");
+  EXPECT_EQ(by_arn->worker.aws.region, "eu-west-1");
+  EXPECT_EQ(by_arn->worker.leases.table_name, "audit-leases");
+  EXPECT_TRUE(by_arn->ignored_keys.empty()) << "the credentials provider key is understood";
   auto bad = settings_from_properties(
       {{"streamName", "orders"}, {"maxRecords", "lots"}, {"initialPositionInStream", "SOON"}});
   ASSERT_FALSE(bad.ok());
