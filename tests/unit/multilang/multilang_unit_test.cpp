@@ -214,5 +214,51 @@ TEST_F(ScriptedChildTest, ACheckpointDuringInitializeIsRefused) {
   EXPECT_EQ(error, "InvalidStateException");
 }
 
+TEST_F(ScriptedChildTest, ShardEndedCheckpointsShardEndAndLeaseLostRefusesCheckpoints) {
+  const std::string seen = ::testing::TempDir() + "/ends-" + std::to_string(::getpid());
+  const std::string script =
+      "    if a in ('shardEnded', 'leaseLost'):\n"
+      "        reply({'action': 'checkpoint', 'sequenceNumber': None})\n"
+      "        r = json.loads(sys.stdin.readline())\n"
+      "        open('" +
+      seen +
+      "', 'a').write(a + ' ' + str(r['error']) + '\\n')\n"
+      "    reply({'action': 'status', 'responseFor': a})\n";
+  FakeCheckpointer cp;
+  {
+    MultiLangProcessor p(child(script), nullptr);
+    init(p);
+    p.shard_ended(cp);  // null sequence number inside shardEnded: SHARD_END
+  }
+  {
+    MultiLangProcessor p(child(script), nullptr);
+    init(p);
+    p.lease_lost();
+  }
+  std::ifstream in(seen);
+  std::vector<std::string> got;
+  for (std::string l; std::getline(in, l);) got.push_back(l);
+  EXPECT_EQ(got, (std::vector<std::string>{"shardEnded None", "leaseLost InvalidStateException"}));
+  EXPECT_EQ(cp.calls, (std::vector<std::string>{"last"})) << "one checkpoint: the shard's end";
+}
+
+TEST_F(ScriptedChildTest, AStatusForAnotherActionIsAProtocolError) {
+  MultiLangProcessor p(child("    if a == 'processRecords':\n"
+                             "        reply({'action': 'status', 'responseFor': 'initialize'})\n"
+                             "        continue\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  try {
+    p.process_records(ProcessRecordsInput{recs, cp, 0});
+    FAIL() << "a wrong responseFor must fail the call";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("with a status for initialize"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kcl::multilang
