@@ -39,7 +39,7 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   if (!settings->ignored_keys.empty()) {
     std::string keys;
     for (const auto& k : settings->ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
-    logger->log(LogLevel::kInfo, "multilang", "properties kcl-cpp does not use: " + keys);
+    logger->log(LogLevel::kWarn, "multilang", "properties kcl-cpp does not use (ignored): " + keys);
   }
   WorkerDependencies deps;
   deps.logger = logger;
