@@ -8,7 +8,7 @@ namespace kcl::pull {
 std::shared_ptr<PullShard> PullHub::open_shard(const std::string& shard_id) {
   auto shard = std::make_shared<PullShard>(shared_from_this(), shard_id);
   std::lock_guard<std::mutex> lock(mu_);
-  active_.insert(shard);
+  active_.emplace(shard.get(), shard);
   return shard;
 }
 
@@ -123,7 +123,7 @@ void PullHub::finish(PullShard& shard, bool lost) {
   shard.lost_ = lost;
   shard.wake_ = nullptr;  // the consumer is done: nothing may schedule it any more
   drop_locked(shard);
-  active_.erase(shard.shared_from_this());
+  active_.erase(&shard);
   acks_cv_.notify_all();
 }
 
@@ -137,8 +137,9 @@ std::vector<PulledRecord> PullHub::take(std::size_t max,
   // Round-robin, one record per shard per turn: each shard's records stay in order, and
   // one busy shard does not hold the others back.
   while (out.size() < max && !ready_.empty()) {
-    std::shared_ptr<PullShard> shard = std::move(ready_.front());
+    std::shared_ptr<PullShard> shard = ready_.front().lock();
     ready_.pop_front();
+    if (!shard) continue;  // dropped by its owners meanwhile
     if (!takeable_locked(*shard)) {
       shard->in_ready_ = false;
       continue;
@@ -227,7 +228,9 @@ std::size_t PullHub::wait_for_acks(std::chrono::milliseconds timeout) {
 void PullHub::stop() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
-  for (const auto& shard : active_) {
+  for (const auto& [key, weak] : active_) {
+    const std::shared_ptr<PullShard> shard = weak.lock();
+    if (!shard) continue;
     shard->finished_ = true;
     shard->wake_ = nullptr;
     drop_locked(*shard);

@@ -27,7 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -147,8 +147,11 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   mutable std::mutex mu_;
   std::condition_variable records_cv_;  // records ready, or closed
   std::condition_variable acks_cv_;     // the count of unacknowledged records fell
-  std::deque<std::shared_ptr<PullShard>> ready_;
-  std::set<std::shared_ptr<PullShard>> active_;
+  // The hub refers to its shards weakly: a shard owns the hub (records outlive the consumer),
+  // so a strong reference back would be a cycle that nothing frees when a shard is dropped
+  // without finish(). Owners of a shard: its PullProcessor and the PulledRecords taken.
+  std::deque<std::weak_ptr<PullShard>> ready_;
+  std::map<const PullShard*, std::weak_ptr<PullShard>> active_;
   bool closed_ = false;
   std::size_t buffered_total_ = 0;
   std::size_t unacked_total_ = 0;
