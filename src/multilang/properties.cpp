@@ -1,5 +1,6 @@
 #include "multilang/properties.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -50,6 +51,62 @@ std::string unescape(const std::string& s) {
   return out;
 }
 
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// 9999-12-31T23:59:59Z: no later AT_TIMESTAMP is meaningful, and a value in milliseconds
+// (thirteen digits today) lies beyond it, so that mistake is reported, not obeyed.
+constexpr long long kMaxEpochSeconds = 253402300799;
+
+// The Java daemon's credentials provider names (SDK v1 and v2, with or without their package)
+// whose credentials kcl-cpp's standard chain also finds: the whole default chain, or one of
+// its links.
+bool is_standard_chain_provider(const std::string& name) {
+  static const std::set<std::string> names = {"DefaultCredentialsProvider",
+                                              "DefaultAWSCredentialsProviderChain",
+                                              "EnvironmentVariableCredentialsProvider",
+                                              "SystemPropertyCredentialsProvider",
+                                              "SystemPropertiesCredentialsProvider",
+                                              "ProfileCredentialsProvider",
+                                              "InstanceProfileCredentialsProvider",
+                                              "ContainerCredentialsProvider",
+                                              "EC2ContainerCredentialsProviderWrapper",
+                                              "WebIdentityTokenFileCredentialsProvider",
+                                              "WebIdentityTokenCredentialsProvider"};
+  return names.count(name) > 0;
+}
+
+// AwsCredentialsProvider = NAME[|ARG...][, NAME...]. Names the standard chain covers are
+// accepted (ProfileCredentialsProvider|NAME selects that profile); any other value is a
+// warning, and the standard chain is used.
+void read_credentials_provider(const char* key, const std::string& value, MultiLangSettings& s) {
+  std::vector<std::string> unknown;
+  std::istringstream list(value);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    entry = trim(entry);
+    if (entry.empty()) continue;
+    std::vector<std::string> parts;
+    std::istringstream fields(entry);
+    for (std::string part; std::getline(fields, part, '|');) parts.push_back(trim(part));
+    std::string name = parts.empty() ? entry : parts[0];
+    if (const auto dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+    if (!is_standard_chain_provider(name)) {
+      unknown.push_back(entry);
+    } else if (name == "ProfileCredentialsProvider" && parts.size() > 1 && !parts[1].empty() &&
+               s.worker.aws.profile.empty()) {
+      s.worker.aws.profile = parts[1];
+    }
+  }
+  if (!unknown.empty()) {
+    s.warnings.push_back(std::string(key) + " = '" + value +
+                         "': kcl-cpp does not understand this credentials provider and uses "
+                         "the standard credentials chain (environment, shared profile files, "
+                         "web identity, container, instance metadata) instead");
+  }
+}
+
 }  // namespace
 
 Result<std::map<std::string, std::string>> parse_properties(const std::string& text,
@@ -92,17 +149,30 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
     auto it = p.find(key);
     return it == p.end() || it->second.empty() ? nullptr : &it->second;
   };
-  auto number = [&](const char* key, long long lo, long long hi) -> std::optional<long long> {
+  auto number = [&](const char* key, long long lo, long long hi,
+                    const char* unit = "") -> std::optional<long long> {
     const std::string* v = get(key);
     if (!v) return std::nullopt;
     char* end = nullptr;
     const long long n = std::strtoll(v->c_str(), &end, 10);
     if (*end != '\0' || n < lo || n > hi) {
       problems.push_back(std::string(key) + " = '" + *v + "' is not a number between " +
-                         std::to_string(lo) + " and " + std::to_string(hi));
+                         std::to_string(lo) + " and " + std::to_string(hi) + unit);
       return std::nullopt;
     }
     return n;
+  };
+  // true / false in any case, as Java's Boolean.parseBoolean reads them, except that
+  // anything else is an error here instead of a silent false.
+  auto boolean = [&](const char* key) -> std::optional<bool> {
+    const std::string* v = get(key);
+    if (!v) return std::nullopt;
+    const std::string lower = lowercase(*v);
+    if (lower == "true") return true;
+    if (lower == "false") return false;
+    problems.push_back(std::string(key) + " = '" + *v +
+                       "' is not a boolean: use true or false (any case)");
+    return std::nullopt;
   };
   using std::chrono::milliseconds;
   for (const char* key : {"executableName", "applicationName"}) {
@@ -138,13 +208,16 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
     } else if (*v == "LATEST") {
       s.worker.initial_position = InitialPosition::latest();
     } else if (*v == "AT_TIMESTAMP") {
-      if (auto ms = number("initialPositionInStreamExtended", 0, 1LL << 50)) {
+      // Epoch seconds, as the Java daemon reads it (it multiplies by 1000). The upper bound
+      // (year 9999) keeps a value written in milliseconds by mistake from being accepted.
+      if (auto secs =
+              number("initialPositionInStreamExtended", 0, kMaxEpochSeconds, " (epoch seconds)")) {
         s.worker.initial_position = InitialPosition::at_timestamp(
-            std::chrono::system_clock::time_point(std::chrono::milliseconds(*ms)));
-      } else {
+            std::chrono::system_clock::time_point(std::chrono::seconds(*secs)));
+      } else if (!get("initialPositionInStreamExtended")) {
         problems.emplace_back(
             "initialPositionInStream = AT_TIMESTAMP needs initialPositionInStreamExtended "
-            "(epoch milliseconds)");
+            "(epoch seconds, e.g. 1700000000)");
       }
     } else {
       problems.push_back("initialPositionInStream = '" + *v +
@@ -195,6 +268,21 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
     }
   }
   if (auto v = get("consumerName")) s.worker.retrieval.consumer_name = *v;
+  if (boolean("callProcessRecordsEvenForEmptyRecordList").value_or(false)) {
+    s.warnings.emplace_back(
+        "callProcessRecordsEvenForEmptyRecordList = true is not supported: kcl-cpp sends "
+        "processRecords only with records, so a child that flushes on an empty batch must "
+        "flush on its next records or at shutdownRequested instead");
+  }
+  if (!boolean("cleanupLeasesUponShardCompletion").value_or(true)) {
+    s.warnings.emplace_back(
+        "cleanupLeasesUponShardCompletion = false is not supported: kcl-cpp always removes "
+        "the lease of a finished shard once its children have started");
+  }
+  for (const char* key : {"AwsCredentialsProvider", "AWSCredentialsProvider",
+                          "AwsCredentialsProviderDynamoDB", "AwsCredentialsProviderCloudWatch"}) {
+    if (auto v = get(key)) read_credentials_provider(key, *v, s);
+  }
   static const std::set<std::string> known = {
       "executableName", "streamName", "applicationName", "workerId", "regionName",
       "kinesisEndpoint", "dynamoDBEndpoint", "initialPositionInStream",
@@ -207,7 +295,8 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
       // credentials chain, processRecords only with
       // records, leases of finished shards cleaned
       // up by shard sync.
-      "AWSCredentialsProvider", "AwsCredentialsProvider", "processingLanguage",
+      "AWSCredentialsProvider", "AwsCredentialsProvider", "AwsCredentialsProviderDynamoDB",
+      "AwsCredentialsProviderCloudWatch", "processingLanguage",
       "callProcessRecordsEvenForEmptyRecordList", "cleanupLeasesUponShardCompletion"};
   for (const auto& [key, value] : p) {
     if (!known.count(key)) s.ignored_keys.push_back(key);

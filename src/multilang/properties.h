@@ -3,15 +3,22 @@
 //
 // Keys used: executableName (required: the child's command line), streamName (required),
 // applicationName (required), initialPositionInStream (TRIM_HORIZON, LATEST (default),
-// AT_TIMESTAMP with initialPositionInStreamExtended = epoch milliseconds), regionName,
+// AT_TIMESTAMP with initialPositionInStreamExtended = epoch seconds, as the Java daemon reads
+// it), regionName,
 // kinesisEndpoint, dynamoDBEndpoint, workerId, failoverTimeMillis, maxRecords,
 // idleTimeBetweenReadsInMillis, shardSyncIntervalMillis, parentShardPollIntervalMillis,
 // maxLeasesForWorker, maxLeasesToStealAtOneTime, initialLeaseTableReadCapacity,
 // initialLeaseTableWriteCapacity, timeoutInSeconds (how long the child may take to answer one
 // message; default 60), maxActiveThreads (threads running the shards' processors), and the
-// retrieval mode: retrievalMode = FANOUT | POLLING with consumerName. Keys kcl-cpp has no use
-// for (AWSCredentialsProvider: the standard credentials chain is used; processingLanguage;
-// metricsLevel...) are listed once as ignored.
+// retrieval mode: retrievalMode = FANOUT | POLLING with consumerName.
+// Understood but not configurable here: AwsCredentialsProvider (and AWSCredentialsProvider,
+// AwsCredentialsProviderDynamoDB, AwsCredentialsProviderCloudWatch): the Java names of the
+// default chain or its links (DefaultCredentialsProvider, DefaultAWSCredentialsProviderChain,
+// EnvironmentVariableCredentialsProvider, ProfileCredentialsProvider[|profile], ...) mean
+// the standard credentials chain; another value is a warning. callProcessRecordsEvenForEmpty-
+// RecordList and cleanupLeasesUponShardCompletion must be true or false (any case); the
+// values kcl-cpp cannot honour (true, false respectively) are a warning. Other keys kcl-cpp
+// has no use for (processingLanguage, metricsLevel...) are listed once as ignored.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -35,6 +42,8 @@ struct MultiLangSettings {
   WorkerConfig worker;
   ChildOptions child;
   std::vector<std::string> ignored_keys;  // present but without meaning for kcl-cpp
+  // Settings understood but not honoured as asked, each in plain words (log each once).
+  std::vector<std::string> warnings;
 };
 
 // Errors: kInvalidArgument listing every missing or malformed key.

@@ -31,7 +31,7 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   // Command-line endpoints and credentials override the file's, as for every command.
   const AwsConfig cli = g.aws_config();
   if (config.aws.region.empty()) config.aws.region = cli.region;
-  config.aws.profile = cli.profile;
+  if (!cli.profile.empty()) config.aws.profile = cli.profile;
   if (!cli.endpoint_url.empty()) config.aws.endpoint_url = cli.endpoint_url;
   config.aws.http = cli.http;
   config.aws.credentials = cli.credentials;
@@ -40,6 +40,9 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
     std::string keys;
     for (const auto& k : settings->ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
     logger->log(LogLevel::kWarn, "multilang", "properties kcl-cpp does not use (ignored): " + keys);
+  }
+  for (const auto& warning : settings->warnings) {
+    logger->log(LogLevel::kWarn, "multilang", warning);
   }
   WorkerDependencies deps;
   deps.logger = logger;

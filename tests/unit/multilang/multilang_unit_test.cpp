@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -73,6 +74,170 @@ TEST(PropertiesTest, BuildsTheWorkerAndNamesEveryProblem) {
                            "maxRecords = 'lots'", "initialPositionInStream = 'SOON'"}) {
     EXPECT_NE(bad.status().message().find(what), std::string::npos) << bad.status();
   }
+}
+
+// A minimal valid file's keys plus `extra`.
+std::map<std::string, std::string> with_required(std::map<std::string, std::string> extra) {
+  extra.emplace("executableName", "python3 p.py");
+  extra.emplace("streamName", "orders");
+  extra.emplace("applicationName", "audit");
+  return extra;
+}
+
+TEST(PropertiesTest, InitialPositionInStreamExtendedIsEpochSeconds) {
+  auto at =
+      settings_from_properties(with_required({{"initialPositionInStream", "AT_TIMESTAMP"},
+                                              {"initialPositionInStreamExtended", "1636609142"}}));
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->worker.initial_position.kind, StartPosition::Kind::kAtTimestamp);
+  EXPECT_EQ(at->worker.initial_position.timestamp,
+            std::chrono::system_clock::time_point(std::chrono::seconds(1636609142)))
+      << "read as seconds, as the Java daemon multiplies it by 1000";
+  // Milliseconds by mistake is reported, not taken as a date thousands of years away.
+  auto ms = settings_from_properties(
+      with_required({{"initialPositionInStream", "AT_TIMESTAMP"},
+                     {"initialPositionInStreamExtended", "1636609142000"}}));
+  ASSERT_FALSE(ms.ok());
+  EXPECT_NE(ms.status().message().find("initialPositionInStreamExtended = '1636609142000'"),
+            std::string::npos)
+      << ms.status();
+  EXPECT_NE(ms.status().message().find("epoch seconds"), std::string::npos) << ms.status();
+  auto missing =
+      settings_from_properties(with_required({{"initialPositionInStream", "AT_TIMESTAMP"}}));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("needs initialPositionInStreamExtended (epoch seconds"),
+            std::string::npos)
+      << missing.status();
+}
+
+TEST(PropertiesTest, BooleanKeysAreValidatedAndUnsupportedValuesWarnOnce) {
+  auto ok =
+      settings_from_properties(with_required({{"callProcessRecordsEvenForEmptyRecordList", "FALSE"},
+                                              {"cleanupLeasesUponShardCompletion", "True"}}));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(ok->warnings.empty()) << ok->warnings.front();
+  EXPECT_TRUE(ok->ignored_keys.empty());
+  auto bad =
+      settings_from_properties(with_required({{"callProcessRecordsEvenForEmptyRecordList", "yes"},
+                                              {"cleanupLeasesUponShardCompletion", "0"}}));
+  ASSERT_FALSE(bad.ok());
+  for (const char* what :
+       {"callProcessRecordsEvenForEmptyRecordList = 'yes' is not a boolean: use true or false",
+        "cleanupLeasesUponShardCompletion = '0' is not a boolean: use true or false"}) {
+    EXPECT_NE(bad.status().message().find(what), std::string::npos) << bad.status();
+  }
+  auto empty_batches =
+      settings_from_properties(with_required({{"callProcessRecordsEvenForEmptyRecordList", "true"},
+                                              {"cleanupLeasesUponShardCompletion", "false"}}));
+  ASSERT_TRUE(empty_batches.ok()) << empty_batches.status();
+  ASSERT_EQ(empty_batches->warnings.size(), 2u);
+  EXPECT_NE(empty_batches->warnings[0].find(
+                "callProcessRecordsEvenForEmptyRecordList = true is not supported"),
+            std::string::npos)
+      << empty_batches->warnings[0];
+  EXPECT_NE(empty_batches->warnings[1].find("cleanupLeasesUponShardCompletion = false"),
+            std::string::npos)
+      << empty_batches->warnings[1];
+}
+
+TEST(PropertiesTest, JavaCredentialsProviderNamesMeanTheStandardChain) {
+  for (const char* value :
+       {"DefaultCredentialsProvider", "DefaultAWSCredentialsProviderChain",
+        "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+        "com.amazonaws.auth.DefaultAWSCredentialsProviderChain",
+        "EnvironmentVariableCredentialsProvider, InstanceProfileCredentialsProvider",
+        "ContainerCredentialsProvider", "WebIdentityTokenFileCredentialsProvider"}) {
+    for (const char* key : {"AwsCredentialsProvider", "AWSCredentialsProvider"}) {
+      auto s = settings_from_properties(with_required({{key, value}}));
+      ASSERT_TRUE(s.ok()) << s.status();
+      EXPECT_TRUE(s->warnings.empty()) << key << " = " << value << ": " << s->warnings.front();
+      EXPECT_TRUE(s->ignored_keys.empty()) << key;
+    }
+  }
+  auto profile = settings_from_properties(
+      with_required({{"AwsCredentialsProvider", "ProfileCredentialsProvider|analytics"}}));
+  ASSERT_TRUE(profile.ok()) << profile.status();
+  EXPECT_EQ(profile->worker.aws.profile, "analytics");
+  EXPECT_TRUE(profile->warnings.empty());
+  auto sts = settings_from_properties(with_required(
+      {{"AwsCredentialsProvider",
+        "StsAssumeRoleCredentialsProvider|arn:aws:iam::123456789012:role/r|session"}}));
+  ASSERT_TRUE(sts.ok()) << sts.status();
+  ASSERT_EQ(sts->warnings.size(), 1u) << "one warning for a provider it does not understand";
+  EXPECT_NE(sts->warnings[0].find("AwsCredentialsProvider = 'StsAssumeRoleCredentialsProvider|"),
+            std::string::npos)
+      << sts->warnings[0];
+  EXPECT_NE(sts->warnings[0].find("standard credentials chain"), std::string::npos);
+}
+
+// A file laid out as the Java KCL's sample properties are: a comment above each key, many
+// keys commented out, streamArn next to streamName, the KCL 3 keys left empty.
+TEST(PropertiesTest, ReadsAFileShapedLikeTheJavaSample) {
+  const std::string text =
+      "# The processor: the daemon runs it once per shard and talks to it over\n"
+      "# its standard input and output.\n"
+      "executableName = python3 word_count.py --verbose\n"
+      "\n"
+      "# Stream by ARN (wins over streamName when both are set).\n"
+      "streamArn = arn:aws:kinesis:eu-central-1:111122223333:stream/clicks\n"
+      "streamName = ignored-when-the-arn-is-set\n"
+      "\n"
+      "# Also the lease table's name.\n"
+      "applicationName = ClickCounter\n"
+      "\n"
+      "# Credentials for Kinesis, DynamoDB and CloudWatch.\n"
+      "AwsCredentialsProvider = DefaultCredentialsProvider\n"
+      "AwsCredentialsProviderDynamoDB = DefaultCredentialsProvider\n"
+      "\n"
+      "# Sent in the user agent only.\n"
+      "processingLanguage = python/3.11\n"
+      "\n"
+      "initialPositionInStream = AT_TIMESTAMP\n"
+      "# Seconds since the epoch.\n"
+      "initialPositionInStreamExtended = 1700000000\n"
+      "\n"
+      "regionName = eu-central-1\n"
+      "#failoverTimeMillis = 10000\n"
+      "#workerId = \n"
+      "shardSyncIntervalMillis = 30000\n"
+      "maxRecords = 2500\n"
+      "idleTimeBetweenReadsInMillis = 750\n"
+      "callProcessRecordsEvenForEmptyRecordList = false\n"
+      "parentShardPollIntervalMillis = 5000\n"
+      "cleanupLeasesUponShardCompletion = true\n"
+      "taskBackoffTimeMillis = 500\n"
+      "metricsBufferTimeMillis = 10000\n"
+      "#validateSequenceNumberBeforeCheckpointing = true\n"
+      "maxActiveThreads = 8\n"
+      "\n"
+      "################### KCL 3 ###################\n"
+      "# clientVersionConfig =\n"
+      "# coordinatorStateTableName =\n"
+      "gracefulLeaseHandoffTimeoutMillis =\n"
+      "# leaseAssignmentIntervalMillis = 20000\n";
+  auto p = parse_properties(text, "clicks.properties");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->count("failoverTimeMillis"), 0u) << "a commented-out key is not read";
+  EXPECT_EQ(p->at("gracefulLeaseHandoffTimeoutMillis"), "") << "a key with no value";
+  auto s = settings_from_properties(*p);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->child.command, (std::vector<std::string>{"python3", "word_count.py", "--verbose"}));
+  EXPECT_EQ(s->worker.stream_name, "clicks");
+  EXPECT_EQ(s->worker.leases.application_name, "ClickCounter");
+  EXPECT_EQ(s->worker.aws.region, "eu-central-1");
+  EXPECT_EQ(s->worker.initial_position.kind, StartPosition::Kind::kAtTimestamp);
+  EXPECT_EQ(s->worker.initial_position.timestamp,
+            std::chrono::system_clock::time_point(std::chrono::seconds(1700000000)));
+  EXPECT_EQ(s->worker.leases.failover_time, LeaseConfig{}.failover_time) << "default kept";
+  EXPECT_EQ(s->worker.processing.shard_sync_interval, 30000ms);
+  EXPECT_EQ(s->worker.retrieval.max_records_per_call, 2500);
+  EXPECT_EQ(s->worker.retrieval.idle_time_between_calls, 750ms);
+  EXPECT_EQ(s->worker.processing.parent_check_interval, 5000ms);
+  EXPECT_EQ(s->worker.processing.thread_pool_size, 8);
+  EXPECT_TRUE(s->warnings.empty()) << s->warnings.front();
+  EXPECT_EQ(s->ignored_keys,
+            (std::vector<std::string>{"gracefulLeaseHandoffTimeoutMillis",
+                                      "metricsBufferTimeMillis", "taskBackoffTimeMillis"}));
 }
 
 // Records what the processor asks of the checkpointer; answers with `result`.
@@ -258,6 +423,41 @@ TEST_F(ScriptedChildTest, AStatusForAnotherActionIsAProtocolError) {
     EXPECT_NE(std::string(e.what()).find("with a status for initialize"), std::string::npos)
         << e.what();
   }
+}
+
+TEST_F(ScriptedChildTest, BlankLinesAndCrLfLineEndsAreTolerated) {
+  // Every line the child writes ends with \r\n, and blank lines (empty, \r\n only, spaces)
+  // come before and between its messages, as children on Windows or with chatty print
+  // statements write them.
+  const std::string seen = ::testing::TempDir() + "/crlf-" + std::to_string(::getpid());
+  MultiLangProcessor p(child("    def crlf(o):\n"
+                             "        sys.stdout.write('\\n\\r\\n   \\r\\n' + json.dumps(o) + "
+                             "'\\r\\n')\n"
+                             "        sys.stdout.flush()\n"
+                             "    if a == 'processRecords':\n"
+                             "        crlf({'action': 'checkpoint', 'sequenceNumber': "
+                             "m['records'][-1]['sequenceNumber']})\n"
+                             "        r = json.loads(sys.stdin.readline())\n"
+                             "        open('" +
+                             seen +
+                             "', 'a').write(str(r['error']) + ' ' + str(len(m['records'])) + "
+                             "'\\n')\n"
+                             "    crlf({'action': 'status', 'responseFor': a})\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  p.process_records(ProcessRecordsInput{recs, cp, 0});
+  p.process_records(ProcessRecordsInput{recs, cp, 0});
+  p.shutdown_requested(cp);
+  std::ifstream in(seen);
+  std::vector<std::string> got;
+  for (std::string l; std::getline(in, l);) got.push_back(l);
+  EXPECT_EQ(got, (std::vector<std::string>{"None 1", "None 1"}))
+      << "both batches reached the child and its checkpoints were accepted";
+  EXPECT_EQ(cp.calls, (std::vector<std::string>{recs[0].sequence_number + "#0",
+                                                recs[0].sequence_number + "#0"}));
+  EXPECT_EQ(p.children_started(), 1) << "the child was never taken for broken";
 }
 
 }  // namespace
