@@ -85,6 +85,12 @@ struct RetrievalConfig {
   // After ResourceInUse (a subscription of this consumer and shard still open, e.g. within
   // 5 s of the last one) wait at least this long. Default 6 s, range 100 ms..5 min.
   std::chrono::milliseconds fanout_in_use_backoff{6000};
+  // After a subscription ends normally (its 5-minute lifetime, or fanout_idle_timeout
+  // without an event) the shard subscribes again after a uniformly random wait in [0, this]
+  // ("full jitter"), so shards subscribed together do not all come back in the same instant;
+  // each further idle end in a row doubles the bound, up to throttle_backoff_max. Default
+  // 250 ms, range 0 (at once)..10 s.
+  std::chrono::milliseconds fanout_resubscribe_jitter{250};
 
   // Every problem with this configuration, in plain words; empty when valid.
   std::vector<std::string> validate() const;

@@ -147,6 +147,16 @@ FetchStep FanOutSource::backoff(FetchOutcome outcome, std::string_view cause) {
                            cause);
 }
 
+milliseconds FanOutSource::normal_end_delay() {
+  // Full jitter over [0, fanout_resubscribe_jitter] (doubling per idle end in a row): prompt,
+  // yet shards whose subscriptions began together (a worker's start, a network blip) and so
+  // end together come back spread over the window, and drift further apart each time.
+  RetryConfig b;
+  b.base_delay = config_.fanout_resubscribe_jitter;
+  b.max_backoff = std::max(config_.fanout_resubscribe_jitter, config_.throttle_backoff_max);
+  return aws::full_jitter_backoff(b, quiet_ends_, rng_());
+}
+
 FetchStep FanOutSource::fail(Status status) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
@@ -257,6 +267,7 @@ FetchStep FanOutSource::fetch_step() {
         return backoff(FetchOutcome::kRetrying, "lost");
       }
       consecutive_failures_ = 0;
+      quiet_ends_ = 0;
       millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
       FetchedBatch batch;
       batch.millis_behind_latest = event_.millis_behind_latest;
@@ -305,8 +316,8 @@ FetchStep FanOutSource::fetch_step() {
                                                     aws::sanitize_snippet(r.body)));
     }
     if (close_status.ok() && http_status == 200 && !cut_short) {
-      // The subscription's lifetime ended: go on at once from the continuation.
-      return resubscribe_after(milliseconds(0),
+      // The subscription's lifetime ended: go on promptly from the continuation.
+      return resubscribe_after(normal_end_delay(),
                                queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
                                "lifetime");
     }
@@ -315,7 +326,9 @@ FetchStep FanOutSource::fetch_step() {
   }
   if (now - last_event_at_ >= config_.fanout_idle_timeout) {
     streams_lost_.fetch_add(1);
-    return resubscribe_after(milliseconds(0), FetchOutcome::kRetrying, "lost");
+    const milliseconds delay = normal_end_delay();
+    if (quiet_ends_ < 1'000'000) ++quiet_ends_;
+    return resubscribe_after(delay, FetchOutcome::kRetrying, "lost");
   }
   return FetchStep{queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
                    last_event_at_ + config_.fanout_idle_timeout, false, queued};

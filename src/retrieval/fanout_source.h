@@ -14,7 +14,9 @@
 // received (all of whose records are queued), so nothing is lost or delivered twice across
 // resubscriptions.
 //
-// Resubscription: when a subscription ends normally (its 5-minute lifetime) at once; after a
+// Resubscription: when a subscription ends normally (its 5-minute lifetime, or an idle end,
+// below) promptly, after a full-jitter wait of at most fanout_resubscribe_jitter (doubling per
+// idle end in a row), so shards that subscribed together do not come back together; after a
 // lost or reset connection, a corrupt stream (bad CRC), an InternalFailure or another
 // transient exception, after a full-jitter backoff (aws/retry.h, the retrieval throttle
 // settings), so hundreds of shards do not resubscribe in one burst; after ResourceInUse
@@ -102,6 +104,8 @@ class FanOutSource final : public RecordsSource {
   FetchStep resubscribe_after(std::chrono::milliseconds delay, FetchOutcome outcome,
                               std::string_view cause);
   FetchStep backoff(FetchOutcome outcome, std::string_view cause);
+  // The wait before subscribing again after a subscription ended normally.
+  std::chrono::milliseconds normal_end_delay();
   FetchStep fail(Status status);
   FetchStep end_of_shard(FetchedBatch batch);
   FetchStep subscribe();
@@ -124,6 +128,7 @@ class FanOutSource final : public RecordsSource {
   std::optional<std::string> continuation_;
   bool resume_filter_ = false;
   int consecutive_failures_ = 0;
+  int quiet_ends_ = 0;  // idle ends in a row (no event since)
   std::mt19937_64 rng_;
   kinesis::GetRecordsResult event_;  // reused from event to event
 

@@ -52,6 +52,8 @@ std::vector<std::string> RetrievalConfig::validate() const {
   }
   within("fanout_idle_timeout", fanout_idle_timeout, seconds(1), minutes(10), "10 min");
   within("fanout_in_use_backoff", fanout_in_use_backoff, milliseconds(100), minutes(5), "5 min");
+  within("fanout_resubscribe_jitter", fanout_resubscribe_jitter, milliseconds(0), seconds(10),
+         "10 s");
   if (consumer_name.size() > 128) {
     problems.emplace_back("consumer_name is longer than 128 characters");
   }

@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,6 +211,101 @@ TEST_F(FanOutSourceTest, ResubscribesAfterTheLastContinuationWhenASubscriptionEn
   EXPECT_EQ(subs[1]["position"]["SequenceNumber"], seq(2));
   EXPECT_EQ(s->subscriptions(), 2u);
   EXPECT_FALSE(s->finished());
+}
+
+// Shards whose subscriptions began together end together (the 5-minute lifetime); each
+// comes back after its own full-jitter wait, promptly (within fanout_resubscribe_jitter), so
+// they do not all subscribe again in one burst. A ManualClock shows each wait exactly.
+TEST_F(FanOutSourceTest, ANormalEndResubscribesPromptlyWithJitterThatDiffersAcrossShards) {
+  serve(json::array({json::array({event({0}, 0), {{"end", true}}})}));
+  ManualClock clock;
+  const RetrievalConfig c = retrieval();
+  ASSERT_EQ(c.fanout_resubscribe_jitter, 250ms) << "the default window";
+  struct Shard {
+    std::shared_ptr<RecordingSink> metrics = std::make_shared<RecordingSink>();
+    std::shared_ptr<FanOutSource> source;
+    std::optional<std::chrono::nanoseconds> delay;
+  };
+  std::vector<Shard> shards(8);
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    ctx_.metrics = shards[i].metrics;  // one sink per shard: its resubscribe is its own
+    shards[i].source = std::make_shared<FanOutSource>(
+        ctx_, "shardId-00000000010" + std::to_string(i), StartPosition::trim_horizon(), c, clock,
+        /*jitter_seed=*/1000 + i);
+  }
+  // Step every shard until its subscription's lifetime has ended; the step that saw the end
+  // says when the shard subscribes again.
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  auto all_ended = [&] {
+    for (auto& sh : shards) {
+      if (!sh.delay) return false;
+    }
+    return true;
+  };
+  while (!all_ended() && std::chrono::steady_clock::now() < until) {
+    for (auto& sh : shards) {
+      if (sh.delay) continue;
+      const FetchStep step = sh.source->fetch_step();
+      while (sh.source->take_batch()) {
+      }
+      if (sh.metrics->get("fanout.resubscribes cause=lifetime") == 1) {
+        sh.delay = step.next_step_at - clock.now();
+      }
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(all_ended()) << "every shard saw its subscription end";
+  std::set<long long> distinct;
+  for (auto& sh : shards) {
+    EXPECT_GE(*sh.delay, 0ns);
+    EXPECT_LE(*sh.delay, c.fanout_resubscribe_jitter) << "prompt: within the jitter window";
+    EXPECT_EQ(sh.source->subscriptions(), 1u) << "nobody subscribed again before its time";
+    distinct.insert(sh.delay->count());
+  }
+  EXPECT_GT(distinct.size(), shards.size() / 2)
+      << "the shards come back at different moments, not in one burst";
+  // Once the window has passed, every shard has subscribed again after its continuation.
+  clock.advance(c.fanout_resubscribe_jitter);
+  for (auto& sh : shards) {
+    ASSERT_TRUE(drive(*sh.source, [&] { return sh.source->subscriptions() == 2; }));
+  }
+  ASSERT_TRUE(testing::eventually(
+      [&] { return log_lines("subscription").size() == 2 * shards.size(); }, 30s))
+      << log_lines("subscription").size() << " subscriptions reached the server";
+  const auto subs = log_lines("subscription");
+  for (std::size_t i = shards.size(); i < subs.size(); ++i) {
+    EXPECT_EQ(subs[i]["position"]["Type"], "AFTER_SEQUENCE_NUMBER");
+    EXPECT_EQ(subs[i]["position"]["SequenceNumber"], seq(0));
+  }
+}
+
+// An idle end (no event for fanout_idle_timeout) is a normal end as well: a prompt, jittered
+// resubscribe, whose window doubles while the stream keeps going quiet.
+TEST_F(FanOutSourceTest, IdleEndsResubscribeWithinAJitterWindowThatGrowsWhileQuiet) {
+  serve(json::array({json::array({{{"hold", true}}})}));
+  ManualClock clock;
+  RetrievalConfig c = retrieval();
+  c.fanout_idle_timeout = 1s;
+  c.throttle_backoff_max = 2s;  // the cap of the growing window
+  auto s = std::make_shared<FanOutSource>(ctx_, kShardId, StartPosition::trim_horizon(), c, clock,
+                                          /*jitter_seed=*/42);
+  std::vector<std::chrono::nanoseconds> delays;
+  for (int round = 1; round <= 5; ++round) {
+    ASSERT_TRUE(drive(*s, [&] { return s->subscriptions() == static_cast<std::uint64_t>(round); }));
+    clock.advance(c.fanout_idle_timeout);
+    const FetchStep step = s->fetch_step();
+    ASSERT_EQ(step.outcome, FetchOutcome::kRetrying) << "round " << round;
+    delays.push_back(step.next_step_at - clock.now());
+    clock.advance(delays.back());
+  }
+  ASSERT_TRUE(drive(*s, [&] { return s->subscriptions() == 6; }));
+  for (std::size_t k = 0; k < delays.size(); ++k) {
+    const auto window = std::min<std::chrono::nanoseconds>(c.fanout_resubscribe_jitter * (1 << k),
+                                                           c.throttle_backoff_max);
+    EXPECT_GE(delays[k], 0ns) << k;
+    EXPECT_LE(delays[k], window) << "idle end " << k + 1;
+  }
+  EXPECT_EQ(s->streams_lost(), 5u);
 }
 
 TEST_F(FanOutSourceTest, PlainHttp2WithPriorKnowledgeWorksForLocalEndpoints) {

@@ -30,6 +30,7 @@ TEST(FetcherConfigTest, DefaultsAreValidAndAsDocumented) {
   EXPECT_EQ(c.get_records_timeout, 30s);
   EXPECT_EQ(c.iterator_request_timeout, 10s);
   EXPECT_EQ(c.call_max_attempts, 1);
+  EXPECT_EQ(c.fanout_resubscribe_jitter, 250ms);
 }
 
 TEST(FetcherConfigTest, EachBadFieldIsNamed) {
@@ -51,6 +52,8 @@ TEST(FetcherConfigTest, EachBadFieldIsNamed) {
       {"get_records_timeout", [](RetrievalConfig& c) { c.get_records_timeout = 10ms; }},
       {"iterator_request_timeout", [](RetrievalConfig& c) { c.iterator_request_timeout = 0ms; }},
       {"call_max_attempts", [](RetrievalConfig& c) { c.call_max_attempts = 21; }},
+      {"fanout_resubscribe_jitter", [](RetrievalConfig& c) { c.fanout_resubscribe_jitter = -1ms; }},
+      {"fanout_resubscribe_jitter", [](RetrievalConfig& c) { c.fanout_resubscribe_jitter = 11s; }},
   };
   for (const auto& tc : cases) {
     RetrievalConfig c;
