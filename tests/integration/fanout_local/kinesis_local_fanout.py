@@ -6,7 +6,10 @@ interface and has no setting for it).
   unshare -n python3 kinesis_local_fanout.py --kcl build/release/tools/kcl/kcl --node-modules node_modules
 
 1. A fleet of two workers of one application reads a 4-shard stream with --fan-out to the
-   end: every record delivered, in order per partition key within each worker's output.
+   end: once the two hold two leases each, the records are written; every record is
+   delivered exactly once (a duplicate fails the phase), in order per partition key within
+   each worker's output, and after a graceful stop each shard's checkpoint in the lease
+   table (read from dynalite directly) is that shard's last record.
 2. A worker of that application started again resumes from its checkpoints over fan-out:
    it prints the records written since, none of the earlier ones.
 3. A second application (its own consumer) reads the same stream at the same time as a
@@ -23,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 KL_PORT, KL_TLS_PORT, DDB_PORT = 4567, 4568, 4569
 
@@ -49,6 +54,34 @@ def lines(path):
     except FileNotFoundError:
         pass
     return out
+
+
+def scan_table(table):
+    """Every item of a DynamoDB table in dynalite, as {attribute: plain value}. dynalite checks
+    that a request is signed in form only, so a fixed Authorization header does."""
+    items, start = [], None
+    while True:
+        body = {"TableName": table}
+        if start:
+            body["ExclusiveStartKey"] = start
+        req = urllib.request.Request(
+            "http://127.0.0.1:%d/" % DDB_PORT, data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/x-amz-json-1.0",
+                     "X-Amz-Target": "DynamoDB_20120810.Scan",
+                     "X-Amz-Date": "20240101T000000Z",
+                     "Authorization": "AWS4-HMAC-SHA256 Credential=AKIDLOCAL/20240101/"
+                                      "us-east-1/dynamodb/aws4_request, "
+                                      "SignedHeaders=host;x-amz-date;x-amz-target, "
+                                      "Signature=00"})
+        try:
+            page = json.loads(urllib.request.urlopen(req, timeout=10).read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError("Scan of %s: HTTP %d %s" % (table, e.code, e.read()[:200]))
+        for item in page.get("Items", []):
+            items.append({k: next(iter(v.values())) for k, v in item.items()})
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return items
 
 
 def main():
@@ -106,12 +139,21 @@ def main():
             procs.append(p)
             return p, out
 
-        def records(paths):
+        def records(paths, with_position=False):
             got = []
             for path in paths:
                 for r in lines(path):
-                    got.append(json.loads(base64.b64decode(r["data"])))
+                    rec = json.loads(base64.b64decode(r["data"]))
+                    if with_position:
+                        rec["shard"], rec["seq"] = r["shardId"], r["sequenceNumber"]
+                    got.append(rec)
             return got
+
+        def leases(table):
+            try:
+                return scan_table(table)
+            except RuntimeError:
+                return []  # the table is not there yet
 
         def wait_for(cond, timeout):
             until = time.time() + timeout
@@ -129,11 +171,21 @@ def main():
                 p.kill()
                 return -9
 
-        # 1. A fleet of two reads everything.
-        put(0, 400)
-        t0 = time.time()
+        # 1. A fleet of two reads everything, each record once. The records are written
+        # once the fleet has formed (two leases each): a lease that moves while records flow
+        # may deliver some twice, which this phase does not allow.
         w1, o1 = consume("appA", "consumer-a-%d" % os.getpid(), "w1")
         w2, o2 = consume("appA", "consumer-a-%d" % os.getpid(), "w2")
+
+        def balanced():
+            owners = {}
+            held = leases("appA")
+            for lease in held:
+                owners[lease.get("leaseOwner")] = owners.get(lease.get("leaseOwner"), 0) + 1
+            return len(held) == 4 and None not in owners and sorted(owners.values()) == [2, 2]
+        check(wait_for(balanced, 120), "the two workers hold two of the four leases each")
+        put(0, 400)
+        t0 = time.time()
         ok = wait_for(lambda: len({r["i"] for r in records([o1, o2])}) >= 400, 120)
         took = time.time() - t0
         check(ok, "fleet of two read all 400 records over fan-out (%.1f s)" % took)
@@ -146,11 +198,27 @@ def main():
                     ordered = False
                 per_key[r["key"]] = r["i"]
             check(ordered, "records of each key in order in %s" % os.path.basename(path))
-        both = records([o1, o2])
-        check(len({r["i"] for r in both}) == 400, "every record delivered")
-        print("     duplicates across the fleet: %d (lease moves while the fleet formed)"
-              % (len(both) - len({r['i'] for r in both})), flush=True)
         check(stop(w1) == 0 and stop(w2) == 0, "both workers stopped gracefully")
+        both = records([o1, o2], with_position=True)
+        check(len({r["i"] for r in both}) == 400, "every record delivered")
+        seen, duplicates = set(), []
+        for r in both:
+            if r["i"] in seen:
+                duplicates.append(r["i"])
+            seen.add(r["i"])
+        check(not duplicates, "no record delivered twice (%d duplicates%s)" %
+              (len(duplicates), ", e.g. i=%s" % sorted(duplicates)[:5] if duplicates else ""))
+        last_of_shard = {}
+        for r in both:
+            if int(r["seq"]) > int(last_of_shard.get(r["shard"], "0")):
+                last_of_shard[r["shard"]] = r["seq"]
+        checkpoints = {lease["leaseKey"]: lease.get("checkpoint") for lease in leases("appA")}
+        check(len(last_of_shard) == 4 and checkpoints == last_of_shard,
+              "each shard's checkpoint in the lease table is its last record (%s)" %
+              (", ".join("%s: checkpoint %s, last record %s" %
+                         (k, checkpoints.get(k), last_of_shard.get(k))
+                         for k in sorted(set(checkpoints) | set(last_of_shard))
+                         if checkpoints.get(k) != last_of_shard.get(k)) or "all 4 match"))
 
         # 2. A restarted worker resumes from its checkpoints.
         put(400, 100)
