@@ -11,48 +11,15 @@
 #include <vector>
 
 #include "aws/base64.h"
+#include "fake_json_client.h"
 
 namespace kcl::kinesis {
 namespace {
 
+using fake::aws_error;
+using fake::Call;
+using fake::FakeJsonClient;
 using nlohmann::json;
-
-struct Call {
-  std::string operation;
-  json body;
-};
-
-class FakeJsonClient : public aws::AwsJsonClient {
- public:
-  Result<std::string> call(std::string_view operation, std::string json_body,
-                           const aws::CallOptions& = {}) override {
-    calls.push_back({std::string(operation), json::parse(json_body)});
-    if (handler) return handler(calls.back());
-    if (responses.empty()) return Status(StatusCode::kInternal, "fake: no response scripted");
-    auto r = std::move(responses.front());
-    responses.pop_front();
-    return r;
-  }
-  const std::string& endpoint() const override { return endpoint_; }
-  const std::string& region() const override { return region_; }
-
-  std::vector<Call> calls;
-  std::deque<Result<std::string>> responses;
-  std::function<Result<std::string>(const Call&)> handler;
-
- private:
-  std::string endpoint_ = "http://127.0.0.1:4567";
-  std::string region_ = "us-east-1";
-};
-
-Status aws_error(StatusCode code, std::string type, std::string op) {
-  AwsErrorDetails d;
-  d.operation = "Kinesis." + op;
-  d.endpoint = "http://127.0.0.1:4567";
-  d.http_status = 400;
-  d.error_type = std::move(type);
-  return Status(code, "scripted " + d.error_type, d);
-}
 
 std::string shard_json(const std::string& id, const std::string& parent = "",
                        const std::string& adjacent = "", const std::string& ending_seq = "") {
