@@ -35,10 +35,10 @@ inline std::vector<std::string> emulator_environment(const AwsConfig& aws) {
 
 class ChildProcess {
  public:
-  // Starts argv[0] (a path) with `env`; its stdout goes to `stdout_path` (stderr is the
-  // test's). started() tells whether it ran.
+  // Starts argv[0] (a path) with `env`; its stdout goes to `stdout_path`, its stderr to
+  // `stderr_path` (empty: the test's). started() tells whether it ran.
   ChildProcess(std::vector<std::string> argv_s, std::vector<std::string> env_s,
-               std::string stdout_path)
+               std::string stdout_path, const std::string& stderr_path = "")
       : out_path_(std::move(stdout_path)) {
     std::vector<char*> argv, envp;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -48,6 +48,10 @@ class ChildProcess {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (!stderr_path.empty()) {
+      posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+    }
     const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) pid_ = -1;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 
@@ -199,8 +200,20 @@ void install_stop_signals() {
 
 bool stop_requested() { return g_signals.load() > 0; }
 
+void say(std::string_view command, std::string_view message, LogLevel level) {
+  const char* format = std::getenv("KCL_LOG_FORMAT");
+  if (format != nullptr && std::string_view(format) == "json") {
+    // Every level: the command's messages are shown whatever KCL_LOG_LEVEL says, as in text.
+    static const std::shared_ptr<Logger> json =
+        make_stderr_logger(LogLevel::kDebug, LogFormat::kJson);
+    json->log(level, "kcl " + std::string(command), message);
+    return;
+  }
+  std::cerr << "kcl " << command << ": " << message << "\n";
+}
+
 int report_error(std::string_view command, const Status& status) {
-  std::cerr << "kcl " << command << ": " << status.to_string() << "\n";
+  say(command, status.to_string(), LogLevel::kError);
   return 1;
 }
 

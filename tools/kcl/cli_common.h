@@ -11,6 +11,7 @@
 
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/aws_config.h"
+#include "kcl/logging.h"
 #include "kcl/record.h"
 #include "kcl/retrieval_config.h"
 #include "kcl/start_position.h"
@@ -61,7 +62,12 @@ void write_record(std::ostream& out, const Record& r, bool raw);
 void install_stop_signals();
 bool stop_requested();
 
-// Prints "kcl <cmd>: <status>" to stderr and returns the exit status for it.
+// A command's own message on stderr: "kcl <cmd>: <message>", or, when KCL_LOG_FORMAT is json
+// (kcl consume --log-format json sets it), a JSON log line like the library's (component
+// "kcl <cmd>"), so that everything on stderr is one format.
+void say(std::string_view command, std::string_view message, LogLevel level = LogLevel::kInfo);
+
+// Says the error (as say(), level ERROR) and returns the exit status for it.
 int report_error(std::string_view command, const Status& status);
 
 }  // namespace kcl::cli

@@ -125,7 +125,7 @@ class PrintingProcessor final : public RecordProcessor {
     if (s.ok()) {
       last_checkpoint_ = now;
     } else if (s.code() != StatusCode::kLeaseLost) {
-      std::cerr << "kcl consume: checkpoint failed: " << s.to_string() << "\n";
+      say("consume", "checkpoint failed: " + s.to_string(), LogLevel::kWarn);
     }
   }
   void shard_ended(Checkpointer& checkpointer) override { check(checkpointer.checkpoint()); }
@@ -171,12 +171,13 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.http_address = f.http;
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
   config.retrieval.consumer_name = f.consumer_name;
+  // Every logger of the process (the worker's, the library's and say()) takes the format
+  // from here.
+  if (f.log_format == "json") setenv("KCL_LOG_FORMAT", "json", 1);
   if (auto bad = apply_cloudwatch_flags(f, config)) {
-    std::cerr << "kcl consume: " << *bad << "\n";
+    say("consume", *bad, LogLevel::kError);
     return 2;
   }
-  // Every logger of the process (the worker's and the library's) takes the format from here.
-  if (f.log_format == "json") setenv("KCL_LOG_FORMAT", "json", 1);
 
   Output out(f.raw, f.max_records);
   Worker worker(config, std::make_shared<PrintingFactory>(
@@ -184,11 +185,11 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
-  std::cerr << "kcl consume: worker " << worker.worker_id() << " reading " << f.stream
-            << " for application " << f.app << "\n";
+  say("consume",
+      "worker " + worker.worker_id() + " reading " + f.stream + " for application " + f.app);
   if (!worker.http_url().empty()) {
-    std::cerr << "kcl consume: status page " << worker.http_url() << "/status (metrics at "
-              << worker.http_url() << "/metrics)\n";
+    say("consume", "status page " + worker.http_url() + "/status (metrics at " + worker.http_url() +
+                       "/metrics)");
   }
   for (;;) {
     if (auto stopped = worker.wait_for(std::chrono::milliseconds(50))) {
@@ -198,10 +199,10 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
     }
     if (stop_requested() || out.limit_reached()) break;
   }
-  std::cerr << "kcl consume: stopping gracefully (a second signal exits at once)\n";
+  say("consume", "stopping gracefully (a second signal exits at once)");
   Status stopped = worker.shutdown().get();
   auto stats = worker.stats();
-  std::cerr << "kcl consume: stopped after " << stats.records_delivered << " records\n";
+  say("consume", "stopped after " + std::to_string(stats.records_delivered) + " records");
   if (!stopped.ok()) return report_error("consume", stopped);
   // A shard that never delivered because its consumer kept failing is an error, even though
   // the worker itself stopped cleanly.
@@ -209,10 +210,12 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   for (const FailingShard& failing : stats.failing_shards) {
     if (failing.records_delivered > 0) continue;
     ++never_delivered;
-    std::cerr << "kcl consume: shard " << failing.shard_id
-              << " delivered no record: its consumer failed " << failing.consecutive_failures
-              << (failing.consecutive_failures == 1 ? " time" : " times")
-              << " in a row: " << failing.cause.to_string() << "\n";
+    say("consume",
+        "shard " + failing.shard_id + " delivered no record: its consumer failed " +
+            std::to_string(failing.consecutive_failures) +
+            (failing.consecutive_failures == 1 ? " time" : " times") +
+            " in a row: " + failing.cause.to_string(),
+        LogLevel::kError);
   }
   return never_delivered > 0 ? 1 : 0;
 }

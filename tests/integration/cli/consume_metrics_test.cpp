@@ -1,6 +1,6 @@
-// `kcl consume --cloudwatch-metrics emf:FILE` against kinesalite and dynalite: the Embedded
-// Metric Format lines name the Java KCL's metrics, and the records they count add up to the
-// records printed.
+// `kcl consume --cloudwatch-metrics emf:FILE --log-format json` against kinesalite and
+// dynalite: the Embedded Metric Format lines name the Java KCL's metrics, and the records
+// they count add up to the records printed; every line on stderr is a JSON log line.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -31,10 +31,31 @@ TEST_F(ConsumeMetricsTest, EmfLinesCountEveryRecordUnderJavaNames) {
       aws_,
       {"consume", "--stream", stream_, "--app", app, "--from", "trim-horizon", "--max", "40",
        "--cloudwatch-metrics", "emf:" + emf, "--metrics-level", "SUMMARY", "--log-format", "json"},
-      ::testing::TempDir() + "/" + app + ".out");
+      ::testing::TempDir() + "/" + app + ".out", ::testing::TempDir() + "/" + app + ".err");
   ASSERT_TRUE(p.started());
   EXPECT_EQ(p.wait(), 0);  // stops by itself after 40 records, publishing what is left
   EXPECT_EQ(p.lines().size(), 40u);
+
+  // --log-format json: the worker's log and the command's own messages, each line a JSON
+  // object with time, level, component and message.
+  std::ifstream err(::testing::TempDir() + "/" + app + ".err");
+  std::vector<nlohmann::json> logged;
+  for (std::string line; std::getline(err, line);) {
+    auto doc = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(doc.is_object()) << "not a JSON log line: " << line;
+    for (const char* key : {"time", "level", "component", "message"}) {
+      EXPECT_TRUE(doc.contains(key) && doc[key].is_string()) << key << " in " << line;
+    }
+    logged.push_back(std::move(doc));
+  }
+  bool started = false, stopped = false;
+  for (const auto& doc : logged) {
+    const std::string message = doc.value("message", "");
+    started |= message.find("reading " + stream_ + " for application " + app) != std::string::npos;
+    stopped |= message.find("stopped after 40 records") != std::string::npos;
+  }
+  EXPECT_TRUE(started && stopped) << "the command's own messages are JSON lines too ("
+                                  << logged.size() << " lines)";
 
   std::ifstream in(emf);
   double records = 0;

@@ -24,12 +24,14 @@ namespace kcl::cli {
 
 using namespace std::chrono_literals;
 
-// The kcl binary run with the emulators' endpoints, its stdout in a file.
+// The kcl binary run with the emulators' endpoints, its stdout in a file (and its stderr,
+// when `stderr_path` is given).
 class KclProcess : public testing::ChildProcess {
  public:
-  KclProcess(const AwsConfig& aws, std::vector<std::string> args, std::string stdout_path)
+  KclProcess(const AwsConfig& aws, std::vector<std::string> args, std::string stdout_path,
+             const std::string& stderr_path = "")
       : ChildProcess(argv(aws, std::move(args)), testing::emulator_environment(aws),
-                     std::move(stdout_path)) {}
+                     std::move(stdout_path), stderr_path) {}
 
  private:
   static std::vector<std::string> argv(const AwsConfig& aws, std::vector<std::string> args) {
