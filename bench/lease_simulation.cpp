@@ -1,8 +1,12 @@
 // bench_lease_simulation: plans the lease table at scale with the deterministic simulation
-// (src/leases/lease_simulation.h): N workers, M shards, joins, crashes, graceful leaves and a
-// pause on a fake clock, counting the DynamoDB operations the Java KCL 2.x design makes (every
-// worker scans the whole table each take interval; every lease is renewed every
-// failover/3).
+// (bench/simulation/lease_simulation.h): N workers, M shards, joins, crashes, graceful leaves
+// and a pause on a fake clock, counting the DynamoDB operations of the real lease code, in
+// either assignment mode:
+//  --mode leader  (default) leader-based assignment: one heartbeat per worker, one leader
+//                 reading the worker entries and, now and then, the lease table;
+//  --mode takes   every worker scans the whole table each take interval and renews every
+//                 lease every failover/3 (the Java KCL 2.x design);
+//  --mode both    the two, one after the other.
 //
 //   bench_lease_simulation                       # 200 workers x 10,000 shards, the scenario
 //   bench_lease_simulation --workers 10 --shards 100 --minutes 30
@@ -10,10 +14,10 @@
 //   bench_lease_simulation --take-ms 60000       # scan every minute instead of every 20 s
 //   bench_lease_simulation --micro               # Google Benchmark: CPU of one take pass
 //
-// Scenario (times scale with --minutes, default 40): cold start of all workers spread over one
-// take interval; at 25% +10% workers join; at 45% 10% crash; at 65% 10% leave gracefully; at
-// 80% one worker pauses for 6 x failover (its leases are taken meanwhile); then steady state
-// to the end.
+// Scenario (times scale with --minutes, default 40): cold start of all workers spread over
+// --spread-ms (default 2 s: a fleet deployed at once); at 25% +10% workers join; at 45% 10% crash;
+// at 65% 10% leave gracefully; at 80% one worker pauses for 6 x failover (its leases are taken
+// meanwhile); then steady state to the end.
 #include "simulation/lease_simulation.h"
 
 #include <benchmark/benchmark.h>
@@ -46,13 +50,16 @@ struct Args {
   int steal = 1;
   bool events = true;
   bool micro = false;
+  std::string mode = "leader";
+  long spread_ms = 2000;
 };
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: bench_lease_simulation [--workers N] [--shards M] [--minutes T] "
-               "[--seed S] [--failover-ms F] [--take-ms T] [--ramp R] [--steal K] "
-               "[--no-events] [--micro [benchmark flags]]\n");
+  std::fprintf(
+      stderr,
+      "usage: bench_lease_simulation [--workers N] [--shards M] [--minutes T] "
+      "[--seed S] [--failover-ms F] [--take-ms T] [--ramp R] [--steal K] "
+      "[--no-events] [--mode leader|takes|both] [--spread-ms S] [--micro [benchmark flags]]\n");
 }
 
 bool parse(int argc, char** argv, Args& a) {
@@ -83,6 +90,11 @@ bool parse(int argc, char** argv, Args& a) {
       a.ramp = std::atoi(v);
     } else if (k == "--steal") {
       a.steal = std::atoi(v);
+    } else if (k == "--spread-ms") {
+      a.spread_ms = std::atol(v);
+    } else if (k == "--mode") {
+      a.mode = v;
+      if (a.mode != "leader" && a.mode != "takes" && a.mode != "both") return false;
     } else {
       return false;
     }
@@ -107,6 +119,7 @@ void BM_TakePass(benchmark::State& state) {
   kcl::LeaseConfig config;
   config.application_name = "bench";
   config.worker_id = "worker-x";
+  config.assignment = kcl::LeaseAssignment::kWorkerTakes;
   kcl::leases::LeaseCoordinator c(store, config, clock, kcl::NoopMetricsSink::instance(), 1);
   for (auto _ : state) {
     auto r = c.run_take_pass();
@@ -149,6 +162,7 @@ int main(int argc, char** argv) {
   o.lease.take_interval = std::chrono::milliseconds(a.take_ms);
   o.lease.take_ramp_floor = a.ramp;
   o.lease.max_leases_to_steal_at_once = a.steal;
+  o.start_spread = std::chrono::milliseconds(a.spread_ms);
   if (a.events) {
     const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration);
     const int tenth = std::max(1, a.workers / 10);
@@ -159,15 +173,27 @@ int main(int argc, char** argv) {
         {d * 80 / 100, Kind::kPause, 1, o.lease.failover_time * 6},
     };
   }
-  auto started = std::chrono::steady_clock::now();
-  auto report = kcl::leases::run_lease_simulation(o);
-  auto took = std::chrono::steady_clock::now() - started;
-  if (!report.ok()) {
-    std::fprintf(stderr, "%s\n", report.status().to_string().c_str());
-    return 1;
+  std::vector<kcl::LeaseAssignment> modes;
+  if (a.mode != "takes") modes.push_back(kcl::LeaseAssignment::kLeader);
+  if (a.mode != "leader") modes.push_back(kcl::LeaseAssignment::kWorkerTakes);
+  int exit_code = 0;
+  for (kcl::LeaseAssignment mode : modes) {
+    o.lease.assignment = mode;
+    auto started = std::chrono::steady_clock::now();
+    auto report = kcl::leases::run_lease_simulation(o);
+    auto took = std::chrono::steady_clock::now() - started;
+    if (!report.ok()) {
+      std::fprintf(stderr, "%s\n", report.status().to_string().c_str());
+      return 1;
+    }
+    std::printf("%s", report->to_text().c_str());
+    std::printf(
+        "  steady state, both tables: %.2f items read and %.2f writes per shard per "
+        "minute\n",
+        report->steady_items_read_per_shard_minute(), report->steady_writes_per_shard_minute());
+    std::printf("  (the simulation took %.1f s of wall time on this machine)\n\n",
+                std::chrono::duration<double>(took).count());
+    if (report->invariant_violations != 0 || report->bookkeeping_mismatches != 0) exit_code = 1;
   }
-  std::printf("%s", report->to_text().c_str());
-  std::printf("  (the simulation took %.1f s of wall time on this machine)\n",
-              std::chrono::duration<double>(took).count());
-  return report->invariant_violations == 0 && report->bookkeeping_mismatches == 0 ? 0 : 1;
+  return exit_code;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <queue>
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "leases/assignment_agent.h"
 #include "leases/lease_coordinator.h"
 
 namespace kcl::leases {
@@ -57,20 +59,47 @@ LeaseStoreStats minus(const LeaseStoreStats& a, const LeaseStoreStats& b) {
   return d;
 }
 
+CoordinationStoreStats minus(const CoordinationStoreStats& a, const CoordinationStoreStats& b) {
+  CoordinationStoreStats d;
+  d.reads = a.reads - b.reads;
+  d.items_read = a.items_read - b.items_read;
+  d.writes = a.writes - b.writes;
+  d.heartbeats = a.heartbeats - b.heartbeats;
+  d.leader_writes = a.leader_writes - b.leader_writes;
+  d.inbox_posts = a.inbox_posts - b.inbox_posts;
+  d.fences = a.fences - b.fences;
+  d.failed_conditions = a.failed_conditions - b.failed_conditions;
+  return d;
+}
+
 enum class WorkerState { kRunning, kPaused, kCrashed, kLeft };
 
-// Counts what a worker believes it holds, from its coordinator's callbacks.
+// Counts what a worker believes it holds, from its coordinator's callbacks; with kLeader, also
+// tells the simulation (which keeps owners by belief) and remembers handoffs asked for.
 class BeliefCounter final : public LeaseListener {
  public:
-  void on_lease_gained(const Lease&) override { ++believed; }
-  void on_lease_lost(const std::string&, const Status&) override { --believed; }
+  void on_lease_gained(const Lease& lease) override {
+    ++believed;
+    if (gained) gained(lease.lease_key);
+  }
+  void on_lease_lost(const std::string& key, const Status&) override {
+    --believed;
+    if (lost) lost(key);
+  }
+  void on_handoff_requested(const std::string& key, const std::string&) override {
+    handoffs.push_back(key);
+  }
   int believed = 0;
+  std::function<void(const std::string&)> gained;
+  std::function<void(const std::string&)> lost;
+  std::vector<std::string> handoffs;
 };
 
 struct SimWorker {
   std::string id;
   std::unique_ptr<OffsetClock> clock;
   std::unique_ptr<LeaseCoordinator> coordinator;
+  std::unique_ptr<AssignmentAgent> agent;  // kLeader
   BeliefCounter belief;
   WorkerState state = WorkerState::kRunning;
   nanoseconds paused_until{0};
@@ -78,11 +107,13 @@ struct SimWorker {
   std::uint64_t take_generation = 0;
 };
 
+enum class TickKind { kRenew, kTake, kHeartbeat, kPoll, kLead };
+
 struct Tick {
   nanoseconds at;
   std::uint64_t seq;
   int worker;
-  bool take;                     // else renew
+  TickKind kind;
   std::uint64_t generation = 0;  // take ticks: only the latest scheduled one runs
   bool operator>(const Tick& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
@@ -101,11 +132,16 @@ class Simulation {
     return nanoseconds(static_cast<std::int64_t>(
         static_cast<double>(duration_cast<nanoseconds>(interval).count()) * d(rng_)));
   }
-  void schedule(int w, nanoseconds at, bool take) {
+  void schedule(int w, nanoseconds at, TickKind kind) {
     std::uint64_t generation = 0;
-    if (take) generation = ++workers_[static_cast<std::size_t>(w)]->take_generation;
-    ticks_.push(Tick{at, seq_++, w, take, generation});
+    if (kind == TickKind::kTake)
+      generation = ++workers_[static_cast<std::size_t>(w)]->take_generation;
+    ticks_.push(Tick{at, seq_++, w, kind, generation});
   }
+  bool leader_mode() const { return config_.assignment == LeaseAssignment::kLeader; }
+  void run_leader_mode_tick(const Tick& t, SimWorker& worker);
+  void on_gained(int w, const std::string& key);
+  void on_lost(int w, const std::string& key);
   int add_worker(nanoseconds first_take);
   std::vector<int> pick_alive(int count, bool running_only);
   void set_owner(int shard, int owner);
@@ -124,6 +160,7 @@ class Simulation {
   LeaseConfig config_;
   ManualClock clock_;
   InMemoryLeaseStore store_;
+  InMemoryCoordinationStore coordination_;
   std::mt19937_64 rng_;
   std::vector<std::unique_ptr<SimWorker>> workers_;
   std::priority_queue<Tick, std::vector<Tick>, std::greater<Tick>> ticks_;
@@ -134,6 +171,7 @@ class Simulation {
   SimulationReport report_;
   bool phase_balanced_ = false;
   LeaseStoreStats stats_at_balance_;
+  CoordinationStoreStats coordination_at_balance_;
   nanoseconds balance_time_{0};
   std::multimap<nanoseconds, SimulationEvent> pending_events_;
   std::multimap<nanoseconds, int> resumes_;
@@ -151,13 +189,26 @@ int Simulation::add_worker(nanoseconds first_take) {
                                            std::chrono::seconds(wall(rng_)));
   LeaseConfig config = config_;
   config.worker_id = w->id;
-  w->coordinator =
-      std::make_unique<LeaseCoordinator>(store_, config, *w->clock, NoopMetricsSink::instance(),
-                                         options_.seed * 7919 + static_cast<std::uint64_t>(index));
+  const std::uint64_t seed = options_.seed * 7919 + static_cast<std::uint64_t>(index);
+  w->coordinator = std::make_unique<LeaseCoordinator>(store_, config, *w->clock,
+                                                      NoopMetricsSink::instance(), seed);
   w->coordinator->set_listener(&w->belief);
+  if (leader_mode()) {
+    w->agent =
+        std::make_unique<AssignmentAgent>(coordination_, store_, *w->coordinator, config, *w->clock,
+                                          NoopMetricsSink::instance(), nullptr, seed);
+    w->belief.gained = [this, index](const std::string& key) { on_gained(index, key); };
+    w->belief.lost = [this, index](const std::string& key) { on_lost(index, key); };
+  }
   workers_.push_back(std::move(w));
-  schedule(index, first_take, true);
-  schedule(index, first_take + jittered(config_.effective_renew_interval()), false);
+  if (leader_mode()) {
+    schedule(index, first_take, TickKind::kHeartbeat);
+    schedule(index, first_take, TickKind::kPoll);
+    schedule(index, first_take, TickKind::kLead);
+  } else {
+    schedule(index, first_take, TickKind::kTake);
+    schedule(index, first_take + jittered(config_.effective_renew_interval()), TickKind::kRenew);
+  }
   report_.peak_workers =
       std::max(report_.peak_workers,
                static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](const auto& x) {
@@ -248,7 +299,65 @@ void Simulation::check_balance() {
   auto& phase = report_.phases.back();
   phase.time_to_balance = duration_cast<milliseconds>(now()) - phase.started;
   stats_at_balance_ = store_.stats();
+  coordination_at_balance_ = coordination_.stats();
   balance_time_ = now();
+}
+
+// kLeader: owners are kept by belief (a lease is someone's from the moment it adopts it
+// until it gives it up), which is what "balanced" and the safety check are about.
+void Simulation::on_gained(int w, const std::string& key) {
+  const int shard = shard_index_[key];
+  const int prev = owner_[static_cast<std::size_t>(shard)];
+  if (prev >= 0 && prev != w) {
+    const auto& previous = *workers_[static_cast<std::size_t>(prev)];
+    const bool alive =
+        previous.state == WorkerState::kRunning || previous.state == WorkerState::kPaused;
+    if (alive && previous.coordinator->holds(key)) ++report_.invariant_violations;
+    ++report_.phases.back().takes_of_expired;
+  } else {
+    ++report_.phases.back().takes_of_free;
+  }
+  set_owner(shard, w);
+}
+
+void Simulation::on_lost(int w, const std::string& key) {
+  const int shard = shard_index_[key];
+  if (owner_[static_cast<std::size_t>(shard)] == w) set_owner(shard, -1);
+}
+
+void Simulation::run_leader_mode_tick(const Tick& t, SimWorker& worker) {
+  Clock::MonoTime next;
+  switch (t.kind) {
+    case TickKind::kHeartbeat:
+      next = worker.agent->heartbeat_step();
+      break;
+    case TickKind::kPoll: {
+      next = worker.agent->poll_step();
+      // The consumers stop at once: each handoff asked for completes now.
+      std::vector<std::string> handoffs;
+      handoffs.swap(worker.belief.handoffs);
+      for (const auto& key : handoffs) {
+        if (worker.coordinator->complete_handoff(key).ok()) {
+          --worker.belief.believed;
+          on_lost(t.worker, key);
+          ++report_.phases.back().handoffs;
+        }
+      }
+      break;
+    }
+    default: {
+      const auto before = worker.agent->leader().stats();
+      next = worker.agent->leader_step();
+      const auto after = worker.agent->leader().stats();
+      if ((after.assigned != before.assigned || after.handoffs != before.handoffs) &&
+          !phase_balanced_) {
+        ++report_.phases.back().assignment_passes;
+      }
+      break;
+    }
+  }
+  const nanoseconds delay = std::max(nanoseconds(1000), nanoseconds(next - worker.clock->now()));
+  schedule(t.worker, t.at + delay, t.kind);
 }
 
 void Simulation::apply_event(const SimulationEvent& e) {
@@ -272,6 +381,11 @@ void Simulation::apply_event(const SimulationEvent& e) {
         auto& worker = *workers_[static_cast<std::size_t>(w)];
         auto held = worker.coordinator->held_leases();
         (void)worker.coordinator->release_all();
+        if (worker.agent) {
+          worker.belief.gained = nullptr;
+          worker.belief.lost = nullptr;
+          (void)worker.agent->leave();
+        }
         worker.belief.believed = 0;  // release_all reports no losses: it was asked for
         for (const auto& lease : held) {
           auto in_table = store_.peek(lease.lease_key);
@@ -303,14 +417,18 @@ void Simulation::apply_event(const SimulationEvent& e) {
 void Simulation::run_tick(const Tick& t) {
   auto& worker = *workers_[static_cast<std::size_t>(t.worker)];
   if (worker.state == WorkerState::kCrashed || worker.state == WorkerState::kLeft) return;
-  if (t.take && t.generation != worker.take_generation) return;  // superseded
+  if (t.kind == TickKind::kTake && t.generation != worker.take_generation) return;  // superseded
   if (worker.state == WorkerState::kPaused) {
-    schedule(t.worker, worker.paused_until, t.take);  // runs when the pause ends
+    schedule(t.worker, worker.paused_until, t.kind);  // runs when the pause ends
     return;
   }
-  if (!t.take) {
+  if (leader_mode()) {
+    run_leader_mode_tick(t, worker);
+    return;
+  }
+  if (t.kind == TickKind::kRenew) {
     (void)worker.coordinator->run_renew_pass();
-    schedule(t.worker, t.at + jittered(config_.effective_renew_interval()), false);
+    schedule(t.worker, t.at + jittered(config_.effective_renew_interval()), TickKind::kRenew);
     return;
   }
   TakePassResult result = worker.coordinator->run_take_pass();
@@ -341,7 +459,7 @@ void Simulation::run_tick(const Tick& t) {
         t.at + (*result.next_expiry - worker.clock->now()) + std::chrono::milliseconds(1);
     next = std::min(next, at);
   }
-  schedule(t.worker, next, true);
+  schedule(t.worker, next, TickKind::kTake);
 }
 
 Result<SimulationReport> Simulation::run() {
@@ -365,6 +483,8 @@ Result<SimulationReport> Simulation::run() {
     return Status(StatusCode::kInvalidArgument, "simulation: no workers and no joins");
   }
 
+  if (!leader_mode()) config_.renew_parallelism = 1;  // deterministic order of writes
+  report_.assignment = config_.assignment;
   report_.shards = options_.shards;
   report_.take_interval = config_.effective_take_interval();
   report_.renew_interval = config_.effective_renew_interval();
@@ -378,6 +498,7 @@ Result<SimulationReport> Simulation::run() {
     store_.put(lease);
   }
   store_.reset_stats();
+  coordination_.reset_stats();
 
   milliseconds spread =
       options_.start_spread.count() > 0 ? options_.start_spread : config_.effective_take_interval();
@@ -433,8 +554,10 @@ Result<SimulationReport> Simulation::run() {
 
   report_.simulated = duration_cast<milliseconds>(now());
   report_.stats = store_.stats();
+  report_.coordination = coordination_.stats();
   if (phase_balanced_) {
     report_.steady_stats = minus(report_.stats, stats_at_balance_);
+    report_.steady_coordination = minus(report_.coordination, coordination_at_balance_);
     report_.steady_duration = duration_cast<milliseconds>(now() - balance_time_);
   }
   for (const auto& lease : store_.snapshot()) {
@@ -471,27 +594,42 @@ double SimulationReport::per_shard_minute(std::int64_t count, int shard_count, m
   return static_cast<double>(count) / shard_count / minutes;
 }
 
+double SimulationReport::steady_items_read_per_shard_minute() const {
+  return per_shard_minute(
+      steady_stats.items_scanned + steady_stats.gets + steady_coordination.items_read, shards,
+      steady_duration);
+}
+
+double SimulationReport::steady_writes_per_shard_minute() const {
+  return per_shard_minute(steady_stats.writes + steady_coordination.writes, shards,
+                          steady_duration);
+}
+
 std::string SimulationReport::to_text() const {
+  const bool leader = assignment == LeaseAssignment::kLeader;
   std::ostringstream out;
-  out << "lease simulation: " << shards << " shards, up to " << peak_workers
-      << " workers; failover " << failover_time.count() << " ms, renew " << renew_interval.count()
-      << " ms, take " << take_interval.count() << " ms; simulated "
+  out << "lease simulation (" << (leader ? "leader-based assignment" : "every worker takes")
+      << "): " << shards << " shards, up to " << peak_workers << " workers; failover "
+      << failover_time.count() << " ms, renew " << renew_interval.count() << " ms, "
+      << (leader ? "" : "take " + std::to_string(take_interval.count()) + " ms; ") << "simulated "
       << fixed(static_cast<double>(simulated.count()) / 1000.0, 0) << " s\n";
-  out << "  phase                          at(s) running  balanced-after(s) passes  free  "
-         "expired  stolen  moved-after  least/most\n";
+  out << "  phase                          at(s) running  balanced-after(s) passes  "
+      << (leader ? "free  expired handoff" : "free  expired  stolen")
+      << "  moved-after  least/most\n";
   for (const auto& p : phases) {
     char line[256];
     std::string balanced = p.time_to_balance
                                ? fixed(static_cast<double>(p.time_to_balance->count()) / 1000.0, 1)
                                : std::string("never");
-    auto passes = p.passes_to_balance(take_interval);
-    std::snprintf(line, sizeof line,
-                  "  %-30s %6.0f %7d  %17s %6s %5lld %8lld %7lld %12lld  %d/%d\n", p.label.c_str(),
-                  static_cast<double>(p.started.count()) / 1000.0, p.running_workers,
-                  balanced.c_str(), passes ? fixed(*passes, 1).c_str() : "-",
-                  static_cast<long long>(p.takes_of_free),
-                  static_cast<long long>(p.takes_of_expired), static_cast<long long>(p.steals),
-                  static_cast<long long>(p.moves_after_balance), p.min_held, p.max_held);
+    std::optional<double> passes = p.passes_to_balance(take_interval);
+    if (leader) passes = static_cast<double>(p.assignment_passes);
+    std::snprintf(
+        line, sizeof line, "  %-30s %6.0f %7d  %17s %6s %5lld %8lld %7lld %12lld  %d/%d\n",
+        p.label.c_str(), static_cast<double>(p.started.count()) / 1000.0, p.running_workers,
+        balanced.c_str(), passes ? fixed(*passes, 1).c_str() : "-",
+        static_cast<long long>(p.takes_of_free), static_cast<long long>(p.takes_of_expired),
+        static_cast<long long>(leader ? p.handoffs : p.steals),
+        static_cast<long long>(p.moves_after_balance), p.min_held, p.max_held);
     out << line;
   }
   auto describe = [&](const char* title, const LeaseStoreStats& s, milliseconds over) {
@@ -505,8 +643,8 @@ std::string SimulationReport::to_text() const {
     out << "    writes " << s.writes << ": renew " << s.renews << ", take " << s.takes
         << ", release " << s.evicts << ", checkpoint " << s.checkpoints << "; failed conditions "
         << s.failed_conditions << "\n";
-    out << "    per shard per minute: item reads "
-        << fixed(per_shard_minute(s.items_scanned + s.gets, shards, over), 1) << ", read requests "
+    out << "    lease table per shard per minute: item reads "
+        << fixed(per_shard_minute(s.items_scanned + s.gets, shards, over), 2) << ", read requests "
         << fixed(per_shard_minute(s.scan_pages + s.gets, shards, over), 3) << ", writes "
         << fixed(per_shard_minute(s.writes, shards, over), 2) << "\n";
     out << "    table totals: " << fixed(static_cast<double>(s.scan_pages + s.gets) / seconds, 1)
@@ -514,8 +652,20 @@ std::string SimulationReport::to_text() const {
         << " writes/s, est. " << fixed(s.read_units / seconds, 1) << " RCU/s, "
         << fixed(s.write_units / seconds, 1) << " WCU/s\n";
   };
+  auto describe_coordination = [&](const char* title, const CoordinationStoreStats& c,
+                                   const LeaseStoreStats& s, milliseconds over) {
+    if (!leader || over.count() <= 0) return;
+    out << "  coordination table, " << title << ": reads " << c.reads << " (" << c.items_read
+        << " items), writes " << c.writes << " (heartbeats " << c.heartbeats << ", leader lock "
+        << c.leader_writes << ", inbox posts " << c.inbox_posts << ", fences " << c.fences << ")\n";
+    out << "    both tables per shard per minute: item reads "
+        << fixed(per_shard_minute(s.items_scanned + s.gets + c.items_read, shards, over), 2)
+        << ", writes " << fixed(per_shard_minute(s.writes + c.writes, shards, over), 2) << "\n";
+  };
   describe("whole run", stats, simulated);
+  describe_coordination("whole run", coordination, stats, simulated);
   describe("steady state after the last balance", steady_stats, steady_duration);
+  describe_coordination("steady state", steady_coordination, steady_stats, steady_duration);
   out << "  safety: expired leases taken while the old owner still held them: "
       << invariant_violations << "; bookkeeping mismatches: " << bookkeeping_mismatches << "\n";
   return out.str();

@@ -1,8 +1,13 @@
 // A deterministic simulation of many workers sharing one lease table, for planning scale and
 // for testing balance: N workers (each a LeaseCoordinator with its own clock offsets) over an
 // InMemoryLeaseStore holding M leases, with joins, crashes, graceful leaves and pauses, on a
-// fake clock. Each worker runs its take pass every take_interval and its renew pass every
-// renew_interval (each jittered by interval_jitter), as LeaseCoordinatorRunner does.
+// fake clock. It runs the real lease code in either mode (LeaseConfig::assignment):
+//  - kWorkerTakes: each worker runs its take pass every take_interval and its renew pass every
+//    renew_interval (each jittered by interval_jitter), as LeaseCoordinatorRunner does;
+//  - kLeader: each worker runs AssignmentAgent's heartbeat, poll and leader steps when they
+//    ask to run, as AssignmentRunner does, over an InMemoryCoordinationStore; a worker asked
+//    to hand a lease off completes the handoff at its next poll (as if its processor
+//    checkpointed at once).
 //
 // It reports, per phase (the start and each event): the time until the split is balanced
 // (every lease owned by a running worker, most - least <= 1), the leases that changed hands
@@ -25,6 +30,7 @@
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/status.h"
+#include "leases/in_memory_coordination_store.h"
 #include "leases/in_memory_lease_store.h"
 
 namespace kcl::leases {
@@ -88,7 +94,10 @@ struct SimulationPhase {
   std::int64_t takes_of_expired = 0;     // expired leases taken from another worker
   std::int64_t steals = 0;               // leases stolen for balance
   std::int64_t moves_after_balance = 0;  // any owner change after balance (thrash): want 0
-  int min_held = 0;                      // at the end of the phase, over running workers
+  // kLeader: leader passes that assigned or handed off leases before the phase balanced.
+  std::int64_t assignment_passes = 0;
+  std::int64_t handoffs = 0;  // kLeader: graceful handoffs completed in the phase
+  int min_held = 0;           // at the end of the phase, over running workers
   int max_held = 0;
 
   // time_to_balance in take intervals (rounded up).
@@ -96,6 +105,7 @@ struct SimulationPhase {
 };
 
 struct SimulationReport {
+  LeaseAssignment assignment = LeaseAssignment::kLeader;
   int shards = 0;
   int peak_workers = 0;
   std::chrono::milliseconds take_interval{0};
@@ -103,8 +113,10 @@ struct SimulationReport {
   std::chrono::milliseconds failover_time{0};
   std::chrono::milliseconds simulated{0};
   std::vector<SimulationPhase> phases;
-  LeaseStoreStats stats;         // whole run
-  LeaseStoreStats steady_stats;  // from the last balance to the end (balanced, no events)
+  LeaseStoreStats stats;                // whole run
+  LeaseStoreStats steady_stats;         // from the last balance to the end (balanced, no events)
+  CoordinationStoreStats coordination;  // kLeader: the coordination table, whole run
+  CoordinationStoreStats steady_coordination;  // kLeader: from the last balance to the end
   std::chrono::milliseconds steady_duration{0};
   // Expired leases taken while their previous owner still believed it held them: must be 0.
   std::int64_t invariant_violations = 0;
@@ -116,6 +128,10 @@ struct SimulationReport {
   std::int64_t total_moves_after_balance() const;
   // Per shard per minute, over `stats` and `over`.
   static double per_shard_minute(std::int64_t count, int shards, std::chrono::milliseconds over);
+  // Items read (both tables) and writes (both tables) in the steady state, per shard per
+  // minute.
+  double steady_items_read_per_shard_minute() const;
+  double steady_writes_per_shard_minute() const;
   std::string to_text() const;
 };
 

@@ -100,8 +100,13 @@ struct HashKeyRange {
 struct Lease {
   // leaseKey (S): the shard id, e.g. "shardId-000000000001". The table's hash key.
   std::string lease_key;
-  // leaseOwner (S): the worker id that holds the lease; absent when the lease is free.
+  // leaseOwner (S): the worker id that holds the lease; absent when the lease is free. While a
+  // graceful handoff is pending (checkpoint_owner set) it names the worker the lease goes to.
   std::optional<std::string> lease_owner;
+  // checkpointOwner (S), as the Java KCL 3.x writes it: present only while a graceful handoff
+  // is pending. It names the worker still reading the shard: that worker finishes its batch,
+  // checkpoints, then removes the attribute, and only then does lease_owner start reading.
+  std::optional<std::string> checkpoint_owner;
   // leaseCounter (N): bumped by every write of the owner (renew, checkpoint, release) and by
   // every take. Writers fence on it: each write is conditional on the counter last seen.
   std::int64_t lease_counter = 0;
@@ -122,6 +127,12 @@ struct Lease {
   std::vector<std::string> child_shard_ids;
   // startingHashKey (S) + endingHashKey (S).
   std::optional<HashKeyRange> hash_key_range;
+
+  // The worker that reads the shard now: checkpoint_owner while a handoff is pending, else
+  // lease_owner (the Java KCL 3.x's "actual owner").
+  const std::optional<std::string>& actual_owner() const {
+    return checkpoint_owner ? checkpoint_owner : lease_owner;
+  }
 
   bool operator==(const Lease&) const = default;
 };

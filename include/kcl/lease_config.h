@@ -8,12 +8,28 @@
 // Thread safety: a plain value; copy freely.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <string>
 #include <vector>
 
 namespace kcl {
+
+// How leases are shared out (see docs/architecture.md, "Lease assignment").
+enum class LeaseAssignment {
+  // One worker, elected through a lock entry in the coordination table, assigns the leases;
+  // every worker keeps its leases through one heartbeat of its own entry there, and planned
+  // moves are graceful handoffs (the Java KCL 3.x's checkpointOwner): the old owner finishes
+  // its batch and checkpoints, then the new owner starts right after that checkpoint. A
+  // joining worker gets its share within seconds; reads and writes do not grow with workers x
+  // shards. All workers of an application must use the same mode.
+  kLeader,
+  // Every worker scans the lease table, takes free and expired leases and steals to balance,
+  // and renews each lease it holds (the Java KCL 2.x's way; for fleets that share a table with
+  // Java KCL 2.x workers or kcl-cpp workers of older versions).
+  kWorkerTakes,
+};
 
 enum class BillingMode {
   kPayPerRequest,  // on-demand capacity (the default)
@@ -39,10 +55,44 @@ struct LeaseConfig {
   // 10 s, range 100 ms..1 h. Wall clocks of different hosts are never compared.
   std::chrono::milliseconds failover_time{10000};
 
-  // How often the holder renews each lease (a conditional increment of leaseCounter).
-  // Default 0 = failover_time / 3; range 10 ms..failover_time / 2, so at least two renewals
-  // fit in one failover time.
+  // How leases are shared out. Default kLeader.
+  LeaseAssignment assignment = LeaseAssignment::kLeader;
+
+  // How often the holder renews its hold: with kLeader, one heartbeat of the worker's entry
+  // in the coordination table (and the leader lock, on the leader); with kWorkerTakes, a
+  // conditional increment of each lease's leaseCounter. Default 0 = failover_time / 2 with
+  // kLeader (a failed heartbeat is retried after a fifth of that), failover_time / 3 with
+  // kWorkerTakes; range 10 ms..failover_time / 2, so at least two renewals fit in one
+  // failover time. Each renewal call has a deadline of half this interval, so one stalled
+  // connection costs one attempt, not the lease.
   std::chrono::milliseconds renew_interval{0};
+
+  // kLeader: how often a worker reads its own entry (the leader posts the leases it assigns
+  // or wants handed off there) and the leader lock. Default 1 s, range 10 ms..failover_time /
+  // 2. Sets how fast a worker starts on a lease assigned to it.
+  std::chrono::milliseconds poll_interval{1000};
+
+  // kLeader: how often the leader reads every worker's entry to see joins, leaves and silent
+  // workers. Default 500 ms, range 10 ms..failover_time / 2. A crashed worker's leases move
+  // within failover_time + this + poll_interval of the crash.
+  std::chrono::milliseconds leader_poll_interval{500};
+
+  // kLeader: how often the leader reads the whole lease table (besides when a worker leaves
+  // or a worker notes that it created or deleted leases). Default 30 s, range 1 s..1 h.
+  std::chrono::milliseconds lease_scan_interval{30000};
+
+  // kLeader: how long a worker a lease is handed to waits for the old owner to finish and
+  // checkpoint before it takes the lease anyway (records after the old owner's last
+  // checkpoint may then be delivered twice). Default 30 s, range 100 ms..1 h.
+  std::chrono::milliseconds handoff_timeout{30000};
+
+  // kLeader: the coordination table (workers and the leader lock). Default: empty =
+  // "<lease table>-CoordinatorState".
+  std::string coordinator_table_name;
+
+  // kWorkerTakes: how many lease renewals of one pass run at once. Default 8, range 1..64;
+  // 1 renews one lease after the other (the simulation does, to stay deterministic).
+  int renew_parallelism = 8;
 
   // How often a worker scans the lease table and takes (or steals) leases. Default 0 =
   // 2 x failover_time (as the Java KCL); range 10 ms..1 h. A crashed worker's leases are
@@ -96,7 +146,16 @@ struct LeaseConfig {
     return table_name.empty() ? application_name : table_name;
   }
   std::chrono::milliseconds effective_renew_interval() const {
-    return renew_interval.count() > 0 ? renew_interval : failover_time / 3;
+    if (renew_interval.count() > 0) return renew_interval;
+    return assignment == LeaseAssignment::kLeader ? failover_time / 2 : failover_time / 3;
+  }
+  // The deadline of one renewal call (heartbeat, lock renewal, lease renewal).
+  std::chrono::milliseconds effective_renew_call_timeout() const {
+    return std::max(std::chrono::milliseconds(5), effective_renew_interval() / 2);
+  }
+  std::string effective_coordinator_table_name() const {
+    return coordinator_table_name.empty() ? effective_table_name() + "-CoordinatorState"
+                                          : coordinator_table_name;
   }
   std::chrono::milliseconds effective_take_interval() const {
     return take_interval.count() > 0 ? take_interval : failover_time * 2;

@@ -231,17 +231,25 @@ DynamoDbClient::DynamoDbClient(std::shared_ptr<aws::AwsJsonClient> client, const
                                Sleeper sleep)
     : client_(std::move(client)), clock_(&clock), sleep_(std::move(sleep)) {}
 
+std::shared_ptr<DynamoDbClient> DynamoDbClient::with_call_options(
+    const aws::CallOptions& options) const {
+  auto copy = std::make_shared<DynamoDbClient>(*this);
+  copy->options_ = options;
+  return copy;
+}
+
 namespace {
 
 // Sends one request and returns the response as a JSON object.
-Result<json> invoke(aws::AwsJsonClient& client, std::string_view op, const json& body) {
+Result<json> invoke(aws::AwsJsonClient& client, const aws::CallOptions& options,
+                    std::string_view op, const json& body) {
   std::string text;
   try {
     text = body.dump();
   } catch (const json::exception&) {
     return invalid(op, "the request holds a string that is not valid UTF-8");
   }
-  auto response = client.call(op, std::move(text));
+  auto response = client.call(op, std::move(text), options);
   if (!response.ok()) return refine_error(op, client.endpoint(), response.status());
   json parsed = json::parse(*response, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return malformed(op, "not JSON");
@@ -266,9 +274,9 @@ Status check_old_values_only(std::string_view op, ReturnValues return_values) {
 
 // The common tail of PutItem, UpdateItem and DeleteItem: the expressions (update first, as
 // their placeholders are numbered in that order), ReturnValues, the call and its result.
-Result<WriteResult> conditional_write(aws::AwsJsonClient& client, std::string_view op, json body,
-                                      const Expression* update, const Expression& condition,
-                                      ReturnValues return_values) {
+Result<WriteResult> conditional_write(aws::AwsJsonClient& client, const aws::CallOptions& options,
+                                      std::string_view op, json body, const Expression* update,
+                                      const Expression& condition, ReturnValues return_values) {
   Placeholders placeholders(op);
   if (update != nullptr) {
     KCL_RETURN_IF_ERROR(placeholders.add(*update, "update"));
@@ -280,7 +288,7 @@ Result<WriteResult> conditional_write(aws::AwsJsonClient& client, std::string_vi
   if (return_values != ReturnValues::kNone) {
     body["ReturnValues"] = return_values_name(return_values);
   }
-  KCL_ASSIGN_OR_RETURN(json response, invoke(client, op, body));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(client, options, op, body));
   return write_result(op, response);
 }
 
@@ -314,14 +322,14 @@ Status DynamoDbClient::create_table(const CreateTableRequest& request) {
     return invalid(op, "billing mode must be PAY_PER_REQUEST or PROVISIONED, not '" +
                            request.billing_mode + "'");
   }
-  auto response = invoke(*client_, op, body);
+  auto response = invoke(*client_, options_, op, body);
   return response.ok() ? Status::Ok() : response.status();
 }
 
 Result<TableDescription> DynamoDbClient::describe_table(std::string_view table) {
   constexpr std::string_view op = "DescribeTable";
   KCL_RETURN_IF_ERROR(check_table(op, table));
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, json{{"TableName", table}}));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, json{{"TableName", table}}));
   const json* t = member_of(response, "Table");
   if (!t) return malformed(op, "no Table");
   if (!t->is_object()) return malformed(op, "Table is not an object");
@@ -367,7 +375,7 @@ Result<TableDescription> DynamoDbClient::wait_until_active(std::string_view tabl
 Status DynamoDbClient::delete_table(std::string_view table) {
   constexpr std::string_view op = "DeleteTable";
   KCL_RETURN_IF_ERROR(check_table(op, table));
-  auto response = invoke(*client_, op, json{{"TableName", table}});
+  auto response = invoke(*client_, options_, op, json{{"TableName", table}});
   return response.ok() ? Status::Ok() : response.status();
 }
 
@@ -377,7 +385,7 @@ Result<std::optional<Item>> DynamoDbClient::get_item(std::string_view table, con
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (key.empty()) return invalid(op, "key is empty");
   json body{{"TableName", table}, {"Key", item_to_json(key)}, {"ConsistentRead", consistent_read}};
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, body));
   return optional_item(op, response, "Item");
 }
 
@@ -389,7 +397,8 @@ Result<WriteResult> DynamoDbClient::put_item(std::string_view table, const Item&
   if (item.empty()) return invalid(op, "item is empty");
   KCL_RETURN_IF_ERROR(check_old_values_only(op, return_values));
   json body{{"TableName", table}, {"Item", item_to_json(item)}};
-  return conditional_write(*client_, op, std::move(body), nullptr, condition, return_values);
+  return conditional_write(*client_, options_, op, std::move(body), nullptr, condition,
+                           return_values);
 }
 
 Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const Item& key,
@@ -400,7 +409,8 @@ Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const It
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (key.empty()) return invalid(op, "key is empty");
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
-  return conditional_write(*client_, op, std::move(body), &update, condition, return_values);
+  return conditional_write(*client_, options_, op, std::move(body), &update, condition,
+                           return_values);
 }
 
 Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const Item& key,
@@ -411,7 +421,8 @@ Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const It
   if (key.empty()) return invalid(op, "key is empty");
   KCL_RETURN_IF_ERROR(check_old_values_only(op, return_values));
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
-  return conditional_write(*client_, op, std::move(body), nullptr, condition, return_values);
+  return conditional_write(*client_, options_, op, std::move(body), nullptr, condition,
+                           return_values);
 }
 
 Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
@@ -426,7 +437,7 @@ Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
     body["ExclusiveStartKey"] = item_to_json(*exclusive_start_key);
   }
   if (limit > 0) body["Limit"] = limit;
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, op, body));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, body));
 
   ScanPage page;
   const json* items = member_of(response, "Items");

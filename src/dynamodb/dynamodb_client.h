@@ -112,8 +112,13 @@ class DynamoDbClient {
 
   aws::AwsJsonClient& raw() { return *client_; }
 
+  // A client on the same connection pool whose every call has `options` (e.g. a deadline
+  // shorter than a renewal interval, one attempt).
+  std::shared_ptr<DynamoDbClient> with_call_options(const aws::CallOptions& options) const;
+
  private:
   std::shared_ptr<aws::AwsJsonClient> client_;
+  aws::CallOptions options_;
   const Clock* clock_;
   Sleeper sleep_;
 };

@@ -24,19 +24,31 @@ std::string describe_key_schema(const dynamodb::TableDescription& t) {
   return out.empty() ? "(none)" : out;
 }
 
-// The condition every write of a holder (or taker) carries: the counter it saw, and the owner
-// it saw (or no owner).
+// "<attribute> = <seen>", or its absence when nothing was seen.
+void expect_owner(Expression& c, std::string_view placeholder, std::string_view attribute,
+                  const std::optional<std::string>& seen) {
+  const std::string name = "#" + std::string(placeholder);
+  c.names[name] = std::string(attribute);
+  if (!c.expression.empty()) c.expression += " AND ";
+  if (seen) {
+    const std::string value = ":seen_" + std::string(placeholder);
+    c.values[value] = AttributeValue::S(*seen);
+    c.expression += name + " = " + value;
+  } else {
+    c.expression += "attribute_not_exists(" + name + ")";
+  }
+}
+
+// The condition every write of a holder (or taker) carries: the counter it saw, and the
+// owners it saw (leaseOwner, and checkpointOwner while a handoff is pending; each absent when
+// it saw none).
 Expression fence(const Lease& expected) {
   Expression c;
   c.names["#c"] = std::string(attr::kLeaseCounter);
-  c.names["#o"] = std::string(attr::kLeaseOwner);
   c.values[":expected"] = AttributeValue::N(static_cast<long long>(expected.lease_counter));
-  if (expected.lease_owner) {
-    c.expression = "#c = :expected AND #o = :seen_owner";
-    c.values[":seen_owner"] = AttributeValue::S(*expected.lease_owner);
-  } else {
-    c.expression = "#c = :expected AND attribute_not_exists(#o)";
-  }
+  c.expression = "#c = :expected";
+  expect_owner(c, "o", attr::kLeaseOwner, expected.lease_owner);
+  expect_owner(c, "co", attr::kCheckpointOwner, expected.checkpoint_owner);
   return c;
 }
 
@@ -162,11 +174,19 @@ Status DynamoDbLeaseStore::create_lease_if_not_exists(const Lease& lease) {
 Result<Lease> DynamoDbLeaseStore::conditional_update(std::string_view operation,
                                                      const Lease& expected, Expression update,
                                                      Lease locally_expected) {
-  auto written = client_->update_item(options_.table_name, lease_key_item(expected.lease_key),
-                                      update, fence(expected), dynamodb::ReturnValues::kAllNew);
+  return write_update(operation, expected.lease_key, std::move(update), fence(expected),
+                      std::move(locally_expected));
+}
+
+Result<Lease> DynamoDbLeaseStore::write_update(std::string_view operation,
+                                               std::string_view lease_key, Expression update,
+                                               const Expression& condition,
+                                               Lease locally_expected) {
+  auto written = client_->update_item(options_.table_name, lease_key_item(lease_key), update,
+                                      condition, dynamodb::ReturnValues::kAllNew);
   if (!written.ok()) {
     return written.status().with_context(std::string(operation) + " of lease " +
-                                         expected.lease_key + ": ");
+                                         std::string(lease_key) + ": ");
   }
   if (!written->attributes) return locally_expected;
   auto lease = lease_from_item(*written->attributes);
@@ -191,7 +211,12 @@ Result<Lease> DynamoDbLeaseStore::take_lease(const Lease& seen, std::string_view
     u.expression += " ADD #s :one";
     result.owner_switches_since_checkpoint += 1;
   }
+  if (seen.checkpoint_owner) {
+    u.names["#co"] = std::string(attr::kCheckpointOwner);
+    u.expression += " REMOVE #co";
+  }
   result.lease_owner = std::string(new_owner);
+  result.checkpoint_owner.reset();
   return conditional_update("take", seen, std::move(u), std::move(result));
 }
 
@@ -212,11 +237,39 @@ Result<Lease> DynamoDbLeaseStore::evict_lease(const Lease& held) {
   }
   Lease result = held;
   result.lease_counter += 1;
-  result.lease_owner.reset();
   Expression u = bump(held);
+  if (held.checkpoint_owner) {
+    // A pending handoff completes: the worker it was handed to reads from the checkpoint.
+    result.checkpoint_owner.reset();
+    u.names["#co"] = std::string(attr::kCheckpointOwner);
+    u.expression += " REMOVE #co";
+    return conditional_update("handoff", held, std::move(u), std::move(result));
+  }
+  result.lease_owner.reset();
   u.names["#o"] = std::string(attr::kLeaseOwner);
   u.expression += " REMOVE #o";
   return conditional_update("release", held, std::move(u), std::move(result));
+}
+
+Result<Lease> DynamoDbLeaseStore::initiate_handoff(const Lease& seen, std::string_view new_owner) {
+  if (!seen.lease_owner || new_owner.empty() || *seen.lease_owner == new_owner) {
+    return Status(StatusCode::kInvalidArgument, "initiate_handoff: lease " + seen.lease_key +
+                                                    " needs an owner and a different new owner");
+  }
+  Lease result = seen;
+  result.checkpoint_owner = seen.lease_owner;
+  result.lease_owner = std::string(new_owner);
+  Expression u;
+  u.names["#o"] = std::string(attr::kLeaseOwner);
+  u.names["#co"] = std::string(attr::kCheckpointOwner);
+  u.values[":new_owner"] = AttributeValue::S(std::string(new_owner));
+  u.values[":old_owner"] = AttributeValue::S(*seen.lease_owner);
+  u.expression = "SET #o = :new_owner, #co = :old_owner";
+  Expression c;
+  expect_owner(c, "o", attr::kLeaseOwner, seen.lease_owner);
+  expect_owner(c, "co", attr::kCheckpointOwner, std::nullopt);
+  // The update and the condition share "#o" and "#co", naming the same attributes.
+  return write_update("handoff start", seen.lease_key, std::move(u), c, std::move(result));
 }
 
 Result<Lease> DynamoDbLeaseStore::update_checkpoint(const Lease& held,

@@ -51,6 +51,7 @@ class DynamoDbLeaseStore final : public LeaseStore {
   Result<Lease> take_lease(const Lease& seen, std::string_view new_owner) override;
   Result<Lease> renew_lease(const Lease& held) override;
   Result<Lease> evict_lease(const Lease& held) override;
+  Result<Lease> initiate_handoff(const Lease& seen, std::string_view new_owner) override;
   Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& fields) override;
   Status update_child_shard_ids(std::string_view lease_key,
                                 const std::vector<std::string>& child_shard_ids) override;
@@ -62,6 +63,9 @@ class DynamoDbLeaseStore final : public LeaseStore {
   Status verify_key_schema(const dynamodb::TableDescription& table) const;
   Result<Lease> conditional_update(std::string_view operation, const Lease& expected,
                                    dynamodb::Expression update, Lease locally_expected);
+  Result<Lease> write_update(std::string_view operation, std::string_view lease_key,
+                             dynamodb::Expression update, const dynamodb::Expression& condition,
+                             Lease locally_expected);
 
   std::shared_ptr<dynamodb::DynamoDbClient> client_;
   DynamoDbLeaseStoreOptions options_;

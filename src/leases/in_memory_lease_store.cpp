@@ -149,12 +149,20 @@ Result<Lease> InMemoryLeaseStore::conditional_update(std::string_view operation,
                             "leaseCounter is " + std::to_string(item.lease_counter) +
                                 ", expected " + std::to_string(expected.lease_counter));
   }
-  if (require_owner_match && item.lease_owner != expected.lease_owner) {
-    return condition_failed(
-        operation, expected.lease_key,
-        "leaseOwner is " + (item.lease_owner ? "\"" + *item.lease_owner + "\"" : "absent") +
-            ", expected " +
-            (expected.lease_owner ? "\"" + *expected.lease_owner + "\"" : "absent"));
+  if (require_owner_match) {
+    auto text = [](const std::optional<std::string>& o) {
+      return o ? "\"" + *o + "\"" : std::string("absent");
+    };
+    if (item.lease_owner != expected.lease_owner) {
+      return condition_failed(
+          operation, expected.lease_key,
+          "leaseOwner is " + text(item.lease_owner) + ", expected " + text(expected.lease_owner));
+    }
+    if (item.checkpoint_owner != expected.checkpoint_owner) {
+      return condition_failed(operation, expected.lease_key,
+                              "checkpointOwner is " + text(item.checkpoint_owner) + ", expected " +
+                                  text(expected.checkpoint_owner));
+    }
   }
   Lease updated = bumped(item);
   mutate(updated);
@@ -179,6 +187,7 @@ Result<Lease> InMemoryLeaseStore::take_lease(const Lease& seen, std::string_view
     if (l.lease_owner && *l.lease_owner != owner) l.owner_switches_since_checkpoint += 1;
     changed = !l.lease_owner || *l.lease_owner != owner;
     l.lease_owner = owner;
+    l.checkpoint_owner.reset();
   });
   if (result.ok() && changed) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -208,7 +217,41 @@ Result<Lease> InMemoryLeaseStore::evict_lease(const Lease& held) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.evicts;
   }
-  return conditional_update("evict", held, true, [](Lease& l) { l.lease_owner.reset(); });
+  return conditional_update("evict", held, true, [](Lease& l) {
+    // With a handoff pending only checkpointOwner goes: the handoff completes.
+    if (l.checkpoint_owner) {
+      l.checkpoint_owner.reset();
+    } else {
+      l.lease_owner.reset();
+    }
+  });
+}
+
+Result<Lease> InMemoryLeaseStore::initiate_handoff(const Lease& seen, std::string_view new_owner) {
+  if (!seen.lease_owner || new_owner.empty() || *seen.lease_owner == new_owner) {
+    return Status(StatusCode::kInvalidArgument, "initiate_handoff: lease " + seen.lease_key +
+                                                    " needs an owner and a different new owner");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.handoffs;
+  FaultPoint fault = take_fault_locked(true);
+  if (fault == FaultPoint::kBefore) return fault_status_locked("handoff start");
+  auto it = items_.find(seen.lease_key);
+  count_write_locked(it == items_.end() ? nullptr : &it->second);
+  if (it == items_.end()) {
+    return condition_failed("handoff start", seen.lease_key, "the lease does not exist");
+  }
+  Lease& item = it->second;
+  if (item.lease_owner != seen.lease_owner || item.checkpoint_owner) {
+    return condition_failed("handoff start", seen.lease_key,
+                            "the owner changed or a handoff is already pending");
+  }
+  item.checkpoint_owner = item.lease_owner;
+  item.lease_owner = std::string(new_owner);
+  ++stats_.owner_changes;
+  Lease written = item;
+  if (fault == FaultPoint::kAfter) return fault_status_locked("handoff start");
+  return written;
 }
 
 Result<Lease> InMemoryLeaseStore::update_checkpoint(const Lease& held,

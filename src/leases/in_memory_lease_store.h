@@ -33,6 +33,7 @@ struct LeaseStoreStats {
   std::int64_t takes = 0;          // take_lease calls
   std::int64_t renews = 0;         // renew_lease calls
   std::int64_t evicts = 0;         // evict_lease calls
+  std::int64_t handoffs = 0;       // initiate_handoff calls
   std::int64_t checkpoints = 0;    // update_checkpoint calls
   std::int64_t failed_conditions = 0;
   std::int64_t owner_changes = 0;  // successful takes that changed the owner
@@ -59,6 +60,7 @@ class InMemoryLeaseStore final : public LeaseStore {
   Result<Lease> take_lease(const Lease& seen, std::string_view new_owner) override;
   Result<Lease> renew_lease(const Lease& held) override;
   Result<Lease> evict_lease(const Lease& held) override;
+  Result<Lease> initiate_handoff(const Lease& seen, std::string_view new_owner) override;
   Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& fields) override;
   Status update_child_shard_ids(std::string_view lease_key,
                                 const std::vector<std::string>& child_shard_ids) override;

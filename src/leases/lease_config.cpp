@@ -66,6 +66,28 @@ std::vector<std::string> LeaseConfig::validate() const {
     }
   }
 
+  if (failover_ok) {
+    auto in_range = [&](const char* name, milliseconds v, milliseconds lo, milliseconds hi) {
+      if (v < lo || v > hi) {
+        problems.push_back(std::string(name) + " is " + ms(v) + "; it must be between " + ms(lo) +
+                           " and " + ms(hi));
+      }
+    };
+    in_range("poll_interval", poll_interval, milliseconds(10), failover_time / 2);
+    in_range("leader_poll_interval", leader_poll_interval, milliseconds(10), failover_time / 2);
+    in_range("lease_scan_interval", lease_scan_interval, milliseconds(1000), std::chrono::hours(1));
+    in_range("handoff_timeout", handoff_timeout, milliseconds(100), std::chrono::hours(1));
+  }
+  if (!coordinator_table_name.empty() && !valid_table_name(coordinator_table_name)) {
+    problems.push_back("coordinator_table_name \"" + coordinator_table_name +
+                       "\" is not a valid DynamoDB table name (3 to 255 characters of "
+                       "A-Z a-z 0-9 _ - .)");
+  } else if (coordinator_table_name.empty() && !table.empty() &&
+             effective_coordinator_table_name().size() > 255) {
+    problems.push_back("the coordination table's name \"" + effective_coordinator_table_name() +
+                       "\" is longer than 255 characters; set coordinator_table_name");
+  }
+
   if (take_interval.count() < 0) {
     problems.push_back("take_interval is negative (" + ms(take_interval) + ")");
   } else if (failover_ok) {
@@ -75,6 +97,10 @@ std::vector<std::string> LeaseConfig::validate() const {
     }
   }
 
+  if (renew_parallelism < 1 || renew_parallelism > 64) {
+    problems.push_back("renew_parallelism is " + std::to_string(renew_parallelism) +
+                       "; it must be between 1 and 64");
+  }
   if (max_leases_per_worker < 1) {
     problems.push_back("max_leases_per_worker is " + std::to_string(max_leases_per_worker) +
                        "; it must be at least 1");

@@ -1,8 +1,10 @@
 #include "leases/lease_coordinator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 namespace kcl::leases {
@@ -27,6 +29,8 @@ std::string_view LeaseCoordinator::op_name(WriteKind kind) {
       return "release";
     case WriteKind::kRefresh:
       return "refresh";
+    case WriteKind::kHandoff:
+      return "handoff";
   }
   return "write";
 }
@@ -40,6 +44,17 @@ LeaseCoordinator::LeaseCoordinator(LeaseStore& store, LeaseConfig config, const 
 void LeaseCoordinator::set_listener(LeaseListener* listener) { listener_.store(listener); }
 
 Clock::MonoTime LeaseCoordinator::deadline_of(const Held& h) const {
+  if (leader_mode()) {
+    // One membership holds every lease (see membership.h); no basis, nothing held.
+    if (!membership_basis_) return Clock::MonoTime::min();
+    auto d = *membership_basis_ + config_.failover_time - config_.effective_lost_lease_margin();
+    if (h.handoff_seen_at) {
+      const auto margin = std::max<std::chrono::milliseconds>(
+          config_.poll_interval * 2, config_.effective_lost_lease_margin());
+      d = std::min(d, *h.handoff_seen_at + config_.handoff_timeout - margin);
+    }
+    return d;
+  }
   return h.renewed_at + config_.failover_time - config_.effective_lost_lease_margin();
 }
 
@@ -138,6 +153,16 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
                       std::to_string(*tenure) + ", now " + std::to_string(h->tenure) +
                       "); only the new tenure may write to it");
   }
+  // A handoff found by a re-read is told to the listener once every lock is released (the
+  // notifier is destroyed after write_lock).
+  struct HandoffNotice {
+    LeaseCoordinator* self;
+    std::shared_ptr<Held> held;
+    std::optional<Lease> fresh;
+    ~HandoffNotice() {
+      if (fresh) self->note_handoff(held, *fresh);
+    }
+  } handoff_notice{this, h, std::nullopt};
   std::unique_lock<std::mutex> write_lock(h->write_mu, std::defer_lock);
   if (kind == WriteKind::kRenew) {
     // A checkpoint or release of this lease is in flight: it renews the lease if it succeeds,
@@ -186,15 +211,22 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
       return give_up("the lease for " + current.lease_key + " no longer exists");
     }
     const Lease& now_in_table = **fresh;
-    if (now_in_table.lease_owner == worker_id()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = held_.find(key);
-      if (it != held_.end() && it->second == h) h->lease = now_in_table;
+    // Still ours: as its owner, or as its checkpoint owner while a handoff is pending.
+    if (now_in_table.actual_owner() == worker_id()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = held_.find(key);
+        if (it != held_.end() && it->second == h) h->lease = now_in_table;
+      }
+      if (now_in_table.checkpoint_owner && now_in_table.lease_owner &&
+          *now_in_table.lease_owner != worker_id()) {
+        handoff_notice.fresh = now_in_table;
+      }
       return now_in_table;
     }
-    if (now_in_table.lease_owner) {
+    if (now_in_table.actual_owner()) {
       return give_up("the lease for " + current.lease_key + " was taken by " +
-                     *now_in_table.lease_owner + " (leaseCounter " +
+                     *now_in_table.actual_owner() + " (leaseCounter " +
                      std::to_string(current.lease_counter) + " -> " +
                      std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
                      " no longer holds it");
@@ -218,19 +250,29 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
       case WriteKind::kRelease:
         written = store_.evict_lease(current);
         break;
+      case WriteKind::kHandoff:
+        if (current.checkpoint_owner != worker_id()) {
+          return Status(
+              StatusCode::kFailedPrecondition,
+              "lease " + current.lease_key + " is not being handed off by worker " + worker_id());
+        }
+        written = store_.evict_lease(current);  // removes checkpointOwner only
+        break;
       case WriteKind::kRefresh:
         return reread();  // a read, not a write
     }
     if (written.ok()) {
-      if (kind == WriteKind::kRelease) {
+      if (kind == WriteKind::kRelease || kind == WriteKind::kHandoff) {
         drop_held(h);
-        metrics_.count("leases.released", 1, {});
+        metrics_.count(kind == WriteKind::kRelease ? "leases.released" : "leases.handed_off", 1,
+                       {});
       } else {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = held_.find(key);
         if (it != held_.end() && it->second == h) {
           h->lease = written.value();
           h->renewed_at = start;
+          if (kind == WriteKind::kCheckpoint) h->checkpointed_at = start;
         }
       }
       if (kind == WriteKind::kRenew) {
@@ -242,7 +284,7 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
     if (written.status().code() != StatusCode::kConditionFailed) {
       // Transient (or worse): the lease stays held until its deadline, unless that has
       // passed while we were waiting.
-      if (kind != WriteKind::kRelease && clock_.now() >= deadline) {
+      if (kind != WriteKind::kRelease && kind != WriteKind::kHandoff && clock_.now() >= deadline) {
         return give_up("the lease for " + current.lease_key + " could not be renewed by worker " +
                        worker_id() + " before its deadline (" + written.status().to_string() + ")");
       }
@@ -262,25 +304,60 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
 
 RenewPassResult LeaseCoordinator::run_renew_pass() {
   RenewPassResult result;
+  if (leader_mode()) return result;  // the membership's heartbeat holds every lease
+  // A lease checkpointed within the last half renew interval counts as renewed (the
+  // checkpoint moved its counter): the next pass, at most about 1.5 intervals after that
+  // write, renews it.
+  const auto now = clock_.now();
+  const auto recent = config_.effective_renew_interval() / 2;
   std::vector<std::string> keys;
   {
     std::lock_guard<std::mutex> lock(mu_);
     keys.reserve(held_.size());
-    for (const auto& [key, h] : held_) keys.push_back(key);
+    for (const auto& [key, h] : held_) {
+      if (h->checkpointed_at && now - *h->checkpointed_at < recent && now < deadline_of(*h)) {
+        ++result.skipped;
+        continue;
+      }
+      keys.push_back(key);
+    }
   }
-  for (const auto& key : keys) {
+  // Renewals run in parallel (each call has a deadline shorter than the renew interval), so
+  // one stalled connection delays no other lease's renewal.
+  std::mutex result_mu;
+  auto renew_one = [&](const std::string& key) {
     std::vector<PendingLoss> losses;
     auto renewed = write_held(key, WriteKind::kRenew, nullptr, std::nullopt, losses);
-    if (renewed.ok()) {
-      ++result.renewed;
-    } else if (renewed.status().code() == StatusCode::kLeaseLost) {
-      if (!losses.empty()) result.lost.push_back(key);
-    } else if (renewed.status().code() != StatusCode::kCancelled) {
-      ++result.failed;
-      if (result.status.ok()) result.status = renewed.status();
+    {
+      std::lock_guard<std::mutex> lock(result_mu);
+      if (renewed.ok()) {
+        ++result.renewed;
+      } else if (renewed.status().code() == StatusCode::kLeaseLost) {
+        if (!losses.empty()) result.lost.push_back(key);
+      } else if (renewed.status().code() != StatusCode::kCancelled) {
+        ++result.failed;
+        if (result.status.ok()) result.status = renewed.status();
+      }
     }
     notify_lost(std::move(losses));
+  };
+  constexpr std::size_t kParallel = 8;
+  if (keys.size() <= 1 || config_.renew_parallelism <= 1) {
+    for (const auto& key : keys) renew_one(key);
+  } else {
+    const std::size_t lanes =
+        std::min({kParallel, keys.size(), static_cast<std::size_t>(config_.renew_parallelism)});
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> threads;
+    threads.reserve(lanes);
+    for (std::size_t t = 0; t < lanes; ++t) {
+      threads.emplace_back([&] {
+        for (std::size_t i = next++; i < keys.size(); i = next++) renew_one(keys[i]);
+      });
+    }
+    for (auto& t : threads) t.join();
   }
+  std::sort(result.lost.begin(), result.lost.end());
   report_held_gauge();
   return result;
 }
@@ -339,18 +416,23 @@ Status LeaseCoordinator::release_all() {
 
 void LeaseCoordinator::stop_taking() { taking_stopped_.store(true); }
 
+void LeaseCoordinator::gain(const Lease& taken, Clock::MonoTime start) {
+  auto h = std::make_shared<Held>();
+  h->lease = taken;
+  h->renewed_at = start;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    h->tenure = next_tenure_++;
+    held_[taken.lease_key] = h;
+  }
+  LeaseListener* listener = listener_.load();
+  if (listener != nullptr) listener->on_lease_gained(taken);
+}
+
 bool LeaseCoordinator::try_take(const Lease& seen, bool steal, TakePassResult& result) {
   const auto start = clock_.now();
   auto taken = store_.take_lease(seen, worker_id());
   if (taken.ok()) {
-    auto h = std::make_shared<Held>();
-    h->lease = taken.value();
-    h->renewed_at = start;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      h->tenure = next_tenure_++;
-      held_[seen.lease_key] = h;
-    }
     observed_[seen.lease_key] = Observed{taken->lease_counter, clock_.now(), pass_generation_};
     if (steal) {
       result.stolen.push_back(seen.lease_key);
@@ -359,8 +441,7 @@ bool LeaseCoordinator::try_take(const Lease& seen, bool steal, TakePassResult& r
       result.taken.push_back(seen.lease_key);
       metrics_.count("leases.taken", 1, {});
     }
-    LeaseListener* listener = listener_.load();
-    if (listener != nullptr) listener->on_lease_gained(taken.value());
+    gain(taken.value(), start);
     return true;
   }
   if (taken.status().code() == StatusCode::kConditionFailed) {
@@ -551,6 +632,213 @@ TakePassResult LeaseCoordinator::run_take_pass() {
   }
   report_held_gauge();
   return result;
+}
+
+// ---- kLeader ----
+
+void LeaseCoordinator::set_membership_basis(std::optional<Clock::MonoTime> basis,
+                                            const Status& reason) {
+  std::vector<PendingLoss> losses;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    membership_basis_ = basis;
+    if (!basis) {
+      const Status why = reason.ok() ? Status(StatusCode::kLeaseLost,
+                                              "worker " + worker_id() + " lost its membership")
+                                     : Status(StatusCode::kLeaseLost, reason.message());
+      for (const auto& [key, h] : held_) losses.push_back({key, why});
+      held_.clear();
+      incoming_.clear();
+    }
+  }
+  notify_lost(std::move(losses));
+}
+
+void LeaseCoordinator::note_handoff(const std::shared_ptr<Held>& h, const Lease& fresh) {
+  if (!fresh.lease_owner) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(fresh.lease_key);
+    if (it == held_.end() || it->second != h || h->handoff_told) return;
+    h->handoff_told = true;
+    h->handoff_seen_at = clock_.now();
+  }
+  metrics_.count("leases.handoffs_requested", 1, {});
+  LeaseListener* listener = listener_.load();
+  if (listener != nullptr) listener->on_handoff_requested(fresh.lease_key, *fresh.lease_owner);
+}
+
+bool LeaseCoordinator::adopt(const Lease& seen, LookResult& result) {
+  const auto start = clock_.now();
+  auto taken = store_.take_lease(seen, worker_id());
+  if (taken.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.erase(seen.lease_key);
+    }
+    metrics_.count("leases.taken", 1, {});
+    result.gained.push_back(seen.lease_key);
+    gain(taken.value(), start);
+    return true;
+  }
+  if (taken.status().code() == StatusCode::kConditionFailed) {
+    // Changed since it was read (the leader moved it on, or a checkpoint landed): the
+    // leader posts it again if it is still meant for this worker.
+    const MetricTag tag{"operation", "take"};
+    metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
+    return true;
+  }
+  if (result.status.ok()) result.status = taken.status();
+  return false;
+}
+
+LookResult LeaseCoordinator::look_at(const std::vector<std::string>& keys) {
+  LookResult result;
+  for (const std::string& key : keys) {
+    auto read = store_.get_lease(key);
+    if (!read.ok()) {
+      if (result.status.ok())
+        result.status = read.status().with_context("reading lease " + key + ": ");
+      break;  // the rest stay in the inbox for the next poll
+    }
+    std::shared_ptr<Held> h = find_held(key);
+    const bool held_now = h != nullptr && holds(key);
+    if (!read->has_value()) {
+      if (h && drop_held(h)) {
+        notify_lost(
+            {{key, Status(StatusCode::kLeaseLost, "the lease for " + key + " was deleted")}});
+        result.lost.push_back(key);
+      }
+      result.handled.push_back(key);
+      continue;
+    }
+    const Lease& lease = **read;
+    const bool mine = lease.lease_owner == worker_id();
+    const bool checkpointing_here = lease.checkpoint_owner == worker_id();
+    if (held_now && lease.actual_owner() == worker_id()) {
+      if (checkpointing_here && !mine) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          // The handoff itself leaves the counter alone: adopt the owners as read.
+          if (h->lease.lease_counter == lease.lease_counter) h->lease = lease;
+        }
+        result.handoffs_requested.push_back(key);
+        note_handoff(h, lease);
+      }
+      result.handled.push_back(key);
+      continue;
+    }
+    if (held_now) {
+      // Held here, but the table names someone else: lost (a write of ours would fail too).
+      if (drop_held(h)) {
+        notify_lost(
+            {{key, Status(StatusCode::kLeaseLost, "the lease for " + key + " now belongs to " +
+                                                      lease.actual_owner().value_or("nobody"))}});
+        result.lost.push_back(key);
+      }
+      result.handled.push_back(key);
+      continue;
+    }
+    if (checkpointing_here) {
+      // Being handed off by this worker, which does not read it (an earlier incarnation did
+      // and has stopped): nothing to finish, complete the handoff at once.
+      auto done = store_.evict_lease(lease);
+      if (!done.ok() && done.status().code() != StatusCode::kConditionFailed) {
+        if (result.status.ok()) result.status = done.status();
+        break;
+      }
+      result.handled.push_back(key);
+      continue;
+    }
+    if (mine && taking_stopped_.load()) {
+      // Shutting down: hand an assigned lease straight back (free again, the leader moves it
+      // on); one still being handed over is left to its old owner.
+      if (!lease.checkpoint_owner) {
+        auto back = store_.evict_lease(lease);
+        if (!back.ok() && back.status().code() != StatusCode::kConditionFailed) {
+          if (result.status.ok()) result.status = back.status();
+          break;
+        }
+      }
+      result.handled.push_back(key);
+      continue;
+    }
+    if (mine && !lease.checkpoint_owner) {
+      if (!adopt(lease, result)) break;
+      result.handled.push_back(key);
+      continue;
+    }
+    if (mine) {
+      // Handed to this worker; the old owner is still finishing (poll_incoming_handoffs).
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.try_emplace(key, Incoming{clock_.now(), *lease.checkpoint_owner});
+    }
+    result.handled.push_back(key);
+  }
+  report_held_gauge();
+  return result;
+}
+
+bool LeaseCoordinator::has_pending_incoming() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !incoming_.empty();
+}
+
+LookResult LeaseCoordinator::poll_incoming_handoffs() {
+  LookResult result;
+  std::vector<std::pair<std::string, Incoming>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.assign(incoming_.begin(), incoming_.end());
+  }
+  for (const auto& [key, in] : pending) {
+    auto read = store_.get_lease(key);
+    if (!read.ok()) {
+      if (result.status.ok()) result.status = read.status();
+      break;
+    }
+    auto forget = [&, k = key] {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.erase(k);
+    };
+    if (!read->has_value() || (*read)->lease_owner != worker_id() || taking_stopped_.load()) {
+      forget();
+      continue;
+    }
+    const Lease& lease = **read;
+    if (!lease.checkpoint_owner) {
+      if (!adopt(lease, result)) break;
+      continue;
+    }
+    if (clock_.now() - in.since >= config_.handoff_timeout) {
+      // The old owner did not finish in time: take it anyway (conditional on what was read,
+      // checkpointOwner included). Its later writes fail on the counter; records after its
+      // last checkpoint may be delivered twice.
+      if (!adopt(lease, result)) break;
+      if (holds(key)) {
+        result.forced.push_back(key);
+        metrics_.count("leases.handoffs_forced", 1, {});
+      }
+    }
+  }
+  return result;
+}
+
+Status LeaseCoordinator::complete_handoff(std::string_view lease_key) {
+  std::vector<PendingLoss> losses;
+  auto done = write_held(lease_key, WriteKind::kHandoff, nullptr, std::nullopt, losses);
+  notify_lost(std::move(losses));
+  report_held_gauge();
+  return done.status();
+}
+
+std::map<std::string, std::string> LeaseCoordinator::pending_handoffs() const {
+  std::map<std::string, std::string> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, h] : held_) {
+    if (h->handoff_told && h->lease.lease_owner) out.emplace(key, *h->lease.lease_owner);
+  }
+  return out;
 }
 
 }  // namespace kcl::leases

@@ -46,6 +46,28 @@
 // stored lease (counter, checkpoint) is adopted and the write retried; otherwise the lease is lost,
 // the lease-lost callback fires and the caller gets kLeaseLost naming the new owner.
 //
+// Leader-based assignment (LeaseConfig::assignment == kLeader). No take or renew passes run;
+// instead (see assignment_agent.h, which drives these):
+//  - Hold. Every held lease is held until the worker's membership basis (the start of its
+//    last successful heartbeat, see membership.h) + failover_time - lost_lease_margin, so one
+//    write per worker keeps all its leases. set_membership_basis(nullopt) gives them all up.
+//  - Gain. look_at() reads the leases the leader posted to this worker: one assigned to it
+//    (leaseOwner = this worker, no checkpointOwner) is adopted with take_lease (counter + 1,
+//    conditional on what was read), which fences any earlier holder's writes; one handed to
+//    it while the old owner still reads (checkpointOwner = that owner) waits in
+//    poll_incoming_handoffs() until the old owner has removed checkpointOwner, or until
+//    handoff_timeout, after which it is taken anyway.
+//  - Hand off. A held lease whose checkpointOwner is this worker and whose leaseOwner is
+//    another is to be handed off: the listener's on_handoff_requested fires (once); the
+//    worker stops the shard's consumer gracefully (the processor checkpoints) and calls
+//    complete_handoff(), which removes checkpointOwner (counter + 1, fenced like every write).
+//    If the consumer has not stopped within handoff_timeout less a margin (two polls, at
+//    least lost_lease_margin) of this worker learning of the handoff, the lease is given up
+//    here (lost) before the receiver takes it anyway after handoff_timeout.
+//    Checkpoints remain possible meanwhile: writes are fenced on both owner attributes, and
+//    a condition that fails because the leader started a handoff re-reads the lease and
+//    finds this worker still its checkpoint owner (the Java KCL 3.x's "actual owner").
+//
 // Metrics (MetricsSink): "leases.held" gauge; "leases.taken", "leases.stolen", "leases.lost",
 // "leases.released" counts; "leases.renew_latency" timing (one successful renewal);
 // "leases.failed_conditions" count tagged operation = take|steal|renew|checkpoint|release.
@@ -90,6 +112,22 @@ class LeaseListener {
   // (kLeaseLost: taken by another worker, deleted, or not renewed in time). Not called for
   // release()/release_all(), which the caller asked for.
   virtual void on_lease_lost(const std::string& lease_key, const Status& reason) = 0;
+  // kLeader: the leader asked this worker to hand `lease_key` to `new_owner`. Stop its shard
+  // consumer gracefully (a final checkpoint), then call complete_handoff(lease_key).
+  virtual void on_handoff_requested(const std::string& lease_key, const std::string& new_owner) {
+    (void)lease_key;
+    (void)new_owner;
+  }
+};
+
+// What look_at() / poll_incoming_handoffs() did.
+struct LookResult {
+  Status status;                     // the first failure (the keys not handled are retried)
+  std::vector<std::string> handled;  // keys looked at to the end (clear them from the inbox)
+  std::vector<std::string> gained;
+  std::vector<std::string> handoffs_requested;
+  std::vector<std::string> lost;
+  std::vector<std::string> forced;  // taken after handoff_timeout
 };
 
 struct TakePassResult {
@@ -120,6 +158,7 @@ struct TakePassResult {
 struct RenewPassResult {
   Status status;  // the first failure other than a lost lease
   int renewed = 0;
+  int skipped = 0;                // written (checkpointed) recently: counted as renewed
   std::vector<std::string> lost;  // leases given up by this pass (callback fired)
   int failed = 0;                 // renewals that failed transiently (lease still held)
 };
@@ -185,7 +224,24 @@ class LeaseCoordinator {
   // (they expire after failover_time).
   Status release_all();
 
-  // No more take passes (they return at once); renewals continue. For graceful shutdown.
+  // ---- kLeader ----
+  // The start of the last successful renewal of this worker's membership: every held lease
+  // is held until basis + failover_time - lost_lease_margin. Empty: not a member; every held
+  // lease is given up (listener told, with `reason`), and so are handoffs waiting to come in.
+  void set_membership_basis(std::optional<Clock::MonoTime> basis, const Status& reason = {});
+  // Reads each lease the leader posted and acts on it (see the class comment).
+  LookResult look_at(const std::vector<std::string>& keys);
+  // Checks the leases handed to this worker whose old owner has not finished yet.
+  LookResult poll_incoming_handoffs();
+  bool has_pending_incoming() const;
+  // The old owner's last step of a handoff (after the consumer stopped): removes
+  // checkpointOwner so the new owner starts. kLeaseLost if the lease was taken meanwhile.
+  Status complete_handoff(std::string_view lease_key);
+  // Held leases the leader asked this worker to hand off: key -> new owner.
+  std::map<std::string, std::string> pending_handoffs() const;
+
+  // No more take passes (they return at once), no adoption of assigned leases; renewals
+  // continue. For graceful shutdown.
   void stop_taking();
   bool taking_stopped() const { return taking_stopped_.load(); }
 
@@ -197,8 +253,18 @@ class LeaseCoordinator {
   struct Held {
     Lease lease;                 // guarded by mu_
     Clock::MonoTime renewed_at;  // guarded by mu_: start of the last successful write
-    std::uint64_t tenure = 0;    // set before it is published in held_
-    std::mutex write_mu;         // one write to this lease at a time
+    // guarded by mu_: start of the last successful checkpoint write (it renews the lease)
+    std::optional<Clock::MonoTime> checkpointed_at;
+    std::uint64_t tenure = 0;   // set before it is published in held_
+    bool handoff_told = false;  // guarded by mu_: on_handoff_requested fired
+    // guarded by mu_: when this worker learned of the handoff; it gives the lease up by
+    // itself before the receiver may take it anyway (handoff_timeout)
+    std::optional<Clock::MonoTime> handoff_seen_at;
+    std::mutex write_mu;  // one write to this lease at a time
+  };
+  struct Incoming {
+    Clock::MonoTime since;  // first seen handed to this worker
+    std::string from;       // the old owner
   };
   // What this worker has seen of a lease in its scans.
   struct Observed {
@@ -206,7 +272,7 @@ class LeaseCoordinator {
     Clock::MonoTime changed_at;    // when this worker first saw `counter`
     std::uint64_t generation = 0;  // the take pass that last saw the lease
   };
-  enum class WriteKind { kRenew, kCheckpoint, kRelease, kRefresh };
+  enum class WriteKind { kRenew, kCheckpoint, kRelease, kRefresh, kHandoff };
   struct PendingLoss {
     std::string key;
     Status reason;
@@ -222,6 +288,13 @@ class LeaseCoordinator {
   Result<Lease> write_held(std::string_view key, WriteKind kind, const CheckpointFields* fields,
                            std::optional<std::uint64_t> tenure, std::vector<PendingLoss>& losses);
   bool try_take(const Lease& seen, bool steal, TakePassResult& result);
+  // Publishes a lease just taken as held (new tenure) and tells the listener.
+  void gain(const Lease& taken, Clock::MonoTime start);
+  // A held lease's handoff was requested (seen in `fresh`): record it, tell the listener once.
+  void note_handoff(const std::shared_ptr<Held>& h, const Lease& fresh);
+  // Adopts `seen` (leaseOwner = this worker) with take_lease; false when the store failed.
+  bool adopt(const Lease& seen, LookResult& result);
+  bool leader_mode() const { return config_.assignment == LeaseAssignment::kLeader; }
 
   LeaseStore& store_;
   const LeaseConfig config_;
@@ -232,7 +305,9 @@ class LeaseCoordinator {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Held>, std::less<>> held_;
-  std::uint64_t next_tenure_ = 1;  // guarded by mu_
+  std::uint64_t next_tenure_ = 1;                          // guarded by mu_
+  std::optional<Clock::MonoTime> membership_basis_;        // guarded by mu_ (kLeader)
+  std::map<std::string, Incoming, std::less<>> incoming_;  // guarded by mu_ (kLeader)
 
   std::mutex take_mu_;  // one take pass at a time; guards observed_ and rng_
   std::unordered_map<std::string, Observed> observed_;

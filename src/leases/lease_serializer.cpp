@@ -81,6 +81,9 @@ Item lease_to_item(const Lease& lease) {
   Item item = lease_key_item(lease.lease_key);
   put(item, attr::kLeaseCounter, AttributeValue::N(static_cast<long long>(lease.lease_counter)));
   if (lease.lease_owner) put(item, attr::kLeaseOwner, AttributeValue::S(*lease.lease_owner));
+  if (lease.checkpoint_owner) {
+    put(item, attr::kCheckpointOwner, AttributeValue::S(*lease.checkpoint_owner));
+  }
   put(item, attr::kOwnerSwitches,
       AttributeValue::N(static_cast<long long>(lease.owner_switches_since_checkpoint)));
   put(item, attr::kCheckpoint, AttributeValue::S(lease.checkpoint.sequence_number()));
@@ -115,6 +118,7 @@ Result<Lease> lease_from_item(const Item& item) {
   lease.lease_key = std::move(*key);
 
   KCL_ASSIGN_OR_RETURN(lease.lease_owner, get_s(item, attr::kLeaseOwner));
+  KCL_ASSIGN_OR_RETURN(lease.checkpoint_owner, get_s(item, attr::kCheckpointOwner));
 
   KCL_ASSIGN_OR_RETURN(auto counter, get_n(item, attr::kLeaseCounter));
   if (!counter) return bad(item, attr::kLeaseCounter, "is missing");

@@ -3,6 +3,8 @@
 //
 //   leaseKey                            S   shard id (hash key)
 //   leaseOwner                          S   absent when free
+//   checkpointOwner                     S   only while a graceful handoff is pending (Java
+//                                           KCL 3.x): the worker finishing with the shard
 //   leaseCounter                        N
 //   ownerSwitchesSinceCheckpoint        N
 //   checkpoint                          S   sequence number or TRIM_HORIZON / LATEST /
@@ -33,6 +35,7 @@ namespace kcl::leases {
 namespace attr {
 inline constexpr std::string_view kLeaseKey = "leaseKey";
 inline constexpr std::string_view kLeaseOwner = "leaseOwner";
+inline constexpr std::string_view kCheckpointOwner = "checkpointOwner";
 inline constexpr std::string_view kLeaseCounter = "leaseCounter";
 inline constexpr std::string_view kOwnerSwitches = "ownerSwitchesSinceCheckpoint";
 inline constexpr std::string_view kCheckpoint = "checkpoint";

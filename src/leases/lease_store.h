@@ -3,7 +3,9 @@
 // (deterministic tests and simulations).
 //
 // Every write that changes who holds a lease, or writes on behalf of its holder, is
-// conditional on the leaseCounter (and leaseOwner) the writer last saw, and bumps the counter.
+// conditional on the leaseCounter, leaseOwner and checkpointOwner the writer last saw (an
+// absent owner as absent), and bumps the counter. The one exception is initiate_handoff,
+// which (as the Java KCL 3.x) is conditional on the owners only and leaves the counter alone.
 // A failed condition is the expected outcome kConditionFailed: someone else wrote first
 // (re-read and decide). Other failures keep their meaning: kUnavailable (throttled, timeout,
 // unreachable: the write may or may not have been applied; retry later), kNotFound (no table),
@@ -54,19 +56,27 @@ class LeaseStore {
   // existing item is left as it was).
   virtual Status create_lease_if_not_exists(const Lease& lease) = 0;
 
-  // Makes `new_owner` the owner: conditional on the counter of `seen` and on its owner (or
-  // on there being no owner when `seen` has none); bumps the counter; adds 1 to
-  // ownerSwitchesSinceCheckpoint when the lease had a different owner. Returns the lease as
-  // written.
+  // Makes `new_owner` the owner: conditional on the counter and owners of `seen`; bumps the
+  // counter; removes checkpointOwner (a pending handoff ends: the new owner reads from the
+  // checkpoint); adds 1 to ownerSwitchesSinceCheckpoint when the lease had a different owner.
+  // Returns the lease as written.
   virtual Result<Lease> take_lease(const Lease& seen, std::string_view new_owner) = 0;
 
   // Bumps the counter, conditional on the counter and owner of `held`. Returns the lease as
   // written.
   virtual Result<Lease> renew_lease(const Lease& held) = 0;
 
-  // Hands a lease back: removes the owner and bumps the counter, conditional on the counter
-  // and owner of `held`. Returns the lease as written.
+  // Hands a lease back, conditional on the counter and owners of `held`, and bumps the
+  // counter. Without a pending handoff the owner is removed (the lease is free); with one,
+  // only checkpointOwner is removed, which completes the handoff: leaseOwner (the worker the
+  // lease was handed to) may start reading from the checkpoint. Returns the lease as written.
   virtual Result<Lease> evict_lease(const Lease& held) = 0;
+
+  // Starts a graceful handoff (the Java KCL 3.x's representation): leaseOwner := `new_owner`,
+  // checkpointOwner := the owner of `seen`. Conditional on leaseOwner being the owner of
+  // `seen` and on no handoff being pending; the counter is left alone, so the current owner's
+  // next write re-reads the lease and learns of the handoff. Returns the lease as written.
+  virtual Result<Lease> initiate_handoff(const Lease& seen, std::string_view new_owner) = 0;
 
   // Writes the checkpoint fields and bumps the counter, conditional on the counter and owner
   // of `held`. Returns the lease as written.

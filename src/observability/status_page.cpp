@@ -28,6 +28,7 @@ std::string_view status_page_html() {
  .ended{background:#e4e4e4;color:#444}
  .waiting{background:#fff1c7;color:#6b5200}
  .unassigned{background:#fde0dd;color:#8a1c12}
+ .handing{background:#dde8fd;color:#123e8a}
  .self{font-weight:600}
  .ok{color:#1a7f37}.bad{color:#c62828}
  #error{color:#c62828}
@@ -98,7 +99,8 @@ function render(s) {
     tr.appendChild(el("td", sh.shard_id));
     const st = el("td"); st.appendChild(el("span", sh.state, "state " + sh.state.split(" ")[0]));
     tr.appendChild(st);
-    tr.appendChild(el("td", sh.owner || "-", sh.owner === s.worker_id ? "self" : ""));
+    tr.appendChild(el("td", (sh.owner || "-") + (sh.handoff_to ? " \u2192 " + sh.handoff_to : ""),
+                      sh.owner === s.worker_id ? "self" : ""));
     const cp = el("td"); cp.appendChild(el("code", sh.checkpoint)); tr.appendChild(cp);
     tr.appendChild(el("td", sh.parents.join(", ") || "-"));
     tr.appendChild(el("td", sh.children.join(", ") || "-"));

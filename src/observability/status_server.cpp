@@ -65,7 +65,8 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
   for (const auto& [key, l] : by_key) {
     ShardView s;
     s.shard_id = key;
-    s.owner = l->lease_owner.value_or("");
+    s.owner = l->actual_owner().value_or("");
+    if (l->checkpoint_owner) s.handoff_to = l->lease_owner.value_or("");
     s.checkpoint = l->checkpoint.to_string();
     s.parents = l->parent_shard_ids;
     s.children = l->child_shard_ids;
@@ -79,6 +80,8 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
       s.state = "ended";
     } else if (!parents_done) {
       s.state = "waiting on parent";
+    } else if (!s.handoff_to.empty()) {
+      s.state = "handing off";
     } else if (!s.owner.empty()) {
       s.state = "reading";
     } else {
@@ -166,6 +169,7 @@ struct StatusServer::Impl {
                   {"checkpoint", s.checkpoint}, {"parents", s.parents},
                   {"children", s.children},     {"state", s.state},
                   {"millis_behind", nullptr},   {"records_per_second", json::array()}};
+        if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
         if (s.owner == sources.worker_id) {
           if (auto it = lag.find(s.shard_id); it != lag.end()) j["millis_behind"] = it->second;
           if (auto it = rates.find(s.shard_id); it != rates.end()) {

@@ -78,7 +78,8 @@ struct StatusSources {
 // One shard as shown on the page (from the last snapshot).
 struct ShardView {
   std::string shard_id;
-  std::string owner;  // empty when free
+  std::string owner;       // the worker reading it (the old owner during a handoff); empty: free
+  std::string handoff_to;  // a graceful handoff to this worker is pending; empty when none
   std::string checkpoint;
   std::vector<std::string> parents;
   std::vector<std::string> children;

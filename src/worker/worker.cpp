@@ -19,7 +19,11 @@
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "kinesis/stream_consumers.h"
+#include "leases/assignment_agent.h"
+#include "leases/assignment_runner.h"
+#include "leases/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
+#include "leases/in_memory_coordination_store.h"
 #include "leases/lease_coordinator.h"
 #include "leases/lease_coordinator_runner.h"
 #include "lifecycle/shard_consumer.h"
@@ -121,6 +125,7 @@ class Worker::Impl final : public leases::LeaseListener {
     std::shared_ptr<lifecycle::ShardConsumer> c;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      handing_off_.erase(key);
       auto it = consumers_.find(key);
       if (it != consumers_.end()) c = it->second;
     }
@@ -131,7 +136,29 @@ class Worker::Impl final : public leases::LeaseListener {
     cv_.notify_all();
   }
 
+  // The leader moves `key` to `new_owner`: the consumer stops gracefully (its processor
+  // checkpoints), then reconcile() completes the handoff.
+  void on_handoff_requested(const std::string& key, const std::string& new_owner) override {
+    log(LogLevel::kInfo, "lease " + key + " to be handed off to " + new_owner +
+                             ": finishing the batch in progress and checkpointing");
+    std::shared_ptr<lifecycle::ShardConsumer> c;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      handing_off_.insert(key);
+      auto it = consumers_.find(key);
+      if (it != consumers_.end()) c = it->second;
+    }
+    if (c) {
+      c->request_shutdown();
+      pool_->schedule_now(c);
+    }
+    cv_.notify_all();
+  }
+
  private:
+  bool leader_mode() const { return config_.leases.assignment == LeaseAssignment::kLeader; }
+  // Completes the handoffs whose consumer has stopped (no lock held).
+  void complete_handoffs(const std::vector<std::string>& keys);
   void log(LogLevel level, const std::string& message) const {
     if (logger_->enabled(level)) logger_->log(level, "worker " + config_.leases.worker_id, message);
   }
@@ -161,6 +188,11 @@ class Worker::Impl final : public leases::LeaseListener {
   std::shared_ptr<leases::LeaseStore> store_;
   std::unique_ptr<leases::LeaseCoordinator> coordinator_;
   std::unique_ptr<leases::LeaseCoordinatorRunner> lease_runner_;  // take + renew threads
+  // LeaseAssignment::kLeader: the coordination table, this worker's part in assignment and
+  // its threads (heartbeat, poll, leader).
+  std::shared_ptr<leases::CoordinationStore> coordination_;
+  std::unique_ptr<leases::AssignmentAgent> agent_;
+  std::unique_ptr<leases::AssignmentRunner> assignment_runner_;
   std::unique_ptr<shardsync::ShardSyncer> syncer_;
   std::unique_ptr<lifecycle::TaskPool> pool_;
   lifecycle::ConsumerContext ctx_;
@@ -176,6 +208,7 @@ class Worker::Impl final : public leases::LeaseListener {
   std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> consumers_;  // guarded
   std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
+  std::set<std::string> handing_off_;      // guarded: held leases being handed off
   // guarded: shards whose consumer failed, not restarted before the time given
   std::map<std::string, Clock::MonoTime> retry_after_;
   struct FailureRecord {
@@ -238,6 +271,14 @@ Status Worker::Impl::make_clients() {
     auto ddb = std::make_shared<dynamodb::DynamoDbClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
     store_ = std::make_shared<leases::DynamoDbLeaseStore>(ddb, config_.leases);
+    if (leader_mode() && !internals_.coordination_store) {
+      coordination_ = std::make_shared<leases::DynamoDbCoordinationStore>(ddb, config_.leases);
+    }
+  }
+  if (leader_mode() && !coordination_) {
+    coordination_ = internals_.coordination_store
+                        ? internals_.coordination_store
+                        : std::make_shared<leases::InMemoryCoordinationStore>();
   }
   return Status::Ok();
 }
@@ -343,6 +384,14 @@ Status Worker::Impl::start() {
     return fail(
         s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
   }
+  if (coordination_) {
+    if (Status s = retry_at_start("preparing the coordination table",
+                                  [&] { return coordination_->create_table_if_not_exists(); });
+        !s.ok()) {
+      return fail(s.with_context("preparing coordination table " +
+                                 config_.leases.effective_coordinator_table_name() + ": "));
+    }
+  }
   syncer_ = std::make_unique<shardsync::ShardSyncer>(
       shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
       config_.initial_position, *metrics_);
@@ -355,10 +404,14 @@ Status Worker::Impl::start() {
     return fail(
         synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));
   }
-  log(LogLevel::kInfo, "started: stream " + config_.stream_name + ", lease table " +
-                           config_.leases.effective_table_name() + ", " +
-                           std::to_string(synced->shards) + " shards, " +
-                           std::to_string(synced->leases_created) + " leases created");
+  log(LogLevel::kInfo,
+      "started: stream " + config_.stream_name + ", lease table " +
+          config_.leases.effective_table_name() + ", " + std::to_string(synced->shards) +
+          " shards, " + std::to_string(synced->leases_created) + " leases created" +
+          (leader_mode() ? ", leader-based lease assignment" : ", lease taking by every worker"));
+  if (coordination_ && (synced->leases_created || synced->leases_deleted)) {
+    (void)coordination_->note_leases_changed();  // the leader reads the table again
+  }
   coordinator_ =
       std::make_unique<leases::LeaseCoordinator>(*store_, config_.leases, *clock_, *metrics_);
   coordinator_->set_listener(this);
@@ -384,8 +437,16 @@ Status Worker::Impl::start() {
     ctx_.records_source_factory = fanout_factory_;
   }
 
-  lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
-  lease_runner_->start();
+  if (leader_mode()) {
+    agent_ = std::make_unique<leases::AssignmentAgent>(*coordination_, *store_, *coordinator_,
+                                                       config_.leases, *clock_, *metrics_,
+                                                       logger_.get(), std::random_device{}());
+    assignment_runner_ = std::make_unique<leases::AssignmentRunner>(*agent_);
+    assignment_runner_->start();
+  } else {
+    lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
+    lease_runner_->start();
+  }
   scheduler_ = std::thread([this] { scheduler_loop(); });
   ready_.store(true);
   return Status::Ok();
@@ -403,6 +464,7 @@ void Worker::Impl::run_shard_sync() {
     return;
   }
   if (r->leases_created || r->leases_deleted) {
+    if (coordination_) (void)coordination_->note_leases_changed();
     log(LogLevel::kInfo, "shard sync: " + std::to_string(r->shards) + " shards, " +
                              std::to_string(r->leases_created) + " leases created, " +
                              std::to_string(r->leases_deleted) + " deleted");
@@ -414,6 +476,7 @@ void Worker::Impl::reconcile() {
   std::set<std::string> held_keys;
   for (const auto& l : held) held_keys.insert(l.lease_key);
   std::vector<std::shared_ptr<lifecycle::ShardConsumer>> to_schedule;
+  std::vector<std::string> handoffs_ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = consumers_.begin(); it != consumers_.end();) {
@@ -456,9 +519,20 @@ void Worker::Impl::reconcile() {
     for (auto it = finished_shards_.begin(); it != finished_shards_.end();) {
       it = held_keys.count(*it) ? std::next(it) : finished_shards_.erase(it);
     }
+    for (auto it = handing_off_.begin(); it != handing_off_.end();) {
+      if (!held_keys.count(*it)) {
+        it = handing_off_.erase(it);  // lost or done meanwhile
+      } else {
+        if (!consumers_.count(*it)) handoffs_ready.push_back(*it);  // its consumer has stopped
+        ++it;
+      }
+    }
     if (!shutdown_requested_) {
       for (const auto& lease : held) {
-        if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key)) continue;
+        if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key) ||
+            handing_off_.count(lease.lease_key)) {
+          continue;
+        }
         if (auto r = retry_after_.find(lease.lease_key); r != retry_after_.end()) {
           if (clock_->now() < r->second) continue;
           retry_after_.erase(r);
@@ -470,7 +544,25 @@ void Worker::Impl::reconcile() {
     }
   }
   for (auto& c : to_schedule) pool_->schedule_now(c);
+  complete_handoffs(handoffs_ready);
   metrics_->gauge("worker.consumers", static_cast<double>(consumers_.size()), {});
+}
+
+void Worker::Impl::complete_handoffs(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    Status s = coordinator_->complete_handoff(key);
+    if (s.ok()) {
+      log(LogLevel::kInfo,
+          "lease " + key + " handed off (checkpointed; the new owner starts there)");
+    } else if (s.code() == StatusCode::kLeaseLost) {
+      log(LogLevel::kWarn, "lease " + key + " lost before its handoff completed: " + s.to_string());
+    } else {
+      log(LogLevel::kWarn, "handing off lease " + key + ": " + s.to_string() + "; trying again");
+      continue;  // still held and still handing off: the next reconcile tries again
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    handing_off_.erase(key);
+  }
 }
 
 void Worker::Impl::on_consumer_failed(const std::string& shard, const Status& failure,
@@ -551,6 +643,7 @@ void Worker::Impl::scheduler_loop() {
 void Worker::Impl::graceful_stop() {
   log(LogLevel::kInfo, "shutting down: no more leases will be taken");
   coordinator_->stop_taking();  // take passes return at once from now on; renewals go on
+  if (agent_) agent_->drain();  // the leader assigns this worker nothing more
 
   std::vector<std::shared_ptr<lifecycle::ShardConsumer>> all;
   {
@@ -579,7 +672,12 @@ void Worker::Impl::graceful_stop() {
   }
   Status released = coordinator_->release_all();
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
-  lease_runner_->stop();
+  if (lease_runner_) lease_runner_->stop();
+  if (assignment_runner_) assignment_runner_->stop();
+  if (agent_) {
+    Status left = agent_->leave();
+    if (!left.ok()) log(LogLevel::kWarn, "leaving the fleet: " + left.to_string());
+  }
   pool_->stop();
   if (cloudwatch_) cloudwatch_->stop();  // publishes what is left
   Status exit_status;

@@ -9,6 +9,7 @@
 
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
+#include "leases/coordination_store.h"
 #include "leases/lease_store.h"
 #include "retrieval/records_source.h"
 
@@ -18,6 +19,10 @@ namespace kcl::worker {
 struct WorkerInternals {
   std::shared_ptr<kinesis::KinesisClient> kinesis;
   std::shared_ptr<leases::LeaseStore> lease_store;
+  // LeaseAssignment::kLeader's coordination table. Empty: a DynamoDB table, or, when
+  // `lease_store` is given, an in-memory one of this worker's own (a fleet sharing an
+  // in-memory lease store must share one of these too).
+  std::shared_ptr<leases::CoordinationStore> coordination_store;
   // Makes each shard's records source; empty = polling through `kinesis`.
   retrieval::RecordsSourceFactory records_source_factory;
 };

@@ -33,6 +33,7 @@ struct ConsumeFlags {
   int threads = 4;
   long long failover_ms = 10000;
   int max_leases = 0;
+  std::string assignment = "leader";
   long long max_records = 0;
   long long checkpoint_interval_ms = 5000;
   std::string http;
@@ -165,6 +166,8 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.leases.worker_id = f.worker_id;
   config.leases.failover_time = std::chrono::milliseconds(f.failover_ms);
   if (f.max_leases > 0) config.leases.max_leases_per_worker = f.max_leases;
+  config.leases.assignment =
+      f.assignment == "worker-takes" ? LeaseAssignment::kWorkerTakes : LeaseAssignment::kLeader;
   config.initial_position = *from;
   config.processing.thread_pool_size = f.threads;
   config.aws = g.aws_config();
@@ -245,6 +248,12 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
   cmd->add_option("--failover-ms", f->failover_ms,
                   "Lease failover time in milliseconds (default 10000)")
       ->check(CLI::Range(100LL, 3600000LL));
+  cmd->add_option("--assignment", f->assignment,
+                  "How the workers share the shards: leader (default: one elected worker "
+                  "assigns; joins in seconds, planned moves are graceful handoffs) or "
+                  "worker-takes (every worker scans, takes and steals, as the Java KCL 2.x; "
+                  "only for fleets shared with such workers). One fleet uses one way")
+      ->check(CLI::IsMember({"leader", "worker-takes"}));
   cmd->add_option("--max-leases", f->max_leases,
                   "Most leases this worker holds (default: no limit)")
       ->check(CLI::NonNegativeNumber);

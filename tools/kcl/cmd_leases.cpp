@@ -1,10 +1,12 @@
-// kcl leases --app A: the lease table of an application, one lease a line.
+// kcl leases --app A: the lease table of an application, one lease a line, then the leader
+// and the workers of its coordination table (leader-based assignment).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "leases/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
 
 namespace kcl::cli {
@@ -29,8 +31,8 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   config.application_name = f.app;
   config.table_name = f.table;
   config.worker_id = "kcl-leases-cli";
-  leases::DynamoDbLeaseStore store(std::shared_ptr<dynamodb::DynamoDbClient>(std::move(*ddb)),
-                                   config);
+  std::shared_ptr<dynamodb::DynamoDbClient> client(std::move(*ddb));
+  leases::DynamoDbLeaseStore store(client, config);
   auto all = store.list_leases();
   if (!all.ok()) {
     return report_error("leases", all.status().with_context("reading lease table " +
@@ -38,27 +40,62 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   }
   std::sort(all->begin(), all->end(),
             [](const Lease& a, const Lease& b) { return a.lease_key < b.lease_key; });
+  // The coordination table exists only with leader-based assignment.
+  leases::DynamoDbCoordinationStore coordination(client, config);
+  auto view = coordination.read_all();
+  auto text = [](const std::optional<std::string>& s) {
+    return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+  };
   if (f.json) {
     for (const auto& l : *all) {
       // Built with a JSON library: worker ids are chosen by users and may need escaping.
       nlohmann::json line{{"leaseKey", l.lease_key},
-                          {"leaseOwner", l.lease_owner ? nlohmann::json(*l.lease_owner) : nullptr},
+                          {"leaseOwner", text(l.lease_owner)},
+                          {"checkpointOwner", text(l.checkpoint_owner)},
                           {"leaseCounter", l.lease_counter},
                           {"checkpoint", l.checkpoint.sequence_number()},
                           {"checkpointSubSequenceNumber", l.checkpoint.sub_sequence_number()},
                           {"parentShardIds", join_ids(l.parent_shard_ids)}};
       std::cout << line.dump() << '\n';
     }
+    if (view.ok()) {
+      nlohmann::json workers = nlohmann::json::array();
+      for (const auto& w : view->workers) {
+        workers.push_back(
+            {{"workerId", w.worker_id}, {"heartbeat", w.heartbeat}, {"leaseCount", w.lease_count}});
+      }
+      nlohmann::json fleet{{"leader", view->leader ? text(view->leader->owner) : nullptr},
+                           {"workers", std::move(workers)}};
+      std::cout << fleet.dump() << '\n';
+    }
     return 0;
   }
   std::printf("%-22s %-32s %-10s %-9s %-45s %s\n", "SHARD", "OWNER", "STATE", "COUNTER", "PARENTS",
               "CHECKPOINT");
   for (const auto& l : *all) {
-    std::string state = l.checkpoint.is_shard_end() ? "finished" : l.lease_owner ? "owned" : "free";
-    std::printf("%-22s %-32s %-10s %-9lld %-45s %s\n", l.lease_key.c_str(),
-                l.lease_owner ? l.lease_owner->c_str() : "-", state.c_str(),
-                static_cast<long long>(l.lease_counter), join_ids(l.parent_shard_ids).c_str(),
-                l.checkpoint.to_string().c_str());
+    std::string state = l.checkpoint.is_shard_end() ? "finished"
+                        : l.checkpoint_owner        ? "handoff"
+                        : l.lease_owner             ? "owned"
+                                                    : "free";
+    std::string owner = l.lease_owner.value_or("-");
+    // A pending handoff: the worker finishing with the shard, then the one it goes to.
+    if (l.checkpoint_owner) owner = *l.checkpoint_owner + " -> " + owner;
+    std::printf("%-22s %-32s %-10s %-9lld %-45s %s\n", l.lease_key.c_str(), owner.c_str(),
+                state.c_str(), static_cast<long long>(l.lease_counter),
+                join_ids(l.parent_shard_ids).c_str(), l.checkpoint.to_string().c_str());
+  }
+  if (view.ok()) {
+    const bool led = view->leader && view->leader->owner;
+    std::printf("\nleader: %s; %zu workers in %s\n", led ? view->leader->owner->c_str() : "none",
+                view->workers.size(), config.effective_coordinator_table_name().c_str());
+    for (const auto& w : view->workers) {
+      std::printf("  %-40s %lld leases (heartbeat %lld)\n", w.worker_id.c_str(),
+                  static_cast<long long>(w.lease_count), static_cast<long long>(w.heartbeat));
+    }
+  } else if (view.status().code() != StatusCode::kNotFound) {
+    std::fprintf(stderr, "kcl leases: coordination table %s: %s\n",
+                 config.effective_coordinator_table_name().c_str(),
+                 view.status().to_string().c_str());
   }
   std::fflush(stdout);
   return 0;
@@ -70,7 +107,9 @@ void add_leases_command(CLI::App& parent, const GlobalOptions& global, int& exit
   auto* cmd =
       parent.add_subcommand("leases",
                             "Show an application's lease table: shard, owner, state (owned, free, "
-                            "finished), leaseCounter, parents and checkpoint.");
+                            "handoff: old owner -> new owner, finished), leaseCounter, parents and "
+                            "checkpoint; then the leader and the workers (leader-based "
+                            "assignment).");
   cmd->add_option("--app", f->app, "Application name")->required();
   cmd->add_option("--table", f->table, "Lease table name (default: the application name)");
   cmd->add_flag("--json", f->json, "One JSON object per lease");

@@ -51,13 +51,14 @@ int show(const StatusFlags& f, leases::DynamoDbLeaseStore& store, const std::str
     nlohmann::json out{{"application", f.app}, {"stream", f.stream}, {"table", table}};
     out["shards"] = nlohmann::json::array();
     for (const auto& s : view.shards) {
-      out["shards"].push_back(
-          {{"shard_id", s.shard_id},
-           {"state", s.state},
-           {"owner", s.owner.empty() ? nlohmann::json() : nlohmann::json(s.owner)},
-           {"checkpoint", s.checkpoint},
-           {"parents", s.parents},
-           {"children", s.children}});
+      nlohmann::json shard{{"shard_id", s.shard_id},
+                           {"state", s.state},
+                           {"owner", s.owner.empty() ? nlohmann::json() : nlohmann::json(s.owner)},
+                           {"checkpoint", s.checkpoint},
+                           {"parents", s.parents},
+                           {"children", s.children}};
+      if (!s.handoff_to.empty()) shard["handoff_to"] = s.handoff_to;
+      out["shards"].push_back(std::move(shard));
     }
     out["workers"] = nlohmann::json::array();
     for (const auto& [w, n] : view.workers)
@@ -73,8 +74,10 @@ int show(const StatusFlags& f, leases::DynamoDbLeaseStore& store, const std::str
   std::printf("\n\033[1m%-22s %-18s %-32s %-30s %-30s %s\033[0m\n", "SHARD", "STATE", "OWNER",
               "PARENTS", "CHILDREN", "CHECKPOINT");
   for (const auto& s : view.shards) {
+    std::string owner = s.owner.empty() ? "-" : s.owner;
+    if (!s.handoff_to.empty()) owner += " -> " + s.handoff_to;
     std::printf("%-22s %s%-18s\033[0m %-32s %-30s %-30s %s\n", s.shard_id.c_str(),
-                colour_of(s.state), s.state.c_str(), s.owner.empty() ? "-" : s.owner.c_str(),
+                colour_of(s.state), s.state.c_str(), owner.c_str(),
                 ids(s.parents).c_str(), ids(s.children).c_str(), s.checkpoint.c_str());
   }
   std::fflush(stdout);

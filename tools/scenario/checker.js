@@ -46,7 +46,9 @@
 //  R5 no zombie checkpoint: a checkpoint write accepted (ok and the stored checkpoint moved)
 //     from instance P of shard X in a call that began after evidence that P's lease had
 //     passed on — a later instance Q of X had a checkpoint accepted, or a lease-table read
-//     begun after P initialised showed another owner — is a violation.
+//     begun after P initialised showed another owner — is a violation. The owner a read
+//     shows is the worker reading the shard: while a graceful handoff is pending that is the
+//     checkpointOwner (the old owner, which checkpoints before it hands over).
 //  R6 after the graceful stop no lease has an owner.
 //  Also: every worker the runner did not kill exits 0 after SIGTERM ("crash" otherwise;
 //  "start" when Worker::start() failed under the injected faults); the special cases end

@@ -505,7 +505,10 @@ class LeasePoller {
 function leaseView(l) {
   return {
     k: l.leaseKey,
-    o: l.leaseOwner || null,
+    // The worker reading the shard: while a graceful handoff is pending (checkpointOwner set)
+    // that is still the old owner, which may checkpoint until it completes the handoff.
+    o: l.checkpointOwner || l.leaseOwner || null,
+    to: l.checkpointOwner ? l.leaseOwner || null : null,
     c: Number(l.leaseCounter || 0),
     cp: l.checkpoint || '',
     sub: Number(l.checkpointSubSequenceNumber || 0),

@@ -47,6 +47,7 @@ class DynamoDbLeaseStoreTest : public ::testing::Test {
     LeaseConfig c;
     c.application_name = table;
     c.worker_id = "integration";
+    c.assignment = LeaseAssignment::kWorkerTakes;
     c.table_active_timeout = 30s;
     tables_.push_back(table);
     return c;

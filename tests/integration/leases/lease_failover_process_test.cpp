@@ -84,6 +84,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
   LeaseConfig config;
   config.application_name = parts[1];
   config.worker_id = parts[2];
+  config.assignment = LeaseAssignment::kWorkerTakes;
   config.failover_time = kFailover;
   config.take_interval = kTakeInterval;
   DynamoDbLeaseStore store(client, config);

@@ -1,5 +1,7 @@
-// Balance and stability of many workers, through the deterministic simulation (every worker
-// a LeaseCoordinator with its own clock offsets, over one in-memory table, on a fake clock).
+// Balance and stability of many workers taking leases themselves (LeaseAssignment::
+// kWorkerTakes), through the deterministic simulation (every worker a LeaseCoordinator with
+// its own clock offsets, over one in-memory table, on a fake clock). Leader-based assignment
+// has its own in leader_simulation_test.cpp.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,6 +20,7 @@ SimulationOptions options(int workers, int shards, std::uint64_t seed) {
   o.shards = shards;
   o.seed = seed;
   o.lease.application_name = "balance-test";
+  o.lease.assignment = LeaseAssignment::kWorkerTakes;
   return o;
 }
 

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -650,6 +652,103 @@ TEST_F(CoordinatorTest, MetricsAreReported) {
   ASSERT_TRUE(a.release_all().ok());
   EXPECT_EQ(metrics.count_of("leases.released"), 2);
   EXPECT_EQ(metrics.gauge_of("leases.held"), 0);
+}
+
+TEST_F(CoordinatorTest, ACheckpointCountsAsTheRenewalUntilHalfARenewIntervalHasPassed) {
+  add_free_leases(store_, 2);
+  auto a = make("A");
+  ASSERT_EQ(a->run_take_pass().taken.size(), 2u);
+  CheckpointFields f;
+  f.checkpoint = ExtendedSequenceNumber("4959000000000000000001");
+  ASSERT_TRUE(a->update_checkpoint(shard(0), f).ok());
+  clock_.advance(1000ms);
+  RenewPassResult r = a->run_renew_pass();
+  EXPECT_EQ(r.skipped, 1) << "checkpointed 1 s ago: it moved the counter already";
+  EXPECT_EQ(r.renewed, 1);
+  clock_.advance(1000ms);  // 2 s > renew interval / 2 since the checkpoint
+  r = a->run_renew_pass();
+  EXPECT_EQ(r.skipped, 0);
+  EXPECT_EQ(r.renewed, 2);
+}
+
+// Forwards to a store, but the renewal of one lease hangs until released (a stalled
+// connection).
+class StallingStore final : public LeaseStore {
+ public:
+  explicit StallingStore(LeaseStore& inner, std::string stalled)
+      : inner_(inner), stalled_(std::move(stalled)) {}
+  void release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  Status create_table_if_not_exists() override { return inner_.create_table_if_not_exists(); }
+  Result<std::vector<Lease>> list_leases() override { return inner_.list_leases(); }
+  Result<std::optional<Lease>> get_lease(std::string_view k) override {
+    return inner_.get_lease(k);
+  }
+  Status create_lease_if_not_exists(const Lease& l) override {
+    return inner_.create_lease_if_not_exists(l);
+  }
+  Result<Lease> take_lease(const Lease& seen, std::string_view o) override {
+    return inner_.take_lease(seen, o);
+  }
+  Result<Lease> renew_lease(const Lease& held) override {
+    if (held.lease_key == stalled_) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return released_; });
+      return Status(StatusCode::kUnavailable, "timed out after the per-call deadline");
+    }
+    return inner_.renew_lease(held);
+  }
+  Result<Lease> evict_lease(const Lease& held) override { return inner_.evict_lease(held); }
+  Result<Lease> initiate_handoff(const Lease& seen, std::string_view o) override {
+    return inner_.initiate_handoff(seen, o);
+  }
+  Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& f) override {
+    return inner_.update_checkpoint(held, f);
+  }
+  Status update_child_shard_ids(std::string_view k, const std::vector<std::string>& c) override {
+    return inner_.update_child_shard_ids(k, c);
+  }
+  Status delete_lease(std::string_view k) override { return inner_.delete_lease(k); }
+
+ private:
+  LeaseStore& inner_;
+  const std::string stalled_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+TEST_F(CoordinatorTest, OneStalledRenewalDelaysNoOtherLeasesRenewal) {
+  add_free_leases(store_, 6);
+  StallingStore stalling(store_, shard(2));
+  LeaseConfig c = test_config("A");
+  LeaseCoordinator a(stalling, c, clock_, NoopMetricsSink::instance(), 1);
+  ASSERT_EQ(a.run_take_pass().taken.size(), 6u);
+  std::map<std::string, std::int64_t> before;
+  for (int i = 0; i < 6; ++i) before[shard(i)] = store_.peek(shard(i))->lease_counter;
+  RenewPassResult r;
+  std::thread pass([&] { r = a.run_renew_pass(); });
+  // While the stalled call hangs, every other lease is renewed.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool others_renewed = false;
+  while (std::chrono::steady_clock::now() < deadline && !others_renewed) {
+    others_renewed = true;
+    for (int i = 0; i < 6; ++i) {
+      if (i == 2) continue;
+      if (store_.peek(shard(i))->lease_counter == before[shard(i)]) others_renewed = false;
+    }
+    if (!others_renewed) std::this_thread::yield();
+  }
+  EXPECT_TRUE(others_renewed) << "the other renewals waited behind the stalled one";
+  EXPECT_EQ(store_.peek(shard(2))->lease_counter, before[shard(2)]);
+  stalling.release();
+  pass.join();
+  EXPECT_EQ(r.renewed, 5);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_TRUE(a.holds(shard(2))) << "one failed renewal is not a lost lease";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The simulation itself: the small case runs here (the 200 x 10,000 case is
-// bench_lease_simulation); its counts follow from the intervals.
+// The simulation itself, workers taking leases themselves (LeaseAssignment::kWorkerTakes): the
+// small case runs here (the 200 x 10,000 case is bench_lease_simulation); its counts follow
+// from the intervals.
 #include "simulation/lease_simulation.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,7 @@ TEST(LeaseSimulationTest, SmallCaseReport) {
   o.duration = 30min;
   o.seed = 7;
   o.lease.application_name = "sim-test";
+  o.lease.assignment = LeaseAssignment::kWorkerTakes;
   o.events = {
       {8min, Kind::kJoin, 2, 0ms},
       {14min, Kind::kCrash, 2, 0ms},
@@ -61,6 +63,7 @@ TEST(LeaseSimulationTest, JavaStyleColdStartWithoutTheRampNeedsManySteals) {
   o.duration = 20min;
   o.seed = 3;
   o.lease.application_name = "sim-test";
+  o.lease.assignment = LeaseAssignment::kWorkerTakes;
   o.lease.take_ramp_floor = 0;
   auto java = run_lease_simulation(o);
   o.lease.take_ramp_floor = 10;
@@ -89,6 +92,7 @@ TEST(LeaseSimulationTest, IsDeterministic) {
   o.duration = 10min;
   o.seed = 11;
   o.lease.application_name = "sim-test";
+  o.lease.assignment = LeaseAssignment::kWorkerTakes;
   o.events = {{3min, Kind::kCrash, 1, 0ms}};
   auto a = run_lease_simulation(o);
   auto b = run_lease_simulation(o);

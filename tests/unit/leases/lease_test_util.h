@@ -25,6 +25,7 @@ inline LeaseConfig test_config(std::string worker_id) {
   LeaseConfig c;
   c.application_name = "lease-test";
   c.worker_id = std::move(worker_id);
+  c.assignment = LeaseAssignment::kWorkerTakes;  // these tests drive take and renew passes
   return c;
 }
 
@@ -139,6 +140,10 @@ class PartitionableStore final : public LeaseStore {
   Result<Lease> evict_lease(const Lease& held) override {
     if (partitioned_) return cut();
     return inner_.evict_lease(held);
+  }
+  Result<Lease> initiate_handoff(const Lease& seen, std::string_view new_owner) override {
+    if (partitioned_) return cut();
+    return inner_.initiate_handoff(seen, new_owner);
   }
   Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& f) override {
     if (partitioned_) return cut();

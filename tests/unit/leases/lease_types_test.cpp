@@ -76,7 +76,14 @@ TEST(LeaseConfigTest, DefaultsAreValidAndFollowTheJavaKcl) {
   LeaseConfig c = valid_config();
   EXPECT_TRUE(c.validate().empty());
   EXPECT_EQ(c.failover_time, 10s);
-  EXPECT_EQ(c.effective_renew_interval(), 3333ms);
+  EXPECT_EQ(c.assignment, LeaseAssignment::kLeader);
+  EXPECT_EQ(c.effective_renew_interval(), 5s) << "one heartbeat per worker, every failover / 2";
+  EXPECT_EQ(c.effective_renew_call_timeout(), 2500ms);
+  EXPECT_EQ(c.effective_coordinator_table_name(), "orders-app-CoordinatorState");
+  EXPECT_EQ(c.poll_interval, 1s);
+  EXPECT_EQ(c.handoff_timeout, 30s);
+  c.assignment = LeaseAssignment::kWorkerTakes;
+  EXPECT_EQ(c.effective_renew_interval(), 3333ms) << "each lease, every failover / 3";
   EXPECT_EQ(c.effective_take_interval(), 20s);
   EXPECT_EQ(c.effective_lost_lease_margin(), 1s);
   EXPECT_EQ(c.max_leases_to_steal_at_once, 1);

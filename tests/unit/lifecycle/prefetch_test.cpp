@@ -147,6 +147,7 @@ class PrefetchTest : public ::testing::Test {
     LeaseConfig c;
     c.application_name = "app";
     c.worker_id = "w1";
+    c.assignment = LeaseAssignment::kWorkerTakes;
     return c;
   }
 

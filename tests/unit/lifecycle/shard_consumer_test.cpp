@@ -128,6 +128,7 @@ class ShardConsumerTest : public ::testing::Test {
     LeaseConfig c;
     c.application_name = "app";
     c.worker_id = "w1";
+    c.assignment = LeaseAssignment::kWorkerTakes;
     return c;
   }
 

@@ -83,6 +83,9 @@ class HookedStore final : public leases::LeaseStore {
   }
   Result<Lease> renew_lease(const Lease& held) override { return inner_.renew_lease(held); }
   Result<Lease> evict_lease(const Lease& held) override { return inner_.evict_lease(held); }
+  Result<Lease> initiate_handoff(const Lease& seen, std::string_view new_owner) override {
+    return inner_.initiate_handoff(seen, new_owner);
+  }
   Result<Lease> update_checkpoint(const Lease& held, const leases::CheckpointFields& f) override {
     return inner_.update_checkpoint(held, f);
   }

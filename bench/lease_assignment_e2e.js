@@ -1,0 +1,273 @@
+#!/usr/bin/env node
+// Lease assignment as users see it: `kcl consume` workers on kinesalite and dynalite, with a
+// trickle of records, measured from outside. Prints, for each --assignment mode (leader, the
+// default, and worker-takes, the Java KCL 2.x's way, in the same run):
+//
+//  join       a second worker joins a fleet of one on an 8-shard stream: seconds from its start
+//             until both hold 4 leases (the table shows it and no handoff is pending), the
+//             owner changes in the minute after (want 0), and records printed twice by the two
+//             workers (want 0: planned moves are handoffs)
+//  takeover   the second worker is SIGKILLed: seconds until the survivor has taken every
+//             lease (its "lease ... taken" log lines), with failover 10 s
+//  steady     12 workers on a 24-shard stream once balanced: DynamoDB items read and writes per
+//             shard per minute over --steady-s seconds, counted at a proxy in front of
+//             dynalite (both tables; checkpoints every 5 s included)
+//
+//   node bench/lease_assignment_e2e.js [--build-dir build/release] [--modes leader,worker-takes]
+//                                      [--steady-s 60] [--skip-steady]
+'use strict'
+
+const {spawn} = require('child_process')
+const http = require('http')
+const path = require('path')
+const readline = require('readline')
+const aws = require('../tools/scenario/lib/aws')
+
+const ROOT = path.dirname(__dirname)
+
+function parseArgs(argv) {
+  const o = {buildDir: path.join(ROOT, 'build', 'release'), modes: ['leader', 'worker-takes'],
+             steadyS: 60, skipSteady: false}
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (a === '--build-dir') o.buildDir = path.resolve(argv[++i])
+    else if (a === '--modes') o.modes = argv[++i].split(',')
+    else if (a === '--steady-s') o.steadyS = Number(argv[++i])
+    else if (a === '--skip-steady') o.skipSteady = true
+    else {
+      process.stderr.write('usage: lease_assignment_e2e.js [--build-dir D] [--modes leader,worker-takes] [--steady-s S] [--skip-steady]\n')
+      process.exit(2)
+    }
+  }
+  return o
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+// A proxy in front of dynalite that counts, per table, items read (GetItem: 1 when found;
+// Scan/Query: Count; BatchGetItem: items returned) and write requests.
+function startCountingProxy(upstream) {
+  const up = new URL(upstream)
+  const counts = {}
+  const agent = new http.Agent({keepAlive: true, maxSockets: 256})
+  const bump = (table, key, n) => {
+    counts[table] = counts[table] || {reads: 0, writes: 0, requests: 0}
+    counts[table][key] += n
+  }
+  const server = http.createServer((req, res) => {
+    const chunks = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      const body = Buffer.concat(chunks)
+      const op = String(req.headers['x-amz-target'] || '').split('.').pop()
+      let table = '?'
+      try {
+        const j = JSON.parse(body.toString() || '{}')
+        table = j.TableName || Object.keys(j.RequestItems || {})[0] || '?'
+      } catch (e) {}
+      const upReq = http.request({host: up.hostname, port: up.port, method: req.method, path: req.url,
+                                  headers: req.headers, agent}, (upRes) => {
+        const out = []
+        upRes.on('data', (c) => out.push(c))
+        upRes.on('end', () => {
+          const text = Buffer.concat(out)
+          bump(table, 'requests', 1)
+          if (['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem'].includes(op)) bump(table, 'writes', 1)
+          if (upRes.statusCode === 200) {
+            try {
+              const j = JSON.parse(text.toString() || '{}')
+              if (op === 'GetItem') bump(table, 'reads', j.Item ? 1 : 0)
+              if (op === 'Scan' || op === 'Query') bump(table, 'reads', j.Count || 0)
+              if (op === 'BatchGetItem') {
+                for (const items of Object.values(j.Responses || {})) bump(table, 'reads', items.length)
+              }
+            } catch (e) {}
+          }
+          res.writeHead(upRes.statusCode, upRes.headers)
+          res.end(text)
+        })
+      })
+      upReq.on('error', () => { res.writeHead(502); res.end() })
+      upReq.end(body)
+    })
+  })
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+    url: `http://127.0.0.1:${server.address().port}`,
+    snapshot: () => JSON.parse(JSON.stringify(counts)),
+    close: () => server.close(),
+  })))
+}
+
+class ConsumeWorker {
+  constructor(kcl, env, {stream, app, id, mode}) {
+    this.id = id
+    this.printed = []  // "shard seq" of every record printed
+    this.taken = []    // {key, at} from "lease ... taken" log lines
+    this.proc = spawn(kcl, ['consume', '--stream', stream, '--app', app, '--worker-id', id,
+                            '--from', 'trim-horizon', '--assignment', mode],
+                      {env, stdio: ['ignore', 'pipe', 'pipe']})
+    readline.createInterface({input: this.proc.stdout}).on('line', (line) => {
+      try {
+        const r = JSON.parse(line)
+        this.printed.push(`${r.shardId || r.shard} ${r.sequenceNumber} ${r.subSequenceNumber || 0}`)
+      } catch (e) {}
+    })
+    readline.createInterface({input: this.proc.stderr}).on('line', (line) => {
+      const m = /lease (\S+) taken/.exec(line)
+      if (m) this.taken.push({key: m[1], at: Date.now()})
+    })
+    this.exited = new Promise((resolve) => this.proc.on('exit', resolve))
+  }
+  kill() { this.proc.kill('SIGKILL'); return this.exited }
+  stop() { this.proc.kill('SIGTERM'); return this.exited }
+}
+
+async function owners(dynamo, table) {
+  const items = await aws.scanAll(dynamo, table)
+  const out = {}
+  let pending = 0
+  for (const l of items) {
+    if (l.checkpointOwner) pending++
+    const o = l.leaseOwner || '-'
+    out[o] = (out[o] || 0) + 1
+  }
+  return {out, pending, items}
+}
+
+async function until(pred, timeoutMs, stepMs = 100) {
+  const end = Date.now() + timeoutMs
+  for (;;) {
+    if (await pred()) return true
+    if (Date.now() > end) return false
+    await sleep(stepMs)
+  }
+}
+
+function producer(kinesisUrl, stream, perSecond) {
+  let running = true
+  let n = 0
+  const loop = (async () => {
+    while (running) {
+      const records = []
+      for (let i = 0; i < Math.max(1, Math.round(perSecond / 10)); i++) {
+        records.push({Data: Buffer.from(`rec-${n++}`).toString('base64'), PartitionKey: `k${n}`})
+      }
+      try { await aws.kinesis(kinesisUrl, 'PutRecords', {StreamName: stream, Records: records}) } catch (e) {}
+      await sleep(100)
+    }
+  })()
+  return {stop: async () => { running = false; await loop }, count: () => n}
+}
+
+async function createStream(kinesisUrl, stream, shards) {
+  await aws.kinesis(kinesisUrl, 'CreateStream', {StreamName: stream, ShardCount: shards})
+  await until(async () => {
+    const d = await aws.kinesis(kinesisUrl, 'DescribeStream', {StreamName: stream})
+    return d.StreamDescription.StreamStatus === 'ACTIVE'
+  }, 30000, 200)
+}
+
+async function joinAndTakeover(kcl, env, urls, mode) {
+  const stream = `lae-${mode}-${Date.now() % 100000}`
+  const app = `${stream}-app`
+  await createStream(urls.kinesis, stream, 8)
+  const prod = producer(urls.kinesis, stream, 40)
+  const a = new ConsumeWorker(kcl, env, {stream, app, id: 'w-a', mode})
+  if (!await until(async () => (await owners(urls.dynamodb, app).catch(() => ({out: {}}))).out['w-a'] === 8, 120000)) {
+    throw new Error('the first worker never held all 8 leases')
+  }
+  await sleep(2000)
+  const joined = Date.now()
+  const b = new ConsumeWorker(kcl, env, {stream, app, id: 'w-b', mode})
+  const balanced = await until(async () => {
+    const o = await owners(urls.dynamodb, app)
+    return o.out['w-a'] === 4 && o.out['w-b'] === 4 && o.pending === 0 && b.taken.length >= 4
+  }, 180000)
+  const joinS = balanced ? (Date.now() - joined) / 1000 : null
+  // The minute after: count owner changes seen by polling.
+  let flips = 0
+  let last = (await owners(urls.dynamodb, app)).items.map((l) => l.leaseKey + '=' + l.leaseOwner).sort().join()
+  const watchEnd = Date.now() + 60000
+  while (Date.now() < watchEnd) {
+    await sleep(500)
+    const now = (await owners(urls.dynamodb, app)).items.map((l) => l.leaseKey + '=' + l.leaseOwner).sort().join()
+    if (now !== last) flips++
+    last = now
+  }
+  // Records printed twice by the two workers (planned moves only so far).
+  const seen = new Map()
+  for (const w of [a, b]) for (const r of w.printed) seen.set(r, (seen.get(r) || 0) + 1)
+  let duplicates = 0
+  for (const n of seen.values()) if (n > 1) duplicates += n - 1
+  // Takeover after SIGKILL.
+  const takenBefore = a.taken.length
+  const killed = Date.now()
+  await b.kill()
+  const tookOver = await until(async () => a.taken.length >= takenBefore + 4, 120000, 50)
+  const takeoverS = tookOver ? (a.taken[takenBefore + 3].at - killed) / 1000 : null
+  await prod.stop()
+  await a.stop()
+  return {mode, joinS, flips, duplicates, takeoverS, printed: a.printed.length + b.printed.length}
+}
+
+async function steady(kcl, env, urls, mode, seconds) {
+  const stream = `las-${mode}-${Date.now() % 100000}`
+  const app = `${stream}-app`
+  await createStream(urls.kinesis, stream, 24)
+  const proxy = await startCountingProxy(urls.dynamodb)
+  const wenv = Object.assign({}, env, {AWS_ENDPOINT_URL_DYNAMODB: proxy.url})
+  const prod = producer(urls.kinesis, stream, 24)  // about one record per shard per second
+  const workers = []
+  for (let i = 0; i < 12; i++) workers.push(new ConsumeWorker(kcl, wenv, {stream, app, id: `s-${i}`, mode}))
+  const ok = await until(async () => {
+    const o = await owners(urls.dynamodb, app).catch(() => null)
+    if (!o || o.pending) return false
+    const counts = workers.map((w) => o.out[w.id] || 0)
+    return counts.every((c) => c === 2)
+  }, 240000, 500)
+  await sleep(5000)
+  const before = proxy.snapshot()
+  await sleep(seconds * 1000)
+  const after = proxy.snapshot()
+  await prod.stop()
+  await Promise.all(workers.map((w) => w.stop()))
+  proxy.close()
+  let reads = 0
+  let writes = 0
+  for (const [table, c] of Object.entries(after)) {
+    const b = before[table] || {reads: 0, writes: 0}
+    reads += c.reads - b.reads
+    writes += c.writes - b.writes
+  }
+  const perShardMinute = (n) => n / 24 / (seconds / 60)
+  return {mode, balanced: ok, readsPerShardMinute: perShardMinute(reads), writesPerShardMinute: perShardMinute(writes)}
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2))
+  const kcl = path.join(o.buildDir, 'tools', 'kcl', 'kcl')
+  const emu = spawn('node', [path.join(ROOT, 'tools', 'emulators', 'serve.js')], {stdio: ['pipe', 'pipe', 'inherit']})
+  const urls = JSON.parse(await new Promise((resolve) => readline.createInterface({input: emu.stdout}).once('line', resolve)))
+  const env = Object.assign({}, process.env, {
+    AWS_ENDPOINT_URL_KINESIS: urls.kinesis, AWS_ENDPOINT_URL_DYNAMODB: urls.dynamodb,
+    AWS_REGION: 'us-east-1', AWS_ACCESS_KEY_ID: 'bench', AWS_SECRET_ACCESS_KEY: 'bench-secret',
+  })
+  delete env.AWS_PROFILE
+  try {
+    for (const mode of o.modes) {
+      const j = await joinAndTakeover(kcl, env, urls, mode)
+      console.log(`${mode.padEnd(13)} join ${j.joinS === null ? 'not balanced in 180 s' : j.joinS.toFixed(1) + ' s'}` +
+                  `, owner changes in the minute after ${j.flips}, records printed twice ${j.duplicates}` +
+                  ` (of ${j.printed}), takeover after SIGKILL ${j.takeoverS === null ? 'not within 120 s' : j.takeoverS.toFixed(1) + ' s'}`)
+      if (!o.skipSteady) {
+        const s = await steady(kcl, env, urls, mode, o.steadyS)
+        console.log(`${mode.padEnd(13)} steady 12 workers x 24 shards${s.balanced ? '' : ' (never balanced 2/2)'}: ` +
+                    `${s.readsPerShardMinute.toFixed(1)} items read, ${s.writesPerShardMinute.toFixed(1)} writes per shard per minute`)
+      }
+    }
+  } finally {
+    emu.stdin.end()
+  }
+}
+
+main().catch((e) => { console.error(e); process.exit(1) })

@@ -1,0 +1,91 @@
+// AssignmentAgent: one worker's part in leader-based assignment (LeaseAssignment::kLeader),
+// as three explicit steps that a runner calls on real time (AssignmentRunner, one thread
+// each, so a slow lease-table scan never delays a heartbeat) and the simulation calls on a
+// ManualClock:
+//
+//  heartbeat_step()  registers or renews the membership (membership.h); on the leader, also
+//                    renews the leader lock. A leader that loses its lock, or cannot renew it
+//                    in time, gives up its incarnation (every lease), because the next leader
+//                    may fence that incarnation at once.
+//  poll_step()       reads this worker's entry and the lock: acts on the lease keys the leader
+//                    posted (LeaseCoordinator::look_at), notices a fenced membership, checks
+//                    handoffs waiting to come in, and takes the lock when nobody holds it or
+//                    it has not moved for failover_time (conditional on what was read).
+//  leader_step()     on the leader: one LeaseLeader pass.
+//
+// Each step returns when it wants to run again. leave() is the last step of a graceful
+// shutdown, after the leases were handed back: the lock is released (so another worker leads
+// at once) and the entry removed.
+//
+// Thread safety: each step from one thread at a time (different steps may run at once);
+// leave() after the steps stopped; accessors from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <random>
+
+#include "kcl/clock.h"
+#include "kcl/lease_config.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "leases/coordination_store.h"
+#include "leases/lease_coordinator.h"
+#include "leases/lease_leader.h"
+#include "leases/membership.h"
+
+namespace kcl::leases {
+
+class AssignmentAgent {
+ public:
+  // Everything given must outlive the agent. `logger` may be null.
+  AssignmentAgent(CoordinationStore& coordination, LeaseStore& leases,
+                  LeaseCoordinator& coordinator, const LeaseConfig& config, const Clock& clock,
+                  MetricsSink& metrics, Logger* logger, std::uint64_t seed);
+
+  Clock::MonoTime heartbeat_step();
+  Clock::MonoTime poll_step();
+  Clock::MonoTime leader_step();
+  // Graceful shutdown begins (after LeaseCoordinator::stop_taking): tells the leader at once
+  // (a heartbeat) that this worker takes nothing more.
+  void drain();
+  Status leave();
+
+  bool leading() const { return leading_.load(); }
+  std::uint64_t leader_terms() const { return terms_.load(); }
+  Membership& membership() { return membership_; }
+  const LeaseLeader& leader() const { return leader_; }
+  const LeaseConfig& config() const { return config_; }
+  const Clock& clock() const { return clock_; }
+
+ private:
+  void log(LogLevel level, const std::string& message) const;
+  std::chrono::milliseconds jittered(std::chrono::milliseconds base);
+  // Stops leading (the incarnation goes too unless `graceful`).
+  void stop_leading(const Status& why, bool abandon_incarnation);
+  void try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now);
+
+  CoordinationStore& coordination_;
+  LeaseCoordinator& coordinator_;
+  const LeaseConfig config_;
+  const Clock& clock_;
+  MetricsSink& metrics_;
+  Logger* logger_;
+  Membership membership_;
+  LeaseLeader leader_;  // used by leader_step only
+
+  mutable std::mutex mu_;
+  std::mt19937_64 rng_;                        // guarded by mu_
+  std::optional<LeaderEntry> lock_held_;       // guarded by mu_
+  std::optional<Clock::MonoTime> lock_basis_;  // guarded by mu_: start of the last renewal
+  std::optional<LeaderEntry> lock_seen_;       // guarded by mu_: as last read
+  Clock::MonoTime lock_changed_at_{};          // guarded by mu_
+  std::optional<LeaderEntry> lock_previous_;   // guarded by mu_: before this worker took it
+  std::uint64_t term_started_ = 0;             // guarded by mu_: term that leader_ began
+  std::atomic<bool> leading_{false};
+  std::atomic<std::uint64_t> terms_{0};
+};
+
+}  // namespace kcl::leases
