@@ -133,13 +133,114 @@ std::optional<Clock::MonoTime> LeaseCoordinator::next_deadline() const {
   return earliest;
 }
 
+// ---- the held-lease writer, step by step ----
+
+// One fenced write in progress (write_held and its steps).
+struct LeaseCoordinator::WriteContext {
+  std::shared_ptr<Held> h;
+  WriteKind kind;
+  Lease current;  // as this worker holds it: the write's condition
+  Clock::MonoTime deadline;
+  std::vector<PendingLoss>& losses;
+  std::optional<Lease> handoff_seen;  // a re-read found a handoff: told after the locks
+};
+
+// Drops the lease (if it is still the one held) and reports the loss, except for a release,
+// which the caller asked for.
+Status LeaseCoordinator::give_up(WriteContext& w, std::string why) {
+  Status reason(StatusCode::kLeaseLost, std::move(why));
+  if (drop_held(w.h) && w.kind != WriteKind::kRelease) {
+    w.losses.push_back({w.current.lease_key, reason});
+  }
+  return reason;
+}
+
+// Re-reads the lease (consistent read). Still ours (as owner, or as checkpoint owner while a
+// handoff is pending): the counter, checkpoint and pending checkpoint in the table moved only
+// through this worker's own writes whose results it did not see (e.g. a timeout after
+// DynamoDB applied a renewal or checkpoint), or through the leader starting a handoff, which
+// moves only the owners. Writes of this worker to this lease are serialized by write_mu, so
+// nothing else of ours is in flight: adopt what the table holds. The deadline is not
+// extended by the unseen write. Otherwise the lease is lost.
+Result<Lease> LeaseCoordinator::reread_held(WriteContext& w) {
+  const std::string& key = w.current.lease_key;
+  auto fresh = store_.get_lease(key);
+  if (!fresh.ok()) return fresh.status();
+  if (!fresh->has_value()) return give_up(w, "the lease for " + key + " no longer exists");
+  const Lease& now_in_table = **fresh;
+  if (now_in_table.actual_owner() == worker_id()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = held_.find(key);
+      if (it != held_.end() && it->second == w.h) w.h->lease = now_in_table;
+    }
+    if (now_in_table.checkpoint_owner && now_in_table.lease_owner &&
+        *now_in_table.lease_owner != worker_id()) {
+      w.handoff_seen = now_in_table;
+    }
+    return now_in_table;
+  }
+  if (now_in_table.actual_owner()) {
+    return give_up(w, "the lease for " + key + " was taken by " + *now_in_table.actual_owner() +
+                          " (leaseCounter " + std::to_string(w.current.lease_counter) + " -> " +
+                          std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                          " no longer holds it");
+  }
+  return give_up(w, "the lease for " + key + " was released (no owner, leaseCounter " +
+                        std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                        " no longer holds it");
+}
+
+// The store call of one attempt, conditional on w.current.
+Result<Lease> LeaseCoordinator::store_write(WriteContext& w, const CheckpointFields* fields) {
+  switch (w.kind) {
+    case WriteKind::kRenew:
+      return store_.renew_lease(w.current);
+    case WriteKind::kCheckpoint:
+      return store_.update_checkpoint(w.current, *fields);
+    case WriteKind::kRelease:
+      return store_.evict_lease(w.current);
+    case WriteKind::kHandoff:
+      if (w.current.checkpoint_owner != worker_id()) {
+        return Status(
+            StatusCode::kFailedPrecondition,
+            "lease " + w.current.lease_key + " is not being handed off by worker " + worker_id());
+      }
+      return store_.evict_lease(w.current);  // removes checkpointOwner only
+    case WriteKind::kRefresh:
+      break;
+  }
+  return Status(StatusCode::kInternal, "a refresh is a read, not a write");
+}
+
+// A write landed: a release or handoff ends the hold; anything else is the held lease now
+// (a renewal at `start`).
+void LeaseCoordinator::record_write(WriteContext& w, const Lease& written, Clock::MonoTime start) {
+  if (w.kind == WriteKind::kRelease || w.kind == WriteKind::kHandoff) {
+    drop_held(w.h);
+    metrics_.count(w.kind == WriteKind::kRelease ? "leases.released" : "leases.handed_off", 1, {});
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(written.lease_key);
+    if (it != held_.end() && it->second == w.h) {
+      w.h->lease = written;
+      w.h->renewed_at = start;
+      if (w.kind == WriteKind::kCheckpoint) w.h->checkpointed_at = start;
+    }
+  }
+  if (w.kind == WriteKind::kRenew) {
+    metrics_.timing("leases.renew_latency", clock_.now() - start, {});
+  }
+}
+
 // One fenced write to a held lease; see the class comment for the rules. Losses found on the
 // way are appended to `losses` for the caller to report once no lock is held.
 Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
                                            const CheckpointFields* fields,
                                            std::optional<std::uint64_t> tenure,
                                            std::vector<PendingLoss>& losses) {
-  const std::string op(op_name(kind));
   std::shared_ptr<Held> h = find_held(key);
   if (!h) {
     return Status(StatusCode::kLeaseLost,
@@ -153,16 +254,16 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
                       std::to_string(*tenure) + ", now " + std::to_string(h->tenure) +
                       "); only the new tenure may write to it");
   }
+  WriteContext w{h, kind, {}, {}, losses, std::nullopt};
   // A handoff found by a re-read is told to the listener once every lock is released (the
-  // notifier is destroyed after write_lock).
+  // notice is destroyed after write_lock).
   struct HandoffNotice {
     LeaseCoordinator* self;
-    std::shared_ptr<Held> held;
-    std::optional<Lease> fresh;
+    WriteContext* w;
     ~HandoffNotice() {
-      if (fresh) self->note_handoff(held, *fresh);
+      if (w->handoff_seen) self->note_handoff(w->h, *w->handoff_seen);
     }
-  } handoff_notice{this, h, std::nullopt};
+  } handoff_notice{this, &w};
   std::unique_lock<std::mutex> write_lock(h->write_mu, std::defer_lock);
   if (kind == WriteKind::kRenew) {
     // A checkpoint or release of this lease is in flight: it renews the lease if it succeeds,
@@ -171,9 +272,6 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
   } else {
     write_lock.lock();
   }
-
-  Lease current;
-  Clock::MonoTime deadline;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = held_.find(key);
@@ -181,123 +279,44 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
       return Status(StatusCode::kLeaseLost,
                     "worker " + worker_id() + " does not hold the lease for " + std::string(key));
     }
-    current = h->lease;
-    deadline = deadline_of(*h);
+    w.current = h->lease;
+    w.deadline = deadline_of(*h);
   }
-
-  auto give_up = [&](std::string why) -> Status {
-    Status reason(StatusCode::kLeaseLost, std::move(why));
-    if (drop_held(h) && kind != WriteKind::kRelease) losses.push_back({current.lease_key, reason});
-    return reason;
-  };
-
-  if (clock_.now() >= deadline) {
-    return give_up("the lease for " + current.lease_key + " was not renewed by worker " +
-                   worker_id() + " for " +
-                   ms_text(config_.failover_time - config_.effective_lost_lease_margin()) +
-                   " and may be taken by another worker");
+  if (clock_.now() >= w.deadline) {
+    return give_up(w, "the lease for " + w.current.lease_key + " was not renewed by worker " +
+                          worker_id() + " for " +
+                          ms_text(config_.failover_time - config_.effective_lost_lease_margin()) +
+                          " and may be taken by another worker");
   }
+  if (kind == WriteKind::kRefresh) return reread_held(w);
 
-  // Re-reads the lease (consistent read). Still ours: the counter, checkpoint and pending
-  // checkpoint in the table moved only through this worker's own writes whose results it did
-  // not see (e.g. a timeout after DynamoDB applied a renewal or checkpoint). Writes of this
-  // worker to this lease are serialized by write_mu, so nothing else of ours is in flight:
-  // adopt what the table holds. The deadline is not extended by the unseen write. Otherwise
-  // the lease is lost.
-  auto reread = [&]() -> Result<Lease> {
-    auto fresh = store_.get_lease(current.lease_key);
-    if (!fresh.ok()) return fresh.status();
-    if (!fresh->has_value()) {
-      return give_up("the lease for " + current.lease_key + " no longer exists");
-    }
-    const Lease& now_in_table = **fresh;
-    // Still ours: as its owner, or as its checkpoint owner while a handoff is pending.
-    if (now_in_table.actual_owner() == worker_id()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = held_.find(key);
-        if (it != held_.end() && it->second == h) h->lease = now_in_table;
-      }
-      if (now_in_table.checkpoint_owner && now_in_table.lease_owner &&
-          *now_in_table.lease_owner != worker_id()) {
-        handoff_notice.fresh = now_in_table;
-      }
-      return now_in_table;
-    }
-    if (now_in_table.actual_owner()) {
-      return give_up("the lease for " + current.lease_key + " was taken by " +
-                     *now_in_table.actual_owner() + " (leaseCounter " +
-                     std::to_string(current.lease_counter) + " -> " +
-                     std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
-                     " no longer holds it");
-    }
-    return give_up("the lease for " + current.lease_key + " was released (no owner, leaseCounter " +
-                   std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
-                   " no longer holds it");
-  };
-
+  const std::string op(op_name(kind));
   constexpr int kAttempts = 3;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const auto start = clock_.now();
-    Result<Lease> written = Status(StatusCode::kInternal, "unreachable");
-    switch (kind) {
-      case WriteKind::kRenew:
-        written = store_.renew_lease(current);
-        break;
-      case WriteKind::kCheckpoint:
-        written = store_.update_checkpoint(current, *fields);
-        break;
-      case WriteKind::kRelease:
-        written = store_.evict_lease(current);
-        break;
-      case WriteKind::kHandoff:
-        if (current.checkpoint_owner != worker_id()) {
-          return Status(
-              StatusCode::kFailedPrecondition,
-              "lease " + current.lease_key + " is not being handed off by worker " + worker_id());
-        }
-        written = store_.evict_lease(current);  // removes checkpointOwner only
-        break;
-      case WriteKind::kRefresh:
-        return reread();  // a read, not a write
-    }
+    Result<Lease> written = store_write(w, fields);
     if (written.ok()) {
-      if (kind == WriteKind::kRelease || kind == WriteKind::kHandoff) {
-        drop_held(h);
-        metrics_.count(kind == WriteKind::kRelease ? "leases.released" : "leases.handed_off", 1,
-                       {});
-      } else {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = held_.find(key);
-        if (it != held_.end() && it->second == h) {
-          h->lease = written.value();
-          h->renewed_at = start;
-          if (kind == WriteKind::kCheckpoint) h->checkpointed_at = start;
-        }
-      }
-      if (kind == WriteKind::kRenew) {
-        metrics_.timing("leases.renew_latency", clock_.now() - start, {});
-      }
+      record_write(w, *written, start);
       return written;
     }
-
     if (written.status().code() != StatusCode::kConditionFailed) {
       // Transient (or worse): the lease stays held until its deadline, unless that has
       // passed while we were waiting.
-      if (kind != WriteKind::kRelease && kind != WriteKind::kHandoff && clock_.now() >= deadline) {
-        return give_up("the lease for " + current.lease_key + " could not be renewed by worker " +
-                       worker_id() + " before its deadline (" + written.status().to_string() + ")");
+      if (kind != WriteKind::kRelease && kind != WriteKind::kHandoff &&
+          clock_.now() >= w.deadline) {
+        return give_up(w, "the lease for " + w.current.lease_key +
+                              " could not be renewed by worker " + worker_id() +
+                              " before its deadline (" + written.status().to_string() + ")");
       }
       return written.status();
     }
-
     const MetricTag tag{"operation", op};
     metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
-    auto fresh = reread();
+    auto fresh = reread_held(w);
     if (!fresh.ok()) return fresh.status();
-    current = std::move(fresh).value();
+    w.current = std::move(fresh).value();
   }
-  return Status(StatusCode::kUnavailable, op + " of lease " + current.lease_key +
+  return Status(StatusCode::kUnavailable, op + " of lease " + w.current.lease_key +
                                               ": the condition kept failing while this worker "
                                               "still owns it; try again");
 }
@@ -454,147 +473,134 @@ bool LeaseCoordinator::try_take(const Lease& seen, bool steal, TakePassResult& r
   return false;  // the store is in trouble: leave the rest for the next pass
 }
 
-TakePassResult LeaseCoordinator::run_take_pass() {
-  std::lock_guard<std::mutex> pass_lock(take_mu_);
-  TakePassResult result;
-  if (taking_stopped_.load()) return result;
+// ---- the take pass (kWorkerTakes), step by step ----
 
-  auto listed = store_.list_leases();
-  if (!listed.ok()) {
-    result.status = listed.status().with_context("listing leases: ");
-    return result;
-  }
-  const auto now = clock_.now();
-  const std::vector<Lease>& leases = listed.value();
-  result.leases_seen = static_cast<int>(leases.size());
-
-  // Record when each counter was first seen; forget leases that are gone. (References into
-  // an unordered_map stay valid when it rehashes.)
-  const std::uint64_t generation = ++pass_generation_;
-  std::vector<const Observed*> seen;
-  seen.reserve(leases.size());
-  for (const auto& lease : leases) {
-    auto [it, inserted] = observed_.try_emplace(lease.lease_key);
-    Observed& o = it->second;
-    if (inserted || o.counter != lease.lease_counter) {
-      o.counter = lease.lease_counter;
-      o.changed_at = now;
-    }
-    o.generation = generation;
-    seen.push_back(&o);
-  }
-  if (observed_.size() != leases.size()) {
-    std::erase_if(observed_, [&](const auto& kv) { return kv.second.generation != generation; });
-  }
-
-  // What this worker holds, read once.
+// What one take pass works from: the scan, when each lease's counter was first seen, what
+// this worker holds, and the classification of the rest.
+struct LeaseCoordinator::TakeView {
   struct HeldView {
     std::shared_ptr<Held> held;
     std::int64_t counter;
     bool current;  // not past its deadline
   };
+  Clock::MonoTime now;
+  std::vector<const Observed*> seen;  // parallel to the scanned leases
   std::unordered_map<std::string, HeldView> held;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held.reserve(held_.size());
-    for (const auto& [key, h] : held_) {
-      held.emplace(key, HeldView{h, h->lease.lease_counter, now < deadline_of(*h)});
-    }
-  }
+  std::vector<const Lease*> available;               // free, expired, or ours but not held
+  std::unordered_map<std::string_view, int> counts;  // other live owners -> leases
+  int mine = 0;                                      // held and current
+};
 
-  // A held lease that the table shows with a newer counter and another (or no) owner was
-  // taken or released by someone else: give it up now rather than at the next renewal.
-  // Leases with a write of ours in flight are left to that write.
+// Records when each counter was first seen (forgetting leases that are gone) and what this
+// worker holds. (References into an unordered_map stay valid when it rehashes.)
+void LeaseCoordinator::observe(const std::vector<Lease>& leases, TakeView& view) {
+  const std::uint64_t generation = ++pass_generation_;
+  view.seen.reserve(leases.size());
+  for (const auto& lease : leases) {
+    auto [it, inserted] = observed_.try_emplace(lease.lease_key);
+    Observed& o = it->second;
+    if (inserted || o.counter != lease.lease_counter) {
+      o.counter = lease.lease_counter;
+      o.changed_at = view.now;
+    }
+    o.generation = generation;
+    view.seen.push_back(&o);
+  }
+  if (observed_.size() != leases.size()) {
+    std::erase_if(observed_, [&](const auto& kv) { return kv.second.generation != generation; });
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  view.held.reserve(held_.size());
+  for (const auto& [key, h] : held_) {
+    view.held.emplace(key,
+                      TakeView::HeldView{h, h->lease.lease_counter, view.now < deadline_of(*h)});
+  }
+}
+
+// A held lease that the table shows with a newer counter and another (or no) owner was taken
+// or released by someone else: give it up now rather than at the next renewal. Leases with a
+// write of ours in flight are left to that write.
+void LeaseCoordinator::drop_taken_elsewhere(const std::vector<Lease>& leases, TakeView& view) {
+  if (view.held.empty()) return;
   std::vector<PendingLoss> losses;
-  if (!held.empty()) {
-    for (const auto& lease : leases) {
-      if (lease.lease_owner == worker_id()) continue;
-      auto it = held.find(lease.lease_key);
-      if (it == held.end() || lease.lease_counter <= it->second.counter) continue;
-      const std::shared_ptr<Held>& h = it->second.held;
-      std::unique_lock<std::mutex> write_lock(h->write_mu, std::try_to_lock);
-      if (!write_lock.owns_lock()) continue;
-      std::int64_t held_counter;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        held_counter = h->lease.lease_counter;
-      }
-      if (lease.lease_counter > held_counter && drop_held(h)) {
-        it->second.current = false;
-        losses.push_back(
-            {lease.lease_key,
-             Status(StatusCode::kLeaseLost,
-                    "the lease for " + lease.lease_key + " was " +
-                        (lease.lease_owner ? "taken by " + *lease.lease_owner : "released") +
-                        " (leaseCounter " + std::to_string(held_counter) + " -> " +
-                        std::to_string(lease.lease_counter) + "); worker " + worker_id() +
-                        " no longer holds it")});
-      }
+  for (const auto& lease : leases) {
+    if (lease.lease_owner == worker_id()) continue;
+    auto it = view.held.find(lease.lease_key);
+    if (it == view.held.end() || lease.lease_counter <= it->second.counter) continue;
+    const std::shared_ptr<Held>& h = it->second.held;
+    std::unique_lock<std::mutex> write_lock(h->write_mu, std::try_to_lock);
+    if (!write_lock.owns_lock()) continue;
+    std::int64_t held_counter;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_counter = h->lease.lease_counter;
+    }
+    if (lease.lease_counter > held_counter && drop_held(h)) {
+      it->second.current = false;
+      losses.push_back(
+          {lease.lease_key,
+           Status(StatusCode::kLeaseLost,
+                  "the lease for " + lease.lease_key + " was " +
+                      (lease.lease_owner ? "taken by " + *lease.lease_owner : "released") +
+                      " (leaseCounter " + std::to_string(held_counter) + " -> " +
+                      std::to_string(lease.lease_counter) + "); worker " + worker_id() +
+                      " no longer holds it")});
     }
   }
   notify_lost(std::move(losses));
+}
 
-  // Classify: held by me, available (free, expired, or mine in the table but not held), or
-  // held by another live worker.
-  std::vector<const Lease*> available;
-  std::unordered_map<std::string_view, int> counts;  // other live owners -> leases
-  int mine = 0;
-  for (const auto& [key, view] : held) {
-    if (view.current) ++mine;
+// Held by this worker, available (free, expired, or this worker's in the table but not
+// held), or held by another live worker; notes when the first suspect lease expires.
+void LeaseCoordinator::classify(const std::vector<Lease>& leases, TakeView& view,
+                                TakePassResult& result) {
+  for (const auto& [key, held] : view.held) {
+    if (held.current) ++view.mine;
   }
   const auto suspect_after = config_.effective_renew_interval() * 3 / 2;
   for (std::size_t i = 0; i < leases.size(); ++i) {
     const Lease& lease = leases[i];
-    if (held.count(lease.lease_key)) continue;
+    if (view.held.count(lease.lease_key)) continue;
     if (!lease.lease_owner || *lease.lease_owner == worker_id()) {
-      available.push_back(&lease);
+      view.available.push_back(&lease);
       continue;
     }
-    const auto since = now - seen[i]->changed_at;
+    const auto since = view.now - view.seen[i]->changed_at;
     if (since >= config_.failover_time) {
-      available.push_back(&lease);
+      view.available.push_back(&lease);
     } else {
-      ++counts[*lease.lease_owner];
+      ++view.counts[*lease.lease_owner];
       if (since > suspect_after) {
-        const auto expiry = now - since + config_.failover_time;
+        const auto expiry = view.now - since + config_.failover_time;
         if (!result.next_expiry || expiry < *result.next_expiry) result.next_expiry = expiry;
       }
     }
   }
-  result.held_before = mine;
-  result.available = static_cast<int>(available.size());
-  const int total = result.leases_seen;
-  const int workers = static_cast<int>(counts.size()) + 1;
-  result.workers_seen = workers;
-  if (total == 0) return result;
-  int target = workers >= total ? 1 : (total + workers - 1) / workers;
-  target = std::min(target, config_.max_leases_per_worker);
-  result.target = target;
-  const int needed = target - mine;
-  if (needed <= 0) {
-    report_held_gauge();
-    return result;
-  }
+  result.held_before = view.mine;
+  result.available = static_cast<int>(view.available.size());
+  result.workers_seen = static_cast<int>(view.counts.size()) + 1;
+}
 
-  if (!available.empty()) {
-    std::shuffle(available.begin(), available.end(), rng_);
-    int limit = needed;
-    if (config_.take_ramp_floor > 0) {
-      limit = std::min(limit, std::max(config_.take_ramp_floor, mine));
-    }
-    const int to_take = std::min<int>(limit, static_cast<int>(available.size()));
-    result.limited_by_ramp = to_take < needed && to_take < static_cast<int>(available.size());
-    for (int i = 0; i < to_take; ++i) {
-      if (!try_take(*available[static_cast<std::size_t>(i)], false, result)) break;
-    }
-    report_held_gauge();
-    return result;
+// Free and expired leases, in random order, up to what is needed and the start-up ramp.
+void LeaseCoordinator::take_available(TakeView& view, int needed, TakePassResult& result) {
+  std::shuffle(view.available.begin(), view.available.end(), rng_);
+  int limit = needed;
+  if (config_.take_ramp_floor > 0) {
+    limit = std::min(limit, std::max(config_.take_ramp_floor, view.mine));
   }
+  const int to_take = std::min<int>(limit, static_cast<int>(view.available.size()));
+  result.limited_by_ramp = to_take < needed && to_take < static_cast<int>(view.available.size());
+  for (int i = 0; i < to_take; ++i) {
+    if (!try_take(*view.available[static_cast<std::size_t>(i)], false, result)) break;
+  }
+}
 
-  // Nothing free or expired: consider stealing from the most loaded worker.
+// Nothing free or expired: steal from the most loaded worker (the Java KCL's rule).
+void LeaseCoordinator::steal(const std::vector<Lease>& leases, const TakeView& view, int target,
+                             int needed, TakePassResult& result) {
   int most = 0;
   std::vector<std::string> most_loaded;
-  for (const auto& [owner, count] : counts) {
+  for (const auto& [owner, count] : view.counts) {
     if (count > most) {
       most = count;
       most_loaded.assign(1, std::string(owner));
@@ -604,11 +610,11 @@ TakePassResult LeaseCoordinator::run_take_pass() {
   }
   // Iteration order of the hash map must not decide between equals: sort, then pick at random.
   std::sort(most_loaded.begin(), most_loaded.end());
-  if (most_loaded.empty() || most < target) return result;
+  if (most_loaded.empty() || most < target) return;
   int steal = std::min(needed, most - target);
   if (needed > 1 && steal == 0) steal = 1;
   steal = std::min(steal, config_.max_leases_to_steal_at_once);
-  if (steal <= 0) return result;
+  if (steal <= 0) return;
   std::uniform_int_distribution<std::size_t> pick(0, most_loaded.size() - 1);
   const std::string victim = most_loaded[pick(rng_)];
   std::vector<const Lease*> candidates;
@@ -629,6 +635,40 @@ TakePassResult LeaseCoordinator::run_take_pass() {
     }
     if (!fresh->has_value() || (*fresh)->lease_owner != victim) continue;
     if (!try_take(**fresh, true, result)) break;
+  }
+}
+
+TakePassResult LeaseCoordinator::run_take_pass() {
+  std::lock_guard<std::mutex> pass_lock(take_mu_);
+  TakePassResult result;
+  if (taking_stopped_.load()) return result;
+
+  auto listed = store_.list_leases();
+  if (!listed.ok()) {
+    result.status = listed.status().with_context("listing leases: ");
+    return result;
+  }
+  const std::vector<Lease>& leases = listed.value();
+  result.leases_seen = static_cast<int>(leases.size());
+  TakeView view;
+  view.now = clock_.now();
+  observe(leases, view);
+  drop_taken_elsewhere(leases, view);
+  classify(leases, view, result);
+
+  const int total = result.leases_seen;
+  if (total == 0) return result;
+  const int workers = result.workers_seen;
+  int target = workers >= total ? 1 : (total + workers - 1) / workers;
+  target = std::min(target, config_.max_leases_per_worker);
+  result.target = target;
+  const int needed = target - view.mine;
+  if (needed > 0) {
+    if (!view.available.empty()) {
+      take_available(view, needed, result);
+    } else {
+      steal(leases, view, target, needed, result);
+    }
   }
   report_held_gauge();
   return result;

@@ -287,6 +287,20 @@ class LeaseCoordinator {
   void report_held_gauge();
   Result<Lease> write_held(std::string_view key, WriteKind kind, const CheckpointFields* fields,
                            std::optional<std::uint64_t> tenure, std::vector<PendingLoss>& losses);
+  // The held-lease writer's steps (see write_held).
+  struct WriteContext;
+  Status give_up(WriteContext& w, std::string why);
+  Result<Lease> reread_held(WriteContext& w);
+  Result<Lease> store_write(WriteContext& w, const CheckpointFields* fields);
+  void record_write(WriteContext& w, const Lease& written, Clock::MonoTime start);
+  // The take pass's steps (see run_take_pass).
+  struct TakeView;
+  void observe(const std::vector<Lease>& leases, TakeView& view);
+  void drop_taken_elsewhere(const std::vector<Lease>& leases, TakeView& view);
+  void classify(const std::vector<Lease>& leases, TakeView& view, TakePassResult& result);
+  void take_available(TakeView& view, int needed, TakePassResult& result);
+  void steal(const std::vector<Lease>& leases, const TakeView& view, int target, int needed,
+             TakePassResult& result);
   bool try_take(const Lease& seen, bool steal, TakePassResult& result);
   // Publishes a lease just taken as held (new tenure) and tells the listener.
   void gain(const Lease& taken, Clock::MonoTime start);
