@@ -12,6 +12,7 @@
 //   bench_lease_simulation --workers 10 --shards 100 --minutes 30
 //   bench_lease_simulation --ramp 0              # no start-up ramp (the Java KCL's behaviour)
 //   bench_lease_simulation --take-ms 60000       # scan every minute instead of every 20 s
+//   bench_lease_simulation --hot 10              # shard 0 carries 10x the traffic: by load
 //   bench_lease_simulation --micro               # Google Benchmark: CPU of one take pass
 //
 // Scenario (times scale with --minutes, default 40): cold start of all workers spread over
@@ -52,14 +53,15 @@ struct Args {
   bool micro = false;
   std::string mode = "leader";
   long spread_ms = 2000;
+  double hot = 0;  // > 0: every shard carries 100 KB/s, shard 0 this many times that
 };
 
 void usage() {
-  std::fprintf(
-      stderr,
-      "usage: bench_lease_simulation [--workers N] [--shards M] [--minutes T] "
-      "[--seed S] [--failover-ms F] [--take-ms T] [--ramp R] [--steal K] "
-      "[--no-events] [--mode leader|takes|both] [--spread-ms S] [--micro [benchmark flags]]\n");
+  std::fprintf(stderr,
+               "usage: bench_lease_simulation [--workers N] [--shards M] [--minutes T] "
+               "[--seed S] [--failover-ms F] [--take-ms T] [--ramp R] [--steal K] "
+               "[--no-events] [--mode leader|takes|both] [--spread-ms S] [--hot FACTOR] "
+               "[--micro [benchmark flags]]\n");
 }
 
 bool parse(int argc, char** argv, Args& a) {
@@ -90,6 +92,8 @@ bool parse(int argc, char** argv, Args& a) {
       a.ramp = std::atoi(v);
     } else if (k == "--steal") {
       a.steal = std::atoi(v);
+    } else if (k == "--hot") {
+      a.hot = std::atof(v);
     } else if (k == "--spread-ms") {
       a.spread_ms = std::atol(v);
     } else if (k == "--mode") {
@@ -163,6 +167,10 @@ int main(int argc, char** argv) {
   o.lease.take_ramp_floor = a.ramp;
   o.lease.max_leases_to_steal_at_once = a.steal;
   o.start_spread = std::chrono::milliseconds(a.spread_ms);
+  if (a.hot > 0) {
+    o.shard_kbps.assign(static_cast<std::size_t>(a.shards), 100.0);
+    if (!o.shard_kbps.empty()) o.shard_kbps[0] = 100.0 * a.hot;
+  }
   if (a.events) {
     const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration);
     const int tenth = std::max(1, a.workers / 10);

@@ -105,6 +105,7 @@ struct SimWorker {
   nanoseconds paused_until{0};
   int held = 0;  // leases the table says it owns (bookkeeping)
   std::uint64_t take_generation = 0;
+  std::optional<nanoseconds> fed_until;  // shard traffic reported to its coordinator up to
 };
 
 enum class TickKind { kRenew, kTake, kHeartbeat, kPoll, kLead };
@@ -279,11 +280,34 @@ void Simulation::finish_phase() {
   }
   phase.min_held = lo == std::numeric_limits<int>::max() ? 0 : lo;
   phase.max_held = hi;
+  if (!options_.shard_kbps.empty()) {
+    std::map<int, double> load;
+    int running = 0;
+    for (std::size_t w = 0; w < workers_.size(); ++w) {
+      if (workers_[w]->state != WorkerState::kRunning) continue;
+      load[static_cast<int>(w)] = 0;
+      ++running;
+    }
+    double total = 0;
+    for (std::size_t s = 0; s < owner_.size() && s < options_.shard_kbps.size(); ++s) {
+      total += options_.shard_kbps[s];
+      if (load.count(owner_[s])) load[owner_[s]] += options_.shard_kbps[s];
+    }
+    double most = 0;
+    double least = total;
+    for (const auto& [w, l] : load) {
+      most = std::max(most, l);
+      least = std::min(least, l);
+    }
+    phase.max_load_over_mean = running > 0 && total > 0 ? most / (total / running) : 0;
+    phase.min_load_over_mean = running > 0 && total > 0 ? least / (total / running) : 0;
+  }
 }
 
 // Balanced: every lease is owned in the table by a running worker, each running worker
 // believes it holds exactly the leases the table gives it (a worker that was stolen from or
-// paused has noticed), and the most loaded holds at most one more than the least.
+// paused has noticed), and the most loaded holds at most one more than the least (with
+// shard_kbps: carries at most 1.5 times the mean load).
 void Simulation::check_balance() {
   if (phase_balanced_ || report_.phases.empty() || unserved_ > 0) return;
   int lo = std::numeric_limits<int>::max();
@@ -294,7 +318,17 @@ void Simulation::check_balance() {
     lo = std::min(lo, w->held);
     hi = std::max(hi, w->held);
   }
-  if (lo == std::numeric_limits<int>::max() || hi - lo > 1) return;
+  if (lo == std::numeric_limits<int>::max()) return;
+  if (options_.shard_kbps.empty()) {
+    if (hi - lo > 1) return;
+  } else {
+    // By load: nobody carries more than 1.5 times the mean, nor less than the mean / 1.5.
+    finish_phase();
+    if (report_.phases.back().max_load_over_mean > 1.5 ||
+        report_.phases.back().min_load_over_mean < 1 / 1.5) {
+      return;
+    }
+  }
   phase_balanced_ = true;
   auto& phase = report_.phases.back();
   phase.time_to_balance = duration_cast<milliseconds>(now()) - phase.started;
@@ -329,6 +363,20 @@ void Simulation::run_leader_mode_tick(const Tick& t, SimWorker& worker) {
   Clock::MonoTime next;
   switch (t.kind) {
     case TickKind::kHeartbeat:
+      // What the shard consumers would have processed since the last heartbeat.
+      if (!options_.shard_kbps.empty()) {
+        const double seconds =
+            worker.fed_until ? std::chrono::duration<double>(now() - *worker.fed_until).count()
+                             : 0.0;
+        for (const Lease& l : worker.coordinator->held_leases()) {
+          const auto i = static_cast<std::size_t>(shard_index_[l.lease_key]);
+          if (i < options_.shard_kbps.size()) {
+            worker.coordinator->note_processed(
+                l.lease_key, static_cast<std::size_t>(options_.shard_kbps[i] * 1024.0 * seconds));
+          }
+        }
+        worker.fed_until = now();
+      }
       next = worker.agent->heartbeat_step();
       break;
     case TickKind::kPoll: {
@@ -631,6 +679,10 @@ std::string SimulationReport::to_text() const {
         static_cast<long long>(leader ? p.handoffs : p.steals),
         static_cast<long long>(p.moves_after_balance), p.min_held, p.max_held);
     out << line;
+    if (p.max_load_over_mean > 0) {
+      out << "      most / least loaded worker over the mean load at the end of the phase: "
+          << fixed(p.max_load_over_mean, 2) << " / " << fixed(p.min_load_over_mean, 2) << "\n";
+    }
   }
   auto describe = [&](const char* title, const LeaseStoreStats& s, milliseconds over) {
     if (over.count() <= 0) return;

@@ -81,6 +81,10 @@ struct SimulationOptions {
   std::vector<SimulationEvent> events;
   std::chrono::milliseconds duration{std::chrono::minutes(10)};
   std::uint64_t seed = 1;
+  // Traffic per shard in KB/s (by shard index; missing or empty: none). With kLeader, each
+  // worker's coordinator is told the bytes its held leases process, as shard consumers do,
+  // so the leader can balance by load.
+  std::vector<double> shard_kbps;
 };
 
 struct SimulationPhase {
@@ -99,6 +103,10 @@ struct SimulationPhase {
   std::int64_t handoffs = 0;  // kLeader: graceful handoffs completed in the phase
   int min_held = 0;           // at the end of the phase, over running workers
   int max_held = 0;
+  // With shard_kbps: the most and the least loaded running worker's load over the mean, at
+  // the end.
+  double max_load_over_mean = 0;
+  double min_load_over_mean = 0;
 
   // time_to_balance in take intervals (rounded up).
   std::optional<double> passes_to_balance(std::chrono::milliseconds take_interval) const;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +39,8 @@ struct WorkerEntry {
   std::int64_t heartbeat = 0;    // bumped by the worker every renew interval
   std::int64_t lease_count = 0;  // leases it held at its last heartbeat
   bool draining = false;         // shutting down: the leader assigns it nothing more
+  // Lease key -> KB/s processed recently, for balancing by load (one decimal).
+  std::map<std::string, double> lease_kbps;
   // Lease keys the leader wants this worker to look at (assigned to it, or to be handed
   // off by it). The worker removes the keys it has handled.
   std::vector<std::string> inbox;
@@ -83,10 +86,10 @@ class CoordinationStore {
   // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, empty inbox),
   // replacing any earlier entry of that id.
   virtual Result<WorkerEntry> register_worker(const WorkerEntry& entry) = 0;
-  // heartbeat + 1, leaseCount := lease_count and draining := `draining`, conditional on the
-  // incarnation and the heartbeat of `held`. Returns the entry as written (inbox included).
-  virtual Result<WorkerEntry> heartbeat(const WorkerEntry& held, std::int64_t lease_count,
-                                        bool draining) = 0;
+  // heartbeat + 1, and leaseCount, draining and leaseKbps from `report` (its lease_count,
+  // draining and lease_kbps), conditional on the incarnation and the heartbeat of `held`.
+  // Returns the entry as written (inbox included).
+  virtual Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) = 0;
   // Removes the entry of a worker found silent, conditional on the incarnation and heartbeat
   // `seen`: after it, that incarnation can never renew its membership again.
   virtual Status fence_worker(const WorkerEntry& seen) = 0;

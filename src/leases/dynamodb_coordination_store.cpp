@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 
 namespace kcl::leases {
 namespace {
@@ -60,6 +62,13 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
   w.incarnation = std::move(*inc);
   KCL_ASSIGN_OR_RETURN(w.heartbeat, get_n(item, key, "heartbeat"));
   KCL_ASSIGN_OR_RETURN(w.lease_count, get_n(item, key, "leaseCount"));
+  if (auto it = item.find("leaseKbps"); it != item.end()) {
+    if (it->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
+    for (const auto& [lease, v] : it->second.m()) {
+      if (v.type() != Type::kN) return bad(key, "leaseKbps." + lease, "is not a number");
+      w.lease_kbps[lease] = std::strtod(v.s().c_str(), nullptr);
+    }
+  }
   if (auto it = item.find("draining"); it != item.end()) {
     if (it->second.type() != Type::kBool) return bad(key, "draining", "is not a boolean");
     w.draining = it->second.boolean();
@@ -233,23 +242,32 @@ Result<dynamodb::WriteResult> DynamoDbCoordinationStore::update(std::string_view
 }
 
 Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held,
-                                                         std::int64_t lease_count, bool draining) {
+                                                         const WorkerEntry& report) {
   Expression u;
   u.names["#hb"] = "heartbeat";
   u.names["#lc"] = "leaseCount";
   u.names["#dr"] = "draining";
+  u.names["#tp"] = "leaseKbps";
   u.values[":next"] = AttributeValue::N(static_cast<long long>(held.heartbeat + 1));
-  u.values[":count"] = AttributeValue::N(static_cast<long long>(lease_count));
-  u.values[":dr"] = AttributeValue::Bool(draining);
-  u.expression = "SET #hb = :next, #lc = :count, #dr = :dr";
+  u.values[":count"] = AttributeValue::N(static_cast<long long>(report.lease_count));
+  u.values[":dr"] = AttributeValue::Bool(report.draining);
+  Item kbps;
+  for (const auto& [lease, v] : report.lease_kbps) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", v);
+    kbps.emplace(lease, AttributeValue::N(std::string(text)));
+  }
+  u.values[":tp"] = AttributeValue::M(std::move(kbps));
+  u.expression = "SET #hb = :next, #lc = :count, #dr = :dr, #tp = :tp";
   const std::string key = worker_key(held.worker_id);
   KCL_ASSIGN_OR_RETURN(auto written, update("heartbeat of worker " + held.worker_id, key,
                                             std::move(u), same_incarnation(held, true), true));
   if (!written.attributes) {
     WorkerEntry w = held;
     w.heartbeat += 1;
-    w.lease_count = lease_count;
-    w.draining = draining;
+    w.lease_count = report.lease_count;
+    w.draining = report.draining;
+    w.lease_kbps = report.lease_kbps;
     return w;
   }
   return worker_from_item(*written.attributes, key);

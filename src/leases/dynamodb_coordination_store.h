@@ -35,8 +35,7 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   Result<CoordinationView> read_all() override;
   Result<OwnView> read_own(std::string_view worker_id) override;
   Result<WorkerEntry> register_worker(const WorkerEntry& entry) override;
-  Result<WorkerEntry> heartbeat(const WorkerEntry& held, std::int64_t lease_count,
-                                bool draining) override;
+  Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) override;
   Status fence_worker(const WorkerEntry& seen) override;
   Status deregister_worker(const WorkerEntry& held) override;
   Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;

@@ -59,7 +59,7 @@ Result<WorkerEntry> InMemoryCoordinationStore::register_worker(const WorkerEntry
 }
 
 Result<WorkerEntry> InMemoryCoordinationStore::heartbeat(const WorkerEntry& held,
-                                                         std::int64_t lease_count, bool draining) {
+                                                         const WorkerEntry& report) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
   ++stats_.writes;
@@ -71,8 +71,9 @@ Result<WorkerEntry> InMemoryCoordinationStore::heartbeat(const WorkerEntry& held
     return condition_failed("heartbeat: the entry changed");
   }
   w.heartbeat += 1;
-  w.lease_count = lease_count;
-  w.draining = draining;
+  w.lease_count = report.lease_count;
+  w.draining = report.draining;
+  w.lease_kbps = report.lease_kbps;
   return w;
 }
 

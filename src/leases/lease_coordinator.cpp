@@ -872,6 +872,40 @@ Status LeaseCoordinator::complete_handoff(std::string_view lease_key) {
   return done.status();
 }
 
+void LeaseCoordinator::note_processed(std::string_view lease_key, std::size_t bytes) {
+  if (std::shared_ptr<Held> h = find_held(lease_key)) {
+    h->bytes_processed.fetch_add(bytes, std::memory_order_relaxed);
+  }
+}
+
+std::map<std::string, double> LeaseCoordinator::throughput_kbps() {
+  using std::chrono::duration;
+  constexpr double kTimeConstantS = 30;
+  const auto now = clock_.now();
+  std::map<std::string, double> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, h] : held_) {
+    const std::uint64_t bytes = h->bytes_processed.load(std::memory_order_relaxed);
+    if (!h->sampled_at) {
+      h->sampled_at = now;
+      h->bytes_at_sample = bytes;
+    }
+    const double dt = duration<double>(now - *h->sampled_at).count();
+    if (dt >= 1.0) {
+      const double rate = static_cast<double>(bytes - h->bytes_at_sample) / 1024.0 / dt;
+      // The first full sample sets the estimate; later ones move it by how much time passed.
+      h->kbps = !h->kbps_ready ? rate : h->kbps + (rate - h->kbps) * dt / (dt + kTimeConstantS);
+      h->kbps_ready = true;
+      h->sampled_at = now;
+      h->bytes_at_sample = bytes;
+    }
+    // A lease held for less than a second has no estimate yet: the leader then assumes the
+    // mean of the others rather than an idle shard.
+    if (h->kbps_ready) out.emplace(key, h->kbps);
+  }
+  return out;
+}
+
 std::map<std::string, std::string> LeaseCoordinator::pending_handoffs() const {
   std::map<std::string, std::string> out;
   std::lock_guard<std::mutex> lock(mu_);

@@ -240,6 +240,13 @@ class LeaseCoordinator {
   // Held leases the leader asked this worker to hand off: key -> new owner.
   std::map<std::string, std::string> pending_handoffs() const;
 
+  // Bytes of record data processed for a held lease (its shard consumer reports each batch).
+  void note_processed(std::string_view lease_key, std::size_t bytes);
+  // Each held lease's recent throughput in KB/s (bytes processed, smoothed over about half a
+  // minute), as of now; what the heartbeat publishes for balancing by load.
+  // Leases held for less than a second are left out (no estimate yet).
+  std::map<std::string, double> throughput_kbps();
+
   // No more take passes (they return at once), no adoption of assigned leases; renewals
   // continue. For graceful shutdown.
   void stop_taking();
@@ -260,7 +267,13 @@ class LeaseCoordinator {
     // guarded by mu_: when this worker learned of the handoff; it gives the lease up by
     // itself before the receiver may take it anyway (handoff_timeout)
     std::optional<Clock::MonoTime> handoff_seen_at;
-    std::mutex write_mu;  // one write to this lease at a time
+    std::atomic<std::uint64_t> bytes_processed{0};
+    // guarded by mu_: the throughput estimate and what it was last computed from
+    std::uint64_t bytes_at_sample = 0;
+    std::optional<Clock::MonoTime> sampled_at;
+    double kbps = 0;
+    bool kbps_ready = false;  // one full sample taken: kbps means something
+    std::mutex write_mu;      // one write to this lease at a time
   };
   struct Incoming {
     Clock::MonoTime since;  // first seen handed to this worker

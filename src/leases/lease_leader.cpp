@@ -345,14 +345,32 @@ LeaderPassResult LeaseLeader::run_pass() {
   if (config_.max_leases_per_worker != std::numeric_limits<int>::max()) {
     in.max_leases_per_worker = config_.max_leases_per_worker;
   }
+  // Each lease's load as its reader published it (KB/s), at least 1 KB/s so that idle
+  // shards spread by count.
+  for (const auto& [id, o] : workers_) {
+    for (const auto& [key, kbps] : o.entry.lease_kbps) in.weights[key] = std::max(1.0, kbps);
+  }
+  // A lease that moved a moment ago has no estimate from its new reader yet: balancing by
+  // load waits for it (orphans are still placed), or it would chase stale weights.
+  bool weights_complete = true;
+  if (!in.weights.empty()) {
+    const std::set<std::string> orphan_set(orphans.begin(), orphans.end());
+    for (const Lease& l : in.leases) {
+      if (l.actual_owner() && !orphan_set.count(l.lease_key) && !in.weights.count(l.lease_key)) {
+        weights_complete = false;
+        break;
+      }
+    }
+  }
   const Plan plan = plan_assignment(in);
-  r.balanced = plan.moves.empty() && settled;
+  r.balanced = plan.moves.empty() && settled && weights_complete;
 
   std::map<std::string, std::vector<std::string>> inbox;
   for (const Move& move : plan.moves) {
     auto cached = cache_.find(move.lease_key);
     if (cached == cache_.end()) continue;
-    if (move.handoff && !settled) continue;  // rebalancing waits for the fleet to settle
+    // Rebalancing waits for the fleet to settle, and for the weights of leases just moved.
+    if (move.handoff && (!settled || !weights_complete)) continue;
     if (move.handoff) {
       auto started = leases_.initiate_handoff(cached->second, move.to);
       if (started.ok()) {

@@ -112,7 +112,11 @@ Membership::RenewResult Membership::renew() {
     result.registered = true;
     return result;
   }
-  auto written = store_.heartbeat(*held, count, draining);
+  WorkerEntry report;
+  report.lease_count = count;
+  report.draining = draining;
+  report.lease_kbps = coordinator_.throughput_kbps();
+  auto written = store_.heartbeat(*held, report);
   if (written.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation_ != generation) return result;  // abandoned meanwhile: ignore

@@ -397,6 +397,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                           MetricTags(&shard_tag, 1));
       ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
                           MetricTags(&shard_tag, 1));
+      ctx_.coordinator->note_processed(shard_id_, bytes);  // its load, for balancing
     }
     bool ended = batch.shard_end;
     pending_.reset();

@@ -166,5 +166,91 @@ TEST(AssignmentPlannerTest, RandomFleetsBalanceInOnePlanAndThenStayPut) {
   }
 }
 
+std::map<std::string, double> weight_loads(const std::vector<Lease>& leases,
+                                           const std::map<std::string, double>& weights) {
+  std::map<std::string, double> out;
+  for (const Lease& l : leases) {
+    if (l.lease_owner) out[*l.lease_owner] += weights.at(l.lease_key);
+  }
+  return out;
+}
+
+TEST(AssignmentPlannerTest, AWorkerWithAHotShardHoldsFewerOthers) {
+  PlanInput in;
+  in.workers = {"a", "b", "c"};
+  for (int i = 0; i < 12; ++i) {
+    in.leases.push_back(owned(i, i < 4 ? "a" : i < 8 ? "b" : "c"));
+    in.weights[shard(i)] = i == 0 ? 100.0 : 10.0;  // shard 0 carries 10x
+  }
+  Plan plan = plan_assignment(in);
+  EXPECT_TRUE(plan.by_load);
+  for (const Move& m : plan.moves) {
+    EXPECT_TRUE(m.handoff);
+    EXPECT_NE(m.lease_key, shard(0)) << "the hot shard itself stays";
+  }
+  carry_out(plan, in.leases);
+  auto l = weight_loads(in.leases, in.weights);
+  const double mean = (100.0 + 11 * 10.0) / 3;
+  for (auto& [w, load] : l) EXPECT_LE(load, 1.5 * mean) << w;
+  EXPECT_EQ(loads(in.leases)["a"], 1) << "the hot shard's worker holds nothing else";
+  EXPECT_TRUE(plan_assignment(in).moves.empty()) << "balanced by load: nothing moves again";
+}
+
+TEST(AssignmentPlannerTest, WeightsWithinAFactorOfTwoPlanByCount) {
+  PlanInput in;
+  in.workers = {"a", "b"};
+  for (int i = 0; i < 4; ++i) {
+    in.leases.push_back(owned(i, "a"));
+    in.weights[shard(i)] = 10.0 + i;
+  }
+  Plan plan = plan_assignment(in);
+  EXPECT_FALSE(plan.by_load);
+  EXPECT_EQ(plan.moves.size(), 2u);
+}
+
+TEST(AssignmentPlannerTest, RandomWeightsBalanceByLoadAndThenStayPut) {
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    std::mt19937_64 rng(seed);
+    const int workers = 2 + static_cast<int>(rng() % 8);
+    const int leases = workers * 3 + static_cast<int>(rng() % 40);
+    PlanInput in;
+    for (int w = 0; w < workers; ++w) in.workers.push_back("w" + std::to_string(w));
+    double total = 0, heaviest = 0;
+    for (int i = 0; i < leases; ++i) {
+      const bool free = rng() % 4 == 0;
+      in.leases.push_back(
+          owned(i, free ? std::nullopt
+                        : std::optional<std::string>("w" + std::to_string(rng() % workers))));
+      if (free) in.orphans.push_back(shard(i));
+      const double wt = 1.0 + static_cast<double>(rng() % 100) * (rng() % 10 == 0 ? 20 : 1);
+      in.weights[shard(i)] = wt;
+      total += wt;
+      heaviest = std::max(heaviest, wt);
+    }
+    Plan plan = plan_assignment(in);
+    carry_out(plan, in.leases);
+    in.orphans.clear();
+    EXPECT_TRUE(plan_assignment(in).moves.empty()) << "seed " << seed << ": moved again";
+    if (!plan.by_load) continue;
+    // The fixed point: the most loaded worker carries at most 1.5 x the mean, or none of its
+    // leases could go to the least loaded without making the larger of the two loads larger.
+    const double mean = total / workers;
+    auto l = weight_loads(in.leases, in.weights);
+    std::string most = in.workers[0], least = in.workers[0];
+    for (const auto& w : in.workers) {
+      if (l[w] > l[most]) most = w;
+      if (l[w] < l[least]) least = w;
+    }
+    if (l[most] <= 1.5 * mean && l[least] >= mean / 1.5) continue;
+    for (const Lease& lease : in.leases) {
+      if (!lease.lease_owner || *lease.lease_owner == least) continue;
+      EXPECT_GE(in.weights[lease.lease_key], l[*lease.lease_owner] - l[least])
+          << "seed " << seed << ": " << lease.lease_key << " could still move from "
+          << *lease.lease_owner;
+    }
+    (void)heaviest;
+  }
+}
+
 }  // namespace
 }  // namespace kcl::leases

@@ -84,5 +84,25 @@ TEST(LeaderSimulationTest, ReadsAndWritesDoNotGrowWithWorkersTimesShards) {
   EXPECT_EQ(report->steady_stats.renews, 0) << "no per-lease renewals";
 }
 
+TEST(LeaderSimulationTest, AHotShardIsBalancedByLoadNotByCount) {
+  SimulationOptions o = options(10, 100, 5);
+  o.duration = 10min;
+  o.shard_kbps.assign(100, 50.0);
+  o.shard_kbps[0] = 500.0;  // ten times the others
+  o.events = {{4min, Kind::kJoin, 1, 0ms}, {7min, Kind::kCrash, 1, 0ms}};
+  auto report = run_lease_simulation(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  SCOPED_TRACE(report->to_text());
+  EXPECT_EQ(report->invariant_violations, 0);
+  for (const auto& phase : report->phases) {
+    ASSERT_TRUE(phase.time_to_balance.has_value()) << phase.label << " never balanced by load";
+    EXPECT_LE(phase.max_load_over_mean, 1.5) << phase.label;
+    EXPECT_GE(phase.min_load_over_mean, 1 / 1.5) << phase.label;
+    EXPECT_EQ(phase.moves_after_balance, 0) << phase.label << ": leases moved after balance";
+  }
+  EXPECT_GT(report->phases.back().max_held - report->phases.back().min_held, 1)
+      << "by load, not by count: the hot shard's worker holds fewer leases";
+}
+
 }  // namespace
 }  // namespace kcl::leases
