@@ -11,11 +11,15 @@ all from TRIM_HORIZON with, one after another:
   consume   `kcl consume --max N > /dev/null`: JSON lines to stdout, checkpoints on
   pull      examples/pull_workers --work-us 0 --stop-after N: a kcl::PullConsumer, 4 threads
             acking every record (out of order), the watermark checkpointed every second
-Each consumer's CPU time (user + system) and peak RSS come from wait4() on its process, so
-the emulators' CPU is not counted; the emulator's own CPU over each run is printed for scale.
+Each consumer's CPU time (user + system) comes from wait4() on its process, so the emulators'
+CPU is not counted; its peak RSS is its VmHWM, polled while it runs (wait4's maxrss would
+include this script's own RSS, which Linux carries across exec). The emulator's own CPU over
+each run is printed for scale. --repeat N runs every consumer N times over the same stream
+and keeps each one's median.
 
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
-                               [--size 100] [--only tail,library,consume,pull] [--wrap CMD]
+                               [--size 100] [--only tail,library,consume,pull] [--repeat N]
+                               [--wrap CMD]
 """
 import argparse
 import json
@@ -24,6 +28,7 @@ import random
 import string
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,20 +41,47 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
+def peak_rss_mb(pid):
+    """The process's own high-water RSS (VmHWM of its address space), or None once it exited."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
 def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL):
+    # Peak RSS is polled from /proc/PID/status (VmHWM) while the consumer runs, not taken
+    # from wait4(): Linux carries a process's maxrss across exec(), so wait4 would report at
+    # least this Python process's own RSS (tens of MB once it built the records to load).
     emu_before = proc_cpu_seconds(emulator_pid)
     start = time.monotonic()
     p = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
+    errs = []
+    reader = threading.Thread(target=lambda: errs.append(p.stderr.read()), daemon=True)
+    reader.start()
+    rss = 0.0
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        hwm = peak_rss_mb(p.pid)
+        if hwm is not None:
+            rss = max(rss, hwm)
+        time.sleep(0.01)
     wall = time.monotonic() - start
-    err = p.stderr.read().decode(errors="replace")
+    reader.join()
+    err = (errs[0] if errs else b"").decode(errors="replace")
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"consume_e2e: {' '.join(cmd)} exited {p.returncode}:\n{err}")
     return {
         "wall_s": wall,
         "cpu_s": ru.ru_utime + ru.ru_stime,
-        "rss_mb": ru.ru_maxrss / 1024.0,
+        "rss_mb": rss,
         "emulator_cpu_s": proc_cpu_seconds(emulator_pid) - emu_before,
     }
 
@@ -61,9 +93,12 @@ def main():
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--only", default="tail,library,consume,pull")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run the consumers this many times over the same stream (medians kept)")
     ap.add_argument("--wrap", default="",
-                    help="a command put before each consumer, e.g. 'perf record -g -o P.data --' "
-                         "(its CPU is then counted too: for profiles, not for figures)")
+                    help="a command put before each consumer, e.g. 'perf record -g -o "
+                         "P-{name}.data --' ({name} becomes the consumer and repetition; its "
+                         "CPU is then counted too: for profiles, not for figures)")
     args = ap.parse_args()
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
     noop = os.path.join(args.build_dir, "bench", "bench_consume_noop")
@@ -98,27 +133,41 @@ def main():
               f"in {time.monotonic() - t0:.1f} s", flush=True)
 
         n = str(args.records)
-        runs = {
-            "tail": [kcl, "tail", "--stream", stream, "--from", "trim-horizon", "--max", n],
-            "library": [noop, stream, "bench-lib-" + stream, n],
-            "consume": [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + stream,
-                        "--from", "trim-horizon", "--max", n],
-            "pull": [pull, stream, "bench-pull-" + stream, "--threads", "4", "--work-us", "0",
-                     "--stop-after", n],
-        }
+
+        def runs(rep):
+            tag = f"{stream}-{rep}"
+            return {
+                "tail": [kcl, "tail", "--stream", stream, "--from", "trim-horizon", "--max", n],
+                "library": [noop, stream, "bench-lib-" + tag, n],
+                "consume": [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + tag,
+                            "--from", "trim-horizon", "--max", n],
+                "pull": [pull, stream, "bench-pull-" + tag, "--threads", "4", "--work-us", "0",
+                         "--stop-after", n],
+            }
+
+        # Each repetition runs every consumer once, in turn (fresh application names, so each
+        # reads the whole stream); the figures kept per consumer are its median CPU run.
+        names = args.only.split(",")
+        all_runs = {name: [] for name in names}
+        for rep in range(args.repeat):
+            for name in names:
+                wrap = [w.replace("{name}", f"{name}{rep}") for w in args.wrap.split()]
+                r = run_measured(wrap + runs(rep)[name], env, emu.pid)
+                all_runs[name].append(r)
+                print(f"{name:8s} wall {r['wall_s']:6.2f} s  cpu {r['cpu_s']:6.2f} s  "
+                      f"{r['cpu_s'] * 1e6 / args.records:6.2f} us/record  rss {r['rss_mb']:6.1f} MB  "
+                      f"emulator cpu {r['emulator_cpu_s']:6.2f} s", flush=True)
         results = {}
-        for name in args.only.split(","):
-            results[name] = run_measured(args.wrap.split() + runs[name], env, emu.pid)
-            r = results[name]
-            print(f"{name:8s} wall {r['wall_s']:6.2f} s  cpu {r['cpu_s']:6.2f} s  "
-                  f"{r['cpu_s'] * 1e6 / args.records:6.2f} us/record  rss {r['rss_mb']:6.1f} MB  "
-                  f"emulator cpu {r['emulator_cpu_s']:6.2f} s", flush=True)
+        for name, rs in all_runs.items():
+            results[name] = sorted(rs, key=lambda r: r["cpu_s"])[len(rs) // 2]
+            results[name]["cpu_s_runs"] = [r["cpu_s"] for r in rs]
         base = results.get("tail")
-        if base:
-            for name, r in results.items():
-                if name != "tail":
-                    print(f"{name:8s} cpu/record = {r['cpu_s'] / base['cpu_s']:.2f} x tail "
-                          f"(same run)")
+        for name, r in results.items():
+            line = (f"{name:8s} median of {args.repeat}: {r['cpu_s'] * 1e6 / args.records:.2f} "
+                    f"us/record  rss {max(x['rss_mb'] for x in all_runs[name]):.1f} MB")
+            if base and name != "tail":
+                line += f"  cpu/record = {r['cpu_s'] / base['cpu_s']:.2f} x tail (same run)"
+            print(line)
         print(json.dumps({"records": args.records, "size": args.size, "shards": args.shards,
                           "results": results}))
     finally:

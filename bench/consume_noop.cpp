@@ -1,5 +1,5 @@
 // bench_consume_noop: the library alone, for bench/consume_e2e.py. A kcl::Worker whose
-// processor touches every byte of each record's data (a checksum) and checkpoints each
+// processor touches every byte of each record's data (a byte sum) and checkpoints each
 // batch, reading STREAM from TRIM_HORIZON until EXPECTED records were delivered; then a
 // graceful shutdown. Endpoints and credentials come from the environment (AWS_ENDPOINT_URL*,
 // AWS_ACCESS_KEY_ID, ...). Prints one JSON line: records, checksum, seconds.
@@ -24,9 +24,11 @@ class TouchingProcessor final : public kcl::RecordProcessor {
  public:
   void initialize(const kcl::InitializationInput&) override {}
   void process_records(const kcl::ProcessRecordsInput& in) override {
+    // A sum of every byte: reads all the data (the compiler vectorises it), without a
+    // multiply chain per byte that would measure the processor rather than the library.
     std::uint64_t sum = 0;
     for (const kcl::Record& r : in.records) {
-      for (unsigned char c : r.data) sum = sum * 31 + c;
+      for (unsigned char c : r.data()) sum += c;
     }
     g_checksum.fetch_add(sum, std::memory_order_relaxed);
     (void)in.checkpointer.checkpoint();

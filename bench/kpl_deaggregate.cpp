@@ -38,6 +38,9 @@ std::string md5(std::string_view bytes) {
 }
 
 struct Input {
+  // What the records' views point into (as a GetRecords answer's buffer would be).
+  std::shared_ptr<kcl::kinesis::RecordsBuffer> buffer =
+      std::make_shared<kcl::kinesis::RecordsBuffer>();
   std::vector<kcl::kinesis::KinesisRecord> records;
   std::size_t bytes = 0;
   std::size_t sub_records = 0;
@@ -46,6 +49,7 @@ struct Input {
 const Input& input() {
   static const Input in = [] {
     Input r;
+    r.buffer->shard_id = kShard;
     std::mt19937_64 rng(42);
     for (int a = 0; a < kAggregates; ++a) {
       std::string body;
@@ -61,10 +65,11 @@ const Input& input() {
         pb::append_bytes_field(body, 3, rec);
       }
       kcl::kinesis::KinesisRecord k;
-      k.sequence_number =
-          "4959033827149025660855969253836157109592157598913658" + std::to_string(1000 + a);
+      auto& kept = r.buffer->unescaped;
+      k.sequence_number = kept.emplace_back("4959033827149025660855969253836157109592157598913658" +
+                                            std::to_string(1000 + a));
       k.partition_key = "outer";
-      k.data = std::string("\xF3\x89\x9A\xC2", 4) + body + md5(body);
+      k.data = kept.emplace_back(std::string("\xF3\x89\x9A\xC2", 4) + body + md5(body));
       r.bytes += k.data.size();
       r.sub_records += kSubRecords;
       r.records.push_back(std::move(k));
@@ -112,13 +117,14 @@ BENCHMARK(BM_Md5Only);
 // Full deaggregation into kcl::Record values (MD5, parse, one Record per sub-record).
 void BM_Deaggregate(benchmark::State& state) {
   const Input& in = input();
+  const std::shared_ptr<const void> owner = in.buffer;
   std::vector<kcl::Record> out;
   out.reserve(kSubRecords);
   std::size_t produced = 0;
   for (auto _ : state) {
     for (const auto& r : in.records) {
       out.clear();
-      auto res = deaggregate(r, kShard, out);
+      auto res = deaggregate(r, in.buffer->shard_id, owner, out);
       produced += res.records_appended;
       benchmark::DoNotOptimize(out.data());
     }

@@ -166,8 +166,10 @@ int main(int argc, char** argv) {
         const kcl::Record& rec = r->record();
         if (print) {
           std::lock_guard<std::mutex> lock(print_mu);
-          std::printf("%s %s %llu\n", rec.shard_id.c_str(), rec.sequence_number.c_str(),
-                      static_cast<unsigned long long>(rec.sub_sequence_number));
+          std::printf("%.*s %.*s %llu\n", static_cast<int>(rec.shard_id().size()),
+                      rec.shard_id().data(), static_cast<int>(rec.sequence_number().size()),
+                      rec.sequence_number().data(),
+                      static_cast<unsigned long long>(rec.sub_sequence_number()));
           std::fflush(stdout);
         }
         // kLeaseLost: another worker owns the shard now and delivers the record again.

@@ -42,8 +42,9 @@ struct RetrievalConfig {
   // range 1..10,000,000.
   std::size_t max_prefetch_records = 10000;
 
-  // Prefetch bound, in bytes of record data (as above). Default 8 MiB, range 1 byte..16 GiB.
-  // One response can add up to 10 MiB past it.
+  // Prefetch bound, in bytes the waiting batches hold (as above): each batch's response
+  // body, which its records point into, and the records themselves. Default 8 MiB, range 1
+  // byte..16 GiB. One response can add up to 10 MiB (plus its records) past it.
   std::size_t max_prefetch_bytes = std::size_t{8} << 20;
 
   // Backoff after a throttled or otherwise transient failure (ProvisionedThroughputExceeded,

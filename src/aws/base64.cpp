@@ -138,22 +138,23 @@ bool have_avx2() {
 
 }  // namespace
 
-bool base64_decode_append(std::string_view text, std::string& out) {
+bool base64_decode_to(std::string_view text, char* dst, std::size_t& written) {
+  written = 0;
   std::size_t n = text.size();
   if (n % 4 != 0) return false;
   if (n == 0) return true;
   std::size_t pad = 0;
   if (text[n - 1] == '=') ++pad;
   if (text[n - 2] == '=') ++pad;
-  const std::size_t base = out.size();
-  out.resize(base + n / 4 * 3 - pad);
-  char* dst = out.data() + base;
+  char* const start = dst;
   const auto* src = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t full = pad ? n - 4 : n;
   std::size_t done = 0;
 #ifdef KCL_BASE64_AVX2
   // The vector loop writes 32 bytes for every 24 it produces: stop it 16 characters (12
-  // bytes of output) before the end so the 8 extra bytes always land inside `out`.
+  // bytes of output) before the end so the 8 extra bytes always land inside the output (and,
+  // decoding in place, behind the characters still to be read: step k reads [32k, 32k+32)
+  // before it writes [24k, 24k+32)).
   if (full >= 64 && have_avx2()) {
     bool ok = true;
     done = decode_avx2(src, full - 16, dst, ok);
@@ -178,7 +179,17 @@ bool base64_decode_append(std::string_view text, std::string& out) {
       *dst++ = static_cast<char>(v >> 8);
     }
   }
+  written = static_cast<std::size_t>(dst - start);
   return true;
+}
+
+bool base64_decode_append(std::string_view text, std::string& out) {
+  const std::size_t base = out.size();
+  out.resize(base + text.size() / 4 * 3);
+  std::size_t written = 0;
+  const bool ok = base64_decode_to(text, out.data() + base, written);
+  out.resize(base + written);
+  return ok;
 }
 
 Result<std::string> base64_decode(std::string_view text) {

@@ -1,6 +1,7 @@
 // Base64 (RFC 4648, standard alphabet, with padding) as the AWS JSON protocols use it.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,11 @@ void base64_encode_append(std::string_view bytes, std::string& out);
 // Appends the decoded bytes to `out`. Returns false on invalid input (bad character, bad
 // length or bad padding); `out` is then left with unspecified extra bytes.
 bool base64_decode_append(std::string_view text, std::string& out);
+// Decodes `text` to `dst`, which has room for text.size() / 4 * 3 bytes and either does not
+// overlap `text` or starts at or before text.data() (decoding in place: the output never
+// overtakes the input). Sets `written`; returns false on invalid input (then `dst` holds
+// unspecified bytes, and so does `text` when decoding in place).
+bool base64_decode_to(std::string_view text, char* dst, std::size_t& written);
 // Errors: kInvalidArgument naming the offending position.
 Result<std::string> base64_decode(std::string_view text);
 

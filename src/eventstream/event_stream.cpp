@@ -122,6 +122,7 @@ Status Decoder::feed(std::string_view bytes, std::vector<Message>& out) {
       if (type <= 9) hd.value.type = static_cast<HeaderType>(type);
       msg.headers.push_back(std::move(hd));
     }
+    msg.payload.reserve(total - 16 - hlen + Message::kPayloadSlack);
     msg.payload.assign(m + hend, total - 16 - hlen);
     out.push_back(std::move(msg));
     pos += total;

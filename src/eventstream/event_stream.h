@@ -50,6 +50,9 @@ struct Header {
   HeaderValue value;
 };
 struct Message {
+  // A decoded payload has at least this much capacity past its end, so a JSON parser that
+  // reads ahead (simdjson's padding) takes it without a copy.
+  static constexpr std::size_t kPayloadSlack = 64;
   std::vector<Header> headers;
   std::string payload;
   // nullptr when absent.

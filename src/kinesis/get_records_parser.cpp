@@ -1,12 +1,16 @@
 // GetRecords response parsing: the hot path of polling retrieval.
 //
-// simdjson On-Demand walks the document once in order. Each record's Data is base64-decoded
-// straight from the input bytes into the record's string (no unescaped copy), which is
-// valid because base64 text never needs JSON escapes; a Data string that does contain an
-// escape (e.g. "\/") falls back to the unescaped value.
+// simdjson On-Demand walks the document once in order, over the body itself (kept in the
+// result's RecordsBuffer). Records are views into that body: each record's Data is
+// base64-decoded in place, over its own base64 text (the output is shorter than the input and
+// never overtakes it, and simdjson has indexed the document before we write: it reads only
+// the structural characters we leave alone afterwards); sequence numbers and partition keys
+// are the raw string bodies when they hold no escape (stage 1 has validated UTF-8 and
+// control characters). A string with an escape (e.g. "\/", legal JSON, unusual here) is
+// unescaped into the buffer's side storage instead. No allocation per record.
 //
-// One simdjson parser (and one padded copy buffer for the string_view entry point) per
-// thread, reused across calls: their capacity follows the largest response seen.
+// simdjson parsers come from a pool of two per process, reused across calls: their capacity
+// follows the largest response seen.
 #include <simdjson.h>
 
 #include <cmath>
@@ -81,37 +85,66 @@ bool raw_string_body(od::value& v, std::string_view& body) {
   return true;
 }
 
-Status decode_data(od::value& v, std::string& out, std::size_t index) {
+bool has_escape(std::string_view s) noexcept {
+  return !s.empty() && std::memchr(s.data(), '\\', s.size()) != nullptr;
+}
+
+// A string member of a record as a view: the raw body when it has no escape, else its
+// unescaped value copied into the buffer's side storage. `field` names it in errors.
+Status string_view_into(od::value& v, RecordsBuffer& buf, std::string_view& out, std::size_t index,
+                        std::string_view field) {
+  std::string_view body;
+  if (raw_string_body(v, body) && !has_escape(body)) {
+    out = body;
+    return Status::Ok();
+  }
+  std::string_view unescaped;
+  if (auto err = v.get_string().get(unescaped)) {
+    return malformed_at(record_path(index, field), err);
+  }
+  out = buf.unescaped.emplace_back(unescaped);
+  return Status::Ok();
+}
+
+Status decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, std::size_t index) {
   od::json_type type;
   if (auto err = v.type().get(type)) return malformed_at(record_path(index, "Data"), err);
   if (type != od::json_type::string)
     return malformed(record_path(index, "Data") + ": not a string");
   std::string_view body;
   if (!raw_string_body(v, body)) return malformed(record_path(index, "Data") + ": bad string");
-  out.clear();
-  if (aws::base64_decode_append(body, out)) return Status::Ok();
-  if (body.find('\\') != std::string_view::npos) {
+  std::size_t written = 0;
+  if (!has_escape(body)) {
+    // In place: the body is the buffer's own, and nothing reads these characters again.
+    char* dst = const_cast<char*>(body.data());
+    if (aws::base64_decode_to(body, dst, written)) {
+      out = std::string_view(dst, written);
+      return Status::Ok();
+    }
+  } else {
     // Escaped characters (legal JSON, unusual for base64): decode the unescaped text.
     std::string_view unescaped;
     if (auto err = v.get_string().get(unescaped)) {
       return malformed_at(record_path(index, "Data"), err);
     }
-    out.clear();
-    if (aws::base64_decode_append(unescaped, out)) return Status::Ok();
+    std::string& side = buf.unescaped.emplace_back(unescaped.size() / 4 * 3, '\0');
+    if (aws::base64_decode_to(unescaped, side.data(), written)) {
+      side.resize(written);
+      out = side;
+      return Status::Ok();
+    }
   }
   return malformed(record_path(index, "Data") + ": invalid base64 (" + std::to_string(body.size()) +
                    " characters)");
 }
 
-Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
+Status parse_record(od::value& rv, RecordsBuffer& buf, KinesisRecord& rec, std::size_t index) {
   od::object obj;
   if (auto err = rv.get_object().get(obj)) {
     return malformed_at("Records[" + std::to_string(index) + "]", err);
   }
   bool have_seq = false, have_data = false, have_key = false;
-  // `rec` may be a record of an earlier response (its string capacity is reused).
-  rec.explicit_hash_key.clear();
-  rec.approximate_arrival_timestamp = {};
+  rec = KinesisRecord{};
   for (auto field_result : obj) {
     od::field field;
     if (auto err = std::move(field_result).get(field)) {
@@ -121,15 +154,13 @@ Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
     od::value v = field.value();
     if (is_null_member(v)) continue;
     if (key == "Data") {
-      KCL_RETURN_IF_ERROR(decode_data(v, rec.data, index));
+      KCL_RETURN_IF_ERROR(decode_data(v, buf, rec.data, index));
       have_data = true;
     } else if (key == "SequenceNumber") {
-      KCL_RETURN_IF_ERROR(
-          get_string_into(v, rec.sequence_number, record_path(index, "SequenceNumber")));
+      KCL_RETURN_IF_ERROR(string_view_into(v, buf, rec.sequence_number, index, "SequenceNumber"));
       have_seq = true;
     } else if (key == "PartitionKey") {
-      KCL_RETURN_IF_ERROR(
-          get_string_into(v, rec.partition_key, record_path(index, "PartitionKey")));
+      KCL_RETURN_IF_ERROR(string_view_into(v, buf, rec.partition_key, index, "PartitionKey"));
       have_key = true;
     } else if (key == "ApproximateArrivalTimestamp") {
       double secs = 0;
@@ -142,7 +173,7 @@ Status parse_record(od::value& rv, KinesisRecord& rec, std::size_t index) {
       rec.approximate_arrival_timestamp = from_epoch_seconds(secs);
     } else if (key == "ExplicitHashKey") {
       KCL_RETURN_IF_ERROR(
-          get_string_into(v, rec.explicit_hash_key, record_path(index, "ExplicitHashKey")));
+          string_view_into(v, buf, rec.explicit_hash_key, index, "ExplicitHashKey"));
     }
     // Anything else (EncryptionType, future fields) is skipped.
   }
@@ -156,19 +187,19 @@ Status parse_records(od::value& v, GetRecordsResult& out) {
   od::array arr;
   if (auto err = v.get_array().get(arr)) return malformed_at("Records", err);
   // No count_elements() pass: it would touch every record's bytes once more (a cache miss
-  // per structural character on a 10 MB response). Records already in `out` are reused.
+  // per structural character on a 10 MB response). The vector's capacity is reused.
   auto& records = out.records;
+  records.clear();
   std::size_t i = 0;
   std::size_t bytes = 0;
   for (auto elem : arr) {
     od::value rv;
     if (auto err = elem.get(rv)) return malformed_at("Records[" + std::to_string(i) + "]", err);
-    if (i == records.size()) records.emplace_back();
-    KCL_RETURN_IF_ERROR(parse_record(rv, records[i], i));
-    bytes += records[i].data.size();
+    KinesisRecord& rec = records.emplace_back();
+    KCL_RETURN_IF_ERROR(parse_record(rv, *out.buffer, rec, i));
+    bytes += rec.data.size();
     ++i;
   }
-  records.resize(i);
   out.payload_bytes = bytes;
   return Status::Ok();
 }
@@ -273,14 +304,11 @@ Status parse_document(od::document& doc, GetRecordsResult& out) {
   return Status::Ok();
 }
 
-// A parser and a padded copy buffer. A parser keeps buffers sized for the largest document
-// it has read (about 8 times a 2.5 MB GetRecords answer), so they are shared by the threads
-// of the process through a small pool rather than kept one per thread: the memory for
-// parsing no longer grows with the worker's thread count.
+// A parser keeps buffers sized for the largest document it has read, so parsers are shared
+// by the threads of the process through a small pool rather than kept one per thread: the
+// memory for parsing does not grow with the worker's thread count.
 struct ParseState {
   od::parser parser;
-  std::unique_ptr<char[]> buf;
-  std::size_t buf_capacity = 0;
 };
 
 class ParserPool {
@@ -334,18 +362,18 @@ class PooledState {
   std::unique_ptr<ParseState> st_;
 };
 
-Status parse_padded(ParseState& st, const char* data, std::size_t len, std::size_t capacity,
-                    GetRecordsResult& out) {
-  // out.records is resized, not cleared, when the Records array is reached: reusing a
-  // GetRecordsResult across calls reuses its records' string buffers (no malloc/free per
-  // record).
+// Parses out.buffer->body (padded: capacity >= size + SIMDJSON_PADDING) in place.
+Status parse_buffer(GetRecordsResult& out) {
+  out.records.clear();
   out.next_shard_iterator.reset();
   out.continuation_sequence_number.reset();
   out.millis_behind_latest = 0;
   out.child_shards.clear();
   out.payload_bytes = 0;
+  std::string& body = out.buffer->body;
+  PooledState pooled;
   od::document doc;
-  if (auto err = st.parser.iterate(data, len, capacity).get(doc))
+  if (auto err = pooled->parser.iterate(body.data(), body.size(), body.capacity()).get(doc))
     return malformed_at("document", err);
   Status s = parse_document(doc, out);
   if (!s.ok()) {
@@ -359,33 +387,34 @@ Status parse_padded(ParseState& st, const char* data, std::size_t len, std::size
 
 }  // namespace
 
+std::size_t RecordsBuffer::footprint() const noexcept {
+  std::size_t n = sizeof(RecordsBuffer) + body.capacity() + shard_id.capacity();
+  for (const std::string& s : unescaped) n += sizeof(std::string) + s.capacity();
+  return n;
+}
+
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out) {
-  PooledState pooled;
-  ParseState& st = *pooled;
-  const std::size_t need = json.size() + simdjson::SIMDJSON_PADDING;
-  if (st.buf_capacity < need) {
-    std::size_t cap = st.buf_capacity == 0 ? 4096 : st.buf_capacity;
-    while (cap < need) cap *= 2;
-    st.buf.reset(new char[cap]);
-    st.buf_capacity = cap;
-  }
-  std::memcpy(st.buf.get(), json.data(), json.size());
-  std::memset(st.buf.get() + json.size(), 0, simdjson::SIMDJSON_PADDING);
-  return parse_padded(st, st.buf.get(), json.size(), need, out);
+  out.buffer = std::make_shared<RecordsBuffer>();
+  std::string& body = out.buffer->body;
+  body.reserve(json.size() + simdjson::SIMDJSON_PADDING);
+  body.assign(json);
+  return parse_buffer(out);
 }
 
 // A body from the HTTP transport already has room for the padding (no copy).
 static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
 
-Status parse_subscribe_to_shard_event_in_place(std::string& json, GetRecordsResult& out) {
-  return parse_get_records_response_in_place(json, out);
+Status parse_subscribe_to_shard_event_in_place(std::string&& json, GetRecordsResult& out) {
+  return parse_get_records_response_in_place(std::move(json), out);
 }
 
-Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out) {
-  const std::size_t need = json.size() + simdjson::SIMDJSON_PADDING;
-  if (json.capacity() < need) json.reserve(need);
-  PooledState pooled;
-  return parse_padded(*pooled, json.data(), json.size(), json.capacity(), out);
+Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out) {
+  out.buffer = std::make_shared<RecordsBuffer>();
+  std::string& body = out.buffer->body;
+  body = std::move(json);
+  const std::size_t need = body.size() + simdjson::SIMDJSON_PADDING;
+  if (body.capacity() < need) body.reserve(need);
+  return parse_buffer(out);
 }
 
 }  // namespace kcl::kinesis

@@ -477,7 +477,7 @@ Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_itera
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
   KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request)));
   GetRecordsResult out;
-  Status s = parse_get_records_response_in_place(body, out);
+  Status s = parse_get_records_response_in_place(std::move(body), out);
   if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
   return out;
 }
@@ -488,7 +488,7 @@ Status KinesisClient::get_records(std::string_view shard_iterator, int limit, Ge
   if (limit > 0) req["Limit"] = limit;
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
   KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request), options));
-  Status s = parse_get_records_response_in_place(body, out);
+  Status s = parse_get_records_response_in_place(std::move(body), out);
   if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
   return Status::Ok();
 }

@@ -96,15 +96,15 @@ class KinesisClient {
 
 // Parses a GetRecords response body (JSON) into `out`, base64-decoding each record's data.
 // Fast path used by the client and by bench/. Errors: kInternal naming what was malformed.
-// `out` is overwritten (on error it is left empty). Uses a simdjson parser and a padded copy
-// of `json` from a pool of two shared by the process (a third concurrent parse waits for
-// one), reused across calls.
+// `out` is overwritten (on error it is left empty); its records are views into a fresh
+// out.buffer holding a padded copy of `json`. Uses a simdjson parser from a pool of two
+// shared by the process (a third concurrent parse waits for one), reused across calls.
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
-// The same without the padded copy: may grow json's capacity (contents unchanged) so the
-// parser can read a little past the end.
-Status parse_get_records_response_in_place(std::string& json, GetRecordsResult& out);
+// The same without the copy: takes the body (moved into out.buffer, its capacity grown only
+// if it has less than simdjson's padding past the end) and decodes the records in place in it.
+Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out);
 // A SubscribeToShardEvent's JSON payload (Records as in GetRecords; ContinuationSequenceNumber
 // in continuation_sequence_number, absent at the shard's end; no NextShardIterator).
-Status parse_subscribe_to_shard_event_in_place(std::string& json, GetRecordsResult& out);
+Status parse_subscribe_to_shard_event_in_place(std::string&& json, GetRecordsResult& out);
 
 }  // namespace kcl::kinesis

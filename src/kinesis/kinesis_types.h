@@ -2,9 +2,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcl/record.h"
@@ -83,16 +87,32 @@ struct ChildShard {
   HashKeyRange hash_key_range;
 };
 
-// One record as Kinesis returns it (before KPL deaggregation).
+// The bytes a batch of records points into: a GetRecords answer's body (base64 data decoded
+// in place, strings read where they lie) plus the few strings that could not be views (a
+// JSON string with escapes, unescaped). Records hold it through a shared_ptr; once records
+// point into it, it is never written again.
+struct RecordsBuffer {
+  std::string body;
+  std::deque<std::string> unescaped;  // a deque: adding one never moves the others
+  std::string shard_id;               // set by the records source, for the records' shard_id
+  // Bytes this buffer holds (for the prefetch bound).
+  std::size_t footprint() const noexcept;
+};
+
+// One record as Kinesis returns it (before KPL deaggregation). Views: into the
+// GetRecordsResult's buffer for a parsed answer, or into whatever the builder keeps alive.
 struct KinesisRecord {
-  std::string sequence_number;
-  std::string partition_key;
-  std::string explicit_hash_key;  // rarely returned; empty when absent
+  std::string_view sequence_number;
+  std::string_view partition_key;
+  std::string_view explicit_hash_key;  // rarely returned; empty when absent
   std::chrono::system_clock::time_point approximate_arrival_timestamp{};
-  std::string data;  // base64-decoded bytes
+  std::string_view data;  // base64-decoded bytes
 };
 
 struct GetRecordsResult {
+  // What `records` point into; a fresh buffer per answer (the previous one lives on in the
+  // records made from it).
+  std::shared_ptr<RecordsBuffer> buffer;
   std::vector<KinesisRecord> records;
   // Absent when the shard is closed and fully read (end of shard).
   std::optional<std::string> next_shard_iterator;

@@ -15,7 +15,7 @@ class ProcessorCheckpointer final : public Checkpointer {
 
   Status checkpoint() override { return inner_.checkpoint(); }
   Status checkpoint(const Record& record) override {
-    return inner_.checkpoint(record.sequence_number, record.sub_sequence_number);
+    return inner_.checkpoint(record.sequence_number(), record.sub_sequence_number());
   }
   Status checkpoint(std::string_view sequence_number,
                     SubSequenceNumber sub_sequence_number) override {

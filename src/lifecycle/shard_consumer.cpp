@@ -344,7 +344,8 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
     retrieval::FetchedBatch& batch = *pending_;
     if (!batch.records.empty()) {
       const Record& last = batch.records.back();
-      ExtendedSequenceNumber last_pos(last.sequence_number, last.sub_sequence_number);
+      ExtendedSequenceNumber last_pos(std::string(last.sequence_number()),
+                                      last.sub_sequence_number());
       // Tell the checkpointer first, so the processor may checkpoint at any record of this
       // batch during the call (never at a later one).
       const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;
@@ -359,7 +360,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                           MetricTags(&shard_tag, 1));
       const std::size_t count = batch.records.size();
       std::size_t bytes = 0;
-      for (const Record& r : batch.records) bytes += r.data.size();
+      for (const Record& r : batch.records) bytes += r.data().size();
       const auto call_start = ctx_.clock->now();
       const bool processed = call_processor("process_records", [&] {
         if (paced_) {

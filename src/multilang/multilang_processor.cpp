@@ -149,12 +149,12 @@ void MultiLangProcessor::process_records(const ProcessRecordsInput& input) {
   for (const Record& r : input.records) {
     records.push_back(
         {{"action", "record"},
-         {"data", aws::base64_encode(r.data)},
-         {"partitionKey", r.partition_key},
-         {"sequenceNumber", r.sequence_number},
-         {"subSequenceNumber", r.sub_sequence_number},
+         {"data", aws::base64_encode(r.data())},
+         {"partitionKey", r.partition_key()},
+         {"sequenceNumber", r.sequence_number()},
+         {"subSequenceNumber", r.sub_sequence_number()},
          {"approximateArrivalTimestamp", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             r.approximate_arrival_timestamp.time_since_epoch())
+                                             r.approximate_arrival_timestamp().time_since_epoch())
                                              .count()}});
   }
   json m = {{"action", "processRecords"},

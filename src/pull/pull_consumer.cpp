@@ -36,7 +36,8 @@ PulledRecord::~PulledRecord() = default;
 
 Status PulledRecord::ack() {
   if (!shard_) {
-    return Status(StatusCode::kFailedPrecondition, "record " + record_.sequence_number +
+    return Status(StatusCode::kFailedPrecondition, "record " +
+                                                       std::string(record_.sequence_number()) +
                                                        " was already acknowledged (or moved from)");
   }
   std::shared_ptr<pull::PullShard> shard = std::move(shard_);

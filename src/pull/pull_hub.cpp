@@ -41,10 +41,10 @@ void PullHub::hand_in(PullShard& shard, std::vector<Record>& records) {
   if (shard.finished_) return;
   for (Record& r : records) {
     PullShard::Entry e;
-    e.position = ExtendedSequenceNumber(r.sequence_number, r.sub_sequence_number);
-    e.bytes = r.data.size();
+    e.position = ExtendedSequenceNumber(std::string(r.sequence_number()), r.sub_sequence_number());
+    e.bytes = r.data().size();
     shard.window_.push_back(std::move(e));
-    shard.buffered_bytes_ += r.data.size();
+    shard.buffered_bytes_ += r.data().size();
     shard.buffered_.push_back(std::move(r));
   }
   buffered_total_ += records.size();

@@ -259,7 +259,8 @@ FetchStep FanOutSource::fetch_step() {
     const std::string_view type = m.string_header(":message-type");
     if (type == "event") {
       if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
-      Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(m.payload, event_);
+      Status parsed =
+          kinesis::parse_subscribe_to_shard_event_in_place(std::move(m.payload), event_);
       if (!parsed.ok()) {
         // A malformed event: its records cannot be trusted; subscribe again after the last
         // good continuation.
@@ -272,7 +273,7 @@ FetchStep FanOutSource::fetch_step() {
       FetchedBatch batch;
       batch.millis_behind_latest = event_.millis_behind_latest;
       corrupt_.fetch_add(
-          fill_batch(event_.records, shard_id_, start_, resume_filter_, batch).corrupt_aggregates,
+          fill_batch(event_, shard_id_, start_, resume_filter_, batch).corrupt_aggregates,
           std::memory_order_relaxed);
       if (!event_.continuation_sequence_number) {
         batch.child_shards = std::move(event_.child_shards);

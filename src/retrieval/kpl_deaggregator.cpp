@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
+#include <memory>
 #include <utility>
 
 #include "retrieval/protobuf_wire.h"
@@ -246,66 +246,49 @@ Verdict classify(const kinesis::KinesisRecord& in, std::string_view shard_id,
 }
 
 void append_sub_records(const kinesis::KinesisRecord& in, std::string_view shard_id,
-                        const ParsedAggregate& agg, std::vector<kcl::Record>& out) {
+                        const std::shared_ptr<const void>& owner, const ParsedAggregate& agg,
+                        std::vector<kcl::Record>& out) {
   // No exact reserve here: called once per aggregate on a growing vector, it would reallocate
   // (and move every record so far) on each call; emplace_back grows geometrically.
+  // The tables and data are views into in.data, so into `owner`'s memory.
+  kcl::Record::Views v;
+  v.shard_id = shard_id;
+  v.sequence_number = in.sequence_number;
+  v.aggregated = true;
+  v.approximate_arrival_timestamp = in.approximate_arrival_timestamp;
   std::uint64_t sub = 0;
   for (const SubView& s : agg.records) {
-    kcl::Record& r = out.emplace_back();
-    r.shard_id.assign(shard_id);
-    r.sequence_number = in.sequence_number;
-    r.sub_sequence_number = sub++;
-    r.aggregated = true;
-    r.partition_key.assign(agg.pk_table[static_cast<std::size_t>(s.pk_index)]);
-    if (s.has_ehk) r.explicit_hash_key.assign(agg.ehk_table[static_cast<std::size_t>(s.ehk_index)]);
-    r.approximate_arrival_timestamp = in.approximate_arrival_timestamp;
-    r.data.assign(s.data);
+    v.sub_sequence_number = sub++;
+    v.partition_key = agg.pk_table[static_cast<std::size_t>(s.pk_index)];
+    v.explicit_hash_key =
+        s.has_ehk ? agg.ehk_table[static_cast<std::size_t>(s.ehk_index)] : std::string_view{};
+    v.data = s.data;
+    out.emplace_back(owner, v);
   }
 }
 
-template <typename In>
-void append_as_it_came(In&& in, std::string_view shard_id, std::vector<kcl::Record>& out) {
-  kcl::Record& r = out.emplace_back();
-  r.shard_id.assign(shard_id);
-  r.sub_sequence_number = 0;
-  r.aggregated = false;
-  r.approximate_arrival_timestamp = in.approximate_arrival_timestamp;
-  if constexpr (std::is_rvalue_reference_v<In&&>) {
-    r.sequence_number = std::move(in.sequence_number);
-    r.partition_key = std::move(in.partition_key);
-    r.explicit_hash_key = std::move(in.explicit_hash_key);
-    r.data = std::move(in.data);
-  } else {
-    r.sequence_number = in.sequence_number;
-    r.partition_key = in.partition_key;
-    r.explicit_hash_key = in.explicit_hash_key;
-    r.data = in.data;
-  }
+void append_as_it_came(const kinesis::KinesisRecord& in, std::string_view shard_id,
+                       const std::shared_ptr<const void>& owner, std::vector<kcl::Record>& out) {
+  kcl::Record::Views v;
+  v.shard_id = shard_id;
+  v.sequence_number = in.sequence_number;
+  v.partition_key = in.partition_key;
+  v.explicit_hash_key = in.explicit_hash_key;
+  v.approximate_arrival_timestamp = in.approximate_arrival_timestamp;
+  v.data = in.data;
+  out.emplace_back(owner, v);
 }
 
-template <typename In>
-DeaggregationResult deaggregate_impl(In&& in, std::string_view shard_id,
-                                     std::vector<kcl::Record>& out,
-                                     const DeaggregationLimits& limits) {
-  Verdict v = classify(in, shard_id, limits);
-  DeaggregationResult result;
-  result.outcome = v.outcome;
-  result.reason = std::move(v.reason);
-  switch (v.outcome) {
-    case DeaggregationOutcome::kDeaggregated:
-      // The views in v.parsed point into in.data, which is untouched until this returns.
-      append_sub_records(in, shard_id, v.parsed, out);
-      result.records_appended = v.parsed.records.size();
-      break;
-    case DeaggregationOutcome::kEmptyAggregate:
-      break;
-    case DeaggregationOutcome::kPlain:
-    case DeaggregationOutcome::kCorrupt:
-      append_as_it_came(std::forward<In>(in), shard_id, out);
-      result.records_appended = 1;
-      break;
+// Copies of a record's strings (and the shard id) that records can point into.
+std::shared_ptr<const void> copy_of(kinesis::KinesisRecord& in, std::string_view& shard_id) {
+  auto buf = std::make_shared<kinesis::RecordsBuffer>();
+  buf->shard_id.assign(shard_id);
+  shard_id = buf->shard_id;
+  for (std::string_view* s :
+       {&in.sequence_number, &in.partition_key, &in.explicit_hash_key, &in.data}) {
+    *s = buf->unescaped.emplace_back(*s);
   }
-  return result;
+  return buf;
 }
 
 std::string_view strip_leading_zeros(std::string_view s) noexcept {
@@ -336,13 +319,40 @@ std::string_view to_string(DeaggregationOutcome outcome) noexcept {
 }
 
 DeaggregationResult deaggregate(const kinesis::KinesisRecord& in, std::string_view shard_id,
+                                const std::shared_ptr<const void>& owner,
                                 std::vector<kcl::Record>& out, const DeaggregationLimits& limits) {
-  return deaggregate_impl(in, shard_id, out, limits);
+  DeaggregationResult result;
+  if (!has_kpl_magic(in.data)) {
+    // The common case, without building a verdict.
+    append_as_it_came(in, shard_id, owner, out);
+    result.records_appended = 1;
+    return result;
+  }
+  Verdict v = classify(in, shard_id, limits);
+  result.outcome = v.outcome;
+  result.reason = std::move(v.reason);
+  switch (v.outcome) {
+    case DeaggregationOutcome::kDeaggregated:
+      // The views in v.parsed point into in.data, which `owner` keeps alive.
+      append_sub_records(in, shard_id, owner, v.parsed, out);
+      result.records_appended = v.parsed.records.size();
+      break;
+    case DeaggregationOutcome::kEmptyAggregate:
+      break;
+    case DeaggregationOutcome::kPlain:
+    case DeaggregationOutcome::kCorrupt:
+      append_as_it_came(in, shard_id, owner, out);
+      result.records_appended = 1;
+      break;
+  }
+  return result;
 }
 
-DeaggregationResult deaggregate(kinesis::KinesisRecord&& in, std::string_view shard_id,
+DeaggregationResult deaggregate(const kinesis::KinesisRecord& in, std::string_view shard_id,
                                 std::vector<kcl::Record>& out, const DeaggregationLimits& limits) {
-  return deaggregate_impl(std::move(in), shard_id, out, limits);
+  kinesis::KinesisRecord copy = in;
+  std::shared_ptr<const void> owner = copy_of(copy, shard_id);
+  return deaggregate(copy, shard_id, owner, out, limits);
 }
 
 DeaggregationStats deaggregate_all(std::vector<kinesis::KinesisRecord>&& in,
@@ -351,7 +361,7 @@ DeaggregationStats deaggregate_all(std::vector<kinesis::KinesisRecord>&& in,
   DeaggregationStats stats;
   out.reserve(out.size() + in.size());
   for (kinesis::KinesisRecord& rec : in) {
-    DeaggregationResult r = deaggregate(std::move(rec), shard_id, out, limits);
+    DeaggregationResult r = deaggregate(rec, shard_id, out, limits);
     switch (r.outcome) {
       case DeaggregationOutcome::kPlain:
         ++stats.plain;
@@ -385,9 +395,9 @@ int compare_sequence_numbers(std::string_view a, std::string_view b) noexcept {
 
 bool after_checkpoint(const kcl::Record& r, std::string_view checkpoint_seq,
                       std::uint64_t checkpoint_subseq) noexcept {
-  const int c = compare_sequence_numbers(r.sequence_number, checkpoint_seq);
+  const int c = compare_sequence_numbers(r.sequence_number(), checkpoint_seq);
   if (c != 0) return c > 0;
-  return r.sub_sequence_number > checkpoint_subseq;
+  return r.sub_sequence_number() > checkpoint_subseq;
 }
 
 std::size_t drop_through_checkpoint(std::vector<kcl::Record>& records,

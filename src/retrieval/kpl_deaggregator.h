@@ -43,6 +43,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,13 +86,17 @@ struct DeaggregationResult {
   bool corrupt() const noexcept { return outcome == DeaggregationOutcome::kCorrupt; }
 };
 
-// Appends the record(s) `in` stands for to `out` (see the table above).
+// Appends the record(s) `in` stands for to `out` (see the table above), without copying:
+// the records' strings are views into `in`'s strings and `shard_id`, all of which must lie in
+// memory `owner` keeps alive and never changes (a GetRecordsResult's buffer); each record
+// holds `owner`.
 DeaggregationResult deaggregate(const kinesis::KinesisRecord& in, std::string_view shard_id,
+                                const std::shared_ptr<const void>& owner,
                                 std::vector<kcl::Record>& out,
                                 const DeaggregationLimits& limits = {});
-// Same, but moves the strings of `in` into the output for a plain or corrupt record (no copy
-// of the data). `in` is left valid but unspecified.
-DeaggregationResult deaggregate(kinesis::KinesisRecord&& in, std::string_view shard_id,
+// Same, for a record whose strings live anywhere: they are copied first (one buffer shared by
+// the records appended).
+DeaggregationResult deaggregate(const kinesis::KinesisRecord& in, std::string_view shard_id,
                                 std::vector<kcl::Record>& out,
                                 const DeaggregationLimits& limits = {});
 
@@ -105,7 +110,8 @@ struct DeaggregationStats {
   std::vector<std::string> reasons;  // one per corrupt or empty aggregate, in order
 };
 
-// Deaggregates a whole GetRecords batch (moving out of `in`), appending to `out` in order.
+// Deaggregates a whole batch (copying, as the second deaggregate()), appending to `out` in
+// order; `in` is left empty.
 DeaggregationStats deaggregate_all(std::vector<kinesis::KinesisRecord>&& in,
                                    std::string_view shard_id, std::vector<kcl::Record>& out,
                                    const DeaggregationLimits& limits = {});

@@ -50,7 +50,8 @@ struct FetchedBatch {
   std::int64_t millis_behind_latest = 0;
   bool shard_end = false;                         // the last batch of the shard; nothing follows
   std::vector<kinesis::ChildShard> child_shards;  // from the final response, if it had any
-  std::size_t bytes = 0;                          // sum of records[i].data.size()
+  // Memory the batch holds: the response body its records point into and the records.
+  std::size_t bytes = 0;
 };
 
 enum class FetchOutcome {

@@ -31,23 +31,31 @@ kinesis::IteratorPosition resume_position(const StartPosition& start,
   return p;
 }
 
-BatchCounts fill_batch(std::vector<kinesis::KinesisRecord>& records, std::string_view shard_id,
+BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
                        const StartPosition& start, bool& resume_filter, FetchedBatch& batch) {
   BatchCounts counts;
-  if (records.empty()) return counts;
-  const std::string last_sequence = records.back().sequence_number;
+  std::vector<kinesis::KinesisRecord>& records = result.records;
+  if (records.empty() || !result.buffer) return counts;
+  // The records point into the answer's buffer, and so does their shard id.
+  kinesis::RecordsBuffer& buffer = *result.buffer;
+  buffer.shard_id.assign(shard_id);
+  const std::shared_ptr<const void> owner = result.buffer;
+  const std::string_view last_sequence = records.back().sequence_number;
   batch.records.reserve(batch.records.size() + records.size());
-  for (auto& kr : records) {
-    if (deaggregate(std::move(kr), shard_id, batch.records).corrupt()) ++counts.corrupt_aggregates;
+  for (const kinesis::KinesisRecord& kr : records) {
+    if (deaggregate(kr, buffer.shard_id, owner, batch.records).corrupt()) {
+      ++counts.corrupt_aggregates;
+    }
   }
+  records.clear();
   if (resume_filter) {
     counts.skipped_by_checkpoint =
         drop_through_checkpoint(batch.records, start.sequence_number, start.sub_sequence_number);
     // Sequence numbers only grow along a shard: once past S, nothing later can be <= it.
     if (compare_sequence_numbers(last_sequence, start.sequence_number) > 0) resume_filter = false;
   }
-  batch.bytes = 0;
-  for (const auto& r : batch.records) batch.bytes += r.data.size();
+  // What the batch holds: the buffer (the body its records point into) and the records.
+  batch.bytes = buffer.footprint() + batch.records.capacity() * sizeof(kcl::Record);
   return counts;
 }
 

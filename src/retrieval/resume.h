@@ -30,10 +30,11 @@ struct BatchCounts {
   std::size_t skipped_by_checkpoint = 0;
 };
 
-// Deaggregates `records` (moved from) into `batch` in shard order, drops what the resume
-// filter covers while `resume_filter` is on (and turns it off once past the checkpoint), and
-// adds up batch.bytes.
-BatchCounts fill_batch(std::vector<kinesis::KinesisRecord>& records, std::string_view shard_id,
+// Deaggregates result.records (cleared) into `batch` in shard order, the records pointing into
+// result.buffer (which gets the shard id), drops what the resume filter covers while
+// `resume_filter` is on (and turns it off once past the checkpoint), and sets batch.bytes to
+// what the batch holds in memory.
+BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
                        const StartPosition& start, bool& resume_filter, FetchedBatch& batch);
 
 }  // namespace kcl::retrieval

@@ -149,7 +149,8 @@ FetchStep ShardFetcher::step_get_iterator() {
 }
 
 FetchStep ShardFetcher::step_get_records() {
-  // result_ is reused from call to call: its records' strings keep their capacity.
+  // result_ is reused from call to call (its records vector keeps its capacity; each answer
+  // gets a buffer of its own, which the batch's records keep).
   kinesis::GetRecordsResult& result = result_;
   Status got = client_.get_records(iterator_, config_.max_records_per_call, result,
                                    call_options(config_.get_records_timeout));
@@ -167,8 +168,8 @@ FetchStep ShardFetcher::step_get_records() {
   FetchedBatch batch;
   batch.millis_behind_latest = result.millis_behind_latest;
   if (fetched_any) {
-    last_fetched_sequence_ = result.records.back().sequence_number;
-    const BatchCounts counts = fill_batch(result.records, shard_id_, start_, resume_filter_, batch);
+    last_fetched_sequence_.assign(result.records.back().sequence_number);
+    const BatchCounts counts = fill_batch(result, shard_id_, start_, resume_filter_, batch);
     corrupt_.fetch_add(counts.corrupt_aggregates, std::memory_order_relaxed);
     skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
   }

@@ -2,7 +2,9 @@
 
 #include <openssl/evp.h>
 
+#include <deque>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 
 namespace kcl::testing {
@@ -175,12 +177,17 @@ std::string with_truncated_body(std::string_view protobuf_body, std::size_t keep
 
 kinesis::KinesisRecord kinesis_record(std::string data, std::string sequence_number,
                                       std::string partition_key) {
+  // A KinesisRecord is views: its strings are kept for the rest of the test program (a deque
+  // never moves what it holds), as a GetRecords answer's buffer keeps a batch's.
+  static std::mutex mu;
+  static std::deque<std::string> kept;
+  std::lock_guard<std::mutex> lock(mu);
   kinesis::KinesisRecord r;
-  r.sequence_number = std::move(sequence_number);
-  r.partition_key = std::move(partition_key);
+  r.sequence_number = kept.emplace_back(std::move(sequence_number));
+  r.partition_key = kept.emplace_back(std::move(partition_key));
   r.approximate_arrival_timestamp =
       std::chrono::system_clock::time_point(std::chrono::milliseconds(1700000000123));
-  r.data = std::move(data);
+  r.data = kept.emplace_back(std::move(data));
   return r;
 }
 

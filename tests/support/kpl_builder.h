@@ -87,7 +87,8 @@ std::string kpl_magic();
 std::string to_hex(std::string_view bytes);
 std::string from_hex(std::string_view hex);
 
-// A Kinesis record as GetRecords would return it.
+// A Kinesis record as GetRecords would return it. Its views point into copies kept until the
+// test program ends.
 kinesis::KinesisRecord kinesis_record(
     std::string data,
     std::string sequence_number = "49590338271490256608559692538361571095921575989136588898",

@@ -161,22 +161,24 @@ class CheckingProcessor final : public kcl::RecordProcessor {
     const long long t = now_us();
     for (const auto& r : input.records) {
       buf += "{\"shard\":";
-      json_escape(buf, r.shard_id);
-      buf += ",\"seq\":\"" + r.sequence_number +
-             "\",\"sub\":" + std::to_string(r.sub_sequence_number) + ",\"key\":";
-      json_escape(buf, r.partition_key);
-      buf += ",\"n\":" + std::to_string(counter_of(r.data)) + ",\"worker\":";
+      json_escape(buf, r.shard_id());
+      buf += ",\"seq\":\"";
+      buf += r.sequence_number();
+      buf += "\",\"sub\":" + std::to_string(r.sub_sequence_number()) + ",\"key\":";
+      json_escape(buf, r.partition_key());
+      buf += ",\"n\":" + std::to_string(counter_of(r.data())) + ",\"worker\":";
       json_escape(buf, flags_.worker_id);
       buf += ",\"inst\":" + std::to_string(inst_) + ",\"t\":" + std::to_string(t) + "}\n";
       ++since_checkpoint_;
-      last_seq_ = r.sequence_number;
-      last_sub_ = r.sub_sequence_number;
+      last_seq_ = r.sequence_number();
+      last_sub_ = r.sub_sequence_number();
       if (flags_.checkpoint_every > 0 && since_checkpoint_ >= flags_.checkpoint_every) {
         // The lines covered by the checkpoint reach the file first.
         log_.write(buf);
         buf.clear();
         since_checkpoint_ = 0;
-        checkpoint_at(input.checkpointer, r.sequence_number, r.sub_sequence_number);
+        checkpoint_at(input.checkpointer, std::string(r.sequence_number()),
+                      r.sub_sequence_number());
         if (lost_) break;  // the lease is gone: the rest would only be replayed by its owner
       }
     }
@@ -184,7 +186,8 @@ class CheckingProcessor final : public kcl::RecordProcessor {
     if (flags_.checkpoint_batch_end && !lost_ && since_checkpoint_ > 0 && !input.records.empty()) {
       const auto& last = input.records.back();
       since_checkpoint_ = 0;
-      checkpoint_at(input.checkpointer, last.sequence_number, last.sub_sequence_number);
+      checkpoint_at(input.checkpointer, std::string(last.sequence_number()),
+                    last.sub_sequence_number());
     }
   }
 

@@ -100,25 +100,25 @@ void RecordLines::append_timestamp(std::string& out, std::chrono::system_clock::
 
 void RecordLines::append(std::string& out, const Record& r, bool raw) {
   if (raw) {
-    out += r.data;
+    out += r.data();
     out += '\n';
     return;
   }
   out += "{\"shardId\":";
-  append_json_string(out, r.shard_id);
+  append_json_string(out, r.shard_id());
   out += ",\"sequenceNumber\":";
-  append_json_string(out, r.sequence_number);
+  append_json_string(out, r.sequence_number());
   out += ",\"subSequenceNumber\":";
   char num[24];
-  auto [end, ec] = std::to_chars(num, num + sizeof num, r.sub_sequence_number);
+  auto [end, ec] = std::to_chars(num, num + sizeof num, r.sub_sequence_number());
   (void)ec;  // 24 characters hold any 64-bit number
   out.append(num, static_cast<std::size_t>(end - num));
   out += ",\"partitionKey\":";
-  append_json_string(out, r.partition_key);
+  append_json_string(out, r.partition_key());
   out += ",\"approximateArrivalTimestamp\":";
-  append_timestamp(out, r.approximate_arrival_timestamp);
+  append_timestamp(out, r.approximate_arrival_timestamp());
   out += ",\"data\":\"";
-  aws::base64_encode_append(r.data, out);
+  aws::base64_encode_append(r.data(), out);
   out += "\"}\n";
 }
 

@@ -153,7 +153,7 @@ class FanOutSourceTest : public ::testing::Test {
       while (take) {
         auto b = s.take_batch();
         if (!b) break;
-        for (auto& r : b->records) data_.push_back(r.data);
+        for (auto& r : b->records) data_.emplace_back(r.data());
         if (b->shard_end) {
           ended_ = true;
           children_ = b->child_shards.size();

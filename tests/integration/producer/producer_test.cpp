@@ -68,9 +68,9 @@ std::vector<std::string> run_node(const std::string& mode, const std::string& in
 }
 
 // Every record of every shard of `stream`, from TRIM_HORIZON, deaggregated by kcl-cpp's
-// deaggregator; the raw aggregates are appended to `aggregates` when given.
+// deaggregator; the raw aggregates' data are appended to `aggregates` when given.
 std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& stream,
-                             std::vector<kinesis::KinesisRecord>* aggregates = nullptr) {
+                             std::vector<std::string>* aggregates = nullptr) {
   std::vector<Record> out;
   auto shards = client.list_shards(stream);
   EXPECT_TRUE(shards.ok()) << shards.status().message();
@@ -86,7 +86,7 @@ std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& 
       if (!batch.ok() || batch->records.empty() || !batch->next_shard_iterator) break;
       if (aggregates != nullptr) {
         for (const auto& r : batch->records) {
-          if (retrieval::has_kpl_magic(r.data)) aggregates->push_back(r);
+          if (retrieval::has_kpl_magic(r.data)) aggregates->emplace_back(r.data);
         }
       }
       auto stats = retrieval::deaggregate_all(std::move(batch->records), shard.shard_id, out);
@@ -206,31 +206,32 @@ TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
   auto records = consume_all(emu.aws_config(), stream, kRecords);
   ASSERT_EQ(records.size(), static_cast<std::size_t>(kRecords));
   std::stable_sort(records.begin(), records.end(),
-                   [](const Record& a, const Record& b) { return a.shard_id < b.shard_id; });
+                   [](const Record& a, const Record& b) { return a.shard_id() < b.shard_id(); });
   // The raw aggregates, for the interoperability check below.
-  std::vector<kinesis::KinesisRecord> aggregates;
+  std::vector<std::string> aggregates;
   (void)read_all(*client, stream, &aggregates);
   std::map<std::string, int> next_index;  // per key, the next index expected
   std::set<std::string> seen;
   int aggregated = 0;
   for (const auto& r : records) {
-    ASSERT_TRUE(seen.insert(r.data).second) << "read twice: " << r.data.substr(0, 20);
+    ASSERT_TRUE(seen.insert(std::string(r.data())).second)
+        << "read twice: " << r.data().substr(0, 20);
     // Aggregated mode sends a lone record (nothing else queued for its shard) as it is.
     if (!aggregate) {
-      ASSERT_FALSE(r.aggregated);
+      ASSERT_FALSE(r.aggregated());
     }
-    if (r.aggregated) ++aggregated;
-    const auto colon = r.data.find(':');
-    const std::string key = r.data.substr(0, colon);
-    EXPECT_EQ(r.partition_key, key);
-    const int index = std::stoi(r.data.substr(colon + 1));
+    if (r.aggregated()) ++aggregated;
+    const auto colon = r.data().find(':');
+    const std::string key(r.data().substr(0, colon));
+    EXPECT_EQ(r.partition_key(), key);
+    const int index = std::stoi(std::string(r.data().substr(colon + 1)));
     EXPECT_EQ(index, next_index[key]) << "order of key " << key;
     next_index[key] = index + 1;
     // The producer's answer names the same position the consumer reads.
-    auto w = where.find(r.data);
+    auto w = where.find(std::string(r.data()));
     ASSERT_NE(w, where.end());
-    EXPECT_EQ(w->second.first, r.sequence_number);
-    EXPECT_EQ(w->second.second, r.sub_sequence_number);
+    EXPECT_EQ(w->second.first, r.sequence_number());
+    EXPECT_EQ(w->second.second, r.sub_sequence_number());
   }
   EXPECT_EQ(next_index.size(), static_cast<std::size_t>(kKeys));
   if (aggregate) {
@@ -243,16 +244,18 @@ TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
     aggregates.resize(std::min<std::size_t>(aggregates.size(), 20));
     std::string input;
     std::vector<Record> ours;
-    for (const auto& a : aggregates) {
-      input += aws::base64_encode(a.data) + "\n";
-      retrieval::deaggregate(a, "shard", ours);
+    for (const std::string& a : aggregates) {
+      input += aws::base64_encode(a) + "\n";
+      kinesis::KinesisRecord in;
+      in.data = a;
+      retrieval::deaggregate(in, "shard", ours);
     }
     auto lines = run_node("deagg", input);
     ASSERT_EQ(lines.size(), ours.size());
     for (std::size_t i = 0; i < lines.size(); ++i) {
       auto j = nlohmann::json::parse(lines[i]);
-      EXPECT_EQ(j["pk"].get<std::string>(), ours[i].partition_key);
-      EXPECT_EQ(j["data"].get<std::string>(), aws::base64_encode(ours[i].data));
+      EXPECT_EQ(j["pk"].get<std::string>(), ours[i].partition_key());
+      EXPECT_EQ(j["data"].get<std::string>(), aws::base64_encode(ours[i].data()));
     }
   }
   (void)client->delete_stream(stream);
@@ -287,9 +290,9 @@ TEST(ProducerInteropTest, KclDeaggregatesAggregatesBuiltByAwsKinesisAgg) {
   ASSERT_EQ(result.outcome, retrieval::DeaggregationOutcome::kDeaggregated) << result.reason;
   ASSERT_EQ(out.size(), sent.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
-    EXPECT_EQ(out[i].partition_key, std::get<0>(sent[i]));
-    EXPECT_EQ(out[i].data, std::get<2>(sent[i]));
-    EXPECT_EQ(out[i].sub_sequence_number, i);
+    EXPECT_EQ(out[i].partition_key(), std::get<0>(sent[i]));
+    EXPECT_EQ(out[i].data(), std::get<2>(sent[i]));
+    EXPECT_EQ(out[i].sub_sequence_number(), i);
   }
 }
 
@@ -333,18 +336,20 @@ class ScriptedKinesis {
     for (const auto& r : body["Records"]) {
       auto data = aws::base64_decode(r["Data"].get<std::string>());
       std::vector<Record> subs;
+      const std::string sequence_number = std::to_string(++seq_);
+      const std::string partition_key = r["PartitionKey"].get<std::string>();
       kinesis::KinesisRecord kr;
-      kr.sequence_number = std::to_string(++seq_);
+      kr.sequence_number = sequence_number;
       kr.data = *data;
-      kr.partition_key = r["PartitionKey"].get<std::string>();
+      kr.partition_key = partition_key;
       retrieval::deaggregate(kr, "shardId-000000000000", subs);
-      const std::string& first = subs.front().data;
+      const std::string first(subs.front().data());
       if (sends_[first]++ < fail_times(first)) {
         ++failed;
         records.push_back({{"ErrorCode", error_code(first)}, {"ErrorMessage", "scripted"}});
         continue;
       }
-      for (auto& s : subs) accepted_.push_back(s.data);
+      for (auto& s : subs) accepted_.emplace_back(s.data());
       records.push_back({{"ShardId", answer_shard}, {"SequenceNumber", kr.sequence_number}});
     }
     resp.body = nlohmann::json{{"FailedRecordCount", failed}, {"Records", records}}.dump();
@@ -547,7 +552,7 @@ TEST(ProducerKinesaliteTest, ThePublicConstructorWritesWithTheAwsConfig) {
   }
   auto records = read_all(*client, stream);
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_EQ(records[0].data, "hello");
+  EXPECT_EQ(records[0].data(), "hello");
   ProducerConfig bad;
   EXPECT_THROW(Producer{bad}, std::invalid_argument);
   (void)client->delete_stream(stream);

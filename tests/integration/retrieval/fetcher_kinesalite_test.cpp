@@ -180,12 +180,12 @@ TEST_F(FetcherKinesaliteTest, ReadsTwoThousandRecordsByteForByte) {
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 2000u);
   for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].data, payload(i)) << "record " << i;
-    ASSERT_EQ(got[i].sequence_number, seqs[i]) << "record " << i;
-    ASSERT_EQ(got[i].partition_key, "pk-" + std::to_string(i));
-    ASSERT_EQ(got[i].shard_id, shard);
-    ASSERT_EQ(got[i].sub_sequence_number, 0u);
-    ASSERT_FALSE(got[i].aggregated);
+    ASSERT_EQ(got[i].data(), payload(i)) << "record " << i;
+    ASSERT_EQ(got[i].sequence_number(), seqs[i]) << "record " << i;
+    ASSERT_EQ(got[i].partition_key(), "pk-" + std::to_string(i));
+    ASSERT_EQ(got[i].shard_id(), shard);
+    ASSERT_EQ(got[i].sub_sequence_number(), 0u);
+    ASSERT_FALSE(got[i].aggregated());
   }
   EXPECT_GE(batches.size(), 7u);
   EXPECT_TRUE(f->terminal_error().ok()) << f->terminal_error();
@@ -208,8 +208,8 @@ TEST_F(FetcherKinesaliteTest, ResumesAfterAPlainCheckpointMidStream) {
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 250u);
   for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].sequence_number, seqs[150 + i]);
-    ASSERT_EQ(got[i].data, payload(150 + i));
+    ASSERT_EQ(got[i].sequence_number(), seqs[150 + i]);
+    ASSERT_EQ(got[i].data(), payload(150 + i));
   }
   EXPECT_EQ(f->records_skipped_by_checkpoint(), 1u);
 }
@@ -234,12 +234,12 @@ TEST_F(FetcherKinesaliteTest, ResumesInsideAKplAggregate) {
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 8u);
   for (std::size_t k = 0; k < 5; ++k) {
-    EXPECT_EQ(got[k].data, "sub-" + std::to_string(k + 1));
-    EXPECT_EQ(got[k].sub_sequence_number, k + 1);
-    EXPECT_EQ(got[k].sequence_number, seqs[3]);
-    EXPECT_TRUE(got[k].aggregated);
+    EXPECT_EQ(got[k].data(), "sub-" + std::to_string(k + 1));
+    EXPECT_EQ(got[k].sub_sequence_number(), k + 1);
+    EXPECT_EQ(got[k].sequence_number(), seqs[3]);
+    EXPECT_TRUE(got[k].aggregated());
   }
-  for (std::size_t k = 0; k < 3; ++k) EXPECT_EQ(got[5 + k].data, payload(10 + k));
+  for (std::size_t k = 0; k < 3; ++k) EXPECT_EQ(got[5 + k].data(), payload(10 + k));
 
   // Checkpointed at sub-record 4: only sub-record 5, then the plain records.
   auto g = make(shard, StartPosition::after_checkpoint(seqs[3], 4));
@@ -247,8 +247,8 @@ TEST_F(FetcherKinesaliteTest, ResumesInsideAKplAggregate) {
   ASSERT_TRUE(drive(*g, more, [&] { return count(more) >= 4; })) << g->terminal_error();
   const auto got2 = records_of(more);
   ASSERT_EQ(got2.size(), 4u);
-  EXPECT_EQ(got2[0].data, "sub-5");
-  EXPECT_EQ(got2[1].data, payload(10));
+  EXPECT_EQ(got2[0].data(), "sub-5");
+  EXPECT_EQ(got2[1].data(), payload(10));
 }
 
 TEST_F(FetcherKinesaliteTest, ReadsASplitParentToItsEnd) {
@@ -273,7 +273,7 @@ TEST_F(FetcherKinesaliteTest, ReadsASplitParentToItsEnd) {
   for (std::size_t i = 0; i + 1 < batches.size(); ++i) EXPECT_FALSE(batches[i].shard_end);
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 120u);
-  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].sequence_number, seqs[i]);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].sequence_number(), seqs[i]);
   // Finished: no more calls.
   const auto calls = f->calls_made();
   EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kFinished);
@@ -299,8 +299,8 @@ TEST_F(FetcherKinesaliteTest, StartsAtATimestamp) {
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 50u);
   for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].sequence_number, late[i]);
-    ASSERT_EQ(got[i].data, payload(50 + i));
+    ASSERT_EQ(got[i].sequence_number(), late[i]);
+    ASSERT_EQ(got[i].data(), payload(50 + i));
   }
 }
 
@@ -333,8 +333,8 @@ TEST_F(FetcherKinesaliteTest, AtTimestampWithNothingAfterItRetriesUntilARecordAr
       << f->terminal_error();
   const auto got = records_of(batches);
   ASSERT_EQ(got.size(), 3u);
-  EXPECT_EQ(got[0].sequence_number, late[0]);
-  EXPECT_EQ(got[2].data, payload(102));
+  EXPECT_EQ(got[0].sequence_number(), late[0]);
+  EXPECT_EQ(got[2].data(), payload(102));
 }
 
 TEST_F(FetcherKinesaliteTest, StreamDeletedWhileReadingEndsWithAClearError) {
@@ -362,7 +362,7 @@ TEST_F(FetcherKinesaliteTest, StreamDeletedWhileReadingEndsWithAClearError) {
   EXPECT_FALSE(f->shard_ended());
   // What was fetched before the end is intact and in order.
   const auto got = records_of(batches);
-  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].data, payload(i));
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].data(), payload(i));
   EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kFinished);
 }
 

@@ -30,8 +30,8 @@ TEST_F(WorkerErrorsTest, ProcessorExceptionRedeliversTheSameRecordsInOrder) {
   auto script = std::make_shared<Script>();
   script->on_records = [failures](const std::string&, std::span<const Record> records,
                                   Checkpointer& cp, int) {
-    const bool target =
-        std::any_of(records.begin(), records.end(), [](const Record& r) { return r.data == "r7"; });
+    const bool target = std::any_of(records.begin(), records.end(),
+                                    [](const Record& r) { return r.data() == "r7"; });
     if (target && failures->load() < 2) {
       failures->fetch_add(1);
       throw std::runtime_error("injected failure");
@@ -88,7 +88,7 @@ TEST_F(WorkerErrorsTest, ShutdownWhileABatchKeepsFailingDoesNotCheckpointPastIt)
   script->on_records = [](const std::string&, std::span<const Record> records, Checkpointer& cp,
                           int) {
     if (std::any_of(records.begin(), records.end(),
-                    [](const Record& r) { return r.data == "r7"; })) {
+                    [](const Record& r) { return r.data() == "r7"; })) {
       throw std::runtime_error("this batch always fails");
     }
     Status s = cp.checkpoint();

@@ -33,7 +33,7 @@ TEST_F(WorkerResumeTest, RestartResumesAfterTheCheckpointAndRedeliversNothingAtO
   script_a->on_records = [](const std::string&, std::span<const Record> records, Checkpointer& cp,
                             int) {
     for (const Record& r : records) {
-      if (r.data == "r14") {
+      if (r.data() == "r14") {
         Status s = cp.checkpoint(r);
         ASSERT_TRUE(s.ok()) << s;
       }
@@ -118,8 +118,8 @@ TEST_F(WorkerResumeTest, LeaseLostInTheMiddleOfABatchCannotCheckpointAndTheNextO
   script->checkpoint_on_shutdown = false;
   script->on_records = [latch](const std::string&, std::span<const Record> records,
                                Checkpointer& cp, int) {
-    const bool blocks =
-        std::any_of(records.begin(), records.end(), [](const Record& r) { return r.data == "r5"; });
+    const bool blocks = std::any_of(records.begin(), records.end(),
+                                    [](const Record& r) { return r.data() == "r5"; });
     if (!blocks) {
       Status s = cp.checkpoint();
       ASSERT_TRUE(s.ok()) << s;
@@ -255,7 +255,7 @@ TEST_F(WorkerResumeTest, AggregatedRecordsAreDeaggregatedResumedInsideAndCorrupt
   script_a->on_records = [](const std::string&, std::span<const Record> records, Checkpointer& cp,
                             int) {
     for (const Record& r : records) {
-      if (r.data == "a2") {
+      if (r.data() == "a2") {
         Status s = cp.checkpoint(r);
         ASSERT_TRUE(s.ok()) << s;
       }

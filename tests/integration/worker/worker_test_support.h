@@ -211,8 +211,9 @@ class RecordingProcessor final : public RecordProcessor {
     ++deliveries_;
     Event e{EventKind::kProcessRecords, worker_, shard_, {}, {}, {}};
     for (const Record& r : input.records) {
-      e.records.push_back(Delivered{r.shard_id, r.sequence_number, r.sub_sequence_number,
-                                    r.aggregated, r.partition_key, r.data});
+      e.records.push_back(Delivered{std::string(r.shard_id()), std::string(r.sequence_number()),
+                                    r.sub_sequence_number(), r.aggregated(),
+                                    std::string(r.partition_key()), std::string(r.data())});
     }
     log_->add(std::move(e));
     if (script_->on_records) {

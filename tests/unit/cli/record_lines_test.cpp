@@ -13,13 +13,13 @@ namespace {
 
 Record record(std::string data, std::string key = "k") {
   Record r;
-  r.shard_id = "shardId-000000000001";
-  r.sequence_number = "49590338271490256608559692538361571095921575989136588898";
-  r.sub_sequence_number = 18446744073709551615ull;
-  r.partition_key = std::move(key);
-  r.approximate_arrival_timestamp =
-      std::chrono::system_clock::time_point(std::chrono::milliseconds(1795992038007));
-  r.data = std::move(data);
+  r.set_shard_id("shardId-000000000001");
+  r.set_sequence_number("49590338271490256608559692538361571095921575989136588898");
+  r.set_sub_sequence_number(18446744073709551615ull);
+  r.set_partition_key(std::move(key));
+  r.set_approximate_arrival_timestamp(
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1795992038007)));
+  r.set_data(std::move(data));
   return r;
 }
 
@@ -58,7 +58,8 @@ TEST(RecordLinesTest, ABufferReusedAcrossRecordsAndSecondsHoldsEachLine) {
     for (auto& c : data) c = static_cast<char>(rng());
     Record r = record(data, "key-" + std::to_string(i));
     // Timestamps move across seconds, minutes and a day boundary.
-    r.approximate_arrival_timestamp += std::chrono::milliseconds(i * 997LL * 60);
+    r.set_approximate_arrival_timestamp(r.approximate_arrival_timestamp() +
+                                        std::chrono::milliseconds(i * 997LL * 60));
     records.push_back(r);
     lines.append(out, r, false);
   }
@@ -67,10 +68,10 @@ TEST(RecordLinesTest, ABufferReusedAcrossRecordsAndSecondsHoldsEachLine) {
     const std::size_t end = out.find('\n', start);
     ASSERT_NE(end, std::string::npos);
     auto j = nlohmann::json::parse(out.substr(start, end - start));
-    EXPECT_EQ(j["partitionKey"], r.partition_key);
+    EXPECT_EQ(j["partitionKey"], r.partition_key());
     auto data = aws::base64_decode(j["data"].get<std::string>());
     ASSERT_TRUE(data.ok());
-    EXPECT_EQ(*data, r.data);
+    EXPECT_EQ(*data, r.data());
     // The same text as a fresh formatter gives (no stale cached second).
     RecordLines fresh;
     std::string alone;

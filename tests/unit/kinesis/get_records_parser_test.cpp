@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "aws/base64.h"
 #include "kinesis/kinesis_client.h"
@@ -63,18 +65,62 @@ TEST(GetRecordsParserTest, ParsesNormalResponse) {
   EXPECT_EQ(out.payload_bytes, 5u + 6u + 0u);
 }
 
-TEST(GetRecordsParserTest, InPlaceGivesTheSameAndKeepsTheText) {
-  std::string text = kNormal;
-  const std::string copy = text;
+TEST(GetRecordsParserTest, InPlaceGivesTheSameAndTakesTheBody) {
+  std::string text;
+  text.reserve(std::string_view(kNormal).size() + 64);  // as the transport gives a body
+  text = kNormal;
   GetRecordsResult a, b;
   ASSERT_TRUE(parse_get_records_response(text, a).ok());
-  ASSERT_TRUE(parse_get_records_response_in_place(text, b).ok());
-  EXPECT_EQ(text, copy);
+  const char* const body = text.data();
+  ASSERT_TRUE(parse_get_records_response_in_place(std::move(text), b).ok());
   ASSERT_EQ(a.records.size(), b.records.size());
   for (std::size_t i = 0; i < a.records.size(); ++i) {
     EXPECT_EQ(a.records[i].data, b.records[i].data);
     EXPECT_EQ(a.records[i].sequence_number, b.records[i].sequence_number);
+    EXPECT_EQ(a.records[i].partition_key, b.records[i].partition_key);
   }
+  // The body moved into the result's buffer (no copy), and the records point into it.
+  ASSERT_TRUE(b.buffer);
+  EXPECT_EQ(b.buffer->body.data(), body);
+  const std::string_view kept(b.buffer->body.data(), b.buffer->body.size());
+  EXPECT_GE(b.records[0].data.data(), kept.data());
+  EXPECT_LE(b.records[0].data.data() + b.records[0].data.size(), kept.data() + kept.size());
+}
+
+TEST(GetRecordsParserTest, RecordsOutliveTheResultThroughTheirBuffer) {
+  std::shared_ptr<RecordsBuffer> first_buffer;
+  std::vector<KinesisRecord> first;
+  {
+    GetRecordsResult out;
+    ASSERT_TRUE(parse_get_records_response(kNormal, out).ok());
+    first_buffer = out.buffer;
+    first = out.records;
+    // Reusing the result for another answer gives it a new buffer; the first stays intact.
+    ASSERT_TRUE(parse_get_records_response(
+                    R"({"Records":[{"SequenceNumber":"9","PartitionKey":"q","Data":"eQ=="}]})", out)
+                    .ok());
+    EXPECT_NE(out.buffer, first_buffer);
+  }
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].data, "hello");
+  EXPECT_EQ(first[1].data, std::string("\x00\x01\x02\xff\x00\xfe", 6));
+  EXPECT_EQ(first[1].partition_key, "pk-\xc3\xa9");
+  EXPECT_EQ(first[2].explicit_hash_key, "170141183460469231731687303715884105728");
+}
+
+TEST(GetRecordsParserTest, EscapedStringsAreUnescapedIntoTheBuffer) {
+  GetRecordsResult out;
+  ASSERT_TRUE(parse_get_records_response(
+                  R"({"Records":[{"SequenceNumber":"1\u0032","PartitionKey":"a\"b\\c\n",)"
+                  R"("ExplicitHashKey":"\u0039","Data":"eQ=="}]})",
+                  out)
+                  .ok());
+  ASSERT_EQ(out.records.size(), 1u);
+  EXPECT_EQ(out.records[0].sequence_number, "12");
+  EXPECT_EQ(out.records[0].partition_key, "a\"b\\c\n");
+  EXPECT_EQ(out.records[0].explicit_hash_key, "9");
+  EXPECT_EQ(out.records[0].data, "y");
+  EXPECT_EQ(out.buffer->unescaped.size(), 3u);
 }
 
 TEST(GetRecordsParserTest, EndOfShardWithNullIterator) {

@@ -50,11 +50,11 @@ class ScriptedSource final : public retrieval::RecordsSource {
     retrieval::FetchedBatch b;
     for (std::size_t i = 0; i < per_call_; ++i) {
       Record r;
-      r.shard_id = kShardId;
-      r.sequence_number = std::to_string(1000 + next_++);
-      r.partition_key = "k";
-      r.data = std::string(100, 'x');
-      b.bytes += r.data.size();
+      r.set_shard_id(kShardId);
+      r.set_sequence_number(std::to_string(1000 + next_++));
+      r.set_partition_key("k");
+      r.set_data(std::string(100, 'x'));
+      b.bytes += r.data().size();
       b.records.push_back(std::move(r));
     }
     {

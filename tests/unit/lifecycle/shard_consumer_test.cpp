@@ -61,7 +61,7 @@ class ScriptedProcessor final : public RecordProcessor {
   }
   void process_records(const ProcessRecordsInput& input) override {
     s_.events.push_back("process " + std::to_string(input.records.size()));
-    for (const Record& r : input.records) s_.data.push_back(r.data);
+    for (const Record& r : input.records) s_.data.emplace_back(r.data());
     if (s_.throws && s_.throws(input.records)) throw std::runtime_error("scripted failure");
     if (s_.checkpoint_each_batch) s_.checkpoints.push_back(input.checkpointer.checkpoint());
   }
@@ -96,7 +96,7 @@ class ScriptedFactory final : public RecordProcessorFactory {
 
 bool contains(std::span<const Record> records, const std::string& data) {
   for (const Record& r : records) {
-    if (r.data == data) return true;
+    if (r.data() == data) return true;
   }
   return false;
 }

@@ -249,7 +249,7 @@ class FakeCheckpointer final : public Checkpointer {
     calls.push_back("last");
     return result;
   }
-  Status checkpoint(const Record& r) override { return checkpoint(r.sequence_number, 0); }
+  Status checkpoint(const Record& r) override { return checkpoint(r.sequence_number(), 0); }
   Status checkpoint(std::string_view seq, SubSequenceNumber sub) override {
     calls.push_back(std::string(seq) + "#" + std::to_string(sub));
     return result;
@@ -291,8 +291,8 @@ class ScriptedChildTest : public ::testing::Test {
   }
   std::vector<Record> records() {
     Record r;
-    r.sequence_number = "49590338271490256608559692538361571095921575989136588898";
-    r.data = "hello";
+    r.set_sequence_number("49590338271490256608559692538361571095921575989136588898");
+    r.set_data("hello");
     return {r};
   }
   static inline int counter_ = 0;
@@ -455,8 +455,8 @@ TEST_F(ScriptedChildTest, BlankLinesAndCrLfLineEndsAreTolerated) {
   for (std::string l; std::getline(in, l);) got.push_back(l);
   EXPECT_EQ(got, (std::vector<std::string>{"None 1", "None 1"}))
       << "both batches reached the child and its checkpoints were accepted";
-  EXPECT_EQ(cp.calls, (std::vector<std::string>{recs[0].sequence_number + "#0",
-                                                recs[0].sequence_number + "#0"}));
+  EXPECT_EQ(cp.calls, (std::vector<std::string>{std::string(recs[0].sequence_number()) + "#0",
+                                                std::string(recs[0].sequence_number()) + "#0"}));
   EXPECT_EQ(p.children_started(), 1) << "the child was never taken for broken";
 }
 

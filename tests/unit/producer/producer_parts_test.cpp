@@ -28,7 +28,8 @@ TEST(KplAggregatorTest, DeaggregatesToTheSameRecordsAndSizeIsExact) {
   kinesis::KinesisRecord r;
   r.sequence_number = "49590338271490256608559692538361571095921575989136588898";
   r.partition_key = "key-0";
-  r.data = agg.finish();
+  const std::string aggregate = agg.finish();
+  r.data = aggregate;
   EXPECT_EQ(r.data.size(), size);
   EXPECT_EQ(agg.count(), 0u);
   std::vector<Record> out;
@@ -36,10 +37,10 @@ TEST(KplAggregatorTest, DeaggregatesToTheSameRecordsAndSizeIsExact) {
   ASSERT_EQ(result.outcome, retrieval::DeaggregationOutcome::kDeaggregated) << result.reason;
   ASSERT_EQ(out.size(), in.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
-    EXPECT_EQ(out[i].partition_key, std::get<0>(in[i]));
-    EXPECT_EQ(out[i].explicit_hash_key, std::get<1>(in[i]));
-    EXPECT_EQ(out[i].data, std::get<2>(in[i]));
-    EXPECT_EQ(out[i].sub_sequence_number, i);
+    EXPECT_EQ(out[i].partition_key(), std::get<0>(in[i]));
+    EXPECT_EQ(out[i].explicit_hash_key(), std::get<1>(in[i]));
+    EXPECT_EQ(out[i].data(), std::get<2>(in[i]));
+    EXPECT_EQ(out[i].sub_sequence_number(), i);
   }
 }
 

@@ -20,11 +20,11 @@ std::string seq(int i) { return "4959000000000000000000000000000000" + std::to_s
 
 Record record(const std::string& shard, int i, SubSequenceNumber sub = 0, std::size_t bytes = 10) {
   Record r;
-  r.shard_id = shard;
-  r.sequence_number = seq(i);
-  r.sub_sequence_number = sub;
-  r.aggregated = sub > 0;
-  r.data = std::string(bytes, 'x');
+  r.set_shard_id(shard);
+  r.set_sequence_number(seq(i));
+  r.set_sub_sequence_number(sub);
+  r.set_aggregated(sub > 0);
+  r.set_data(std::string(bytes, 'x'));
   return r;
 }
 
@@ -65,8 +65,8 @@ TEST_F(PullHubTest, WatermarkFollowsTheLowestUnacknowledgedRecordIncludingSubSeq
   auto taken = take();
   ASSERT_EQ(taken.size(), 6u);
   for (std::size_t i = 0; i < taken.size(); ++i) {
-    EXPECT_EQ(taken[i].record().sequence_number, batch[i].sequence_number);
-    EXPECT_EQ(taken[i].record().sub_sequence_number, batch[i].sub_sequence_number);
+    EXPECT_EQ(taken[i].record().sequence_number(), batch[i].sequence_number());
+    EXPECT_EQ(taken[i].record().sub_sequence_number(), batch[i].sub_sequence_number());
   }
   auto watermark = [&] {
     clock_.advance(2s);  // a checkpoint is due
@@ -123,12 +123,14 @@ TEST_F(PullHubTest, ShardsTakeTurnsAndEachKeepsItsOrder) {
   auto first = take(6);
   ASSERT_EQ(first.size(), 6u);
   std::size_t from_b = 0;
-  for (const auto& r : first) from_b += r.record().shard_id == "B";
+  for (const auto& r : first) from_b += r.record().shard_id() == "B";
   EXPECT_EQ(from_b, 3u) << "B's records are not held back behind A's fifty";
   auto rest = take();
   std::map<std::string, std::vector<std::string>> order;
   for (auto* v : {&first, &rest}) {
-    for (const auto& r : *v) order[r.record().shard_id].push_back(r.record().sequence_number);
+    for (const auto& r : *v) {
+      order[std::string(r.record().shard_id())].emplace_back(r.record().sequence_number());
+    }
   }
   for (auto& [id, seqs] : order) EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end())) << id;
   EXPECT_EQ(order["A"].size(), 50u);
@@ -147,18 +149,18 @@ TEST_F(PullHubTest, AShardAtItsBoundIsNotOfferedAndPausesUntilAnAckMakesRoom) {
   EXPECT_FALSE(hub_->pace(*a).accept_batch) << "6 buffered >= 4: reading pauses";
   auto taken = take();
   std::size_t from_a = 0;
-  for (const auto& r : taken) from_a += r.record().shard_id == "A";
+  for (const auto& r : taken) from_a += r.record().shard_id() == "A";
   EXPECT_EQ(from_a, 4u) << "at most 4 taken and not acknowledged";
   EXPECT_TRUE(take().empty());
   hand_in(*b, rb);
   auto other = take();
   ASSERT_EQ(other.size(), 1u) << "the other shard goes on";
-  EXPECT_EQ(other[0].record().shard_id, "B");
+  EXPECT_EQ(other[0].record().shard_id(), "B");
   EXPECT_EQ(wakes_now("A"), 0u);
   ASSERT_TRUE(taken[0].ack().ok());
   auto more = take();
   ASSERT_EQ(more.size(), 1u) << "one ack, one more record of A";
-  EXPECT_EQ(more[0].record().sequence_number, seq(4));
+  EXPECT_EQ(more[0].record().sequence_number(), seq(4));
   ASSERT_TRUE(taken[1].ack().ok());
   EXPECT_EQ(wakes_now("A"), 0u) << "1 buffered + 3 taken: reading stays paused";
   EXPECT_FALSE(hub_->pace(*a).accept_batch);

@@ -105,7 +105,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
   void take() {
     auto got = hub_->take(1 + rng_() % 8, std::chrono::steady_clock::now());
     for (auto& r : got) {
-      EXPECT_EQ(r.record().shard_id, kShard);
+      EXPECT_EQ(r.record().shard_id(), kShard);
       held_.push_back(std::move(r));
     }
   }
@@ -115,7 +115,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     const std::size_t i = rng_() % held_.size();
     PulledRecord r = std::move(held_[i]);
     held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
-    const int index = index_of_.at(r.record().sequence_number);
+    const int index = index_of_.at(std::string(r.record().sequence_number()));
     const Status s = r.ack();
     if (s.ok()) {
       acked_ever_.insert(index);
@@ -259,7 +259,7 @@ TEST_P(PullPropertyTest, ShardEndWaitsForEveryAckBeforeCheckpointingShardEnd) {
     step_consumer();
     take();
     for (auto& r : held_) {
-      const int index = index_of_.at(r.record().sequence_number);
+      const int index = index_of_.at(std::string(r.record().sequence_number()));
       if (index == kept) {
         straggler.emplace(std::move(r));
       } else {

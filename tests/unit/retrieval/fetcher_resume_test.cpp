@@ -16,7 +16,7 @@ using testing::seq_number;
 std::vector<std::pair<std::string, std::uint64_t>> delivered(
     const std::vector<kcl::Record>& records) {
   std::vector<std::pair<std::string, std::uint64_t>> out;
-  for (const auto& r : records) out.emplace_back(r.data, r.sub_sequence_number);
+  for (const auto& r : records) out.emplace_back(r.data(), r.sub_sequence_number());
   return out;
 }
 
@@ -32,7 +32,7 @@ TEST(FetcherResumeTest, PlainCheckpointResumesAtAndDropsTheCheckpointedRecord) {
   auto f = h.make(StartPosition::after_checkpoint(seq_number(4), 0));
   auto out = read_all(h, *f);
   ASSERT_EQ(out.size(), 5u);
-  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(out[i].sequence_number, seq_number(5 + i));
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(out[i].sequence_number(), seq_number(5 + i));
   EXPECT_EQ(f->records_skipped_by_checkpoint(), 1u);
   const auto its = h.fake->calls_of("GetShardIterator");
   ASSERT_EQ(its.size(), 1u);
@@ -55,7 +55,7 @@ class AggregateCheckpointTest : public ::testing::Test {
   std::vector<std::pair<std::string, std::uint64_t>> resume(std::string seq, std::uint64_t sub) {
     auto f = h.make(StartPosition::after_checkpoint(std::move(seq), sub));
     auto out = read_all(h, *f);
-    for (const auto& r : out) EXPECT_EQ(r.shard_id, testing::kShard);
+    for (const auto& r : out) EXPECT_EQ(r.shard_id(), testing::kShard);
     return delivered(out);
   }
   FetcherHarness h;
@@ -74,9 +74,9 @@ TEST_F(AggregateCheckpointTest, FromTheStartEverySubRecordIsDelivered) {
                                        {"sub-4", 4},
                                        {"plain-2", 0}}));
   ASSERT_EQ(out.size(), 7u);
-  EXPECT_TRUE(out[1].aggregated);
-  EXPECT_EQ(out[1].partition_key, "user-pk-0");
-  EXPECT_EQ(out[3].sequence_number, seq_number(1));
+  EXPECT_TRUE(out[1].aggregated());
+  EXPECT_EQ(out[1].partition_key(), "user-pk-0");
+  EXPECT_EQ(out[3].sequence_number(), seq_number(1));
   EXPECT_EQ(f->corrupt_aggregates(), 0u);
 }
 
@@ -110,7 +110,7 @@ TEST(FetcherResumeTest, SequenceNumbersCompareAsNumbersNotText) {
     auto f = h.make(StartPosition::after_checkpoint(checkpoint));
     auto out = read_all(h, *f);
     std::vector<std::string> got;
-    for (const auto& r : out) got.push_back(r.sequence_number);
+    for (const auto& r : out) got.emplace_back(r.sequence_number());
     EXPECT_EQ(got, expected) << "checkpoint " << checkpoint;
   }
 }
@@ -126,7 +126,7 @@ TEST(FetcherResumeTest, FilterSurvivesAnIteratorThatExpiredBeforeAnyRecord) {
   EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kIteratorExpired);
   auto out = read_all(h, *f);
   ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0].sequence_number, seq_number(3));
+  EXPECT_EQ(out[0].sequence_number(), seq_number(3));
   const auto its = h.fake->calls_of("GetShardIterator");
   ASSERT_EQ(its.size(), 2u);
   EXPECT_EQ(its[1].body.at("ShardIteratorType"), "AT_SEQUENCE_NUMBER");
@@ -143,9 +143,9 @@ TEST(FetcherResumeTest, CorruptAggregateIsCountedAndDeliveredAsItCame) {
   auto f = h.make(StartPosition::trim_horizon());
   auto out = read_all(h, *f);
   ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[1].data, bad);
-  EXPECT_EQ(out[1].partition_key, "outer");
-  EXPECT_FALSE(out[1].aggregated);
+  EXPECT_EQ(out[1].data(), bad);
+  EXPECT_EQ(out[1].partition_key(), "outer");
+  EXPECT_FALSE(out[1].aggregated());
   EXPECT_EQ(f->corrupt_aggregates(), 1u);
 }
 

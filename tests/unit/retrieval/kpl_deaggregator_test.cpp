@@ -34,14 +34,14 @@ void expect_matches(const std::vector<kcl::Record>& out, std::size_t first,
   for (std::size_t i = 0; i < subs.size(); ++i) {
     const kcl::Record& r = out[first + i];
     SCOPED_TRACE("sub-record " + std::to_string(i));
-    EXPECT_EQ(r.shard_id, kShard);
-    EXPECT_EQ(r.sequence_number, in.sequence_number);
-    EXPECT_EQ(r.sub_sequence_number, i);
-    EXPECT_TRUE(r.aggregated);
-    EXPECT_EQ(r.partition_key, subs[i].partition_key);
-    EXPECT_EQ(r.explicit_hash_key, subs[i].explicit_hash_key.value_or(""));
-    EXPECT_EQ(r.approximate_arrival_timestamp, in.approximate_arrival_timestamp);
-    EXPECT_EQ(r.data, subs[i].data);
+    EXPECT_EQ(r.shard_id(), kShard);
+    EXPECT_EQ(r.sequence_number(), in.sequence_number);
+    EXPECT_EQ(r.sub_sequence_number(), i);
+    EXPECT_TRUE(r.aggregated());
+    EXPECT_EQ(r.partition_key(), subs[i].partition_key);
+    EXPECT_EQ(r.explicit_hash_key(), subs[i].explicit_hash_key.value_or(""));
+    EXPECT_EQ(r.approximate_arrival_timestamp(), in.approximate_arrival_timestamp);
+    EXPECT_EQ(r.data(), subs[i].data);
   }
 }
 
@@ -53,14 +53,14 @@ void expect_delivered_as_it_came(const kinesis::KinesisRecord& in, std::string_v
   EXPECT_TRUE(res.corrupt());
   EXPECT_EQ(res.records_appended, 1u);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].data, in.data);
-  EXPECT_FALSE(out[0].aggregated);
-  EXPECT_EQ(out[0].sub_sequence_number, 0u);
-  EXPECT_EQ(out[0].sequence_number, in.sequence_number);
-  EXPECT_EQ(out[0].partition_key, in.partition_key);
-  EXPECT_EQ(out[0].shard_id, kShard);
+  EXPECT_EQ(out[0].data(), in.data);
+  EXPECT_FALSE(out[0].aggregated());
+  EXPECT_EQ(out[0].sub_sequence_number(), 0u);
+  EXPECT_EQ(out[0].sequence_number(), in.sequence_number);
+  EXPECT_EQ(out[0].partition_key(), in.partition_key);
+  EXPECT_EQ(out[0].shard_id(), kShard);
   EXPECT_NE(res.reason.find("KPL aggregate in shard " + std::string(kShard) + " seq " +
-                            in.sequence_number),
+                            std::string(in.sequence_number)),
             std::string::npos)
       << res.reason;
   EXPECT_NE(res.reason.find(cause), std::string::npos) << res.reason;
@@ -77,48 +77,74 @@ TEST(KplDeaggregatorTest, PlainRecordPassesThrough) {
     EXPECT_TRUE(res.reason.empty());
     EXPECT_EQ(res.records_appended, 1u);
     ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].shard_id, kShard);
-    EXPECT_EQ(out[0].sequence_number, in.sequence_number);
-    EXPECT_EQ(out[0].sub_sequence_number, 0u);
-    EXPECT_FALSE(out[0].aggregated);
-    EXPECT_EQ(out[0].partition_key, "outer-pk");
-    EXPECT_EQ(out[0].explicit_hash_key, "12345");
-    EXPECT_EQ(out[0].approximate_arrival_timestamp, in.approximate_arrival_timestamp);
-    EXPECT_EQ(out[0].data, data);
+    EXPECT_EQ(out[0].shard_id(), kShard);
+    EXPECT_EQ(out[0].sequence_number(), in.sequence_number);
+    EXPECT_EQ(out[0].sub_sequence_number(), 0u);
+    EXPECT_FALSE(out[0].aggregated());
+    EXPECT_EQ(out[0].partition_key(), "outer-pk");
+    EXPECT_EQ(out[0].explicit_hash_key(), "12345");
+    EXPECT_EQ(out[0].approximate_arrival_timestamp(), in.approximate_arrival_timestamp);
+    EXPECT_EQ(out[0].data(), data);
   }
 }
 
-TEST(KplDeaggregatorTest, MoveOverloadMovesAPlainRecord) {
+TEST(KplDeaggregatorTest, ZeroCopyOverloadPointsIntoTheOwnersBytes) {
   const std::string big(4096, 'z');
   kinesis::KinesisRecord in = t::kinesis_record(big);
-  const char* buffer = in.data.data();
+  auto owner = std::make_shared<int>(0);  // stands for the buffer `in` points into
   std::vector<kcl::Record> out;
-  const DeaggregationResult res = deaggregate(std::move(in), kShard, out);
+  const DeaggregationResult res = deaggregate(in, kShard, owner, out);
   EXPECT_EQ(res.outcome, Outcome::kPlain);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].data, big);
-  EXPECT_EQ(out[0].data.data(), buffer);  // the same heap buffer: moved, not copied
-  EXPECT_EQ(out[0].sequence_number, kSeq);
+  EXPECT_EQ(out[0].data(), big);
+  EXPECT_EQ(out[0].data().data(), in.data.data());  // a view, not a copy
+  EXPECT_EQ(out[0].sequence_number(), kSeq);
+  EXPECT_EQ(owner.use_count(), 2) << "the record holds the owner";
+  out.clear();
+  EXPECT_EQ(owner.use_count(), 1);
 }
 
-TEST(KplDeaggregatorTest, MoveOverloadMovesACorruptRecordAndDeaggregatesLikeCopy) {
+TEST(KplDeaggregatorTest, ZeroCopySubRecordsAndCorruptOnesPointIntoTheAggregate) {
   const std::string agg = t::with_bad_md5(t::build_aggregate(make_sub_records(30, true)));
   kinesis::KinesisRecord in = t::kinesis_record(agg);
-  const char* buffer = in.data.data();
+  auto owner = std::make_shared<int>(0);
   std::vector<kcl::Record> out;
-  EXPECT_EQ(deaggregate(std::move(in), kShard, out).outcome, Outcome::kCorrupt);
+  EXPECT_EQ(deaggregate(in, kShard, owner, out).outcome, Outcome::kCorrupt);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].data.data(), buffer);
-  EXPECT_EQ(out[0].data, agg);
+  EXPECT_EQ(out[0].data().data(), in.data.data());
+  EXPECT_EQ(out[0].data(), agg);
 
   const auto subs = make_sub_records(5, true);
-  kinesis::KinesisRecord good = t::kinesis_record(t::build_aggregate(subs));
-  std::vector<kcl::Record> by_copy, by_move;
+  const kinesis::KinesisRecord good = t::kinesis_record(t::build_aggregate(subs));
+  std::vector<kcl::Record> by_copy, by_view;
   EXPECT_EQ(deaggregate(good, kShard, by_copy).outcome, Outcome::kDeaggregated);
-  const kinesis::KinesisRecord good_copy = good;
-  EXPECT_EQ(deaggregate(std::move(good), kShard, by_move).outcome, Outcome::kDeaggregated);
-  expect_matches(by_copy, 0, subs, good_copy);
-  expect_matches(by_move, 0, subs, good_copy);
+  EXPECT_EQ(deaggregate(good, kShard, owner, by_view).outcome, Outcome::kDeaggregated);
+  expect_matches(by_copy, 0, subs, good);
+  expect_matches(by_view, 0, subs, good);
+  const std::string_view bytes = good.data;
+  for (const kcl::Record& r : by_view) {
+    EXPECT_GE(r.data().data(), bytes.data());
+    EXPECT_LE(r.data().data() + r.data().size(), bytes.data() + bytes.size());
+  }
+  for (const kcl::Record& r : by_copy) {
+    EXPECT_TRUE(r.data().data() < bytes.data() || r.data().data() >= bytes.data() + bytes.size())
+        << "the copying overload keeps copies of its own";
+  }
+}
+
+TEST(KplDeaggregatorTest, CopiedRecordsOutliveTheirInput) {
+  const auto subs = make_sub_records(4, true);
+  std::vector<kcl::Record> out;
+  {
+    std::string bytes = t::build_aggregate(subs);
+    kinesis::KinesisRecord in;
+    in.data = bytes;
+    in.sequence_number = kSeq;
+    EXPECT_EQ(deaggregate(in, kShard, out).outcome, Outcome::kDeaggregated);
+    bytes.assign(bytes.size(), '\0');  // the input changes and goes away
+  }
+  ASSERT_EQ(out.size(), subs.size());
+  for (std::size_t i = 0; i < subs.size(); ++i) EXPECT_EQ(out[i].data(), subs[i].data);
 }
 
 // Bytes written by hand from the format description (and the MD5 by a third tool), so the
@@ -143,14 +169,14 @@ TEST(KplDeaggregatorTest, GoldenVectorWrittenByHand) {
   const DeaggregationResult res = deaggregate(in, kShard, out);
   ASSERT_EQ(res.outcome, Outcome::kDeaggregated) << res.reason;
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].partition_key, "a");
-  EXPECT_EQ(out[0].explicit_hash_key, "");
-  EXPECT_EQ(out[0].data, "hi");
-  EXPECT_EQ(out[0].sub_sequence_number, 0u);
-  EXPECT_EQ(out[1].partition_key, "bb");
-  EXPECT_EQ(out[1].explicit_hash_key, "12345");
-  EXPECT_EQ(out[1].data, "");
-  EXPECT_EQ(out[1].sub_sequence_number, 1u);
+  EXPECT_EQ(out[0].partition_key(), "a");
+  EXPECT_EQ(out[0].explicit_hash_key(), "");
+  EXPECT_EQ(out[0].data(), "hi");
+  EXPECT_EQ(out[0].sub_sequence_number(), 0u);
+  EXPECT_EQ(out[1].partition_key(), "bb");
+  EXPECT_EQ(out[1].explicit_hash_key(), "12345");
+  EXPECT_EQ(out[1].data(), "");
+  EXPECT_EQ(out[1].sub_sequence_number(), 1u);
 
   // The builder encodes the same aggregate to the same bytes.
   t::SubRecord a{"a", std::nullopt, "hi", {}};
@@ -237,7 +263,7 @@ TEST(KplDeaggregatorTest, TruncatedProtobufWithValidMd5) {
     if (res.outcome == Outcome::kCorrupt) {
       ++corrupt;
       ASSERT_EQ(out.size(), 1u);
-      EXPECT_EQ(out[0].data, in.data);
+      EXPECT_EQ(out[0].data(), in.data);
       EXPECT_NE(res.reason.find("protobuf parse error"), std::string::npos) << res.reason;
     } else {
       EXPECT_TRUE(res.outcome == Outcome::kDeaggregated || res.outcome == Outcome::kEmptyAggregate)
@@ -283,7 +309,7 @@ TEST(KplDeaggregatorTest, NothingPartialIsAppendedOnCorruption) {
       deaggregate(t::kinesis_record(t::frame(t::encode_protobuf(raw))), kShard, out);
   EXPECT_EQ(res.outcome, Outcome::kCorrupt);
   EXPECT_EQ(out.size(), 3u);
-  EXPECT_FALSE(out.back().aggregated);
+  EXPECT_FALSE(out.back().aggregated());
 }
 
 TEST(KplDeaggregatorTest, MissingRequiredFields) {
@@ -375,8 +401,8 @@ TEST(KplDeaggregatorTest, FieldsMayComeInAnyOrderAndTheLastScalarWins) {
   ASSERT_EQ(deaggregate(t::kinesis_record(t::frame(body)), kShard, out).outcome,
             Outcome::kDeaggregated);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].partition_key, "second");
-  EXPECT_EQ(out[0].data, "data");
+  EXPECT_EQ(out[0].partition_key(), "second");
+  EXPECT_EQ(out[0].data(), "data");
 }
 
 TEST(KplDeaggregatorTest, GroupsAndBadWireDataAreParseErrors) {
@@ -454,12 +480,12 @@ TEST(KplDeaggregatorTest, DeaggregateAllCountsEachKind) {
   EXPECT_NE(stats.reasons[0].find("seq 300: MD5 mismatch"), std::string::npos);
   EXPECT_NE(stats.reasons[1].find("seq 400"), std::string::npos);
   ASSERT_EQ(out.size(), 1u + 5u + 1u + 1u);
-  EXPECT_EQ(out[0].data, "plain-1");
-  EXPECT_EQ(out[1].sequence_number, "200");
-  EXPECT_EQ(out[5].sub_sequence_number, 4u);
-  EXPECT_EQ(out[6].sequence_number, "300");
-  EXPECT_FALSE(out[6].aggregated);
-  EXPECT_EQ(out[7].data, "plain-2");
+  EXPECT_EQ(out[0].data(), "plain-1");
+  EXPECT_EQ(out[1].sequence_number(), "200");
+  EXPECT_EQ(out[5].sub_sequence_number(), 4u);
+  EXPECT_EQ(out[6].sequence_number(), "300");
+  EXPECT_FALSE(out[6].aggregated());
+  EXPECT_EQ(out[7].data(), "plain-2");
 }
 
 TEST(KplDeaggregatorTest, OutcomeNames) {

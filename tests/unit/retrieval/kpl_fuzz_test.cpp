@@ -80,9 +80,9 @@ void check_invariants(const kinesis::KinesisRecord& in, const DeaggregationResul
       [[fallthrough]];
     case Outcome::kCorrupt:
       ASSERT_EQ(res.records_appended, 1u);
-      ASSERT_EQ(out.back().data, in.data);
-      ASSERT_FALSE(out.back().aggregated);
-      ASSERT_EQ(out.back().sub_sequence_number, 0u);
+      ASSERT_EQ(out.back().data(), in.data);
+      ASSERT_FALSE(out.back().aggregated());
+      ASSERT_EQ(out.back().sub_sequence_number(), 0u);
       ASSERT_EQ(res.outcome == Outcome::kCorrupt, !res.reason.empty());
       break;
     case Outcome::kEmptyAggregate:
@@ -92,13 +92,13 @@ void check_invariants(const kinesis::KinesisRecord& in, const DeaggregationResul
     case Outcome::kDeaggregated:
       ASSERT_GE(res.records_appended, 1u);
       for (std::size_t i = before; i < out.size(); ++i) {
-        ASSERT_TRUE(out[i].aggregated);
-        ASSERT_EQ(out[i].sub_sequence_number, i - before);
-        ASSERT_EQ(out[i].sequence_number, in.sequence_number);
-        ASSERT_EQ(out[i].shard_id, kShard);
+        ASSERT_TRUE(out[i].aggregated());
+        ASSERT_EQ(out[i].sub_sequence_number(), i - before);
+        ASSERT_EQ(out[i].sequence_number(), in.sequence_number);
+        ASSERT_EQ(out[i].shard_id(), kShard);
         // Everything delivered came out of the input bytes.
-        ASSERT_LE(out[i].data.size(), in.data.size());
-        ASSERT_LE(out[i].partition_key.size(), in.data.size());
+        ASSERT_LE(out[i].data().size(), in.data.size());
+        ASSERT_LE(out[i].partition_key().size(), in.data.size());
       }
       break;
   }
@@ -116,10 +116,10 @@ TEST(KplFuzzTest, RandomValidAggregatesRoundTrip) {
         << res.reason;
     ASSERT_EQ(out.size(), subs.size());
     for (std::size_t i = 0; i < subs.size(); ++i) {
-      ASSERT_EQ(out[i].partition_key, subs[i].partition_key);
-      ASSERT_EQ(out[i].explicit_hash_key, subs[i].explicit_hash_key.value_or(""));
-      ASSERT_EQ(out[i].data, subs[i].data);
-      ASSERT_EQ(out[i].sub_sequence_number, i);
+      ASSERT_EQ(out[i].partition_key(), subs[i].partition_key);
+      ASSERT_EQ(out[i].explicit_hash_key(), subs[i].explicit_hash_key.value_or(""));
+      ASSERT_EQ(out[i].data(), subs[i].data);
+      ASSERT_EQ(out[i].sub_sequence_number(), i);
     }
   }
 }

@@ -13,9 +13,9 @@ namespace t = kcl::testing;
 
 kcl::Record rec(std::string seq, std::uint64_t sub, bool aggregated = true) {
   kcl::Record r;
-  r.sequence_number = std::move(seq);
-  r.sub_sequence_number = sub;
-  r.aggregated = aggregated;
+  r.set_sequence_number(std::move(seq));
+  r.set_sub_sequence_number(sub);
+  r.set_aggregated(aggregated);
   return r;
 }
 
@@ -69,16 +69,16 @@ TEST(KplResumeTest, DropThroughCheckpointAfterResumingAtTheAggregate) {
 
   EXPECT_EQ(drop_through_checkpoint(out, "200", 2), 3u);
   ASSERT_EQ(out.size(), 8u);
-  EXPECT_EQ(out[0].sequence_number, "200");
-  EXPECT_EQ(out[0].sub_sequence_number, 3u);
-  EXPECT_EQ(out[1].sub_sequence_number, 4u);
-  EXPECT_EQ(out[2].data, "plain");
-  EXPECT_EQ(out[3].sequence_number, "1000");
-  EXPECT_EQ(out[3].sub_sequence_number, 0u);
+  EXPECT_EQ(out[0].sequence_number(), "200");
+  EXPECT_EQ(out[0].sub_sequence_number(), 3u);
+  EXPECT_EQ(out[1].sub_sequence_number(), 4u);
+  EXPECT_EQ(out[2].data(), "plain");
+  EXPECT_EQ(out[3].sequence_number(), "1000");
+  EXPECT_EQ(out[3].sub_sequence_number(), 0u);
 
   // Checkpoint at the last sub-record of 200: the whole aggregate goes.
   EXPECT_EQ(drop_through_checkpoint(out, "200", 4), 2u);
-  EXPECT_EQ(out.front().data, "plain");
+  EXPECT_EQ(out.front().data(), "plain");
   // Nothing below: nothing dropped.
   EXPECT_EQ(drop_through_checkpoint(out, "199", 99), 0u);
   EXPECT_EQ(out.size(), 6u);

@@ -71,10 +71,10 @@ class ScriptedShard final : public retrieval::RecordsSource {
     if (batch_ < kBatches) {
       for (int i = 0; i < kPerBatch; ++i) {
         Record r;
-        r.shard_id = shard_;
-        r.sequence_number = seq(batch_, i);
-        r.partition_key = "k";
-        r.data = shard_ + "/" + std::to_string(batch_ * kPerBatch + i);
+        r.set_shard_id(shard_);
+        r.set_sequence_number(seq(batch_, i));
+        r.set_partition_key("k");
+        r.set_data(shard_ + "/" + std::to_string(batch_ * kPerBatch + i));
         b.records.push_back(std::move(r));
       }
       ++batch_;
@@ -144,7 +144,7 @@ class RecordingProcessor final : public RecordProcessor {
   explicit RecordingProcessor(Recorder& r) : r_(r) {}
   void initialize(const InitializationInput& in) override { shard_ = in.shard_id; }
   void process_records(const ProcessRecordsInput& in) override {
-    for (const Record& rec : in.records) r_.add(shard_, rec.data);
+    for (const Record& rec : in.records) r_.add(shard_, std::string(rec.data()));
     EXPECT_TRUE(in.checkpointer.checkpoint().ok());
   }
   void shard_ended(Checkpointer& cp) override {
