@@ -15,9 +15,11 @@
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
 #include "checkpoint/shard_checkpointer.h"
+#include "leases/dynamodb_coordination_store.h"
 #include "leases/lease_coordinator.h"
 #include "leases/lease_serializer.h"
 #include "support/emulators.h"
+#include "unit/leases/coordination_store_contract.h"
 #include "unit/leases/lease_store_contract.h"
 #include "unit/leases/lease_test_util.h"
 
@@ -132,6 +134,31 @@ TEST_F(DynamoDbLeaseStoreTest, WrongKeySchemaIsAClearErrorAndNothingIsWritten) {
 TEST_F(DynamoDbLeaseStoreTest, SameSemanticsAsTheInMemoryStore) {
   auto store = ready_store();
   testing::check_lease_store_contract(*store);
+}
+
+TEST_F(DynamoDbLeaseStoreTest, HandoffsAsTheInMemoryStoreAndInTheJavaKcl3Attributes) {
+  auto store = ready_store();
+  testing::check_lease_store_handoff_contract(*store);
+  // On the wire: leaseOwner and checkpointOwner as the Java KCL 3.x writes them.
+  Lease fresh;
+  fresh.lease_key = "shardId-000000000009";
+  ASSERT_TRUE(store->create_lease_if_not_exists(fresh).ok());
+  auto held = store->take_lease(fresh, "old");
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(store->initiate_handoff(*held, "new").ok());
+  auto item = client_->get_item(store->table_name(), lease_key_item(fresh.lease_key));
+  ASSERT_TRUE(item.ok() && item->has_value());
+  EXPECT_EQ((**item).at("leaseOwner").s(), "new");
+  EXPECT_EQ((**item).at("checkpointOwner").s(), "old");
+}
+
+TEST_F(DynamoDbLeaseStoreTest, CoordinationTableAsTheInMemoryOne) {
+  LeaseConfig c = config(kcl::testing::unique_name("coord"));
+  tables_.push_back(c.effective_coordinator_table_name());
+  DynamoDbCoordinationStore store(client_, c);
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  EXPECT_EQ(store.table_name(), c.application_name + "-CoordinatorState");
+  testing::check_coordination_store_contract(store);
 }
 
 TEST_F(DynamoDbLeaseStoreTest, LoadsItemsWrittenInTheJavaKclFormat) {

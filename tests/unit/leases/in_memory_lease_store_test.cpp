@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "leases/in_memory_coordination_store.h"
+#include "unit/leases/coordination_store_contract.h"
 #include "unit/leases/lease_store_contract.h"
 #include "unit/leases/lease_test_util.h"
 
@@ -21,6 +23,16 @@ Lease free_lease(int i) {
 TEST(InMemoryLeaseStoreTest, Contract) {
   InMemoryLeaseStore store;
   testing::check_lease_store_contract(store);
+}
+
+TEST(InMemoryLeaseStoreTest, HandoffContract) {
+  InMemoryLeaseStore store;
+  testing::check_lease_store_handoff_contract(store);
+}
+
+TEST(InMemoryCoordinationStoreTest, Contract) {
+  InMemoryCoordinationStore store;
+  testing::check_coordination_store_contract(store);
 }
 
 TEST(InMemoryLeaseStoreTest, CreateIfNotExistsKeepsTheExistingItem) {

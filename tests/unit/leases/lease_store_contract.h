@@ -123,4 +123,59 @@ inline void check_lease_store_contract(LeaseStore& store) {
   EXPECT_EQ(store.renew_lease(retaken.value()).status().code(), StatusCode::kConditionFailed);
 }
 
+// The graceful handoff (Java KCL 3.x's checkpointOwner) on the same store: `store` must be
+// an empty, ready table.
+inline void check_lease_store_handoff_contract(LeaseStore& store) {
+  const std::string key = "shardId-000000000007";
+  Lease fresh;
+  fresh.lease_key = key;
+  ASSERT_TRUE(store.create_lease_if_not_exists(fresh).ok());
+  auto held = store.take_lease(fresh, "old");
+  ASSERT_TRUE(held.ok()) << held.status();
+
+  // Start: leaseOwner = new, checkpointOwner = old, the counter unchanged.
+  auto started = store.initiate_handoff(*held, "new");
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->lease_owner, std::optional<std::string>("new"));
+  EXPECT_EQ(started->checkpoint_owner, std::optional<std::string>("old"));
+  EXPECT_EQ(started->lease_counter, held->lease_counter);
+  auto stored = store.get_lease(key);
+  ASSERT_TRUE(stored.ok() && stored->has_value());
+  EXPECT_EQ(**stored, *started) << "the item as read equals the item as written";
+  // Not twice, and not from a stale owner.
+  EXPECT_EQ(store.initiate_handoff(*held, "third").status().code(), StatusCode::kConditionFailed);
+  // The old owner's writes as it last saw the lease fail (the owners moved)...
+  CheckpointFields cp;
+  cp.checkpoint = ExtendedSequenceNumber("4959000000000000000000000000000042");
+  EXPECT_EQ(store.update_checkpoint(*held, cp).status().code(), StatusCode::kConditionFailed);
+  // ...and succeed on what it reads: it is the checkpoint owner.
+  auto checkpointed = store.update_checkpoint(*started, cp);
+  ASSERT_TRUE(checkpointed.ok()) << checkpointed.status();
+  EXPECT_EQ(checkpointed->checkpoint_owner, std::optional<std::string>("old"));
+  EXPECT_EQ(checkpointed->lease_counter, started->lease_counter + 1);
+  // The new owner cannot take it while the handoff is pending with a view without it.
+  Lease without = *checkpointed;
+  without.checkpoint_owner.reset();
+  EXPECT_EQ(store.take_lease(without, "new").status().code(), StatusCode::kConditionFailed);
+
+  // Complete: evict removes only checkpointOwner.
+  auto done = store.evict_lease(*checkpointed);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->lease_owner, std::optional<std::string>("new"));
+  EXPECT_FALSE(done->checkpoint_owner);
+  EXPECT_EQ(done->checkpoint, cp.checkpoint);
+  // The new owner adopts it with a take (fencing anything older).
+  auto adopted = store.take_lease(*done, "new");
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  EXPECT_EQ(adopted->lease_counter, done->lease_counter + 1);
+
+  // A take of a lease still being handed off ends the handoff (the receiver's timeout).
+  auto again = store.initiate_handoff(*adopted, "old");
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto forced = store.take_lease(*again, "old");
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_EQ(forced->lease_owner, std::optional<std::string>("old"));
+  EXPECT_FALSE(forced->checkpoint_owner);
+}
+
 }  // namespace kcl::leases::testing
