@@ -201,6 +201,9 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   if (begin) leader_.begin(previous);
   LeaderPassResult r = leader_.run_pass();
   if (!r.status.ok()) log(LogLevel::kWarn, "leader pass: " + r.status.to_string());
+  // What the leader assigned to (or asked of) itself needs no round trip through its inbox
+  // (the next poll clears the inbox; looking at a key twice changes nothing).
+  if (!r.posted_to_self.empty()) (void)coordinator_.look_at(r.posted_to_self);
   return clock_.now() + jittered(interval);
 }
 

@@ -413,6 +413,9 @@ LeaderPassResult LeaseLeader::run_pass() {
   }
   repost_shortfalls(inbox, r);
   post(inbox);
+  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
+    r.posted_to_self = self->second;
+  }
 
   // A fenced worker whose leases have all moved is forgotten.
   for (auto it = dead_.begin(); it != dead_.end();) {

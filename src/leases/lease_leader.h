@@ -59,6 +59,8 @@ struct LeaderPassResult {
   int handoffs = 0;       // graceful handoffs started
   int reposted = 0;       // workers whose leases were posted again
   bool balanced = false;  // the plan had nothing to move
+  // Lease keys this pass posted to the leader's own inbox (it may act on them at once).
+  std::vector<std::string> posted_to_self;
 };
 
 struct LeaderStats {
