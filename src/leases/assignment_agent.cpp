@@ -196,7 +196,8 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   }
   if (!leading_.load()) {
     if (leader_.active()) leader_.end();
-    return clock_.now() + interval;
+    // Not leading: only this flag to look at (no I/O), often, so a new leader starts at once.
+    return clock_.now() + std::min(interval, milliseconds(50));
   }
   if (begin) leader_.begin(previous);
   LeaderPassResult r = leader_.run_pass();
