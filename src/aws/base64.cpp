@@ -58,20 +58,22 @@ void base64_encode_append(std::string_view bytes, std::string& out) {
 
 namespace {
 
-// Scalar decoding of whole 4-character groups (no padding): src[0, n) -> dst. Returns false
-// when a character is outside the alphabet.
-bool decode_groups_scalar(const unsigned char* src, std::size_t n, char* dst) {
-  std::uint32_t bad = 0;
-  for (std::size_t i = 0; i < n; i += 4) {
+// Scalar decoding of whole 4-character groups (no padding): src[0, n) -> dst. Each group is
+// checked before its bytes are written; at the first character outside the alphabet it
+// stops and returns false. `done` is the number of characters decoded before it.
+bool decode_groups_scalar(const unsigned char* src, std::size_t n, char* dst, std::size_t& done) {
+  std::size_t i = 0;
+  for (; i < n; i += 4) {
     std::uint32_t a = kDecode[src[i]], b = kDecode[src[i + 1]], c = kDecode[src[i + 2]],
                   d = kDecode[src[i + 3]];
-    bad |= a | b | c | d;
+    if ((a | b | c | d) & 0xC0) break;  // 0xFF marks an invalid character
     std::uint32_t v = (a << 18) | (b << 12) | (c << 6) | d;
     *dst++ = static_cast<char>(v >> 16);
     *dst++ = static_cast<char>(v >> 8);
     *dst++ = static_cast<char>(v);
   }
-  return (bad & 0xC0) == 0;  // 0xFF marks an invalid character
+  done = i;
+  return i >= n;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -80,9 +82,11 @@ bool decode_groups_scalar(const unsigned char* src, std::size_t n, char* dst) {
 // AVX2: 32 characters -> 24 bytes per step (the nibble-table method of Mula and Lemire:
 // classify each character by its high and low nibble to validate it and to find the
 // offset that maps it to its 6-bit value, then pack four 6-bit values into three bytes
-// with two multiply-adds and a shuffle). Returns the number of characters consumed (a
-// multiple of 32) and leaves the rest to the scalar loop; `ok` turns false on a character
-// outside the alphabet. Writes 32 bytes per step, so the caller keeps 8 bytes of slack.
+// with two multiply-adds and a shuffle). Returns the number of characters decoded (a
+// multiple of 32) and leaves the rest to the scalar loop. A step is checked before it
+// writes: at a character outside the alphabet `ok` turns false and the characters before
+// that step are what was decoded. Writes 32 bytes per step, so the caller keeps 8 bytes of
+// slack.
 __attribute__((target("avx2"))) std::size_t decode_avx2(const unsigned char* src, std::size_t n,
                                                         char* dst, bool& ok) {
   // clang-format off
@@ -106,14 +110,18 @@ __attribute__((target("avx2"))) std::size_t decode_avx2(const unsigned char* src
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
 
   std::size_t i = 0;
-  __m256i invalid = _mm256_setzero_si256();
+  ok = true;
   for (; i + 32 <= n; i += 32, dst += 24) {
     __m256i in = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
     __m256i hi_nibbles = _mm256_and_si256(_mm256_srli_epi32(in, 4), nibble);
     __m256i lo_nibbles = _mm256_and_si256(in, nibble);
     __m256i lo = _mm256_shuffle_epi8(lut_lo, lo_nibbles);
     __m256i hi = _mm256_shuffle_epi8(lut_hi, hi_nibbles);
-    invalid = _mm256_or_si256(invalid, _mm256_and_si256(lo, hi));
+    const __m256i invalid = _mm256_and_si256(lo, hi);
+    if (!_mm256_testz_si256(invalid, invalid)) {
+      ok = false;
+      return i;
+    }
     __m256i eq_2f = _mm256_cmpeq_epi8(in, mask_2f);
     __m256i roll = _mm256_shuffle_epi8(lut_roll, _mm256_add_epi8(eq_2f, hi_nibbles));
     __m256i values = _mm256_add_epi8(in, roll);
@@ -123,7 +131,6 @@ __attribute__((target("avx2"))) std::size_t decode_avx2(const unsigned char* src
     bytes = _mm256_permutevar8x32_epi32(bytes, lanes);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bytes);
   }
-  ok = _mm256_testz_si256(invalid, invalid) != 0;
   return i;
 }
 
@@ -138,16 +145,22 @@ bool have_avx2() {
 
 }  // namespace
 
-bool base64_decode_to(std::string_view text, char* dst, std::size_t& written) {
+namespace {
+
+// Decodes text[0, n) to dst (see base64_decode_to). On invalid input returns false with
+// `valid` the number of leading characters (a multiple of 4, all in the alphabet) whose
+// bytes are in dst[0, valid / 4 * 3); besides those, at most dst[valid / 4 * 3, valid) was
+// written.
+bool decode_core(const unsigned char* src, std::size_t n, char* dst, std::size_t& written,
+                 std::size_t& valid) {
   written = 0;
-  std::size_t n = text.size();
+  valid = 0;
   if (n % 4 != 0) return false;
   if (n == 0) return true;
   std::size_t pad = 0;
-  if (text[n - 1] == '=') ++pad;
-  if (text[n - 2] == '=') ++pad;
+  if (src[n - 1] == '=') ++pad;
+  if (src[n - 2] == '=') ++pad;
   char* const start = dst;
-  const auto* src = reinterpret_cast<const unsigned char*>(text.data());
   const std::size_t full = pad ? n - 4 : n;
   std::size_t done = 0;
 #ifdef KCL_BASE64_AVX2
@@ -158,12 +171,18 @@ bool base64_decode_to(std::string_view text, char* dst, std::size_t& written) {
   if (full >= 64 && have_avx2()) {
     bool ok = true;
     done = decode_avx2(src, full - 16, dst, ok);
-    if (!ok) return false;
+    if (!ok) {
+      valid = done;
+      return false;
+    }
     dst += done / 4 * 3;
   }
 #endif
-  if (!decode_groups_scalar(src + done, full - done, dst)) return false;
-  dst += (full - done) / 4 * 3;
+  std::size_t scalar_done = 0;
+  const bool groups_ok = decode_groups_scalar(src + done, full - done, dst, scalar_done);
+  valid = done + scalar_done;
+  if (!groups_ok) return false;
+  dst += scalar_done / 4 * 3;
   if (pad) {
     const unsigned char* q = src + full;
     std::uint32_t a = kDecode[q[0]], b = kDecode[q[1]];
@@ -181,6 +200,40 @@ bool base64_decode_to(std::string_view text, char* dst, std::size_t& written) {
   }
   written = static_cast<std::size_t>(dst - start);
   return true;
+}
+
+// Undoes an in-place decoding that stopped after `valid` characters: encodes the bytes
+// text[0, valid / 4 * 3) back over text[0, valid). Base64 of whole groups is one-to-one, so
+// this gives back exactly the characters that were there. It runs from the last group to
+// the first: group g's 4 characters go to [4g, 4g + 4), at or after its own 3 bytes
+// [3g, 3g + 3) (read first), and after every byte of the groups still to be encoded.
+void reencode_prefix(char* text, std::size_t valid) {
+  auto* t = reinterpret_cast<unsigned char*>(text);
+  for (std::size_t g = valid / 4; g-- > 0;) {
+    const std::uint32_t v = (std::uint32_t{t[3 * g]} << 16) |
+                            (std::uint32_t{t[3 * g + 1]} << 8) | t[3 * g + 2];
+    text[4 * g] = kAlphabet[(v >> 18) & 63];
+    text[4 * g + 1] = kAlphabet[(v >> 12) & 63];
+    text[4 * g + 2] = kAlphabet[(v >> 6) & 63];
+    text[4 * g + 3] = kAlphabet[v & 63];
+  }
+}
+
+}  // namespace
+
+bool base64_decode_to(std::string_view text, char* dst, std::size_t& written) {
+  std::size_t valid = 0;
+  return decode_core(reinterpret_cast<const unsigned char*>(text.data()), text.size(), dst,
+                     written, valid);
+}
+
+bool base64_decode_in_place(char* text, std::size_t n, std::size_t& written) {
+  std::size_t valid = 0;
+  if (decode_core(reinterpret_cast<const unsigned char*>(text), n, text, written, valid)) {
+    return true;
+  }
+  reencode_prefix(text, valid);
+  return false;
 }
 
 bool base64_decode_append(std::string_view text, std::string& out) {

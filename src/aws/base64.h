@@ -20,6 +20,11 @@ bool base64_decode_append(std::string_view text, std::string& out);
 // overtakes the input). Sets `written`; returns false on invalid input (then `dst` holds
 // unspecified bytes, and so does `text` when decoding in place).
 bool base64_decode_to(std::string_view text, char* dst, std::size_t& written);
+// Decodes text[0, n) over itself (the bytes start at `text`). Returns false on invalid
+// input and then leaves text[0, n) exactly as it was: a caller can try this first and look
+// at the text again only when it fails (a JSON escape in it, say), instead of scanning every
+// text before decoding it.
+bool base64_decode_in_place(char* text, std::size_t n, std::size_t& written);
 // Errors: kInvalidArgument naming the offending position.
 Result<std::string> base64_decode(std::string_view text);
 

@@ -4,9 +4,10 @@
 // result's RecordsBuffer). Records are views into that body: each record's Data is
 // base64-decoded in place, over its own base64 text (the output is shorter than the input and
 // never overtakes it, and simdjson has indexed the document before we write: it reads only
-// the structural characters we leave alone afterwards); sequence numbers and partition keys
-// are the raw string bodies when they hold no escape (stage 1 has validated UTF-8 and
-// control characters). A string with an escape (e.g. "\/", legal JSON, unusual here) is
+// the structural characters we leave alone afterwards; a decoding that fails, on an escape
+// say, puts the text back as it was, so no scan for escapes runs first); sequence numbers
+// and partition keys are the raw string bodies when they hold no escape (stage 1 has
+// validated UTF-8 and control characters). A string with an escape (e.g. "\/", legal JSON, unusual here) is
 // unescaped into the buffer's side storage instead. No allocation per record.
 //
 // simdjson parsers come from a pool of two per process, reused across calls: their capacity
@@ -72,17 +73,24 @@ Status get_string_into(od::value& v, std::string& out, std::string_view where) {
   return Status::Ok();
 }
 
-// The raw characters of a JSON string value (between the quotes, escapes not processed).
-bool raw_string_body(od::value& v, std::string_view& body) {
+// What a record member's value is, read from its raw token alone (no second look at the
+// value): a string (its raw body between the quotes, escapes not processed), null (absent,
+// as the AWS SDKs read it), or something else (the caller reports the type it wanted).
+enum class RawKind { kString, kNull, kOther };
+
+RawKind raw_kind(od::value& v, std::string_view& body) {
   std::string_view tok = v.raw_json_token();
   // The token runs to the next structural character; drop trailing whitespace.
   while (!tok.empty() &&
          (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t')) {
     tok.remove_suffix(1);
   }
-  if (tok.size() < 2 || tok.front() != '"' || tok.back() != '"') return false;
-  body = tok.substr(1, tok.size() - 2);
-  return true;
+  if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"') {
+    body = tok.substr(1, tok.size() - 2);
+    return RawKind::kString;
+  }
+  if (!tok.empty() && tok.front() == 'n' && is_null_member(v)) return RawKind::kNull;
+  return RawKind::kOther;
 }
 
 bool has_escape(std::string_view s) noexcept {
@@ -91,37 +99,49 @@ bool has_escape(std::string_view s) noexcept {
 
 // A string member of a record as a view: the raw body when it has no escape, else its
 // unescaped value copied into the buffer's side storage. `field` names it in errors.
-Status string_view_into(od::value& v, RecordsBuffer& buf, std::string_view& out, std::size_t index,
-                        std::string_view field) {
+// A null value is absent: `out` and `present` are left alone.
+Status string_view_into(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& present,
+                        std::size_t index, std::string_view field) {
   std::string_view body;
-  if (raw_string_body(v, body) && !has_escape(body)) {
-    out = body;
-    return Status::Ok();
+  switch (raw_kind(v, body)) {
+    case RawKind::kNull:
+      return Status::Ok();
+    case RawKind::kString:
+      present = true;
+      if (!has_escape(body)) {
+        out = body;
+        return Status::Ok();
+      }
+      break;
+    case RawKind::kOther:
+      break;  // get_string() below names the type error
   }
   std::string_view unescaped;
   if (auto err = v.get_string().get(unescaped)) {
     return malformed_at(record_path(index, field), err);
   }
+  present = true;
   out = buf.unescaped.emplace_back(unescaped);
   return Status::Ok();
 }
 
-Status decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, std::size_t index) {
-  od::json_type type;
-  if (auto err = v.type().get(type)) return malformed_at(record_path(index, "Data"), err);
-  if (type != od::json_type::string)
-    return malformed(record_path(index, "Data") + ": not a string");
+Status decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& present,
+                   std::size_t index) {
   std::string_view body;
-  if (!raw_string_body(v, body)) return malformed(record_path(index, "Data") + ": bad string");
+  const RawKind kind = raw_kind(v, body);
+  if (kind == RawKind::kNull) return Status::Ok();
+  if (kind != RawKind::kString) return malformed(record_path(index, "Data") + ": not a string");
+  present = true;
   std::size_t written = 0;
-  if (!has_escape(body)) {
-    // In place: the body is the buffer's own, and nothing reads these characters again.
-    char* dst = const_cast<char*>(body.data());
-    if (aws::base64_decode_to(body, dst, written)) {
-      out = std::string_view(dst, written);
-      return Status::Ok();
-    }
-  } else {
+  // In place: the body is the buffer's own, and nothing reads these characters again. No
+  // scan for escapes first: a backslash is not base64, so the decoding fails on one and
+  // then leaves the text as it was, to be unescaped below.
+  char* dst = const_cast<char*>(body.data());
+  if (aws::base64_decode_in_place(dst, body.size(), written)) {
+    out = std::string_view(dst, written);
+    return Status::Ok();
+  }
+  if (has_escape(body)) {
     // Escaped characters (legal JSON, unusual for base64): decode the unescaped text.
     std::string_view unescaped;
     if (auto err = v.get_string().get(unescaped)) {
@@ -138,12 +158,29 @@ Status decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, std:
                    " characters)");
 }
 
+Status parse_timestamp(od::value& v, std::chrono::system_clock::time_point& out,
+                       std::size_t index) {
+  double secs = 0;
+  if (auto err = v.get_double().get(secs)) {
+    if (is_null_member(v)) return Status::Ok();
+    return malformed_at(record_path(index, "ApproximateArrivalTimestamp"), err);
+  }
+  if (!std::isfinite(secs) || secs < 0 || secs > 1e11) {
+    return malformed(record_path(index, "ApproximateArrivalTimestamp") + ": out of range");
+  }
+  out = from_epoch_seconds(secs);
+  return Status::Ok();
+}
+
+// One record object. Each member's value is looked at once: its raw token tells a string
+// from null, so no member pays for a separate null check; members kcl-cpp does not read
+// (EncryptionType, future ones) are skipped unread.
 Status parse_record(od::value& rv, RecordsBuffer& buf, KinesisRecord& rec, std::size_t index) {
   od::object obj;
   if (auto err = rv.get_object().get(obj)) {
     return malformed_at("Records[" + std::to_string(index) + "]", err);
   }
-  bool have_seq = false, have_data = false, have_key = false;
+  bool have_seq = false, have_data = false, have_key = false, have_ehk = false;
   rec = KinesisRecord{};
   for (auto field_result : obj) {
     od::field field;
@@ -152,30 +189,20 @@ Status parse_record(od::value& rv, RecordsBuffer& buf, KinesisRecord& rec, std::
     }
     od::raw_json_string key = field.key();
     od::value v = field.value();
-    if (is_null_member(v)) continue;
     if (key == "Data") {
-      KCL_RETURN_IF_ERROR(decode_data(v, buf, rec.data, index));
-      have_data = true;
+      KCL_RETURN_IF_ERROR(decode_data(v, buf, rec.data, have_data, index));
     } else if (key == "SequenceNumber") {
-      KCL_RETURN_IF_ERROR(string_view_into(v, buf, rec.sequence_number, index, "SequenceNumber"));
-      have_seq = true;
+      KCL_RETURN_IF_ERROR(
+          string_view_into(v, buf, rec.sequence_number, have_seq, index, "SequenceNumber"));
     } else if (key == "PartitionKey") {
-      KCL_RETURN_IF_ERROR(string_view_into(v, buf, rec.partition_key, index, "PartitionKey"));
-      have_key = true;
+      KCL_RETURN_IF_ERROR(
+          string_view_into(v, buf, rec.partition_key, have_key, index, "PartitionKey"));
     } else if (key == "ApproximateArrivalTimestamp") {
-      double secs = 0;
-      if (auto err = v.get_double().get(secs)) {
-        return malformed_at(record_path(index, "ApproximateArrivalTimestamp"), err);
-      }
-      if (!std::isfinite(secs) || secs < 0 || secs > 1e11) {
-        return malformed(record_path(index, "ApproximateArrivalTimestamp") + ": out of range");
-      }
-      rec.approximate_arrival_timestamp = from_epoch_seconds(secs);
+      KCL_RETURN_IF_ERROR(parse_timestamp(v, rec.approximate_arrival_timestamp, index));
     } else if (key == "ExplicitHashKey") {
       KCL_RETURN_IF_ERROR(
-          string_view_into(v, buf, rec.explicit_hash_key, index, "ExplicitHashKey"));
+          string_view_into(v, buf, rec.explicit_hash_key, have_ehk, index, "ExplicitHashKey"));
     }
-    // Anything else (EncryptionType, future fields) is skipped.
   }
   if (!have_seq) return malformed(record_path(index, "SequenceNumber") + ": missing");
   if (!have_data) return malformed(record_path(index, "Data") + ": missing");

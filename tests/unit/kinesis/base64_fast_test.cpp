@@ -2,6 +2,7 @@
 // every length and every invalid byte at every position of a vector block.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 #include <string>
 
@@ -92,6 +93,39 @@ TEST(Base64FastTest, PaddingAfterLongInput) {
   std::string t = base64_encode(std::string(999, 'z'));
   t[t.size() - 5] = '=';
   EXPECT_FALSE(base64_decode(t).ok());
+}
+
+
+// Decoding in place: the bytes land over the text; a text with an invalid character anywhere
+// (a JSON escape, a quote, bad padding) fails and is left exactly as it was, on the vector
+// and the scalar path alike, wherever the character sits.
+TEST(Base64FastTest, InPlaceDecodingMatchesAndAFailureLeavesTheTextAsItWas) {
+  std::mt19937_64 rng(11);
+  for (std::size_t len : {0u, 1u, 2u, 3u, 47u, 48u, 49u, 50u, 96u, 191u, 192u, 1000u, 1023u}) {
+    std::string bytes(len, '\0');
+    for (auto& c : bytes) c = static_cast<char>(rng());
+    const std::string good = base64_encode(bytes);
+    std::string text = good;
+    std::size_t written = 0;
+    ASSERT_TRUE(base64_decode_in_place(text.data(), text.size(), written)) << len;
+    ASSERT_EQ(text.substr(0, written), bytes) << len;
+    for (std::size_t pos = 0; pos < good.size(); ++pos) {
+      for (char bad : {'\\', '"', '\x80', '='}) {
+        std::string broken = good;
+        if (broken[pos] == bad) continue;
+        // '=' is legal in the last two places of a padded text; elsewhere it is not.
+        if (bad == '=' && pos + 2 >= good.size()) continue;
+        broken[pos] = bad;
+        std::string before = broken;
+        ASSERT_FALSE(base64_decode_in_place(broken.data(), broken.size(), written))
+            << "len " << len << " '" << bad << "' at " << pos;
+        ASSERT_EQ(broken, before) << "len " << len << " '" << bad << "' at " << pos;
+      }
+    }
+  }
+  std::string odd = "QUJD=";  // not a multiple of 4
+  EXPECT_FALSE(base64_decode_in_place(odd.data(), odd.size(), *std::make_unique<std::size_t>()));
+  EXPECT_EQ(odd, "QUJD=");
 }
 
 }  // namespace

@@ -193,6 +193,50 @@ TEST(GetRecordsParserTest, DataWithJsonEscapesIsUnescapedFirst) {
   EXPECT_EQ(out.records[0].data, std::string("\xff\xff\xff\xfe", 4));
 }
 
+// A long Data (the vector decoder's path) with "\/" escapes near its start, middle and end:
+// the in-place decoding fails on the backslash, puts the text back, and the unescaped text
+// is decoded instead. Parsed in place, as the HTTP transport's bodies are.
+TEST(GetRecordsParserTest, LongDataWithJsonEscapesAnywhereIsDecodedInPlaceOrUnescaped) {
+  std::string bytes;
+  for (int i = 0; i < 600; ++i) bytes += static_cast<char>(i % 7 == 0 ? '\xff' : 'a' + i % 26);
+  const std::string b64 = aws::base64_encode(bytes);
+  std::vector<std::size_t> slashes;
+  for (std::size_t i = 0; i < b64.size(); ++i) {
+    if (b64[i] == '/') slashes.push_back(i);
+  }
+  ASSERT_GE(slashes.size(), 8u);
+  // Four escapes each time, so the text's length stays a multiple of 4 and the decoder gets
+  // as far as the first backslash before it fails.
+  for (std::size_t first : {std::size_t{0}, slashes.size() / 2, slashes.size() - 4}) {
+    std::string escaped;
+    std::size_t from = 0;
+    for (std::size_t k = first; k < first + 4; ++k) {
+      escaped += b64.substr(from, slashes[k] - from) + "\\/";
+      from = slashes[k] + 1;
+    }
+    escaped += b64.substr(from);
+    ASSERT_EQ(escaped.size() % 4, 0u);
+    const std::size_t at = slashes[first];
+    std::string json = R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" +
+                       b64 + R"("},{"SequenceNumber":"2","PartitionKey":"p","Data":")" +
+                       escaped + R"("}],"NextShardIterator":"it"})";
+    GetRecordsResult out;
+    Status s = parse_get_records_response_in_place(std::move(json), out);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_EQ(out.records.size(), 2u);
+    EXPECT_EQ(out.records[0].data, bytes);
+    EXPECT_EQ(out.records[1].data, bytes) << "escape at " << at;
+  }
+  // A long Data with a character outside the alphabet is still an error naming the record.
+  std::string bad = b64;
+  bad[bad.size() / 2] = '*';
+  GetRecordsResult out;
+  Status s = parse_get_records_response_in_place(
+      R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" + bad + R"("}]})", out);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("Records[0].Data: invalid base64"), std::string::npos) << s;
+}
+
 TEST(GetRecordsParserTest, ReusedResultIsFullyOverwritten) {
   GetRecordsResult out;
   ASSERT_TRUE(parse_get_records_response(kNormal, out).ok());
