@@ -7,7 +7,8 @@ all from TRIM_HORIZON with, one after another:
   tail      `kcl tail --max N > /dev/null`: a bare polling loop (no leases, no checkpoints),
             the baseline of the run
   library   bench_consume_noop: a kcl::Worker whose processor touches every byte and
-            checkpoints each batch (the library alone)
+            checkpoints each batch (the library alone); --records-per-call N sets its
+            max_records_per_call and max_prefetch_records (default: the library's, 10,000)
   consume   `kcl consume --max N > /dev/null`: JSON lines to stdout, checkpoints on
   pull      examples/pull_workers --work-us 0 --stop-after N: a kcl::PullConsumer, 4 threads
             acking every record (out of order), the watermark checkpointed every second
@@ -19,7 +20,7 @@ and keeps each one's median.
 
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
                                [--size 100] [--only tail,library,consume,pull] [--repeat N]
-                               [--wrap CMD]
+                               [--records-per-call N] [--wrap CMD]
 """
 import argparse
 import json
@@ -95,6 +96,8 @@ def main():
     ap.add_argument("--only", default="tail,library,consume,pull")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the consumers this many times over the same stream (medians kept)")
+    ap.add_argument("--records-per-call", type=int, default=0,
+                    help="the library run's max_records_per_call and max_prefetch_records")
     ap.add_argument("--wrap", default="",
                     help="a command put before each consumer, e.g. 'perf record -g -o "
                          "P-{name}.data --' ({name} becomes the consumer and repetition; its "
@@ -138,7 +141,8 @@ def main():
             tag = f"{stream}-{rep}"
             return {
                 "tail": [kcl, "tail", "--stream", stream, "--from", "trim-horizon", "--max", n],
-                "library": [noop, stream, "bench-lib-" + tag, n],
+                "library": [noop, stream, "bench-lib-" + tag, n] +
+                           ([str(args.records_per_call)] if args.records_per_call else []),
                 "consume": [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + tag,
                             "--from", "trim-horizon", "--max", n],
                 "pull": [pull, stream, "bench-pull-" + tag, "--threads", "4", "--work-us", "0",
