@@ -73,7 +73,10 @@ struct PullConsumerConfig {
   // toward the reading pause too, so a shard holds at most this plus one batch).
   // Default 10,000, range 1..1,000,000.
   std::size_t max_unacked_per_shard = 10000;
-  // The same bound in bytes of record data. Default 16 MiB, range 1 KiB..1 GiB.
+  // The same bound in bytes of memory: each record counts its share of the batch it came in
+  // (the GetRecords answer or fan-out event its data points into, and the record itself),
+  // which is about 2.5 times its data for records of 100 B. Default 16 MiB, range
+  // 1 KiB..1 GiB.
   std::size_t max_unacked_bytes_per_shard = 16u << 20;
   // How often each shard's watermark is checkpointed (when it moved). Default 1 s,
   // range 10 ms..1 h.

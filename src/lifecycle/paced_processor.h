@@ -51,8 +51,10 @@ class PacedProcessor {
  public:
   virtual ~PacedProcessor() = default;
   virtual void attach(PaceContext context) = 0;
-  // A delivered batch, in shard order; called instead of process_records().
-  virtual void hand_in(std::vector<Record>& records) = 0;
+  // A delivered batch, in shard order; called instead of process_records(). `batch_bytes`
+  // is what the batch holds in memory (the response body its records point into, and the
+  // records), which the records keep alive: 0 when not known.
+  virtual void hand_in(std::vector<Record>& records, std::size_t batch_bytes) = 0;
   virtual Pace pace(Checkpointer& checkpointer) = 0;
   // Every record delivered so far was finished by the application.
   virtual bool drained() = 0;

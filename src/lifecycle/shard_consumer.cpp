@@ -364,7 +364,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       const auto call_start = ctx_.clock->now();
       const bool processed = call_processor("process_records", [&] {
         if (paced_) {
-          paced_->hand_in(batch.records);  // may move the records out
+          paced_->hand_in(batch.records, batch.bytes);  // may move the records out
         } else {
           processor_->process_records(input);
         }

@@ -36,15 +36,18 @@ void PullHub::make_ready_locked(PullShard& shard) {
   records_cv_.notify_one();
 }
 
-void PullHub::hand_in(PullShard& shard, std::vector<Record>& records) {
+void PullHub::hand_in(PullShard& shard, std::vector<Record>& records, std::size_t batch_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (shard.finished_) return;
+  // Records are views into their batch's body, which lives until the last of them is gone:
+  // each counts an equal share of the batch, so the bound is on memory, not on data alone.
+  const std::size_t share = records.empty() ? 0 : batch_bytes / records.size();
   for (Record& r : records) {
     PullShard::Entry e;
     e.position = ExtendedSequenceNumber(std::string(r.sequence_number()), r.sub_sequence_number());
-    e.bytes = r.data().size();
+    e.bytes = std::max(share, r.data().size());
+    shard.buffered_bytes_ += e.bytes;
     shard.window_.push_back(std::move(e));
-    shard.buffered_bytes_ += r.data().size();
     shard.buffered_.push_back(std::move(r));
   }
   buffered_total_ += records.size();

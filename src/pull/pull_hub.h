@@ -55,7 +55,7 @@ class PullShard : public std::enable_shared_from_this<PullShard> {
   friend class PullHub;
   struct Entry {
     ExtendedSequenceNumber position;
-    std::size_t bytes = 0;
+    std::size_t bytes = 0;  // what it counts toward the byte bound (see hand_in)
     Clock::MonoTime taken_at{};
     bool taken = false;
     bool acked = false;
@@ -110,8 +110,10 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   std::shared_ptr<PullShard> open_shard(const std::string& shard_id);
   void attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake);
   // A delivered batch: every record joins the window and the buffer (moved out of
-  // `records`).
-  void hand_in(PullShard& shard, std::vector<Record>& records);
+  // `records`). Toward the byte bound each record counts its share of `batch_bytes` (what
+  // the batch holds: the response body the records point into, and the records), or its
+  // data's size when that is larger or `batch_bytes` is 0 (not known).
+  void hand_in(PullShard& shard, std::vector<Record>& records, std::size_t batch_bytes);
   PaceDecision pace(PullShard& shard);
   // The watermark checkpoint at `position` was written.
   void checkpoint_written(PullShard& shard, const ExtendedSequenceNumber& position);

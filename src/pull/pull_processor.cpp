@@ -28,10 +28,12 @@ void PullProcessor::attach(lifecycle::PaceContext context) {
 
 void PullProcessor::process_records(const ProcessRecordsInput& input) {
   std::vector<Record> copy(input.records.begin(), input.records.end());
-  hub_->hand_in(*shard_, copy);
+  hub_->hand_in(*shard_, copy, 0);
 }
 
-void PullProcessor::hand_in(std::vector<Record>& records) { hub_->hand_in(*shard_, records); }
+void PullProcessor::hand_in(std::vector<Record>& records, std::size_t batch_bytes) {
+  hub_->hand_in(*shard_, records, batch_bytes);
+}
 
 void PullProcessor::write(Checkpointer& checkpointer, const ExtendedSequenceNumber& position) {
   const Status s =

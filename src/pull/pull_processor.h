@@ -35,7 +35,7 @@ class PullProcessor final : public RecordProcessor, public lifecycle::PacedProce
   void shutdown_requested(Checkpointer& checkpointer) override;
 
   void attach(lifecycle::PaceContext context) override;
-  void hand_in(std::vector<Record>& records) override;
+  void hand_in(std::vector<Record>& records, std::size_t batch_bytes) override;
   lifecycle::Pace pace(Checkpointer& checkpointer) override;
   bool drained() override;
 

@@ -41,7 +41,9 @@ class PullHubTest : public ::testing::Test {
     return s;
   }
   // Hands a copy in (the hub moves the records out of what it is given).
-  void hand_in(PullShard& s, std::vector<Record> batch) { hub_->hand_in(s, batch); }
+  void hand_in(PullShard& s, std::vector<Record> batch, std::size_t batch_bytes = 0) {
+    hub_->hand_in(s, batch, batch_bytes);
+  }
   // Wake-ups asked for now (reading may go on), as opposed to those for a checkpoint due later.
   std::size_t wakes_now(const std::string& id) {
     return static_cast<std::size_t>(std::count(wakes_[id].begin(), wakes_[id].end(), clock_.now()));
@@ -185,6 +187,30 @@ TEST_F(PullHubTest, TheByteBoundPausesToo) {
   EXPECT_FALSE(hub_->pace(*a).accept_batch) << "1200 bytes taken";
   ASSERT_TRUE(taken[1].ack().ok());
   EXPECT_TRUE(hub_->pace(*a).accept_batch) << "600 bytes taken";
+}
+
+// Records are views into their batch's body: the byte bound counts each record's share of
+// what the batch holds (body and records), not only its data. Ten records of 10 B data in a
+// batch holding 2,000 bytes count 200 B each.
+TEST_F(PullHubTest, TheByteBoundCountsEachRecordsShareOfItsBatch) {
+  PullLimits limits;
+  limits.max_unacked_bytes_per_shard = 1000;
+  make_hub(limits);
+  auto a = shard("A");
+  std::vector<Record> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(record("A", i, 0, 10));
+  hand_in(*a, batch, 2000);
+  EXPECT_FALSE(hub_->pace(*a).accept_batch) << "2,000 bytes held, though only 100 B of data";
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 5u) << "offered while less than 1,000 bytes are taken";
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(taken[i].ack().ok());
+  auto rest = take();
+  ASSERT_EQ(rest.size(), 3u) << "3 acked (600 B) make room for 3 more";
+  for (auto& r : taken) (void)r.ack();
+  for (auto& r : rest) (void)r.ack();
+  auto last = take();
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_TRUE(hub_->pace(*a).accept_batch) << "400 B taken, nothing buffered";
 }
 
 TEST_F(PullHubTest, ALostLeaseDropsItsRecordsAndRefusesTheirAcks) {
