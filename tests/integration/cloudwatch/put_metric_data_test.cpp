@@ -15,6 +15,7 @@
 
 #include "cloudwatch/cloudwatch_publisher.h"
 #include "support/child_process.h"
+#include "support/emulators.h"
 
 namespace kcl::cloudwatch {
 namespace {
@@ -25,8 +26,8 @@ class PutMetricDataTest : public ::testing::Test {
  protected:
   // Starts the server with `extra` options; false when it did not come up.
   bool start_server(std::vector<std::string> extra = {}) {
-    const std::string dir = ::testing::TempDir() + "/pmd-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(++counter_);
+    // Not the pid alone: pids repeat, and the server appends to its log.
+    const std::string dir = ::testing::TempDir() + "/" + kcl::testing::unique_name("pmd");
     log_ = dir + ".log";
     std::vector<std::string> args = {"--log", log_, "--secret", "pmd-secret"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -71,7 +72,6 @@ class PutMetricDataTest : public ::testing::Test {
     return out;
   }
 
-  static inline int counter_ = 0;
   std::unique_ptr<testing::ChildProcess> server_;
   std::string log_, url_;
 };

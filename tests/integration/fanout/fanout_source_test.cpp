@@ -23,6 +23,7 @@
 #include "aws/streaming_transport.h"
 #include "kinesis/kinesis_client.h"
 #include "support/child_process.h"
+#include "support/emulators.h"
 
 namespace kcl::retrieval {
 namespace {
@@ -100,8 +101,9 @@ class FanOutSourceTest : public ::testing::Test {
   // `tls`: HTTP/2 over TLS with ALPN (as AWS), verified against the test's certificate;
   // else h2c (plain HTTP/2 with prior knowledge).
   void serve(json subscriptions, bool tls = true) {
-    const std::string base = ::testing::TempDir() + "/fanout-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(++counter_);
+    // unique_name: the pid alone repeats (pids wrap at 32,768), and the server appends to
+    // its log, so a file left by an earlier process of the same pid would be read as ours.
+    const std::string base = ::testing::TempDir() + "/" + kcl::testing::unique_name("fanout");
     log_ = base + ".log";
     std::ofstream(base + ".json") << json{{"subscriptions", subscriptions}}.dump();
     std::vector<std::string> args = {"--script", base + ".json", "--log", log_};
@@ -181,7 +183,6 @@ class FanOutSourceTest : public ::testing::Test {
     return out;
   }
 
-  static inline int counter_ = 0;
   std::unique_ptr<testing::ChildProcess> server_;
   std::string log_, url_;
   FanOutContext ctx_;

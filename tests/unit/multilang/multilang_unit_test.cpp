@@ -11,6 +11,7 @@
 
 #include "multilang/multilang_processor.h"
 #include "multilang/properties.h"
+#include "support/emulators.h"
 
 namespace kcl::multilang {
 namespace {
@@ -268,8 +269,7 @@ class ScriptedChildTest : public ::testing::Test {
   // A child running `body` (Python) for each message `m` (action `a`); `reply(obj)` writes a
   // line.
   ChildOptions child(const std::string& body) {
-    const std::string path = ::testing::TempDir() + "/child-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(++counter_) + ".py";
+    const std::string path = ::testing::TempDir() + "/" + kcl::testing::unique_name("child") + ".py";
     std::ofstream(path) << "import json, sys, time\n"
                            "def reply(o):\n"
                            "    print(json.dumps(o), flush=True)\n"
@@ -295,11 +295,10 @@ class ScriptedChildTest : public ::testing::Test {
     r.set_data("hello");
     return {r};
   }
-  static inline int counter_ = 0;
 };
 
 TEST_F(ScriptedChildTest, CheckpointsAreAnsweredWithTheJavaErrorNames) {
-  const std::string seen = ::testing::TempDir() + "/errors-" + std::to_string(::getpid());
+  const std::string seen = ::testing::TempDir() + "/" + kcl::testing::unique_name("errors");
   MultiLangProcessor p(child("    if a == 'processRecords':\n"
                              "        reply({'action': 'checkpoint', 'sequenceNumber': None})\n"
                              "        r = json.loads(sys.stdin.readline())\n"
@@ -363,7 +362,7 @@ TEST_F(ScriptedChildTest, AChildThatExitsIsReportedWithItsExitStatus) {
 }
 
 TEST_F(ScriptedChildTest, ACheckpointDuringInitializeIsRefused) {
-  const std::string seen = ::testing::TempDir() + "/init-" + std::to_string(::getpid());
+  const std::string seen = ::testing::TempDir() + "/" + kcl::testing::unique_name("init");
   MultiLangProcessor p(child("    if a == 'initialize':\n"
                              "        reply({'action': 'checkpoint', 'sequenceNumber': None})\n"
                              "        r = json.loads(sys.stdin.readline())\n"
@@ -380,7 +379,7 @@ TEST_F(ScriptedChildTest, ACheckpointDuringInitializeIsRefused) {
 }
 
 TEST_F(ScriptedChildTest, ShardEndedCheckpointsShardEndAndLeaseLostRefusesCheckpoints) {
-  const std::string seen = ::testing::TempDir() + "/ends-" + std::to_string(::getpid());
+  const std::string seen = ::testing::TempDir() + "/" + kcl::testing::unique_name("ends");
   const std::string script =
       "    if a in ('shardEnded', 'leaseLost'):\n"
       "        reply({'action': 'checkpoint', 'sequenceNumber': None})\n"
@@ -429,7 +428,7 @@ TEST_F(ScriptedChildTest, BlankLinesAndCrLfLineEndsAreTolerated) {
   // Every line the child writes ends with \r\n, and blank lines (empty, \r\n only, spaces)
   // come before and between its messages, as children on Windows or with chatty print
   // statements write them.
-  const std::string seen = ::testing::TempDir() + "/crlf-" + std::to_string(::getpid());
+  const std::string seen = ::testing::TempDir() + "/" + kcl::testing::unique_name("crlf");
   MultiLangProcessor p(child("    def crlf(o):\n"
                              "        sys.stdout.write('\\n\\r\\n   \\r\\n' + json.dumps(o) + "
                              "'\\r\\n')\n"
