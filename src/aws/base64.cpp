@@ -210,8 +210,8 @@ bool decode_core(const unsigned char* src, std::size_t n, char* dst, std::size_t
 void reencode_prefix(char* text, std::size_t valid) {
   auto* t = reinterpret_cast<unsigned char*>(text);
   for (std::size_t g = valid / 4; g-- > 0;) {
-    const std::uint32_t v = (std::uint32_t{t[3 * g]} << 16) |
-                            (std::uint32_t{t[3 * g + 1]} << 8) | t[3 * g + 2];
+    const std::uint32_t v =
+        (std::uint32_t{t[3 * g]} << 16) | (std::uint32_t{t[3 * g + 1]} << 8) | t[3 * g + 2];
     text[4 * g] = kAlphabet[(v >> 18) & 63];
     text[4 * g + 1] = kAlphabet[(v >> 12) & 63];
     text[4 * g + 2] = kAlphabet[(v >> 6) & 63];
@@ -223,8 +223,8 @@ void reencode_prefix(char* text, std::size_t valid) {
 
 bool base64_decode_to(std::string_view text, char* dst, std::size_t& written) {
   std::size_t valid = 0;
-  return decode_core(reinterpret_cast<const unsigned char*>(text.data()), text.size(), dst,
-                     written, valid);
+  return decode_core(reinterpret_cast<const unsigned char*>(text.data()), text.size(), dst, written,
+                     valid);
 }
 
 bool base64_decode_in_place(char* text, std::size_t n, std::size_t& written) {

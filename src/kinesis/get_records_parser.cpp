@@ -7,8 +7,9 @@
 // the structural characters we leave alone afterwards; a decoding that fails, on an escape
 // say, puts the text back as it was, so no scan for escapes runs first); sequence numbers
 // and partition keys are the raw string bodies when they hold no escape (stage 1 has
-// validated UTF-8 and control characters). A string with an escape (e.g. "\/", legal JSON, unusual here) is
-// unescaped into the buffer's side storage instead. No allocation per record.
+// validated UTF-8 and control characters). A string with an escape (e.g. "\/", legal JSON,
+// unusual here) is unescaped into the buffer's side storage instead. No allocation per
+// record.
 //
 // simdjson parsers come from a pool of two per process, reused across calls: their capacity
 // follows the largest response seen.

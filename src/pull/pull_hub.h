@@ -24,10 +24,10 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <map>
 #include <span>
 #include <string>
 #include <vector>

@@ -95,7 +95,6 @@ TEST(Base64FastTest, PaddingAfterLongInput) {
   EXPECT_FALSE(base64_decode(t).ok());
 }
 
-
 // Decoding in place: the bytes land over the text; a text with an invalid character anywhere
 // (a JSON escape, a quote, bad padding) fails and is left exactly as it was, on the vector
 // and the scalar path alike, wherever the character sits.

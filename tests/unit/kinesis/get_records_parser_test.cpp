@@ -217,9 +217,9 @@ TEST(GetRecordsParserTest, LongDataWithJsonEscapesAnywhereIsDecodedInPlaceOrUnes
     escaped += b64.substr(from);
     ASSERT_EQ(escaped.size() % 4, 0u);
     const std::size_t at = slashes[first];
-    std::string json = R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" +
-                       b64 + R"("},{"SequenceNumber":"2","PartitionKey":"p","Data":")" +
-                       escaped + R"("}],"NextShardIterator":"it"})";
+    std::string json = R"({"Records":[{"SequenceNumber":"1","PartitionKey":"p","Data":")" + b64 +
+                       R"("},{"SequenceNumber":"2","PartitionKey":"p","Data":")" + escaped +
+                       R"("}],"NextShardIterator":"it"})";
     GetRecordsResult out;
     Status s = parse_get_records_response_in_place(std::move(json), out);
     ASSERT_TRUE(s.ok()) << s;

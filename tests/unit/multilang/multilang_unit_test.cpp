@@ -269,7 +269,8 @@ class ScriptedChildTest : public ::testing::Test {
   // A child running `body` (Python) for each message `m` (action `a`); `reply(obj)` writes a
   // line.
   ChildOptions child(const std::string& body) {
-    const std::string path = ::testing::TempDir() + "/" + kcl::testing::unique_name("child") + ".py";
+    const std::string path =
+        ::testing::TempDir() + "/" + kcl::testing::unique_name("child") + ".py";
     std::ofstream(path) << "import json, sys, time\n"
                            "def reply(o):\n"
                            "    print(json.dumps(o), flush=True)\n"
