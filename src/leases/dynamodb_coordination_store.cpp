@@ -290,25 +290,25 @@ Status DynamoDbCoordinationStore::deregister_worker(const WorkerEntry& held) {
 
 Status DynamoDbCoordinationStore::post_to_inbox(const WorkerEntry& seen,
                                                 const std::vector<std::string>& keys) {
-  if (keys.empty()) return Status::Ok();
-  Expression u;
-  u.names["#in"] = "inbox";
-  u.values[":keys"] = AttributeValue::SS(keys);
-  u.expression = "ADD #in :keys";
-  auto written = update("inbox of worker " + seen.worker_id, worker_key(seen.worker_id),
-                        std::move(u), same_incarnation(seen, false), false);
-  return written.status();
+  return update_inbox(seen, "ADD", keys);
 }
 
 Status DynamoDbCoordinationStore::clear_inbox(const WorkerEntry& held,
                                               const std::vector<std::string>& keys) {
+  return update_inbox(held, "DELETE", keys);
+}
+
+// Adds `keys` to (ADD) or removes them from (DELETE) the inbox string set of `entry`'s
+// incarnation.
+Status DynamoDbCoordinationStore::update_inbox(const WorkerEntry& entry, std::string_view verb,
+                                               const std::vector<std::string>& keys) {
   if (keys.empty()) return Status::Ok();
   Expression u;
   u.names["#in"] = "inbox";
   u.values[":keys"] = AttributeValue::SS(keys);
-  u.expression = "DELETE #in :keys";
-  auto written = update("inbox of worker " + held.worker_id, worker_key(held.worker_id),
-                        std::move(u), same_incarnation(held, false), false);
+  u.expression = std::string(verb) + " #in :keys";
+  auto written = update("inbox of worker " + entry.worker_id, worker_key(entry.worker_id),
+                        std::move(u), same_incarnation(entry, false), false);
   return written.status();
 }
 

@@ -53,6 +53,8 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   Result<dynamodb::WriteResult> update(std::string_view what, const std::string& key,
                                        dynamodb::Expression update,
                                        const dynamodb::Expression& condition, bool return_new);
+  Status update_inbox(const WorkerEntry& entry, std::string_view verb,
+                      const std::vector<std::string>& keys);
 
   std::shared_ptr<dynamodb::DynamoDbClient> client_;
   // Heartbeats and lock renewals: one attempt, a deadline well inside the renew interval,

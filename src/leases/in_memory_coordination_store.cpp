@@ -91,14 +91,20 @@ Status InMemoryCoordinationStore::fence_worker(const WorkerEntry& seen) {
   return Status::Ok();
 }
 
+// The stored entry of `entry`'s worker when it is still that incarnation; else end().
+std::map<std::string, WorkerEntry, std::less<>>::iterator
+InMemoryCoordinationStore::find_incarnation_locked(const WorkerEntry& entry) {
+  auto it = workers_.find(entry.worker_id);
+  if (it != workers_.end() && it->second.incarnation != entry.incarnation) return workers_.end();
+  return it;
+}
+
 Status InMemoryCoordinationStore::deregister_worker(const WorkerEntry& held) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
   ++stats_.writes;
-  auto it = workers_.find(held.worker_id);
-  if (it == workers_.end() || it->second.incarnation != held.incarnation) {
-    return condition_failed("deregister: not this incarnation's entry");
-  }
+  auto it = find_incarnation_locked(held);
+  if (it == workers_.end()) return condition_failed("deregister: not this incarnation's entry");
   workers_.erase(it);
   return Status::Ok();
 }
@@ -109,10 +115,8 @@ Status InMemoryCoordinationStore::post_to_inbox(const WorkerEntry& seen,
   KCL_RETURN_IF_ERROR(fault_locked(""));
   ++stats_.writes;
   ++stats_.inbox_posts;
-  auto it = workers_.find(seen.worker_id);
-  if (it == workers_.end() || it->second.incarnation != seen.incarnation) {
-    return condition_failed("inbox: not that incarnation's entry");
-  }
+  auto it = find_incarnation_locked(seen);
+  if (it == workers_.end()) return condition_failed("inbox: not that incarnation's entry");
   auto& inbox = it->second.inbox;
   for (const auto& k : keys) {
     if (std::find(inbox.begin(), inbox.end(), k) == inbox.end()) inbox.push_back(k);
@@ -126,10 +130,8 @@ Status InMemoryCoordinationStore::clear_inbox(const WorkerEntry& held,
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
   ++stats_.writes;
-  auto it = workers_.find(held.worker_id);
-  if (it == workers_.end() || it->second.incarnation != held.incarnation) {
-    return condition_failed("inbox: not this incarnation's entry");
-  }
+  auto it = find_incarnation_locked(held);
+  if (it == workers_.end()) return condition_failed("inbox: not this incarnation's entry");
   auto& inbox = it->second.inbox;
   std::erase_if(inbox, [&](const std::string& k) {
     return std::find(keys.begin(), keys.end(), k) != keys.end();

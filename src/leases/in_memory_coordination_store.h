@@ -55,6 +55,8 @@ class InMemoryCoordinationStore final : public CoordinationStore {
  private:
   Status fault_locked(std::string_view worker_id);
   Status condition_failed(std::string_view what);
+  std::map<std::string, WorkerEntry, std::less<>>::iterator find_incarnation_locked(
+      const WorkerEntry& entry);
 
   mutable std::mutex mu_;
   std::map<std::string, WorkerEntry, std::less<>> workers_;

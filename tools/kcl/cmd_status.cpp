@@ -77,8 +77,8 @@ int show(const StatusFlags& f, leases::DynamoDbLeaseStore& store, const std::str
     std::string owner = s.owner.empty() ? "-" : s.owner;
     if (!s.handoff_to.empty()) owner += " -> " + s.handoff_to;
     std::printf("%-22s %s%-18s\033[0m %-32s %-30s %-30s %s\n", s.shard_id.c_str(),
-                colour_of(s.state), s.state.c_str(), owner.c_str(),
-                ids(s.parents).c_str(), ids(s.children).c_str(), s.checkpoint.c_str());
+                colour_of(s.state), s.state.c_str(), owner.c_str(), ids(s.parents).c_str(),
+                ids(s.children).c_str(), s.checkpoint.c_str());
   }
   std::fflush(stdout);
   return 0;
