@@ -23,6 +23,7 @@
 
 #include "aws/http_transport.h"
 #include "aws/text.h"
+#include "base/capacity_recycler.h"
 
 namespace kcl::aws {
 
@@ -91,7 +92,17 @@ std::size_t header_cb(char* data, std::size_t size, std::size_t nmemb, void* use
     // plus the slack a padded parser needs.
     try {
       std::size_t announced = std::stoull(value);
-      if (announced <= t->cap) t->response->body.reserve(announced + HttpResponse::kBodySlack);
+      if (announced <= t->cap) {
+        std::string& body = t->response->body;
+        const std::size_t need = announced + HttpResponse::kBodySlack;
+        // A large body goes into one a finished answer gave back, when there is one: memory
+        // already mapped, not fresh pages (see base/capacity_recycler.h).
+        if (body.empty() && need >= base::CapacityRecycler<std::string>::kMinBytes) {
+          body = response_body_recycler().take(need);
+        } else {
+          body.reserve(need);
+        }
+      }
     } catch (const std::exception&) {
     }
   }
@@ -362,6 +373,12 @@ class CurlTransport final : public HttpTransport {
 };
 
 }  // namespace
+
+base::CapacityRecycler<std::string>& response_body_recycler() {
+  // Never destroyed: records (and the bodies they hold) may outlive static destructors.
+  static auto* recycler = new base::CapacityRecycler<std::string>(8, 32 * 1024 * 1024);
+  return *recycler;
+}
 
 std::string HttpResponse::header(std::string_view name) const {
   for (const auto& [k, v] : headers) {

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/capacity_recycler.h"
 #include "kcl/aws_config.h"
 #include "kcl/status.h"
 
@@ -23,6 +24,11 @@ struct HttpRequest {
   // 0 = the transport's configured request timeout.
   std::chrono::milliseconds timeout{0};
 };
+
+// Large response bodies given back once their contents are no longer needed (by the records
+// that point into a GetRecords body), for the transport to receive later answers into. Keeps
+// at most 8 bodies and 32 MiB. See base/capacity_recycler.h.
+base::CapacityRecycler<std::string>& response_body_recycler();
 
 struct HttpResponse {
   int status = 0;

@@ -415,6 +415,8 @@ Status parse_buffer(GetRecordsResult& out) {
 
 }  // namespace
 
+RecordsBuffer::~RecordsBuffer() { aws::response_body_recycler().give(std::move(body)); }
+
 std::size_t RecordsBuffer::footprint() const noexcept {
   std::size_t n = sizeof(RecordsBuffer) + body.capacity() + shard_id.capacity();
   for (const std::string& s : unescaped) n += sizeof(std::string) + s.capacity();

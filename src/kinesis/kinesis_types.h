@@ -92,6 +92,12 @@ struct ChildShard {
 // JSON string with escapes, unescaped). Records hold it through a shared_ptr; once records
 // point into it, it is never written again.
 struct RecordsBuffer {
+  RecordsBuffer() = default;
+  RecordsBuffer(const RecordsBuffer&) = delete;
+  RecordsBuffer& operator=(const RecordsBuffer&) = delete;
+  // Hands a large body back to the transport for a later answer (aws::response_body_recycler).
+  ~RecordsBuffer();
+
   std::string body;
   std::deque<std::string> unescaped;  // a deque: adding one never moves the others
   std::string shard_id;               // set by the records source, for the records' shard_id

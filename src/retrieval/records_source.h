@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/capacity_recycler.h"
 #include "kcl/clock.h"
 #include "kcl/record.h"
 #include "kcl/start_position.h"
@@ -45,7 +46,19 @@ namespace kcl::retrieval {
 using kcl::StartPosition;
 
 // What one GetRecords response yielded for the consumer.
+// Large record vectors given back by finished batches, for later batches to fill (keeps at
+// most 8 vectors and 16 MiB; see base/capacity_recycler.h).
+base::CapacityRecycler<std::vector<kcl::Record>>& record_vector_recycler();
+
 struct FetchedBatch {
+  FetchedBatch() = default;
+  FetchedBatch(const FetchedBatch&) = default;
+  FetchedBatch& operator=(const FetchedBatch&) = default;
+  FetchedBatch(FetchedBatch&&) noexcept = default;
+  FetchedBatch& operator=(FetchedBatch&&) noexcept = default;
+  // Hands a large records vector to record_vector_recycler().
+  ~FetchedBatch();
+
   std::vector<kcl::Record> records;  // in shard order, deaggregated, resume filter applied
   std::int64_t millis_behind_latest = 0;
   bool shard_end = false;                         // the last batch of the shard; nothing follows

@@ -151,6 +151,39 @@ TEST(CurlTransportTest, LargeBodiesBothWays) {
   EXPECT_EQ(r->header("x-got"), std::to_string(5u << 20));
 }
 
+TEST(CurlTransportTest, ALargeBodyIsReceivedIntoABufferGivenBack) {
+  LocalHttpServer server([](const ServedRequest&) {
+    CannedResponse resp;
+    resp.body = std::string(1u << 20, 'z');
+    return resp;
+  });
+  auto& recycler = response_body_recycler();
+  recycler.trim();
+  std::string spare = recycler.take((1u << 20) + (1u << 19));  // within twice the body
+  const char* memory = spare.data();
+  recycler.give(std::move(spare));
+
+  auto transport = make_curl_transport(test_config());
+  auto r = transport->send(HttpRequest{"POST", server.url() + "/", {}, "{}", {}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, std::string(1u << 20, 'z'));
+  EXPECT_EQ(r->body.data(), memory) << "the announced length fits the kept buffer";
+  EXPECT_GE(r->body.capacity(), r->body.size() + HttpResponse::kBodySlack);
+
+  // A small body does not take it.
+  LocalHttpServer small_server([](const ServedRequest&) {
+    CannedResponse resp;
+    resp.body = "small";
+    return resp;
+  });
+  std::string back = std::move(r->body);
+  recycler.give(std::move(back));
+  auto small = transport->send(HttpRequest{"POST", small_server.url() + "/", {}, "{}", {}});
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ(small->body, "small");
+  EXPECT_EQ(recycler.counts().kept_blocks, 1u);
+}
+
 TEST(CurlTransportTest, ConnectionRefusedIsUnavailable) {
   int port = 0;
   {

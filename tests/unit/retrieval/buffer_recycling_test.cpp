@@ -1,0 +1,92 @@
+// The buffers of a GetRecords answer go back to their recyclers once nothing points into
+// them, and the next answer is received and deaggregated into them: the body when the last
+// record made from it is gone, the records vector when its batch is destroyed. Records
+// copied out of a batch keep their body (and so their bytes) alive.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "aws/base64.h"
+#include "aws/http_transport.h"
+#include "kinesis/kinesis_client.h"
+#include "retrieval/records_source.h"
+#include "retrieval/resume.h"
+
+namespace kcl::retrieval {
+namespace {
+
+// 4,000 records: a records vector of 4,000 * sizeof(Record) and a body of about 600 KB,
+// both above the recyclers' minimum.
+constexpr int kRecords = 4000;
+
+std::string get_records_body(int generation) {
+  std::string json = "{\"Records\":[";
+  for (int i = 0; i < kRecords; ++i) {
+    char seq[64];
+    std::snprintf(seq, sizeof seq, "495903382714902566085596925383615710959215759891%08d", i);
+    const std::string data = "gen " + std::to_string(generation) + " record " + std::to_string(i);
+    if (i > 0) json += ',';
+    json += "{\"SequenceNumber\":\"";
+    json += seq;
+    json += "\",\"ApproximateArrivalTimestamp\":1.7E9,\"Data\":\"" + aws::base64_encode(data) +
+            "\",\"PartitionKey\":\"pk-" + std::to_string(i) + "\"}";
+  }
+  json += "],\"NextShardIterator\":\"it\",\"MillisBehindLatest\":0}";
+  return json;
+}
+
+FetchedBatch batch_of(int generation) {
+  kinesis::GetRecordsResult result;
+  EXPECT_TRUE(
+      kinesis::parse_get_records_response_in_place(get_records_body(generation), result).ok());
+  FetchedBatch batch;
+  bool resume_filter = false;
+  fill_batch(result, "shardId-000000000001", StartPosition::trim_horizon(), resume_filter, batch);
+  EXPECT_EQ(batch.records.size(), static_cast<std::size_t>(kRecords));
+  return batch;
+}
+
+TEST(BufferRecyclingTest, ADestroyedBatchsRecordsVectorHoldsTheNextBatch) {
+  auto& vectors = record_vector_recycler();
+  vectors.trim();  // what earlier tests left
+  const kcl::Record* memory = nullptr;
+  {
+    FetchedBatch first = batch_of(1);
+    memory = first.records.data();
+    FetchedBatch moved = std::move(first);  // a move hands the vector on, not back
+    EXPECT_EQ(vectors.counts().kept_blocks, 0u);
+  }
+  EXPECT_EQ(vectors.counts().kept_blocks, 1u);
+
+  FetchedBatch second = batch_of(2);
+  EXPECT_EQ(second.records.data(), memory);
+  EXPECT_EQ(vectors.counts().kept_blocks, 0u);
+  EXPECT_EQ(second.records[17].data(), "gen 2 record 17");
+  EXPECT_EQ(second.records[17].shard_id(), "shardId-000000000001");
+  EXPECT_EQ(second.records.back().data(), "gen 2 record " + std::to_string(kRecords - 1));
+}
+
+TEST(BufferRecyclingTest, ABodyGoesBackOnlyWhenItsLastRecordIsGone) {
+  auto& bodies = aws::response_body_recycler();
+  bodies.trim();
+  kcl::Record kept;
+  {
+    FetchedBatch batch = batch_of(3);
+    kept = batch.records[1234];
+  }
+  EXPECT_EQ(bodies.counts().kept_blocks, 0u) << "a record copied out still points into it";
+  EXPECT_EQ(kept.data(), "gen 3 record 1234");
+  const char* body_memory = kept.sequence_number().data();
+
+  kept = kcl::Record();
+  ASSERT_EQ(bodies.counts().kept_blocks, 1u);
+  // The transport takes its next large body from the recycler; so does this.
+  std::string next = bodies.take(get_records_body(4).size() + aws::HttpResponse::kBodySlack);
+  EXPECT_LE(next.data(), body_memory);
+  EXPECT_GT(next.data() + next.capacity(), body_memory);
+}
+
+}  // namespace
+}  // namespace kcl::retrieval
