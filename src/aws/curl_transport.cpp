@@ -97,7 +97,7 @@ std::size_t header_cb(char* data, std::size_t size, std::size_t nmemb, void* use
         const std::size_t need = announced + HttpResponse::kBodySlack;
         // A large body goes into one a finished answer gave back, when there is one: memory
         // already mapped, not fresh pages (see base/capacity_recycler.h).
-        if (body.empty() && need >= base::CapacityRecycler<std::string>::kMinBytes) {
+        if (body.empty()) {
           body = response_body_recycler().take(need);
         } else {
           body.reserve(need);

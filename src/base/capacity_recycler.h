@@ -34,13 +34,19 @@ class CapacityRecycler {
   CapacityRecycler(const CapacityRecycler&) = delete;
   CapacityRecycler& operator=(const CapacityRecycler&) = delete;
 
-  // An empty buffer with room for at least `count` elements: the smallest kept block that
-  // is large enough and at most twice that (a larger one would hold memory the answer does
-  // not need, and counts toward prefetch bounds; it is left for a larger answer), or a new
-  // one with an eighth more room (answers of one stream are of
-  // similar size, and a block a little too small for the next would never be reused; pages
-  // never written are not resident, so the headroom costs address space, not memory).
+  // An empty buffer with room for at least `count` elements. Below kMinBytes, simply a new
+  // one of that size. Otherwise the smallest kept block that is large enough and at most
+  // twice that (a larger one would hold memory the answer does not need, and counts toward
+  // prefetch bounds; it is left for a larger answer), or a new one with an eighth more room
+  // (answers of one stream are of similar size, and a block a little too small for the
+  // next would never be reused; pages never written are not resident, so the headroom costs
+  // address space, not memory).
   Buffer take(std::size_t count) {
+    if (count * sizeof(typename Buffer::value_type) < kMinBytes) {
+      Buffer small;
+      small.reserve(count);
+      return small;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       std::size_t best = kept_.size();

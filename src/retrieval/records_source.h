@@ -45,11 +45,11 @@ namespace kcl::retrieval {
 
 using kcl::StartPosition;
 
-// What one GetRecords response yielded for the consumer.
 // Large record vectors given back by finished batches, for later batches to fill (keeps at
 // most 8 vectors and 16 MiB; see base/capacity_recycler.h).
 base::CapacityRecycler<std::vector<kcl::Record>>& record_vector_recycler();
 
+// What one GetRecords response yielded for the consumer.
 struct FetchedBatch {
   FetchedBatch() = default;
   FetchedBatch(const FetchedBatch&) = default;

@@ -41,10 +41,7 @@ BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard
   buffer.shard_id.assign(shard_id);
   const std::shared_ptr<const void> owner = result.buffer;
   const std::string_view last_sequence = records.back().sequence_number;
-  if (batch.records.empty() && records.size() * sizeof(kcl::Record) >=
-                                   base::CapacityRecycler<std::vector<kcl::Record>>::kMinBytes) {
-    batch.records = record_vector_recycler().take(records.size());
-  }
+  if (batch.records.empty()) batch.records = record_vector_recycler().take(records.size());
   batch.records.reserve(batch.records.size() + records.size());
   for (const kinesis::KinesisRecord& kr : records) {
     if (deaggregate(kr, buffer.shard_id, owner, batch.records).corrupt()) {

@@ -91,6 +91,9 @@ TEST(CapacityRecyclerTest, SmallBlocksAreFreedNotKept) {
   recycler.give(std::move(small));
   EXPECT_EQ(recycler.counts().kept_blocks, 0u);
   EXPECT_EQ(recycler.counts().dropped, 0u) << "small blocks are not counted as dropped";
+  std::string small_request = recycler.take(100);
+  EXPECT_GE(small_request.capacity(), 100u);
+  EXPECT_EQ(recycler.counts().fresh, 0u) << "small requests are not the recycler's";
 }
 
 TEST(CapacityRecyclerTest, TheBoundOnBlocksAndBytesIsKept) {
