@@ -28,56 +28,20 @@
 #include <string>
 #include <vector>
 
-#include "aws/base64.h"
 #include "kinesis/kinesis_client.h"
+#include "records_fixture.h"
 #include "summary_reporter.h"
 
 namespace {
 
+using kcl::bench::RecordsFixture;
+
 constexpr int kRecords = 10000;
 
 std::string make_response() {
-  std::mt19937_64 rng(20240601);
-  auto hex = [&](int n) {
-    static const char digits[] = "0123456789abcdef";
-    std::string s;
-    for (int i = 0; i < n; ++i) s += digits[rng() & 15];
-    return s;
-  };
-  std::string json;
-  json.reserve(15u << 20);
-  json += "{\"Records\":[";
-  // A Kinesis sequence number: 56 decimal digits, increasing within a shard.
-  std::string seq_prefix = "4965";
-  for (int i = 0; i < 30; ++i) seq_prefix += static_cast<char>('0' + rng() % 10);
-  double ts = 1717243200.123;
-  std::string data;
-  for (int i = 0; i < kRecords; ++i) {
-    if (i) json += ',';
-    const std::size_t len = 900 + rng() % 249;  // 900..1148 bytes, ~1 KB
-    data.resize(len);
-    for (std::size_t j = 0; j < len; j += 8) {
-      std::uint64_t v = rng();
-      std::memcpy(data.data() + j, &v, std::min<std::size_t>(8, len - j));
-    }
-    char seq_tail[32];
-    std::snprintf(seq_tail, sizeof seq_tail, "%022llu",
-                  1000000000000ULL + 4096ULL * static_cast<unsigned long long>(i));
-    char ts_buf[64];
-    std::snprintf(ts_buf, sizeof ts_buf, "%.3f", ts + i * 0.0007);
-    json += "{\"SequenceNumber\":\"";
-    json += seq_prefix;
-    json += seq_tail;
-    json += "\",\"ApproximateArrivalTimestamp\":";
-    json += ts_buf;
-    json += ",\"Data\":\"";
-    json += kcl::aws::base64_encode(data);
-    json += "\",\"PartitionKey\":\"";
-    json += hex(8) + "-" + hex(4) + "-" + hex(4) + "-" + hex(4) + "-" + hex(12);
-    json += "\",\"EncryptionType\":\"NONE\"}";
-  }
-  json += "],\"NextShardIterator\":\"AAAAAAAAAAH";
-  for (int i = 0; i < 280; ++i) json += static_cast<char>('A' + rng() % 26);
+  RecordsFixture records(20240601, 900, 1148);  // ~1 KB of data a record
+  std::string json = "{\"Records\":[" + records.next(kRecords);
+  json += "],\"NextShardIterator\":\"AAAAAAAAAAH" + records.letters(280);
   json += "\",\"MillisBehindLatest\":0,\"ChildShards\":[]}";
   return json;
 }

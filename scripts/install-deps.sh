@@ -10,7 +10,7 @@ apt_packages=(
   libcurl4-openssl-dev libssl-dev libnghttp2-dev zlib1g-dev openssl
   libsimdjson-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libisal-dev
   clang-format procps iproute2 util-linux
   # independent checkers used by the tests: the Prometheus text parser, a real browser
   python3 python3-prometheus-client chromium

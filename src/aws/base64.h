@@ -25,6 +25,16 @@ bool base64_decode_to(std::string_view text, char* dst, std::size_t& written);
 // at the text again only when it fails (a JSON escape in it, say), instead of scanning every
 // text before decoding it.
 bool base64_decode_in_place(char* text, std::size_t n, std::size_t& written);
+
+// The vector kernels the decoder chooses from at run time (the widest this CPU runs: 64
+// characters a step with AVX-512 VBMI, 32 with AVX2, else 4 at a time). Every kernel gives
+// the same bytes and the same verdicts; tests run each one the CPU supports.
+enum class Base64Kernel { kScalar, kAvx2, kAvx512Vbmi };
+bool base64_kernel_supported(Base64Kernel kernel);
+// base64_decode_in_place with the given kernel (one the CPU supports).
+bool base64_decode_in_place_with(Base64Kernel kernel, char* text, std::size_t n,
+                                 std::size_t& written);
+
 // Errors: kInvalidArgument naming the offending position.
 Result<std::string> base64_decode(std::string_view text);
 

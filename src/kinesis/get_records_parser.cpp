@@ -98,20 +98,24 @@ bool has_escape(std::string_view s) noexcept {
   return !s.empty() && std::memchr(s.data(), '\\', s.size()) != nullptr;
 }
 
+// The per-record functions below return true when all went well and otherwise set `error`:
+// a kcl::Status is a large object (its optional AWS details), and building an OK one for
+// every member of every record was a measurable share of the decoding.
+
 // A string member of a record as a view: the raw body when it has no escape, else its
 // unescaped value copied into the buffer's side storage. `field` names it in errors.
 // A null value is absent: `out` and `present` are left alone.
-Status string_view_into(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& present,
-                        std::size_t index, std::string_view field) {
+bool string_view_into(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& present,
+                      std::size_t index, std::string_view field, Status& error) {
   std::string_view body;
   switch (raw_kind(v, body)) {
     case RawKind::kNull:
-      return Status::Ok();
+      return true;
     case RawKind::kString:
       present = true;
       if (!has_escape(body)) {
         out = body;
-        return Status::Ok();
+        return true;
       }
       break;
     case RawKind::kOther:
@@ -119,19 +123,23 @@ Status string_view_into(od::value& v, RecordsBuffer& buf, std::string_view& out,
   }
   std::string_view unescaped;
   if (auto err = v.get_string().get(unescaped)) {
-    return malformed_at(record_path(index, field), err);
+    error = malformed_at(record_path(index, field), err);
+    return false;
   }
   present = true;
   out = buf.unescaped.emplace_back(unescaped);
-  return Status::Ok();
+  return true;
 }
 
-Status decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& present,
-                   std::size_t index) {
+bool decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& present,
+                 std::size_t index, Status& error) {
   std::string_view body;
   const RawKind kind = raw_kind(v, body);
-  if (kind == RawKind::kNull) return Status::Ok();
-  if (kind != RawKind::kString) return malformed(record_path(index, "Data") + ": not a string");
+  if (kind == RawKind::kNull) return true;
+  if (kind != RawKind::kString) {
+    error = malformed(record_path(index, "Data") + ": not a string");
+    return false;
+  }
   present = true;
   std::size_t written = 0;
   // In place: the body is the buffer's own, and nothing reads these characters again. No
@@ -140,75 +148,88 @@ Status decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, bool
   char* dst = const_cast<char*>(body.data());
   if (aws::base64_decode_in_place(dst, body.size(), written)) {
     out = std::string_view(dst, written);
-    return Status::Ok();
+    return true;
   }
   if (has_escape(body)) {
     // Escaped characters (legal JSON, unusual for base64): decode the unescaped text.
     std::string_view unescaped;
     if (auto err = v.get_string().get(unescaped)) {
-      return malformed_at(record_path(index, "Data"), err);
+      error = malformed_at(record_path(index, "Data"), err);
+      return false;
     }
     std::string& side = buf.unescaped.emplace_back(unescaped.size() / 4 * 3, '\0');
     if (aws::base64_decode_to(unescaped, side.data(), written)) {
       side.resize(written);
       out = side;
-      return Status::Ok();
+      return true;
     }
   }
-  return malformed(record_path(index, "Data") + ": invalid base64 (" + std::to_string(body.size()) +
-                   " characters)");
+  error = malformed(record_path(index, "Data") + ": invalid base64 (" +
+                    std::to_string(body.size()) + " characters)");
+  return false;
 }
 
-Status parse_timestamp(od::value& v, std::chrono::system_clock::time_point& out,
-                       std::size_t index) {
+bool parse_timestamp(od::value& v, std::chrono::system_clock::time_point& out, std::size_t index,
+                     Status& error) {
   double secs = 0;
   if (auto err = v.get_double().get(secs)) {
-    if (is_null_member(v)) return Status::Ok();
-    return malformed_at(record_path(index, "ApproximateArrivalTimestamp"), err);
+    if (is_null_member(v)) return true;
+    error = malformed_at(record_path(index, "ApproximateArrivalTimestamp"), err);
+    return false;
   }
   if (!std::isfinite(secs) || secs < 0 || secs > 1e11) {
-    return malformed(record_path(index, "ApproximateArrivalTimestamp") + ": out of range");
+    error = malformed(record_path(index, "ApproximateArrivalTimestamp") + ": out of range");
+    return false;
   }
   out = from_epoch_seconds(secs);
-  return Status::Ok();
+  return true;
 }
 
 // One record object. Each member's value is looked at once: its raw token tells a string
 // from null, so no member pays for a separate null check; members kcl-cpp does not read
-// (EncryptionType, future ones) are skipped unread.
-Status parse_record(od::value& rv, RecordsBuffer& buf, KinesisRecord& rec, std::size_t index) {
+// (EncryptionType, future ones) are skipped unread. A member is used where simdjson's
+// iterator holds it (a reference, not a copy: copying the key and value pair out of the
+// iterator made the CPU wait on store forwarding at every member).
+bool parse_record(od::value& rv, RecordsBuffer& buf, KinesisRecord& rec, std::size_t index,
+                  Status& error) {
   od::object obj;
   if (auto err = rv.get_object().get(obj)) {
-    return malformed_at("Records[" + std::to_string(index) + "]", err);
+    error = malformed_at("Records[" + std::to_string(index) + "]", err);
+    return false;
   }
   bool have_seq = false, have_data = false, have_key = false, have_ehk = false;
-  rec = KinesisRecord{};
   for (auto field_result : obj) {
-    od::field field;
-    if (auto err = std::move(field_result).get(field)) {
-      return malformed_at("Records[" + std::to_string(index) + "]", err);
+    if (auto err = field_result.error()) {
+      error = malformed_at("Records[" + std::to_string(index) + "]", err);
+      return false;
     }
-    od::raw_json_string key = field.key();
-    od::value v = field.value();
+    od::field& field = field_result.value_unsafe();
+    const od::raw_json_string key = field.key();
+    od::value& v = field.value();
+    bool ok = true;
     if (key == "Data") {
-      KCL_RETURN_IF_ERROR(decode_data(v, buf, rec.data, have_data, index));
+      ok = decode_data(v, buf, rec.data, have_data, index, error);
     } else if (key == "SequenceNumber") {
-      KCL_RETURN_IF_ERROR(
-          string_view_into(v, buf, rec.sequence_number, have_seq, index, "SequenceNumber"));
+      ok = string_view_into(v, buf, rec.sequence_number, have_seq, index, "SequenceNumber", error);
     } else if (key == "PartitionKey") {
-      KCL_RETURN_IF_ERROR(
-          string_view_into(v, buf, rec.partition_key, have_key, index, "PartitionKey"));
+      ok = string_view_into(v, buf, rec.partition_key, have_key, index, "PartitionKey", error);
     } else if (key == "ApproximateArrivalTimestamp") {
-      KCL_RETURN_IF_ERROR(parse_timestamp(v, rec.approximate_arrival_timestamp, index));
+      ok = parse_timestamp(v, rec.approximate_arrival_timestamp, index, error);
     } else if (key == "ExplicitHashKey") {
-      KCL_RETURN_IF_ERROR(
-          string_view_into(v, buf, rec.explicit_hash_key, have_ehk, index, "ExplicitHashKey"));
+      ok = string_view_into(v, buf, rec.explicit_hash_key, have_ehk, index, "ExplicitHashKey",
+                            error);
     }
+    if (!ok) return false;
   }
-  if (!have_seq) return malformed(record_path(index, "SequenceNumber") + ": missing");
-  if (!have_data) return malformed(record_path(index, "Data") + ": missing");
-  if (!have_key) return malformed(record_path(index, "PartitionKey") + ": missing");
-  return Status::Ok();
+  const char* missing = !have_seq    ? "SequenceNumber"
+                        : !have_data ? "Data"
+                        : !have_key  ? "PartitionKey"
+                                     : nullptr;
+  if (missing != nullptr) {
+    error = malformed(record_path(index, missing) + ": missing");
+    return false;
+  }
+  return true;
 }
 
 Status parse_records(od::value& v, GetRecordsResult& out) {
@@ -220,11 +241,12 @@ Status parse_records(od::value& v, GetRecordsResult& out) {
   records.clear();
   std::size_t i = 0;
   std::size_t bytes = 0;
+  Status error;  // set by parse_record when it returns false
   for (auto elem : arr) {
     od::value rv;
     if (auto err = elem.get(rv)) return malformed_at("Records[" + std::to_string(i) + "]", err);
     KinesisRecord& rec = records.emplace_back();
-    KCL_RETURN_IF_ERROR(parse_record(rv, *out.buffer, rec, i));
+    if (!parse_record(rv, *out.buffer, rec, i, error)) return error;
     bytes += rec.data.size();
     ++i;
   }
@@ -390,8 +412,9 @@ class PooledState {
   std::unique_ptr<ParseState> st_;
 };
 
-// Parses out.buffer->body (padded: capacity >= size + SIMDJSON_PADDING) in place.
-Status parse_buffer(GetRecordsResult& out) {
+// Parses out.buffer->body[offset, offset + size) (padded: the body's capacity reaches at
+// least SIMDJSON_PADDING past it) in place.
+Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size) {
   out.records.clear();
   out.next_shard_iterator.reset();
   out.continuation_sequence_number.reset();
@@ -401,7 +424,8 @@ Status parse_buffer(GetRecordsResult& out) {
   std::string& body = out.buffer->body;
   PooledState pooled;
   od::document doc;
-  if (auto err = pooled->parser.iterate(body.data(), body.size(), body.capacity()).get(doc))
+  if (auto err =
+          pooled->parser.iterate(body.data() + offset, size, body.capacity() - offset).get(doc))
     return malformed_at("document", err);
   Status s = parse_document(doc, out);
   if (!s.ok()) {
@@ -411,6 +435,17 @@ Status parse_buffer(GetRecordsResult& out) {
     out.payload_bytes = 0;
   }
   return s;
+}
+
+// Takes `buffer` as the records' buffer and parses its [offset, offset + size) in place.
+Status parse_owned(std::string&& buffer, std::size_t offset, std::size_t size,
+                   GetRecordsResult& out) {
+  out.buffer = std::make_shared<RecordsBuffer>();
+  std::string& body = out.buffer->body;
+  body = std::move(buffer);
+  const std::size_t need = offset + size + simdjson::SIMDJSON_PADDING;
+  if (body.capacity() < need) body.reserve(need);
+  return parse_buffer(out, offset, size);
 }
 
 }  // namespace
@@ -428,23 +463,25 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out) 
   std::string& body = out.buffer->body;
   body.reserve(json.size() + simdjson::SIMDJSON_PADDING);
   body.assign(json);
-  return parse_buffer(out);
+  return parse_buffer(out, 0, body.size());
 }
 
 // A body from the HTTP transport already has room for the padding (no copy).
 static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
 
-Status parse_subscribe_to_shard_event_in_place(std::string&& json, GetRecordsResult& out) {
-  return parse_get_records_response_in_place(std::move(json), out);
+Status parse_subscribe_to_shard_event_in_place(std::string&& buffer, std::size_t offset,
+                                               std::size_t size, GetRecordsResult& out) {
+  if (offset > buffer.size() || size > buffer.size() - offset) {
+    out = GetRecordsResult{};
+    return Status(StatusCode::kInvalidArgument,
+                  "SubscribeToShardEvent: payload range outside its buffer");
+  }
+  return parse_owned(std::move(buffer), offset, size, out);
 }
 
 Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out) {
-  out.buffer = std::make_shared<RecordsBuffer>();
-  std::string& body = out.buffer->body;
-  body = std::move(json);
-  const std::size_t need = body.size() + simdjson::SIMDJSON_PADDING;
-  if (body.capacity() < need) body.reserve(need);
-  return parse_buffer(out);
+  const std::size_t size = json.size();
+  return parse_owned(std::move(json), 0, size, out);
 }
 
 }  // namespace kcl::kinesis

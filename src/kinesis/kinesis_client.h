@@ -104,7 +104,11 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
 // if it has less than simdjson's padding past the end) and decodes the records in place in it.
 Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out);
 // A SubscribeToShardEvent's JSON payload (Records as in GetRecords; ContinuationSequenceNumber
-// in continuation_sequence_number, absent at the shard's end; no NextShardIterator).
-Status parse_subscribe_to_shard_event_in_place(std::string&& json, GetRecordsResult& out);
+// in continuation_sequence_number, absent at the shard's end; no NextShardIterator), lying at
+// [offset, offset + size) of `buffer` (the event-stream frame it came in): the buffer becomes
+// out.buffer and the records are decoded in place in it (its capacity grown only if it has
+// less than simdjson's padding past the payload).
+Status parse_subscribe_to_shard_event_in_place(std::string&& buffer, std::size_t offset,
+                                               std::size_t size, GetRecordsResult& out);
 
 }  // namespace kcl::kinesis

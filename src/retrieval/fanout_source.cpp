@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "aws/http_transport.h"
 #include "aws/json_util.h"
 #include "aws/retry.h"
 #include "eventstream/event_stream.h"
@@ -15,7 +16,9 @@ using std::chrono::milliseconds;
 // What the transport's thread hands to fetch_step(), for one subscription.
 struct FanOutSource::Inbox {
   std::mutex mu;
-  eventstream::Decoder decoder;
+  // Large events are received into buffers their records give back when done with them.
+  eventstream::Decoder decoder{eventstream::Decoder::kDefaultMaxMessageBytes,
+                               &aws::response_body_recycler()};
   std::deque<eventstream::Message> messages;
   std::size_t bytes = 0;  // payload bytes held
   std::size_t max_bytes = 0;
@@ -55,7 +58,7 @@ class FanOutSource::Handler final : public aws::StreamHandler {
       decoded_.clear();
       Status s = in_->decoder.feed(bytes, decoded_);
       for (eventstream::Message& m : decoded_) {
-        in_->bytes += m.payload.size();
+        in_->bytes += m.frame.size();
         in_->messages.push_back(std::move(m));
       }
       if (!s.ok()) in_->decode_error = std::move(s);
@@ -248,7 +251,7 @@ FetchStep FanOutSource::fetch_step() {
       // once full) until the consumer takes a batch.
       std::lock_guard<std::mutex> lock(inbox_->mu);
       for (std::size_t j = messages.size(); j-- > i;) {
-        inbox_->bytes += messages[j].payload.size();
+        inbox_->bytes += messages[j].frame.size();
         inbox_->messages.push_front(std::move(messages[j]));
       }
       return FetchStep{queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kQueueFull,
@@ -259,8 +262,8 @@ FetchStep FanOutSource::fetch_step() {
     const std::string_view type = m.string_header(":message-type");
     if (type == "event") {
       if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
-      Status parsed =
-          kinesis::parse_subscribe_to_shard_event_in_place(std::move(m.payload), event_);
+      Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
+          std::move(m.frame), m.payload_offset, m.payload_size, event_);
       if (!parsed.ok()) {
         // A malformed event: its records cannot be trusted; subscribe again after the last
         // good continuation.
@@ -288,7 +291,7 @@ FetchStep FanOutSource::fetch_step() {
       const std::string kind(
           m.string_header(type == "exception" ? ":exception-type" : ":error-code"));
       std::string message(m.string_header(":error-message"));
-      auto body = nlohmann::json::parse(m.payload, nullptr, false);
+      auto body = nlohmann::json::parse(m.payload(), nullptr, false);
       if (body.is_object()) {
         for (const char* key : {"message", "Message"}) {
           if (body.contains(key) && body[key].is_string()) message = body[key];

@@ -75,7 +75,7 @@ void expect_matches(const Message& m, const nlohmann::json& want, const std::str
   }
   auto payload = aws::base64_decode(want["payload"].get<std::string>());
   ASSERT_TRUE(payload.ok());
-  EXPECT_EQ(m.payload, *payload) << name;
+  EXPECT_EQ(m.payload(), *payload) << name;
 }
 
 TEST(EventStreamVectorsTest, PositiveVectorsDecodeToWhatTheSuiteSays) {
@@ -158,13 +158,14 @@ Message sample(std::mt19937& rng, int headers, std::size_t payload) {
     }
     m.headers.push_back(std::move(h));
   }
-  m.payload.resize(payload);
-  for (char& c : m.payload) c = static_cast<char>(rng());
+  std::string bytes(payload, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  m.set_payload(std::move(bytes));
   return m;
 }
 
 bool same(const Message& a, const Message& b) {
-  if (a.payload != b.payload || a.headers.size() != b.headers.size()) return false;
+  if (a.payload() != b.payload() || a.headers.size() != b.headers.size()) return false;
   for (std::size_t i = 0; i < a.headers.size(); ++i) {
     const auto& x = a.headers[i];
     const auto& y = b.headers[i];
@@ -199,6 +200,62 @@ TEST(EventStreamDecoderTest, EveryHeaderTypeRoundTripsThroughAnySplit) {
   }
 }
 
+TEST(EventStreamDecoderTest, CrcMatchesZlibForAnyLengthAndAnySplit) {
+  std::mt19937 rng(7);
+  std::string bytes(70000, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  for (std::size_t len : {0, 1, 3, 15, 16, 63, 64, 65, 255, 256, 4095, 65536, 70000}) {
+    const auto want = static_cast<std::uint32_t>(
+        ::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(len)));
+    EXPECT_EQ(eventstream::crc32(0, std::string_view(bytes).substr(0, len)), want) << len;
+    // Continued over two pieces, as the decoder takes it piece by piece.
+    const std::size_t cut = len ? rng() % len : 0;
+    const std::uint32_t first = eventstream::crc32(0, std::string_view(bytes).substr(0, cut));
+    EXPECT_EQ(eventstream::crc32(first, std::string_view(bytes).substr(cut, len - cut)), want)
+        << len << " cut at " << cut;
+  }
+}
+
+TEST(EventStreamDecoderTest, APayloadIsAViewIntoItsFrameWithRoomForAParserToReadAhead) {
+  std::mt19937 rng(3);
+  const Message sent = sample(rng, 3, 5000);
+  const std::string bytes = encode(sent);
+  for (std::size_t step : {0, 1, 100, 4999}) {
+    std::vector<Message> got;
+    ASSERT_TRUE(decode(bytes, step, got).ok());
+    ASSERT_EQ(got.size(), 1u);
+    const Message& m = got[0];
+    EXPECT_EQ(m.frame, bytes) << "the frame is the message as it came";
+    EXPECT_EQ(m.payload(), sent.payload());
+    EXPECT_EQ(m.payload().data(), m.frame.data() + m.payload_offset);
+    EXPECT_GE(m.frame.capacity(), m.frame.size() + Message::kPayloadSlack) << step;
+  }
+}
+
+TEST(EventStreamDecoderTest, LargeFramesComeFromTheRecyclerGivenAndSmallOnesDoNot) {
+  base::CapacityRecycler<std::string> buffers(4, 16u << 20);
+  std::string kept;
+  kept.reserve(400000);
+  buffers.give(std::move(kept));
+  std::mt19937 rng(5);
+  const Message big = sample(rng, 2, 300000);
+  const Message small = sample(rng, 2, 1000);
+  const std::string stream = encode(small) + encode(big) + encode(big);
+  Decoder d(Decoder::kDefaultMaxMessageBytes, &buffers);
+  std::vector<Message> got;
+  for (std::size_t at = 0; at < stream.size(); at += 16384) {
+    ASSERT_TRUE(d.feed(std::string_view(stream).substr(at, 16384), got).ok());
+  }
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_TRUE(same(got[0], small));
+  EXPECT_TRUE(same(got[1], big));
+  EXPECT_TRUE(same(got[2], big));
+  const auto counts = buffers.counts();
+  EXPECT_EQ(counts.reused, 1u) << "the first large frame went into the kept buffer";
+  EXPECT_EQ(counts.fresh, 1u) << "the second needed a new one; the small frame is not counted";
+  EXPECT_GE(got[1].frame.capacity(), 400000u);
+}
+
 // A 12-byte prelude with a correct CRC over the given lengths.
 std::string prelude(std::uint32_t total, std::uint32_t headers) {
   std::string p;
@@ -206,7 +263,7 @@ std::string prelude(std::uint32_t total, std::uint32_t headers) {
     for (int sh = 24; sh >= 0; sh -= 8) p.push_back(static_cast<char>((v >> sh) & 0xff));
   }
   const auto crc = static_cast<std::uint32_t>(
-      crc32(0L, reinterpret_cast<const Bytef*>(p.data()), static_cast<uInt>(p.size())));
+      ::crc32(0L, reinterpret_cast<const Bytef*>(p.data()), static_cast<uInt>(p.size())));
   for (int sh = 24; sh >= 0; sh -= 8) p.push_back(static_cast<char>((crc >> sh) & 0xff));
   return p;
 }

@@ -1,10 +1,12 @@
 // The vectorized base64 decoder (used for GetRecords Data) against a plain reference, on
-// every length and every invalid byte at every position of a vector block.
+// every length and every invalid byte at every position of a vector block, with each kernel
+// this CPU runs (scalar, AVX2, AVX-512 VBMI) and with the one chosen at run time.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "aws/base64.h"
 
@@ -18,6 +20,44 @@ int reference_value(unsigned char c) {
   if (c == '+') return 62;
   if (c == '/') return 63;
   return -1;
+}
+
+std::vector<Base64Kernel> kernels() {
+  std::vector<Base64Kernel> out;
+  for (Base64Kernel k : {Base64Kernel::kScalar, Base64Kernel::kAvx2, Base64Kernel::kAvx512Vbmi}) {
+    if (base64_kernel_supported(k)) out.push_back(k);
+  }
+  return out;
+}
+
+std::string name(Base64Kernel k) {
+  switch (k) {
+    case Base64Kernel::kScalar:
+      return "scalar";
+    case Base64Kernel::kAvx2:
+      return "avx2";
+    case Base64Kernel::kAvx512Vbmi:
+      return "avx512vbmi";
+  }
+  return "?";
+}
+
+TEST(Base64FastTest, EveryKernelTheCpuRunsGivesTheSameBytesForEveryLengthUpTo4K) {
+  EXPECT_TRUE(base64_kernel_supported(Base64Kernel::kScalar));
+  std::mt19937_64 rng(43);
+  std::string bytes;
+  for (std::size_t len = 0; len <= 4096; ++len) {
+    bytes.resize(len);
+    for (auto& c : bytes) c = static_cast<char>(rng());
+    const std::string text = base64_encode(bytes);
+    for (Base64Kernel k : kernels()) {
+      std::string in_place = text;
+      std::size_t written = 0;
+      ASSERT_TRUE(base64_decode_in_place_with(k, in_place.data(), in_place.size(), written))
+          << name(k) << " " << len;
+      ASSERT_EQ(in_place.substr(0, written), bytes) << name(k) << " " << len;
+    }
+  }
 }
 
 TEST(Base64FastTest, RoundTripsEveryLengthUpTo4K) {
@@ -59,6 +99,15 @@ TEST(Base64FastTest, RejectsEveryInvalidByteAtEveryPosition) {
       text[pos] = static_cast<char>(c);
       std::string out;
       bool ok = base64_decode_append(text, out);
+      for (Base64Kernel k : kernels()) {
+        std::string copy = text;
+        std::size_t written = 0;
+        const bool kernel_ok = base64_decode_in_place_with(k, copy.data(), copy.size(), written);
+        ASSERT_EQ(kernel_ok, ok) << name(k) << " byte " << b << " at " << pos;
+        if (ok) {
+          ASSERT_EQ(copy.substr(0, written), out) << name(k) << " byte " << b << " at " << pos;
+        }
+      }
       if (c == '=') {
         EXPECT_FALSE(ok) << "'=' inside at " << pos;
       } else {
@@ -115,10 +164,15 @@ TEST(Base64FastTest, InPlaceDecodingMatchesAndAFailureLeavesTheTextAsItWas) {
         // '=' is legal in the last two places of a padded text; elsewhere it is not.
         if (bad == '=' && pos + 2 >= good.size()) continue;
         broken[pos] = bad;
-        std::string before = broken;
+        const std::string before = broken;
         ASSERT_FALSE(base64_decode_in_place(broken.data(), broken.size(), written))
             << "len " << len << " '" << bad << "' at " << pos;
         ASSERT_EQ(broken, before) << "len " << len << " '" << bad << "' at " << pos;
+        for (Base64Kernel k : kernels()) {
+          ASSERT_FALSE(base64_decode_in_place_with(k, broken.data(), broken.size(), written))
+              << name(k) << " len " << len << " '" << bad << "' at " << pos;
+          ASSERT_EQ(broken, before) << name(k) << " len " << len << " '" << bad << "' at " << pos;
+        }
       }
     }
   }
