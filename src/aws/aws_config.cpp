@@ -93,6 +93,11 @@ std::vector<std::string> AwsConfig::validate() const {
     out.push_back("http.max_response_bytes is " + std::to_string(http.max_response_bytes) +
                   "; it must be between 1 MiB (1048576) and 1 GiB (1073741824)");
   }
+  if (http.receive_buffer_bytes < (std::size_t{16} << 10) ||
+      http.receive_buffer_bytes > (std::size_t{512} << 10)) {
+    out.push_back("http.receive_buffer_bytes is " + std::to_string(http.receive_buffer_bytes) +
+                  "; it must be between 16 KiB (16384) and 512 KiB (524288)");
+  }
   if (!http.ca_bundle.empty() && has_space_or_control(http.ca_bundle) &&
       http.ca_bundle.find_first_of("\r\n") != std::string::npos) {
     out.push_back("http.ca_bundle must not contain line breaks");

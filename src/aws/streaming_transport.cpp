@@ -148,6 +148,7 @@ void StreamingTransport::start_locked_out(Stream& s) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(config_.connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_BUFFERSIZE, static_cast<long>(config_.receive_buffer_bytes));
   curl_easy_setopt(
       h, CURLOPT_HTTP_VERSION,
       static_cast<long>(tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE));

@@ -7,6 +7,10 @@
 // measured at about 1.5 µs each, a sixth of a consumer's CPU. A recycler keeps a few freed
 // blocks (their capacity; the contents are cleared) for the next answers instead.
 //
+// A fresh block is prefaulted: the pages the request will fill are mapped in one call
+// (base/prefault.h) instead of one page fault per 4 KiB page as they are first written; on
+// virtual machines where a fault is expensive that halves the cost of fresh memory.
+//
 // Bounded: it keeps at most max_blocks blocks and max_bytes in all, and only blocks of at
 // least kMinBytes; anything beyond that is freed as before. What it keeps is resident memory
 // (it counts toward the process's RSS), so the bound is a few answers' worth.
@@ -21,6 +25,8 @@
 #include <mutex>
 #include <utility>
 #include <vector>
+
+#include "base/prefault.h"
 
 namespace kcl::base {
 
@@ -40,7 +46,7 @@ class CapacityRecycler {
   // prefetch bounds; it is left for a larger answer), or a new one with an eighth more room
   // (answers of one stream are of similar size, and a block a little too small for the
   // next would never be reused; pages never written are not resident, so the headroom costs
-  // address space, not memory).
+  // address space, not memory). A new block's first `count` elements' pages are prefaulted.
   Buffer take(std::size_t count) {
     if (count * sizeof(typename Buffer::value_type) < kMinBytes) {
       Buffer small;
@@ -68,6 +74,8 @@ class CapacityRecycler {
     }
     Buffer out;
     out.reserve(count + count / 8);
+    // The request's own bytes only: the headroom stays unmapped until something writes it.
+    prefault(out.data(), count * sizeof(typename Buffer::value_type));
     return out;
   }
 

@@ -15,6 +15,7 @@
 // follows the largest response seen.
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -423,6 +424,12 @@ Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size)
   out.payload_bytes = 0;
   std::string& body = out.buffer->body;
   PooledState pooled;
+  // A parser grown for every slightly larger answer would allocate (and fault in) its index
+  // each time; with a quarter more room it settles after the first few answers.
+  if (pooled->parser.capacity() < size) {
+    const std::size_t room = std::min(size + size / 4, pooled->parser.max_capacity());
+    if (auto err = pooled->parser.allocate(room)) return malformed_at("document", err);
+  }
   od::document doc;
   if (auto err =
           pooled->parser.iterate(body.data() + offset, size, body.capacity() - offset).get(doc))

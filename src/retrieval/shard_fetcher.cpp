@@ -152,6 +152,8 @@ FetchStep ShardFetcher::step_get_records() {
   // result_ is reused from call to call (its records vector keeps its capacity; each answer
   // gets a buffer of its own, which the batch's records keep).
   kinesis::GetRecordsResult& result = result_;
+  // Room for a full answer at once, rather than growing (and copying) through the first.
+  result.records.reserve(static_cast<std::size_t>(config_.max_records_per_call));
   Status got = client_.get_records(iterator_, config_.max_records_per_call, result,
                                    call_options(config_.get_records_timeout));
   if (!got.ok()) {

@@ -203,14 +203,15 @@ TEST(AwsConfigValidateTest, ReportsEveryProblem) {
   c.http.connect_timeout = std::chrono::milliseconds(10);
   c.http.request_timeout = std::chrono::hours(1);
   c.http.max_response_bytes = 10;
+  c.http.receive_buffer_bytes = 1024;
   auto problems = c.validate();
-  EXPECT_EQ(problems.size(), 11u);
+  EXPECT_EQ(problems.size(), 12u);
   std::string all;
   for (const auto& p : problems) all += p + "\n";
   for (const char* word :
        {"region", "endpoint_url", "access key id", "secret access key", "retry.max_attempts",
         "retry.base_delay", "retry.max_backoff", "retry.call_deadline", "http.connect_timeout",
-        "http.request_timeout", "http.max_response_bytes"}) {
+        "http.request_timeout", "http.max_response_bytes", "http.receive_buffer_bytes"}) {
     EXPECT_TRUE(contains(all, word)) << word << "\n" << all;
   }
 }
