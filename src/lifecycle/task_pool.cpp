@@ -17,6 +17,7 @@ void TaskPool::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
+  timer_cv_.notify_all();
   // Called from inside Task::run(), the calling pool thread cannot join itself; it is kept
   // (destroying a joinable std::thread would terminate the process) and joined by a later
   // stop() from another thread, e.g. the destructor's. It exits once its run returns.
@@ -38,7 +39,14 @@ void TaskPool::push_locked(const std::shared_ptr<Task>& task, SteadyTime at) {
   task->queued_at_ = at;
   ++task->generation_;
   queue_.push(Entry{at, order_++, task->generation_, task});
-  cv_.notify_one();
+  // The thread watching the clock looks at the new earliest entry; with none watching, one
+  // idle thread wakes to take it.
+  // (It needs no wake-up for an entry due after the one it waits for.)
+  if (timer_held_) {
+    if (at < timer_deadline_) timer_cv_.notify_one();
+  } else {
+    cv_.notify_one();
+  }
 }
 
 void TaskPool::schedule(const std::shared_ptr<Task>& task, SteadyTime at) {
@@ -64,17 +72,28 @@ void TaskPool::loop() {
       continue;
     }
     if (top.at > clock_.now()) {
+      if (timer_held_) {
+        // Another thread watches the clock for the earliest entry; this one sleeps until it
+        // is handed work (a timed wait here would wake every idle thread at each deadline).
+        cv_.wait(lock);
+        continue;
+      }
       // A copy: a push may move the queue's storage (a reference into it would dangle).
       // Wake at the entry's time, or when a push or stop() changes the queue.
+      timer_held_ = true;
+      timer_deadline_ = top.at;
       const SteadyTime at = top.at;
       const std::uint64_t order_seen = order_;
-      clock_.wait_until(lock, cv_, at, [&] { return stopping_ || order_ != order_seen; });
+      clock_.wait_until(lock, timer_cv_, at, [&] { return stopping_ || order_ != order_seen; });
+      timer_held_ = false;
       continue;
     }
     std::shared_ptr<Task> task = top.task;
     queue_.pop();
     task->queued_at_.reset();
     task->running_ = true;
+    // While this thread runs the task, another watches the clock (or takes the next task).
+    if (!queue_.empty()) cv_.notify_one();
     lock.unlock();
     std::optional<SteadyTime> next = task->run();
     lock.lock();

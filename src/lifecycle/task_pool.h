@@ -68,7 +68,12 @@ class TaskPool {
 
   const Clock& clock_;
   std::mutex mu_;
+  // One idle thread at a time waits for the earliest entry's time on timer_cv_ (timer_held_);
+  // the others wait on cv_ until work is handed to them.
   std::condition_variable cv_;
+  std::condition_variable timer_cv_;
+  bool timer_held_ = false;
+  SteadyTime timer_deadline_{};  // what the thread on timer_cv_ waits for, while timer_held_
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
   std::uint64_t order_ = 0;
   bool stopping_ = false;

@@ -195,3 +195,42 @@ TEST(TaskPoolTest, ScheduleFromInsideATaskOfAnotherTask) {
 
 }  // namespace
 }  // namespace kcl::lifecycle
+
+namespace kcl::lifecycle {
+namespace {
+
+// The system clock, counting the timed waits the pool makes on it.
+class CountingClock final : public Clock {
+ public:
+  MonoTime now() const override { return SystemClock::instance().now(); }
+  WallTime wall_now() const override { return SystemClock::instance().wall_now(); }
+  bool wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                  MonoTime deadline, const std::function<bool()>& done) const override {
+    timed_waits.fetch_add(1);
+    return SystemClock::instance().wait_until(lock, cv, deadline, done);
+  }
+  mutable std::atomic<int> timed_waits{0};
+};
+
+// Idle threads do not all watch the clock: at each deadline one thread wakes, not the whole
+// pool (on a virtual machine every wake-up is a context switch that costs tens of µs).
+TEST(TaskPoolTest, OneIdleThreadWaitsForTheNextDeadlineNotEveryThread) {
+  CountingClock clock;
+  constexpr int kThreads = 8;
+  constexpr int kRuns = 40;
+  TaskPool pool(kThreads, clock);
+  auto task = std::make_shared<FnTask>([&](int n) -> std::optional<SteadyTime> {
+    if (n >= kRuns) return std::nullopt;
+    return clock.now() + 2ms;
+  });
+  pool.schedule_now(task);
+  ASSERT_TRUE(task->wait_runs(kRuns, 10s));
+  pool.stop();
+  EXPECT_FALSE(task->overlapped());
+  // About one timed wait per run (a spurious or early wake-up may add a few); with every
+  // idle thread waiting for the deadline it was about kThreads per run.
+  EXPECT_LT(clock.timed_waits.load(), 2 * kRuns) << "timed waits for " << kRuns << " runs";
+}
+
+}  // namespace
+}  // namespace kcl::lifecycle
