@@ -234,22 +234,15 @@ bool decode_core(Base64Kernel kernel, const unsigned char* src, std::size_t n, c
   const std::size_t full = pad ? n - 4 : n;
   std::size_t done = 0;
 #ifdef KCL_BASE64_AVX2
-  if (kernel == Base64Kernel::kAvx512Vbmi && full >= 64) {
+  if (kernel != Base64Kernel::kScalar && full >= 64) {
+    // The AVX-512 loop writes exactly what it produces. The AVX2 loop writes 32 bytes for
+    // every 24 it produces: stop it 16 characters (12 bytes of output) before the end so the
+    // 8 extra bytes always land inside the output (and, decoding in place, behind the
+    // characters still to be read: step k reads [32k, 32k+32) before it writes
+    // [24k, 24k+32)).
     bool ok = true;
-    done = decode_avx512vbmi(src, full, dst, ok);
-    if (!ok) {
-      valid = done;
-      return false;
-    }
-    dst += done / 4 * 3;
-  }
-  // The AVX2 loop writes 32 bytes for every 24 it produces: stop it 16 characters (12
-  // bytes of output) before the end so the 8 extra bytes always land inside the output (and,
-  // decoding in place, behind the characters still to be read: step k reads [32k, 32k+32)
-  // before it writes [24k, 24k+32)).
-  if (kernel == Base64Kernel::kAvx2 && full >= 64) {
-    bool ok = true;
-    done = decode_avx2(src, full - 16, dst, ok);
+    done = kernel == Base64Kernel::kAvx512Vbmi ? decode_avx512vbmi(src, full, dst, ok)
+                                               : decode_avx2(src, full - 16, dst, ok);
     if (!ok) {
       valid = done;
       return false;

@@ -129,8 +129,7 @@ Status Decoder::start_frame() {
   if (buffers_ != nullptr) {
     frame_ = buffers_->take(need);
   } else {
-    frame_.clear();
-    frame_.reserve(need);
+    frame_.reserve(need);  // empty: the last frame was handed on (or dropped on a failure)
   }
   frame_.append(prelude_, sizeof prelude_);
   crc_ = crc32(0, frame_);

@@ -466,11 +466,10 @@ std::size_t RecordsBuffer::footprint() const noexcept {
 }
 
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out) {
-  out.buffer = std::make_shared<RecordsBuffer>();
-  std::string& body = out.buffer->body;
+  std::string body;
   body.reserve(json.size() + simdjson::SIMDJSON_PADDING);
   body.assign(json);
-  return parse_buffer(out, 0, body.size());
+  return parse_owned(std::move(body), 0, json.size(), out);
 }
 
 // A body from the HTTP transport already has room for the padding (no copy).

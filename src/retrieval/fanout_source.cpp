@@ -20,7 +20,7 @@ struct FanOutSource::Inbox {
   eventstream::Decoder decoder{eventstream::Decoder::kDefaultMaxMessageBytes,
                                &aws::response_body_recycler()};
   std::deque<eventstream::Message> messages;
-  std::size_t bytes = 0;  // payload bytes held
+  std::size_t bytes = 0;  // bytes held: the frames of the messages waiting
   std::size_t max_bytes = 0;
   int http_status = 0;
   aws::Headers headers;

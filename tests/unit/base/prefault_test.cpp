@@ -6,10 +6,8 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/utsname.h>
 
 #include <cstring>
-#include <memory>
 #include <string>
 
 #include "base/capacity_recycler.h"
