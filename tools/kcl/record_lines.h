@@ -1,6 +1,7 @@
 // record_lines.h: the JSON line `kcl tail` and `kcl consume` print for each record, appended
 // to a caller's buffer (reused from batch to batch) so a batch costs one write and no
-// allocation per record.
+// allocation per record. A line's size is worked out first and the line is then written
+// through a pointer: one resize per line, no append per field.
 //
 //   {"shardId":"...","sequenceNumber":"...","subSequenceNumber":0,"partitionKey":"...",
 //    "approximateArrivalTimestamp":"2026-11-24T22:40:38.123Z","data":"<base64>"}
@@ -11,14 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "kcl/record.h"
 
 namespace kcl::cli {
-
-// Appends `s` as a JSON string (quotes included), escaping what JSON requires.
-void append_json_string(std::string& out, std::string_view s);
 
 class RecordLines {
  public:
@@ -26,7 +23,8 @@ class RecordLines {
   void append(std::string& out, const Record& r, bool raw);
 
  private:
-  void append_timestamp(std::string& out, std::chrono::system_clock::time_point t);
+  // Writes the timestamp, quotes included (26 characters), and returns the end.
+  char* write_timestamp(char* p, std::chrono::system_clock::time_point t);
   // The "YYYY-MM-DDTHH:MM:SS" of the last second formatted (records of a batch mostly share
   // it), and which second that was.
   std::int64_t cached_second_ = INT64_MIN;

@@ -48,6 +48,31 @@ TEST(RecordLinesTest, KeysWithEveryControlAndQuoteCharacterStayValidJson) {
   EXPECT_EQ(j["partitionKey"].get<std::string>(), key);
 }
 
+// The escape check runs 16 characters at a time: a character that needs an escape at any
+// position of a block, or in the scalar tail, must be found, in every string field.
+TEST(RecordLinesTest, ACharacterNeedingAnEscapeIsFoundAtEveryPositionOfEveryStringField) {
+  RecordLines lines;
+  for (char special : {'"', '\\', '\n', '\x01', '\x1f'}) {
+    for (std::size_t pos = 0; pos < 40; ++pos) {
+      std::string text(40, 'a');
+      text[pos] = special;
+      for (int field = 0; field < 3; ++field) {
+        Record r = record("data");
+        if (field == 0) r.set_shard_id(text);
+        if (field == 1) r.set_sequence_number(text);
+        if (field == 2) r.set_partition_key(text);
+        std::string out = "previous line\n";
+        lines.append(out, r, false);
+        ASSERT_EQ(out.substr(0, 14), "previous line\n");
+        ASSERT_EQ(out.substr(out.size() - 3), "\"}\n") << "field " << field << " at " << pos;
+        auto j = nlohmann::json::parse(out.substr(14));
+        const char* key = field == 0 ? "shardId" : field == 1 ? "sequenceNumber" : "partitionKey";
+        ASSERT_EQ(j[key].get<std::string>(), text) << "field " << field << " at " << pos;
+      }
+    }
+  }
+}
+
 TEST(RecordLinesTest, ABufferReusedAcrossRecordsAndSecondsHoldsEachLine) {
   std::mt19937 rng(5);
   RecordLines lines;

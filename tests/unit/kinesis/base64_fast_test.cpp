@@ -1,6 +1,7 @@
-// The vectorized base64 decoder (used for GetRecords Data) against a plain reference, on
-// every length and every invalid byte at every position of a vector block, with each kernel
-// this CPU runs (scalar, AVX2, AVX-512 VBMI) and with the one chosen at run time.
+// The vectorized base64 decoder (used for GetRecords Data) and encoder (used for the
+// command line's JSON lines) against plain references, on every length and every invalid
+// byte at every position of a vector block, with each kernel this CPU runs (scalar, AVX2,
+// AVX-512 VBMI) and with the one chosen at run time.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -20,6 +21,23 @@ int reference_value(unsigned char c) {
   if (c == '+') return 62;
   if (c == '/') return 63;
   return -1;
+}
+
+// RFC 4648 section 4, one bit at a time: the 6-bit values read off the bits of the input.
+std::string reference_encode(const std::string& bytes) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  const std::size_t bits = bytes.size() * 8;
+  for (std::size_t start = 0; start < bits; start += 6) {
+    int value = 0;
+    for (std::size_t b = start; b < start + 6; ++b) {
+      const int bit = b < bits ? (static_cast<unsigned char>(bytes[b / 8]) >> (7 - b % 8)) & 1 : 0;
+      value = value * 2 + bit;
+    }
+    out += alphabet[value];
+  }
+  while (out.size() % 4 != 0) out += '=';
+  return out;
 }
 
 std::vector<Base64Kernel> kernels() {
@@ -56,6 +74,55 @@ TEST(Base64FastTest, EveryKernelTheCpuRunsGivesTheSameBytesForEveryLengthUpTo4K)
       ASSERT_TRUE(base64_decode_in_place_with(k, in_place.data(), in_place.size(), written))
           << name(k) << " " << len;
       ASSERT_EQ(in_place.substr(0, written), bytes) << name(k) << " " << len;
+    }
+  }
+}
+
+// Each kernel's encoding against the bit-by-bit reference, written into a buffer with guard
+// bytes on both sides: the encoder writes exactly base64_encoded_size characters and reads
+// only the bytes it is given (the input sits at the very end of its own allocation).
+TEST(Base64FastTest, EveryKernelEncodesEveryLengthUpTo4KAsTheReferenceAndWritesOnlyItsRoom) {
+  std::mt19937_64 rng(44);
+  constexpr char kGuard = '#';
+  for (std::size_t len = 0; len <= 4096; ++len) {
+    std::string bytes(len, '\0');
+    for (auto& c : bytes) c = static_cast<char>(rng());
+    const std::string expected = reference_encode(bytes);
+    ASSERT_EQ(base64_encoded_size(len), expected.size()) << len;
+    auto input = std::make_unique<char[]>(len + 1);
+    std::copy(bytes.begin(), bytes.end(), input.get());
+    const std::string_view view(input.get(), len);
+    for (Base64Kernel k : kernels()) {
+      std::string out(expected.size() + 64, kGuard);
+      char* end = base64_encode_to_with(k, view, out.data() + 32);
+      ASSERT_EQ(end - out.data(), static_cast<std::ptrdiff_t>(32 + expected.size()))
+          << name(k) << " " << len;
+      ASSERT_EQ(out.substr(32, expected.size()), expected) << name(k) << " " << len;
+      ASSERT_EQ(out.substr(0, 32), std::string(32, kGuard)) << name(k) << " " << len;
+      ASSERT_EQ(out.substr(32 + expected.size()), std::string(32, kGuard)) << name(k) << " " << len;
+    }
+    std::string appended = "prefix";
+    base64_encode_append(bytes, appended);
+    ASSERT_EQ(appended, "prefix" + expected) << len;
+  }
+}
+
+// Every 6-bit value in every character position of a vector step: the range offsets (A-Z,
+// a-z, 0-9, '+', '/') are where an encoder's table goes wrong.
+TEST(Base64FastTest, EveryKernelEncodesEveryValueInEveryPosition) {
+  for (int phase = 0; phase < 64; ++phase) {
+    // 64 characters cycled with different phases through 256 characters: the 192 bytes
+    // they decode to must encode back to them.
+    const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string text;
+    for (int i = 0; i < 256; ++i) text += alphabet[static_cast<std::size_t>((i + phase) % 64)];
+    auto bytes = base64_decode(text);
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_EQ(reference_encode(*bytes), text);
+    for (Base64Kernel k : kernels()) {
+      std::string out(text.size(), '\0');
+      base64_encode_to_with(k, *bytes, out.data());
+      ASSERT_EQ(out, text) << name(k) << " phase " << phase;
     }
   }
 }
