@@ -1,8 +1,11 @@
 #include "cli_common.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -182,14 +185,52 @@ void write_record(std::ostream& out, const Record& r, bool raw) {
 
 namespace {
 std::atomic<int> g_signals{0};
+// The self-pipe: the handler writes a byte to [1]; wait_for_worker_or_stop polls [0].
+int g_wake_pipe[2] = {-1, -1};
+
+void write_wake_byte() {
+  if (g_wake_pipe[1] < 0) return;
+  const char byte = 1;
+  // A full pipe already holds a wake-up; nothing else can go wrong that a waiter would miss
+  // (it looks at the flags once a second anyway).
+  ssize_t n = write(g_wake_pipe[1], &byte, 1);
+  (void)n;
+}
+
 extern "C" void on_stop_signal(int) {
+  const int saved_errno = errno;
   if (g_signals.fetch_add(1) >= 1) {
     _exit(130);
   }
+  write_wake_byte();
+  errno = saved_errno;
 }
 }  // namespace
 
+void wake_stop_waiter() { write_wake_byte(); }
+
+std::optional<Status> wait_for_worker_or_stop(Worker& worker,
+                                              const std::function<bool()>& should_stop) {
+  for (;;) {
+    if (auto stopped = worker.wait_for(std::chrono::milliseconds(0))) return stopped;
+    if (stop_requested() || (should_stop && should_stop())) return std::nullopt;
+    if (g_wake_pipe[0] < 0) {
+      (void)worker.wait_for(std::chrono::seconds(1));
+      continue;
+    }
+    pollfd p{g_wake_pipe[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) > 0) {
+      char drain[64];
+      while (read(g_wake_pipe[0], drain, sizeof drain) > 0) {
+      }
+    }
+  }
+}
+
 void install_stop_signals() {
+  if (g_wake_pipe[0] < 0 && pipe2(g_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    g_wake_pipe[0] = g_wake_pipe[1] = -1;  // then the waiter looks once a second
+  }
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -16,6 +17,7 @@
 #include "kcl/retrieval_config.h"
 #include "kcl/start_position.h"
 #include "kcl/status.h"
+#include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
 #include "retrieval/records_source.h"
 
@@ -61,6 +63,15 @@ void write_record(std::ostream& out, const Record& r, bool raw);
 // process at once (status 130).
 void install_stop_signals();
 bool stop_requested();
+// Wakes a thread in wait_for_worker_or_stop (from any thread; a signal wakes it as well).
+void wake_stop_waiter();
+// The main loop of a command that runs a worker: sleeps until a stop signal arrives,
+// wake_stop_waiter() is called or a second passes, and returns the worker's status once it
+// stopped on its own, or nullopt once a signal came or `should_stop` says so. It sleeps in
+// poll() on a pipe the signal handler writes to, so a quiet worker's main thread wakes once
+// a second, not many times.
+std::optional<Status> wait_for_worker_or_stop(Worker& worker,
+                                              const std::function<bool()>& should_stop = {});
 
 // A command's own message on stderr: "kcl <cmd>: <message>", or, when KCL_LOG_FORMAT is json
 // (kcl consume --log-format json sets it), a JSON log line like the library's (component

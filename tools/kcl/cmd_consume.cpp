@@ -82,6 +82,7 @@ class Output {
       std::lock_guard<std::mutex> lock(mu_);
       if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
       written_ += static_cast<long long>(in_chunk);
+      if (max_ > 0 && written_ >= max_) wake_stop_waiter();
       text.clear();
       in_chunk = 0;
       return true;
@@ -194,13 +195,10 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
     say("consume", "status page " + worker.http_url() + "/status (metrics at " + worker.http_url() +
                        "/metrics)");
   }
-  for (;;) {
-    if (auto stopped = worker.wait_for(std::chrono::milliseconds(50))) {
-      // Stopped on its own: a fatal error such as the stream being deleted.
-      if (!stopped->ok()) return report_error("consume", *stopped);
-      return 0;
-    }
-    if (stop_requested() || out.limit_reached()) break;
+  if (auto stopped = wait_for_worker_or_stop(worker, [&] { return out.limit_reached(); })) {
+    // Stopped on its own: a fatal error such as the stream being deleted.
+    if (!stopped->ok()) return report_error("consume", *stopped);
+    return 0;
   }
   say("consume", "stopping gracefully (a second signal exits at once)");
   Status stopped = worker.shutdown().get();

@@ -55,12 +55,9 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   std::cerr << "kcl multilang: worker " << worker.worker_id() << " reading " << config.stream_name
             << " with '" << props->at("executableName")
             << "' as the record processor of each shard\n";
-  for (;;) {
-    if (auto stopped = worker.wait_for(std::chrono::milliseconds(100))) {
-      if (!stopped->ok()) return report_error("multilang", *stopped);
-      return 0;
-    }
-    if (stop_requested()) break;
+  if (auto stopped = wait_for_worker_or_stop(worker)) {
+    if (!stopped->ok()) return report_error("multilang", *stopped);
+    return 0;
   }
   std::cerr << "kcl multilang: stopping gracefully (shutdownRequested to every child)\n";
   Status stopped = worker.shutdown().get();
