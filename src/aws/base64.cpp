@@ -47,10 +47,6 @@ char* encode_scalar(const unsigned char* in, std::size_t n, char* dst) {
   return dst;
 }
 
-}  // namespace
-
-namespace {
-
 // Scalar decoding of whole 4-character groups (no padding): src[0, n) -> dst. Each group is
 // checked before its bytes are written; at the first character outside the alphabet it
 // stops and returns false. `done` is the number of characters decoded before it.

@@ -121,6 +121,12 @@ constexpr char kData[] = ",\"data\":\"";
 constexpr char kEnd[] = "\"}\n";
 // "YYYY-MM-DDTHH:MM:SS.mmmZ" with its quotes.
 constexpr std::size_t kTimestampSize = 26;
+// Everything of a line but the three strings' contents, the number and the data: the
+// literals, the quotes around the three strings and the timestamp.
+constexpr std::size_t kFixedSize = (sizeof kShardId - 1) + (sizeof kSequenceNumber - 1) +
+                                   (sizeof kSubSequenceNumber - 1) + (sizeof kPartitionKey - 1) +
+                                   (sizeof kArrival - 1) + (sizeof kData - 1) + (sizeof kEnd - 1) +
+                                   3 * 2 + kTimestampSize;
 
 }  // namespace
 
@@ -180,11 +186,8 @@ void RecordLines::append(std::string& out, const Record& r, bool raw) {
   const std::size_t shard_size = escaped_size(r.shard_id());
   const std::size_t sequence_size = escaped_size(r.sequence_number());
   const std::size_t key_size = escaped_size(r.partition_key());
-  const std::size_t size = (sizeof kShardId - 1) + shard_size + 2 + (sizeof kSequenceNumber - 1) +
-                           sequence_size + 2 + (sizeof kSubSequenceNumber - 1) + num_size +
-                           (sizeof kPartitionKey - 1) + key_size + 2 + (sizeof kArrival - 1) +
-                           kTimestampSize + (sizeof kData - 1) +
-                           aws::base64_encoded_size(r.data().size()) + (sizeof kEnd - 1);
+  const std::size_t size = kFixedSize + shard_size + sequence_size + key_size + num_size +
+                           aws::base64_encoded_size(r.data().size());
   const std::size_t base = out.size();
   out.resize(base + size);
   char* p = out.data() + base;

@@ -4,6 +4,7 @@
 // AVX-512 VBMI) and with the one chosen at run time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <string>

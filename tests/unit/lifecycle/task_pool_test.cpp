@@ -193,12 +193,6 @@ TEST(TaskPoolTest, ScheduleFromInsideATaskOfAnotherTask) {
   pool.stop();
 }
 
-}  // namespace
-}  // namespace kcl::lifecycle
-
-namespace kcl::lifecycle {
-namespace {
-
 // The system clock, counting the timed waits the pool makes on it.
 class CountingClock final : public Clock {
  public:
