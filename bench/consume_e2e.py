@@ -18,9 +18,15 @@ include this script's own RSS, which Linux carries across exec). The emulator's 
 each run is printed for scale. --repeat N runs every consumer N times over the same stream
 and keeps each one's median.
 
+--marginal also loads a second stream of twice --records records and runs every consumer
+over both streams in each repetition: the difference of the two runs' CPU, divided by
+--records, is the cost of one more record, with what a run costs whatever its length
+(process start, the worker's start and stop, its calls while it waits on the emulator, the
+first touch of its buffers) taken out; that per-run part is printed beside it.
+
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
                                [--size 100] [--only tail,library,consume,pull] [--repeat N]
-                               [--records-per-call N] [--wrap CMD]
+                               [--records-per-call N] [--marginal] [--wrap CMD]
 """
 import argparse
 import json
@@ -98,6 +104,9 @@ def main():
                     help="run the consumers this many times over the same stream (medians kept)")
     ap.add_argument("--records-per-call", type=int, default=0,
                     help="the library run's max_records_per_call and max_prefetch_records")
+    ap.add_argument("--marginal", action="store_true",
+                    help="also read a stream of twice --records records and print the cost of "
+                         "one more record and the cost of a run apart")
     ap.add_argument("--wrap", default="",
                     help="a command put before each consumer, e.g. 'perf record -g -o "
                          "P-{name}.data --' ({name} becomes the consumer and repetition; its "
@@ -123,48 +132,75 @@ def main():
             "AWS_SECRET_ACCESS_KEY": "bench-secret",
         })
         env.pop("AWS_PROFILE", None)
-        stream = "bench-" + "".join(random.choices(string.ascii_lowercase, k=8))
-        subprocess.run([kcl, "create-stream", "--stream", stream, "--shards", str(args.shards)],
-                       env=env, check=True, stdout=subprocess.DEVNULL)
+        suffix = "".join(random.choices(string.ascii_lowercase, k=8))
         rnd = random.Random(1)
         body = "".join(rnd.choices(string.ascii_letters + string.digits, k=args.size - 8))
-        lines = "".join(f"{i:07d} {body}\n" for i in range(args.records))
-        t0 = time.monotonic()
-        subprocess.run([kcl, "put", "--stream", stream, "--quiet"], env=env, check=True,
-                       input=lines.encode(), stdout=subprocess.DEVNULL)
-        print(f"loaded {args.records} records of {args.size} B into {args.shards} shards "
-              f"in {time.monotonic() - t0:.1f} s", flush=True)
 
-        n = str(args.records)
+        def load(stream, count):
+            subprocess.run([kcl, "create-stream", "--stream", stream, "--shards",
+                            str(args.shards)], env=env, check=True, stdout=subprocess.DEVNULL)
+            lines = "".join(f"{i:07d} {body}\n" for i in range(count))
+            t0 = time.monotonic()
+            subprocess.run([kcl, "put", "--stream", stream, "--quiet"], env=env, check=True,
+                           input=lines.encode(), stdout=subprocess.DEVNULL)
+            print(f"loaded {count} records of {args.size} B into {args.shards} shards "
+                  f"of {stream} in {time.monotonic() - t0:.1f} s", flush=True)
 
-        def runs(rep):
+        # (stream, record count) pairs each consumer reads in every repetition.
+        streams = [("bench-" + suffix, args.records)]
+        if args.marginal:
+            streams.append(("bench2x-" + suffix, 2 * args.records))
+        for stream, count in streams:
+            load(stream, count)
+
+        def command(name, stream, count, rep):
+            n = str(count)
             tag = f"{stream}-{rep}"
-            return {
-                "tail": [kcl, "tail", "--stream", stream, "--from", "trim-horizon", "--max", n],
-                "library": [noop, stream, "bench-lib-" + tag, n] +
-                           ([str(args.records_per_call)] if args.records_per_call else []),
-                "consume": [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + tag,
-                            "--from", "trim-horizon", "--max", n],
-                "pull": [pull, stream, "bench-pull-" + tag, "--threads", "4", "--work-us", "0",
-                         "--stop-after", n],
-            }
+            if name == "tail":
+                return [kcl, "tail", "--stream", stream, "--from", "trim-horizon", "--max", n]
+            if name == "library":
+                return [noop, stream, "bench-lib-" + tag, n] + (
+                    [str(args.records_per_call)] if args.records_per_call else [])
+            if name == "consume":
+                return [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + tag,
+                        "--from", "trim-horizon", "--max", n]
+            if name == "pull":
+                return [pull, stream, "bench-pull-" + tag, "--threads", "4", "--work-us", "0",
+                        "--stop-after", n]
+            sys.exit(f"consume_e2e: unknown consumer {name} in --only")
 
-        # Each repetition runs every consumer once, in turn (fresh application names, so each
-        # reads the whole stream); the figures kept per consumer are its median CPU run.
+        # Each repetition runs every consumer once per stream, in turn (fresh application
+        # names, so each reads the whole stream; with --marginal the order of the two streams
+        # alternates between repetitions); the figures kept per consumer are its median.
         names = args.only.split(",")
         all_runs = {name: [] for name in names}
+        extra = {name: [] for name in names}  # per repetition: (cpu 2N - cpu N) / N
         for rep in range(args.repeat):
             for name in names:
                 wrap = [w.replace("{name}", f"{name}{rep}") for w in args.wrap.split()]
-                r = run_measured(wrap + runs(rep)[name], env, emu.pid)
-                all_runs[name].append(r)
-                print(f"{name:8s} wall {r['wall_s']:6.2f} s  cpu {r['cpu_s']:6.2f} s  "
-                      f"{r['cpu_s'] * 1e6 / args.records:6.2f} us/record  rss {r['rss_mb']:6.1f} MB  "
-                      f"emulator cpu {r['emulator_cpu_s']:6.2f} s", flush=True)
+                cpu = {}
+                for stream, count in (streams if rep % 2 == 0 else streams[::-1]):
+                    r = run_measured(wrap + command(name, stream, count, rep), env, emu.pid)
+                    cpu[count] = r["cpu_s"]
+                    if count == args.records:
+                        all_runs[name].append(r)
+                    print(f"{name:8s} {count:8d} records  wall {r['wall_s']:6.2f} s  cpu "
+                          f"{r['cpu_s']:6.2f} s  {r['cpu_s'] * 1e6 / count:6.2f} us/record  rss "
+                          f"{r['rss_mb']:6.1f} MB  emulator cpu {r['emulator_cpu_s']:6.2f} s",
+                          flush=True)
+                if args.marginal:
+                    extra[name].append((cpu[2 * args.records] - cpu[args.records]) /
+                                       args.records)
         results = {}
         for name, rs in all_runs.items():
             results[name] = sorted(rs, key=lambda r: r["cpu_s"])[len(rs) // 2]
             results[name]["cpu_s_runs"] = [r["cpu_s"] for r in rs]
+            if args.marginal:
+                per_extra = sorted(extra[name])[len(extra[name]) // 2]
+                results[name]["us_per_extra_record"] = per_extra * 1e6
+                results[name]["us_per_extra_record_runs"] = [x * 1e6 for x in extra[name]]
+                results[name]["ms_per_run"] = (results[name]["cpu_s"] -
+                                               per_extra * args.records) * 1e3
         base = results.get("tail")
         for name, r in results.items():
             line = (f"{name:8s} median of {args.repeat}: {r['cpu_s'] * 1e6 / args.records:.2f} "
@@ -172,8 +208,13 @@ def main():
             if base and name != "tail":
                 line += f"  cpu/record = {r['cpu_s'] / base['cpu_s']:.2f} x tail (same run)"
             print(line)
+            if args.marginal:
+                runs_text = ", ".join(f"{x:.2f}" for x in r["us_per_extra_record_runs"])
+                print(f"{'':8s} one more record: {r['us_per_extra_record']:.2f} us (runs: "
+                      f"{runs_text}); the rest of a {args.records}-record run: "
+                      f"{r['ms_per_run']:.0f} ms")
         print(json.dumps({"records": args.records, "size": args.size, "shards": args.shards,
-                          "results": results}))
+                          "marginal": args.marginal, "results": results}))
     finally:
         emu.stdin.close()
         emu.terminate()
