@@ -5,6 +5,7 @@
 Run inside a network namespace of its own (kinesis-local listens on every interface):
 
   unshare -n python3 bench/fanout_local.py [--build-dir build/release] [--records 20000]
+                                           [--marginal]
 
 1. Throughput: --records records of 100 B in 4 shards, read from TRIM_HORIZON to the end by
    `kcl consume --max N` (polling, then --fan-out): records/s over the consumer's wall time
@@ -12,6 +13,10 @@ Run inside a network namespace of its own (kinesis-local listens on every interf
 2. Latency: both consumers run from LATEST while records are put one at a time every 50 ms,
    each carrying its put time; the time from put to the line appearing on the consumer's
    stdout, median and 99th percentile.
+With --marginal, a second stream of twice --records records is loaded and both consumers read
+it too; the difference of the two runs' CPU over --records is what one more record costs each
+way, without the start-up (finding the stream consumer, taking leases) that a short run's
+figure carries.
 kinesis-local is an emulator: it answers GetRecords at its own pace and pushes fan-out events
 once a second, so the figures say how kcl-cpp behaves against it, not what AWS would give.
 """
@@ -45,6 +50,8 @@ def main():
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
     ap.add_argument("--records", type=int, default=20000)
     ap.add_argument("--latency-records", type=int, default=100)
+    ap.add_argument("--marginal", action="store_true",
+                    help="also read a stream of twice --records records: CPU per extra record")
     a = ap.parse_args()
     kcl = os.path.join(a.build_dir, "tools", "kcl", "kcl")
     nm = os.environ.get("KCL_NODE_MODULES", os.path.join(ROOT, "node_modules"))
@@ -66,17 +73,22 @@ def main():
                    AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:4569", KCL_LOG_LEVEL="warn")
         env.pop("AWS_PROFILE", None)
         stream = "bench-fanout"
-        subprocess.run([kcl, "create-stream", "--stream", stream, "--shards", "4"], env=env,
-                       check=True, stdout=subprocess.DEVNULL)
-        body = "".join("%07d %s\n" % (i, "x" * 92) for i in range(a.records))
-        subprocess.run([kcl, "put", "--stream", stream, "--quiet"], env=env, check=True,
-                       input=body.encode(), stdout=subprocess.DEVNULL)
-        print("loaded %d records of 100 B into 4 shards" % a.records, flush=True)
 
-        results = {}
-        for mode in ("polling", "fan-out"):
-            cmd = [kcl, "consume", "--stream", stream, "--app", "bench-" + mode,
-                   "--from", "trim-horizon", "--max", str(a.records)]
+        def load(name, count):
+            subprocess.run([kcl, "create-stream", "--stream", name, "--shards", "4"], env=env,
+                           check=True, stdout=subprocess.DEVNULL)
+            body = "".join("%07d %s\n" % (i, "x" * 92) for i in range(count))
+            subprocess.run([kcl, "put", "--stream", name, "--quiet"], env=env, check=True,
+                           input=body.encode(), stdout=subprocess.DEVNULL)
+            print("loaded %d records of 100 B into 4 shards of %s" % (count, name), flush=True)
+
+        load(stream, a.records)
+        if a.marginal:
+            load(stream + "-2x", 2 * a.records)
+
+        def read_all(mode, name, count):
+            cmd = [kcl, "consume", "--stream", name, "--app", "bench-%s-%d" % (mode, count),
+                   "--from", "trim-horizon", "--max", str(count)]
             if mode == "fan-out":
                 cmd += ["--fan-out", "--consumer-name", "bench-fanout-consumer"]
             start = time.monotonic()
@@ -87,12 +99,25 @@ def main():
             if os.waitstatus_to_exitcode(status) != 0:
                 sys.exit("fanout_local: %s exited %d" % (" ".join(cmd),
                                                          os.waitstatus_to_exitcode(status)))
-            cpu = ru.ru_utime + ru.ru_stime
+            return wall, ru.ru_utime + ru.ru_stime
+
+        results = {}
+        for mode in ("polling", "fan-out"):
+            wall, cpu = read_all(mode, stream, a.records)
             results[mode] = {"wall_s": wall, "records_per_s": a.records / wall,
                              "cpu_us_per_record": cpu * 1e6 / a.records}
             print("%-8s throughput: %7.0f records/s (wall %.2f s incl. start-up), %.2f us CPU "
                   "per record" % (mode, a.records / wall, wall, cpu * 1e6 / a.records),
                   flush=True)
+            if a.marginal:
+                wall2, cpu2 = read_all(mode, stream + "-2x", 2 * a.records)
+                extra = (cpu2 - cpu) * 1e6 / a.records
+                results[mode].update({"cpu_us_per_extra_record": extra,
+                                      "cpu_ms_per_run": (cpu - extra * a.records / 1e6) * 1e3})
+                print("%-8s %d records: wall %.2f s, %.2f us CPU per record; one more record "
+                      "costs %.2f us, the rest of a %d-record run %.0f ms" %
+                      (mode, 2 * a.records, wall2, cpu2 * 1e6 / (2 * a.records), extra,
+                       a.records, results[mode]["cpu_ms_per_run"]), flush=True)
 
         # Latency: both consumers from LATEST, records put one at a time.
         consumers = {}
