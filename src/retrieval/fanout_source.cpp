@@ -13,6 +13,15 @@ namespace kcl::retrieval {
 
 using std::chrono::milliseconds;
 
+namespace {
+// A record's JSON from Kinesis takes at least this many bytes (its 56-digit sequence number
+// alone takes 76 with its key), so an event's payload holds at most its size over this many
+// records. A payload of shorter records only means the vector grows as it would anyway.
+constexpr std::size_t kMinRecordJsonBytes = 96;
+// At most as many records as one GetRecords answer: larger events grow the vector as usual.
+constexpr std::size_t kMaxRecordsReserved = 10000;
+}  // namespace
+
 // What the transport's thread hands to fetch_step(), for one subscription.
 struct FanOutSource::Inbox {
   std::mutex mu;
@@ -262,6 +271,10 @@ FetchStep FanOutSource::fetch_step() {
     const std::string_view type = m.string_header(":message-type");
     if (type == "event") {
       if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
+      // Room for the event's records at once, as the polling fetcher reserves its call's
+      // limit: growing through the first large events would copy the records and write fresh
+      // memory at each step. Room reserved and not used is never touched.
+      event_.records.reserve(std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
       Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
           std::move(m.frame), m.payload_offset, m.payload_size, event_);
       if (!parsed.ok()) {
