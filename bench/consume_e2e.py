@@ -109,7 +109,8 @@ def main():
                          "one more record and the cost of a run apart")
     ap.add_argument("--wrap", default="",
                     help="a command put before each consumer, e.g. 'perf record -g -o "
-                         "P-{name}.data --' ({name} becomes the consumer and repetition; its "
+                         "P-{name}.data --' ({name} becomes the consumer and repetition, with "
+                         "-2x for --marginal's longer stream; its "
                          "CPU is then counted too: for profiles, not for figures)")
     args = ap.parse_args()
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
@@ -177,9 +178,11 @@ def main():
         extra = {name: [] for name in names}  # per repetition: (cpu 2N - cpu N) / N
         for rep in range(args.repeat):
             for name in names:
-                wrap = [w.replace("{name}", f"{name}{rep}") for w in args.wrap.split()]
                 cpu = {}
                 for stream, count in (streams if rep % 2 == 0 else streams[::-1]):
+                    # {name}: the consumer and repetition, and "-2x" for the longer stream's run.
+                    tag = f"{name}{rep}" + ("-2x" if count != args.records else "")
+                    wrap = [w.replace("{name}", tag) for w in args.wrap.split()]
                     r = run_measured(wrap + command(name, stream, count, rep), env, emu.pid)
                     cpu[count] = r["cpu_s"]
                     if count == args.records:
