@@ -93,7 +93,7 @@ def main():
                 cmd += ["--fan-out", "--consumer-name", "bench-fanout-consumer"]
             start = time.monotonic()
             p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                                 stderr=open(os.path.join(work, mode + ".err"), "w"))
+                                 stderr=open(os.path.join(work, "%s-%d.err" % (mode, count)), "w"))
             _, status, ru = os.wait4(p.pid, 0)
             wall = time.monotonic() - start
             if os.waitstatus_to_exitcode(status) != 0:
