@@ -128,8 +128,9 @@ __attribute__((target("avx2"))) std::size_t decode_avx2(const unsigned char* src
 // outside the alphabet; the same two multiply-adds as above pack four values into three
 // bytes, and one byte permutation gathers the 48 bytes). A step is checked before it writes,
 // and writes exactly its 48 bytes (a masked store), so it needs no slack and, in place, step
-// k writes [48k, 48k + 48) only after reading [64k, 64k + 64). Returns the number of
-// characters decoded (a multiple of 64).
+// k writes [48k, 48k + 48) only after reading [64k, 64k + 64). `n` is a multiple of 4; the
+// last step takes what is left of it. Returns the number of characters decoded: all n, or
+// on invalid input those before the step that found it (a multiple of 64).
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) std::size_t decode_avx512vbmi(
     const unsigned char* src, std::size_t n, char* dst, bool& ok) {
   alignas(64) static constexpr auto kTable = [] {
@@ -166,6 +167,24 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) std::size_t decode_avx512
     const __m512i ab_cd = _mm512_maddubs_epi16(values, pack_ab);
     const __m512i abcd = _mm512_madd_epi16(ab_cd, pack_abc);
     _mm512_mask_storeu_epi8(dst, kOut, _mm512_maskz_permutexvar_epi8(kOut, gather, abcd));
+  }
+  // The last n - i characters (fewer than 64, whole groups) as one step of the same kind,
+  // with a masked load and a masked store: no scalar loop over the end of every record. The
+  // load reads them all before the store writes their bytes, so in place is still safe.
+  const std::size_t rest = n - i;
+  if (rest != 0) {
+    const __mmask64 in_mask = (__mmask64{1} << rest) - 1;  // rest < 64
+    const __mmask64 out_mask = (__mmask64{1} << (rest / 4 * 3)) - 1;
+    const __m512i in = _mm512_maskz_loadu_epi8(in_mask, src + i);
+    const __m512i values = _mm512_permutex2var_epi8(table_lo, in, table_hi);
+    if (_mm512_mask_test_epi8_mask(in_mask, _mm512_or_si512(values, in), high_bit) != 0) {
+      ok = false;
+      return i;
+    }
+    const __m512i ab_cd = _mm512_maddubs_epi16(values, pack_ab);
+    const __m512i abcd = _mm512_madd_epi16(ab_cd, pack_abc);
+    _mm512_mask_storeu_epi8(dst, out_mask, _mm512_maskz_permutexvar_epi8(out_mask, gather, abcd));
+    i = n;
   }
   return i;
 }
@@ -330,7 +349,7 @@ bool decode_core(Base64Kernel kernel, const unsigned char* src, std::size_t n, c
   const std::size_t full = pad ? n - 4 : n;
   std::size_t done = 0;
 #ifdef KCL_BASE64_AVX2
-  if (kernel != Base64Kernel::kScalar && full >= 64) {
+  if (kernel == Base64Kernel::kAvx512Vbmi || (kernel == Base64Kernel::kAvx2 && full >= 64)) {
     // The AVX-512 loop writes exactly what it produces. The AVX2 loop writes 32 bytes for
     // every 24 it produces: stop it 16 characters (12 bytes of output) before the end so the
     // 8 extra bytes always land inside the output (and, decoding in place, behind the

@@ -27,6 +27,7 @@
 
 #include "aws/base64.h"
 #include "aws/http_transport.h"
+#include "kinesis/epoch_seconds.h"
 #include "kinesis/kinesis_client.h"
 
 namespace kcl::kinesis {
@@ -51,13 +52,6 @@ std::string record_path(std::size_t index, std::string_view field) {
   s += "].";
   s += field;
   return s;
-}
-
-// Seconds since the epoch (with fraction) -> time_point, rounded to the microsecond.
-std::chrono::system_clock::time_point from_epoch_seconds(double secs) {
-  auto micros = std::chrono::microseconds(std::llround(secs * 1e6));
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(micros));
 }
 
 // AWS SDKs treat a member whose value is JSON null as absent; so does this parser (some
@@ -172,6 +166,13 @@ bool decode_data(od::value& v, RecordsBuffer& buf, std::string_view& out, bool& 
 
 bool parse_timestamp(od::value& v, std::chrono::system_clock::time_point& out, std::size_t index,
                      Status& error) {
+  // The usual form, read from the raw token as exact microseconds; anything else through
+  // simdjson's number parser.
+  std::int64_t micros = 0;
+  if (plain_epoch_micros(v.raw_json_token(), micros)) {
+    out = from_epoch_micros(micros);
+    return true;
+  }
   double secs = 0;
   if (auto err = v.get_double().get(secs)) {
     if (is_null_member(v)) return true;

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "aws/base64.h"
+#include "kinesis/epoch_seconds.h"
 
 namespace kcl::kinesis {
 namespace {
@@ -23,12 +24,6 @@ double to_epoch_seconds(std::chrono::system_clock::time_point tp) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count();
   // Millisecond precision is what Kinesis keeps; keep microseconds and let the service round.
   return static_cast<double>(us) / 1e6;
-}
-
-std::chrono::system_clock::time_point from_epoch_seconds(double secs) {
-  auto micros = std::chrono::microseconds(std::llround(secs * 1e6));
-  return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(micros));
 }
 
 const char* iterator_type_name(IteratorType t) {
