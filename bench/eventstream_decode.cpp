@@ -19,7 +19,9 @@
 //                          receive buffer into a recycled body (what the event-stream decoder
 //                          does for each frame, so these two compare like for like)
 //   BM_Memcpy              a memcpy of the stream's bytes (the floor)
-// and ends with one line per variant and shape: MB/s, records/s, ratio to memcpy.
+// and ends with one line per variant and shape: MB/s, records/s, ratio to memcpy. Each
+// benchmark runs 5 times, interleaved at random with the others, and those lines use the
+// median of each (see summary_reporter.h); --benchmark_repetitions=N sets another count.
 //
 // Run: build/release/bench/bench_eventstream_decode [--benchmark_min_time=2]
 #include <benchmark/benchmark.h>
@@ -192,8 +194,11 @@ BENCHMARK_CAPTURE(BM_Memcpy, small, kSmall)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::vector<std::string> defaults;
+  std::vector<char*> args = kcl::bench::with_default_repetitions(argc, argv, 5, defaults);
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
   for (Shape shape : {kKb, kSmall}) {
     std::printf("%s: event stream of %zu bytes, %d events, %d records\n",
                 shape == kKb ? "kb" : "small", inputs(shape).stream.size(), kEvents, kRecords);
@@ -201,7 +206,7 @@ int main(int argc, char** argv) {
   kcl::bench::SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  const auto& r = reporter.rates();
+  const auto r = reporter.rates();
   for (const char* shape : {"kb", "small"}) {
     const std::string tail = std::string("/") + shape;
     auto copy = r.find("BM_Memcpy" + tail);

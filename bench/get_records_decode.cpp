@@ -16,9 +16,11 @@
 // and ends with a line per parse variant:
 //   get_records_decode: X MB/s, Y records/s, ratio to memcpy Z
 // Rates are per CPU second of the benchmark thread (Google Benchmark's default), so they
-// stay meaningful on a busy machine; MB = 10^6 bytes of JSON response.
+// stay meaningful on a busy machine; MB = 10^6 bytes of JSON response. Each benchmark runs 5
+// times, interleaved at random with the others, and the summary lines use the median of
+// each (see summary_reporter.h); --benchmark_repetitions=N sets another count.
 //
-// Run: build-kinesis/bench/bench_get_records_decode [--benchmark_min_time=2]
+// Run: build/release/bench/bench_get_records_decode [--benchmark_min_time=2]
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -141,13 +143,16 @@ BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  std::vector<std::string> defaults;
+  std::vector<char*> args = kcl::bench::with_default_repetitions(argc, argv, 5, defaults);
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
   std::printf("response: %zu bytes of JSON, %d records\n", response().size(), kRecords);
   kcl::bench::SummaryReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  const auto& r = reporter.rates();
+  const auto r = reporter.rates();
   auto copy = r.find("BM_Memcpy");
   const double memcpy_rate = copy != r.end() ? copy->second.first : 0;
   const std::pair<const char*, const char*> lines[] = {

@@ -1,9 +1,17 @@
 // bench/summary_reporter.h: Google Benchmark's console output, and each benchmark's rates
 // kept for the program's summary lines (ratios against a baseline run in the same process).
+//
+// A ratio between two benchmarks measured one after the other moves with the machine: on a
+// shared virtual machine the same code ran a third slower for seconds at a time. So the
+// decoding benchmarks run each benchmark several times, interleaved at random with the
+// others (with_default_repetitions), and a benchmark's rate is the median of its
+// repetitions: the baseline and the code measured against it see the same slow spells.
 #pragma once
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -17,18 +25,53 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& run : runs) {
       if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
-      auto& r = rates_[run.run_name.function_name];
+      auto& s = samples_[run.run_name.function_name];
       auto b = run.counters.find("bytes_per_second");
       auto i = run.counters.find("items_per_second");
-      if (b != run.counters.end()) r.first = b->second.value;
-      if (i != run.counters.end()) r.second = i->second.value;
+      if (b != run.counters.end()) s.bytes.push_back(b->second.value);
+      if (i != run.counters.end()) s.items.push_back(i->second.value);
     }
     ConsoleReporter::ReportRuns(runs);
   }
-  const std::map<std::string, std::pair<double, double>>& rates() const { return rates_; }
+
+  // Per benchmark: {bytes per second, items per second}, each the median of its repetitions.
+  std::map<std::string, std::pair<double, double>> rates() const {
+    std::map<std::string, std::pair<double, double>> out;
+    for (const auto& [name, s] : samples_) out[name] = {median(s.bytes), median(s.items)};
+    return out;
+  }
+
+  // How many repetitions a benchmark's rates come from (0 if it did not run).
+  std::size_t repetitions(const std::string& name) const {
+    auto it = samples_.find(name);
+    return it == samples_.end() ? 0 : std::max(it->second.bytes.size(), it->second.items.size());
+  }
 
  private:
-  std::map<std::string, std::pair<double, double>> rates_;
+  struct Samples {
+    std::vector<double> bytes, items;
+  };
+  static double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  }
+  std::map<std::string, Samples> samples_;
 };
+
+// The command line with `--benchmark_repetitions=<n>` and random interleaving added, unless it
+// names a number of repetitions itself. The returned strings live as long as `storage`.
+inline std::vector<char*> with_default_repetitions(int argc, char** argv, int n,
+                                                   std::vector<std::string>& storage) {
+  std::vector<char*> out(argv, argv + argc);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--benchmark_repetitions", 23) == 0) return out;
+  }
+  storage = {"--benchmark_repetitions=" + std::to_string(n),
+             "--benchmark_enable_random_interleaving=true"};
+  for (std::string& s : storage) out.push_back(s.data());
+  return out;
+}
 
 }  // namespace kcl::bench
