@@ -41,12 +41,6 @@ class SummaryReporter : public benchmark::ConsoleReporter {
     return out;
   }
 
-  // How many repetitions a benchmark's rates come from (0 if it did not run).
-  std::size_t repetitions(const std::string& name) const {
-    auto it = samples_.find(name);
-    return it == samples_.end() ? 0 : std::max(it->second.bytes.size(), it->second.items.size());
-  }
-
  private:
   struct Samples {
     std::vector<double> bytes, items;
