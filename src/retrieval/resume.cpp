@@ -35,11 +35,18 @@ BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard
                        const StartPosition& start, bool& resume_filter, FetchedBatch& batch) {
   BatchCounts counts;
   std::vector<kinesis::KinesisRecord>& records = result.records;
-  if (records.empty() || !result.buffer) return counts;
+  // The batch's records alone keep the answer's buffer: a result reused for the next call
+  // would otherwise hold this answer's whole body until that call's answer replaced it (an
+  // answer more per shard than the prefetch bound counts, never handed back to be reused).
+  const std::shared_ptr<kinesis::RecordsBuffer> held = std::move(result.buffer);
+  if (records.empty() || !held) {
+    records.clear();
+    return counts;
+  }
   // The records point into the answer's buffer, and so does their shard id.
-  kinesis::RecordsBuffer& buffer = *result.buffer;
+  kinesis::RecordsBuffer& buffer = *held;
   buffer.shard_id.assign(shard_id);
-  const std::shared_ptr<const void> owner = result.buffer;
+  const std::shared_ptr<const void> owner = held;
   const std::string_view last_sequence = records.back().sequence_number;
   if (batch.records.empty()) batch.records = record_vector_recycler().take(records.size());
   batch.records.reserve(batch.records.size() + records.size());

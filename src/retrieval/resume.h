@@ -31,9 +31,10 @@ struct BatchCounts {
 };
 
 // Deaggregates result.records (cleared) into `batch` in shard order, the records pointing into
-// result.buffer (which gets the shard id), drops what the resume filter covers while
-// `resume_filter` is on (and turns it off once past the checkpoint), and sets batch.bytes to
-// what the batch holds in memory.
+// result.buffer (which gets the shard id, and which `result` lets go of: the batch's records
+// alone keep it, so it goes back to be reused once they are gone), drops what the resume filter
+// covers while `resume_filter` is on (and turns it off once past the checkpoint), and sets
+// batch.bytes to what the batch holds in memory.
 BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
                        const StartPosition& start, bool& resume_filter, FetchedBatch& batch);
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -86,6 +87,45 @@ TEST(BufferRecyclingTest, ABodyGoesBackOnlyWhenItsLastRecordIsGone) {
   std::string next = bodies.take(get_records_body(4).size() + aws::HttpResponse::kBodySlack);
   EXPECT_LE(next.data(), body_memory);
   EXPECT_GT(next.data() + next.capacity(), body_memory);
+}
+
+// The fetcher keeps one GetRecordsResult from call to call. Its batch's records must be all
+// that keeps an answer's body: if the result held it too, each shard would keep its last body
+// until its next answer arrived (an answer more per shard than the prefetch bound counts), and
+// that next answer would be received into fresh memory rather than into the body it replaces.
+TEST(BufferRecyclingTest, AResultReusedForTheNextCallLetsGoOfItsBody) {
+  auto& bodies = aws::response_body_recycler();
+  bodies.trim();
+  kinesis::GetRecordsResult reused;
+  std::weak_ptr<kinesis::RecordsBuffer> body;
+  {
+    ASSERT_TRUE(kinesis::parse_get_records_response_in_place(get_records_body(5), reused).ok());
+    body = reused.buffer;
+    FetchedBatch batch;
+    bool resume_filter = false;
+    fill_batch(reused, "shardId-000000000002", StartPosition::trim_horizon(), resume_filter, batch);
+    ASSERT_EQ(batch.records.size(), static_cast<std::size_t>(kRecords));
+    EXPECT_EQ(reused.buffer, nullptr);
+    EXPECT_TRUE(reused.records.empty());
+    EXPECT_FALSE(body.expired()) << "the batch's records point into it";
+    EXPECT_EQ(batch.records[42].data(), "gen 5 record 42");
+  }
+  EXPECT_TRUE(body.expired()) << "the batch is gone; nothing else may keep its body";
+  EXPECT_EQ(bodies.counts().kept_blocks, 1u);
+
+  // An answer without records lets go of its (small) body too.
+  ASSERT_TRUE(
+      kinesis::parse_get_records_response_in_place(
+          std::string("{\"Records\":[],\"NextShardIterator\":\"it\",\"MillisBehindLatest\":0}"),
+          reused)
+          .ok());
+  body = reused.buffer;
+  ASSERT_FALSE(body.expired());
+  FetchedBatch empty;
+  bool resume_filter = false;
+  fill_batch(reused, "shardId-000000000002", StartPosition::trim_horizon(), resume_filter, empty);
+  EXPECT_TRUE(empty.records.empty());
+  EXPECT_TRUE(body.expired());
 }
 
 }  // namespace
