@@ -34,9 +34,11 @@ struct ProcessingConfig {
   // A processor callback running longer than this is reported as hung (a warning and the
   // metric "processor.hung"), once per call. Default 60 s, range 1 s..1 h.
   std::chrono::milliseconds hung_processor_warning{60000};
-  // How often the scheduler thread wakes to start/stop consumers. Default 100 ms,
-  // range 10 ms..10 s.
-  std::chrono::milliseconds scheduler_interval{100};
+  // The scheduler thread starts and stops consumers at once when a lease is taken, lost or
+  // to be handed off and when a consumer ends; besides, it looks at least this often (a
+  // handoff to try again, hung processors; a failed shard's restart wakes it when due).
+  // Default 1 s, range 10 ms..10 s.
+  std::chrono::milliseconds scheduler_interval{1000};
   // Graceful shutdown waits this long for processors' shutdown_requested before handing
   // leases back anyway. Default 60 s, range 1 s..1 h.
   std::chrono::milliseconds shutdown_timeout{60000};

@@ -144,10 +144,15 @@ void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>
   last_delivered_ = previous;
 }
 
+void ShardConsumer::mark_done() {
+  state_.store(ConsumerState::kDone);
+  if (ctx_.on_consumer_done) ctx_.on_consumer_done();
+}
+
 std::optional<SteadyTime> ShardConsumer::finish(ConsumerOutcome outcome) {
   if (fetch_task_) fetch_task_->stop();  // no more calls for this shard
   outcome_.store(outcome);
-  state_.store(ConsumerState::kDone);
+  mark_done();
   log(LogLevel::kInfo, "done (" +
                            std::string(outcome == ConsumerOutcome::kShardFinished ? "shard finished"
                                        : outcome == ConsumerOutcome::kLeaseLost   ? "lease lost"
@@ -264,7 +269,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
       std::lock_guard<std::mutex> lock(failure_mu_);
       failure_ = bad;
       outcome_.store(ConsumerOutcome::kFailed);
-      state_.store(ConsumerState::kDone);
+      mark_done();
       return std::nullopt;
     }
   }

@@ -48,6 +48,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,6 +103,9 @@ struct ConsumerContext {
   std::atomic<std::uint64_t>* corrupt_aggregates = nullptr;
   // Makes a shard's records source; empty = polling (retrieval::ShardFetcher).
   retrieval::RecordsSourceFactory records_source_factory;
+  // Called once when a consumer is done (any outcome), on the thread that ended it: quick,
+  // no blocking. The worker's scheduler wakes on it rather than polling consumers.
+  std::function<void()> on_consumer_done;
   std::mutex factory_mu;  // RecordProcessorFactory::create() is called one at a time
 };
 
@@ -136,6 +140,8 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::optional<SteadyTime> step_processing();
   std::optional<SteadyTime> step_shard_end();
   std::optional<SteadyTime> finish(ConsumerOutcome outcome);
+  // The state becomes kDone, and ctx_.on_consumer_done is told.
+  void mark_done();
   // The consumer took a batch (room in the queue again) or started: let the fetch task run.
   void wake_fetch_task();
   SteadyTime backoff_after_failure();

@@ -118,7 +118,7 @@ class Worker::Impl final : public leases::LeaseListener {
   void on_lease_gained(const Lease& lease) override {
     log(LogLevel::kInfo,
         "lease " + lease.lease_key + " taken (checkpoint " + lease.checkpoint.to_string() + ")");
-    cv_.notify_all();
+    wake_scheduler();
   }
   void on_lease_lost(const std::string& key, const Status& reason) override {
     log(LogLevel::kWarn, "lease " + key + " lost: " + reason.to_string());
@@ -133,7 +133,7 @@ class Worker::Impl final : public leases::LeaseListener {
       c->notify_lease_lost();
       pool_->schedule_now(c);
     }
-    cv_.notify_all();
+    wake_scheduler();
   }
 
   // The leader moves `key` to `new_owner`: the consumer stops gracefully (its processor
@@ -152,10 +152,22 @@ class Worker::Impl final : public leases::LeaseListener {
       c->request_shutdown();
       pool_->schedule_now(c);
     }
-    cv_.notify_all();
+    wake_scheduler();
   }
 
  private:
+  // Something changed that reconcile() acts on (a lease taken, lost or to hand off, a consumer
+  // done): the scheduler looks now rather than at its next interval.
+  void wake_scheduler() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_all();
+  }
+  // When the scheduler must look again even if nothing wakes it: its interval, or sooner
+  // when a failed shard's restart falls due (requires mu_).
+  Clock::MonoTime next_scheduler_look_locked() const;
   bool leader_mode() const { return config_.leases.assignment == LeaseAssignment::kLeader; }
   // Completes the handoffs whose consumer has stopped (no lock held).
   void complete_handoffs(const std::vector<std::string>& keys);
@@ -219,6 +231,7 @@ class Worker::Impl final : public leases::LeaseListener {
   std::map<std::string, FailureRecord> failures_;  // guarded: shards whose last consumer failed
   bool shutdown_requested_ = false;                // guarded
   bool sync_requested_ = false;                    // guarded
+  bool wake_ = false;                              // guarded: see wake_scheduler()
   Status fatal_;                                   // guarded: why the worker stops on its own
   std::once_flag shutdown_once_;
   std::promise<Status> done_promise_;
@@ -426,6 +439,7 @@ Status Worker::Impl::start() {
   ctx_.metrics = metrics_.get();
   ctx_.clock = clock_;
   ctx_.pool = pool_.get();
+  ctx_.on_consumer_done = [this] { wake_scheduler(); };
   ctx_.initial_position = config_.initial_position;
   ctx_.retrieval = config_.retrieval;
   ctx_.processing = config_.processing;
@@ -614,6 +628,17 @@ void Worker::Impl::check_hung() {
   }
 }
 
+Clock::MonoTime Worker::Impl::next_scheduler_look_locked() const {
+  const Clock::MonoTime now = clock_->now();
+  Clock::MonoTime next = now + config_.processing.scheduler_interval;
+  // Past ones are not waited for: reconcile() drops them when their lease is held, and a
+  // lease lost meanwhile leaves its entry behind, which must not make the loop spin.
+  for (const auto& [shard, when] : retry_after_) {
+    if (when > now) next = std::min(next, when);
+  }
+  return next;
+}
+
 void Worker::Impl::scheduler_loop() {
   auto next_sync = clock_->now() + jittered(config_.processing.shard_sync_interval, 0.2);
   for (;;) {
@@ -621,14 +646,18 @@ void Worker::Impl::scheduler_loop() {
     bool sync_now = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      clock_->wait_for(lock, cv_, config_.processing.scheduler_interval,
-                       [&] { return shutdown_requested_; });
+      clock_->wait_until(lock, cv_, std::min(next_scheduler_look_locked(), next_sync),
+                         [&] { return shutdown_requested_ || wake_; });
+      wake_ = false;
       stop = shutdown_requested_;
-      sync_now = sync_requested_;
-      sync_requested_ = false;
     }
     if (stop) break;
     reconcile();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sync_now = sync_requested_;  // a shard finished: its children's leases now
+      sync_requested_ = false;
+    }
     if (sync_now || clock_->now() >= next_sync) {
       run_shard_sync();
       next_sync = clock_->now() + jittered(config_.processing.shard_sync_interval, 0.2);

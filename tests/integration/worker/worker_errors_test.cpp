@@ -286,13 +286,17 @@ TEST_F(WorkerTest, AShardFailingTheSameWayIsReportedOnceWithACountNotOncePerRest
   deps.logger = logger;
   WorkerConfig c = config("A");
   c.processing.failure_backoff_max = 50ms;  // restart the failing consumer quickly
+  // A restart that falls due wakes the scheduler: with its interval at the 10 s maximum, the
+  // 12 restarts below would otherwise take two minutes, past the wait's 60 s.
+  c.processing.scheduler_interval = 10s;
+  c.processing.shard_sync_interval = 3600s;  // no sync to wake it either
   auto worker = worker::make_worker(c, factory("A"), deps, internals);
   ASSERT_TRUE(worker->start().ok());
   auto failures = [&] {
     auto s = worker->stats();
     return s.failing_shards.empty() ? 0 : s.failing_shards.front().consecutive_failures;
   };
-  ASSERT_TRUE(eventually([&] { return failures() >= 12; }, 120s)) << failures();
+  ASSERT_TRUE(eventually([&] { return failures() >= 12; }, 60s)) << failures();
   ASSERT_TRUE(stop(*worker).ok());
 
   const auto stats = worker->stats();

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -129,6 +131,51 @@ TEST_F(WorkerLineageTest, SplitDeliversEverythingAndChildrenStartAfterTheParents
   if (auto p = lease(parent)) {
     EXPECT_TRUE(p->checkpoint.is_shard_end());
   }
+}
+
+// The scheduler does not poll its way through a split: a lease taken, a parent's consumer
+// ending and its children's leases taken each wake it. With its interval at the 10 s maximum,
+// the first records and then the children's arrive well inside one interval (a scheduler
+// waiting for its interval would take at least 10 s for each of these steps).
+TEST_F(WorkerLineageTest, ASplitIsFollowedAtOnceWhateverTheSchedulerInterval) {
+  create_stream(1);
+  const std::string parent = shards().at(0).shard_id;
+  const auto before = names("s", 0, 5);
+  ASSERT_EQ(put(before).size(), 5u);
+
+  WorkerConfig c = config("A");
+  c.processing.scheduler_interval = 10s;
+  c.processing.shard_sync_interval = 3600s;  // only a shard's end makes the children's leases
+  Worker worker(c, factory("A"));
+  ASSERT_TRUE(worker.start().ok());
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_delivered("s4", {}, 8s)) << "the consumer waited for the scheduler interval";
+  const auto first = std::chrono::steady_clock::now() - started;
+
+  ASSERT_TRUE(kinesis_->split_shard(stream_, parent, kHalfHashKey).ok());
+  ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
+  const auto after = names("s", 5, 20);
+  ASSERT_EQ(put(after).size(), 20u);
+  const auto split = std::chrono::steady_clock::now();
+  EXPECT_TRUE(log_->wait_until(
+      [&](const std::vector<Event>& ev) {
+        for (const auto& d : after) {
+          if (!EventLog::delivered(ev, d)) return false;
+        }
+        return true;
+      },
+      8s))
+      << "the children waited for the scheduler interval";
+  const auto children = std::chrono::steady_clock::now() - split;
+  std::printf(
+      "first records after %lld ms; the children's %lld ms after the split\n",
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(first).count()),
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(children).count()));
+  ASSERT_TRUE(stop(worker).ok());
+  std::vector<std::string> all = before;
+  all.insert(all.end(), after.begin(), after.end());
+  expect_exactly_once_in_order(EventLog::records(log_->events()), all);
 }
 
 TEST_F(WorkerLineageTest, MergeChildWaitsForBothParents) {
