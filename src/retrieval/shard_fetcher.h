@@ -172,7 +172,8 @@ class ShardFetcher final : public RecordsSource {
   int consecutive_failures_ = 0;   // transient failures in a row (the backoff exponent)
   int consecutive_malformed_ = 0;  // malformed responses in a row (give up past the cap)
   std::mt19937_64 rng_;
-  kinesis::GetRecordsResult result_;  // the last response, reused from call to call
+  // Reused from call to call; between calls it holds neither a body nor a records vector.
+  kinesis::GetRecordsResult result_;
 
   // ---- shared with take_batch() and the accessors ----
   BatchQueue queue_;  // fetched, not yet taken; and the terminal error
