@@ -273,8 +273,9 @@ FetchStep FanOutSource::fetch_step() {
       if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
       // Room for the event's records at once, as the polling fetcher reserves its call's
       // limit: growing through the first large events would copy the records and write fresh
-      // memory at each step. Room reserved and not used is never touched.
-      event_.records.reserve(std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
+      // memory at each step. Lent for this event only (see ParsedRecordsLoan).
+      const ParsedRecordsLoan loan(
+          event_.records, std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
       Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
           std::move(m.frame), m.payload_offset, m.payload_size, event_);
       if (!parsed.ok()) {

@@ -5,7 +5,6 @@
 
 #include "aws/aws_json_client.h"
 #include "aws/retry.h"
-#include "base/capacity_recycler.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "retrieval/resume.h"
 
@@ -17,15 +16,6 @@ constexpr int kMaxMalformedInARow = 5;
 namespace {
 
 using std::chrono::milliseconds;
-
-// The vectors an answer is parsed into (kinesis::KinesisRecord, 72 B a record) before its
-// records are deaggregated into the batch. A fetcher needs one only for the length of a call;
-// kept per fetcher, every shard would hold one of up to 720 KB for good, each first written as
-// fresh memory. Shared, the few calls that parse at once share a few (at most 4, 8 MiB).
-base::CapacityRecycler<std::vector<kinesis::KinesisRecord>>& parsed_record_recycler() {
-  static base::CapacityRecycler<std::vector<kinesis::KinesisRecord>> recycler(4, 8u << 20);
-  return recycler;
-}
 
 bool is_decimal(std::string_view s) {
   if (s.empty() || s.size() > 128) return false;
@@ -163,12 +153,8 @@ FetchStep ShardFetcher::step_get_records() {
   // batch's records keep. Its records vector, room for a full answer at once (rather than
   // growing and copying through the first), is borrowed for the call.
   kinesis::GetRecordsResult& result = result_;
-  result.records =
-      parsed_record_recycler().take(static_cast<std::size_t>(config_.max_records_per_call));
-  struct GiveBack {
-    std::vector<kinesis::KinesisRecord>& records;
-    ~GiveBack() { parsed_record_recycler().give(std::move(records)); }
-  } give_back{result.records};
+  const ParsedRecordsLoan loan(result.records,
+                               static_cast<std::size_t>(config_.max_records_per_call));
   Status got = client_.get_records(iterator_, config_.max_records_per_call, result,
                                    call_options(config_.get_records_timeout));
   if (!got.ok()) {

@@ -128,5 +128,32 @@ TEST(BufferRecyclingTest, AResultReusedForTheNextCallLetsGoOfItsBody) {
   EXPECT_TRUE(body.expired());
 }
 
+// Polling and fan-out sources parse each answer into a vector lent for that answer only: a
+// source keeps none between answers (100 shards would otherwise hold up to 720 KB each,
+// outside the prefetch bound), and the next answer, of any shard, reuses the same memory.
+TEST(BufferRecyclingTest, TheParseVectorIsLentForOneAnswerAndThenReused) {
+  auto& parsed = parsed_record_recycler();
+  parsed.trim();
+  std::vector<kinesis::KinesisRecord> first_source;
+  const kinesis::KinesisRecord* memory = nullptr;
+  {
+    const ParsedRecordsLoan loan(first_source, 10000);
+    ASSERT_GE(first_source.capacity(), 10000u);
+    memory = first_source.data();
+    first_source.emplace_back().partition_key = "pk";
+  }
+  EXPECT_EQ(first_source.capacity(), 0u) << "the source keeps nothing between answers";
+  EXPECT_EQ(parsed.counts().kept_blocks, 1u);
+
+  std::vector<kinesis::KinesisRecord> second_source;
+  {
+    const ParsedRecordsLoan loan(second_source, 9000);
+    EXPECT_EQ(second_source.data(), memory);
+    EXPECT_TRUE(second_source.empty());
+    EXPECT_EQ(parsed.counts().kept_blocks, 0u);
+  }
+  EXPECT_EQ(parsed.counts().kept_blocks, 1u);
+}
+
 }  // namespace
 }  // namespace kcl::retrieval
