@@ -170,13 +170,11 @@ FetchStep ShardFetcher::step_get_records() {
   const bool fetched_any = !result.records.empty();
   FetchedBatch batch;
   batch.millis_behind_latest = result.millis_behind_latest;
-  if (fetched_any) {
-    last_fetched_sequence_.assign(result.records.back().sequence_number);
-    const BatchCounts counts = fill_batch(result, shard_id_, start_, resume_filter_, batch);
-    corrupt_.fetch_add(counts.corrupt_aggregates, std::memory_order_relaxed);
-    skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
-  }
-  result.buffer.reset();  // an answer without records: nothing keeps its body either
+  if (fetched_any) last_fetched_sequence_.assign(result.records.back().sequence_number);
+  // Also for an answer without records: fill_batch lets go of its body either way.
+  const BatchCounts counts = fill_batch(result, shard_id_, start_, resume_filter_, batch);
+  corrupt_.fetch_add(counts.corrupt_aggregates, std::memory_order_relaxed);
+  skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
   const std::size_t delivered = batch.records.size();
 
   if (result.shard_ended()) {

@@ -89,14 +89,7 @@ TEST_F(WorkerLineageTest, SplitDeliversEverythingAndChildrenStartAfterTheParents
 
   std::vector<std::string> all = before;
   all.insert(all.end(), after.begin(), after.end());
-  ASSERT_TRUE(log_->wait_until(
-      [&](const std::vector<Event>& ev) {
-        for (const auto& d : all) {
-          if (!EventLog::delivered(ev, d)) return false;
-        }
-        return true;
-      },
-      60s));
+  ASSERT_TRUE(wait_all_delivered(all, 60s));
   ASSERT_TRUE(stop(worker).ok());
 
   const auto ev = log_->events();
@@ -157,15 +150,7 @@ TEST_F(WorkerLineageTest, ASplitIsFollowedAtOnceWhateverTheSchedulerInterval) {
   const auto after = names("s", 5, 20);
   ASSERT_EQ(put(after).size(), 20u);
   const auto split = std::chrono::steady_clock::now();
-  EXPECT_TRUE(log_->wait_until(
-      [&](const std::vector<Event>& ev) {
-        for (const auto& d : after) {
-          if (!EventLog::delivered(ev, d)) return false;
-        }
-        return true;
-      },
-      8s))
-      << "the children waited for the scheduler interval";
+  EXPECT_TRUE(wait_all_delivered(after, 8s)) << "the children waited for the scheduler interval";
   const auto children = std::chrono::steady_clock::now() - split;
   std::printf(
       "first records after %lld ms; the children's %lld ms after the split\n",
@@ -195,14 +180,7 @@ TEST_F(WorkerLineageTest, MergeChildWaitsForBothParents) {
   };
   Worker worker(config("A"), factory("A", script));
   ASSERT_TRUE(worker.start().ok());
-  ASSERT_TRUE(log_->wait_until(
-      [&](const std::vector<Event>& ev) {
-        for (const auto& d : before) {
-          if (!EventLog::delivered(ev, d)) return false;
-        }
-        return true;
-      },
-      30s));
+  ASSERT_TRUE(wait_all_delivered(before, 30s));
 
   ASSERT_TRUE(kinesis_->merge_shards(stream_, p0, p1).ok());
   ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
@@ -214,14 +192,7 @@ TEST_F(WorkerLineageTest, MergeChildWaitsForBothParents) {
   const auto after = names("m", 20, 20);
   ASSERT_EQ(put(after).size(), 20u);
 
-  ASSERT_TRUE(log_->wait_until(
-      [&](const std::vector<Event>& ev) {
-        for (const auto& d : after) {
-          if (!EventLog::delivered(ev, d)) return false;
-        }
-        return true;
-      },
-      60s));
+  ASSERT_TRUE(wait_all_delivered(after, 60s));
   ASSERT_TRUE(stop(worker).ok());
 
   const auto ev = log_->events();
@@ -308,14 +279,7 @@ TEST_F(WorkerLineageTest, ShardEndedWithoutCheckpointHoldsChildrenBackUntilItChe
   }
 
   allow.store(true);
-  ASSERT_TRUE(log_->wait_until(
-      [&](const std::vector<Event>& ev) {
-        for (const auto& d : after) {
-          if (!EventLog::delivered(ev, d)) return false;
-        }
-        return true;
-      },
-      60s));
+  ASSERT_TRUE(wait_all_delivered(after, 60s));
   ASSERT_TRUE(stop(worker).ok());
 
   const auto ev = log_->events();

@@ -412,6 +412,18 @@ class WorkerTest : public ::testing::Test {
         [&](const std::vector<Event>& ev) { return EventLog::delivered(ev, data, worker); },
         timeout);
   }
+  // Every name of `data` delivered (by any worker).
+  bool wait_all_delivered(const std::vector<std::string>& data,
+                          std::chrono::milliseconds timeout = 30s) {
+    return log_->wait_until(
+        [&](const std::vector<Event>& ev) {
+          for (const auto& d : data) {
+            if (!EventLog::delivered(ev, d)) return false;
+          }
+          return true;
+        },
+        timeout);
+  }
 
   AwsConfig aws_;
   std::shared_ptr<kinesis::KinesisClient> kinesis_;
