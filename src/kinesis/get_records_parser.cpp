@@ -234,7 +234,7 @@ bool parse_record(od::value& rv, RecordsBuffer& buf, KinesisRecord& rec, std::si
   return true;
 }
 
-Status parse_records(od::value& v, GetRecordsResult& out) {
+Status parse_records(od::value& v, GetRecordsResult& out, RecordSink* sink) {
   od::array arr;
   if (auto err = v.get_array().get(arr)) return malformed_at("Records", err);
   // No count_elements() pass: it would touch every record's bytes once more (a cache miss
@@ -243,12 +243,14 @@ Status parse_records(od::value& v, GetRecordsResult& out) {
   records.clear();
   std::size_t i = 0;
   std::size_t bytes = 0;
-  Status error;  // set by parse_record when it returns false
+  Status error;       // set by parse_record when it returns false
+  KinesisRecord one;  // with a sink: each record in turn
   for (auto elem : arr) {
     od::value rv;
     if (auto err = elem.get(rv)) return malformed_at("Records[" + std::to_string(i) + "]", err);
-    KinesisRecord& rec = records.emplace_back();
+    KinesisRecord& rec = sink != nullptr ? (one = KinesisRecord{}) : records.emplace_back();
     if (!parse_record(rv, *out.buffer, rec, i, error)) return error;
+    if (sink != nullptr) sink->add(rec);
     bytes += rec.data.size();
     ++i;
   }
@@ -315,7 +317,7 @@ Status parse_child_shards(od::value& v, std::vector<ChildShard>& out) {
   return Status::Ok();
 }
 
-Status parse_document(od::document& doc, GetRecordsResult& out) {
+Status parse_document(od::document& doc, GetRecordsResult& out, RecordSink* sink) {
   od::object top;
   if (auto err = doc.get_object().get(top)) return malformed_at("top level", err);
   bool have_records = false;
@@ -326,7 +328,7 @@ Status parse_document(od::document& doc, GetRecordsResult& out) {
     od::value v = field.value();
     if (is_null_member(v)) continue;  // absent; NextShardIterator null = the shard's end
     if (key == "Records") {
-      KCL_RETURN_IF_ERROR(parse_records(v, out));
+      KCL_RETURN_IF_ERROR(parse_records(v, out, sink));
       have_records = true;
     } else if (key == "NextShardIterator") {
       std::string it;
@@ -416,7 +418,7 @@ class PooledState {
 
 // Parses out.buffer->body[offset, offset + size) (padded: the body's capacity reaches at
 // least SIMDJSON_PADDING past it) in place.
-Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size) {
+Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size, RecordSink* sink) {
   out.records.clear();
   out.next_shard_iterator.reset();
   out.continuation_sequence_number.reset();
@@ -435,7 +437,7 @@ Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size)
   if (auto err =
           pooled->parser.iterate(body.data() + offset, size, body.capacity() - offset).get(doc))
     return malformed_at("document", err);
-  Status s = parse_document(doc, out);
+  Status s = parse_document(doc, out, sink);
   if (!s.ok()) {
     out.records.clear();
     out.next_shard_iterator.reset();
@@ -447,13 +449,13 @@ Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size)
 
 // Takes `buffer` as the records' buffer and parses its [offset, offset + size) in place.
 Status parse_owned(std::string&& buffer, std::size_t offset, std::size_t size,
-                   GetRecordsResult& out) {
+                   GetRecordsResult& out, RecordSink* sink = nullptr) {
   out.buffer = std::make_shared<RecordsBuffer>();
   std::string& body = out.buffer->body;
   body = std::move(buffer);
   const std::size_t need = offset + size + simdjson::SIMDJSON_PADDING;
   if (body.capacity() < need) body.reserve(need);
-  return parse_buffer(out, offset, size);
+  return parse_buffer(out, offset, size, sink);
 }
 
 }  // namespace
@@ -486,9 +488,10 @@ Status parse_subscribe_to_shard_event_in_place(std::string&& buffer, std::size_t
   return parse_owned(std::move(buffer), offset, size, out);
 }
 
-Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out) {
+Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out,
+                                           RecordSink* sink) {
   const std::size_t size = json.size();
-  return parse_owned(std::move(json), 0, size, out);
+  return parse_owned(std::move(json), 0, size, out, sink);
 }
 
 }  // namespace kcl::kinesis

@@ -478,12 +478,12 @@ Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_itera
 }
 
 Status KinesisClient::get_records(std::string_view shard_iterator, int limit, GetRecordsResult& out,
-                                  const aws::CallOptions& options) {
+                                  const aws::CallOptions& options, RecordSink* sink) {
   json req = {{"ShardIterator", shard_iterator}};
   if (limit > 0) req["Limit"] = limit;
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
   KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request), options));
-  Status s = parse_get_records_response_in_place(std::move(body), out);
+  Status s = parse_get_records_response_in_place(std::move(body), out, sink);
   if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
   return Status::Ok();
 }

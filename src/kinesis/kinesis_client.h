@@ -46,9 +46,10 @@ class KinesisClient {
 
   Result<GetRecordsResult> get_records(std::string_view shard_iterator, int limit = 10000);
   // The same into `out`, reusing its storage (records' strings are overwritten in place),
-  // within a caller's budget. The records path of the polling records source.
+  // within a caller's budget. The records path of the polling records source. With a `sink`,
+  // the records go to it as they are parsed and out.records stays empty (see RecordSink).
   Status get_records(std::string_view shard_iterator, int limit, GetRecordsResult& out,
-                     const aws::CallOptions& options);
+                     const aws::CallOptions& options, RecordSink* sink = nullptr);
 
   Result<PutRecordResult> put_record(std::string_view stream, const PutRecordsEntry& entry);
   // Up to 500 entries / 5 MiB; per-record failures are reported in the result, not as an
@@ -102,7 +103,9 @@ class KinesisClient {
 Status parse_get_records_response(std::string_view json, GetRecordsResult& out);
 // The same without the copy: takes the body (moved into out.buffer, its capacity grown only
 // if it has less than simdjson's padding past the end) and decodes the records in place in it.
-Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out);
+// With a `sink`, the records go to it as they are parsed instead of into out.records.
+Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out,
+                                           RecordSink* sink = nullptr);
 // A SubscribeToShardEvent's JSON payload (Records as in GetRecords; ContinuationSequenceNumber
 // in continuation_sequence_number, absent at the shard's end; no NextShardIterator), lying at
 // [offset, offset + size) of `buffer` (the event-stream frame it came in): the buffer becomes

@@ -115,6 +115,18 @@ struct KinesisRecord {
   std::string_view data;  // base64-decoded bytes
 };
 
+// Takes an answer's records one at a time, in order, as they are parsed, instead of
+// GetRecordsResult::records (which then stays empty): a caller that turns each into something
+// else saves writing and reading them back through a vector. The views point into the
+// result's buffer, which is set before the first record. A parse that fails part-way has
+// handed over the records before the failure: they are not an answer, and the caller drops
+// them.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual void add(const KinesisRecord& record) = 0;
+};
+
 struct GetRecordsResult {
   // What `records` point into; a fresh buffer per answer (the previous one lives on in the
   // records made from it).

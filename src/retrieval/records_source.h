@@ -49,11 +49,12 @@ using kcl::StartPosition;
 // most 8 vectors and 16 MiB; see base/capacity_recycler.h).
 base::CapacityRecycler<std::vector<kcl::Record>>& record_vector_recycler();
 
-// The vectors answers and fan-out events are parsed into (kinesis::KinesisRecord, 72 B a
-// record) before their records are deaggregated into a batch. A source needs one only while
-// it handles an answer; kept by every source, each shard would hold one (up to 720 KB) for
-// good, outside the prefetch bound. Shared, the few answers handled at once share a few (at
-// most 4 vectors, 8 MiB).
+// The vectors fan-out events are parsed into (kinesis::KinesisRecord, 72 B a record) before
+// their records are deaggregated into a batch (GetRecords answers go from the parser straight
+// into the batch: see BatchBuilder in retrieval/resume.h). A source needs one only while it
+// handles an event; kept by every source, each shard would hold one (up to 720 KB) for good,
+// outside the prefetch bound. Shared, the few events handled at once share a few (at most 4
+// vectors, 8 MiB).
 base::CapacityRecycler<std::vector<kinesis::KinesisRecord>>& parsed_record_recycler();
 
 // Lends `records` a vector from parsed_record_recycler() with room for `count` records, for

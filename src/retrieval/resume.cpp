@@ -1,5 +1,7 @@
 #include "retrieval/resume.h"
 
+#include <iterator>
+
 #include "retrieval/kpl_deaggregator.h"
 
 namespace kcl::retrieval {
@@ -31,40 +33,63 @@ kinesis::IteratorPosition resume_position(const StartPosition& start,
   return p;
 }
 
-BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
-                       const StartPosition& start, bool& resume_filter, FetchedBatch& batch) {
+void BatchBuilder::add(const kinesis::KinesisRecord& record) {
+  if (!received_any_) {
+    received_any_ = true;
+    // The records point into the answer's buffer, and so does their shard id.
+    owner_ = result_.buffer;
+    buffer_ = result_.buffer.get();
+    buffer_->shard_id.assign(shard_id_);
+    if (batch_.records.empty()) {
+      batch_.records = record_vector_recycler().take(expected_);
+    } else {
+      batch_.records.reserve(batch_.records.size() + expected_);
+    }
+  }
+  if (deaggregate(record, buffer_->shard_id, owner_, batch_.records).corrupt()) ++corrupt_;
+  last_sequence_ = record.sequence_number;
+}
+
+BatchCounts BatchBuilder::finish(kinesis::GetRecordsResult& result, const StartPosition& start,
+                                 bool& resume_filter) {
   BatchCounts counts;
-  std::vector<kinesis::KinesisRecord>& records = result.records;
+  counts.corrupt_aggregates = corrupt_;
   // The batch's records alone keep the answer's buffer: a result reused for the next call
   // would otherwise hold this answer's whole body until that call's answer replaced it (an
   // answer more per shard than the prefetch bound counts, never handed back to be reused).
   const std::shared_ptr<kinesis::RecordsBuffer> held = std::move(result.buffer);
-  if (records.empty() || !held) {
-    records.clear();
-    return counts;
+  owner_.reset();
+  buffer_ = nullptr;
+  if (!received_any_ || held == nullptr) return counts;
+  std::vector<kcl::Record>& records = batch_.records;
+  if (records.capacity() / 2 > records.size() &&
+      records.capacity() * sizeof(kcl::Record) >=
+          base::CapacityRecycler<std::vector<kcl::Record>>::kMinBytes) {
+    std::vector<kcl::Record> fitted;
+    fitted.reserve(records.size());
+    std::move(records.begin(), records.end(), std::back_inserter(fitted));
+    record_vector_recycler().give(std::move(records));
+    records = std::move(fitted);
   }
-  // The records point into the answer's buffer, and so does their shard id.
-  kinesis::RecordsBuffer& buffer = *held;
-  buffer.shard_id.assign(shard_id);
-  const std::shared_ptr<const void> owner = held;
-  const std::string_view last_sequence = records.back().sequence_number;
-  if (batch.records.empty()) batch.records = record_vector_recycler().take(records.size());
-  batch.records.reserve(batch.records.size() + records.size());
-  for (const kinesis::KinesisRecord& kr : records) {
-    if (deaggregate(kr, buffer.shard_id, owner, batch.records).corrupt()) {
-      ++counts.corrupt_aggregates;
-    }
-  }
-  records.clear();
   if (resume_filter) {
     counts.skipped_by_checkpoint =
-        drop_through_checkpoint(batch.records, start.sequence_number, start.sub_sequence_number);
+        drop_through_checkpoint(records, start.sequence_number, start.sub_sequence_number);
     // Sequence numbers only grow along a shard: once past S, nothing later can be <= it.
-    if (compare_sequence_numbers(last_sequence, start.sequence_number) > 0) resume_filter = false;
+    if (compare_sequence_numbers(last_sequence_, start.sequence_number) > 0) {
+      resume_filter = false;
+    }
   }
   // What the batch holds: the buffer (the body its records point into) and the records.
-  batch.bytes = buffer.footprint() + batch.records.capacity() * sizeof(kcl::Record);
+  batch_.bytes = held->footprint() + records.capacity() * sizeof(kcl::Record);
   return counts;
+}
+
+BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
+                       const StartPosition& start, bool& resume_filter, FetchedBatch& batch) {
+  BatchBuilder builder(result, shard_id, batch, result.records.size());
+  for (const kinesis::KinesisRecord& record : result.records) builder.add(record);
+  result.records.clear();
+  return builder.finish(result, start, resume_filter);
 }
 
 }  // namespace kcl::retrieval

@@ -150,14 +150,17 @@ FetchStep ShardFetcher::step_get_iterator() {
 
 FetchStep ShardFetcher::step_get_records() {
   // result_ is reused from call to call; each answer gets a buffer of its own, which the
-  // batch's records keep. Its records vector, room for a full answer at once (rather than
-  // growing and copying through the first), is borrowed for the call.
+  // batch's records keep. The records go from the parser straight into the batch (no vector
+  // of parsed records in between).
   kinesis::GetRecordsResult& result = result_;
-  const ParsedRecordsLoan loan(result.records,
-                               static_cast<std::size_t>(config_.max_records_per_call));
+  FetchedBatch batch;
+  BatchBuilder builder(result, shard_id_, batch,
+                       static_cast<std::size_t>(config_.max_records_per_call));
   Status got = client_.get_records(iterator_, config_.max_records_per_call, result,
-                                   call_options(config_.get_records_timeout));
+                                   call_options(config_.get_records_timeout), &builder);
   if (!got.ok()) {
+    // Whatever the parser handed over before it failed goes with `batch`; the body too.
+    result.buffer.reset();
     if (got.code() == StatusCode::kInternal) {
       got = got.with_context("GetRecords for stream " + stream_ + " shard " + shard_id_ + ": ");
     }
@@ -167,12 +170,11 @@ FetchStep ShardFetcher::step_get_records() {
   consecutive_malformed_ = 0;
   millis_behind_.store(result.millis_behind_latest, std::memory_order_relaxed);
 
-  const bool fetched_any = !result.records.empty();
-  FetchedBatch batch;
+  const bool fetched_any = builder.received_any();
   batch.millis_behind_latest = result.millis_behind_latest;
-  if (fetched_any) last_fetched_sequence_.assign(result.records.back().sequence_number);
-  // Also for an answer without records: fill_batch lets go of its body either way.
-  const BatchCounts counts = fill_batch(result, shard_id_, start_, resume_filter_, batch);
+  if (fetched_any) last_fetched_sequence_.assign(builder.last_sequence());
+  // Also for an answer without records: finish() lets go of its body either way.
+  const BatchCounts counts = builder.finish(result, start_, resume_filter_);
   corrupt_.fetch_add(counts.corrupt_aggregates, std::memory_order_relaxed);
   skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
   const std::size_t delivered = batch.records.size();

@@ -128,8 +128,8 @@ TEST(BufferRecyclingTest, AResultReusedForTheNextCallLetsGoOfItsBody) {
   EXPECT_TRUE(body.expired());
 }
 
-// Polling and fan-out sources parse each answer into a vector lent for that answer only: a
-// source keeps none between answers (100 shards would otherwise hold up to 720 KB each,
+// Fan-out's source parses each event into a vector lent for that event only: a source keeps
+// none between events (100 shards would otherwise hold up to 720 KB each,
 // outside the prefetch bound), and the next answer, of any shard, reuses the same memory.
 TEST(BufferRecyclingTest, TheParseVectorIsLentForOneAnswerAndThenReused) {
   auto& parsed = parsed_record_recycler();
@@ -153,6 +153,61 @@ TEST(BufferRecyclingTest, TheParseVectorIsLentForOneAnswerAndThenReused) {
     EXPECT_EQ(parsed.counts().kept_blocks, 0u);
   }
   EXPECT_EQ(parsed.counts().kept_blocks, 1u);
+}
+
+// The polling fetcher has each record go from the parser straight into the batch. The batch
+// must be what the vector path gives (same records, same order, the shard id, the body let go
+// of by the reused result), without a vector of parsed records in between.
+TEST(BufferRecyclingTest, RecordsParsedStraightIntoABatchAreThoseOfTheVectorPath) {
+  const FetchedBatch expected = batch_of(6);
+  kinesis::GetRecordsResult reused;
+  FetchedBatch batch;
+  BatchBuilder builder(reused, "shardId-000000000001", batch, 10000);
+  ASSERT_TRUE(
+      kinesis::parse_get_records_response_in_place(get_records_body(6), reused, &builder).ok());
+  EXPECT_TRUE(reused.records.empty()) << "no vector of parsed records";
+  EXPECT_TRUE(builder.received_any());
+  EXPECT_EQ(builder.last_sequence(), expected.records.back().sequence_number());
+  std::weak_ptr<kinesis::RecordsBuffer> body = reused.buffer;
+  bool resume_filter = false;
+  builder.finish(reused, StartPosition::trim_horizon(), resume_filter);
+  EXPECT_EQ(reused.buffer, nullptr);
+  ASSERT_EQ(batch.records.size(), expected.records.size());
+  for (std::size_t i = 0; i < batch.records.size(); ++i) {
+    ASSERT_EQ(batch.records[i], expected.records[i]) << "at " << i;
+  }
+  EXPECT_EQ(batch.records[7].shard_id(), "shardId-000000000001");
+  EXPECT_GT(batch.bytes, batch.records.size() * sizeof(kcl::Record));
+  batch = FetchedBatch();
+  EXPECT_TRUE(body.expired());
+}
+
+// An answer's size is known only at its end, so the batch starts with room for a full answer
+// (from the recycler). A small answer must not keep that room while it waits to be processed
+// (the prefetch bound counts it): it moves into a vector of its own size, and the large one
+// goes back for the next answer.
+TEST(BufferRecyclingTest, ASmallAnswerParsedIntoABatchGivesBackTheFullSizedVector) {
+  auto& vectors = record_vector_recycler();
+  vectors.trim();
+  kinesis::GetRecordsResult reused;
+  FetchedBatch batch;
+  BatchBuilder builder(reused, "shardId-000000000003", batch, 10000);
+  std::string body = get_records_body(7);
+  // The first three records only.
+  std::size_t cut = 0;
+  for (int i = 0; i < 3; ++i) cut = body.find("\"},{", cut) + 2;
+  body = body.substr(0, cut) + "],\"NextShardIterator\":\"it\",\"MillisBehindLatest\":0}";
+  ASSERT_TRUE(kinesis::parse_get_records_response_in_place(std::move(body), reused, &builder).ok());
+  ASSERT_EQ(batch.records.size(), 3u);
+  EXPECT_GE(batch.records.capacity(), 10000u) << "room for a full answer while parsing";
+  bool resume_filter = false;
+  builder.finish(reused, StartPosition::trim_horizon(), resume_filter);
+  ASSERT_EQ(batch.records.size(), 3u);
+  EXPECT_LT(batch.records.capacity(), 10u);
+  EXPECT_LT(batch.bytes, std::size_t{64} * 1024);
+  EXPECT_EQ(vectors.counts().kept_blocks, 1u) << "the full-sized vector went back";
+  EXPECT_EQ(batch.records[2].data(), "gen 7 record 2");
+  EXPECT_EQ(batch.records[2].partition_key(), "pk-2");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // failures, malformed answers, end of shard.
 #include <gtest/gtest.h>
 
+#include "aws/base64.h"
 #include "fetcher_fake_kinesis.h"
 
 namespace kcl::retrieval {
@@ -165,6 +166,41 @@ TEST(FetcherErrorsTest, AMalformedResponseIsRetriedWithTheSameIterator) {
   auto batch = f->take_batch();
   ASSERT_TRUE(batch.has_value());
   EXPECT_EQ(batch->records.size(), 3u);  // nothing lost, nothing repeated
+}
+
+// The parser hands records to the batch as it reads them: an answer found broken after two
+// whole records must deliver neither (nor count them as fetched), and the retry with the same
+// iterator delivers each record once.
+TEST(FetcherErrorsTest, AnAnswerFoundBrokenAfterWholeRecordsDeliversNoneOfThem) {
+  FetcherHarness h;
+  h.fake->add_records(3);
+  auto f = h.make(StartPosition::trim_horizon());
+  FetchStep s = f->fetch_step();  // iterator
+  ASSERT_EQ(s.outcome, FetchOutcome::kGotIterator);
+  h.advance_to(s);
+  std::string broken = R"({"Records":[)";
+  for (std::size_t i = 0; i < 2; ++i) {
+    broken += R"({"SequenceNumber":")" + seq_number(i) +
+              R"(","ApproximateArrivalTimestamp":1.7E9,"Data":")" +
+              aws::base64_encode("record-" + std::to_string(i)) + R"(","PartitionKey":"pk"},)";
+  }
+  // A third record without Data: well-formed JSON (so the parser reads the first two
+  // records before it finds the fault), but not an answer.
+  broken += R"({"SequenceNumber":")" + seq_number(2) +
+            R"(","PartitionKey":"pk"}],"NextShardIterator":"next","MillisBehindLatest":0})";
+  h.fake->reply_next("GetRecords", broken);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRetrying);
+  EXPECT_FALSE(f->take_batch().has_value());
+  h.advance_to(s);
+  s = f->fetch_step();
+  EXPECT_EQ(s.outcome, FetchOutcome::kRecords);
+  auto batch = f->take_batch();
+  ASSERT_TRUE(batch.has_value());
+  expect_all_in_order(batch->records, 3);  // nothing lost, nothing repeated
+  const auto calls = h.fake->calls_of("GetRecords");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].body.at("ShardIterator"), calls[1].body.at("ShardIterator"));
 }
 
 TEST(FetcherErrorsTest, MalformedResponsesInARowAreTerminal) {
