@@ -1,9 +1,8 @@
 #include "producer/kpl_aggregator.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 
+#include "base/digest.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "retrieval/protobuf_wire.h"
 
@@ -26,11 +25,12 @@ std::size_t bytes_field_size(std::size_t n) { return 1 + pb::varint_size(n) + n;
 }  // namespace
 
 HashKey partition_key_hash(std::string_view partition_key) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int md_len = 0;
-  EVP_Digest(partition_key.data(), partition_key.size(), md, &md_len, EVP_md5(), nullptr);
+  base::Md5Digest md{};
+  // Without MD5 (a FIPS-only OpenSSL) every key hashes to 0: the records still go out, all
+  // to the shard owning hash key 0.
+  if (!base::md5(partition_key, md)) return 0;
   HashKey h = 0;
-  for (unsigned int i = 0; i < 16 && i < md_len; ++i) h = (h << 8) | md[i];
+  for (unsigned char byte : md) h = (h << 8) | byte;
   return h;
 }
 
@@ -119,12 +119,11 @@ std::string KplAggregator::finish() {
              retrieval::kKplMagic.size());
   out.append(keys_);
   out.append(records_bytes_);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int md_len = 0;
+  base::Md5Digest md{};
   const std::string_view body(out.data() + retrieval::kKplMagic.size(),
                               out.size() - retrieval::kKplMagic.size());
-  EVP_Digest(body.data(), body.size(), md, &md_len, EVP_md5(), nullptr);
-  out.append(reinterpret_cast<const char*>(md), retrieval::kKplDigestSize);
+  (void)base::md5(body, md);  // without MD5 the aggregate fails its check at the reader
+  out.append(reinterpret_cast<const char*>(md.data()), retrieval::kKplDigestSize);
   clear();
   return out;
 }

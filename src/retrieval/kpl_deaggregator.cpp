@@ -1,12 +1,11 @@
 #include "retrieval/kpl_deaggregator.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <utility>
 
+#include "base/digest.h"
 #include "retrieval/protobuf_wire.h"
 
 namespace kcl::retrieval {
@@ -222,14 +221,13 @@ Verdict classify(const kinesis::KinesisRecord& in, std::string_view shard_id,
       data.substr(kKplMagic.size(), data.size() - kKplMagic.size() - kKplDigestSize);
   const std::string_view digest = data.substr(data.size() - kKplDigestSize);
 
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int md_len = 0;
-  if (EVP_Digest(body.data(), body.size(), md, &md_len, EVP_md5(), nullptr) != 1 ||
-      md_len != kKplDigestSize) {
+  base::Md5Digest md{};
+  if (!base::md5(body, md)) {
     // MD5 unavailable (e.g. a FIPS-only OpenSSL): cannot verify, so cannot trust the body.
     return corrupt("MD5 could not be computed (OpenSSL)");
   }
-  if (std::memcmp(md, digest.data(), kKplDigestSize) != 0) return corrupt("MD5 mismatch");
+  static_assert(base::kMd5Size == kKplDigestSize);
+  if (std::memcmp(md.data(), digest.data(), kKplDigestSize) != 0) return corrupt("MD5 mismatch");
 
   std::string error;
   if (!parse_aggregate(body, v.parsed, error)) return corrupt(error);
