@@ -194,19 +194,14 @@ BENCHMARK_CAPTURE(BM_Memcpy, small, kSmall)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> defaults;
-  std::vector<char*> args = kcl::bench::with_default_repetitions(argc, argv, 5, defaults);
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
-  for (Shape shape : {kKb, kSmall}) {
-    std::printf("%s: event stream of %zu bytes, %d events, %d records\n",
-                shape == kKb ? "kb" : "small", inputs(shape).stream.size(), kEvents, kRecords);
-  }
-  kcl::bench::SummaryReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  const auto r = reporter.rates();
+  const auto rates = kcl::bench::run_benchmarks(argc, argv, 5, [] {
+    for (Shape shape : {kKb, kSmall}) {
+      std::printf("%s: event stream of %zu bytes, %d events, %d records\n",
+                  shape == kKb ? "kb" : "small", inputs(shape).stream.size(), kEvents, kRecords);
+    }
+  });
+  if (!rates) return 1;
+  const auto& r = *rates;
   for (const char* shape : {"kb", "small"}) {
     const std::string tail = std::string("/") + shape;
     auto copy = r.find("BM_Memcpy" + tail);

@@ -143,16 +143,11 @@ BENCHMARK(BM_Memcpy)->Unit(benchmark::kMillisecond);
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> defaults;
-  std::vector<char*> args = kcl::bench::with_default_repetitions(argc, argv, 5, defaults);
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
-  std::printf("response: %zu bytes of JSON, %d records\n", response().size(), kRecords);
-  kcl::bench::SummaryReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  const auto r = reporter.rates();
+  const auto rates = kcl::bench::run_benchmarks(argc, argv, 5, [] {
+    std::printf("response: %zu bytes of JSON, %d records\n", response().size(), kRecords);
+  });
+  if (!rates) return 1;
+  const auto& r = *rates;
   auto copy = r.find("BM_Memcpy");
   const double memcpy_rate = copy != r.end() ? copy->second.first : 0;
   const std::pair<const char*, const char*> lines[] = {

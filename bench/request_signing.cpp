@@ -154,15 +154,9 @@ BENCHMARK(BM_PartitionKeyHash);
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> defaults;
-  std::vector<char*> args = kcl::bench::with_default_repetitions(argc, argv, 5, defaults);
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
-  kcl::bench::SummaryReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  const auto r = reporter.rates();
+  const auto rates = kcl::bench::run_benchmarks(argc, argv, 5, [] {});
+  if (!rates) return 1;
+  const auto& r = *rates;
   auto ns_per_call = [&](const char* name) {
     auto it = r.find(name);
     return it != r.end() && it->second.second > 0 ? 1e9 / it->second.second : 0.0;

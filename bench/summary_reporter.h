@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,27 @@ inline std::vector<char*> with_default_repetitions(int argc, char** argv, int n,
              "--benchmark_enable_random_interleaving=true"};
   for (std::string& s : storage) out.push_back(s.data());
   return out;
+}
+
+// What a benchmark program's main does: parses the command line (with the default
+// repetitions above), calls `announce()` (to print what is measured), runs the benchmarks
+// through a SummaryReporter and returns each one's rates (SummaryReporter::rates()); nullopt
+// when the command line names an unknown argument.
+template <class Announce>
+std::optional<std::map<std::string, std::pair<double, double>>> run_benchmarks(int argc,
+                                                                               char** argv,
+                                                                               int repetitions,
+                                                                               Announce announce) {
+  std::vector<std::string> defaults;
+  std::vector<char*> args = with_default_repetitions(argc, argv, repetitions, defaults);
+  int args_count = static_cast<int>(args.size());
+  benchmark::Initialize(&args_count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return std::nullopt;
+  announce();
+  SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return reporter.rates();
 }
 
 }  // namespace kcl::bench
