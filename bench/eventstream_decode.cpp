@@ -11,7 +11,13 @@
 //   BM_EventStreamFrames   the event-stream decoder alone (fed 64 KB at a time, as a socket
 //                          delivers): frames, CRCs, headers, each frame in a buffer of its own
 //   BM_EventStreamRecords  frames + each event's JSON into records, in place in the frame
-//                          (a reused result, as the fan-out source's)
+//                          (a reused result)
+//   BM_EventStreamBatches  frames + each event's records straight from the parser into a
+//                          batch of kcl::Records (retrieval::BatchBuilder as a RecordSink),
+//                          each batch released after its event: the fan-out source's path
+//   BM_EventStreamViaVector the same batches, each event parsed into a vector of records
+//                          first and those then handed to the builder (the fan-out source's
+//                          path until 2026-11-26): the baseline for BM_EventStreamBatches
 //   BM_GetRecordsRecords   the same records as one GetRecords response, parsed in place into a
 //                          reused result (the polling path from the body on, as
 //                          bench_get_records_decode measures it)
@@ -35,6 +41,7 @@
 #include "eventstream/event_stream.h"
 #include "kinesis/kinesis_client.h"
 #include "records_fixture.h"
+#include "retrieval/resume.h"
 #include "summary_reporter.h"
 
 namespace {
@@ -105,15 +112,17 @@ void BM_EventStreamFrames(benchmark::State& state, Shape shape) {
 BENCHMARK_CAPTURE(BM_EventStreamFrames, kb, kKb)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EventStreamFrames, small, kSmall)->Unit(benchmark::kMillisecond);
 
-void BM_EventStreamRecords(benchmark::State& state, Shape shape) {
+// Decodes the stream as the fan-out source does, fed 64 KB at a time (large frames come from,
+// and go back to, the body recycler), and hands each event to `per_event`, which returns how
+// many records it yielded or -1 on failure. Sets the rates.
+template <typename PerEvent>
+void decode_events(benchmark::State& state, Shape shape, PerEvent per_event) {
   const std::string& s = inputs(shape).stream;
   std::vector<kcl::eventstream::Message> out;
-  kcl::kinesis::GetRecordsResult result;
   for (auto _ : state) {
-    // As the fan-out source's: large frames come from (and go back to) the body recycler.
     kcl::eventstream::Decoder d(kcl::eventstream::Decoder::kDefaultMaxMessageBytes,
                                 &kcl::aws::response_body_recycler());
-    std::size_t records = 0;
+    long records = 0;
     for (std::size_t at = 0; at < s.size(); at += 65536) {
       out.clear();
       if (!d.feed(std::string_view(s).substr(at, 65536), out).ok()) {
@@ -121,23 +130,67 @@ void BM_EventStreamRecords(benchmark::State& state, Shape shape) {
         return;
       }
       for (auto& m : out) {
-        if (!kcl::kinesis::parse_subscribe_to_shard_event_in_place(
-                 std::move(m.frame), m.payload_offset, m.payload_size, result)
-                 .ok()) {
+        const long n = per_event(m);
+        if (n < 0) {
           state.SkipWithError("parse failed");
           return;
         }
-        records += result.records.size();
+        records += n;
       }
     }
     if (records != kRecords) state.SkipWithError("wrong record count");
-    benchmark::DoNotOptimize(result.records.data());
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * s.size()));
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kRecords));
 }
+
+void BM_EventStreamRecords(benchmark::State& state, Shape shape) {
+  kcl::kinesis::GetRecordsResult result;
+  decode_events(state, shape, [&](kcl::eventstream::Message& m) -> long {
+    if (!kcl::kinesis::parse_subscribe_to_shard_event_in_place(std::move(m.frame), m.payload_offset,
+                                                               m.payload_size, result)
+             .ok()) {
+      return -1;
+    }
+    benchmark::DoNotOptimize(result.records.data());
+    return static_cast<long>(result.records.size());
+  });
+}
 BENCHMARK_CAPTURE(BM_EventStreamRecords, kb, kKb)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_EventStreamRecords, small, kSmall)->Unit(benchmark::kMillisecond);
+
+// Frames into batches of kcl::Records, as the fan-out source makes them: each event's records
+// from the parser straight into the batch, or (`via_vector`) through a vector of parsed
+// records first.
+void event_stream_batches(benchmark::State& state, Shape shape, bool via_vector) {
+  kcl::kinesis::GetRecordsResult event;
+  bool resume_filter = false;
+  decode_events(state, shape, [&](kcl::eventstream::Message& m) -> long {
+    kcl::retrieval::FetchedBatch batch;
+    kcl::retrieval::BatchBuilder builder(event, "shardId-000000000001", batch, kRecordsPerEvent);
+    if (!kcl::kinesis::parse_subscribe_to_shard_event_in_place(std::move(m.frame), m.payload_offset,
+                                                               m.payload_size, event,
+                                                               via_vector ? nullptr : &builder)
+             .ok()) {
+      return -1;
+    }
+    for (const kcl::kinesis::KinesisRecord& record : event.records) builder.add(record);
+    event.records.clear();
+    builder.finish(event, kcl::StartPosition::trim_horizon(), resume_filter);
+    benchmark::DoNotOptimize(batch.records.data());
+    return static_cast<long>(batch.records.size());
+  });
+}
+void BM_EventStreamBatches(benchmark::State& state, Shape shape) {
+  event_stream_batches(state, shape, false);
+}
+void BM_EventStreamViaVector(benchmark::State& state, Shape shape) {
+  event_stream_batches(state, shape, true);
+}
+BENCHMARK_CAPTURE(BM_EventStreamBatches, kb, kKb)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EventStreamBatches, small, kSmall)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EventStreamViaVector, kb, kKb)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_EventStreamViaVector, small, kSmall)->Unit(benchmark::kMillisecond);
 
 // The polling path on the same records. `with_copy`: the body is received (timed) as the
 // transport receives one, into a body a finished answer gave back, in the pieces a socket
@@ -209,6 +262,8 @@ int main(int argc, char** argv) {
     const std::pair<const char*, const char*> lines[] = {
         {"BM_EventStreamFrames", "eventstream_decode (frames only)"},
         {"BM_EventStreamRecords", "eventstream_decode (frames + records)"},
+        {"BM_EventStreamBatches", "eventstream_decode (frames + batches, the fan-out path)"},
+        {"BM_EventStreamViaVector", "eventstream_decode (frames + batches through a vector)"},
         {"BM_GetRecordsRecords", "get_records_decode (same records, polling)"},
         {"BM_GetRecordsCopied", "get_records_decode (same records, polling, with its copy)"}};
     for (const auto& [bench, label] : lines) {

@@ -479,13 +479,14 @@ Status parse_get_records_response(std::string_view json, GetRecordsResult& out) 
 static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
 
 Status parse_subscribe_to_shard_event_in_place(std::string&& buffer, std::size_t offset,
-                                               std::size_t size, GetRecordsResult& out) {
+                                               std::size_t size, GetRecordsResult& out,
+                                               RecordSink* sink) {
   if (offset > buffer.size() || size > buffer.size() - offset) {
     out = GetRecordsResult{};
     return Status(StatusCode::kInvalidArgument,
                   "SubscribeToShardEvent: payload range outside its buffer");
   }
-  return parse_owned(std::move(buffer), offset, size, out);
+  return parse_owned(std::move(buffer), offset, size, out, sink);
 }
 
 Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult& out,

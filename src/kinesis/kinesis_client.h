@@ -110,8 +110,9 @@ Status parse_get_records_response_in_place(std::string&& json, GetRecordsResult&
 // in continuation_sequence_number, absent at the shard's end; no NextShardIterator), lying at
 // [offset, offset + size) of `buffer` (the event-stream frame it came in): the buffer becomes
 // out.buffer and the records are decoded in place in it (its capacity grown only if it has
-// less than simdjson's padding past the payload).
+// less than simdjson's padding past the payload). With a `sink`, as for GetRecords.
 Status parse_subscribe_to_shard_event_in_place(std::string&& buffer, std::size_t offset,
-                                               std::size_t size, GetRecordsResult& out);
+                                               std::size_t size, GetRecordsResult& out,
+                                               RecordSink* sink = nullptr);
 
 }  // namespace kcl::kinesis

@@ -16,7 +16,7 @@ using std::chrono::milliseconds;
 namespace {
 // A record's JSON from Kinesis takes at least this many bytes (its 56-digit sequence number
 // alone takes 76 with its key), so an event's payload holds at most its size over this many
-// records. A payload of shorter records only means the vector grows as it would anyway.
+// records. A payload of shorter records only means the batch's vector grows as it would anyway.
 constexpr std::size_t kMinRecordJsonBytes = 96;
 // At most as many records as one GetRecords answer: larger events grow the vector as usual.
 constexpr std::size_t kMaxRecordsReserved = 10000;
@@ -271,27 +271,29 @@ FetchStep FanOutSource::fetch_step() {
     const std::string_view type = m.string_header(":message-type");
     if (type == "event") {
       if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
-      // Room for the event's records at once, as the polling fetcher reserves its call's
-      // limit: growing through the first large events would copy the records and write fresh
-      // memory at each step. Lent for this event only (see ParsedRecordsLoan).
-      const ParsedRecordsLoan loan(
-          event_.records, std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
+      // The records go from the parser straight into the batch (BatchBuilder), with room
+      // for the event's records at once, as the polling fetcher reserves its call's limit:
+      // growing through the first large events would copy the records and write fresh memory
+      // at each step.
+      FetchedBatch batch;
+      BatchBuilder builder(event_, shard_id_, batch,
+                           std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
       Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
-          std::move(m.frame), m.payload_offset, m.payload_size, event_);
+          std::move(m.frame), m.payload_offset, m.payload_size, event_, &builder);
       if (!parsed.ok()) {
-        // A malformed event: its records cannot be trusted; subscribe again after the last
+        // A malformed event: its records cannot be trusted (those handed over before the
+        // failure go with `batch`, the frame with the buffer); subscribe again after the last
         // good continuation.
+        event_.buffer.reset();
         streams_lost_.fetch_add(1);
         return backoff(FetchOutcome::kRetrying, "lost");
       }
       consecutive_failures_ = 0;
       quiet_ends_ = 0;
       millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
-      FetchedBatch batch;
       batch.millis_behind_latest = event_.millis_behind_latest;
-      corrupt_.fetch_add(
-          fill_batch(event_, shard_id_, start_, resume_filter_, batch).corrupt_aggregates,
-          std::memory_order_relaxed);
+      corrupt_.fetch_add(builder.finish(event_, start_, resume_filter_).corrupt_aggregates,
+                         std::memory_order_relaxed);
       if (!event_.continuation_sequence_number) {
         batch.child_shards = std::move(event_.child_shards);
         return end_of_shard(std::move(batch));

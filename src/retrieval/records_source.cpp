@@ -10,12 +10,6 @@ base::CapacityRecycler<std::vector<kcl::Record>>& record_vector_recycler() {
   return *recycler;
 }
 
-base::CapacityRecycler<std::vector<kinesis::KinesisRecord>>& parsed_record_recycler() {
-  static auto* recycler =
-      new base::CapacityRecycler<std::vector<kinesis::KinesisRecord>>(4, 8 * 1024 * 1024);
-  return *recycler;
-}
-
 FetchedBatch::~FetchedBatch() { record_vector_recycler().give(std::move(records)); }
 
 }  // namespace kcl::retrieval

@@ -49,30 +49,6 @@ using kcl::StartPosition;
 // most 8 vectors and 16 MiB; see base/capacity_recycler.h).
 base::CapacityRecycler<std::vector<kcl::Record>>& record_vector_recycler();
 
-// The vectors fan-out events are parsed into (kinesis::KinesisRecord, 72 B a record) before
-// their records are deaggregated into a batch (GetRecords answers go from the parser straight
-// into the batch: see BatchBuilder in retrieval/resume.h). A source needs one only while it
-// handles an event; kept by every source, each shard would hold one (up to 720 KB) for good,
-// outside the prefetch bound. Shared, the few events handled at once share a few (at most 4
-// vectors, 8 MiB).
-base::CapacityRecycler<std::vector<kinesis::KinesisRecord>>& parsed_record_recycler();
-
-// Lends `records` a vector from parsed_record_recycler() with room for `count` records, for
-// the length of a scope; it goes back (emptied) when the scope ends, whichever way.
-class ParsedRecordsLoan {
- public:
-  ParsedRecordsLoan(std::vector<kinesis::KinesisRecord>& records, std::size_t count)
-      : records_(records) {
-    records_ = parsed_record_recycler().take(count);
-  }
-  ~ParsedRecordsLoan() { parsed_record_recycler().give(std::move(records_)); }
-  ParsedRecordsLoan(const ParsedRecordsLoan&) = delete;
-  ParsedRecordsLoan& operator=(const ParsedRecordsLoan&) = delete;
-
- private:
-  std::vector<kinesis::KinesisRecord>& records_;
-};
-
 // What one GetRecords response yielded for the consumer.
 struct FetchedBatch {
   FetchedBatch() = default;

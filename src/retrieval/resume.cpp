@@ -84,12 +84,4 @@ BatchCounts BatchBuilder::finish(kinesis::GetRecordsResult& result, const StartP
   return counts;
 }
 
-BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
-                       const StartPosition& start, bool& resume_filter, FetchedBatch& batch) {
-  BatchBuilder builder(result, shard_id, batch, result.records.size());
-  for (const kinesis::KinesisRecord& record : result.records) builder.add(record);
-  result.records.clear();
-  return builder.finish(result, start, resume_filter);
-}
-
 }  // namespace kcl::retrieval

@@ -72,8 +72,4 @@ class BatchBuilder final : public kinesis::RecordSink {
   bool received_any_ = false;
 };
 
-// The same for an answer parsed into result.records (cleared): fan-out's events.
-BatchCounts fill_batch(kinesis::GetRecordsResult& result, std::string_view shard_id,
-                       const StartPosition& start, bool& resume_filter, FetchedBatch& batch);
-
 }  // namespace kcl::retrieval

@@ -38,14 +38,33 @@ std::string get_records_body(int generation) {
   return json;
 }
 
+// An answer parsed as the polling fetcher does: each record straight into the batch (a full
+// answer, for a fetcher that asks for kRecords a call).
 FetchedBatch batch_of(int generation) {
+  kinesis::GetRecordsResult result;
+  FetchedBatch batch;
+  BatchBuilder builder(result, "shardId-000000000001", batch, kRecords);
+  EXPECT_TRUE(
+      kinesis::parse_get_records_response_in_place(get_records_body(generation), result, &builder)
+          .ok());
+  bool resume_filter = false;
+  builder.finish(result, StartPosition::trim_horizon(), resume_filter);
+  EXPECT_EQ(batch.records.size(), static_cast<std::size_t>(kRecords));
+  return batch;
+}
+
+// The same answer parsed into a vector of Kinesis records first, then deaggregated one by one:
+// what a sink must give the same records as.
+FetchedBatch vector_path_batch_of(int generation) {
   kinesis::GetRecordsResult result;
   EXPECT_TRUE(
       kinesis::parse_get_records_response_in_place(get_records_body(generation), result).ok());
   FetchedBatch batch;
+  BatchBuilder builder(result, "shardId-000000000001", batch, result.records.size());
+  for (const kinesis::KinesisRecord& record : result.records) builder.add(record);
+  result.records.clear();
   bool resume_filter = false;
-  fill_batch(result, "shardId-000000000001", StartPosition::trim_horizon(), resume_filter, batch);
-  EXPECT_EQ(batch.records.size(), static_cast<std::size_t>(kRecords));
+  builder.finish(result, StartPosition::trim_horizon(), resume_filter);
   return batch;
 }
 
@@ -99,11 +118,13 @@ TEST(BufferRecyclingTest, AResultReusedForTheNextCallLetsGoOfItsBody) {
   kinesis::GetRecordsResult reused;
   std::weak_ptr<kinesis::RecordsBuffer> body;
   {
-    ASSERT_TRUE(kinesis::parse_get_records_response_in_place(get_records_body(5), reused).ok());
-    body = reused.buffer;
     FetchedBatch batch;
+    BatchBuilder builder(reused, "shardId-000000000002", batch, 10000);
+    ASSERT_TRUE(
+        kinesis::parse_get_records_response_in_place(get_records_body(5), reused, &builder).ok());
+    body = reused.buffer;
     bool resume_filter = false;
-    fill_batch(reused, "shardId-000000000002", StartPosition::trim_horizon(), resume_filter, batch);
+    builder.finish(reused, StartPosition::trim_horizon(), resume_filter);
     ASSERT_EQ(batch.records.size(), static_cast<std::size_t>(kRecords));
     EXPECT_EQ(reused.buffer, nullptr);
     EXPECT_TRUE(reused.records.empty());
@@ -114,52 +135,27 @@ TEST(BufferRecyclingTest, AResultReusedForTheNextCallLetsGoOfItsBody) {
   EXPECT_EQ(bodies.counts().kept_blocks, 1u);
 
   // An answer without records lets go of its (small) body too.
+  FetchedBatch empty;
+  BatchBuilder builder(reused, "shardId-000000000002", empty, 10000);
   ASSERT_TRUE(
       kinesis::parse_get_records_response_in_place(
           std::string("{\"Records\":[],\"NextShardIterator\":\"it\",\"MillisBehindLatest\":0}"),
-          reused)
+          reused, &builder)
           .ok());
   body = reused.buffer;
   ASSERT_FALSE(body.expired());
-  FetchedBatch empty;
+  EXPECT_FALSE(builder.received_any());
   bool resume_filter = false;
-  fill_batch(reused, "shardId-000000000002", StartPosition::trim_horizon(), resume_filter, empty);
+  builder.finish(reused, StartPosition::trim_horizon(), resume_filter);
   EXPECT_TRUE(empty.records.empty());
   EXPECT_TRUE(body.expired());
 }
 
-// Fan-out's source parses each event into a vector lent for that event only: a source keeps
-// none between events (100 shards would otherwise hold up to 720 KB each,
-// outside the prefetch bound), and the next answer, of any shard, reuses the same memory.
-TEST(BufferRecyclingTest, TheParseVectorIsLentForOneAnswerAndThenReused) {
-  auto& parsed = parsed_record_recycler();
-  parsed.trim();
-  std::vector<kinesis::KinesisRecord> first_source;
-  const kinesis::KinesisRecord* memory = nullptr;
-  {
-    const ParsedRecordsLoan loan(first_source, 10000);
-    ASSERT_GE(first_source.capacity(), 10000u);
-    memory = first_source.data();
-    first_source.emplace_back().partition_key = "pk";
-  }
-  EXPECT_EQ(first_source.capacity(), 0u) << "the source keeps nothing between answers";
-  EXPECT_EQ(parsed.counts().kept_blocks, 1u);
-
-  std::vector<kinesis::KinesisRecord> second_source;
-  {
-    const ParsedRecordsLoan loan(second_source, 9000);
-    EXPECT_EQ(second_source.data(), memory);
-    EXPECT_TRUE(second_source.empty());
-    EXPECT_EQ(parsed.counts().kept_blocks, 0u);
-  }
-  EXPECT_EQ(parsed.counts().kept_blocks, 1u);
-}
-
-// The polling fetcher has each record go from the parser straight into the batch. The batch
+// The fetchers have each record go from the parser straight into the batch. The batch
 // must be what the vector path gives (same records, same order, the shard id, the body let go
 // of by the reused result), without a vector of parsed records in between.
 TEST(BufferRecyclingTest, RecordsParsedStraightIntoABatchAreThoseOfTheVectorPath) {
-  const FetchedBatch expected = batch_of(6);
+  const FetchedBatch expected = vector_path_batch_of(6);
   kinesis::GetRecordsResult reused;
   FetchedBatch batch;
   BatchBuilder builder(reused, "shardId-000000000001", batch, 10000);
@@ -180,6 +176,42 @@ TEST(BufferRecyclingTest, RecordsParsedStraightIntoABatchAreThoseOfTheVectorPath
   EXPECT_GT(batch.bytes, batch.records.size() * sizeof(kcl::Record));
   batch = FetchedBatch();
   EXPECT_TRUE(body.expired());
+}
+
+// Fan-out's source has each event's records go straight into the batch too. The event's JSON
+// lies inside its event-stream frame, and the source reuses one result from event to event:
+// after an event it must keep nothing of it (100 shards would otherwise each hold a vector of
+// parsed records, or their last frame, outside the prefetch bound).
+TEST(BufferRecyclingTest, AnEventParsedStraightIntoABatchLeavesNothingInTheSourcesResult) {
+  const FetchedBatch expected = vector_path_batch_of(8);
+  std::string payload = get_records_body(8);
+  const std::string tail = "\"NextShardIterator\":\"it\"";
+  payload.replace(
+      payload.find(tail), tail.size(),
+      "\"ContinuationSequenceNumber\":\"49590338271490256608559692538361571095921575989136\"");
+  // The frame: a prelude and headers before the payload, a CRC after it.
+  const std::string frame = std::string(37, '\x01') + payload + std::string(4, '\x02');
+
+  kinesis::GetRecordsResult event;
+  FetchedBatch batch;
+  BatchBuilder builder(event, "shardId-000000000001", batch, 10000);
+  ASSERT_TRUE(kinesis::parse_subscribe_to_shard_event_in_place(std::string(frame), 37,
+                                                               payload.size(), event, &builder)
+                  .ok());
+  ASSERT_TRUE(event.continuation_sequence_number.has_value());
+  EXPECT_EQ(*event.continuation_sequence_number,
+            "49590338271490256608559692538361571095921575989136");
+  std::weak_ptr<kinesis::RecordsBuffer> held = event.buffer;
+  bool resume_filter = false;
+  builder.finish(event, StartPosition::trim_horizon(), resume_filter);
+  EXPECT_EQ(event.buffer, nullptr);
+  EXPECT_EQ(event.records.capacity(), 0u) << "no vector of parsed records";
+  ASSERT_EQ(batch.records.size(), expected.records.size());
+  for (std::size_t i = 0; i < batch.records.size(); ++i) {
+    ASSERT_EQ(batch.records[i], expected.records[i]) << "at " << i;
+  }
+  batch = FetchedBatch();
+  EXPECT_TRUE(held.expired()) << "the batch was all that kept the frame";
 }
 
 // An answer's size is known only at its end, so the batch starts with room for a full answer
