@@ -9,6 +9,7 @@
 // Actions, in order:
 //   {"event": {"records": [{"seq": "...", "data": "text", "key": "k"}], "continuation": "..."|null,
 //              "millisBehind": 0, "childShards": [...]}}      a SubscribeToShardEvent
+//                                           (a record with "noData": true has no Data field)
 //   {"initial": true}                       an initial-response event
 //   {"exception": "Type", "message": "..."} an exception message inside the 200 stream
 //   {"httpError": {"status": 400, "type": "ResourceInUseException", "message": "..."}}
@@ -64,12 +65,12 @@ function message(headers, payload, corrupt) {
 
 function eventMessage(ev, corrupt) {
   const body = {
-    Records: (ev.records || []).map((r) => ({
-      Data: Buffer.from(r.data || '', 'utf8').toString('base64'),
-      PartitionKey: r.key || 'k',
-      SequenceNumber: r.seq,
-      ApproximateArrivalTimestamp: 1700000000.5,
-    })),
+    Records: (ev.records || []).map((r) => Object.assign(
+      r.noData ? {} : {Data: Buffer.from(r.data || '', 'utf8').toString('base64')}, {
+        PartitionKey: r.key || 'k',
+        SequenceNumber: r.seq,
+        ApproximateArrivalTimestamp: 1700000000.5,
+      })),
     MillisBehindLatest: ev.millisBehind || 0,
   };
   if (ev.continuation !== undefined && ev.continuation !== null) body.ContinuationSequenceNumber = ev.continuation;

@@ -1,9 +1,10 @@
 // The fan-out records source against a scripted SubscribeToShard server (fanout_server.js, on
 // Node's built-in http2 module, h2c on 127.0.0.1) for what kinesis-local never does: the end
 // of a subscription's lifetime, shard end with ChildShards, exceptions inside the stream, a
-// corrupt CRC, a stream reset mid-message, ResourceInUse, ResourceNotFound, a slow reader
-// (HTTP/2 flow control) and many shards over one connection. In each: no record lost, none
-// delivered twice, resubscriptions after the last continuation.
+// corrupt CRC, an event whose JSON breaks after whole records, a stream reset mid-message,
+// ResourceInUse, ResourceNotFound, a slow reader (HTTP/2 flow control) and many shards over
+// one connection. In each: no record lost, none delivered twice, resubscriptions after the
+// last continuation.
 #include "retrieval/fanout_source.h"
 
 #include <gtest/gtest.h>
@@ -355,6 +356,20 @@ TEST_F(FanOutSourceTest, ACorruptMessageEndsTheStreamAndNothingOfItIsDelivered) 
   auto s = source();
   ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }));
   EXPECT_EQ(data_, names({0, 1})) << "neither the corrupt event nor what followed it";
+  EXPECT_GE(s->streams_lost(), 1u);
+  EXPECT_EQ(log_lines("subscription")[1]["position"]["SequenceNumber"], seq(0));
+}
+
+// An event whose frame is sound but whose JSON turns out broken after whole records: the
+// parser has handed those records over by then, and none of them may be delivered.
+TEST_F(FanOutSourceTest, AnEventFoundBrokenAfterWholeRecordsDeliversNoneOfThem) {
+  json broken = event({5, 6, 7}, 7);
+  broken["event"]["records"][2]["noData"] = true;
+  serve(json::array({json::array({event({0}, 0), broken, event({8}, 8)}),
+                     json::array({event({1}, 1), {{"hold", true}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }));
+  EXPECT_EQ(data_, names({0, 1})) << "nothing of the broken event, nor of what followed it";
   EXPECT_GE(s->streams_lost(), 1u);
   EXPECT_EQ(log_lines("subscription")[1]["position"]["SequenceNumber"], seq(0));
 }
