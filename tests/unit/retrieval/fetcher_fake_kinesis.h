@@ -9,6 +9,8 @@
 // expired and the stream deleted. Every call is logged with the clock's time.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -40,6 +42,16 @@ inline std::string seq_number(std::size_t i) {
   std::string digits = std::to_string(100000 + i * 7);
   return "49590338271490256608559692538361571095921575989136" +
          std::string(6 - std::min<std::size_t>(6, digits.size()), '0') + digits;
+}
+
+// `out` is records 0..n-1 of the fake shard (as add_records() makes them), each once, in order.
+inline void expect_all_in_order(const std::vector<kcl::Record>& out, std::size_t n) {
+  ASSERT_EQ(out.size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(out[i].sequence_number(), seq_number(i)) << "at " << i;
+    ASSERT_EQ(out[i].data(), "record-" + std::to_string(i)) << "at " << i;
+    ASSERT_EQ(out[i].shard_id(), kShard) << "at " << i;
+  }
 }
 
 class FakeKinesis final : public aws::AwsJsonClient {

@@ -11,18 +11,10 @@ namespace kcl::retrieval {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::expect_all_in_order;
 using testing::FakeKinesis;
 using testing::FetcherHarness;
 using testing::seq_number;
-
-void expect_all_in_order(const std::vector<kcl::Record>& out, std::size_t n) {
-  ASSERT_EQ(out.size(), n);
-  for (std::size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(out[i].sequence_number(), seq_number(i)) << "at " << i;
-    ASSERT_EQ(out[i].data(), "record-" + std::to_string(i)) << "at " << i;
-    ASSERT_EQ(out[i].shard_id(), testing::kShard);
-  }
-}
 
 TEST(FetcherPacingTest, NeverTwoCallsWithinMinCallInterval) {
   FetcherHarness h;
