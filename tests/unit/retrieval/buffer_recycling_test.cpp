@@ -68,6 +68,13 @@ FetchedBatch vector_path_batch_of(int generation) {
   return batch;
 }
 
+void expect_same_records(const FetchedBatch& batch, const FetchedBatch& expected) {
+  ASSERT_EQ(batch.records.size(), expected.records.size());
+  for (std::size_t i = 0; i < batch.records.size(); ++i) {
+    ASSERT_EQ(batch.records[i], expected.records[i]) << "at " << i;
+  }
+}
+
 TEST(BufferRecyclingTest, ADestroyedBatchsRecordsVectorHoldsTheNextBatch) {
   auto& vectors = record_vector_recycler();
   vectors.trim();  // what earlier tests left
@@ -168,10 +175,7 @@ TEST(BufferRecyclingTest, RecordsParsedStraightIntoABatchAreThoseOfTheVectorPath
   bool resume_filter = false;
   builder.finish(reused, StartPosition::trim_horizon(), resume_filter);
   EXPECT_EQ(reused.buffer, nullptr);
-  ASSERT_EQ(batch.records.size(), expected.records.size());
-  for (std::size_t i = 0; i < batch.records.size(); ++i) {
-    ASSERT_EQ(batch.records[i], expected.records[i]) << "at " << i;
-  }
+  expect_same_records(batch, expected);
   EXPECT_EQ(batch.records[7].shard_id(), "shardId-000000000001");
   EXPECT_GT(batch.bytes, batch.records.size() * sizeof(kcl::Record));
   batch = FetchedBatch();
@@ -206,10 +210,7 @@ TEST(BufferRecyclingTest, AnEventParsedStraightIntoABatchLeavesNothingInTheSourc
   builder.finish(event, StartPosition::trim_horizon(), resume_filter);
   EXPECT_EQ(event.buffer, nullptr);
   EXPECT_EQ(event.records.capacity(), 0u) << "no vector of parsed records";
-  ASSERT_EQ(batch.records.size(), expected.records.size());
-  for (std::size_t i = 0; i < batch.records.size(); ++i) {
-    ASSERT_EQ(batch.records[i], expected.records[i]) << "at " << i;
-  }
+  expect_same_records(batch, expected);
   batch = FetchedBatch();
   EXPECT_TRUE(held.expired()) << "the batch was all that kept the frame";
 }
