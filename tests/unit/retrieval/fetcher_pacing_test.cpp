@@ -14,7 +14,6 @@ using namespace std::chrono_literals;
 using testing::expect_all_in_order;
 using testing::FakeKinesis;
 using testing::FetcherHarness;
-using testing::seq_number;
 
 TEST(FetcherPacingTest, NeverTwoCallsWithinMinCallInterval) {
   FetcherHarness h;
