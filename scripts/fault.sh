@@ -9,6 +9,9 @@
 #   bash scripts/fault.sh                  # the short scenario (under 3 minutes; CI runs it
 #                                          # as the CTest test fault_short_scenario)
 #   bash scripts/fault.sh --soak [MINUTES] # the long soak (default 30 minutes)
+#   bash scripts/fault.sh --storm [MINUTES] # a quarter of the coordination table's calls
+#                                          # failing while workers (the leader among them)
+#                                          # are SIGKILLed one after another (default 4)
 #   bash scripts/fault.sh --seed 7         # other flags go to run.js
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,6 +22,11 @@ if [ "${1:-}" = "--soak" ]; then
   minutes=30
   if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then minutes="$1"; shift; fi
   args=(--profile soak --minutes "$minutes")
+elif [ "${1:-}" = "--storm" ]; then
+  shift
+  minutes=4
+  if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then minutes="$1"; shift; fi
+  args=(--profile storm --minutes "$minutes")
 fi
 if [ "${KCL_SKIP_DEPS:-0}" != "1" ]; then
   bash scripts/install-deps.sh

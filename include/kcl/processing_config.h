@@ -42,6 +42,13 @@ struct ProcessingConfig {
   // Graceful shutdown waits this long for processors' shutdown_requested before handing
   // leases back anyway. Default 60 s, range 1 s..1 h.
   std::chrono::milliseconds shutdown_timeout{60000};
+  // When a shard has delivered no records for this long, process_records is called with an
+  // empty batch (and again each time this long passes while the shard stays idle), so that a
+  // processor that checkpoints on a timer writes its checkpoint without waiting for the next
+  // record: checkpointer.checkpoint() then names the last record delivered. The Java KCL's
+  // callProcessRecordsEvenForEmptyRecordList, on a timer. Default 0 = never (only batches
+  // with records are delivered); otherwise 100 ms..1 h.
+  std::chrono::milliseconds empty_batch_interval{0};
 };
 
 }  // namespace kcl

@@ -18,7 +18,47 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, LeaseStore& le
       logger_(logger),
       membership_(coordination, coordinator, config, clock, metrics, seed),
       leader_(leases, coordination, config, clock, metrics, logger),
-      rng_(seed ^ 0x9e3779b97f4a7c15ULL) {}
+      heartbeats_("heartbeat", "membership heartbeat", "worker " + config.worker_id, logger,
+                  metrics, clock),
+      lock_renewals_("lock_renewal", "leader lock renewal", "worker " + config.worker_id, logger,
+                     metrics, clock),
+      polls_("own_entry_poll", "own-entry poll", "worker " + config.worker_id, logger, metrics,
+             clock),
+      passes_("leader_pass", "leader pass", "leader " + config.worker_id, logger, metrics, clock),
+      rng_(seed ^ 0x9e3779b97f4a7c15ULL) {
+  leader_.set_authority([this] { return assign_veto(); });
+}
+
+// A leader stops assigning once its own renewals (membership heartbeat, lock renewal) have
+// failed for half the slack between its renew interval and the failover time: well before
+// its hold lapses (at failover_time - lost_lease_margin) and so before any other worker may
+// take the lock and fence it, with time left for a write in flight to land. It goes on
+// when a renewal succeeds again.
+std::optional<std::string> AssignmentAgent::assign_veto() const {
+  auto deadline = membership_.deadline();
+  if (!deadline) return "this worker is not a member of the fleet";
+  const auto slack = (config_.failover_time - config_.effective_renew_interval()) / 2;
+  const auto now = clock_.now();
+  if (now < *deadline - slack) return std::nullopt;
+  const auto since =
+      now - (*deadline - config_.failover_time + config_.effective_lost_lease_margin());
+  return "its own heartbeat or lock renewal has not succeeded for " +
+         std::to_string(std::chrono::duration_cast<milliseconds>(since).count()) +
+         " ms; its hold lapses in " +
+         std::to_string(std::chrono::duration_cast<milliseconds>(*deadline - now).count()) + " ms";
+}
+
+std::vector<AssignmentAgent::FailingCalls> AssignmentAgent::failing_calls() const {
+  std::vector<FailingCalls> out;
+  for (const ReportedSeries* s :
+       {&heartbeats_, &lock_renewals_, &polls_, &passes_, &leader_.posts_series()}) {
+    if (auto since = s->series().since()) {
+      out.push_back(
+          {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
+    }
+  }
+  return out;
+}
 
 void AssignmentAgent::log(LogLevel level, const std::string& message) const {
   if (logger_ && logger_->enabled(level)) {
@@ -63,8 +103,20 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
                              std::to_string(membership_.incarnations()) + ")");
   }
   if (r.abandoned) stop_leading(Status(StatusCode::kLeaseLost, "membership lost"), false);
+  heartbeats_.record(r.status);
   bool ok = r.status.ok();
 
+  if (!renew_lock()) ok = false;
+  const milliseconds interval = config_.effective_renew_interval();
+  // A failed renewal is tried again soon: many more tries fit before the hold lapses
+  // (renew_interval is at most half the hold), so a quarter of the calls failing rarely costs
+  // the membership.
+  return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 10));
+}
+
+// Renews the leader lock when this worker holds it; false when the renewal failed (and the
+// lock is still held until its deadline).
+bool AssignmentAgent::renew_lock() {
   std::optional<LeaderEntry> held;
   std::optional<Clock::MonoTime> basis;
   {
@@ -72,58 +124,106 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
     held = lock_held_;
     basis = lock_basis_;
   }
-  if (held) {
-    const auto start = clock_.now();
-    auto renewed = coordination_.renew_leadership(*held);
-    if (renewed.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (lock_held_ && lock_held_->counter == held->counter) {
-          lock_held_ = *renewed;
-          lock_basis_ = start;
-        }
-      }
-      membership_.set_leader_basis(start);
-    } else if (renewed.status().code() == StatusCode::kConditionFailed) {
-      stop_leading(Status(StatusCode::kLeaseLost, "another worker took the leader lock"), true);
-    } else {
-      ok = false;
-      if (basis &&
-          clock_.now() >= *basis + config_.failover_time - config_.effective_lost_lease_margin()) {
-        stop_leading(Status(StatusCode::kLeaseLost,
-                            "the leader lock could not be renewed in "
-                            "time: " +
-                                renewed.status().to_string()),
-                     true);
-      }
-    }
+  if (!held) return true;
+  const auto start = clock_.now();
+  auto renewed = coordination_.renew_leadership(*held);
+  if (!renewed.ok() && renewed.status().code() == StatusCode::kConditionFailed) {
+    // Conditional on owner and incarnation only (coordination_store.h): someone else holds
+    // the lock now.
+    lock_renewals_.succeeded();
+    stop_leading(Status(StatusCode::kLeaseLost, "another worker took the leader lock"), true);
+    return true;
   }
-  const milliseconds interval = config_.effective_renew_interval();
-  // A failed renewal is tried again soon: at least two more tries fit before the hold lapses.
-  return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 5));
+  lock_renewals_.record(renewed.status());
+  if (renewed.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lock_held_ || lock_held_->counter != held->counter) return true;
+      lock_held_ = *renewed;
+      lock_basis_ = start;
+    }
+    membership_.set_leader_basis(start);
+    return true;
+  }
+  if (basis &&
+      clock_.now() >= *basis + config_.failover_time - config_.effective_lost_lease_margin()) {
+    stop_leading(Status(StatusCode::kLeaseLost, "the leader lock could not be renewed in time: " +
+                                                    renewed.status().to_string()),
+                 true);
+  }
+  return false;
+}
+
+// Acts on the lease keys the leader posted. When the leader asked for a recheck (what this
+// worker reports holding differs from what the table gives it, see lease_leader.h), every
+// lease it holds or is taking over is looked at too: one the table gives to someone else is
+// let go, one it gives to this worker is adopted.
+bool AssignmentAgent::look_at_inbox(const WorkerEntry& self) {
+  const bool recheck = self.recheck > 0 && (self.incarnation != recheck_seen_.first ||
+                                            self.recheck > recheck_seen_.second);
+  if (self.inbox.empty() && !recheck) return true;
+  std::vector<std::string> keys = self.inbox;
+  if (recheck) {
+    for (std::string& k : coordinator_.claimed_keys()) keys.push_back(std::move(k));
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  LookResult looked = coordinator_.look_at(keys);
+  if (recheck && looked.status.ok()) recheck_seen_ = {self.incarnation, self.recheck};
+  std::vector<std::string> handled;
+  for (const std::string& k : looked.handled) {
+    if (std::binary_search(self.inbox.begin(), self.inbox.end(), k)) handled.push_back(k);
+  }
+  if (!handled.empty()) {
+    if (auto entry = membership_.entry()) (void)coordination_.clear_inbox(*entry, handled);
+  }
+  return looked.status.ok();
 }
 
 void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now) {
   auto entry = membership_.entry();
   if (!entry) return;
   const auto start = clock_.now();
-  auto acquired = coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
-  if (!acquired.ok()) return;  // another worker was quicker, or the table is unavailable
+  // Already ours (a take whose answer was lost): a renewal conditional on what was read makes
+  // it this worker's with a basis it knows.
+  const bool ours =
+      seen && seen->owner == config_.worker_id && seen->owner_incarnation == entry->incarnation;
+  auto acquired =
+      ours ? coordination_.renew_leadership(*seen)
+           : coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
+  if (!acquired.ok()) {
+    if (ours || acquired.status().code() == StatusCode::kConditionFailed) return;
+    // The table is unavailable, or the take landed and its answer was lost. Then this
+    // incarnation is named in the lock without knowing it, and the next leader may fence it
+    // as soon as that lock lapses: so it holds its leases only as long as a leader holding a
+    // lock taken at `start` would (until the poll learns whose the lock is). The poll that
+    // finds the lock ours makes this worker the leader, fencing the holder it was taken from.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      taken_from_ = seen;
+    }
+    membership_.set_leader_basis(start);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     lock_held_ = *acquired;
     lock_basis_ = start;
     lock_seen_ = *acquired;
     lock_changed_at_ = now;
-    lock_previous_ = seen;
+    // The incarnation that led before is fenced by the new leader; never this one.
+    lock_previous_ = ours ? taken_from_ : seen;
+    taken_from_.reset();
     leading_.store(true);
   }
   terms_.fetch_add(1);
   membership_.set_leader_basis(start);
   metrics_.count("leader.elected", 1, {});
   log(LogLevel::kInfo,
-      "became the leader" +
-          std::string(seen && seen->owner ? " (the lock of " + *seen->owner + " had lapsed)" : ""));
+      "became the leader" + std::string(seen && seen->owner && !ours
+                                            ? " (the lock of " + *seen->owner + " had lapsed)"
+                                        : ours ? " (its take of the lock had landed unseen)"
+                                               : ""));
 }
 
 Clock::MonoTime AssignmentAgent::poll_step() {
@@ -131,18 +231,22 @@ Clock::MonoTime AssignmentAgent::poll_step() {
   auto before = membership_.entry();
   if (!before) return clock_.now() + milliseconds(std::min<long long>(interval.count(), 50));
   auto view = coordination_.read_own(config_.worker_id);
-  if (!view.ok()) return clock_.now() + jittered(interval);
+  polls_.record(view.status());
+  // A failed read is tried again soon: a lease assigned meanwhile waits for it.
+  if (!view.ok()) return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
   if (membership_.observe_own(view->self, before->incarnation)) {
     stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
     return clock_.now() + interval;
   }
-  if (view->self && !view->self->inbox.empty()) {
-    LookResult looked = coordinator_.look_at(view->self->inbox);
-    if (!looked.handled.empty()) {
-      if (auto entry = membership_.entry()) {
-        (void)coordination_.clear_inbox(*entry, looked.handled);
-      }
+  bool unfinished = false;  // keys left in the inbox after a failed read: look again soon
+  if (view->self) {
+    // Registered again after the membership ended: what was given up and is still this
+    // worker's in the table is adopted now (a fence moves it elsewhere first, and every take
+    // is conditional, so at most one worker gets each).
+    if (std::vector<std::string> given_up = coordinator_.given_up(); !given_up.empty()) {
+      unfinished = !coordinator_.look_at(given_up).status.ok();
     }
+    unfinished = !look_at_inbox(*view->self) || unfinished;
   }
   if (coordinator_.has_pending_incoming()) (void)coordinator_.poll_incoming_handoffs();
   // Handoffs this worker is finishing: a receiver that took one anyway (handoff_timeout) is
@@ -154,6 +258,7 @@ Clock::MonoTime AssignmentAgent::poll_step() {
   // The lock: note when it last changed; lead when nobody does.
   const auto now = clock_.now();
   bool lead = false;
+  bool clear_leader_basis = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto& seen = view->leader;
@@ -162,23 +267,38 @@ Clock::MonoTime AssignmentAgent::poll_step() {
       lock_changed_at_ = now;
     }
     lock_seen_ = seen;
+    if (taken_from_ && !lock_held_ &&
+        (!seen || seen->owner != config_.worker_id ||
+         seen->owner_incarnation != before->incarnation)) {
+      // A take of the lock whose answer was lost did not land (or was taken over since, by
+      // when this worker's hold had lapsed): the lock no longer bounds this worker's hold.
+      taken_from_.reset();
+      clear_leader_basis = true;
+    }
     if (!lock_held_ && !coordinator_.taking_stopped()) {
       if (!seen || !seen->owner) {
         lead = true;
-      } else if (*seen->owner == config_.worker_id &&
-                 seen->owner_incarnation != before->incarnation) {
-        lead = true;  // an earlier incarnation of this worker led; it has stopped
+      } else if (*seen->owner == config_.worker_id) {
+        // An earlier incarnation of this worker led (it has stopped), or this incarnation's
+        // own take of the lock landed although its answer was lost.
+        lead = true;
       } else if (now - lock_changed_at_ >= config_.failover_time) {
         lead = true;  // the leader has been silent for the failover time
       }
     }
   }
+  if (clear_leader_basis) membership_.set_leader_basis(std::nullopt);
   if (lead) try_lead(view->leader, now);
 
-  const milliseconds next =
-      coordinator_.has_pending_incoming() || !coordinator_.pending_handoffs().empty()
-          ? std::min(interval, milliseconds(250))
-          : interval;
+  bool confirming;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    confirming = taken_from_.has_value();  // a take of the lock whose answer was lost
+  }
+  const milliseconds next = unfinished || confirming || coordinator_.has_pending_incoming() ||
+                                    !coordinator_.pending_handoffs().empty()
+                                ? std::min(interval, milliseconds(250))
+                                : interval;
   return clock_.now() + jittered(next);
 }
 
@@ -201,7 +321,7 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   }
   if (begin) leader_.begin(previous);
   LeaderPassResult r = leader_.run_pass();
-  if (!r.status.ok()) log(LogLevel::kWarn, "leader pass: " + r.status.to_string());
+  passes_.record(r.status);
   // What the leader assigned to (or asked of) itself needs no round trip through its inbox
   // (the next poll clears the inbox; looking at a key twice changes nothing).
   if (!r.posted_to_self.empty()) (void)coordinator_.look_at(r.posted_to_self);

@@ -26,6 +26,9 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
@@ -35,6 +38,7 @@
 #include "leases/lease_coordinator.h"
 #include "leases/lease_leader.h"
 #include "leases/membership.h"
+#include "leases/reported_series.h"
 
 namespace kcl::leases {
 
@@ -58,6 +62,15 @@ class AssignmentAgent {
   Membership& membership() { return membership_; }
   const LeaseLeader& leader() const { return leader_; }
   const LeaseConfig& config() const { return config_; }
+  // The failing series of this worker's coordination calls (heartbeats, lock renewals, own-
+  // entry polls, leader passes); empty when every one's last call succeeded.
+  struct FailingCalls {
+    std::string operation;
+    std::uint64_t consecutive = 0;
+    Clock::MonoTime since;
+    Status last;
+  };
+  std::vector<FailingCalls> failing_calls() const;
   const Clock& clock() const { return clock_; }
 
  private:
@@ -66,6 +79,10 @@ class AssignmentAgent {
   // Stops leading (the incarnation goes too unless `graceful`).
   void stop_leading(const Status& why, bool abandon_incarnation);
   void try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now);
+  bool renew_lock();
+  std::optional<std::string> assign_veto() const;
+  // False when some keys could not be looked at (they stay in the inbox).
+  bool look_at_inbox(const WorkerEntry& self);
 
   CoordinationStore& coordination_;
   LeaseCoordinator& coordinator_;
@@ -75,6 +92,11 @@ class AssignmentAgent {
   Logger* logger_;
   Membership membership_;
   LeaseLeader leader_;  // used by leader_step only
+  // Failing series of this worker's coordination calls (logged and exported).
+  ReportedSeries heartbeats_;
+  ReportedSeries lock_renewals_;
+  ReportedSeries polls_;
+  ReportedSeries passes_;
 
   mutable std::mutex mu_;
   std::mt19937_64 rng_;                        // guarded by mu_
@@ -83,7 +105,11 @@ class AssignmentAgent {
   std::optional<LeaderEntry> lock_seen_;       // guarded by mu_: as last read
   Clock::MonoTime lock_changed_at_{};          // guarded by mu_
   std::optional<LeaderEntry> lock_previous_;   // guarded by mu_: before this worker took it
-  std::uint64_t term_started_ = 0;             // guarded by mu_: term that leader_ began
+  // guarded by mu_: the lock as seen before a take whose answer was lost
+  std::optional<LeaderEntry> taken_from_;
+  std::uint64_t term_started_ = 0;  // guarded by mu_: term that leader_ began
+  // poll thread only: the (incarnation, recheck) of the last recheck acted on
+  std::pair<std::string, std::int64_t> recheck_seen_;
   std::atomic<bool> leading_{false};
   std::atomic<std::uint64_t> terms_{0};
 };

@@ -38,7 +38,14 @@ struct WorkerEntry {
   std::string incarnation;
   std::int64_t heartbeat = 0;    // bumped by the worker every renew interval
   std::int64_t lease_count = 0;  // leases it held at its last heartbeat
-  bool draining = false;         // shutting down: the leader assigns it nothing more
+  // lease_set_digest() of the keys of the leases it held or was taking over (handoffs to it
+  // not finished yet) at its last heartbeat; empty from a worker that does not report it.
+  // The leader compares it with what the lease table gives that worker (lease_leader.h).
+  std::string lease_digest;
+  // Bumped by the leader to ask the worker to compare everything it holds with the table
+  // (request_recheck); the worker remembers the last value it acted on.
+  std::int64_t recheck = 0;
+  bool draining = false;  // shutting down: the leader assigns it nothing more
   // Lease key -> KB/s processed recently, for balancing by load (one decimal).
   std::map<std::string, double> lease_kbps;
   // Lease keys the leader wants this worker to look at (assigned to it, or to be handed
@@ -84,10 +91,15 @@ class CoordinationStore {
   virtual Result<OwnView> read_own(std::string_view worker_id) = 0;
 
   // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, empty inbox),
-  // replacing any earlier entry of that id.
+  // replacing any earlier entry of that id. kConditionFailed when the entry already is this
+  // incarnation's: an earlier attempt whose answer was lost landed (and may have received
+  // posts since, which a second write would wipe).
   virtual Result<WorkerEntry> register_worker(const WorkerEntry& entry) = 0;
-  // heartbeat + 1, and leaseCount, draining and leaseKbps from `report` (its lease_count,
-  // draining and lease_kbps), conditional on the incarnation and the heartbeat of `held`.
+  // heartbeat + 1 (an atomic increment), and leaseCount, leaseDigest, draining and leaseKbps
+  // from `report` (its lease_count, lease_digest, draining and lease_kbps), conditional on
+  // the incarnation of `held` only: a heartbeat whose answer was lost (it may have landed)
+  // does not make the next one fail, and every heartbeat that lands moves the value, which
+  // is what fence_worker() is conditional on.
   // Returns the entry as written (inbox included).
   virtual Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) = 0;
   // Removes the entry of a worker found silent, conditional on the incarnation and heartbeat
@@ -97,6 +109,8 @@ class CoordinationStore {
   virtual Status deregister_worker(const WorkerEntry& held) = 0;
   // Adds lease keys to a worker's inbox, conditional on its incarnation (`seen`).
   virtual Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) = 0;
+  // As post_to_inbox, and recheck + 1: the worker is to compare what it holds with the table.
+  virtual Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) = 0;
   // Removes lease keys from this worker's inbox, conditional on its incarnation.
   virtual Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) = 0;
 
@@ -105,7 +119,9 @@ class CoordinationStore {
   virtual Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                                  std::string_view worker_id,
                                                  std::string_view incarnation) = 0;
-  // counter + 1, conditional on the counter and owner of `held`.
+  // counter + 1 (an atomic increment), conditional on the owner and owner incarnation of
+  // `held` only, for the same reason as heartbeat(): a worker taking the lock over writes
+  // its own name, so a renewal of the old holder can never land after that.
   virtual Result<LeaderEntry> renew_leadership(const LeaderEntry& held) = 0;
   // Removes the owner (counter + 1), conditional on the counter and owner of `held`, so
   // another worker may lead at once.

@@ -62,6 +62,9 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
   w.incarnation = std::move(*inc);
   KCL_ASSIGN_OR_RETURN(w.heartbeat, get_n(item, key, "heartbeat"));
   KCL_ASSIGN_OR_RETURN(w.lease_count, get_n(item, key, "leaseCount"));
+  KCL_ASSIGN_OR_RETURN(auto digest, get_s(item, key, "leaseDigest"));
+  w.lease_digest = digest.value_or("");
+  KCL_ASSIGN_OR_RETURN(w.recheck, get_n(item, key, "recheck"));
   if (auto it = item.find("leaseKbps"); it != item.end()) {
     if (it->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
     for (const auto& [lease, v] : it->second.m()) {
@@ -102,6 +105,18 @@ Expression same_incarnation(const WorkerEntry& w, bool with_heartbeat) {
     c.values[":hb"] = AttributeValue::N(static_cast<long long>(w.heartbeat));
     c.expression += " AND #hb = :hb";
   }
+  return c;
+}
+
+// "ownerName = :own AND ownerIncarnation = :oi": the holder's own writes (renew, release),
+// whatever the counter (its renewals whose answers were lost moved it).
+Expression same_holder(const LeaderEntry& l) {
+  Expression c;
+  c.names["#own"] = "ownerName";
+  c.names["#oi"] = "ownerIncarnation";
+  c.values[":own"] = AttributeValue::S(l.owner.value_or(""));
+  c.values[":oi"] = AttributeValue::S(l.owner_incarnation);
+  c.expression = "#own = :own AND #oi = :oi";
   return c;
 }
 
@@ -219,7 +234,11 @@ Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry
   item.emplace("incarnation", AttributeValue::S(entry.incarnation));
   item.emplace("heartbeat", AttributeValue::N(0LL));
   item.emplace("leaseCount", AttributeValue::N(static_cast<long long>(entry.lease_count)));
-  auto written = client_->put_item(table_, item);
+  Expression not_yet;
+  not_yet.names["#inc"] = "incarnation";
+  not_yet.values[":inc"] = AttributeValue::S(entry.incarnation);
+  not_yet.expression = "attribute_not_exists(#inc) OR #inc <> :inc";
+  auto written = client_->put_item(table_, item, not_yet);
   if (!written.ok()) return written.status().with_context("registering worker: ");
   WorkerEntry fresh;
   fresh.worker_id = entry.worker_id;
@@ -248,7 +267,9 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
   u.names["#lc"] = "leaseCount";
   u.names["#dr"] = "draining";
   u.names["#tp"] = "leaseKbps";
-  u.values[":next"] = AttributeValue::N(static_cast<long long>(held.heartbeat + 1));
+  u.names["#dg"] = "leaseDigest";
+  u.values[":dg"] = AttributeValue::S(report.lease_digest.empty() ? "-" : report.lease_digest);
+  u.values[":one"] = AttributeValue::N(1LL);
   u.values[":count"] = AttributeValue::N(static_cast<long long>(report.lease_count));
   u.values[":dr"] = AttributeValue::Bool(report.draining);
   Item kbps;
@@ -258,16 +279,17 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
     kbps.emplace(lease, AttributeValue::N(std::string(text)));
   }
   u.values[":tp"] = AttributeValue::M(std::move(kbps));
-  u.expression = "SET #hb = :next, #lc = :count, #dr = :dr, #tp = :tp";
+  u.expression = "SET #lc = :count, #dr = :dr, #tp = :tp, #dg = :dg ADD #hb :one";
   const std::string key = worker_key(held.worker_id);
   KCL_ASSIGN_OR_RETURN(auto written, update("heartbeat of worker " + held.worker_id, key,
-                                            std::move(u), same_incarnation(held, true), true));
+                                            std::move(u), same_incarnation(held, false), true));
   if (!written.attributes) {
     WorkerEntry w = held;
     w.heartbeat += 1;
     w.lease_count = report.lease_count;
     w.draining = report.draining;
     w.lease_kbps = report.lease_kbps;
+    w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
     return w;
   }
   return worker_from_item(*written.attributes, key);
@@ -291,6 +313,22 @@ Status DynamoDbCoordinationStore::deregister_worker(const WorkerEntry& held) {
 Status DynamoDbCoordinationStore::post_to_inbox(const WorkerEntry& seen,
                                                 const std::vector<std::string>& keys) {
   return update_inbox(seen, "ADD", keys);
+}
+
+Status DynamoDbCoordinationStore::request_recheck(const WorkerEntry& seen,
+                                                  const std::vector<std::string>& keys) {
+  Expression u;
+  u.names["#rc"] = "recheck";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #rc :one";
+  if (!keys.empty()) {
+    u.names["#in"] = "inbox";
+    u.values[":keys"] = AttributeValue::SS(keys);
+    u.expression += ", #in :keys";
+  }
+  auto written = update("recheck of worker " + seen.worker_id, worker_key(seen.worker_id),
+                        std::move(u), same_incarnation(seen, false), false);
+  return written.status();
 }
 
 Status DynamoDbCoordinationStore::clear_inbox(const WorkerEntry& held,
@@ -343,10 +381,10 @@ Result<LeaderEntry> DynamoDbCoordinationStore::acquire_leadership(
 Result<LeaderEntry> DynamoDbCoordinationStore::renew_leadership(const LeaderEntry& held) {
   Expression u;
   u.names["#lc"] = "leaderCounter";
-  u.values[":next"] = AttributeValue::N(static_cast<long long>(held.counter + 1));
-  u.expression = "SET #lc = :next";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #lc :one";
   KCL_ASSIGN_OR_RETURN(auto written, update("renewing the leader lock", std::string(kLeaderKey),
-                                            std::move(u), same_leader(held), true));
+                                            std::move(u), same_holder(held), true));
   if (!written.attributes) {
     LeaderEntry l = held;
     l.counter += 1;
@@ -360,10 +398,10 @@ Status DynamoDbCoordinationStore::release_leadership(const LeaderEntry& held) {
   u.names["#lc"] = "leaderCounter";
   u.names["#own"] = "ownerName";
   u.names["#oi"] = "ownerIncarnation";
-  u.values[":next"] = AttributeValue::N(static_cast<long long>(held.counter + 1));
-  u.expression = "SET #lc = :next REMOVE #own, #oi";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #lc :one REMOVE #own, #oi";
   return update("releasing the leader lock", std::string(kLeaderKey), std::move(u),
-                same_leader(held), false)
+                same_holder(held), false)
       .status();
 }
 

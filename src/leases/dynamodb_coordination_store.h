@@ -39,6 +39,7 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   Status fence_worker(const WorkerEntry& seen) override;
   Status deregister_worker(const WorkerEntry& held) override;
   Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
+  Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
   Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) override;
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view worker_id,

@@ -50,6 +50,10 @@ Result<WorkerEntry> InMemoryCoordinationStore::register_worker(const WorkerEntry
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(entry.worker_id));
   ++stats_.writes;
+  if (auto it = workers_.find(entry.worker_id);
+      it != workers_.end() && it->second.incarnation == entry.incarnation) {
+    return condition_failed("register: the entry already is this incarnation's");
+  }
   WorkerEntry fresh;
   fresh.worker_id = entry.worker_id;
   fresh.incarnation = entry.incarnation;
@@ -67,13 +71,14 @@ Result<WorkerEntry> InMemoryCoordinationStore::heartbeat(const WorkerEntry& held
   auto it = workers_.find(held.worker_id);
   if (it == workers_.end()) return condition_failed("heartbeat: the entry is gone (fenced)");
   WorkerEntry& w = it->second;
-  if (w.incarnation != held.incarnation || w.heartbeat != held.heartbeat) {
-    return condition_failed("heartbeat: the entry changed");
+  if (w.incarnation != held.incarnation) {
+    return condition_failed("heartbeat: the entry is another incarnation's (fenced)");
   }
   w.heartbeat += 1;
   w.lease_count = report.lease_count;
   w.draining = report.draining;
   w.lease_kbps = report.lease_kbps;
+  w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
   return w;
 }
 
@@ -111,6 +116,16 @@ Status InMemoryCoordinationStore::deregister_worker(const WorkerEntry& held) {
 
 Status InMemoryCoordinationStore::post_to_inbox(const WorkerEntry& seen,
                                                 const std::vector<std::string>& keys) {
+  return post(seen, keys, false);
+}
+
+Status InMemoryCoordinationStore::request_recheck(const WorkerEntry& seen,
+                                                  const std::vector<std::string>& keys) {
+  return post(seen, keys, true);
+}
+
+Status InMemoryCoordinationStore::post(const WorkerEntry& seen,
+                                       const std::vector<std::string>& keys, bool recheck) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
   ++stats_.writes;
@@ -122,6 +137,7 @@ Status InMemoryCoordinationStore::post_to_inbox(const WorkerEntry& seen,
     if (std::find(inbox.begin(), inbox.end(), k) == inbox.end()) inbox.push_back(k);
   }
   std::sort(inbox.begin(), inbox.end());
+  if (recheck) it->second.recheck += 1;
   return Status::Ok();
 }
 
@@ -163,7 +179,8 @@ Result<LeaderEntry> InMemoryCoordinationStore::renew_leadership(const LeaderEntr
   KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
   ++stats_.writes;
   ++stats_.leader_writes;
-  if (!leader_ || leader_->counter != held.counter || leader_->owner != held.owner) {
+  if (!leader_ || leader_->owner != held.owner ||
+      leader_->owner_incarnation != held.owner_incarnation) {
     return condition_failed("leader: the lock changed hands");
   }
   leader_->counter += 1;
@@ -175,7 +192,8 @@ Status InMemoryCoordinationStore::release_leadership(const LeaderEntry& held) {
   KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
   ++stats_.writes;
   ++stats_.leader_writes;
-  if (!leader_ || leader_->counter != held.counter || leader_->owner != held.owner) {
+  if (!leader_ || leader_->owner != held.owner ||
+      leader_->owner_incarnation != held.owner_incarnation) {
     return condition_failed("leader: the lock changed hands");
   }
   leader_->owner.reset();

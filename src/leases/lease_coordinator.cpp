@@ -7,6 +7,8 @@
 #include <thread>
 #include <utility>
 
+#include "leases/lease_digest.h"
+
 namespace kcl::leases {
 namespace {
 
@@ -235,6 +237,22 @@ void LeaseCoordinator::record_write(WriteContext& w, const Lease& written, Clock
   }
 }
 
+// A release or handoff whose outcome is unknown (its answer was lost): the lease is read
+// again, and when neither owner attribute names this worker any more the write landed (or
+// someone took the lease meanwhile): either way this worker lets go now, rather than hold a
+// lease another worker may start on. Empty when it is still ours or the read failed.
+std::optional<Result<Lease>> LeaseCoordinator::letting_go_landed(WriteContext& w) {
+  auto fresh = store_.get_lease(w.current.lease_key);
+  if (!fresh.ok()) return std::nullopt;
+  if (fresh->has_value() && (*fresh)->actual_owner() == worker_id()) return std::nullopt;
+  record_write(w, fresh->value_or(w.current), clock_.now());
+  if (!fresh->has_value()) {
+    return Result<Lease>(Status(StatusCode::kLeaseLost,
+                                "the lease for " + w.current.lease_key + " no longer exists"));
+  }
+  return Result<Lease>(**fresh);
+}
+
 // One fenced write to a held lease; see the class comment for the rules. Losses found on the
 // way are appended to `losses` for the caller to report once no lock is held.
 Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
@@ -302,8 +320,11 @@ Result<Lease> LeaseCoordinator::write_held(std::string_view key, WriteKind kind,
     if (written.status().code() != StatusCode::kConditionFailed) {
       // Transient (or worse): the lease stays held until its deadline, unless that has
       // passed while we were waiting.
-      if (kind != WriteKind::kRelease && kind != WriteKind::kHandoff &&
-          clock_.now() >= w.deadline) {
+      if (kind == WriteKind::kRelease || kind == WriteKind::kHandoff) {
+        if (auto landed = letting_go_landed(w)) return *landed;
+        return written.status();
+      }
+      if (clock_.now() >= w.deadline) {
         return give_up(w, "the lease for " + w.current.lease_key +
                               " could not be renewed by worker " + worker_id() +
                               " before its deadline (" + written.status().to_string() + ")");
@@ -686,12 +707,21 @@ void LeaseCoordinator::set_membership_basis(std::optional<Clock::MonoTime> basis
       const Status why = reason.ok() ? Status(StatusCode::kLeaseLost,
                                               "worker " + worker_id() + " lost its membership")
                                      : Status(StatusCode::kLeaseLost, reason.message());
-      for (const auto& [key, h] : held_) losses.push_back({key, why});
+      for (const auto& [key, h] : held_) {
+        losses.push_back({key, why});
+        given_up_.insert(key);
+      }
+      for (const auto& [key, in] : incoming_) given_up_.insert(key);
       held_.clear();
       incoming_.clear();
     }
   }
   notify_lost(std::move(losses));
+}
+
+std::vector<std::string> LeaseCoordinator::given_up() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {given_up_.begin(), given_up_.end()};
 }
 
 void LeaseCoordinator::note_handoff(const std::shared_ptr<Held>& h, const Lease& fresh) {
@@ -815,8 +845,43 @@ LookResult LeaseCoordinator::look_at(const std::vector<std::string>& keys) {
     }
     result.handled.push_back(key);
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& key : result.handled) given_up_.erase(key);
+  }
   report_held_gauge();
   return result;
+}
+
+std::vector<std::string> LeaseCoordinator::claimed_keys() const {
+  const auto now = clock_.now();
+  std::vector<std::string> keys;
+  std::lock_guard<std::mutex> lock(mu_);
+  keys.reserve(held_.size() + incoming_.size());
+  for (const auto& [key, h] : held_) {
+    if (now < deadline_of(*h)) keys.push_back(key);
+  }
+  for (const auto& [key, in] : incoming_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+std::string LeaseCoordinator::claimed_digest() const {
+  const auto now = clock_.now();
+  std::vector<std::string> marked;
+  std::lock_guard<std::mutex> lock(mu_);
+  marked.reserve(held_.size() + incoming_.size());
+  for (const auto& [key, h] : held_) {
+    if (now < deadline_of(*h)) {
+      marked.push_back(
+          lease_claim_mark(key, h->handoff_told ? LeaseClaim::kHandingOff : LeaseClaim::kHeld));
+    }
+  }
+  for (const auto& [key, in] : incoming_) {
+    if (!held_.count(key)) marked.push_back(lease_claim_mark(key, LeaseClaim::kIncoming));
+  }
+  return lease_set_digest(std::move(marked));
 }
 
 bool LeaseCoordinator::has_pending_incoming() const {

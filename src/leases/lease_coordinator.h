@@ -86,6 +86,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -229,11 +230,22 @@ class LeaseCoordinator {
   // is held until basis + failover_time - lost_lease_margin. Empty: not a member; every held
   // lease is given up (listener told, with `reason`), and so are handoffs waiting to come in.
   void set_membership_basis(std::optional<Clock::MonoTime> basis, const Status& reason = {});
+  // The keys of the leases given up when the membership last ended and not looked at
+  // (look_at) since: a worker that registers again looks at them first, adopting at once
+  // those the table still gives it, rather than waiting for the leader to notice.
+  std::vector<std::string> given_up() const;
   // Reads each lease the leader posted and acts on it (see the class comment).
   LookResult look_at(const std::vector<std::string>& keys);
   // Checks the leases handed to this worker whose old owner has not finished yet.
   LookResult poll_incoming_handoffs();
   bool has_pending_incoming() const;
+  // What this worker holds or is taking over: the keys of its held leases (not past their
+  // deadline) and of the leases handed to it whose old owner has not finished yet. Sorted.
+  std::vector<std::string> claimed_keys() const;
+  // What the heartbeat reports (WorkerEntry::lease_digest): lease_set_digest() of the claimed
+  // keys, each marked with what this worker knows of it: "<key>" held, "<key>>" held and to
+  // be handed off, "<key><" handed to it (lease_claim_mark()).
+  std::string claimed_digest() const;
   // The old owner's last step of a handoff (after the consumer stopped): removes
   // checkpointOwner so the new owner starts. kLeaseLost if the lease was taken meanwhile.
   Status complete_handoff(std::string_view lease_key);
@@ -306,6 +318,7 @@ class LeaseCoordinator {
   Result<Lease> reread_held(WriteContext& w);
   Result<Lease> store_write(WriteContext& w, const CheckpointFields* fields);
   void record_write(WriteContext& w, const Lease& written, Clock::MonoTime start);
+  std::optional<Result<Lease>> letting_go_landed(WriteContext& w);
   // The take pass's steps (see run_take_pass).
   struct TakeView;
   void observe(const std::vector<Lease>& leases, TakeView& view);
@@ -335,6 +348,7 @@ class LeaseCoordinator {
   std::uint64_t next_tenure_ = 1;                          // guarded by mu_
   std::optional<Clock::MonoTime> membership_basis_;        // guarded by mu_ (kLeader)
   std::map<std::string, Incoming, std::less<>> incoming_;  // guarded by mu_ (kLeader)
+  std::set<std::string, std::less<>> given_up_;            // guarded by mu_ (kLeader)
 
   std::mutex take_mu_;  // one take pass at a time; guards observed_ and rng_
   std::unordered_map<std::string, Observed> observed_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "leases/assignment_planner.h"
+#include "leases/lease_digest.h"
 
 namespace kcl::leases {
 
@@ -14,7 +15,8 @@ LeaseLeader::LeaseLeader(LeaseStore& leases, CoordinationStore& coordination,
       config_(config),
       clock_(clock),
       metrics_(metrics),
-      logger_(logger) {}
+      logger_(logger),
+      posts_("inbox_post", "inbox post", "leader " + config.worker_id, logger, metrics, clock) {}
 
 void LeaseLeader::log(LogLevel level, const std::string& message) const {
   if (logger_ && logger_->enabled(level)) {
@@ -24,10 +26,13 @@ void LeaseLeader::log(LogLevel level, const std::string& message) const {
 
 void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   active_ = true;
-  workers_.clear();
-  dead_.clear();
+  // What this worker saw of the workers' heartbeats and of unknown owners' lease counters in
+  // an earlier term stays valid: both values only ever go up, so one seen unchanged since T
+  // has not moved since T, however long this worker did not look. A worker that leads again
+  // soon after (its own membership lapsed, say) fences the silent at once instead of waiting
+  // another failover time. The leases are read again.
   cache_.clear();
-  unknown_.clear();
+  unposted_.clear();
   scan_needed_ = true;
   last_scan_.reset();
   last_change_.reset();
@@ -57,6 +62,7 @@ Status LeaseLeader::observe_workers(const CoordinationView& view, LeaderPassResu
     if (inserted || o.entry.incarnation != w.incarnation) {
       changed = true;
       o.short_since_heartbeat.reset();
+      o.mismatch.reset();
       if (dead_.erase(w.worker_id)) {
         log(LogLevel::kInfo, "worker " + w.worker_id + " registered again");
       } else if (inserted) {
@@ -73,8 +79,11 @@ Status LeaseLeader::observe_workers(const CoordinationView& view, LeaderPassResu
       ++it;
       continue;
     }
-    // Left gracefully (it handed its leases back) or fenced by an earlier leader.
+    // Left gracefully (it handed its leases back and stopped), or fenced (by an earlier
+    // leader, or by this one through a fence whose answer was lost): either way it reads
+    // nothing any more, so whatever it still owns is moved at once.
     log(LogLevel::kInfo, "worker " + it->first + " left");
+    if (it->first != config_.worker_id) dead_.insert(it->first);
     changed = true;
     scan_needed_ = true;
     it = workers_.erase(it);
@@ -157,6 +166,50 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
   return Status::Ok();
 }
 
+// Assigns a free or orphaned lease to move.to. A take that fails is followed by a fresh read:
+// a condition that failed because the cache was stale is tried once more while the lease is
+// still an orphan, and a take whose answer was lost (it may have landed) is recognised by the
+// owner it wrote. A lease the read finds owned by a live worker is posted to it either way:
+// the post is how that worker learns of it. Returns false when the pass should stop.
+bool LeaseLeader::assign(const Move& move, std::map<std::string, std::vector<std::string>>& inbox,
+                         LeaderPassResult& r) {
+  Lease seen = cache_.at(move.lease_key);
+  auto taken = leases_.take_lease(seen, move.to);
+  if (!taken.ok()) {
+    const Status failure = taken.status();
+    auto fresh = reread(move.lease_key);
+    if (!fresh.ok()) {
+      r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
+      return false;
+    }
+    if (!*fresh) return true;  // deleted meanwhile
+    const Lease& now = **fresh;
+    const bool still_orphan =
+        !now.checkpoint_owner && (!now.lease_owner || dead_.count(*now.lease_owner));
+    if (still_orphan && failure.code() == StatusCode::kConditionFailed) {
+      taken = leases_.take_lease(now, move.to);
+    } else if (now.lease_owner && !now.checkpoint_owner && workers_.count(*now.lease_owner)) {
+      // Ours landed although its answer was lost, or another leader's moved it: tell the owner.
+      inbox[*now.lease_owner].push_back(move.lease_key);
+      unknown_.erase(move.lease_key);
+      if (*now.lease_owner == move.to) ++r.assigned;
+      return true;
+    } else if (!still_orphan) {
+      return true;  // an unknown owner's lease that moved: not expired
+    }
+    if (!taken.ok()) {
+      if (taken.status().code() == StatusCode::kConditionFailed) return true;
+      r.status = taken.status();
+      return false;
+    }
+  }
+  cache_[move.lease_key] = *taken;
+  unknown_.erase(move.lease_key);
+  inbox[move.to].push_back(move.lease_key);
+  ++r.assigned;
+  return true;
+}
+
 Result<std::optional<Lease>> LeaseLeader::reread(const std::string& key) {
   auto read = leases_.get_lease(key);
   if (!read.ok()) return read.status();
@@ -234,55 +287,167 @@ std::vector<std::string> LeaseLeader::find_orphans(const std::set<std::string>& 
   return orphans;
 }
 
-void LeaseLeader::post(const std::map<std::string, std::vector<std::string>>& inbox) {
+void LeaseLeader::post(std::map<std::string, std::vector<std::string>>& inbox,
+                       std::set<std::string>& recheck) {
+  // What earlier posts failed to deliver goes again.
+  for (auto& [worker, pending] : unposted_) {
+    auto& keys = inbox[worker];
+    keys.insert(keys.end(), pending.keys.begin(), pending.keys.end());
+    if (pending.recheck) recheck.insert(worker);
+  }
+  unposted_.clear();
   for (const auto& [worker, keys] : inbox) {
     auto it = workers_.find(worker);
-    if (it == workers_.end() || keys.empty()) continue;
+    const bool check = recheck.count(worker) > 0;
+    if (it == workers_.end() || (keys.empty() && !check)) continue;
     std::vector<std::string> unique = keys;
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    Status s = coordination_.post_to_inbox(it->second.entry, unique);
+    Status s = check ? coordination_.request_recheck(it->second.entry, unique)
+                     : coordination_.post_to_inbox(it->second.entry, unique);
+    // A failed condition: the worker registered again meanwhile (its new incarnation is
+    // compared with the table like any other). Any other failure: the post may be lost; the
+    // worker learns of its leases when its reported digest is next compared (reconcile).
     if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
-      log(LogLevel::kWarn, "posting to worker " + worker + ": " + s.to_string() +
-                               " (the worker finds its leases through its lease count)");
+      posts_.failed(s.with_context("posting to worker " + worker + ": "));
+      unposted_[worker] = Unposted{unique, check};  // posted again next pass (idempotent)
+      posts_failing_.insert(worker);
+    } else if (posts_failing_.erase(worker) && posts_failing_.empty()) {
+      posts_.succeeded();  // every worker posts failed to has been reached since
     }
   }
 }
 
-void LeaseLeader::repost_shortfalls(std::map<std::string, std::vector<std::string>>& inbox,
-                                    LeaderPassResult& r) {
-  std::map<std::string, std::vector<std::string>> owned;
+std::vector<std::string> LeaseLeader::involving(const std::string& worker) const {
+  std::vector<std::string> keys;
   for (const auto& [key, lease] : cache_) {
-    if (lease.lease_owner && !lease.checkpoint_owner) owned[*lease.lease_owner].push_back(key);
+    if (lease.lease_owner == worker || lease.checkpoint_owner == worker) keys.push_back(key);
   }
+  return keys;  // cache_ is sorted by key
+}
+
+std::string LeaseLeader::expected_digest(const std::string& worker) const {
+  std::vector<std::string> marked;
+  for (const auto& [key, lease] : cache_) {
+    if (lease.lease_owner == worker) {
+      marked.push_back(lease_claim_mark(
+          key, lease.checkpoint_owner ? LeaseClaim::kIncoming : LeaseClaim::kHeld));
+    } else if (lease.checkpoint_owner == worker) {
+      marked.push_back(lease_claim_mark(key, LeaseClaim::kHandingOff));
+    }
+  }
+  return lease_set_digest(std::move(marked));
+}
+
+void LeaseLeader::repost_shortfall(const std::string& id, Observed& o,
+                                   std::map<std::string, std::vector<std::string>>& inbox,
+                                   LeaderPassResult& r) {
+  std::vector<std::string> mine;
+  for (const auto& [key, lease] : cache_) {
+    if (lease.lease_owner == id && !lease.checkpoint_owner) mine.push_back(key);
+  }
+  if (o.entry.lease_count >= static_cast<std::int64_t>(mine.size())) {
+    o.short_since_heartbeat.reset();
+    return;
+  }
+  if (!o.short_since_heartbeat) {
+    o.short_since_heartbeat = o.entry.heartbeat;
+    return;
+  }
+  // Short over two heartbeats (it had time to adopt), at most once per failover time.
+  const auto now = clock_.now();
+  if (o.entry.heartbeat == *o.short_since_heartbeat) return;
+  if (o.last_repost && now - *o.last_repost < config_.failover_time) return;
+  o.last_repost = now;
+  o.short_since_heartbeat.reset();
+  auto& keys = inbox[id];
+  keys.insert(keys.end(), mine.begin(), mine.end());
+  ++r.reposted;
+}
+
+// A worker reports, in each heartbeat, the digest of the leases it holds or is taking over;
+// the table gives it the leases it owns (handed to it or not) and those it is handing off.
+// They differ for a moment after every assignment or handoff. When they still differ two of
+// its heartbeats after the difference was first seen (it had time to act on a post):
+//  1. the leases of its unfinished handoffs are read again (the cache does not see a handoff
+//     completed by its old owner);
+//  2. then, if the cache is older than the difference, the table is read again;
+//  3. then it is posted every lease the table gives it, with a recheck: it looks at those
+//     and at every lease it holds, adopting what is its own and letting go of what is not.
+// Reposts to one worker are at least failover_time apart. So a lease assigned to a live
+// worker whose post was lost (or whose take's answer the leader lost), or handed to it while
+// the post went missing, is read within about two of its heartbeats, a leader pass and a
+// poll; and a worker that still reads a lease the table gives to another (a handoff it never
+// heard of) lets go of it as soon.
+void LeaseLeader::reconcile(std::map<std::string, std::vector<std::string>>& inbox,
+                            std::set<std::string>& recheck, LeaderPassResult& r) {
   const auto now = clock_.now();
   for (auto& [id, o] : workers_) {
-    if (o.entry.draining) continue;
-    auto mine = owned.find(id);
-    const std::int64_t expected =
-        mine == owned.end() ? 0 : static_cast<std::int64_t>(mine->second.size());
-    if (o.entry.lease_count >= expected) {
-      o.short_since_heartbeat.reset();
+    if (o.entry.draining) {
+      o.mismatch.reset();
       continue;
     }
-    if (!o.short_since_heartbeat) {
-      o.short_since_heartbeat = o.entry.heartbeat;
+    if (o.entry.lease_digest.empty()) {
+      repost_shortfall(id, o, inbox, r);
       continue;
     }
-    // Short over two heartbeats (it had time to adopt), at most once per failover time.
-    if (o.entry.heartbeat == *o.short_since_heartbeat) continue;
+    std::vector<std::string> expected = involving(id);
+    std::string digest = expected_digest(id);
+    if (digest == o.entry.lease_digest) {
+      o.mismatch.reset();
+      continue;
+    }
+    if (!o.mismatch || o.mismatch->expected != digest) {
+      o.mismatch = Observed::Mismatch{digest, o.entry.heartbeat, now, false};
+      continue;
+    }
+    if (o.entry.heartbeat < o.mismatch->heartbeat + 2) continue;
+    if (!o.mismatch->reread) {
+      o.mismatch->reread = true;
+      bool reread_any = false;
+      for (const std::string& key : expected) {
+        auto c = cache_.find(key);
+        if (c == cache_.end() || !c->second.checkpoint_owner) continue;
+        if (!reread(key).ok()) return;  // the next pass goes on
+        reread_any = true;
+      }
+      if (reread_any) {
+        expected = involving(id);
+        digest = expected_digest(id);
+        if (digest == o.entry.lease_digest) {
+          o.mismatch.reset();
+          continue;
+        }
+        o.mismatch->expected = digest;
+      }
+    }
+    if (!last_scan_ || *last_scan_ < o.mismatch->since) {
+      scan_needed_ = true;  // the next pass reads the table
+      continue;
+    }
     if (o.last_repost && now - *o.last_repost < config_.failover_time) continue;
     o.last_repost = now;
-    o.short_since_heartbeat.reset();
     auto& keys = inbox[id];
-    keys.insert(keys.end(), mine->second.begin(), mine->second.end());
+    keys.insert(keys.end(), expected.begin(), expected.end());
+    recheck.insert(id);
     ++r.reposted;
+    log(LogLevel::kInfo, "worker " + id + " reports holding " + o.entry.lease_digest +
+                             " where the table gives it " + digest +
+                             ": asked it to compare its leases with the table");
   }
+}
+
+Status LeaseLeader::authorised() const {
+  if (!authority_) return Status::Ok();
+  if (auto why = authority_()) return Status(StatusCode::kUnavailable, "not assigning: " + *why);
+  return Status::Ok();
 }
 
 LeaderPassResult LeaseLeader::run_pass() {
   LeaderPassResult r;
   if (!active_) return r;
+  r.status = authorised();
+  if (!r.status.ok()) return r;
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     ++stats_.passes;
@@ -367,6 +532,9 @@ LeaderPassResult LeaseLeader::run_pass() {
 
   std::map<std::string, std::vector<std::string>> inbox;
   for (const Move& move : plan.moves) {
+    // A leader whose renewals lapse stops before another could fence it (see AssignmentAgent).
+    r.status = authorised();
+    if (!r.status.ok()) break;
     auto cached = cache_.find(move.lease_key);
     if (cached == cache_.end()) continue;
     // Rebalancing waits for the fleet to settle, and for the weights of leases just moved.
@@ -388,31 +556,11 @@ LeaderPassResult LeaseLeader::run_pass() {
     }
     // An assignment: of a free lease (the cached counter holds: only leaders assign), or of
     // an orphan whose cached state may be stale (re-read when the first try fails).
-    Lease seen = cached->second;
-    auto taken = leases_.take_lease(seen, move.to);
-    if (!taken.ok() && taken.status().code() == StatusCode::kConditionFailed) {
-      auto fresh = reread(move.lease_key);
-      if (!fresh.ok()) {
-        r.status = fresh.status();
-        break;
-      }
-      const bool still_orphan = *fresh && !(**fresh).checkpoint_owner &&
-                                (!(**fresh).lease_owner || dead_.count(*(**fresh).lease_owner));
-      if (!still_orphan) continue;  // an unknown owner's lease that moved: not expired
-      taken = leases_.take_lease(**fresh, move.to);
-    }
-    if (taken.ok()) {
-      cache_[move.lease_key] = *taken;
-      unknown_.erase(move.lease_key);
-      inbox[move.to].push_back(move.lease_key);
-      ++r.assigned;
-    } else if (taken.status().code() != StatusCode::kConditionFailed) {
-      r.status = taken.status();
-      break;
-    }
+    if (!assign(move, inbox, r)) break;
   }
-  repost_shortfalls(inbox, r);
-  post(inbox);
+  std::set<std::string> recheck;
+  reconcile(inbox, recheck, r);
+  post(inbox, recheck);
   if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
     r.posted_to_self = self->second;
   }

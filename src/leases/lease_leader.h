@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -46,8 +47,11 @@
 #include "kcl/metrics.h"
 #include "leases/coordination_store.h"
 #include "leases/lease_store.h"
+#include "leases/reported_series.h"
 
 namespace kcl::leases {
+
+struct Move;  // assignment_planner.h
 
 struct LeaderPassResult {
   Status status;          // the first failure (the pass stopped or skipped a step)
@@ -82,16 +86,32 @@ class LeaseLeader {
   void end();
   bool active() const { return active_; }
 
+  // Asked before a pass and before each write of one: a reason not to act as leader now
+  // (its own renewals have not succeeded for too long, see AssignmentAgent), or nothing.
+  using Authority = std::function<std::optional<std::string>()>;
+  void set_authority(Authority authority) { authority_ = std::move(authority); }
+
   LeaderPassResult run_pass();
   LeaderStats stats() const;
+  // Inbox posts (assignments, handoffs, reposts) that failed in a row.
+  const ReportedSeries& posts_series() const { return posts_; }
 
  private:
   struct Observed {
     WorkerEntry entry;
     Clock::MonoTime changed_at;
-    // Lease-count repair: the heartbeat at which a shortfall was first seen.
+    // Lease-count repair (workers that report no lease digest): the heartbeat at which a
+    // shortfall was first seen.
     std::optional<std::int64_t> short_since_heartbeat;
     std::optional<Clock::MonoTime> last_repost;
+    // Digest repair: what the table gives the worker differs from what it reports.
+    struct Mismatch {
+      std::string expected;        // the digest of what the table gives it
+      std::int64_t heartbeat = 0;  // its heartbeat when first seen
+      Clock::MonoTime since;
+      bool reread = false;  // leases of its unfinished handoffs read again
+    };
+    std::optional<Mismatch> mismatch;
   };
   struct Unknown {  // a lease whose owner is neither live nor fenced by this leader
     std::int64_t counter = 0;
@@ -103,11 +123,26 @@ class LeaseLeader {
   Status scan(LeaderPassResult& r);
   // Leases to place whatever their owner says; judges unknown owners (reads when due).
   std::vector<std::string> find_orphans(const std::set<std::string>& live, Status& status);
+  bool assign(const Move& move, std::map<std::string, std::vector<std::string>>& inbox,
+              LeaderPassResult& r);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);
-  void post(const std::map<std::string, std::vector<std::string>>& inbox);
-  void repost_shortfalls(std::map<std::string, std::vector<std::string>>& inbox,
-                         LeaderPassResult& r);
+  // Leases that involve `worker` in the cache: owned by it (handed to it or not) or being
+  // handed off by it. Sorted.
+  std::vector<std::string> involving(const std::string& worker) const;
+  // The digest `worker` should report (LeaseCoordinator::claimed_digest) as the cache has it.
+  std::string expected_digest(const std::string& worker) const;
+  // Finds workers whose reported leases differ from what the table gives them and repairs
+  // it: re-reads their unfinished handoffs, then the table, then posts them what they should
+  // hold with a recheck (see the header).
+  void reconcile(std::map<std::string, std::vector<std::string>>& inbox,
+                 std::set<std::string>& recheck, LeaderPassResult& r);
+  // For a worker that reports no digest: posts again what it should hold when it reports
+  // fewer leases over two heartbeats.
+  void repost_shortfall(const std::string& id, Observed& o,
+                        std::map<std::string, std::vector<std::string>>& inbox,
+                        LeaderPassResult& r);
+  void post(std::map<std::string, std::vector<std::string>>& inbox, std::set<std::string>& recheck);
 
   LeaseStore& leases_;
   CoordinationStore& coordination_;
@@ -116,18 +151,29 @@ class LeaseLeader {
   MetricsSink& metrics_;
   Logger* logger_;
 
+  // Whether this worker may still act; a reason when not.
+  Status authorised() const;
+
+  Authority authority_;
   bool active_ = false;
   std::optional<std::pair<std::string, std::string>> fence_previous_;  // id, incarnation
   std::map<std::string, Observed> workers_;
   std::set<std::string> dead_;  // fenced by this leader, leases still to move
   std::map<std::string, Lease> cache_;
   std::map<std::string, Unknown> unknown_;
+  struct Unposted {
+    std::vector<std::string> keys;
+    bool recheck = false;
+  };
+  std::map<std::string, Unposted> unposted_;  // posts that failed: tried again next pass
   bool scan_needed_ = true;
   std::optional<Clock::MonoTime> last_change_;  // membership changed (join, leave, fence)
   std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 
+  ReportedSeries posts_;
+  std::set<std::string> posts_failing_;  // workers whose last post failed
   mutable std::mutex stats_mu_;
   LeaderStats stats_;
 };

@@ -90,30 +90,12 @@ Membership::RenewResult Membership::renew() {
   }
   const auto start = clock_.now();
   const std::int64_t count = static_cast<std::int64_t>(coordinator_.held_count());
-  if (!held) {
-    WorkerEntry fresh;
-    fresh.worker_id = config_.worker_id;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fresh.incarnation = new_incarnation();
-    }
-    fresh.lease_count = count;
-    auto written = store_.register_worker(fresh);
-    if (!written.ok()) {
-      result.status = written.status();
-      return result;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (generation_ != generation) return result;
-    entry_ = written.value();
-    heartbeat_basis_ = start;
-    ++incarnations_;
-    publish_locked();
-    result.registered = true;
-    return result;
-  }
+  if (!held) return register_incarnation(start, count, generation, result);
+  // Conditional on the incarnation only (coordination_store.h): a heartbeat whose answer was
+  // lost does not make this one fail; only a fence (or a registration elsewhere) does.
   WorkerEntry report;
   report.lease_count = count;
+  report.lease_digest = coordinator_.claimed_digest();
   report.draining = draining;
   report.lease_kbps = coordinator_.throughput_kbps();
   auto written = store_.heartbeat(*held, report);
@@ -142,6 +124,42 @@ Membership::RenewResult Membership::renew() {
   } else if (check_lapse()) {
     result.abandoned = true;
   }
+  return result;
+}
+
+// Registers a new incarnation. One whose registration's answer was lost is registered again
+// under the same incarnation, so that a registration that landed (and the posts it may have
+// received since) is kept: the store then answers kConditionFailed, which confirms it. The
+// hold of a registration confirmed that way counts from the start of its first attempt: the
+// leader may have seen it since it landed, which was no earlier.
+Membership::RenewResult Membership::register_incarnation(Clock::MonoTime start,
+                                                         std::int64_t lease_count,
+                                                         std::uint64_t generation,
+                                                         RenewResult& result) {
+  WorkerEntry fresh;
+  fresh.worker_id = config_.worker_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (registering_.empty()) {
+      registering_ = new_incarnation();
+      registering_since_ = start;
+    }
+    fresh.incarnation = registering_;
+  }
+  fresh.lease_count = lease_count;
+  auto written = store_.register_worker(fresh);
+  if (!written.ok() && written.status().code() != StatusCode::kConditionFailed) {
+    result.status = written.status();
+    return result;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation_ != generation) return result;
+  entry_ = written.ok() ? written.value() : fresh;
+  registering_.clear();
+  heartbeat_basis_ = written.ok() ? start : registering_since_;
+  ++incarnations_;
+  publish_locked();
+  result.registered = true;
   return result;
 }
 

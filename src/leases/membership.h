@@ -81,6 +81,8 @@ class Membership {
   std::uint64_t incarnations() const;
 
  private:
+  RenewResult register_incarnation(Clock::MonoTime start, std::int64_t lease_count,
+                                   std::uint64_t generation, RenewResult& result);
   std::optional<Clock::MonoTime> basis_locked() const;
   void publish_locked();
   std::string new_incarnation();
@@ -99,6 +101,8 @@ class Membership {
   std::uint64_t generation_ = 0;                    // guarded by mu_: bumped per incarnation
   std::uint64_t incarnations_ = 0;                  // guarded by mu_
   bool draining_ = false;                           // guarded by mu_
+  std::string registering_;  // guarded by mu_: the incarnation being registered, until it is
+  Clock::MonoTime registering_since_{};  // guarded by mu_: its first attempt's start
 };
 
 }  // namespace kcl::leases

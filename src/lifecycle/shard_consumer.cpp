@@ -324,6 +324,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     paced_->attach(std::move(pace));
   }
   log(LogLevel::kInfo, "initialized at " + start.to_string());
+  last_call_at_ = ctx_.clock->now();
   state_.store(ConsumerState::kProcessing);
   return ctx_.clock->now();
 }
@@ -367,6 +368,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       std::size_t bytes = 0;
       for (const Record& r : batch.records) bytes += r.data().size();
       const auto call_start = ctx_.clock->now();
+      last_call_at_ = call_start;
       const bool processed = call_processor("process_records", [&] {
         if (paced_) {
           paced_->hand_in(batch.records, batch.bytes);  // may move the records out
@@ -429,12 +431,15 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                    [&] { processor_->shutdown_requested(*processor_checkpointer_); });
     return finish(ConsumerOutcome::kFailed);
   }
+  const std::optional<SteadyTime> idle_call = call_if_idle();
   if (fetch_task_) {
     // The fetch task wakes this consumer when it queued a batch or the source finished;
     // look again within a second regardless (cheap), so nothing can be missed for long.
     report_corrupt_aggregates();
-    const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
-    return paced_call ? std::min(*paced_call, backstop) : backstop;
+    SteadyTime next = ctx_.clock->now() + std::chrono::seconds(1);
+    if (paced_call) next = std::min(next, *paced_call);
+    if (idle_call) next = std::min(next, *idle_call);
+    return next;
   }
   retrieval::FetchStep step = fetcher_->fetch_step();
   report_corrupt_aggregates();
@@ -443,7 +448,24 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       step.outcome == retrieval::FetchOutcome::kFailed) {
     return ctx_.clock->now();
   }
-  return step.next_step_at;
+  return idle_call ? std::min(step.next_step_at, *idle_call) : step.next_step_at;
+}
+
+// ProcessingConfig::empty_batch_interval: a shard that delivered nothing for that long gets
+// an empty process_records call (the processor may checkpoint what it has done). Returns when
+// the next one falls due; empty when off.
+std::optional<SteadyTime> ShardConsumer::call_if_idle() {
+  const auto interval = ctx_.processing.empty_batch_interval;
+  if (interval.count() <= 0 || paced_) return std::nullopt;
+  const SteadyTime now = ctx_.clock->now();
+  if (now - last_call_at_ < interval) return last_call_at_ + interval;
+  last_call_at_ = now;
+  ProcessRecordsInput input{std::span<const Record>(), *processor_checkpointer_, 0};
+  if (!call_processor("process_records", [&] { processor_->process_records(input); })) {
+    // Nothing was delivered, so nothing is delivered again: the failure is only reported.
+    log(LogLevel::kError, last_error_ + " (in an empty batch)");
+  }
+  return now + interval;
 }
 
 std::optional<SteadyTime> ShardConsumer::step_shard_end() {

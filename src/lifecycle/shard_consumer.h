@@ -139,6 +139,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::optional<SteadyTime> step_initializing();
   std::optional<SteadyTime> step_processing();
   std::optional<SteadyTime> step_shard_end();
+  std::optional<SteadyTime> call_if_idle();
   std::optional<SteadyTime> finish(ConsumerOutcome outcome);
   // The state becomes kDone, and ctx_.on_consumer_done is told.
   void mark_done();
@@ -179,6 +180,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::shared_ptr<class FetchTask> fetch_task_;        // runs fetcher_ on the pool (if any)
   std::optional<retrieval::FetchedBatch> pending_;     // taken, not yet processed successfully
   int pending_attempts_ = 0;
+  SteadyTime last_call_at_{};  // the last process_records call (or initialize)
   int consecutive_failures_ = 0;
   std::optional<ExtendedSequenceNumber> last_delivered_;
   std::uint64_t corrupt_reported_ = 0;  // fetcher's corrupt aggregates already counted

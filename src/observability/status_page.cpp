@@ -79,8 +79,10 @@ function render(s) {
   document.getElementById("stream").textContent = s.stream;
   document.getElementById("self").textContent = s.worker_id;
   const hl = document.getElementById("health");
-  hl.textContent = (s.health.live ? "live" : "FAILED") + ", " + (s.health.ready ? "ready" : "not ready");
-  hl.className = s.health.live && s.health.ready ? "ok" : "bad";
+  const warnings = s.health.warnings || [];
+  hl.textContent = (s.health.live ? "live" : "FAILED") + ", " + (s.health.ready ? "ready" : "not ready") +
+    (warnings.length ? "; " + warnings.join("; ") : "");
+  hl.className = s.health.live && s.health.ready && !warnings.length ? "ok" : "bad";
   document.getElementById("updated").textContent =
     "updated " + new Date(s.generated_at_ms).toLocaleTimeString();
   document.getElementById("error").textContent = s.error || "";

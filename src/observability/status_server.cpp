@@ -155,7 +155,7 @@ struct StatusServer::Impl {
                                  std::chrono::system_clock::now().time_since_epoch())
                                  .count();
     HealthState h = sources.health();
-    out["health"] = {{"live", h.live}, {"ready", h.ready}};
+    out["health"] = {{"live", h.live}, {"ready", h.ready}, {"warnings", h.warnings}};
     auto leases = sources.list_leases();
     if (!leases.ok()) {
       out["error"] = "reading the lease table: " + leases.status().to_string();

@@ -40,6 +40,9 @@ struct HealthState {
   std::string live_reason;  // why not live
   bool ready = false;
   std::string ready_reason;  // why not ready
+  // Live and ready, but something keeps failing (e.g. "membership heartbeat failing for
+  // 3.2 s, 7 times in a row: ..."); shown on the status page.
+  std::vector<std::string> warnings;
 };
 
 struct StatusServerConfig {

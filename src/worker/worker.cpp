@@ -249,6 +249,18 @@ observability::HealthState Worker::Impl::health() const {
     h.live_reason = done_.get().to_string();
   }
   h.ready = h.live && ready_.load();
+  if (h.ready && agent_) {  // ready_ is set once agent_ exists
+    // Coordination calls that keep failing (heartbeats, polls, lock renewals, posts, passes).
+    const auto now = clock_->now();
+    for (const auto& f : agent_->failing_calls()) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f",
+                    std::chrono::duration<double>(now - f.since).count());
+      h.warnings.push_back(f.operation + " failing for " + secs + " s, " +
+                           std::to_string(f.consecutive) +
+                           " times in a row: " + f.last.to_string());
+    }
+  }
   if (!h.ready) {
     h.ready_reason = !h.live ? "the worker failed: " + h.live_reason
                      : done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready

@@ -2,10 +2,13 @@
 // application A) and prints one JSON object per record, as `kcl tail` does. Checkpoints are
 // written only after the output they cover was written and flushed, so a crash never skips
 // a record (it may print some again after a restart: at-least-once). They are written at
-// most every --checkpoint-interval per shard (default 5 s), and always at shard end and at
-// a graceful shutdown: a crash re-prints at most one interval's records, and a steady fleet
-// writes one checkpoint per shard per interval instead of one per batch.
+// most every --checkpoint-interval per shard (default 5 s), also when the shard goes idle
+// (the worker calls the processor with an empty batch after an idle interval), and always at
+// shard end and at a graceful shutdown: a crash re-prints at most about one interval's
+// records, and a steady fleet writes one checkpoint per shard per interval instead of one per
+// batch. --max N prints exactly N records and checkpoints each shard at its last one printed.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -66,36 +69,40 @@ std::optional<std::string> apply_cloudwatch_flags(const ConsumeFlags& f, WorkerC
   return std::nullopt;
 }
 
-// Shared by every shard's processor: one writer of stdout.
+// Shared by every shard's processor: one writer of stdout, which prints at most --max
+// records in all (a batch that would pass the limit is cut at it).
 class Output {
  public:
   explicit Output(bool raw, long long max_records) : raw_(raw), max_(max_records) {}
-  // Writes and flushes the records; false when stdout is gone. The lines are built in a
+  // Writes and flushes the first records of `records` that fit under the limit; returns how
+  // many (all of them without a limit), or -1 when stdout is gone. The lines are built in a
   // buffer of the calling thread, reused from batch to batch, and written in chunks of whole
   // lines of about kChunk bytes (so a thread holds one chunk, not a whole batch, of text).
-  bool write(std::span<const Record> records) {
+  long long write(std::span<const Record> records) {
     static constexpr std::size_t kChunk = 256 * 1024;
     thread_local RecordLines lines;
     thread_local std::string text;
+    const std::size_t granted = reserve(records.size());
     std::size_t in_chunk = 0;
     auto flush = [&] {
       std::lock_guard<std::mutex> lock(mu_);
       if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
       written_ += static_cast<long long>(in_chunk);
-      if (max_ > 0 && written_ >= max_) wake_stop_waiter();
       text.clear();
       in_chunk = 0;
       return true;
     };
     text.clear();
-    for (const auto& r : records) {
-      lines.append(text, r, raw_);
+    for (std::size_t i = 0; i < granted; ++i) {
+      lines.append(text, records[i], raw_);
       ++in_chunk;
-      if (text.size() >= kChunk && !flush()) return false;
+      if (text.size() >= kChunk && !flush()) return -1;
     }
-    if (!text.empty() && !flush()) return false;
+    if (!text.empty() && !flush()) return -1;
     std::lock_guard<std::mutex> lock(mu_);
-    return std::fflush(stdout) == 0;
+    if (std::fflush(stdout) != 0) return -1;
+    if (max_ > 0 && written_ >= max_) wake_stop_waiter();
+    return static_cast<long long>(granted);
   }
   bool limit_reached() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -103,12 +110,27 @@ class Output {
   }
 
  private:
+  // How many of `wanted` records this caller may print (every one without a limit).
+  std::size_t reserve(std::size_t wanted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (max_ <= 0) return wanted;
+    const auto left = static_cast<std::size_t>(std::max(0LL, max_ - reserved_));
+    const std::size_t granted = std::min(wanted, left);
+    reserved_ += static_cast<long long>(granted);
+    return granted;
+  }
+
   const bool raw_;
   const long long max_;
   mutable std::mutex mu_;
-  long long written_ = 0;
+  long long reserved_ = 0;  // records some thread may print
+  long long written_ = 0;   // records printed and flushed
 };
 
+// Prints each batch and checkpoints the last record printed, at most every interval: when a
+// batch comes, and when the shard has been idle (ProcessingConfig::empty_batch_interval is the
+// interval, so the last records of a burst are checkpointed within about two intervals even
+// if nothing follows). Records not printed because of --max are never checkpointed.
 class PrintingProcessor final : public RecordProcessor {
  public:
   PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval)
@@ -117,23 +139,40 @@ class PrintingProcessor final : public RecordProcessor {
     last_checkpoint_ = std::chrono::steady_clock::now();
   }
   void process_records(const ProcessRecordsInput& input) override {
-    if (!out_.write(input.records)) {
-      throw std::runtime_error("cannot write to standard output");
+    const long long printed = out_.write(input.records);
+    if (printed < 0) throw std::runtime_error("cannot write to standard output");
+    if (printed > 0) {
+      const Record& last = input.records[static_cast<std::size_t>(printed - 1)];
+      last_printed_ =
+          ExtendedSequenceNumber(std::string(last.sequence_number()), last.sub_sequence_number());
     }
     // Only now that the output is flushed, and at most once per interval.
     const auto now = std::chrono::steady_clock::now();
-    if (input.records.empty() || now - last_checkpoint_ < interval_) return;
-    Status s = input.checkpointer.checkpoint();
+    if (!last_printed_ || last_printed_ == checkpointed_ || now - last_checkpoint_ < interval_) {
+      return;
+    }
+    Status s = checkpoint(input.checkpointer);
     if (s.ok()) {
       last_checkpoint_ = now;
     } else if (s.code() != StatusCode::kLeaseLost) {
       say("consume", "checkpoint failed: " + s.to_string(), LogLevel::kWarn);
     }
   }
-  void shard_ended(Checkpointer& checkpointer) override { check(checkpointer.checkpoint()); }
-  void shutdown_requested(Checkpointer& checkpointer) override { check(checkpointer.checkpoint()); }
+  void shard_ended(Checkpointer& checkpointer) override {
+    // SHARD_END only once every record of the shard was printed; a shard cut by --max keeps
+    // its checkpoint at the last record printed (the next run prints the rest).
+    check(out_.limit_reached() ? checkpoint(checkpointer) : checkpointer.checkpoint());
+  }
+  void shutdown_requested(Checkpointer& checkpointer) override { check(checkpoint(checkpointer)); }
 
  private:
+  Status checkpoint(Checkpointer& checkpointer) {
+    if (!last_printed_ || last_printed_ == checkpointed_) return Status::Ok();
+    Status s = checkpointer.checkpoint(last_printed_->sequence_number(),
+                                       last_printed_->sub_sequence_number());
+    if (s.ok()) checkpointed_ = last_printed_;
+    return s;
+  }
   static void check(const Status& s) {
     if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
       throw std::runtime_error("checkpoint failed: " + s.to_string());
@@ -142,6 +181,8 @@ class PrintingProcessor final : public RecordProcessor {
   Output& out_;
   const std::chrono::milliseconds interval_;
   std::chrono::steady_clock::time_point last_checkpoint_{};
+  std::optional<ExtendedSequenceNumber> last_printed_;
+  std::optional<ExtendedSequenceNumber> checkpointed_;
 };
 
 class PrintingFactory final : public RecordProcessorFactory {
@@ -171,6 +212,12 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
       f.assignment == "worker-takes" ? LeaseAssignment::kWorkerTakes : LeaseAssignment::kLeader;
   config.initial_position = *from;
   config.processing.thread_pool_size = f.threads;
+  // An idle shard's last records are checkpointed too (PrintingProcessor), so a crash prints
+  // again at most about one interval's records, as --help promises.
+  if (f.checkpoint_interval_ms > 0) {
+    config.processing.empty_batch_interval =
+        std::chrono::milliseconds(std::max(100LL, f.checkpoint_interval_ms));
+  }
   config.aws = g.aws_config();
   config.http_address = f.http;
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
@@ -256,12 +303,15 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                   "Most leases this worker holds (default: no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max", f->max_records,
-                  "Stop gracefully after printing this many records (default: no limit)")
+                  "Print exactly this many records (fewer only if the stream holds fewer), "
+                  "checkpoint each shard at the last record printed, and stop gracefully "
+                  "(default: no limit)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--checkpoint-interval", f->checkpoint_interval_ms,
                   "Checkpoint each shard at most every this many milliseconds (default 5000; "
-                  "0 = after every batch). Shard ends and a graceful stop always checkpoint; "
-                  "a crash prints again at most one interval's records")
+                  "0 = after every batch), also when no more records come. Shard ends and a "
+                  "graceful stop always checkpoint; a crash prints again at most about one "
+                  "interval's records")
       ->check(CLI::Range(0LL, 3600000LL));
   cmd->add_option("--http", f->http,
                   "Serve /metrics (Prometheus), /healthz, /readyz, /status and /status.json on "

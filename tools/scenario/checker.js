@@ -50,6 +50,12 @@
 //     shows is the worker reading the shard: while a graceful handoff is pending that is the
 //     checkpointOwner (the old owner, which checkpoints before it hands over).
 //  R6 after the graceful stop no lease has an owner.
+//  R7 liveness, within the profile's bound (options.takeoverBoundS): after every kill or pause,
+//     each of the worker's unfinished shards has a record processor started on another worker
+//     within the bound; and a lease the table gives to a live worker (running, not paused,
+//     before the graceful stop; no handoff pending; its parents finished) is being read by
+//     it: that worker starts a processor for the shard within the bound of the lease becoming
+//     its own (or of the worker becoming live again).
 //  Also: every worker the runner did not kill exits 0 after SIGTERM ("crash" otherwise;
 //  "start" when Worker::start() failed under the injected faults); the special cases end
 //  as expected; in profiles that ask for it every fault kind of the proxy was
@@ -177,9 +183,12 @@ function check(dir) {
         }
         case 'lease_lost':
         case 'shard_ended':
-        case 'shutdown_requested':
-          inst(e.worker, e.inst, e.shard).end = e.event
+        case 'shutdown_requested': {
+          const i = inst(e.worker, e.inst, e.shard)
+          i.end = e.event
+          i.endT = e.t
           break
+        }
         case 'start':
           starts.push(e)
           break
@@ -486,6 +495,20 @@ function check(dir) {
     })
   }
 
+  // --- R7: liveness within the bound ---
+  const boundS = meta.options && meta.options.takeoverBoundS
+  let silentOwners = 0
+  if (boundS) {
+    const boundUs = boundS * 1e6
+    for (const t of timings.takeovers) {
+      if (t.shards && (t.initSeconds == null || t.initSeconds > boundS)) {
+        violate('R7', `after the ${t.type} of ${t.worker}, its shards were read elsewhere only after ` +
+          `${t.initSeconds == null ? 'never' : t.initSeconds.toFixed(1) + ' s'} (bound ${boundS} s)`)
+      }
+    }
+    silentOwners = checkLiveOwnersRead(events, polls, instances, boundUs, (msg) => violate('R7', msg))
+  }
+
   const violationCount = Object.values(violations).reduce((a, b) => a + b, 0)
   return {
     produced: produced.length,
@@ -514,8 +537,80 @@ function check(dir) {
     violationCount,
     examples,
     timings,
+    takeoverBoundS: boundS || null,
+    silentOwners,
     specials: events.filter((e) => e.type === 'special'),
   }
+}
+
+// When each worker was live (running and not paused), from the runner's events: worker ->
+// [[from, to]] in microseconds; the graceful stop (the drain's end) ends every interval.
+function liveIntervals(events) {
+  const out = new Map()
+  const open = new Map()
+  const stopAt = (events.find((e) => e.type === 'drain') || {}).t || Infinity
+  const begin = (w, t) => open.set(w, t)
+  const end = (w, t) => {
+    if (!open.has(w)) return
+    if (!out.has(w)) out.set(w, [])
+    out.get(w).push([open.get(w), Math.min(t, stopAt)])
+    open.delete(w)
+  }
+  for (const e of events) {
+    if (e.type === 'start' || e.type === 'resume') begin(e.worker, e.t)
+    else if (e.type === 'kill' || e.type === 'pause' || e.type === 'exit') end(e.worker, e.t)
+  }
+  for (const w of [...open.keys()]) end(w, stopAt)
+  return out
+}
+
+// R7's second half: every stretch of lease-table polls in which a lease is owned by a live
+// worker (no handoff pending, not at SHARD_END, parents finished) and which lasts longer than
+// the bound must see that worker start a processor for the shard within the bound. Returns
+// the number of stretches that did not.
+function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
+  const live = liveIntervals(events)
+  const liveSince = (w, t) => {
+    for (const [a, b] of live.get(w) || []) if (a <= t && t < b) return a
+    return null
+  }
+  const inits = new Map()  // "worker shard" -> [initT]
+  for (const i of instances.values()) {
+    if (i.initT == null) continue
+    const k = i.worker + ' ' + i.shard
+    if (!inits.has(k)) inits.set(k, [])
+    inits.get(k).push({initT: i.initT, endT: i.endT == null ? Infinity : i.endT})
+  }
+  const streaks = new Map()  // shard -> {owner, since, reported}
+  let silent = 0
+  for (const poll of polls) {
+    const byKey = new Map(poll.leases.map((l) => [l.k, l]))
+    for (const l of poll.leases) {
+      const parentsDone = (l.p || []).every((p) => !byKey.has(p) || byKey.get(p).cp === 'SHARD_END')
+      const since = l.o && !l.to && l.cp !== 'SHARD_END' && parentsDone ? liveSince(l.o, poll.ts) : null
+      let s = streaks.get(l.k)
+      if (since == null) {
+        streaks.delete(l.k)
+        continue
+      }
+      if (!s || s.owner !== l.o || s.liveSince !== since) {
+        s = {owner: l.o, since: Math.max(poll.ts, since), liveSince: since, reported: false}
+        streaks.set(l.k, s)
+      }
+      if (s.reported || poll.ts - s.since <= boundUs) continue
+      // Read when a processor of that worker process for the shard was running at the start
+      // of the stretch, or started within the bound of it.
+      const started = (inits.get(l.o + ' ' + l.k) || []).some(
+        (i) => i.initT >= s.liveSince && i.initT <= s.since + boundUs && i.endT >= s.since)
+      if (!started) {
+        s.reported = true
+        silent++
+        violate(`${l.k} was ${l.o}'s in the lease table for ${((poll.ts - s.since) / 1e6).toFixed(1)} s ` +
+          `while ${l.o} was live, and ${l.o} did not start reading it within ${(boundUs / 1e6).toFixed(0)} s`)
+      }
+    }
+  }
+  return silent
 }
 
 function summaryLine(profile, r, seconds) {

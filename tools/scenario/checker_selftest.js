@@ -1,7 +1,7 @@
 // Checker self-test: takes a clean run directory, makes copies with one planted fault each
 // (a lost record, a skipped record, two records swapped, a child read before its parent, a
 // decreasing checkpoint, an instance resuming before the last checkpoint, a zombie
-// checkpoint, a lease left owned, a crash) and checks that the checker reports each one
+// checkpoint, a lease left owned, a lease a live worker never reads, a crash) and checks that the checker reports each one
 // under the right rule. Run by the short and soak profiles after a passing run, so a
 // checker that has gone blind fails the suite.
 //
@@ -149,6 +149,17 @@ const mutations = {
     leases[0].o = 'w9'
     fs.writeFileSync(f, JSON.stringify(leases))
   },
+  // A live worker that owns a lease and never reads it: the longest-reading processor's
+  // start (and its records) taken out of its log, as if the worker had not noticed the lease.
+  R7(dir) {
+    const longest = instances(dir).filter((x) => x.init).sort((a, b) => b.lines.length - a.lines.length)[0]
+    if (!longest) throw new Error('no instance to silence')
+    const [worker] = longest.id.split('#')
+    writeLines(longest.file, readLines(longest.file).filter((l) => {
+      const e = JSON.parse(l)
+      return !(e.worker === worker && e.shard === longest.shard)
+    }))
+  },
   // A worker that crashed.
   crash(dir) {
     fs.appendFileSync(path.join(dir, 'events.jsonl'),
@@ -156,7 +167,7 @@ const mutations = {
   },
 }
 
-const expectedRule = {R1: 'R1', R2gap: 'R2', R2swap: 'R2', R2lineage: 'R2', R3: 'R3', R4: 'R4', R5: 'R5', R6: 'R6', crash: 'crash'}
+const expectedRule = {R1: 'R1', R2gap: 'R2', R2swap: 'R2', R2lineage: 'R2', R3: 'R3', R4: 'R4', R5: 'R5', R6: 'R6', R7: 'R7', crash: 'crash'}
 
 function selftest(runDir) {
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'kcl-checker-selftest-'))

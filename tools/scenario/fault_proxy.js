@@ -74,7 +74,9 @@ function errorBody(service, type, message) {
 
 // opts:
 //   seed (number), rates: {default: {kind: p}, 'kinesis.GetRecords': {kind: p}, ...}
-//   (a rule for "service.Op" replaces the service rule "service" which replaces default),
+//   (a rule for "service.Op" replaces the service rule "service" which replaces default;
+//   "dynamodb.coordination" applies to every call on a table whose name ends in
+//   "-CoordinatorState", the coordination table of leader-based assignment, before any other),
 //   forced: [{kind, service?, op?}], forcedSpacingMs, latencyMs: [min, max], stallMs,
 //   rejectAccessKeys: [ids], enabled (default false), log(line) optional.
 async function startFaultProxy(upstreams, opts = {}) {
@@ -93,11 +95,14 @@ async function startFaultProxy(upstreams, opts = {}) {
   const perOp = {}  // "service.Op.kind" -> n
   const agent = new http.Agent({keepAlive: true, maxSockets: 64})
 
-  function ratesFor(service, op) {
+  function ratesFor(service, op, table) {
+    if (table && /-CoordinatorState$/.test(table) && rates[service + '.coordination']) {
+      return rates[service + '.coordination']
+    }
     return rates[service + '.' + op] || rates[service] || rates.default || {}
   }
 
-  function choose(service, op) {
+  function choose(service, op, table) {
     if (!enabled) return null
     const now = Date.now()
     if (forced.length && now - lastForcedAt >= forcedSpacingMs) {
@@ -109,7 +114,7 @@ async function startFaultProxy(upstreams, opts = {}) {
         return forced.splice(i, 1)[0].kind
       }
     }
-    const r = ratesFor(service, op)
+    const r = ratesFor(service, op, table)
     let x = rand()
     for (const kind of KINDS) {
       const p = r[kind] || 0
@@ -193,7 +198,8 @@ async function startFaultProxy(upstreams, opts = {}) {
         'The security token included in the request is invalid.'
       )
     }
-    const kind = choose(service, op)
+    const table = service === 'dynamodb' ? (/"TableName"\s*:\s*"([^"]+)"/.exec(body.toString('utf8', 0, 4096)) || [])[1] : null
+    const kind = choose(service, op, table)
     if (kind) {
       counts[kind]++
       const key = `${service}.${op}.${kind}`

@@ -57,14 +57,14 @@ function parseArgs(argv) {
     else if (a === '-h' || a === '--help') usage(null)
     else usage('unknown argument: ' + a)
   }
-  if (!['demo', 'short', 'soak'].includes(o.profile)) usage('unknown profile ' + o.profile)
+  if (!['demo', 'short', 'soak', 'storm'].includes(o.profile)) usage('unknown profile ' + o.profile)
   return o
 }
 
 function usage(problem) {
   if (problem) process.stderr.write('run.js: ' + problem + '\n')
   process.stderr.write(
-    'usage: node tools/scenario/run.js --profile demo|short|soak [--minutes N] [--build-dir DIR]\n' +
+    'usage: node tools/scenario/run.js --profile demo|short|soak|storm [--minutes N] [--build-dir DIR]\n' +
       '         [--seed N] [--out DIR] [--faults|--no-faults] [--quiet]\n'
   )
   process.exit(problem ? 2 : 0)
@@ -88,6 +88,18 @@ function faultRates(scale) {
   }
 }
 
+// The storm: a quarter of the calls to the coordination table fail (500s, throttles, non-JSON
+// answers, stalls past the request timeout, connections dropped before and after the call
+// was applied); everything else at the usual rates.
+function stormRates() {
+  return {
+    ...faultRates(1),
+    'dynamodb.coordination': {
+      error500: 0.05, throttling: 0.05, invalid_json: 0.04, stall: 0.03, drop: 0.04, drop_after: 0.04,
+    },
+  }
+}
+
 // Every kind once on Kinesis GetRecords and once on DynamoDB UpdateItem (an applied write
 // with a broken answer for the forward-first kinds), early in the run.
 function forcedFaults() {
@@ -100,10 +112,13 @@ function forcedFaults() {
 }
 
 function profiles(o) {
+  // takeoverBoundS: the checker's bound (R7) on the time from a kill or pause to the first
+  // record-processor start elsewhere for each of its shards, and on how long a lease the
+  // table gives to a live worker may go unread: failover + 7 s.
   const common = {
     shards: 4, keys: 40, rate: 100, workers: 3, failoverMs: 3000, takeIntervalMs: 1000,
     checkpointEvery: 25, requestTimeoutMs: 2000, stallMs: 3500, pollMs: 500,
-    drainTimeoutS: 45, stopTimeoutS: 40,
+    drainTimeoutS: 45, stopTimeoutS: 40, takeoverBoundS: 3 + 7,
   }
   if (o.profile === 'demo') {
     return {
@@ -127,6 +142,22 @@ function profiles(o) {
         {at: 70, do: 'outage', ms: 5000},
         {at: 80, do: 'kill', worker: 'random', restartAfter: 5},
       ],
+    }
+  }
+  if (o.profile === 'storm') {
+    // Workers SIGKILLed one after another every 30 s, the leader every other time, while a
+    // quarter of the coordination table's calls fail: every killed worker's shards must be
+    // read again within 2 x failover + 7 s (the dead leader's lock lapses, then the dead
+    // worker's silence is seen).
+    const produceS = Math.max(90, Math.round((o.minutes || 4) * 60) - 30)
+    const timeline = []
+    for (let at = 25, i = 0; at < produceS - 25; at += 30, i++) {
+      timeline.push({at, do: 'kill', worker: i % 2 === 0 ? 'leader' : 'random', restartAfter: 5})
+    }
+    return {
+      ...common, name: 'storm', faults: true, requireAllFaults: false, produceS, seed: 31, selftest: false,
+      faultRates: stormRates(), faultsFrom: 4, faultsUntil: produceS - 3, specials: false, timeline,
+      takeoverBoundS: 2 * 3 + 7,
     }
   }
   // soak: events every ~40 s, chosen at random (seeded), faults all along.
@@ -387,6 +418,9 @@ class Fleet {
     const live = this.alive().filter((w) => !w.paused)
     return live.length ? live[Math.floor(rnd() * live.length)] : null
   }
+  byId(id) {
+    return this.alive().find((w) => w.id === id && !w.paused) || null
+  }
   kill(w) {
     w.expectExit = true
     w.child.kill('SIGKILL')
@@ -502,6 +536,17 @@ class LeasePoller {
   }
 }
 
+// The worker holding the leader lock of leader-based assignment (null when none or unknown).
+async function leaderId(ctx) {
+  try {
+    const items = await aws.scanAll(ctx.urls.dynamodb, ctx.app + '-CoordinatorState')
+    const lock = items.find((i) => i.key === 'kcl-cpp/leader')
+    return (lock && lock.ownerName) || null
+  } catch (e) {
+    return null
+  }
+}
+
 function leaseView(l) {
   return {
     k: l.leaseKey,
@@ -512,6 +557,7 @@ function leaseView(l) {
     c: Number(l.leaseCounter || 0),
     cp: l.checkpoint || '',
     sub: Number(l.checkpointSubSequenceNumber || 0),
+    p: l.parentShardId || [],
   }
 }
 
@@ -809,7 +855,9 @@ async function main() {
           return doSplit ? split(ctx, rnd) : merge(ctx, rnd)
         }
         case 'kill': {
-          const w = fleet.pick(step.worker, rnd, poller.latest)
+          const w = step.worker === 'leader'
+            ? fleet.byId(await leaderId(ctx)) || fleet.pick('random', rnd)
+            : fleet.pick(step.worker, rnd, poller.latest)
           if (!w) return say('kill: no live worker')
           const leases = poller.ownedBy(w.id)
           fleet.kill(w)
@@ -956,9 +1004,15 @@ function printReport(p, r, dir, seconds) {
       (v.length < xs.length ? ` (${xs.length - v.length} not measured)` : '')
   }
   const takeovers = r.timings.takeovers.filter((t) => t.shards)
+  const bound = r.takeoverBoundS ? ` (bound ${r.takeoverBoundS} s)` : ''
   if (r.timings.takeovers.length > 4) {
     out.push(`takeovers after ${takeovers.length} kills/pauses: first record-processor start elsewhere ` +
-      `${stats(takeovers.map((t) => t.initSeconds))}; new owners in the lease table ${stats(takeovers.map((t) => t.tableSeconds))}`)
+      `${stats(takeovers.map((t) => t.initSeconds))}${bound}; new owners in the lease table ` +
+      `${stats(takeovers.map((t) => t.tableSeconds))}`)
+    for (const t of takeovers) {
+      out.push(`  ${t.type} of ${t.worker}: ${t.shards} shards, first start elsewhere after ${s(t.initSeconds)}, ` +
+        `new owners in the table after ${s(t.tableSeconds)}`)
+    }
   } else {
     for (const t of r.timings.takeovers) {
       out.push(`takeover after ${t.type} of ${t.worker}: ` +
@@ -980,6 +1034,9 @@ function printReport(p, r, dir, seconds) {
   if (r.faultCounts && r.faultsInjected) {
     out.push(`faults injected: ${r.faultsInjected} (${Object.entries(r.faultKinds).map(([k, v]) => `${k} ${v}`).join(', ')}); ` +
       `${r.faultCounts.requests} requests through the proxy`)
+  }
+  if (r.takeoverBoundS) {
+    out.push(`leases a live worker owned but did not read within ${r.takeoverBoundS} s: ${r.silentOwners}`)
   }
   out.push(`leases owned after the graceful stop: ${r.violations.R6 || 0}`)
   if (r.workerLogs) {

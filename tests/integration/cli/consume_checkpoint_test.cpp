@@ -1,6 +1,8 @@
 // `kcl consume` as a user runs it, against kinesalite and dynalite: checkpoints follow
-// --checkpoint-interval (not one per batch), a graceful stop checkpoints the last record
-// printed, and every record is printed once.
+// --checkpoint-interval (not one per batch) and are written when the stream goes idle too, so
+// a crash prints nothing again after an idle interval; a graceful stop checkpoints the last
+// record printed; --max prints exactly that many and the next run the rest; every record is
+// printed once.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -61,12 +63,21 @@ class ConsumeCheckpointTest : public CliTest {
     return all->front().checkpoint.sequence_number();
   }
 
-  KclProcess consume(long long interval_ms) {
-    return KclProcess(
-        aws_,
-        {"consume", "--stream", stream_, "--app", app_, "--from", "trim-horizon", "--failover-ms",
-         "3000", "--checkpoint-interval", std::to_string(interval_ms)},
-        out_path_);
+  KclProcess consume(long long interval_ms, std::vector<std::string> more = {},
+                     const std::string& out_path = "") {
+    std::vector<std::string> args = {"consume",
+                                     "--stream",
+                                     stream_,
+                                     "--app",
+                                     app_,
+                                     "--from",
+                                     "trim-horizon",
+                                     "--failover-ms",
+                                     "3000",
+                                     "--checkpoint-interval",
+                                     std::to_string(interval_ms)};
+    args.insert(args.end(), more.begin(), more.end());
+    return KclProcess(aws_, args, out_path.empty() ? out_path_ : out_path);
   }
 
   std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
@@ -98,6 +109,47 @@ TEST_F(ConsumeCheckpointTest, ZeroIntervalCheckpointsEveryBatch) {
   ASSERT_TRUE(eventually([&] { return checkpoint() == more.back(); }, 60s)) << checkpoint();
   EXPECT_EQ(p.stop(), 0);
   EXPECT_EQ(p.lines().size(), 5u);
+}
+
+TEST_F(ConsumeCheckpointTest, AnIdleShardIsCheckpointedSoACrashAfterAnIntervalPrintsNothingAgain) {
+  const auto seqs = put(0, 20);
+  ASSERT_EQ(seqs.size(), 20u);
+  {
+    KclProcess p = consume(1000);
+    ASSERT_TRUE(p.started());
+    ASSERT_TRUE(eventually([&] { return p.lines().size() >= 20; }, 60s));
+    // Nothing more comes; the interval passes and the last record printed is checkpointed.
+    ASSERT_TRUE(eventually([&] { return checkpoint() == seqs.back(); }, 30s)) << checkpoint();
+    p.kill_now();  // SIGKILL: no final checkpoint
+  }
+  const std::string again = ::testing::TempDir() + "/" + app_ + ".again.out";
+  KclProcess restarted = consume(1000, {}, again);
+  ASSERT_TRUE(restarted.started());
+  const auto marker = put(20, 1);
+  ASSERT_TRUE(eventually([&] { return restarted.lines().size() >= 1; }, 60s));
+  EXPECT_EQ(restarted.stop(), 0);
+  const auto lines = restarted.lines();
+  ASSERT_EQ(lines.size(), 1u) << "records printed again after the crash";
+  ASSERT_EQ(marker.size(), 1u);
+  EXPECT_NE(lines[0].find(marker[0]), std::string::npos) << "not the new record: " << lines[0];
+}
+
+TEST_F(ConsumeCheckpointTest, MaxPrintsExactlyThatManyAndTheNextRunPrintsTheRest) {
+  const auto seqs = put(0, 30);
+  ASSERT_EQ(seqs.size(), 30u);
+  {
+    KclProcess p = consume(3600000, {"--max", "7"});
+    ASSERT_TRUE(p.started());
+    EXPECT_EQ(p.wait(), 0);
+    EXPECT_EQ(p.lines().size(), 7u);
+    EXPECT_EQ(checkpoint(), seqs[6]) << "checkpointed at the 7th record printed";
+  }
+  const std::string rest = ::testing::TempDir() + "/" + app_ + ".rest.out";
+  KclProcess p = consume(3600000, {"--max", "23"}, rest);
+  ASSERT_TRUE(p.started());
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_EQ(p.lines().size(), 23u);
+  EXPECT_EQ(checkpoint(), seqs.back());
 }
 
 }  // namespace

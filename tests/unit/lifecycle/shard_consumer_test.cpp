@@ -504,3 +504,50 @@ TEST_F(ShardConsumerTest, CorruptAggregatesAreCountedWhileTheShardIsRead) {
 
 }  // namespace
 }  // namespace kcl::lifecycle
+
+namespace kcl::lifecycle {
+namespace {
+
+// ProcessingConfig::empty_batch_interval: an idle shard's processor is called with an empty
+// batch, so it can checkpoint the records it got before the shard went quiet.
+TEST_F(ShardConsumerTest, AnIdleShardGetsEmptyBatchesAtTheIntervalAndTheyMayCheckpoint) {
+  ctx_.processing.empty_batch_interval = 3s;
+  script_.checkpoint_each_batch = false;
+  add_lease(kShard);
+  fake_->add_records(5, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 5; }));
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber::trim_horizon()) << "not yet";
+  // Nothing more comes; within the interval an empty batch arrives, in which the processor
+  // checkpoints the last record it was given.
+  script_.checkpoint_each_batch = true;
+  ASSERT_TRUE(drive(
+      *c, [&] { return count(script_.events, "process 0") >= 1; }, 10));
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)));
+  EXPECT_EQ(script_.data.size(), 5u) << "nothing delivered twice";
+  // And again after each interval while the shard stays idle; never more often.
+  const std::size_t empties = count(script_.events, "process 0");
+  for (int i = 0; i < 9; ++i) {
+    last_next_ = c->run();
+    fetch_clock_.advance(1s);
+  }
+  EXPECT_GE(count(script_.events, "process 0"), empties + 2);
+  EXPECT_LE(count(script_.events, "process 0"), empties + 3);
+}
+
+TEST_F(ShardConsumerTest, WithoutAnIntervalAnIdleShardGetsNoEmptyBatch) {
+  add_lease(kShard);
+  fake_->add_records(2, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
+  for (int i = 0; i < 20; ++i) {
+    last_next_ = c->run();
+    fetch_clock_.advance(1s);
+  }
+  EXPECT_EQ(count(script_.events, "process 0"), 0u);
+}
+
+}  // namespace
+}  // namespace kcl::lifecycle
