@@ -30,9 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "assignment/worker_takes_assignment.h"
 #include "kcl/clock.h"
 #include "leases/in_memory_lease_store.h"
-#include "leases/lease_coordinator.h"
 
 namespace {
 
@@ -124,9 +124,14 @@ void BM_TakePass(benchmark::State& state) {
   config.application_name = "bench";
   config.worker_id = "worker-x";
   config.assignment = kcl::LeaseAssignment::kWorkerTakes;
-  kcl::leases::LeaseCoordinator c(store, config, clock, kcl::NoopMetricsSink::instance(), 1);
+  kcl::assignment::AssignmentParts parts;
+  parts.store = &store;
+  parts.clock = &clock;
+  parts.metrics = &kcl::NoopMetricsSink::instance();
+  parts.seed = 1;
+  kcl::assignment::WorkerTakesAssignment c(config, parts);
   for (auto _ : state) {
-    auto r = c.run_take_pass();
+    auto r = c.taker().run_take_pass();
     benchmark::DoNotOptimize(r);
   }
   state.SetItemsProcessed(state.iterations() * shards);

@@ -11,8 +11,9 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "leases/assignment_agent.h"
-#include "leases/lease_coordinator.h"
+#include "assignment/leader_assignment.h"
+#include "assignment/worker_takes_assignment.h"
+#include "leases/load_meter.h"
 
 namespace kcl::leases {
 namespace {
@@ -98,8 +99,11 @@ class BeliefCounter final : public LeaseListener {
 struct SimWorker {
   std::string id;
   std::unique_ptr<OffsetClock> clock;
-  std::unique_ptr<LeaseCoordinator> coordinator;
-  std::unique_ptr<AssignmentAgent> agent;  // kLeader
+  std::unique_ptr<LoadMeter> load;
+  std::unique_ptr<assignment::LeaderAssignment> leader;      // kLeader
+  std::unique_ptr<assignment::WorkerTakesAssignment> takes;  // kWorkerTakes
+  HeldLeases* coordinator = nullptr;                         // the held leases of either
+  assignment::AssignmentAgent* agent = nullptr;              // kLeader
   BeliefCounter belief;
   WorkerState state = WorkerState::kRunning;
   nanoseconds paused_until{0};
@@ -139,8 +143,10 @@ class Simulation {
       generation = ++workers_[static_cast<std::size_t>(w)]->take_generation;
     ticks_.push(Tick{at, seq_++, w, kind, generation});
   }
-  bool leader_mode() const { return config_.assignment == LeaseAssignment::kLeader; }
-  void run_leader_mode_tick(const Tick& t, SimWorker& worker);
+  // Which strategy the workers run (chosen once from the options; each is driven by its own
+  // steps below).
+  bool leader_based() const { return config_.assignment == LeaseAssignment::kLeader; }
+  void run_leader_tick(const Tick& t, SimWorker& worker);
   void on_gained(int w, const std::string& key);
   void on_lost(int w, const std::string& key);
   int add_worker(nanoseconds first_take);
@@ -161,7 +167,7 @@ class Simulation {
   LeaseConfig config_;
   ManualClock clock_;
   InMemoryLeaseStore store_;
-  InMemoryCoordinationStore coordination_;
+  assignment::InMemoryCoordinationStore coordination_;
   std::mt19937_64 rng_;
   std::vector<std::unique_ptr<SimWorker>> workers_;
   std::priority_queue<Tick, std::vector<Tick>, std::greater<Tick>> ticks_;
@@ -191,18 +197,30 @@ int Simulation::add_worker(nanoseconds first_take) {
   LeaseConfig config = config_;
   config.worker_id = w->id;
   const std::uint64_t seed = options_.seed * 7919 + static_cast<std::uint64_t>(index);
-  w->coordinator = std::make_unique<LeaseCoordinator>(store_, config, *w->clock,
-                                                      NoopMetricsSink::instance(), seed);
+  w->load = std::make_unique<LoadMeter>(*w->clock);
+  assignment::AssignmentParts parts;
+  parts.store = &store_;
+  parts.coordination = std::shared_ptr<assignment::CoordinationStore>(std::shared_ptr<void>(),
+                                                                      &coordination_);  // not owned
+  parts.clock = w->clock.get();
+  parts.metrics = &NoopMetricsSink::instance();
+  parts.load = w->load.get();
+  parts.seed = seed;
+  if (leader_based()) {
+    w->leader = std::make_unique<assignment::LeaderAssignment>(config, parts);
+    w->coordinator = &w->leader->held();
+    w->agent = &w->leader->agent();
+  } else {
+    w->takes = std::make_unique<assignment::WorkerTakesAssignment>(config, parts);
+    w->coordinator = &w->takes->held();
+  }
   w->coordinator->set_listener(&w->belief);
-  if (leader_mode()) {
-    w->agent =
-        std::make_unique<AssignmentAgent>(coordination_, store_, *w->coordinator, config, *w->clock,
-                                          NoopMetricsSink::instance(), nullptr, seed);
+  if (leader_based()) {
     w->belief.gained = [this, index](const std::string& key) { on_gained(index, key); };
     w->belief.lost = [this, index](const std::string& key) { on_lost(index, key); };
   }
   workers_.push_back(std::move(w));
-  if (leader_mode()) {
+  if (leader_based()) {
     schedule(index, first_take, TickKind::kHeartbeat);
     schedule(index, first_take, TickKind::kPoll);
     schedule(index, first_take, TickKind::kLead);
@@ -359,7 +377,7 @@ void Simulation::on_lost(int w, const std::string& key) {
   if (owner_[static_cast<std::size_t>(shard)] == w) set_owner(shard, -1);
 }
 
-void Simulation::run_leader_mode_tick(const Tick& t, SimWorker& worker) {
+void Simulation::run_leader_tick(const Tick& t, SimWorker& worker) {
   Clock::MonoTime next;
   switch (t.kind) {
     case TickKind::kHeartbeat:
@@ -371,7 +389,7 @@ void Simulation::run_leader_mode_tick(const Tick& t, SimWorker& worker) {
         for (const Lease& l : worker.coordinator->held_leases()) {
           const auto i = static_cast<std::size_t>(shard_index_[l.lease_key]);
           if (i < options_.shard_kbps.size()) {
-            worker.coordinator->note_processed(
+            worker.load->note_processed(
                 l.lease_key, static_cast<std::size_t>(options_.shard_kbps[i] * 1024.0 * seconds));
           }
         }
@@ -428,6 +446,10 @@ void Simulation::apply_event(const SimulationEvent& e) {
       for (int w : pick_alive(e.count, true)) {
         auto& worker = *workers_[static_cast<std::size_t>(w)];
         auto held = worker.coordinator->held_leases();
+        // Nothing more is taken (a graceful stop's drain, without its heartbeat), then every
+        // lease is handed back.
+        if (worker.agent) worker.agent->adopter().stop_taking();
+        if (worker.takes) worker.takes->taker().stop_taking();
         (void)worker.coordinator->release_all();
         if (worker.agent) {
           worker.belief.gained = nullptr;
@@ -470,16 +492,16 @@ void Simulation::run_tick(const Tick& t) {
     schedule(t.worker, worker.paused_until, t.kind);  // runs when the pause ends
     return;
   }
-  if (leader_mode()) {
-    run_leader_mode_tick(t, worker);
+  if (leader_based()) {
+    run_leader_tick(t, worker);
     return;
   }
   if (t.kind == TickKind::kRenew) {
-    (void)worker.coordinator->run_renew_pass();
+    (void)worker.takes->taker().run_renew_pass();
     schedule(t.worker, t.at + jittered(config_.effective_renew_interval()), TickKind::kRenew);
     return;
   }
-  TakePassResult result = worker.coordinator->run_take_pass();
+  assignment::TakePassResult result = worker.takes->taker().run_take_pass();
   auto& phase = report_.phases.back();
   for (const auto& key : result.taken) {
     int shard = shard_index_[key];
@@ -499,7 +521,7 @@ void Simulation::run_tick(const Tick& t) {
     ++phase.steals;
     set_owner(shard_index_[key], t.worker);
   }
-  // As LeaseCoordinatorRunner: the next pass after the take interval, sooner when a lease
+  // As WorkerTakesAssignment: the next pass after the take interval, sooner when a lease
   // looks abandoned.
   nanoseconds next = t.at + jittered(config_.effective_take_interval());
   if (result.next_expiry) {
@@ -531,7 +553,7 @@ Result<SimulationReport> Simulation::run() {
     return Status(StatusCode::kInvalidArgument, "simulation: no workers and no joins");
   }
 
-  if (!leader_mode()) config_.renew_parallelism = 1;  // deterministic order of writes
+  if (!leader_based()) config_.renew_parallelism = 1;  // deterministic order of writes
   report_.assignment = config_.assignment;
   report_.shards = options_.shards;
   report_.take_interval = config_.effective_take_interval();

@@ -3,9 +3,9 @@
 // InMemoryLeaseStore holding M leases, with joins, crashes, graceful leaves and pauses, on a
 // fake clock. It runs the real lease code in either mode (LeaseConfig::assignment):
 //  - kWorkerTakes: each worker runs its take pass every take_interval and its renew pass every
-//    renew_interval (each jittered by interval_jitter), as LeaseCoordinatorRunner does;
+//    renew_interval (each jittered by interval_jitter), as WorkerTakesAssignment does;
 //  - kLeader: each worker runs AssignmentAgent's heartbeat, poll and leader steps when they
-//    ask to run, as AssignmentRunner does, over an InMemoryCoordinationStore; a worker asked
+//    ask to run, as LeaderAssignment does, over an InMemoryCoordinationStore; a worker asked
 //    to hand a lease off completes the handoff at its next poll (as if its processor
 //    checkpointed at once).
 //
@@ -27,13 +27,15 @@
 #include <string>
 #include <vector>
 
+#include "assignment/in_memory_coordination_store.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/status.h"
-#include "leases/in_memory_coordination_store.h"
 #include "leases/in_memory_lease_store.h"
 
 namespace kcl::leases {
+
+using assignment::CoordinationStoreStats;
 
 // A clock that reads another clock plus fixed offsets: gives each simulated worker its own
 // monotonic epoch and its own (skewed) wall clock.

@@ -6,26 +6,25 @@
 namespace kcl::checkpoint {
 
 Result<std::unique_ptr<ShardCheckpointer>> ShardCheckpointer::create(
-    leases::LeaseCoordinator& coordinator, std::string lease_key,
-    std::optional<std::uint64_t> tenure) {
+    leases::HeldLeases& held, std::string lease_key, std::optional<std::uint64_t> tenure) {
   // The tenure first: a lease lost and taken again in between shows a new tenure, never the
   // old tenure with the new lease's checkpoint.
-  const std::optional<std::uint64_t> current = coordinator.tenure_of(lease_key);
-  auto held = coordinator.held_lease(lease_key);
-  if (!held || !current || (tenure && *tenure != *current) ||
-      coordinator.tenure_of(lease_key) != current) {
+  const std::optional<std::uint64_t> current = held.tenure_of(lease_key);
+  auto lease = held.held_lease(lease_key);
+  if (!lease || !current || (tenure && *tenure != *current) ||
+      held.tenure_of(lease_key) != current) {
     return Status(StatusCode::kLeaseLost,
-                  "worker " + coordinator.worker_id() + " does not hold the lease for " +
-                      lease_key + (held && tenure ? " in tenure " + std::to_string(*tenure) : ""));
+                  "worker " + held.worker_id() + " does not hold the lease for " + lease_key +
+                      (lease && tenure ? " in tenure " + std::to_string(*tenure) : ""));
   }
-  return std::make_unique<ShardCheckpointer>(coordinator, std::move(lease_key), *current,
-                                             held->checkpoint, held->pending_checkpoint);
+  return std::make_unique<ShardCheckpointer>(held, std::move(lease_key), *current,
+                                             lease->checkpoint, lease->pending_checkpoint);
 }
 
-ShardCheckpointer::ShardCheckpointer(leases::LeaseCoordinator& coordinator, std::string lease_key,
+ShardCheckpointer::ShardCheckpointer(leases::HeldLeases& held, std::string lease_key,
                                      std::uint64_t tenure, ExtendedSequenceNumber last_checkpoint,
                                      std::optional<ExtendedSequenceNumber> pending_checkpoint)
-    : coordinator_(coordinator),
+    : held_(held),
       lease_key_(std::move(lease_key)),
       tenure_(tenure),
       last_checkpoint_(last_checkpoint),
@@ -42,8 +41,8 @@ void ShardCheckpointer::records_delivered(const ExtendedSequenceNumber& position
 std::unique_ptr<ShardCheckpointer> ShardCheckpointer::rewound(
     const std::optional<ExtendedSequenceNumber>& delivered) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto fresh = std::make_unique<ShardCheckpointer>(coordinator_, lease_key_, tenure_,
-                                                   last_checkpoint_, pending_);
+  auto fresh =
+      std::make_unique<ShardCheckpointer>(held_, lease_key_, tenure_, last_checkpoint_, pending_);
   fresh->outcome_unknown_ = outcome_unknown_;
   if (delivered) fresh->records_delivered(*delivered);
   return fresh;
@@ -119,7 +118,7 @@ ExtendedSequenceNumber ShardCheckpointer::resolve_shard_end_locked(
 }
 
 Status ShardCheckpointer::write_fields_locked(const leases::CheckpointFields& fields) {
-  auto written = coordinator_.update_checkpoint(lease_key_, fields, tenure_);
+  auto written = held_.update_checkpoint(lease_key_, fields, tenure_);
   if (written.ok()) return Status::Ok();
   // kLeaseLost: nothing was written by this worker (and it may write no more). Anything else
   // (a timeout, a dropped connection, a garbled answer) may have been applied.
@@ -139,7 +138,7 @@ Status ShardCheckpointer::write_checkpoint_locked(const ExtendedSequenceNumber& 
 
 Status ShardCheckpointer::settle_unknown_write_locked() {
   if (!outcome_unknown_) return Status::Ok();
-  auto stored = coordinator_.refresh_held(lease_key_, tenure_);
+  auto stored = held_.refresh_held(lease_key_, tenure_);
   if (!stored.ok()) {
     return stored.status().with_context(
         "checkpoint of " + lease_key_ +
@@ -200,18 +199,17 @@ Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
   const ExtendedSequenceNumber target = resolve_shard_end_locked(position);
   if (target == last_checkpoint_) return PreparedCheckpoint{target, false};
 
-  auto held = coordinator_.held_lease(lease_key_);
-  if (!held) {
+  auto lease = held_.held_lease(lease_key_);
+  if (!lease) {
     return Status(StatusCode::kLeaseLost, "prepared checkpoint of " + lease_key_ + ": worker " +
-                                              coordinator_.worker_id() +
-                                              " no longer holds the lease");
+                                              held_.worker_id() + " no longer holds the lease");
   }
   leases::CheckpointFields fields;
   fields.checkpoint = last_checkpoint_;
   fields.pending_checkpoint = target;
   fields.pending_checkpoint_state = std::move(application_state);
   // A prepare is not a checkpoint: the count of owner switches since the last one stays.
-  fields.owner_switches_since_checkpoint = held->owner_switches_since_checkpoint;
+  fields.owner_switches_since_checkpoint = lease->owner_switches_since_checkpoint;
   KCL_RETURN_IF_ERROR(write_fields_locked(fields));
   pending_ = target;
   return PreparedCheckpoint{target, true};

@@ -2,8 +2,8 @@
 //
 // The shard consumer tells it how far records were delivered to the processor
 // (records_delivered) and when the shard was read to its end (shard_ended); the processor asks
-// it to checkpoint. It validates, then writes through LeaseCoordinator::update_checkpoint,
-// which fences the write on this worker's ownership and counter (see lease_coordinator.h).
+// it to checkpoint. It validates, then writes through HeldLeases::update_checkpoint,
+// which fences the write on this worker's ownership and counter (see leases/held_leases.h).
 //
 // Rules (as the Java KCL):
 //  - checkpoint() writes at the last record delivered, or SHARD_END once the shard ended.
@@ -25,10 +25,10 @@
 // lease, sees another owner and returns kLeaseLost: a worker that lost its lease never writes
 // a checkpoint. A renewal of this worker racing the checkpoint cannot cause this (writes of one
 // worker to one lease are serialized, and a counter moved by this worker's own unseen write is
-// adopted and the write retried: see LeaseCoordinator).
+// adopted and the write retried: see HeldLeases).
 //
 // Race: lease lost and taken back by this worker while a processor call of the old tenure
-// runs. Writes carry the tenure the checkpointer was made for, and the coordinator refuses
+// runs. Writes carry the tenure the checkpointer was made for, and HeldLeases refuses
 // them (kLeaseLost) once the lease was taken again: a late checkpoint of the old tenure
 // cannot undercut what another worker, or the new tenure, checkpointed meanwhile.
 //
@@ -51,7 +51,7 @@
 
 #include "kcl/lease.h"
 #include "kcl/status.h"
-#include "leases/lease_coordinator.h"
+#include "leases/held_leases.h"
 
 namespace kcl::checkpoint {
 
@@ -65,15 +65,15 @@ struct PreparedCheckpoint {
 class ShardCheckpointer {
  public:
   // For a lease this worker holds: starts from the lease's checkpoint (nothing delivered yet)
-  // and writes only in the lease's current tenure (see LeaseCoordinator::tenure_of), or in
-  // `tenure` when given. kLeaseLost when `coordinator` does not hold `lease_key` (in that
-  // tenure). `coordinator` must outlive the checkpointer.
+  // and writes only in the lease's current tenure (see HeldLeases::tenure_of), or in
+  // `tenure` when given. kLeaseLost when `held` does not hold `lease_key` (in that
+  // tenure). `held` must outlive the checkpointer.
   static Result<std::unique_ptr<ShardCheckpointer>> create(
-      leases::LeaseCoordinator& coordinator, std::string lease_key,
+      leases::HeldLeases& held, std::string lease_key,
       std::optional<std::uint64_t> tenure = std::nullopt);
 
-  ShardCheckpointer(leases::LeaseCoordinator& coordinator, std::string lease_key,
-                    std::uint64_t tenure, ExtendedSequenceNumber last_checkpoint,
+  ShardCheckpointer(leases::HeldLeases& held, std::string lease_key, std::uint64_t tenure,
+                    ExtendedSequenceNumber last_checkpoint,
                     std::optional<ExtendedSequenceNumber> pending_checkpoint = std::nullopt);
 
   const std::string& lease_key() const { return lease_key_; }
@@ -122,7 +122,7 @@ class ShardCheckpointer {
   // After a write whose outcome is unknown, adopts what the table holds (see "Race" above).
   Status settle_unknown_write_locked();
 
-  leases::LeaseCoordinator& coordinator_;
+  leases::HeldLeases& held_;
   const std::string lease_key_;
   const std::uint64_t tenure_;
   mutable std::mutex mu_;

@@ -13,7 +13,7 @@
 //
 // Counter semantics (the Java KCL's): take, renew, release and checkpoint updates all set
 // leaseCounter to the expected value + 1. A checkpoint write therefore also counts as a
-// renewal, and the holder must remember the counter it wrote (LeaseCoordinator does).
+// renewal, and the holder must remember the counter it wrote (HeldLeases does).
 //
 // Thread safety: implementations are safe to call from many threads at once.
 #pragma once

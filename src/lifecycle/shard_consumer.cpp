@@ -62,7 +62,7 @@ ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
     : ctx_(ctx),
       shard_id_(lease.lease_key),
       component_("consumer " + lease.lease_key),
-      tenure_(ctx.coordinator->tenure_of(lease.lease_key)),
+      tenure_(ctx.held->tenure_of(lease.lease_key)),
       lease_(std::move(lease)) {
   // Not held any more (lost before this consumer was made): it ends at its first step.
   if (!tenure_) lease_lost_.store(true);
@@ -223,11 +223,11 @@ std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
 std::optional<SteadyTime> ShardConsumer::step_initializing() {
   if (!checkpointer_) {
     if (!tenure_) return finish(ConsumerOutcome::kLeaseLost);
-    // The coordinator's copy of the lease may lag the table: a checkpoint write that was
+    // The held copy of the lease may lag the table: a checkpoint write that was
     // applied but whose answer was lost leaves the old checkpoint cached. Read the lease
     // (and adopt it) first, so nothing is replayed from an older position and no later
     // checkpoint can move backwards.
-    auto stored = ctx_.coordinator->refresh_held(shard_id_, tenure_);
+    auto stored = ctx_.held->refresh_held(shard_id_, tenure_);
     if (!stored.ok()) {
       if (stored.status().code() == StatusCode::kLeaseLost) {
         return finish(ConsumerOutcome::kLeaseLost);
@@ -238,7 +238,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     // The read is fenced on this consumer's tenure, so the lease read is this tenure's.
     lease_ = std::move(stored).value();
     checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
-        *ctx_.coordinator, shard_id_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
+        *ctx_.held, shard_id_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
     processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
   }
   const ExtendedSequenceNumber start = checkpointer_->last_checkpoint();
@@ -405,7 +405,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
                           MetricTags(&shard_tag, 1));
       ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
                           MetricTags(&shard_tag, 1));
-      ctx_.coordinator->note_processed(shard_id_, bytes);  // its load, for balancing
+      if (ctx_.load) ctx_.load->note_processed(shard_id_, bytes);  // its load, for balancing
     }
     bool ended = batch.shard_end;
     pending_.reset();

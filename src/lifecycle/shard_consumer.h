@@ -61,7 +61,8 @@
 #include "kcl/processing_config.h"
 #include "kcl/processor.h"
 #include "kcl/retrieval_config.h"
-#include "leases/lease_coordinator.h"
+#include "leases/held_leases.h"
+#include "leases/load_meter.h"
 #include "lifecycle/paced_processor.h"
 #include "lifecycle/processor_checkpointer.h"
 #include "lifecycle/task_pool.h"
@@ -89,7 +90,8 @@ struct ConsumerContext {
   std::string stream;
   kinesis::KinesisClient* kinesis = nullptr;
   leases::LeaseStore* store = nullptr;
-  leases::LeaseCoordinator* coordinator = nullptr;
+  leases::HeldLeases* held = nullptr;
+  leases::LoadMeter* load = nullptr;  // may be null: the consumers report their bytes there
   RecordProcessorFactory* factory = nullptr;
   Logger* logger = nullptr;
   MetricsSink* metrics = nullptr;
@@ -159,7 +161,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   ConsumerContext& ctx_;
   const std::string shard_id_;
   const std::string component_;
-  // The tenure of the lease this consumer reads for (LeaseCoordinator::tenure_of); every
+  // The tenure of the lease this consumer reads for (HeldLeases::tenure_of); every
   // checkpoint it makes is fenced on it.
   const std::optional<std::uint64_t> tenure_;
   Lease lease_;  // as gained (parents); as read from the table once initializing

@@ -12,20 +12,17 @@
 #include <set>
 #include <thread>
 
+#include "assignment/assignment_strategy.h"
 #include "aws/aws_json_client.h"
 #include "aws/retry.h"
+#include "base/jitter.h"
 #include "base/repeat_report.h"
 #include "cloudwatch/cloudwatch_publisher.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "kinesis/stream_consumers.h"
-#include "leases/assignment_agent.h"
-#include "leases/assignment_runner.h"
-#include "leases/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
-#include "leases/in_memory_coordination_store.h"
-#include "leases/lease_coordinator.h"
-#include "leases/lease_coordinator_runner.h"
+#include "leases/load_meter.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
 #include "metrics/tee_sink.h"
@@ -168,13 +165,17 @@ class Worker::Impl final : public leases::LeaseListener {
   // When the scheduler must look again even if nothing wakes it: its interval, or sooner
   // when a failed shard's restart falls due (requires mu_).
   Clock::MonoTime next_scheduler_look_locked() const;
-  bool leader_mode() const { return config_.leases.assignment == LeaseAssignment::kLeader; }
   // Completes the handoffs whose consumer has stopped (no lock held).
   void complete_handoffs(const std::vector<std::string>& keys);
   void log(LogLevel level, const std::string& message) const {
     if (logger_->enabled(level)) logger_->log(level, "worker " + config_.leases.worker_id, message);
   }
   Status make_clients();
+  void make_assignment();
+  // The steps of start(): tables, the first shard sync, the consumers' context, the threads.
+  Status prepare_tables();
+  Status initial_sync();
+  void make_consumer_context();
   void scheduler_loop();
   void reconcile();
   void run_shard_sync();
@@ -183,6 +184,7 @@ class Worker::Impl final : public leases::LeaseListener {
   // same cause only as counts (requires mu_).
   void on_consumer_failed(const std::string& shard, const Status& failure, std::uint64_t delivered);
   void graceful_stop();
+  void stop_consumers();
   void join_threads();
   std::chrono::milliseconds jittered(std::chrono::milliseconds base, double fraction);
 
@@ -198,13 +200,11 @@ class Worker::Impl final : public leases::LeaseListener {
   std::shared_ptr<kinesis::KinesisClient> kinesis_;
   retrieval::RecordsSourceFactory fanout_factory_;  // set when reading with fan-out
   std::shared_ptr<leases::LeaseStore> store_;
-  std::unique_ptr<leases::LeaseCoordinator> coordinator_;
-  std::unique_ptr<leases::LeaseCoordinatorRunner> lease_runner_;  // take + renew threads
-  // LeaseAssignment::kLeader: the coordination table, this worker's part in assignment and
-  // its threads (heartbeat, poll, leader).
-  std::shared_ptr<leases::CoordinationStore> coordination_;
-  std::unique_ptr<leases::AssignmentAgent> agent_;
-  std::unique_ptr<leases::AssignmentRunner> assignment_runner_;
+  std::shared_ptr<dynamodb::DynamoDbClient> dynamodb_;  // empty with a given lease store
+  // Who holds which lease (leader-based or worker-takes: assignment/assignment_strategy.h),
+  // with the held leases every consumer writes through, and the load they carry.
+  std::unique_ptr<leases::LoadMeter> load_;
+  std::unique_ptr<assignment::AssignmentStrategy> assignment_;
   std::unique_ptr<shardsync::ShardSyncer> syncer_;
   std::unique_ptr<lifecycle::TaskPool> pool_;
   lifecycle::ConsumerContext ctx_;
@@ -249,10 +249,10 @@ observability::HealthState Worker::Impl::health() const {
     h.live_reason = done_.get().to_string();
   }
   h.ready = h.live && ready_.load();
-  if (h.ready && agent_) {  // ready_ is set once agent_ exists
+  if (h.ready) {  // ready_ is set once assignment_ exists
     // Coordination calls that keep failing (heartbeats, polls, lock renewals, posts, passes).
     const auto now = clock_->now();
-    for (const auto& f : agent_->failing_calls()) {
+    for (const auto& f : assignment_->report().failing) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.1f",
                     std::chrono::duration<double>(now - f.since).count());
@@ -271,10 +271,8 @@ observability::HealthState Worker::Impl::health() const {
 }
 
 std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base, double fraction) {
-  std::uniform_real_distribution<double> d(1.0 - fraction, 1.0 + fraction);
   std::lock_guard<std::mutex> lock(mu_);
-  return std::chrono::milliseconds(
-      std::max<long long>(1, static_cast<long long>(static_cast<double>(base.count()) * d(rng_))));
+  return base::jittered(base, fraction, rng_);
 }
 
 Status Worker::Impl::make_clients() {
@@ -293,19 +291,26 @@ Status Worker::Impl::make_clients() {
   } else {
     KCL_ASSIGN_OR_RETURN(
         auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws, &aws_parts));
-    auto ddb = std::make_shared<dynamodb::DynamoDbClient>(
+    dynamodb_ = std::make_shared<dynamodb::DynamoDbClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
-    store_ = std::make_shared<leases::DynamoDbLeaseStore>(ddb, config_.leases);
-    if (leader_mode() && !internals_.coordination_store) {
-      coordination_ = std::make_shared<leases::DynamoDbCoordinationStore>(ddb, config_.leases);
-    }
-  }
-  if (leader_mode() && !coordination_) {
-    coordination_ = internals_.coordination_store
-                        ? internals_.coordination_store
-                        : std::make_shared<leases::InMemoryCoordinationStore>();
+    store_ = std::make_shared<leases::DynamoDbLeaseStore>(dynamodb_, config_.leases);
   }
   return Status::Ok();
+}
+
+void Worker::Impl::make_assignment() {
+  load_ = std::make_unique<leases::LoadMeter>(*clock_);
+  assignment::AssignmentParts parts;
+  parts.store = store_.get();
+  parts.dynamodb = dynamodb_;  // empty with a given lease store: an in-memory coordination
+  parts.coordination = internals_.coordination_store;
+  parts.clock = clock_;
+  parts.metrics = metrics_.get();
+  parts.logger = logger_.get();
+  parts.load = load_.get();
+  parts.seed = std::random_device{}();
+  assignment_ = assignment::make_assignment(config_.leases, std::move(parts));
+  assignment_->held().set_listener(this);
 }
 
 Status Worker::Impl::start_cloudwatch() {
@@ -380,7 +385,7 @@ Status Worker::Impl::start() {
   }
   auto fail = [&](Status s) {
     started_.store(false);
-    return s;
+    return s.code() == StatusCode::kInvalidArgument ? s : s.with_context("starting the worker: ");
   };
   auto problems = config_.validate();
   if (!problems.empty()) {
@@ -390,33 +395,41 @@ Status Worker::Impl::start() {
   if (!factory_) {
     return fail(Status(StatusCode::kInvalidArgument, "no RecordProcessorFactory was given"));
   }
-  if (Status s = start_cloudwatch(); !s.ok()) return fail(s.with_context("starting the worker: "));
-  if (Status s = make_clients(); !s.ok()) return fail(s.with_context("starting the worker: "));
+  if (Status s = start_cloudwatch(); !s.ok()) return fail(s);
+  if (Status s = make_clients(); !s.ok()) return fail(s);
+  make_assignment();
   if (endpoint_) {
     Status s = endpoint_->start(config_.leases.application_name, config_.stream_name,
                                 config_.leases.worker_id, store_, [this] { return health(); });
-    if (!s.ok()) return fail(s.with_context("starting the worker: "));
+    if (!s.ok()) return fail(s);
     log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics");
   }
   if (config_.retrieval.mode == RetrievalMode::kFanOut && !internals_.records_source_factory) {
-    if (Status s = start_fanout(); !s.ok()) return fail(s.with_context("starting the worker: "));
+    if (Status s = start_fanout(); !s.ok()) return fail(s);
   }
-  // Transient failures at start-up (throttling, a dropped connection, a malformed answer)
-  // are retried with backoff for a while rather than failing the start.
+  if (Status s = prepare_tables(); !s.ok()) return fail(s);
+  if (Status s = initial_sync(); !s.ok()) return fail(s);
+  make_consumer_context();
+  assignment_->start();
+  scheduler_ = std::thread([this] { scheduler_loop(); });
+  ready_.store(true);
+  return Status::Ok();
+}
+
+// The lease table, and what the assignment strategy keeps besides it. Transient failures at
+// start-up (throttling, a dropped connection, a malformed answer) are retried with backoff
+// for a while rather than failing the start.
+Status Worker::Impl::prepare_tables() {
   if (Status s = retry_at_start("preparing the lease table",
                                 [&] { return store_->create_table_if_not_exists(); });
       !s.ok()) {
-    return fail(
-        s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": "));
+    return s.with_context("preparing lease table " + config_.leases.effective_table_name() + ": ");
   }
-  if (coordination_) {
-    if (Status s = retry_at_start("preparing the coordination table",
-                                  [&] { return coordination_->create_table_if_not_exists(); });
-        !s.ok()) {
-      return fail(s.with_context("preparing coordination table " +
-                                 config_.leases.effective_coordinator_table_name() + ": "));
-    }
-  }
+  return retry_at_start("preparing the lease assignment's table",
+                        [&] { return assignment_->prepare(); });
+}
+
+Status Worker::Impl::initial_sync() {
   syncer_ = std::make_unique<shardsync::ShardSyncer>(
       shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
       config_.initial_position, *metrics_);
@@ -426,26 +439,25 @@ Status Worker::Impl::start() {
     return synced.status();
   });
   if (!synced.ok()) {
-    return fail(
-        synced.status().with_context("syncing the shards of stream " + config_.stream_name + ": "));
+    return synced.status().with_context("syncing the shards of stream " + config_.stream_name +
+                                        ": ");
   }
-  log(LogLevel::kInfo,
-      "started: stream " + config_.stream_name + ", lease table " +
-          config_.leases.effective_table_name() + ", " + std::to_string(synced->shards) +
-          " shards, " + std::to_string(synced->leases_created) + " leases created" +
-          (leader_mode() ? ", leader-based lease assignment" : ", lease taking by every worker"));
-  if (coordination_ && (synced->leases_created || synced->leases_deleted)) {
-    (void)coordination_->note_leases_changed();  // the leader reads the table again
-  }
-  coordinator_ =
-      std::make_unique<leases::LeaseCoordinator>(*store_, config_.leases, *clock_, *metrics_);
-  coordinator_->set_listener(this);
-  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_);
+  log(LogLevel::kInfo, "started: stream " + config_.stream_name + ", lease table " +
+                           config_.leases.effective_table_name() + ", " +
+                           std::to_string(synced->shards) + " shards, " +
+                           std::to_string(synced->leases_created) + " leases created, " +
+                           assignment_->report().strategy + " lease assignment");
+  if (synced->leases_created || synced->leases_deleted) assignment_->leases_changed();
+  return Status::Ok();
+}
 
+void Worker::Impl::make_consumer_context() {
+  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_);
   ctx_.stream = config_.stream_name;
   ctx_.kinesis = kinesis_.get();
   ctx_.store = store_.get();
-  ctx_.coordinator = coordinator_.get();
+  ctx_.held = &assignment_->held();
+  ctx_.load = load_.get();
   ctx_.factory = factory_.get();
   ctx_.logger = logger_.get();
   ctx_.metrics = metrics_.get();
@@ -462,20 +474,6 @@ Status Worker::Impl::start() {
   if (!ctx_.records_source_factory && config_.retrieval.mode == RetrievalMode::kFanOut) {
     ctx_.records_source_factory = fanout_factory_;
   }
-
-  if (leader_mode()) {
-    agent_ = std::make_unique<leases::AssignmentAgent>(*coordination_, *store_, *coordinator_,
-                                                       config_.leases, *clock_, *metrics_,
-                                                       logger_.get(), std::random_device{}());
-    assignment_runner_ = std::make_unique<leases::AssignmentRunner>(*agent_);
-    assignment_runner_->start();
-  } else {
-    lease_runner_ = std::make_unique<leases::LeaseCoordinatorRunner>(*coordinator_);
-    lease_runner_->start();
-  }
-  scheduler_ = std::thread([this] { scheduler_loop(); });
-  ready_.store(true);
-  return Status::Ok();
 }
 
 void Worker::Impl::run_shard_sync() {
@@ -490,7 +488,7 @@ void Worker::Impl::run_shard_sync() {
     return;
   }
   if (r->leases_created || r->leases_deleted) {
-    if (coordination_) (void)coordination_->note_leases_changed();
+    assignment_->leases_changed();
     log(LogLevel::kInfo, "shard sync: " + std::to_string(r->shards) + " shards, " +
                              std::to_string(r->leases_created) + " leases created, " +
                              std::to_string(r->leases_deleted) + " deleted");
@@ -498,7 +496,7 @@ void Worker::Impl::run_shard_sync() {
 }
 
 void Worker::Impl::reconcile() {
-  std::vector<Lease> held = coordinator_->held_leases();
+  std::vector<Lease> held = assignment_->held().held_leases();
   std::set<std::string> held_keys;
   for (const auto& l : held) held_keys.insert(l.lease_key);
   std::vector<std::shared_ptr<lifecycle::ShardConsumer>> to_schedule;
@@ -576,7 +574,7 @@ void Worker::Impl::reconcile() {
 
 void Worker::Impl::complete_handoffs(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    Status s = coordinator_->complete_handoff(key);
+    Status s = assignment_->held().complete_handoff(key);
     if (s.ok()) {
       log(LogLevel::kInfo,
           "lease " + key + " handed off (checkpointed; the new owner starts there)");
@@ -683,41 +681,13 @@ void Worker::Impl::scheduler_loop() {
 // Stop taking -> shutdown_requested on every processor -> hand leases back -> stop threads.
 void Worker::Impl::graceful_stop() {
   log(LogLevel::kInfo, "shutting down: no more leases will be taken");
-  coordinator_->stop_taking();  // take passes return at once from now on; renewals go on
-  if (agent_) agent_->drain();  // the leader assigns this worker nothing more
-
-  std::vector<std::shared_ptr<lifecycle::ShardConsumer>> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [k, c] : consumers_) all.push_back(c);
-  }
-  for (auto& c : all) {
-    c->request_shutdown();
-    pool_->schedule_now(c);
-  }
-  const auto deadline = clock_->now() + config_.processing.shutdown_timeout;
-  for (;;) {
-    bool all_done = true;
-    for (auto& c : all) all_done = all_done && c->done();
-    if (all_done) break;
-    if (clock_->now() > deadline) {
-      log(LogLevel::kError, "shutdown: some processors did not finish within " +
-                                std::to_string(config_.processing.shutdown_timeout.count()) +
-                                " ms; handing their leases back anyway");
-      break;
-    }
-    check_hung();
-    // Consumers do not signal the scheduler; look again shortly (on the worker's clock).
-    std::unique_lock<std::mutex> lock(mu_);
-    clock_->wait_for(lock, cv_, std::chrono::milliseconds(20), [] { return false; });
-  }
-  Status released = coordinator_->release_all();
+  assignment_->drain();  // nothing more is taken or assigned to this worker
+  stop_consumers();
+  Status released = assignment_->held().release_all();
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
-  if (lease_runner_) lease_runner_->stop();
-  if (assignment_runner_) assignment_runner_->stop();
-  if (agent_) {
-    Status left = agent_->leave();
-    if (!left.ok()) log(LogLevel::kWarn, "leaving the fleet: " + left.to_string());
+  assignment_->stop();
+  if (Status left = assignment_->leave(); !left.ok()) {
+    log(LogLevel::kWarn, "leaving the fleet: " + left.to_string());
   }
   pool_->stop();
   if (cloudwatch_) cloudwatch_->stop();  // publishes what is left
@@ -729,6 +699,39 @@ void Worker::Impl::graceful_stop() {
   }
   log(LogLevel::kInfo, exit_status.ok() ? "stopped" : "stopped: " + exit_status.to_string());
   done_promise_.set_value(exit_status);
+}
+
+// Asks every consumer to stop (their processors' final checkpoints) and waits until they have,
+// or until shutdown_timeout: a consumer that ends wakes the scheduler (ctx_.on_consumer_done),
+// so this waits on that wake-up, looking at hung processors at the scheduler's interval.
+void Worker::Impl::stop_consumers() {
+  std::vector<std::shared_ptr<lifecycle::ShardConsumer>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [k, c] : consumers_) all.push_back(c);
+  }
+  for (auto& c : all) {
+    c->request_shutdown();
+    pool_->schedule_now(c);
+  }
+  const auto deadline = clock_->now() + config_.processing.shutdown_timeout;
+  auto all_done = [&] {
+    return std::all_of(all.begin(), all.end(), [](const auto& c) { return c->done(); });
+  };
+  while (!all_done()) {
+    if (clock_->now() >= deadline) {
+      log(LogLevel::kError, "shutdown: some processors did not finish within " +
+                                std::to_string(config_.processing.shutdown_timeout.count()) +
+                                " ms; handing their leases back anyway");
+      return;
+    }
+    check_hung();
+    std::unique_lock<std::mutex> lock(mu_);
+    clock_->wait_until(lock, cv_,
+                       std::min(deadline, clock_->now() + config_.processing.scheduler_interval),
+                       [&] { return wake_; });
+    wake_ = false;
+  }
 }
 
 std::shared_future<Status> Worker::Impl::shutdown() {
@@ -754,7 +757,7 @@ void Worker::Impl::join_threads() {
 
 WorkerStats Worker::Impl::stats() const {
   WorkerStats s;
-  s.leases_held = coordinator_ ? coordinator_->held_count() : 0;
+  s.leases_held = assignment_ && ready_.load() ? assignment_->held().held_count() : 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     s.consumers = consumers_.size();

@@ -9,7 +9,7 @@
 
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
-#include "leases/coordination_store.h"
+#include "assignment/coordination_store.h"
 #include "leases/lease_store.h"
 #include "retrieval/records_source.h"
 
@@ -22,7 +22,7 @@ struct WorkerInternals {
   // LeaseAssignment::kLeader's coordination table. Empty: a DynamoDB table, or, when
   // `lease_store` is given, an in-memory one of this worker's own (a fleet sharing an
   // in-memory lease store must share one of these too).
-  std::shared_ptr<leases::CoordinationStore> coordination_store;
+  std::shared_ptr<assignment::CoordinationStore> coordination_store;
   // Makes each shard's records source; empty = polling through `kinesis`.
   retrieval::RecordsSourceFactory records_source_factory;
 };

@@ -20,6 +20,7 @@
 
 #include "kcl/aws_config.h"
 #include "kcl/status.h"
+#include "support/eventually.h"
 
 namespace kcl::testing {
 
@@ -95,17 +96,6 @@ class ChildProcess {
   std::string out_path_;
   pid_t pid_ = -1;
 };
-
-// Polls `f` every 20 ms until it holds or `limit` passed; its last value.
-template <typename F>
-inline bool eventually(F f, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return f();
-}
 
 // A Node script that prints {"port": P} on its first line of stdout (the tests' scripted
 // servers), started with `node` from PATH; its port once it listens.

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "assignment/dynamodb_coordination_store.h"
 #include "commands.h"
-#include "leases/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
 
 namespace kcl::cli {
@@ -41,7 +41,7 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   std::sort(all->begin(), all->end(),
             [](const Lease& a, const Lease& b) { return a.lease_key < b.lease_key; });
   // The coordination table exists only with leader-based assignment.
-  leases::DynamoDbCoordinationStore coordination(client, config);
+  assignment::DynamoDbCoordinationStore coordination(client, config);
   auto view = coordination.read_all();
   auto text = [](const std::optional<std::string>& s) {
     return s ? nlohmann::json(*s) : nlohmann::json(nullptr);

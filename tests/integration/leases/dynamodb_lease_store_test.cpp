@@ -11,15 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "assignment/dynamodb_coordination_store.h"
 #include "aws/aws_json_client.h"
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
 #include "checkpoint/shard_checkpointer.h"
-#include "leases/dynamodb_coordination_store.h"
-#include "leases/lease_coordinator.h"
 #include "leases/lease_serializer.h"
 #include "support/emulators.h"
-#include "unit/leases/coordination_store_contract.h"
+#include "unit/assignment/coordination_store_contract.h"
 #include "unit/leases/lease_store_contract.h"
 #include "unit/leases/lease_test_util.h"
 
@@ -155,7 +154,7 @@ TEST_F(DynamoDbLeaseStoreTest, HandoffsAsTheInMemoryStoreAndInTheJavaKcl3Attribu
 TEST_F(DynamoDbLeaseStoreTest, CoordinationTableAsTheInMemoryOne) {
   LeaseConfig c = config(kcl::testing::unique_name("coord"));
   tables_.push_back(c.effective_coordinator_table_name());
-  DynamoDbCoordinationStore store(client_, c);
+  assignment::DynamoDbCoordinationStore store(client_, c);
   ASSERT_TRUE(store.create_table_if_not_exists().ok());
   EXPECT_EQ(store.table_name(), c.application_name + "-CoordinatorState");
   testing::check_coordination_store_contract(store);
@@ -248,21 +247,21 @@ TEST_F(DynamoDbLeaseStoreTest, CoordinatorsAndCheckpointerOnARealTable) {
   ManualClock clock;
   LeaseConfig ca = testing::test_config("A");
   LeaseConfig cb = testing::test_config("B");
-  LeaseCoordinator a(*store, ca, clock, NoopMetricsSink::instance(), 1);
-  LeaseCoordinator b(*store, cb, clock, NoopMetricsSink::instance(), 2);
+  testing::TakesWorker a(*store, ca, clock, NoopMetricsSink::instance(), 1);
+  testing::TakesWorker b(*store, cb, clock, NoopMetricsSink::instance(), 2);
   ASSERT_EQ(a.run_take_pass().taken.size(), 4u);
-  auto cp = checkpoint::ShardCheckpointer::create(a, testing::shard(0));
+  auto cp = checkpoint::ShardCheckpointer::create(a.held(), testing::shard(0));
   ASSERT_TRUE(cp.ok());
   (*cp)->records_delivered(ExtendedSequenceNumber("1000"));
   ASSERT_TRUE((*cp)->checkpoint().ok());
 
   // B steals one, sees the rest expire after A stops renewing, and A's checkpoint is fenced.
-  TakePassResult first = b.run_take_pass();
+  assignment::TakePassResult first = b.run_take_pass();
   EXPECT_EQ(first.stolen.size(), 1u);
   clock.advance(5s);
   ASSERT_EQ(b.run_renew_pass().renewed, 1);
   clock.advance(5s);
-  TakePassResult second = b.run_take_pass();
+  assignment::TakePassResult second = b.run_take_pass();
   EXPECT_EQ(second.taken.size() + first.stolen.size(), 4u);
   (*cp)->records_delivered(ExtendedSequenceNumber("2000"));
   EXPECT_EQ((*cp)->checkpoint().code(), StatusCode::kLeaseLost);

@@ -3,8 +3,8 @@
 // interval; another shuts down gracefully and its leases are taken on the next pass.
 //
 // The worker processes are this test binary run again (/proc/self/exe) with KCL_LEASE_WORKER
-// set: a static initializer below then runs a lease worker (LeaseCoordinator +
-// LeaseCoordinatorRunner over DynamoDbLeaseStore) instead of the tests, prints the leases it
+// set: a static initializer below then runs a lease worker (WorkerTakesAssignment over
+// DynamoDbLeaseStore) instead of the tests, prints the leases it
 // holds whenever they change, hands its leases back on SIGTERM, and exits. Nothing else in
 // the binary runs in that mode.
 #include <fcntl.h>
@@ -20,17 +20,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "assignment/worker_takes_assignment.h"
 #include "aws/aws_json_client.h"
 #include "dynamodb/dynamodb_client.h"
 #include "leases/dynamodb_lease_store.h"
-#include "leases/lease_coordinator.h"
-#include "leases/lease_coordinator_runner.h"
 #include "support/emulators.h"
 
 extern char** environ;
@@ -88,8 +88,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
   config.failover_time = kFailover;
   config.take_interval = kTakeInterval;
   DynamoDbLeaseStore store(client, config);
-  LeaseCoordinator coordinator(store, config, SystemClock::instance());
-  LeaseCoordinatorRunner runner(coordinator);
+  assignment::AssignmentParts assignment_parts;
+  assignment_parts.store = &store;
+  assignment_parts.clock = &SystemClock::instance();
+  assignment_parts.metrics = &NoopMetricsSink::instance();
+  assignment_parts.seed = std::random_device{}();
+  assignment::WorkerTakesAssignment runner(config, assignment_parts);
+  leases::HeldLeases& coordinator = runner.held();
   runner.start();
   std::string last;
   while (!g_stop.load()) {
@@ -104,7 +109,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
     std::this_thread::sleep_for(50ms);
   }
   // Graceful shutdown: stop taking, hand everything back, stop the threads.
-  coordinator.stop_taking();
+  runner.drain();
   Status released = coordinator.release_all();
   runner.stop();
   std::printf("RELEASED %s %s\n", config.worker_id.c_str(), released.to_string().c_str());

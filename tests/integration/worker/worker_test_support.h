@@ -38,6 +38,7 @@
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
 #include "support/emulators.h"
+#include "support/eventually.h"
 
 namespace kcl {
 // Readable positions in test failure messages.
@@ -268,16 +269,7 @@ class RecordingFactory final : public RecordProcessorFactory {
   std::shared_ptr<Script> script_;
 };
 
-// Polls `pred` every 20 ms until it holds or `timeout` passes (for conditions that have no
-// notification: the lease table, worker stats).
-inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-}
+using kcl::testing::eventually;
 
 // Waits until the wall clock has passed `t` (to separate arrival timestamps; a few ms).
 inline void wall_clock_past(std::chrono::system_clock::time_point t) {

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "leases/in_memory_lease_store.h"
-#include "leases/lease_coordinator.h"
 #include "unit/leases/lease_test_util.h"
 
 namespace kcl::checkpoint {
@@ -19,8 +18,8 @@ namespace {
 using namespace std::chrono_literals;
 using ESN = ExtendedSequenceNumber;
 using leases::InMemoryLeaseStore;
-using leases::LeaseCoordinator;
 using leases::testing::shard;
+using leases::testing::TakesWorker;
 using leases::testing::test_config;
 
 class CheckpointerTest : public ::testing::Test {
@@ -31,10 +30,10 @@ class CheckpointerTest : public ::testing::Test {
     l.checkpoint = ESN("100");
     l.owner_switches_since_checkpoint = 3;
     store_.put(l);
-    a_ = std::make_unique<LeaseCoordinator>(store_, test_config("A"), clock_,
-                                            NoopMetricsSink::instance(), 1);
+    a_ = std::make_unique<TakesWorker>(store_, test_config("A"), clock_,
+                                       NoopMetricsSink::instance(), 1);
     ASSERT_EQ(a_->run_take_pass().taken.size(), 1u);
-    auto cp = ShardCheckpointer::create(*a_, shard(0));
+    auto cp = ShardCheckpointer::create(a_->held(), shard(0));
     ASSERT_TRUE(cp.ok()) << cp.status();
     cp_ = std::move(cp).value();
   }
@@ -42,7 +41,7 @@ class CheckpointerTest : public ::testing::Test {
 
   ManualClock clock_;
   InMemoryLeaseStore store_;
-  std::unique_ptr<LeaseCoordinator> a_;
+  std::unique_ptr<TakesWorker> a_;
   std::unique_ptr<ShardCheckpointer> cp_;
 };
 
@@ -310,14 +309,14 @@ TEST_F(CheckpointerTest, CheckpointerOfAnEarlierTenureCannotWriteAfterTheLeaseCa
   EXPECT_EQ(table().checkpoint, ESN("900"));
   EXPECT_TRUE(a_->holds(shard(0))) << "the new tenure keeps the lease";
   // A checkpointer of the new tenure starts at 900 and may write.
-  auto fresh = ShardCheckpointer::create(*a_, shard(0));
+  auto fresh = ShardCheckpointer::create(a_->held(), shard(0));
   ASSERT_TRUE(fresh.ok()) << fresh.status();
   EXPECT_EQ((*fresh)->last_checkpoint(), ESN("900"));
   (*fresh)->records_delivered(ESN("950"));
   EXPECT_TRUE((*fresh)->checkpoint().ok());
   EXPECT_EQ(table().checkpoint, ESN("950"));
   // Asking for the old tenure explicitly is refused.
-  EXPECT_EQ(ShardCheckpointer::create(*a_, shard(0), cp_->tenure()).status().code(),
+  EXPECT_EQ(ShardCheckpointer::create(a_->held(), shard(0), cp_->tenure()).status().code(),
             StatusCode::kLeaseLost);
 }
 
@@ -342,8 +341,9 @@ TEST_F(CheckpointerTest, CheckpointRacingOwnRenewalsFromTwoThreads) {
 TEST(CheckpointerCreateTest, NotHeldIsLeaseLost) {
   ManualClock clock;
   InMemoryLeaseStore store;
-  LeaseCoordinator a(store, test_config("A"), clock, NoopMetricsSink::instance(), 1);
-  EXPECT_EQ(ShardCheckpointer::create(a, "shardId-x").status().code(), StatusCode::kLeaseLost);
+  TakesWorker a(store, test_config("A"), clock, NoopMetricsSink::instance(), 1);
+  EXPECT_EQ(ShardCheckpointer::create(a.held(), "shardId-x").status().code(),
+            StatusCode::kLeaseLost);
 }
 
 }  // namespace

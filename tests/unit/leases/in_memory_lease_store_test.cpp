@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include "leases/in_memory_coordination_store.h"
-#include "unit/leases/coordination_store_contract.h"
 #include "unit/leases/lease_store_contract.h"
 #include "unit/leases/lease_test_util.h"
 
@@ -30,10 +28,6 @@ TEST(InMemoryLeaseStoreTest, HandoffContract) {
   testing::check_lease_store_handoff_contract(store);
 }
 
-TEST(InMemoryCoordinationStoreTest, Contract) {
-  InMemoryCoordinationStore store;
-  testing::check_coordination_store_contract(store);
-}
 
 TEST(InMemoryLeaseStoreTest, CreateIfNotExistsKeepsTheExistingItem) {
   InMemoryLeaseStore store;

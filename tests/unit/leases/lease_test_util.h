@@ -4,13 +4,15 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "assignment/worker_takes_assignment.h"
 #include "kcl/lease_config.h"
 #include "kcl/metrics.h"
+#include "leases/held_leases.h"
 #include "leases/in_memory_lease_store.h"
-#include "leases/lease_coordinator.h"
 
 namespace kcl::leases::testing {
 
@@ -36,6 +38,60 @@ inline void add_free_leases(InMemoryLeaseStore& store, int n, int first = 0) {
     store.put(l);
   }
 }
+
+// One worker of the worker-takes strategy, driven by hand: its take and renew passes run when
+// the test calls them (instead of on WorkerTakesAssignment's threads), and its held leases are
+// reached through the same names.
+class TakesWorker {
+ public:
+  TakesWorker(LeaseStore& store, LeaseConfig config, const Clock& clock,
+              MetricsSink& metrics = NoopMetricsSink::instance(),
+              std::uint64_t seed = std::random_device{}())
+      : assignment_(config, parts(store, clock, metrics, seed)) {}
+
+  assignment::TakePassResult run_take_pass() { return assignment_.taker().run_take_pass(); }
+  assignment::RenewPassResult run_renew_pass() { return assignment_.taker().run_renew_pass(); }
+  // A graceful stop's first step: take passes return at once from now on.
+  void stop_taking() { assignment_.drain(); }
+  bool taking_stopped() { return assignment_.taker().taking_stopped(); }
+  Status release_all() {
+    assignment_.drain();
+    return held().release_all();
+  }
+  HeldLeases& held() { return assignment_.held(); }
+  const HeldLeases& held() const { return const_cast<TakesWorker*>(this)->held(); }
+
+  void set_listener(LeaseListener* l) { held().set_listener(l); }
+  std::vector<Lease> held_leases() const { return held().held_leases(); }
+  std::optional<Lease> held_lease(std::string_view k) const { return held().held_lease(k); }
+  bool holds(std::string_view k) const { return held().holds(k); }
+  std::size_t held_count() const { return held().held_count(); }
+  std::optional<std::uint64_t> tenure_of(std::string_view k) const { return held().tenure_of(k); }
+  std::optional<Clock::MonoTime> next_deadline() const { return held().next_deadline(); }
+  Result<Lease> update_checkpoint(std::string_view k, const CheckpointFields& f,
+                                  std::optional<std::uint64_t> tenure = std::nullopt) {
+    return held().update_checkpoint(k, f, tenure);
+  }
+  Result<Lease> refresh_held(std::string_view k,
+                             std::optional<std::uint64_t> tenure = std::nullopt) {
+    return held().refresh_held(k, tenure);
+  }
+  Status release(std::string_view k) { return held().release(k); }
+  const LeaseConfig& config() const { return held().config(); }
+  const std::string& worker_id() const { return held().worker_id(); }
+
+ private:
+  static assignment::AssignmentParts parts(LeaseStore& store, const Clock& clock,
+                                           MetricsSink& metrics, std::uint64_t seed) {
+    assignment::AssignmentParts p;
+    p.store = &store;
+    p.clock = &clock;
+    p.metrics = &metrics;
+    p.seed = seed;
+    return p;
+  }
+  assignment::WorkerTakesAssignment assignment_;
+};
 
 class RecordingListener final : public LeaseListener {
  public:

@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "leases/in_memory_lease_store.h"
-#include "leases/lease_coordinator.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
+#include "unit/leases/lease_test_util.h"
 
 namespace kcl::lifecycle {
 namespace {
@@ -162,7 +162,7 @@ class PrefetchTest : public ::testing::Test {
     factory_ = std::make_unique<HookFactory>(std::move(on_batch));
     ctx_.stream = "s";
     ctx_.store = &store_;
-    ctx_.coordinator = &coordinator_;
+    ctx_.held = &coordinator_.held();
     ctx_.factory = factory_.get();
     ctx_.metrics = &NoopMetricsSink::instance();
     ctx_.clock = &SystemClock::instance();
@@ -202,7 +202,7 @@ class PrefetchTest : public ::testing::Test {
 
   ManualClock lease_clock_;  // never moves: the lease stays held
   leases::InMemoryLeaseStore store_;
-  leases::LeaseCoordinator coordinator_{store_, lease_config(), lease_clock_};
+  leases::testing::TakesWorker coordinator_{store_, lease_config(), lease_clock_};
   TaskPool pool_{3};
   std::unique_ptr<HookFactory> factory_;
   std::atomic<std::uint64_t> delivered_{0}, failures_{0}, corrupt_{0};

@@ -19,6 +19,7 @@
 
 #include "leases/in_memory_lease_store.h"
 #include "support/kpl_builder.h"
+#include "unit/leases/lease_test_util.h"
 #include "unit/retrieval/fetcher_fake_kinesis.h"
 
 namespace kcl {
@@ -111,7 +112,7 @@ class ShardConsumerTest : public ::testing::Test {
     ctx_.stream = kStream;
     ctx_.kinesis = &client_;
     ctx_.store = &store_;
-    ctx_.coordinator = &coordinator_;
+    ctx_.held = &coordinator_.held();
     ctx_.factory = &factory_;
     ctx_.logger = nullptr;
     ctx_.metrics = &NoopMetricsSink::instance();
@@ -189,7 +190,7 @@ class ShardConsumerTest : public ::testing::Test {
   std::shared_ptr<FakeKinesis> fake_ = std::make_shared<FakeKinesis>(fetch_clock_);
   kinesis::KinesisClient client_{fake_};
   leases::InMemoryLeaseStore store_;
-  leases::LeaseCoordinator coordinator_{store_, lease_config(), lease_clock_};
+  leases::testing::TakesWorker coordinator_{store_, lease_config(), lease_clock_};
   Script script_;
   ScriptedFactory factory_{script_};
   std::atomic<std::uint64_t> delivered_{0};

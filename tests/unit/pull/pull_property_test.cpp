@@ -22,6 +22,7 @@
 #include "lifecycle/shard_consumer.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
+#include "unit/leases/lease_test_util.h"
 #include "unit/retrieval/fetcher_fake_kinesis.h"
 
 namespace kcl::pull {
@@ -39,7 +40,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     ctx_.stream = kStream;
     ctx_.kinesis = &client_;
     ctx_.store = &store_;
-    ctx_.coordinator = &coordinator_;
+    ctx_.held = &coordinator_.held();
     ctx_.logger = nullptr;
     ctx_.metrics = &NoopMetricsSink::instance();
     ctx_.clock = &clock_;
@@ -182,7 +183,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
   std::shared_ptr<FakeKinesis> fake_ = std::make_shared<FakeKinesis>(clock_);
   kinesis::KinesisClient client_{fake_};
   leases::InMemoryLeaseStore store_;
-  leases::LeaseCoordinator coordinator_{store_, lease_config(), lease_clock_};
+  leases::testing::TakesWorker coordinator_{store_, lease_config(), lease_clock_};
   lifecycle::ConsumerContext ctx_;
   std::shared_ptr<PullHub> hub_;
   std::unique_ptr<PullProcessorFactory> factory_;

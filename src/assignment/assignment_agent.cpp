@@ -1,0 +1,377 @@
+#include "assignment/assignment_agent.h"
+
+#include <algorithm>
+
+#include "base/jitter.h"
+
+namespace kcl::assignment {
+
+using std::chrono::milliseconds;
+
+AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseStore& leases,
+                                 leases::HeldLeases& held, MembershipHold& hold,
+                                 leases::LoadMeter* load, const LeaseConfig& config,
+                                 const Clock& clock, MetricsSink& metrics, Logger* logger,
+                                 std::uint64_t seed)
+    : coordination_(coordination),
+      held_(held),
+      load_(load),
+      config_(config),
+      clock_(clock),
+      metrics_(metrics),
+      logger_(logger),
+      adopter_(held, leases, config, clock, metrics),
+      membership_(coordination, hold, config, clock, metrics, seed,
+                  Membership::Callbacks{[this] { return heartbeat_report(); },
+                                        [this](const Status& why) { membership_ended(why); }}),
+      leader_(leases, coordination, config, clock, metrics, logger),
+      heartbeats_("heartbeat", "membership heartbeat", "worker " + config.worker_id, logger,
+                  metrics, clock),
+      lock_renewals_("lock_renewal", "leader lock renewal", "worker " + config.worker_id, logger,
+                     metrics, clock),
+      polls_("own_entry_poll", "own-entry poll", "worker " + config.worker_id, logger, metrics,
+             clock),
+      passes_("leader_pass", "leader pass", "leader " + config.worker_id, logger, metrics, clock),
+      rng_(seed ^ 0x9e3779b97f4a7c15ULL) {
+  leader_.set_authority([this] { return assign_veto(); });
+}
+
+// A leader stops assigning once its own renewals (membership heartbeat, lock renewal) have
+// failed for half the slack between its renew interval and the failover time: well before
+// its hold lapses (at failover_time - lost_lease_margin) and so before any other worker may
+// take the lock and fence it, with time left for a write in flight to land. It goes on
+// when a renewal succeeds again.
+std::optional<std::string> AssignmentAgent::assign_veto() const {
+  auto deadline = membership_.deadline();
+  if (!deadline) return "this worker is not a member of the fleet";
+  const auto slack = (config_.failover_time - config_.effective_renew_interval()) / 2;
+  const auto now = clock_.now();
+  if (now < *deadline - slack) return std::nullopt;
+  const auto since =
+      now - (*deadline - config_.failover_time + config_.effective_lost_lease_margin());
+  return "its own heartbeat or lock renewal has not succeeded for " +
+         std::to_string(std::chrono::duration_cast<milliseconds>(since).count()) +
+         " ms; its hold lapses in " +
+         std::to_string(std::chrono::duration_cast<milliseconds>(*deadline - now).count()) + " ms";
+}
+
+WorkerEntry AssignmentAgent::heartbeat_report() {
+  WorkerEntry report;
+  report.lease_count = static_cast<std::int64_t>(held_.held_count());
+  report.lease_digest = adopter_.claimed_digest();
+  if (load_) {
+    std::vector<std::string> keys;
+    for (const Lease& l : held_.held_leases()) keys.push_back(l.lease_key);
+    report.lease_kbps = load_->rates(keys);
+  }
+  return report;
+}
+
+void AssignmentAgent::membership_ended(const Status& reason) {
+  const Status why = reason.ok() ? Status(StatusCode::kLeaseLost,
+                                          "worker " + config_.worker_id + " lost its membership")
+                                 : Status(StatusCode::kLeaseLost, reason.message());
+  adopter_.membership_ended(held_.lose_all(why));
+}
+
+std::vector<FailingCalls> AssignmentAgent::failing_calls() const {
+  std::vector<FailingCalls> out;
+  for (const ReportedSeries* s :
+       {&heartbeats_, &lock_renewals_, &polls_, &passes_, &leader_.posts_series()}) {
+    if (auto since = s->series().since()) {
+      out.push_back(
+          {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
+    }
+  }
+  return out;
+}
+
+void AssignmentAgent::log(LogLevel level, const std::string& message) const {
+  if (logger_ && logger_->enabled(level)) {
+    logger_->log(level, "worker " + config_.worker_id, message);
+  }
+}
+
+milliseconds AssignmentAgent::jittered(milliseconds base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return base::jittered(base, config_.interval_jitter, rng_);
+}
+
+void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) {
+  bool was;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    was = lock_held_.has_value();
+    lock_held_.reset();
+    lock_basis_.reset();
+    leading_.store(false);
+  }
+  if (!was) return;
+  metrics_.count("leader.lost", 1, {});
+  log(LogLevel::kWarn, "no longer the leader: " + why.message());
+  if (abandon_incarnation) {
+    // The next leader may fence this incarnation at once (it is named in the lock).
+    membership_.abandon(
+        Status(StatusCode::kLeaseLost,
+               "worker " + config_.worker_id + " lost the leader lock (" + why.message() + ")"));
+  } else {
+    membership_.set_leader_basis(std::nullopt);
+  }
+}
+
+Clock::MonoTime AssignmentAgent::heartbeat_step() {
+  auto r = membership_.renew();
+  if (r.registered) {
+    log(LogLevel::kInfo, "joined the fleet (membership incarnation " +
+                             std::to_string(membership_.incarnations()) + ")");
+  }
+  if (r.abandoned) stop_leading(Status(StatusCode::kLeaseLost, "membership lost"), false);
+  heartbeats_.record(r.status);
+  bool ok = r.status.ok();
+
+  if (!renew_lock()) ok = false;
+  const milliseconds interval = config_.effective_renew_interval();
+  // A failed renewal is tried again soon: many more tries fit before the hold lapses
+  // (renew_interval is at most half the hold), so a quarter of the calls failing rarely costs
+  // the membership.
+  return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 10));
+}
+
+// Renews the leader lock when this worker holds it; false when the renewal failed (and the
+// lock is still held until its deadline).
+bool AssignmentAgent::renew_lock() {
+  std::optional<LeaderEntry> held;
+  std::optional<Clock::MonoTime> basis;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = lock_held_;
+    basis = lock_basis_;
+  }
+  if (!held) return true;
+  const auto start = clock_.now();
+  auto renewed = coordination_.renew_leadership(*held);
+  if (!renewed.ok() && renewed.status().code() == StatusCode::kConditionFailed) {
+    // Conditional on owner and incarnation only (coordination_store.h): someone else holds
+    // the lock now.
+    lock_renewals_.succeeded();
+    stop_leading(Status(StatusCode::kLeaseLost, "another worker took the leader lock"), true);
+    return true;
+  }
+  lock_renewals_.record(renewed.status());
+  if (renewed.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lock_held_ || lock_held_->counter != held->counter) return true;
+      lock_held_ = *renewed;
+      lock_basis_ = start;
+    }
+    membership_.set_leader_basis(start);
+    return true;
+  }
+  if (basis &&
+      clock_.now() >= *basis + config_.failover_time - config_.effective_lost_lease_margin()) {
+    stop_leading(Status(StatusCode::kLeaseLost, "the leader lock could not be renewed in time: " +
+                                                    renewed.status().to_string()),
+                 true);
+  }
+  return false;
+}
+
+// Acts on the lease keys the leader posted. When the leader asked for a recheck (what this
+// worker reports holding differs from what the table gives it, see lease_leader.h), every
+// lease it holds or is taking over is looked at too: one the table gives to someone else is
+// let go, one it gives to this worker is adopted.
+bool AssignmentAgent::look_at_inbox(const WorkerEntry& self) {
+  const bool recheck = self.recheck > 0 && (self.incarnation != recheck_seen_.first ||
+                                            self.recheck > recheck_seen_.second);
+  if (self.inbox.empty() && !recheck) return true;
+  std::vector<std::string> keys = self.inbox;
+  if (recheck) {
+    for (std::string& k : adopter_.claimed_keys()) keys.push_back(std::move(k));
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  }
+  LookResult looked = adopter_.look_at(keys);
+  if (recheck && looked.status.ok()) recheck_seen_ = {self.incarnation, self.recheck};
+  std::vector<std::string> handled;
+  for (const std::string& k : looked.handled) {
+    if (std::binary_search(self.inbox.begin(), self.inbox.end(), k)) handled.push_back(k);
+  }
+  if (!handled.empty()) {
+    if (auto entry = membership_.entry()) (void)coordination_.clear_inbox(*entry, handled);
+  }
+  return looked.status.ok();
+}
+
+void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now) {
+  auto entry = membership_.entry();
+  if (!entry) return;
+  const auto start = clock_.now();
+  // Already ours (a take whose answer was lost): a renewal conditional on what was read makes
+  // it this worker's with a basis it knows.
+  const bool ours =
+      seen && seen->owner == config_.worker_id && seen->owner_incarnation == entry->incarnation;
+  auto acquired =
+      ours ? coordination_.renew_leadership(*seen)
+           : coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
+  if (!acquired.ok()) {
+    if (ours || acquired.status().code() == StatusCode::kConditionFailed) return;
+    // The table is unavailable, or the take landed and its answer was lost. Then this
+    // incarnation is named in the lock without knowing it, and the next leader may fence it
+    // as soon as that lock lapses: so it holds its leases only as long as a leader holding a
+    // lock taken at `start` would (until the poll learns whose the lock is). The poll that
+    // finds the lock ours makes this worker the leader, fencing the holder it was taken from.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      taken_from_ = seen;
+    }
+    membership_.set_leader_basis(start);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lock_held_ = *acquired;
+    lock_basis_ = start;
+    lock_seen_ = *acquired;
+    lock_changed_at_ = now;
+    // The incarnation that led before is fenced by the new leader; never this one.
+    lock_previous_ = ours ? taken_from_ : seen;
+    taken_from_.reset();
+    leading_.store(true);
+  }
+  terms_.fetch_add(1);
+  membership_.set_leader_basis(start);
+  metrics_.count("leader.elected", 1, {});
+  log(LogLevel::kInfo,
+      "became the leader" + std::string(seen && seen->owner && !ours
+                                            ? " (the lock of " + *seen->owner + " had lapsed)"
+                                        : ours ? " (its take of the lock had landed unseen)"
+                                               : ""));
+}
+
+Clock::MonoTime AssignmentAgent::poll_step() {
+  const milliseconds interval = config_.poll_interval;
+  auto before = membership_.entry();
+  if (!before) return clock_.now() + milliseconds(std::min<long long>(interval.count(), 50));
+  auto view = coordination_.read_own(config_.worker_id);
+  polls_.record(view.status());
+  // A failed read is tried again soon: a lease assigned meanwhile waits for it.
+  if (!view.ok()) return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
+  if (membership_.observe_own(view->self, before->incarnation)) {
+    stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
+    return clock_.now() + interval;
+  }
+  bool unfinished = false;  // keys left in the inbox after a failed read: look again soon
+  if (view->self) {
+    // Registered again after the membership ended: what was given up and is still this
+    // worker's in the table is adopted now (a fence moves it elsewhere first, and every take
+    // is conditional, so at most one worker gets each).
+    if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
+      unfinished = !adopter_.look_at(given_up).status.ok();
+    }
+    unfinished = !look_at_inbox(*view->self) || unfinished;
+  }
+  if (adopter_.has_pending_incoming()) (void)adopter_.poll_incoming_handoffs();
+  // Handoffs this worker is finishing: a receiver that took one anyway (handoff_timeout) is
+  // noticed here, even if no write of ours would notice.
+  for (const auto& [key, to] : held_.pending_handoffs()) {
+    (void)held_.refresh_held(key);
+  }
+
+  // The lock: note when it last changed; lead when nobody does.
+  const auto now = clock_.now();
+  bool lead = false;
+  bool clear_leader_basis = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto& seen = view->leader;
+    if (!lock_seen_ || !seen || lock_seen_->counter != seen->counter ||
+        lock_seen_->owner != seen->owner) {
+      lock_changed_at_ = now;
+    }
+    lock_seen_ = seen;
+    if (taken_from_ && !lock_held_ &&
+        (!seen || seen->owner != config_.worker_id ||
+         seen->owner_incarnation != before->incarnation)) {
+      // A take of the lock whose answer was lost did not land (or was taken over since, by
+      // when this worker's hold had lapsed): the lock no longer bounds this worker's hold.
+      taken_from_.reset();
+      clear_leader_basis = true;
+    }
+    if (!lock_held_ && !adopter_.taking_stopped()) {
+      if (!seen || !seen->owner) {
+        lead = true;
+      } else if (*seen->owner == config_.worker_id) {
+        // An earlier incarnation of this worker led (it has stopped), or this incarnation's
+        // own take of the lock landed although its answer was lost.
+        lead = true;
+      } else if (now - lock_changed_at_ >= config_.failover_time) {
+        lead = true;  // the leader has been silent for the failover time
+      }
+    }
+  }
+  if (clear_leader_basis) membership_.set_leader_basis(std::nullopt);
+  if (lead) try_lead(view->leader, now);
+
+  bool confirming;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    confirming = taken_from_.has_value();  // a take of the lock whose answer was lost
+  }
+  const milliseconds next = unfinished || confirming || adopter_.has_pending_incoming() ||
+                                    !held_.pending_handoffs().empty()
+                                ? std::min(interval, milliseconds(250))
+                                : interval;
+  return clock_.now() + jittered(next);
+}
+
+Clock::MonoTime AssignmentAgent::leader_step() {
+  const milliseconds interval = config_.leader_poll_interval;
+  std::optional<LeaderEntry> previous;
+  bool begin = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leading_.load() && term_started_ != terms_.load()) {
+      term_started_ = terms_.load();
+      previous = lock_previous_;
+      begin = true;
+    }
+  }
+  if (!leading_.load()) {
+    if (leader_.active()) leader_.end();
+    // Not leading: only this flag to look at (no I/O), often, so a new leader starts at once.
+    return clock_.now() + std::min(interval, milliseconds(50));
+  }
+  if (begin) leader_.begin(previous);
+  LeaderPassResult r = leader_.run_pass();
+  passes_.record(r.status);
+  // What the leader assigned to (or asked of) itself needs no round trip through its inbox
+  // (the next poll clears the inbox; looking at a key twice changes nothing).
+  if (!r.posted_to_self.empty()) (void)adopter_.look_at(r.posted_to_self);
+  return clock_.now() + jittered(interval);
+}
+
+void AssignmentAgent::drain() {
+  adopter_.stop_taking();
+  membership_.set_draining();
+  (void)membership_.renew();
+}
+
+Status AssignmentAgent::leave() {
+  std::optional<LeaderEntry> held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = lock_held_;
+  }
+  Status first;
+  if (held) {
+    Status s = coordination_.release_leadership(*held);
+    if (!s.ok() && s.code() != StatusCode::kConditionFailed) first = s;
+    stop_leading(Status(StatusCode::kCancelled, "shutting down"), false);
+  }
+  Status s = membership_.leave();
+  if (first.ok() && !s.ok()) first = s;
+  return first;
+}
+
+}  // namespace kcl::assignment

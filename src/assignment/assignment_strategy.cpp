@@ -1,0 +1,25 @@
+#include "assignment/assignment_strategy.h"
+
+#include "assignment/dynamodb_coordination_store.h"
+#include "assignment/in_memory_coordination_store.h"
+#include "assignment/leader_assignment.h"
+#include "assignment/worker_takes_assignment.h"
+
+namespace kcl::assignment {
+
+std::unique_ptr<AssignmentStrategy> make_assignment(const LeaseConfig& config,
+                                                    AssignmentParts parts) {
+  if (config.assignment == kcl::LeaseAssignment::kWorkerTakes) {
+    return std::make_unique<WorkerTakesAssignment>(config, parts);
+  }
+  if (!parts.coordination) {
+    if (parts.dynamodb) {
+      parts.coordination = std::make_shared<DynamoDbCoordinationStore>(parts.dynamodb, config);
+    } else {
+      parts.coordination = std::make_shared<InMemoryCoordinationStore>();
+    }
+  }
+  return std::make_unique<LeaderAssignment>(config, parts);
+}
+
+}  // namespace kcl::assignment

@@ -1,0 +1,106 @@
+// AssignmentStrategy: who holds which lease, behind one interface the worker owns. Two
+// strategies, chosen once from LeaseConfig::assignment by make_assignment() (the only place
+// that looks at it):
+//
+//  - leader-based (leader_assignment.h): a worker elected through a lock in the
+//    coordination table assigns the leases and moves them by graceful handoffs; each worker
+//    holds all its leases through one heartbeat of its membership entry. Hold rule: a lease
+//    is held until failover_time - lost_lease_margin after the start of the membership's last
+//    successful renewal (the heartbeat, and the lock renewal on the leader); the leader moves
+//    a worker's leases only after fencing its entry, which it does only after seeing it
+//    unchanged for failover_time (membership.h has the argument).
+//  - worker-takes (worker_takes_assignment.h): every worker scans the lease table, takes
+//    free and expired leases, steals to balance and renews each lease it holds (the Java KCL
+//    2.x's way). Hold rule: failover_time - lost_lease_margin after the start of the lease's
+//    own last successful write; others take it only after seeing its counter unchanged for
+//    failover_time (lease_taker.h has the argument).
+//
+// Both fill the same held-lease core (leases/held_leases.h), whose fenced writes every reader
+// of a shard uses, with their hold rule as its HoldPolicy.
+//
+// A worker's part: make_assignment(), prepare() (tables), start() (threads); at a graceful
+// stop drain(), then stop its consumers (final checkpoints), held().release_all(), stop(),
+// leave().
+//
+// Thread safety: prepare/start/drain/stop/leave from the worker's controlling thread, in that
+// order; held(), leases_changed() and report() from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kcl/clock.h"
+#include "kcl/lease_config.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "kcl/status.h"
+#include "leases/held_leases.h"
+#include "leases/lease_store.h"
+
+namespace kcl::dynamodb {
+class DynamoDbClient;
+}
+namespace kcl::leases {
+class LoadMeter;
+}
+
+namespace kcl::assignment {
+
+class CoordinationStore;
+
+// A kind of coordination call that keeps failing (heartbeats, polls, lock renewals, inbox
+// posts, leader passes), for the status page.
+struct FailingCalls {
+  std::string operation;
+  std::uint64_t consecutive = 0;
+  Clock::MonoTime since;
+  Status last;
+};
+
+struct AssignmentReport {
+  std::string strategy;  // "leader" or "worker-takes"
+  bool leading = false;  // leader-based: this worker holds the leader lock
+  std::vector<FailingCalls> failing;
+};
+
+class AssignmentStrategy {
+ public:
+  virtual ~AssignmentStrategy() = default;
+
+  // The leases this worker holds, filled by this strategy.
+  virtual leases::HeldLeases& held() = 0;
+  // Creates (or checks) what the strategy keeps in DynamoDB besides the lease table.
+  virtual Status prepare() = 0;
+  virtual void start() = 0;
+  // A graceful stop begins: nothing more is taken or assigned to this worker.
+  virtual void drain() = 0;
+  // This worker created or deleted leases (a shard sync): the strategy looks at the table.
+  virtual void leases_changed() = 0;
+  // Ends the threads (a step in progress finishes). Releases nothing.
+  virtual void stop() = 0;
+  // The last step of a graceful stop, after the leases were handed back and stop().
+  virtual Status leave() = 0;
+  virtual AssignmentReport report() const = 0;
+};
+
+// What a strategy is made from. Everything must outlive it; `coordination` may be null (then
+// the leader-based strategy makes a DynamoDB one from `dynamodb`, or an in-memory one when
+// that is null too: tests).
+struct AssignmentParts {
+  leases::LeaseStore* store = nullptr;
+  std::shared_ptr<dynamodb::DynamoDbClient> dynamodb;
+  std::shared_ptr<CoordinationStore> coordination;
+  const Clock* clock = nullptr;
+  MetricsSink* metrics = nullptr;
+  Logger* logger = nullptr;           // may be null
+  leases::LoadMeter* load = nullptr;  // may be null: no balancing by load
+  std::uint64_t seed = 0;
+};
+
+// `config` must be valid (LeaseConfig::validate()).
+std::unique_ptr<AssignmentStrategy> make_assignment(const LeaseConfig& config,
+                                                    AssignmentParts parts);
+
+}  // namespace kcl::assignment

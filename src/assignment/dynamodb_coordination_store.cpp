@@ -1,0 +1,417 @@
+#include "assignment/dynamodb_coordination_store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+
+namespace kcl::assignment {
+namespace {
+
+using dynamodb::AttributeValue;
+using dynamodb::Expression;
+using dynamodb::Item;
+using Type = AttributeValue::Type;
+
+constexpr std::string_view kKey = "key";
+constexpr std::string_view kLeaderKey = "kcl-cpp/leader";
+constexpr std::string_view kWorkerPrefix = "kcl-cpp/worker/";
+
+std::string worker_key(std::string_view worker_id) {
+  return std::string(kWorkerPrefix) + std::string(worker_id);
+}
+
+Item key_item(std::string_view key) {
+  Item k;
+  k.emplace(std::string(kKey), AttributeValue::S(std::string(key)));
+  return k;
+}
+
+Status bad(std::string_view key, std::string_view attribute, const std::string& what) {
+  return Status(StatusCode::kInternal, "coordination table entry " + std::string(key) +
+                                           ": attribute " + std::string(attribute) + " " + what);
+}
+
+Result<std::optional<std::string>> get_s(const Item& item, std::string_view key,
+                                         std::string_view name) {
+  auto it = item.find(std::string(name));
+  if (it == item.end()) return std::optional<std::string>();
+  if (it->second.type() != Type::kS) return bad(key, name, "is not a string");
+  return std::optional<std::string>(it->second.s());
+}
+
+Result<std::int64_t> get_n(const Item& item, std::string_view key, std::string_view name) {
+  auto it = item.find(std::string(name));
+  if (it == item.end()) return std::int64_t{0};
+  if (it->second.type() != Type::kN) return bad(key, name, "is not a number");
+  const std::string& text = it->second.s();
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    return bad(key, name, "is \"" + text + "\", not a 64-bit integer");
+  }
+  return v;
+}
+
+Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
+  WorkerEntry w;
+  KCL_ASSIGN_OR_RETURN(auto id, get_s(item, key, "workerId"));
+  KCL_ASSIGN_OR_RETURN(auto inc, get_s(item, key, "incarnation"));
+  if (!id || !inc) return bad(key, id ? "incarnation" : "workerId", "is missing");
+  w.worker_id = std::move(*id);
+  w.incarnation = std::move(*inc);
+  KCL_ASSIGN_OR_RETURN(w.heartbeat, get_n(item, key, "heartbeat"));
+  KCL_ASSIGN_OR_RETURN(w.lease_count, get_n(item, key, "leaseCount"));
+  KCL_ASSIGN_OR_RETURN(auto digest, get_s(item, key, "leaseDigest"));
+  w.lease_digest = digest.value_or("");
+  KCL_ASSIGN_OR_RETURN(w.recheck, get_n(item, key, "recheck"));
+  if (auto it = item.find("leaseKbps"); it != item.end()) {
+    if (it->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
+    for (const auto& [lease, v] : it->second.m()) {
+      if (v.type() != Type::kN) return bad(key, "leaseKbps." + lease, "is not a number");
+      w.lease_kbps[lease] = std::strtod(v.s().c_str(), nullptr);
+    }
+  }
+  if (auto it = item.find("draining"); it != item.end()) {
+    if (it->second.type() != Type::kBool) return bad(key, "draining", "is not a boolean");
+    w.draining = it->second.boolean();
+  }
+  if (auto it = item.find("inbox"); it != item.end()) {
+    if (it->second.type() != Type::kSS) return bad(key, "inbox", "is not a string set");
+    w.inbox = it->second.set();
+    std::sort(w.inbox.begin(), w.inbox.end());
+  }
+  return w;
+}
+
+Result<LeaderEntry> leader_from_item(const Item& item) {
+  LeaderEntry l;
+  KCL_ASSIGN_OR_RETURN(l.owner, get_s(item, kLeaderKey, "ownerName"));
+  KCL_ASSIGN_OR_RETURN(auto inc, get_s(item, kLeaderKey, "ownerIncarnation"));
+  l.owner_incarnation = inc.value_or("");
+  KCL_ASSIGN_OR_RETURN(l.counter, get_n(item, kLeaderKey, "leaderCounter"));
+  KCL_ASSIGN_OR_RETURN(l.leases_version, get_n(item, kLeaderKey, "leasesVersion"));
+  return l;
+}
+
+// "incarnation = :inc" (and "heartbeat = :hb" when `with_heartbeat`).
+Expression same_incarnation(const WorkerEntry& w, bool with_heartbeat) {
+  Expression c;
+  c.names["#inc"] = "incarnation";
+  c.values[":inc"] = AttributeValue::S(w.incarnation);
+  c.expression = "#inc = :inc";
+  if (with_heartbeat) {
+    c.names["#hb"] = "heartbeat";
+    c.values[":hb"] = AttributeValue::N(static_cast<long long>(w.heartbeat));
+    c.expression += " AND #hb = :hb";
+  }
+  return c;
+}
+
+// "ownerName = :own AND ownerIncarnation = :oi": the holder's own writes (renew, release),
+// whatever the counter (its renewals whose answers were lost moved it).
+Expression same_holder(const LeaderEntry& l) {
+  Expression c;
+  c.names["#own"] = "ownerName";
+  c.names["#oi"] = "ownerIncarnation";
+  c.values[":own"] = AttributeValue::S(l.owner.value_or(""));
+  c.values[":oi"] = AttributeValue::S(l.owner_incarnation);
+  c.expression = "#own = :own AND #oi = :oi";
+  return c;
+}
+
+Expression same_leader(const LeaderEntry& l) {
+  Expression c;
+  c.names["#lc"] = "leaderCounter";
+  c.names["#own"] = "ownerName";
+  c.values[":lc"] = AttributeValue::N(static_cast<long long>(l.counter));
+  if (l.counter == 0) {
+    // Created by note_leases_changed: no counter yet.
+    c.expression = "(attribute_not_exists(#lc) OR #lc = :lc)";
+  } else {
+    c.expression = "#lc = :lc";
+  }
+  if (l.owner) {
+    c.values[":own"] = AttributeValue::S(*l.owner);
+    c.expression += " AND #own = :own";
+  } else {
+    c.expression += " AND attribute_not_exists(#own)";
+  }
+  return c;
+}
+
+}  // namespace
+
+DynamoDbCoordinationStore::DynamoDbCoordinationStore(
+    std::shared_ptr<dynamodb::DynamoDbClient> client, const LeaseConfig& config)
+    : client_(std::move(client)),
+      table_(config.effective_coordinator_table_name()),
+      config_(config) {
+  aws::CallOptions renew;
+  renew.max_attempts = 1;
+  renew.request_timeout = config.effective_renew_call_timeout();
+  renew.deadline = renew.request_timeout;
+  renew_client_ = client_->with_call_options(renew);
+}
+
+Status DynamoDbCoordinationStore::create_table_if_not_exists() {
+  auto verify = [&](const dynamodb::TableDescription& t) -> Status {
+    const bool ok = t.key_schema.size() == 1 && t.key_schema[0].attribute_name == kKey &&
+                    t.key_schema[0].key_type == "HASH";
+    if (ok) return Status::Ok();
+    return Status(StatusCode::kFailedPrecondition,
+                  "table " + table_ +
+                      " exists, but not with the single hash key \"key\" (S) of a coordination "
+                      "table; set LeaseConfig::coordinator_table_name to another name");
+  };
+  auto described = client_->describe_table(table_);
+  if (described.ok()) {
+    KCL_RETURN_IF_ERROR(verify(*described));
+    if (described->table_status == "ACTIVE") return Status::Ok();
+  } else if (described.status().code() == StatusCode::kNotFound) {
+    dynamodb::CreateTableRequest request;
+    request.table_name = table_;
+    request.key_schema = {{std::string(kKey), "HASH"}};
+    request.attribute_definitions = {{std::string(kKey), "S"}};
+    if (config_.billing_mode == BillingMode::kProvisioned) {
+      request.billing_mode = "PROVISIONED";
+      request.read_capacity_units = config_.read_capacity_units;
+      request.write_capacity_units = config_.write_capacity_units;
+    }
+    Status created = client_->create_table(request);
+    if (!created.ok() && created.code() != StatusCode::kAlreadyExists) {
+      return created.with_context("creating coordination table " + table_ + ": ");
+    }
+  } else {
+    return described.status().with_context("describing coordination table " + table_ + ": ");
+  }
+  auto active = client_->wait_until_active(table_, config_.table_active_timeout);
+  if (!active.ok()) {
+    return active.status().with_context("waiting for coordination table " + table_ + ": ");
+  }
+  return verify(*active);
+}
+
+Result<CoordinationView> DynamoDbCoordinationStore::read_all() {
+  KCL_ASSIGN_OR_RETURN(auto items, client_->scan_all(table_, /*consistent_read=*/true));
+  CoordinationView v;
+  for (const Item& item : items) {
+    auto k = item.find(std::string(kKey));
+    if (k == item.end() || k->second.type() != Type::kS) continue;
+    const std::string& key = k->second.s();
+    if (key == kLeaderKey) {
+      KCL_ASSIGN_OR_RETURN(auto l, leader_from_item(item));
+      v.leader = std::move(l);
+    } else if (key.rfind(kWorkerPrefix, 0) == 0) {
+      KCL_ASSIGN_OR_RETURN(auto w, worker_from_item(item, key));
+      v.workers.push_back(std::move(w));
+    }  // entries of others (the Java KCL's) are not ours
+  }
+  std::sort(v.workers.begin(), v.workers.end(),
+            [](const WorkerEntry& a, const WorkerEntry& b) { return a.worker_id < b.worker_id; });
+  return v;
+}
+
+Result<OwnView> DynamoDbCoordinationStore::read_own(std::string_view worker_id) {
+  OwnView v;
+  const std::string key = worker_key(worker_id);
+  KCL_ASSIGN_OR_RETURN(auto self, client_->get_item(table_, key_item(key), true));
+  if (self) {
+    KCL_ASSIGN_OR_RETURN(auto w, worker_from_item(*self, key));
+    v.self = std::move(w);
+  }
+  KCL_ASSIGN_OR_RETURN(auto leader, client_->get_item(table_, key_item(kLeaderKey), true));
+  if (leader) {
+    KCL_ASSIGN_OR_RETURN(auto l, leader_from_item(*leader));
+    v.leader = std::move(l);
+  }
+  return v;
+}
+
+Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry& entry) {
+  Item item = key_item(worker_key(entry.worker_id));
+  item.emplace("workerId", AttributeValue::S(entry.worker_id));
+  item.emplace("incarnation", AttributeValue::S(entry.incarnation));
+  item.emplace("heartbeat", AttributeValue::N(0LL));
+  item.emplace("leaseCount", AttributeValue::N(static_cast<long long>(entry.lease_count)));
+  Expression not_yet;
+  not_yet.names["#inc"] = "incarnation";
+  not_yet.values[":inc"] = AttributeValue::S(entry.incarnation);
+  not_yet.expression = "attribute_not_exists(#inc) OR #inc <> :inc";
+  auto written = client_->put_item(table_, item, not_yet);
+  if (!written.ok()) return written.status().with_context("registering worker: ");
+  WorkerEntry fresh;
+  fresh.worker_id = entry.worker_id;
+  fresh.incarnation = entry.incarnation;
+  fresh.lease_count = entry.lease_count;
+  return fresh;
+}
+
+Result<dynamodb::WriteResult> DynamoDbCoordinationStore::update(std::string_view what,
+                                                                const std::string& key,
+                                                                Expression update,
+                                                                const Expression& condition,
+                                                                bool return_new) {
+  dynamodb::DynamoDbClient& c = return_new ? *renew_client_ : *client_;
+  auto written =
+      c.update_item(table_, key_item(key), update, condition,
+                    return_new ? dynamodb::ReturnValues::kAllNew : dynamodb::ReturnValues::kNone);
+  if (!written.ok()) return written.status().with_context(std::string(what) + ": ");
+  return written;
+}
+
+Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held,
+                                                         const WorkerEntry& report) {
+  Expression u;
+  u.names["#hb"] = "heartbeat";
+  u.names["#lc"] = "leaseCount";
+  u.names["#dr"] = "draining";
+  u.names["#tp"] = "leaseKbps";
+  u.names["#dg"] = "leaseDigest";
+  u.values[":dg"] = AttributeValue::S(report.lease_digest.empty() ? "-" : report.lease_digest);
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.values[":count"] = AttributeValue::N(static_cast<long long>(report.lease_count));
+  u.values[":dr"] = AttributeValue::Bool(report.draining);
+  Item kbps;
+  for (const auto& [lease, v] : report.lease_kbps) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", v);
+    kbps.emplace(lease, AttributeValue::N(std::string(text)));
+  }
+  u.values[":tp"] = AttributeValue::M(std::move(kbps));
+  u.expression = "SET #lc = :count, #dr = :dr, #tp = :tp, #dg = :dg ADD #hb :one";
+  const std::string key = worker_key(held.worker_id);
+  KCL_ASSIGN_OR_RETURN(auto written, update("heartbeat of worker " + held.worker_id, key,
+                                            std::move(u), same_incarnation(held, false), true));
+  if (!written.attributes) {
+    WorkerEntry w = held;
+    w.heartbeat += 1;
+    w.lease_count = report.lease_count;
+    w.draining = report.draining;
+    w.lease_kbps = report.lease_kbps;
+    w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
+    return w;
+  }
+  return worker_from_item(*written.attributes, key);
+}
+
+Status DynamoDbCoordinationStore::fence_worker(const WorkerEntry& seen) {
+  auto deleted = client_->delete_item(table_, key_item(worker_key(seen.worker_id)),
+                                      same_incarnation(seen, true));
+  return deleted.ok() ? Status::Ok()
+                      : deleted.status().with_context("fencing worker " + seen.worker_id + ": ");
+}
+
+Status DynamoDbCoordinationStore::deregister_worker(const WorkerEntry& held) {
+  auto deleted = client_->delete_item(table_, key_item(worker_key(held.worker_id)),
+                                      same_incarnation(held, false));
+  return deleted.ok()
+             ? Status::Ok()
+             : deleted.status().with_context("deregistering worker " + held.worker_id + ": ");
+}
+
+Status DynamoDbCoordinationStore::post_to_inbox(const WorkerEntry& seen,
+                                                const std::vector<std::string>& keys) {
+  return update_inbox(seen, "ADD", keys);
+}
+
+Status DynamoDbCoordinationStore::request_recheck(const WorkerEntry& seen,
+                                                  const std::vector<std::string>& keys) {
+  Expression u;
+  u.names["#rc"] = "recheck";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #rc :one";
+  if (!keys.empty()) {
+    u.names["#in"] = "inbox";
+    u.values[":keys"] = AttributeValue::SS(keys);
+    u.expression += ", #in :keys";
+  }
+  auto written = update("recheck of worker " + seen.worker_id, worker_key(seen.worker_id),
+                        std::move(u), same_incarnation(seen, false), false);
+  return written.status();
+}
+
+Status DynamoDbCoordinationStore::clear_inbox(const WorkerEntry& held,
+                                              const std::vector<std::string>& keys) {
+  return update_inbox(held, "DELETE", keys);
+}
+
+// Adds `keys` to (ADD) or removes them from (DELETE) the inbox string set of `entry`'s
+// incarnation.
+Status DynamoDbCoordinationStore::update_inbox(const WorkerEntry& entry, std::string_view verb,
+                                               const std::vector<std::string>& keys) {
+  if (keys.empty()) return Status::Ok();
+  Expression u;
+  u.names["#in"] = "inbox";
+  u.values[":keys"] = AttributeValue::SS(keys);
+  u.expression = std::string(verb) + " #in :keys";
+  auto written = update("inbox of worker " + entry.worker_id, worker_key(entry.worker_id),
+                        std::move(u), same_incarnation(entry, false), false);
+  return written.status();
+}
+
+Result<LeaderEntry> DynamoDbCoordinationStore::acquire_leadership(
+    const std::optional<LeaderEntry>& seen, std::string_view worker_id,
+    std::string_view incarnation) {
+  LeaderEntry next = seen.value_or(LeaderEntry{});
+  next.owner = std::string(worker_id);
+  next.owner_incarnation = std::string(incarnation);
+  next.counter += 1;
+  Expression u;
+  u.names["#lc"] = "leaderCounter";
+  u.names["#own"] = "ownerName";
+  u.names["#oi"] = "ownerIncarnation";
+  u.values[":next"] = AttributeValue::N(static_cast<long long>(next.counter));
+  u.values[":me"] = AttributeValue::S(std::string(worker_id));
+  u.values[":inc"] = AttributeValue::S(std::string(incarnation));
+  u.expression = "SET #lc = :next, #own = :me, #oi = :inc";
+  Expression c;
+  if (seen) {
+    c = same_leader(*seen);
+  } else {
+    c.names["#k"] = std::string(kKey);
+    c.expression = "attribute_not_exists(#k)";
+  }
+  KCL_ASSIGN_OR_RETURN(auto written, update("taking the leader lock", std::string(kLeaderKey),
+                                            std::move(u), c, true));
+  if (!written.attributes) return next;
+  return leader_from_item(*written.attributes);
+}
+
+Result<LeaderEntry> DynamoDbCoordinationStore::renew_leadership(const LeaderEntry& held) {
+  Expression u;
+  u.names["#lc"] = "leaderCounter";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #lc :one";
+  KCL_ASSIGN_OR_RETURN(auto written, update("renewing the leader lock", std::string(kLeaderKey),
+                                            std::move(u), same_holder(held), true));
+  if (!written.attributes) {
+    LeaderEntry l = held;
+    l.counter += 1;
+    return l;
+  }
+  return leader_from_item(*written.attributes);
+}
+
+Status DynamoDbCoordinationStore::release_leadership(const LeaderEntry& held) {
+  Expression u;
+  u.names["#lc"] = "leaderCounter";
+  u.names["#own"] = "ownerName";
+  u.names["#oi"] = "ownerIncarnation";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #lc :one REMOVE #own, #oi";
+  return update("releasing the leader lock", std::string(kLeaderKey), std::move(u),
+                same_holder(held), false)
+      .status();
+}
+
+Status DynamoDbCoordinationStore::note_leases_changed() {
+  Expression u;
+  u.names["#lv"] = "leasesVersion";
+  u.values[":one"] = AttributeValue::N(1LL);
+  u.expression = "ADD #lv :one";
+  return update("noting a lease table change", std::string(kLeaderKey), std::move(u), {}, false)
+      .status();
+}
+
+}  // namespace kcl::assignment

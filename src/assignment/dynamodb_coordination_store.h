@@ -1,0 +1,68 @@
+// DynamoDbCoordinationStore: the coordination table in DynamoDB (see coordination_store.h).
+//
+// Table: LeaseConfig::effective_coordinator_table_name() ("<lease table>-CoordinatorState"
+// unless configured, the name the Java KCL 3.x gives its coordinator state table), hash key
+// "key" (S), the lease table's billing mode. Its entries are kcl-cpp's own (keys start with
+// "kcl-cpp/"), so they never collide with the entries of the Java KCL 3.x:
+//
+//   key = "kcl-cpp/leader"            ownerName S (absent: nobody leads), ownerIncarnation S,
+//                                     leaderCounter N, leasesVersion N
+//   key = "kcl-cpp/worker/<id>"       workerId S, incarnation S, heartbeat N, leaseCount N,
+//                                     draining BOOL, inbox SS (absent when empty)
+//
+// Every conditional write is one PutItem / UpdateItem / DeleteItem with a ConditionExpression;
+// reads are consistent. A malformed entry is kInternal naming the entry and the attribute.
+//
+// Thread safety: all methods may be called from many threads at once.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "assignment/coordination_store.h"
+#include "dynamodb/dynamodb_client.h"
+#include "kcl/lease_config.h"
+
+namespace kcl::assignment {
+
+class DynamoDbCoordinationStore final : public CoordinationStore {
+ public:
+  DynamoDbCoordinationStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
+                            const LeaseConfig& config);
+
+  Status create_table_if_not_exists() override;
+  Result<CoordinationView> read_all() override;
+  Result<OwnView> read_own(std::string_view worker_id) override;
+  Result<WorkerEntry> register_worker(const WorkerEntry& entry) override;
+  Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) override;
+  Status fence_worker(const WorkerEntry& seen) override;
+  Status deregister_worker(const WorkerEntry& held) override;
+  Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
+  Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
+  Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) override;
+  Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
+                                         std::string_view worker_id,
+                                         std::string_view incarnation) override;
+  Result<LeaderEntry> renew_leadership(const LeaderEntry& held) override;
+  Status release_leadership(const LeaderEntry& held) override;
+  Status note_leases_changed() override;
+
+  const std::string& table_name() const { return table_; }
+
+ private:
+  Result<dynamodb::WriteResult> update(std::string_view what, const std::string& key,
+                                       dynamodb::Expression update,
+                                       const dynamodb::Expression& condition, bool return_new);
+  Status update_inbox(const WorkerEntry& entry, std::string_view verb,
+                      const std::vector<std::string>& keys);
+
+  std::shared_ptr<dynamodb::DynamoDbClient> client_;
+  // Heartbeats and lock renewals: one attempt, a deadline well inside the renew interval,
+  // so a stalled connection costs one attempt, not the membership.
+  std::shared_ptr<dynamodb::DynamoDbClient> renew_client_;
+  std::string table_;
+  LeaseConfig config_;
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,248 @@
+#include "assignment/in_memory_coordination_store.h"
+
+#include <algorithm>
+
+namespace kcl::assignment {
+
+Status InMemoryCoordinationStore::fault_locked(std::string_view worker_id) {
+  if (fail_calls_ > 0) {
+    --fail_calls_;
+    return Status(fail_code_, "injected coordination store fault");
+  }
+  if (!worker_id.empty()) {
+    auto it = partitioned_.find(worker_id);
+    if (it != partitioned_.end() && it->second) {
+      return Status(StatusCode::kUnavailable, "worker " + std::string(worker_id) + " is cut off");
+    }
+  }
+  return Status::Ok();
+}
+
+Status InMemoryCoordinationStore::condition_failed(std::string_view what) {
+  ++stats_.failed_conditions;
+  return Status(StatusCode::kConditionFailed, std::string(what));
+}
+
+Result<CoordinationView> InMemoryCoordinationStore::read_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(""));
+  CoordinationView v;
+  v.leader = leader_;
+  for (const auto& [id, w] : workers_) v.workers.push_back(w);
+  ++stats_.reads;
+  stats_.items_read += static_cast<std::int64_t>(v.workers.size()) + (leader_ ? 1 : 0);
+  return v;
+}
+
+Result<OwnView> InMemoryCoordinationStore::read_own(std::string_view worker_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(worker_id));
+  OwnView v;
+  v.leader = leader_;
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) v.self = it->second;
+  ++stats_.reads;
+  stats_.items_read += (v.self ? 1 : 0) + (v.leader ? 1 : 0);
+  return v;
+}
+
+Result<WorkerEntry> InMemoryCoordinationStore::register_worker(const WorkerEntry& entry) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(entry.worker_id));
+  ++stats_.writes;
+  if (auto it = workers_.find(entry.worker_id);
+      it != workers_.end() && it->second.incarnation == entry.incarnation) {
+    return condition_failed("register: the entry already is this incarnation's");
+  }
+  WorkerEntry fresh;
+  fresh.worker_id = entry.worker_id;
+  fresh.incarnation = entry.incarnation;
+  fresh.lease_count = entry.lease_count;
+  workers_[entry.worker_id] = fresh;
+  return fresh;
+}
+
+Result<WorkerEntry> InMemoryCoordinationStore::heartbeat(const WorkerEntry& held,
+                                                         const WorkerEntry& report) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
+  ++stats_.writes;
+  ++stats_.heartbeats;
+  auto it = workers_.find(held.worker_id);
+  if (it == workers_.end()) return condition_failed("heartbeat: the entry is gone (fenced)");
+  WorkerEntry& w = it->second;
+  if (w.incarnation != held.incarnation) {
+    return condition_failed("heartbeat: the entry is another incarnation's (fenced)");
+  }
+  w.heartbeat += 1;
+  w.lease_count = report.lease_count;
+  w.draining = report.draining;
+  w.lease_kbps = report.lease_kbps;
+  w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
+  return w;
+}
+
+Status InMemoryCoordinationStore::fence_worker(const WorkerEntry& seen) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(""));
+  ++stats_.writes;
+  ++stats_.fences;
+  auto it = workers_.find(seen.worker_id);
+  if (it == workers_.end()) return condition_failed("fence: the entry is gone");
+  if (it->second.incarnation != seen.incarnation || it->second.heartbeat != seen.heartbeat) {
+    return condition_failed("fence: the worker renewed its membership");
+  }
+  workers_.erase(it);
+  return Status::Ok();
+}
+
+// The stored entry of `entry`'s worker when it is still that incarnation; else end().
+std::map<std::string, WorkerEntry, std::less<>>::iterator
+InMemoryCoordinationStore::find_incarnation_locked(const WorkerEntry& entry) {
+  auto it = workers_.find(entry.worker_id);
+  if (it != workers_.end() && it->second.incarnation != entry.incarnation) return workers_.end();
+  return it;
+}
+
+Status InMemoryCoordinationStore::deregister_worker(const WorkerEntry& held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
+  ++stats_.writes;
+  auto it = find_incarnation_locked(held);
+  if (it == workers_.end()) return condition_failed("deregister: not this incarnation's entry");
+  workers_.erase(it);
+  return Status::Ok();
+}
+
+Status InMemoryCoordinationStore::post_to_inbox(const WorkerEntry& seen,
+                                                const std::vector<std::string>& keys) {
+  return post(seen, keys, false);
+}
+
+Status InMemoryCoordinationStore::request_recheck(const WorkerEntry& seen,
+                                                  const std::vector<std::string>& keys) {
+  return post(seen, keys, true);
+}
+
+Status InMemoryCoordinationStore::post(const WorkerEntry& seen,
+                                       const std::vector<std::string>& keys, bool recheck) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(""));
+  ++stats_.writes;
+  ++stats_.inbox_posts;
+  auto it = find_incarnation_locked(seen);
+  if (it == workers_.end()) return condition_failed("inbox: not that incarnation's entry");
+  auto& inbox = it->second.inbox;
+  for (const auto& k : keys) {
+    if (std::find(inbox.begin(), inbox.end(), k) == inbox.end()) inbox.push_back(k);
+  }
+  std::sort(inbox.begin(), inbox.end());
+  if (recheck) it->second.recheck += 1;
+  return Status::Ok();
+}
+
+Status InMemoryCoordinationStore::clear_inbox(const WorkerEntry& held,
+                                              const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
+  ++stats_.writes;
+  auto it = find_incarnation_locked(held);
+  if (it == workers_.end()) return condition_failed("inbox: not this incarnation's entry");
+  auto& inbox = it->second.inbox;
+  std::erase_if(inbox, [&](const std::string& k) {
+    return std::find(keys.begin(), keys.end(), k) != keys.end();
+  });
+  return Status::Ok();
+}
+
+Result<LeaderEntry> InMemoryCoordinationStore::acquire_leadership(
+    const std::optional<LeaderEntry>& seen, std::string_view worker_id,
+    std::string_view incarnation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(worker_id));
+  ++stats_.writes;
+  ++stats_.leader_writes;
+  if (!seen) {
+    if (leader_) return condition_failed("leader: the entry exists");
+    leader_ = LeaderEntry{};
+  } else if (!leader_ || leader_->counter != seen->counter || leader_->owner != seen->owner) {
+    return condition_failed("leader: the entry changed");
+  }
+  leader_->owner = std::string(worker_id);
+  leader_->owner_incarnation = std::string(incarnation);
+  leader_->counter += 1;
+  return *leader_;
+}
+
+Result<LeaderEntry> InMemoryCoordinationStore::renew_leadership(const LeaderEntry& held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
+  ++stats_.writes;
+  ++stats_.leader_writes;
+  if (!leader_ || leader_->owner != held.owner ||
+      leader_->owner_incarnation != held.owner_incarnation) {
+    return condition_failed("leader: the lock changed hands");
+  }
+  leader_->counter += 1;
+  return *leader_;
+}
+
+Status InMemoryCoordinationStore::release_leadership(const LeaderEntry& held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
+  ++stats_.writes;
+  ++stats_.leader_writes;
+  if (!leader_ || leader_->owner != held.owner ||
+      leader_->owner_incarnation != held.owner_incarnation) {
+    return condition_failed("leader: the lock changed hands");
+  }
+  leader_->owner.reset();
+  leader_->owner_incarnation.clear();
+  leader_->counter += 1;
+  return Status::Ok();
+}
+
+Status InMemoryCoordinationStore::note_leases_changed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(""));
+  ++stats_.writes;
+  if (!leader_) leader_ = LeaderEntry{};
+  leader_->leases_version += 1;
+  return Status::Ok();
+}
+
+CoordinationStoreStats InMemoryCoordinationStore::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void InMemoryCoordinationStore::reset_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = CoordinationStoreStats{};
+}
+
+void InMemoryCoordinationStore::fail_next(int calls, StatusCode code) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fail_calls_ = calls;
+  fail_code_ = code;
+}
+
+void InMemoryCoordinationStore::set_partitioned(std::string_view worker_id, bool partitioned) {
+  std::lock_guard<std::mutex> lock(mu_);
+  partitioned_[std::string(worker_id)] = partitioned;
+}
+
+std::optional<WorkerEntry> InMemoryCoordinationStore::peek_worker(
+    std::string_view worker_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<LeaderEntry> InMemoryCoordinationStore::peek_leader() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leader_;
+}
+
+}  // namespace kcl::assignment

@@ -1,0 +1,72 @@
+// InMemoryCoordinationStore: a CoordinationStore in a map, with the DynamoDB store's
+// conditions, plus operation counts (items read, writes) for the simulation and fault
+// injection for tests.
+//
+// Thread safety: all methods may be called from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "assignment/coordination_store.h"
+
+namespace kcl::assignment {
+
+struct CoordinationStoreStats {
+  std::int64_t reads = 0;       // read calls (read_all, read_own)
+  std::int64_t items_read = 0;  // entries those reads returned (what DynamoDB bills)
+  std::int64_t writes = 0;      // every write call, whatever the outcome
+  std::int64_t heartbeats = 0;
+  std::int64_t leader_writes = 0;  // acquire / renew / release
+  std::int64_t inbox_posts = 0;
+  std::int64_t fences = 0;
+  std::int64_t failed_conditions = 0;
+};
+
+class InMemoryCoordinationStore final : public CoordinationStore {
+ public:
+  Status create_table_if_not_exists() override { return Status::Ok(); }
+  Result<CoordinationView> read_all() override;
+  Result<OwnView> read_own(std::string_view worker_id) override;
+  Result<WorkerEntry> register_worker(const WorkerEntry& entry) override;
+  Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) override;
+  Status fence_worker(const WorkerEntry& seen) override;
+  Status deregister_worker(const WorkerEntry& held) override;
+  Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
+  Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
+  Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) override;
+  Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
+                                         std::string_view worker_id,
+                                         std::string_view incarnation) override;
+  Result<LeaderEntry> renew_leadership(const LeaderEntry& held) override;
+  Status release_leadership(const LeaderEntry& held) override;
+  Status note_leases_changed() override;
+
+  // --- tests and simulations ---
+  CoordinationStoreStats stats() const;
+  void reset_stats();
+  // The next `calls` calls fail with `code` (before anything is applied).
+  void fail_next(int calls, StatusCode code = StatusCode::kUnavailable);
+  // Calls for this worker id fail with kUnavailable while set (a partitioned worker).
+  void set_partitioned(std::string_view worker_id, bool partitioned);
+  std::optional<WorkerEntry> peek_worker(std::string_view worker_id) const;
+  std::optional<LeaderEntry> peek_leader() const;
+
+ private:
+  Status fault_locked(std::string_view worker_id);
+  Status condition_failed(std::string_view what);
+  Status post(const WorkerEntry& seen, const std::vector<std::string>& keys, bool recheck);
+  std::map<std::string, WorkerEntry, std::less<>>::iterator find_incarnation_locked(
+      const WorkerEntry& entry);
+
+  mutable std::mutex mu_;
+  std::map<std::string, WorkerEntry, std::less<>> workers_;
+  std::optional<LeaderEntry> leader_;
+  CoordinationStoreStats stats_;
+  int fail_calls_ = 0;
+  StatusCode fail_code_ = StatusCode::kUnavailable;
+  std::map<std::string, bool, std::less<>> partitioned_;
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,25 @@
+#include "assignment/leader_assignment.h"
+
+namespace kcl::assignment {
+
+LeaderAssignment::LeaderAssignment(const LeaseConfig& config, const AssignmentParts& parts)
+    : coordination_(parts.coordination),
+      hold_(std::make_shared<MembershipHold>(config)),
+      held_(*parts.store, config, *parts.clock, *parts.metrics, hold_),
+      agent_(*parts.coordination, *parts.store, held_, *hold_, parts.load, config, *parts.clock,
+             *parts.metrics, parts.logger, parts.seed),
+      runner_(*parts.clock,
+              {[this] { return agent_.heartbeat_step(); }, [this] { return agent_.poll_step(); },
+               [this] { return agent_.leader_step(); }}) {}
+
+LeaderAssignment::~LeaderAssignment() { runner_.stop(); }
+
+AssignmentReport LeaderAssignment::report() const {
+  AssignmentReport r;
+  r.strategy = "leader";
+  r.leading = agent_.leading();
+  r.failing = agent_.failing_calls();
+  return r;
+}
+
+}  // namespace kcl::assignment

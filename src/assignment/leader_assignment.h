@@ -1,0 +1,45 @@
+// LeaderAssignment: the leader-based strategy (LeaseAssignment::kLeader; see
+// assignment_strategy.h): this worker's held leases under the membership's hold
+// (MembershipHold), its AssignmentAgent (membership, leader, adopter) and the three threads
+// that run the agent's steps (heartbeat, poll, leader pass).
+//
+// Thread safety: as AssignmentStrategy; agent() for tests and the simulation, which drive the
+// steps themselves instead of start().
+#pragma once
+
+#include <memory>
+
+#include "assignment/assignment_agent.h"
+#include "assignment/assignment_strategy.h"
+#include "assignment/coordination_store.h"
+#include "assignment/membership.h"
+#include "assignment/step_runner.h"
+
+namespace kcl::assignment {
+
+class LeaderAssignment final : public AssignmentStrategy {
+ public:
+  // `parts.coordination` is required.
+  LeaderAssignment(const LeaseConfig& config, const AssignmentParts& parts);
+  ~LeaderAssignment() override;
+
+  leases::HeldLeases& held() override { return held_; }
+  Status prepare() override { return coordination_->create_table_if_not_exists(); }
+  void start() override { runner_.start(); }
+  void drain() override { agent_.drain(); }
+  void leases_changed() override { (void)coordination_->note_leases_changed(); }
+  void stop() override { runner_.stop(); }
+  Status leave() override { return agent_.leave(); }
+  AssignmentReport report() const override;
+
+  AssignmentAgent& agent() { return agent_; }
+
+ private:
+  const std::shared_ptr<CoordinationStore> coordination_;
+  std::shared_ptr<MembershipHold> hold_;
+  leases::HeldLeases held_;
+  AssignmentAgent agent_;
+  StepRunner runner_;
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,199 @@
+#include "assignment/lease_adopter.h"
+
+#include <algorithm>
+
+#include "assignment/lease_digest.h"
+
+namespace kcl::assignment {
+
+LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
+                           const LeaseConfig& config, const Clock& clock, MetricsSink& metrics)
+    : held_(held), store_(store), config_(config), clock_(clock), metrics_(metrics) {}
+
+bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
+  const auto start = clock_.now();
+  auto taken = store_.take_lease(seen, worker_id());
+  if (taken.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.erase(seen.lease_key);
+    }
+    metrics_.count("leases.taken", 1, {});
+    result.gained.push_back(seen.lease_key);
+    held_.gain(taken.value(), start);
+    return true;
+  }
+  if (taken.status().code() == StatusCode::kConditionFailed) {
+    // Changed since it was read (the leader moved it on, or a checkpoint landed): the
+    // leader posts it again if it is still meant for this worker.
+    const MetricTag tag{"operation", "take"};
+    metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
+    return true;
+  }
+  if (result.status.ok()) result.status = taken.status();
+  return false;
+}
+
+bool LeaseAdopter::evict(const Lease& lease, LookResult& result) {
+  auto done = store_.evict_lease(lease);
+  if (done.ok() || done.status().code() == StatusCode::kConditionFailed) return true;
+  if (result.status.ok()) result.status = done.status();
+  return false;
+}
+
+// A lease this worker holds: a handoff the leader started is noted; a lease the table gives
+// to someone else is given up.
+bool LeaseAdopter::act_on_held(const Lease& lease, LookResult& result) {
+  const std::string& key = lease.lease_key;
+  if (lease.actual_owner() == worker_id()) {
+    if (lease.checkpoint_owner == worker_id() && lease.lease_owner != worker_id()) {
+      result.handoffs_requested.push_back(key);
+      held_.note_handoff(lease);
+    }
+    return true;
+  }
+  // The table names someone else: lost (a write of ours would fail too).
+  if (held_.lose(key,
+                 Status(StatusCode::kLeaseLost, "the lease for " + key + " now belongs to " +
+                                                    lease.actual_owner().value_or("nobody")))) {
+    result.lost.push_back(key);
+  }
+  return true;
+}
+
+// A lease this worker does not hold: adopted, handed back, or waited for.
+bool LeaseAdopter::act_on_unheld(const Lease& lease, LookResult& result) {
+  const bool mine = lease.lease_owner == worker_id();
+  if (lease.checkpoint_owner == worker_id()) {
+    // Being handed off by this worker, which does not read it (an earlier incarnation did
+    // and has stopped): nothing to finish, complete the handoff at once.
+    return evict(lease, result);
+  }
+  if (!mine) return true;
+  if (stopped_.load()) {
+    // Shutting down: hand an assigned lease straight back (free again, the leader moves it
+    // on); one still being handed over is left to its old owner.
+    return lease.checkpoint_owner ? true : evict(lease, result);
+  }
+  if (!lease.checkpoint_owner) return adopt(lease, result);
+  // Handed to this worker; the old owner is still finishing (poll_incoming_handoffs).
+  std::lock_guard<std::mutex> lock(mu_);
+  incoming_.try_emplace(lease.lease_key, Incoming{clock_.now(), *lease.checkpoint_owner});
+  return true;
+}
+
+bool LeaseAdopter::look_at_one(const std::string& key, LookResult& result) {
+  auto read = store_.get_lease(key);
+  if (!read.ok()) {
+    if (result.status.ok())
+      result.status = read.status().with_context("reading lease " + key + ": ");
+    return false;  // the rest stay in the inbox for the next poll
+  }
+  bool done = true;
+  if (!read->has_value()) {
+    if (held_.lose(key, Status(StatusCode::kLeaseLost, "the lease for " + key + " was deleted"))) {
+      result.lost.push_back(key);
+    }
+  } else if (held_.holds(key)) {
+    done = act_on_held(**read, result);
+  } else {
+    done = act_on_unheld(**read, result);
+  }
+  if (done) result.handled.push_back(key);
+  return done;
+}
+
+LookResult LeaseAdopter::look_at(const std::vector<std::string>& keys) {
+  LookResult result;
+  for (const std::string& key : keys) {
+    if (!look_at_one(key, result)) break;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::string& key : result.handled) given_up_.erase(key);
+  return result;
+}
+
+bool LeaseAdopter::has_pending_incoming() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !incoming_.empty();
+}
+
+LookResult LeaseAdopter::poll_incoming_handoffs() {
+  LookResult result;
+  std::vector<std::pair<std::string, Incoming>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending.assign(incoming_.begin(), incoming_.end());
+  }
+  for (const auto& [key, in] : pending) {
+    auto read = store_.get_lease(key);
+    if (!read.ok()) {
+      if (result.status.ok()) result.status = read.status();
+      break;
+    }
+    if (!read->has_value() || (*read)->lease_owner != worker_id() || stopped_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      incoming_.erase(key);
+      continue;
+    }
+    const Lease& lease = **read;
+    if (!lease.checkpoint_owner) {
+      if (!adopt(lease, result)) break;
+      continue;
+    }
+    if (clock_.now() - in.since < config_.handoff_timeout) continue;
+    // The old owner did not finish in time: take it anyway (conditional on what was read,
+    // checkpointOwner included). Its later writes fail on the counter; records after its
+    // last checkpoint may be delivered twice.
+    if (!adopt(lease, result)) break;
+    if (held_.holds(key)) {
+      result.forced.push_back(key);
+      metrics_.count("leases.handoffs_forced", 1, {});
+    }
+  }
+  return result;
+}
+
+void LeaseAdopter::membership_ended(const std::vector<std::string>& lost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  given_up_.insert(lost.begin(), lost.end());
+  for (const auto& [key, in] : incoming_) given_up_.insert(key);
+  incoming_.clear();
+}
+
+std::vector<std::string> LeaseAdopter::given_up() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {given_up_.begin(), given_up_.end()};
+}
+
+std::vector<std::string> LeaseAdopter::claimed_keys() const {
+  std::vector<std::string> keys;
+  for (const leases::HeldSummary& h : held_.summaries()) {
+    if (h.current) keys.push_back(h.lease_key);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, in] : incoming_) keys.push_back(key);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+std::string LeaseAdopter::claimed_digest() const {
+  std::vector<std::string> marked;
+  std::set<std::string> held_keys;
+  for (const leases::HeldSummary& h : held_.summaries()) {
+    if (!h.current) continue;
+    held_keys.insert(h.lease_key);
+    marked.push_back(
+        lease_claim_mark(h.lease_key, h.handing_off ? LeaseClaim::kHandingOff : LeaseClaim::kHeld));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, in] : incoming_) {
+    if (!held_keys.count(key)) marked.push_back(lease_claim_mark(key, LeaseClaim::kIncoming));
+  }
+  return lease_set_digest(std::move(marked));
+}
+
+}  // namespace kcl::assignment

@@ -1,0 +1,105 @@
+// LeaseAdopter: a worker's side of leader-based assignment for the leases themselves: it
+// reads the leases the leader posted to this worker and acts on each, and tells the leader
+// (through the heartbeat's digest) what it holds.
+//
+//  - Gain. A lease assigned to this worker (leaseOwner = it, no checkpointOwner) is adopted
+//    with take_lease (counter + 1, conditional on what was read), which fences any earlier
+//    holder's writes. One handed to it while the old owner still reads (checkpointOwner =
+//    that owner) waits in poll_incoming_handoffs() until the old owner has removed
+//    checkpointOwner, or until handoff_timeout, after which it is taken anyway.
+//  - Hand off. A held lease whose checkpointOwner is this worker and whose leaseOwner is
+//    another is to be handed off: HeldLeases tells the listener (once); the worker stops the
+//    shard's consumer gracefully (the processor checkpoints) and completes the handoff
+//    (HeldLeases::complete_handoff, which removes checkpointOwner, fenced like every write).
+//    If the consumer has not stopped within handoff_timeout less a margin of this worker
+//    learning of the handoff, the hold ends (MembershipHold) before the receiver takes it
+//    anyway. Checkpoints remain possible meanwhile: the write finds this worker still the
+//    lease's actual owner (the Java KCL 3.x's checkpoint owner).
+//  - Lost. A held lease the table gives to someone else, or that was deleted, is given up.
+//  - After the membership ended (abandoned or fenced), the leases given up are looked at
+//    first when the worker registers again: those the table still gives it are adopted at
+//    once (a fence moves them elsewhere first, and every take is conditional, so at most one
+//    worker gets each).
+//  - What it claims: the keys of its held leases and of those handed to it, each marked held,
+//    handing off or incoming (claimed_digest, lease_digest.h), which the leader compares
+//    with the table (lease_leader.h).
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kcl/clock.h"
+#include "kcl/lease_config.h"
+#include "kcl/metrics.h"
+#include "kcl/status.h"
+#include "leases/held_leases.h"
+#include "leases/lease_store.h"
+
+namespace kcl::assignment {
+
+// What look_at() / poll_incoming_handoffs() did.
+struct LookResult {
+  Status status;                     // the first failure (the keys not handled are retried)
+  std::vector<std::string> handled;  // keys looked at to the end (clear them from the inbox)
+  std::vector<std::string> gained;
+  std::vector<std::string> handoffs_requested;
+  std::vector<std::string> lost;
+  std::vector<std::string> forced;  // taken after handoff_timeout
+};
+
+class LeaseAdopter {
+ public:
+  // Everything given must outlive the adopter.
+  LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store, const LeaseConfig& config,
+               const Clock& clock, MetricsSink& metrics);
+
+  // Reads each lease and acts on it (see the header).
+  LookResult look_at(const std::vector<std::string>& keys);
+  // Checks the leases handed to this worker whose old owner has not finished yet.
+  LookResult poll_incoming_handoffs();
+  bool has_pending_incoming() const;
+  // The membership ended: every lease was given up (`lost`); handoffs to come are forgotten.
+  void membership_ended(const std::vector<std::string>& lost);
+  // The leases given up when the membership last ended, not looked at since.
+  std::vector<std::string> given_up() const;
+  // The held leases and those handed to this worker, sorted; and their marked digest.
+  std::vector<std::string> claimed_keys() const;
+  std::string claimed_digest() const;
+  // Graceful shutdown: nothing more is adopted; an assigned lease is handed straight back.
+  void stop_taking() { stopped_.store(true); }
+  bool taking_stopped() const { return stopped_.load(); }
+
+ private:
+  struct Incoming {
+    Clock::MonoTime since;  // first seen handed to this worker
+    std::string from;       // the old owner
+  };
+  // One key of look_at(); false when the rest must wait (the store failed).
+  bool look_at_one(const std::string& key, LookResult& result);
+  bool act_on_held(const Lease& lease, LookResult& result);
+  bool act_on_unheld(const Lease& lease, LookResult& result);
+  // Adopts `seen` (leaseOwner = this worker) with take_lease; false when the store failed.
+  bool adopt(const Lease& seen, LookResult& result);
+  // evict_lease (hand back, or complete a handoff of a lease this worker does not read);
+  // false when the store failed.
+  bool evict(const Lease& lease, LookResult& result);
+  const std::string& worker_id() const { return config_.worker_id; }
+
+  leases::HeldLeases& held_;
+  leases::LeaseStore& store_;
+  const LeaseConfig config_;
+  const Clock& clock_;
+  MetricsSink& metrics_;
+  std::atomic<bool> stopped_{false};
+  mutable std::mutex mu_;
+  std::map<std::string, Incoming, std::less<>> incoming_;  // guarded by mu_
+  std::set<std::string, std::less<>> given_up_;            // guarded by mu_
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,592 @@
+#include "assignment/lease_leader.h"
+
+#include <algorithm>
+
+#include "assignment/assignment_planner.h"
+#include "assignment/lease_digest.h"
+
+namespace kcl::assignment {
+
+LeaseLeader::LeaseLeader(leases::LeaseStore& leases, CoordinationStore& coordination,
+                         const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
+                         Logger* logger)
+    : leases_(leases),
+      coordination_(coordination),
+      config_(config),
+      clock_(clock),
+      metrics_(metrics),
+      logger_(logger),
+      posts_("inbox_post", "inbox post", "leader " + config.worker_id, logger, metrics, clock) {}
+
+void LeaseLeader::log(LogLevel level, const std::string& message) const {
+  if (logger_ && logger_->enabled(level)) {
+    logger_->log(level, "leader " + config_.worker_id, message);
+  }
+}
+
+void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
+  active_ = true;
+  // What this worker saw of the workers' heartbeats and of unknown owners' lease counters in
+  // an earlier term stays valid: both values only ever go up, so one seen unchanged since T
+  // has not moved since T, however long this worker did not look. A worker that leads again
+  // soon after (its own membership lapsed, say) fences the silent at once instead of waiting
+  // another failover time. The leases are read again.
+  cache_.clear();
+  unposted_.clear();
+  scan_needed_ = true;
+  last_scan_.reset();
+  last_change_.reset();
+  burst_start_.reset();
+  leases_version_.reset();
+  fence_previous_.reset();
+  if (previous && previous->owner && !previous->owner_incarnation.empty()) {
+    fence_previous_ = std::make_pair(*previous->owner, previous->owner_incarnation);
+  }
+}
+
+void LeaseLeader::end() { active_ = false; }
+
+LeaderStats LeaseLeader::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+Status LeaseLeader::observe_workers(const CoordinationView& view, LeaderPassResult& r,
+                                    bool& changed) {
+  const auto now = clock_.now();
+  std::set<std::string> present;
+  for (const WorkerEntry& w : view.workers) {
+    present.insert(w.worker_id);
+    auto [it, inserted] = workers_.try_emplace(w.worker_id);
+    Observed& o = it->second;
+    if (inserted || o.entry.incarnation != w.incarnation) {
+      changed = true;
+      o.short_since_heartbeat.reset();
+      o.mismatch.reset();
+      if (dead_.erase(w.worker_id)) {
+        log(LogLevel::kInfo, "worker " + w.worker_id + " registered again");
+      } else if (inserted) {
+        log(LogLevel::kInfo, "worker " + w.worker_id + " joined");
+      }
+    }
+    if (inserted || o.entry.incarnation != w.incarnation || o.entry.heartbeat != w.heartbeat) {
+      o.changed_at = now;
+    }
+    o.entry = w;
+  }
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (present.count(it->first)) {
+      ++it;
+      continue;
+    }
+    // Left gracefully (it handed its leases back and stopped), or fenced (by an earlier
+    // leader, or by this one through a fence whose answer was lost): either way it reads
+    // nothing any more, so whatever it still owns is moved at once.
+    log(LogLevel::kInfo, "worker " + it->first + " left");
+    if (it->first != config_.worker_id) dead_.insert(it->first);
+    changed = true;
+    scan_needed_ = true;
+    it = workers_.erase(it);
+  }
+
+  // The previous leader's incarnation ended with its lock: fence it at once.
+  if (fence_previous_) {
+    const auto& [id, incarnation] = *fence_previous_;
+    auto it = workers_.find(id);
+    if (it == workers_.end()) {
+      if (id != config_.worker_id) dead_.insert(id);
+      fence_previous_.reset();
+    } else if (it->second.entry.incarnation != incarnation) {
+      fence_previous_.reset();  // it registered again: alive, holding nothing of before
+    } else {
+      Status s = coordination_.fence_worker(it->second.entry);
+      if (s.ok() || s.code() == StatusCode::kConditionFailed) {
+        // Fenced now, or its entry changed (a late heartbeat of that incarnation still
+        // cannot extend its hold; the next pass looks again).
+        if (s.ok()) {
+          log(LogLevel::kWarn, "fenced the previous leader " + id + " (its lock lapsed)");
+          dead_.insert(id);
+          workers_.erase(it);
+          ++r.fenced;
+          changed = true;
+          fence_previous_.reset();
+        }
+      } else {
+        return s.with_context("fencing the previous leader " + id + ": ");
+      }
+    }
+  }
+
+  // Silent workers: fenced once unchanged for failover_time on this clock.
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    Observed& o = it->second;
+    if (it->first == config_.worker_id || now - o.changed_at < config_.failover_time) {
+      ++it;
+      continue;
+    }
+    Status s = coordination_.fence_worker(o.entry);
+    if (s.code() == StatusCode::kConditionFailed) {
+      ++it;  // it renewed at the last moment: keep watching
+      continue;
+    }
+    if (!s.ok()) return s.with_context("fencing worker " + it->first + ": ");
+    log(LogLevel::kWarn, "worker " + it->first + " was silent for " +
+                             std::to_string(config_.failover_time.count()) +
+                             " ms: fenced; its leases go to the other workers");
+    metrics_.count("leader.fenced", 1, {});
+    dead_.insert(it->first);
+    ++r.fenced;
+    changed = true;
+    it = workers_.erase(it);
+  }
+  return Status::Ok();
+}
+
+Status LeaseLeader::scan(LeaderPassResult& r) {
+  auto listed = leases_.list_leases();
+  if (!listed.ok()) return listed.status().with_context("reading the lease table: ");
+  const auto now = clock_.now();
+  std::map<std::string, Lease> fresh;
+  for (Lease& l : *listed) fresh.emplace(l.lease_key, std::move(l));
+  cache_ = std::move(fresh);
+  for (auto it = unknown_.begin(); it != unknown_.end();) {
+    auto c = cache_.find(it->first);
+    if (c == cache_.end()) {
+      it = unknown_.erase(it);
+      continue;
+    }
+    if (c->second.lease_counter != it->second.counter) it->second = {c->second.lease_counter, now};
+    ++it;
+  }
+  scan_needed_ = false;
+  last_scan_ = now;
+  r.scanned = true;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.scans;
+  return Status::Ok();
+}
+
+// Assigns a free or orphaned lease to move.to. A take that fails is followed by a fresh read:
+// a condition that failed because the cache was stale is tried once more while the lease is
+// still an orphan, and a take whose answer was lost (it may have landed) is recognised by the
+// owner it wrote. A lease the read finds owned by a live worker is posted to it either way:
+// the post is how that worker learns of it. Returns false when the pass should stop.
+bool LeaseLeader::assign(const Move& move, std::map<std::string, std::vector<std::string>>& inbox,
+                         LeaderPassResult& r) {
+  Lease seen = cache_.at(move.lease_key);
+  auto taken = leases_.take_lease(seen, move.to);
+  if (!taken.ok()) {
+    const Status failure = taken.status();
+    auto fresh = reread(move.lease_key);
+    if (!fresh.ok()) {
+      r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
+      return false;
+    }
+    if (!*fresh) return true;  // deleted meanwhile
+    const Lease& now = **fresh;
+    const bool still_orphan =
+        !now.checkpoint_owner && (!now.lease_owner || dead_.count(*now.lease_owner));
+    if (still_orphan && failure.code() == StatusCode::kConditionFailed) {
+      taken = leases_.take_lease(now, move.to);
+    } else if (now.lease_owner && !now.checkpoint_owner && workers_.count(*now.lease_owner)) {
+      // Ours landed although its answer was lost, or another leader's moved it: tell the owner.
+      inbox[*now.lease_owner].push_back(move.lease_key);
+      unknown_.erase(move.lease_key);
+      if (*now.lease_owner == move.to) ++r.assigned;
+      return true;
+    } else if (!still_orphan) {
+      return true;  // an unknown owner's lease that moved: not expired
+    }
+    if (!taken.ok()) {
+      if (taken.status().code() == StatusCode::kConditionFailed) return true;
+      r.status = taken.status();
+      return false;
+    }
+  }
+  cache_[move.lease_key] = *taken;
+  unknown_.erase(move.lease_key);
+  inbox[move.to].push_back(move.lease_key);
+  ++r.assigned;
+  return true;
+}
+
+Result<std::optional<Lease>> LeaseLeader::reread(const std::string& key) {
+  auto read = leases_.get_lease(key);
+  if (!read.ok()) return read.status();
+  if (read->has_value()) {
+    cache_[key] = **read;
+  } else {
+    cache_.erase(key);
+  }
+  return read;
+}
+
+std::vector<std::string> LeaseLeader::find_orphans(const std::set<std::string>& live,
+                                                   Status& status) {
+  const auto now = clock_.now();
+  std::vector<std::string> orphans;
+  std::vector<std::string> keys;
+  keys.reserve(cache_.size());
+  for (const auto& [key, lease] : cache_) keys.push_back(key);
+  for (const std::string& key : keys) {
+    auto found = cache_.find(key);
+    if (found == cache_.end()) continue;
+    const Lease lease = found->second;
+    if (lease.checkpoint.is_shard_end()) continue;
+    auto known = [&](const std::optional<std::string>& w) {
+      return !w || live.count(*w) || dead_.count(*w);
+    };
+    if (known(lease.lease_owner) && known(lease.checkpoint_owner)) {
+      unknown_.erase(key);
+      if (!lease.lease_owner) {
+        if (!lease.checkpoint_owner) orphans.push_back(key);
+        continue;
+      }
+      if (lease.checkpoint_owner && dead_.count(*lease.checkpoint_owner)) {
+        // Its old owner was fenced mid-handoff: finish the handoff on its behalf, so the
+        // worker it was going to starts (reading from the checkpoint).
+        auto fresh = reread(key);
+        if (!fresh.ok()) {
+          status = fresh.status();
+          return orphans;
+        }
+        if (*fresh && (**fresh).checkpoint_owner == lease.checkpoint_owner) {
+          auto done = leases_.evict_lease(**fresh);
+          if (done.ok()) cache_[key] = *done;
+          if (lease.lease_owner && live.count(*lease.lease_owner)) {
+            // The receiver polls its pending handoffs; no post needed.
+          }
+        }
+        continue;
+      }
+      if (!lease.checkpoint_owner && dead_.count(*lease.lease_owner)) orphans.push_back(key);
+      continue;
+    }
+    // Owned by a worker this leader knows nothing of: expired once its counter has not moved
+    // for failover_time, as seen here (re-read when due).
+    auto [u, inserted] = unknown_.try_emplace(key, Unknown{lease.lease_counter, now});
+    if (!inserted && u->second.counter != lease.lease_counter) {
+      u->second = Unknown{lease.lease_counter, now};
+    }
+    if (now - u->second.since < config_.failover_time) continue;
+    auto fresh = reread(key);
+    if (!fresh.ok()) {
+      status = fresh.status();
+      return orphans;
+    }
+    if (!*fresh) {
+      unknown_.erase(key);
+      continue;
+    }
+    if ((**fresh).lease_counter != u->second.counter) {
+      u->second = Unknown{(**fresh).lease_counter, now};
+      continue;
+    }
+    orphans.push_back(key);  // assigned conditional on this counter
+  }
+  return orphans;
+}
+
+void LeaseLeader::post(std::map<std::string, std::vector<std::string>>& inbox,
+                       std::set<std::string>& recheck) {
+  // What earlier posts failed to deliver goes again.
+  for (auto& [worker, pending] : unposted_) {
+    auto& keys = inbox[worker];
+    keys.insert(keys.end(), pending.keys.begin(), pending.keys.end());
+    if (pending.recheck) recheck.insert(worker);
+  }
+  unposted_.clear();
+  for (const auto& [worker, keys] : inbox) {
+    auto it = workers_.find(worker);
+    const bool check = recheck.count(worker) > 0;
+    if (it == workers_.end() || (keys.empty() && !check)) continue;
+    std::vector<std::string> unique = keys;
+    std::sort(unique.begin(), unique.end());
+    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+    Status s = check ? coordination_.request_recheck(it->second.entry, unique)
+                     : coordination_.post_to_inbox(it->second.entry, unique);
+    // A failed condition: the worker registered again meanwhile (its new incarnation is
+    // compared with the table like any other). Any other failure: the post may be lost; the
+    // worker learns of its leases when its reported digest is next compared (reconcile).
+    if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
+      posts_.failed(s.with_context("posting to worker " + worker + ": "));
+      unposted_[worker] = Unposted{unique, check};  // posted again next pass (idempotent)
+      posts_failing_.insert(worker);
+    } else if (posts_failing_.erase(worker) && posts_failing_.empty()) {
+      posts_.succeeded();  // every worker posts failed to has been reached since
+    }
+  }
+}
+
+std::vector<std::string> LeaseLeader::involving(const std::string& worker) const {
+  std::vector<std::string> keys;
+  for (const auto& [key, lease] : cache_) {
+    if (lease.lease_owner == worker || lease.checkpoint_owner == worker) keys.push_back(key);
+  }
+  return keys;  // cache_ is sorted by key
+}
+
+std::string LeaseLeader::expected_digest(const std::string& worker) const {
+  std::vector<std::string> marked;
+  for (const auto& [key, lease] : cache_) {
+    if (lease.lease_owner == worker) {
+      marked.push_back(lease_claim_mark(
+          key, lease.checkpoint_owner ? LeaseClaim::kIncoming : LeaseClaim::kHeld));
+    } else if (lease.checkpoint_owner == worker) {
+      marked.push_back(lease_claim_mark(key, LeaseClaim::kHandingOff));
+    }
+  }
+  return lease_set_digest(std::move(marked));
+}
+
+void LeaseLeader::repost_shortfall(const std::string& id, Observed& o,
+                                   std::map<std::string, std::vector<std::string>>& inbox,
+                                   LeaderPassResult& r) {
+  std::vector<std::string> mine;
+  for (const auto& [key, lease] : cache_) {
+    if (lease.lease_owner == id && !lease.checkpoint_owner) mine.push_back(key);
+  }
+  if (o.entry.lease_count >= static_cast<std::int64_t>(mine.size())) {
+    o.short_since_heartbeat.reset();
+    return;
+  }
+  if (!o.short_since_heartbeat) {
+    o.short_since_heartbeat = o.entry.heartbeat;
+    return;
+  }
+  // Short over two heartbeats (it had time to adopt), at most once per failover time.
+  const auto now = clock_.now();
+  if (o.entry.heartbeat == *o.short_since_heartbeat) return;
+  if (o.last_repost && now - *o.last_repost < config_.failover_time) return;
+  o.last_repost = now;
+  o.short_since_heartbeat.reset();
+  auto& keys = inbox[id];
+  keys.insert(keys.end(), mine.begin(), mine.end());
+  ++r.reposted;
+}
+
+// A worker reports, in each heartbeat, the digest of the leases it holds or is taking over;
+// the table gives it the leases it owns (handed to it or not) and those it is handing off.
+// They differ for a moment after every assignment or handoff. When they still differ two of
+// its heartbeats after the difference was first seen (it had time to act on a post):
+//  1. the leases of its unfinished handoffs are read again (the cache does not see a handoff
+//     completed by its old owner);
+//  2. then, if the cache is older than the difference, the table is read again;
+//  3. then it is posted every lease the table gives it, with a recheck: it looks at those
+//     and at every lease it holds, adopting what is its own and letting go of what is not.
+// Reposts to one worker are at least failover_time apart. So a lease assigned to a live
+// worker whose post was lost (or whose take's answer the leader lost), or handed to it while
+// the post went missing, is read within about two of its heartbeats, a leader pass and a
+// poll; and a worker that still reads a lease the table gives to another (a handoff it never
+// heard of) lets go of it as soon.
+void LeaseLeader::reconcile(std::map<std::string, std::vector<std::string>>& inbox,
+                            std::set<std::string>& recheck, LeaderPassResult& r) {
+  const auto now = clock_.now();
+  for (auto& [id, o] : workers_) {
+    if (o.entry.draining) {
+      o.mismatch.reset();
+      continue;
+    }
+    if (o.entry.lease_digest.empty()) {
+      repost_shortfall(id, o, inbox, r);
+      continue;
+    }
+    std::vector<std::string> expected = involving(id);
+    std::string digest = expected_digest(id);
+    if (digest == o.entry.lease_digest) {
+      o.mismatch.reset();
+      continue;
+    }
+    if (!o.mismatch || o.mismatch->expected != digest) {
+      o.mismatch = Observed::Mismatch{digest, o.entry.heartbeat, now, false};
+      continue;
+    }
+    if (o.entry.heartbeat < o.mismatch->heartbeat + 2) continue;
+    if (!o.mismatch->reread) {
+      o.mismatch->reread = true;
+      bool reread_any = false;
+      for (const std::string& key : expected) {
+        auto c = cache_.find(key);
+        if (c == cache_.end() || !c->second.checkpoint_owner) continue;
+        if (!reread(key).ok()) return;  // the next pass goes on
+        reread_any = true;
+      }
+      if (reread_any) {
+        expected = involving(id);
+        digest = expected_digest(id);
+        if (digest == o.entry.lease_digest) {
+          o.mismatch.reset();
+          continue;
+        }
+        o.mismatch->expected = digest;
+      }
+    }
+    if (!last_scan_ || *last_scan_ < o.mismatch->since) {
+      scan_needed_ = true;  // the next pass reads the table
+      continue;
+    }
+    if (o.last_repost && now - *o.last_repost < config_.failover_time) continue;
+    o.last_repost = now;
+    auto& keys = inbox[id];
+    keys.insert(keys.end(), expected.begin(), expected.end());
+    recheck.insert(id);
+    ++r.reposted;
+    log(LogLevel::kInfo, "worker " + id + " reports holding " + o.entry.lease_digest +
+                             " where the table gives it " + digest +
+                             ": asked it to compare its leases with the table");
+  }
+}
+
+Status LeaseLeader::authorised() const {
+  if (!authority_) return Status::Ok();
+  if (auto why = authority_()) return Status(StatusCode::kUnavailable, "not assigning: " + *why);
+  return Status::Ok();
+}
+
+LeaderPassResult LeaseLeader::run_pass() {
+  LeaderPassResult r;
+  if (!active_) return r;
+  r.status = authorised();
+  if (!r.status.ok()) return r;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.passes;
+  }
+  auto view = coordination_.read_all();
+  if (!view.ok()) {
+    r.status = view.status().with_context("reading the workers: ");
+    return r;
+  }
+  bool changed = false;
+  r.status = observe_workers(*view, r, changed);
+  if (!r.status.ok()) return r;
+  if (view->leader && leases_version_ != view->leader->leases_version) {
+    if (leases_version_) scan_needed_ = true;
+    leases_version_ = view->leader->leases_version;
+  }
+  if (changed && !dead_.empty()) scan_needed_ = true;
+  const auto now = clock_.now();
+  if (scan_needed_ || !last_scan_ || now - *last_scan_ >= config_.lease_scan_interval) {
+    r.status = scan(r);
+    if (!r.status.ok()) return r;
+  }
+
+  std::set<std::string> live;
+  for (const auto& [id, o] : workers_) live.insert(id);
+  r.workers = static_cast<int>(live.size());
+
+  Status orphan_status;
+  std::vector<std::string> orphans = find_orphans(live, orphan_status);
+  if (!orphan_status.ok()) {
+    r.status = orphan_status;
+    return r;
+  }
+
+  // Settling: see the header. A new leader starts unsettled (it has just seen everyone).
+  if (changed || !last_change_) {
+    last_change_ = now;
+    if (!burst_start_) burst_start_ = now;
+  }
+  const auto settle = config_.leader_poll_interval * 2;
+  const bool settled = !burst_start_ || now - *last_change_ >= settle ||
+                       now - *burst_start_ >= config_.failover_time / 2;
+  if (settled) burst_start_.reset();
+  if (!settled) {
+    std::erase_if(orphans, [&](const std::string& key) {
+      auto it = cache_.find(key);
+      return it == cache_.end() || !it->second.lease_owner;  // free: waits
+    });
+  }
+
+  PlanInput in;
+  for (const auto& [id, o] : workers_) {
+    if (!o.entry.draining) in.workers.push_back(id);  // a draining worker gets nothing more
+  }
+  for (const auto& [key, lease] : cache_) {
+    if (!lease.checkpoint.is_shard_end()) in.leases.push_back(lease);
+  }
+  r.leases = static_cast<int>(in.leases.size());
+  in.orphans = orphans;
+  if (config_.max_leases_per_worker != std::numeric_limits<int>::max()) {
+    in.max_leases_per_worker = config_.max_leases_per_worker;
+  }
+  // Each lease's load as its reader published it (KB/s), at least 1 KB/s so that idle
+  // shards spread by count.
+  for (const auto& [id, o] : workers_) {
+    for (const auto& [key, kbps] : o.entry.lease_kbps) in.weights[key] = std::max(1.0, kbps);
+  }
+  // A lease that moved a moment ago has no estimate from its new reader yet: balancing by
+  // load waits for it (orphans are still placed), or it would chase stale weights.
+  bool weights_complete = true;
+  if (!in.weights.empty()) {
+    const std::set<std::string> orphan_set(orphans.begin(), orphans.end());
+    for (const Lease& l : in.leases) {
+      if (l.actual_owner() && !orphan_set.count(l.lease_key) && !in.weights.count(l.lease_key)) {
+        weights_complete = false;
+        break;
+      }
+    }
+  }
+  const Plan plan = plan_assignment(in);
+  r.balanced = plan.moves.empty() && settled && weights_complete;
+
+  std::map<std::string, std::vector<std::string>> inbox;
+  for (const Move& move : plan.moves) {
+    // A leader whose renewals lapse stops before another could fence it (see AssignmentAgent).
+    r.status = authorised();
+    if (!r.status.ok()) break;
+    auto cached = cache_.find(move.lease_key);
+    if (cached == cache_.end()) continue;
+    // Rebalancing waits for the fleet to settle, and for the weights of leases just moved.
+    if (move.handoff && (!settled || !weights_complete)) continue;
+    if (move.handoff) {
+      auto started = leases_.initiate_handoff(cached->second, move.to);
+      if (started.ok()) {
+        cache_[move.lease_key] = *started;
+        inbox[*move.from].push_back(move.lease_key);
+        inbox[move.to].push_back(move.lease_key);
+        ++r.handoffs;
+      } else if (started.status().code() == StatusCode::kConditionFailed) {
+        scan_needed_ = true;  // the table moved on: read it again next pass
+      } else {
+        r.status = started.status();
+        break;
+      }
+      continue;
+    }
+    // An assignment: of a free lease (the cached counter holds: only leaders assign), or of
+    // an orphan whose cached state may be stale (re-read when the first try fails).
+    if (!assign(move, inbox, r)) break;
+  }
+  std::set<std::string> recheck;
+  reconcile(inbox, recheck, r);
+  post(inbox, recheck);
+  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
+    r.posted_to_self = self->second;
+  }
+
+  // A fenced worker whose leases have all moved is forgotten.
+  for (auto it = dead_.begin(); it != dead_.end();) {
+    const bool owns = std::any_of(cache_.begin(), cache_.end(), [&](const auto& kv) {
+      return kv.second.lease_owner == *it || kv.second.checkpoint_owner == *it;
+    });
+    it = owns ? std::next(it) : dead_.erase(it);
+  }
+  if (r.assigned || r.handoffs) {
+    log(LogLevel::kInfo, "assigned " + std::to_string(r.assigned) + " leases, started " +
+                             std::to_string(r.handoffs) + " handoffs (" + std::to_string(r.leases) +
+                             " leases, " + std::to_string(r.workers) + " workers)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.fenced += r.fenced;
+    stats_.assigned += r.assigned;
+    stats_.handoffs += r.handoffs;
+  }
+  metrics_.gauge("leader.workers", r.workers, {});
+  if (r.assigned) metrics_.count("leader.assigned", r.assigned, {});
+  if (r.handoffs) metrics_.count("leader.handoffs", r.handoffs, {});
+  return r;
+}
+
+}  // namespace kcl::assignment

@@ -1,0 +1,181 @@
+// LeaseLeader: what the worker holding the leader lock does (LeaseAssignment::kLeader), as
+// one explicit pass so the simulation and tests drive it on a ManualClock.
+//
+// Each pass (every leader_poll_interval):
+//  1. reads every worker entry of the coordination table (a few hundred small items at most);
+//     notes, on this worker's monotonic clock, when each entry's (incarnation, heartbeat)
+//     last changed; fences (a delete conditional on that value) every worker silent for
+//     failover_time, and the previous leader's incarnation named in the lock it took over;
+//  2. reads the lease table when it must: on becoming leader, when a worker left or was
+//     fenced, when a worker noted that it created or deleted leases (leasesVersion), and every
+//     lease_scan_interval; otherwise it works from what it read and wrote;
+//  3. plans (assignment_planner.h) and carries the plan out: free and orphaned leases are
+//     assigned (take_lease for the new owner, conditional on a fresh read when the old owner
+//     was fenced), excess leases of live workers are handed off gracefully
+//     (initiate_handoff), and each worker concerned gets the lease keys in its inbox;
+//  4. posts again the leases a worker should hold but does not report (its leaseCount) over
+//     two heartbeats, which repairs an inbox post lost with a leader.
+// While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
+// rebalancing wait until the membership has not changed for two leader polls (at most
+// failover_time / 2 in all), so a fleet that starts together is assigned in one pass instead
+// of handing leases on as each worker arrives. Leases of fenced workers and expired leases
+// never wait: they move in the pass that finds them.
+// Leases of an owner that is neither a registered worker nor fenced by this leader (a worker
+// of kWorkerTakes mode, the Java KCL, or one fenced by an earlier leader) are judged as in
+// kWorkerTakes mode: taken once their leaseCounter has not moved for failover_time, as seen
+// by this leader's reads.
+//
+// Reads per pass: the worker entries; the lease table only as above. Writes: only for
+// changes (fences, assignments, handoffs, inbox posts).
+//
+// Thread safety: one thread runs begin/run_pass/end; stats() from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "assignment/coordination_store.h"
+#include "assignment/reported_series.h"
+#include "kcl/clock.h"
+#include "kcl/lease.h"
+#include "kcl/lease_config.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "leases/lease_store.h"
+
+namespace kcl::assignment {
+
+struct Move;  // assignment_planner.h
+
+struct LeaderPassResult {
+  Status status;          // the first failure (the pass stopped or skipped a step)
+  int workers = 0;        // live workers seen
+  int leases = 0;         // assignable leases (not at SHARD_END)
+  bool scanned = false;   // the lease table was read
+  int fenced = 0;         // workers fenced this pass
+  int assigned = 0;       // leases assigned (free or orphaned)
+  int handoffs = 0;       // graceful handoffs started
+  int reposted = 0;       // workers whose leases were posted again
+  bool balanced = false;  // the plan had nothing to move
+  // Lease keys this pass posted to the leader's own inbox (it may act on them at once).
+  std::vector<std::string> posted_to_self;
+};
+
+struct LeaderStats {
+  std::int64_t passes = 0;
+  std::int64_t scans = 0;
+  std::int64_t fenced = 0;
+  std::int64_t assigned = 0;
+  std::int64_t handoffs = 0;
+};
+
+class LeaseLeader {
+ public:
+  LeaseLeader(leases::LeaseStore& leases, CoordinationStore& coordination,
+              const LeaseConfig& config, const Clock& clock, MetricsSink& metrics, Logger* logger);
+
+  // Starts leading. `previous` is the lock entry as it was before this worker took it: when
+  // it still named an owner (its lock lapsed), that incarnation is fenced.
+  void begin(const std::optional<LeaderEntry>& previous);
+  void end();
+  bool active() const { return active_; }
+
+  // Asked before a pass and before each write of one: a reason not to act as leader now
+  // (its own renewals have not succeeded for too long, see AssignmentAgent), or nothing.
+  using Authority = std::function<std::optional<std::string>()>;
+  void set_authority(Authority authority) { authority_ = std::move(authority); }
+
+  LeaderPassResult run_pass();
+  LeaderStats stats() const;
+  // Inbox posts (assignments, handoffs, reposts) that failed in a row.
+  const ReportedSeries& posts_series() const { return posts_; }
+
+ private:
+  struct Observed {
+    WorkerEntry entry;
+    Clock::MonoTime changed_at;
+    // Lease-count repair (workers that report no lease digest): the heartbeat at which a
+    // shortfall was first seen.
+    std::optional<std::int64_t> short_since_heartbeat;
+    std::optional<Clock::MonoTime> last_repost;
+    // Digest repair: what the table gives the worker differs from what it reports.
+    struct Mismatch {
+      std::string expected;        // the digest of what the table gives it
+      std::int64_t heartbeat = 0;  // its heartbeat when first seen
+      Clock::MonoTime since;
+      bool reread = false;  // leases of its unfinished handoffs read again
+    };
+    std::optional<Mismatch> mismatch;
+  };
+  struct Unknown {  // a lease whose owner is neither live nor fenced by this leader
+    std::int64_t counter = 0;
+    Clock::MonoTime since;
+  };
+
+  void log(LogLevel level, const std::string& message) const;
+  Status observe_workers(const CoordinationView& view, LeaderPassResult& r, bool& changed);
+  Status scan(LeaderPassResult& r);
+  // Leases to place whatever their owner says; judges unknown owners (reads when due).
+  std::vector<std::string> find_orphans(const std::set<std::string>& live, Status& status);
+  bool assign(const Move& move, std::map<std::string, std::vector<std::string>>& inbox,
+              LeaderPassResult& r);
+  // A fresh read of `key` (kept in the cache); empty when the lease is gone.
+  Result<std::optional<Lease>> reread(const std::string& key);
+  // Leases that involve `worker` in the cache: owned by it (handed to it or not) or being
+  // handed off by it. Sorted.
+  std::vector<std::string> involving(const std::string& worker) const;
+  // The digest `worker` should report (LeaseAdopter::claimed_digest) as the cache has it.
+  std::string expected_digest(const std::string& worker) const;
+  // Finds workers whose reported leases differ from what the table gives them and repairs
+  // it: re-reads their unfinished handoffs, then the table, then posts them what they should
+  // hold with a recheck (see the header).
+  void reconcile(std::map<std::string, std::vector<std::string>>& inbox,
+                 std::set<std::string>& recheck, LeaderPassResult& r);
+  // For a worker that reports no digest: posts again what it should hold when it reports
+  // fewer leases over two heartbeats.
+  void repost_shortfall(const std::string& id, Observed& o,
+                        std::map<std::string, std::vector<std::string>>& inbox,
+                        LeaderPassResult& r);
+  void post(std::map<std::string, std::vector<std::string>>& inbox, std::set<std::string>& recheck);
+
+  leases::LeaseStore& leases_;
+  CoordinationStore& coordination_;
+  const LeaseConfig config_;
+  const Clock& clock_;
+  MetricsSink& metrics_;
+  Logger* logger_;
+
+  // Whether this worker may still act; a reason when not.
+  Status authorised() const;
+
+  Authority authority_;
+  bool active_ = false;
+  std::optional<std::pair<std::string, std::string>> fence_previous_;  // id, incarnation
+  std::map<std::string, Observed> workers_;
+  std::set<std::string> dead_;  // fenced by this leader, leases still to move
+  std::map<std::string, Lease> cache_;
+  std::map<std::string, Unknown> unknown_;
+  struct Unposted {
+    std::vector<std::string> keys;
+    bool recheck = false;
+  };
+  std::map<std::string, Unposted> unposted_;  // posts that failed: tried again next pass
+  bool scan_needed_ = true;
+  std::optional<Clock::MonoTime> last_change_;  // membership changed (join, leave, fence)
+  std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
+  std::optional<Clock::MonoTime> last_scan_;
+  std::optional<std::int64_t> leases_version_;
+
+  ReportedSeries posts_;
+  std::set<std::string> posts_failing_;  // workers whose last post failed
+  mutable std::mutex stats_mu_;
+  LeaderStats stats_;
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,242 @@
+#include "assignment/membership.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace kcl::assignment {
+
+Clock::MonoTime MembershipHold::deadline(const leases::HoldState& state) const {
+  std::optional<Clock::MonoTime> basis;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    basis = basis_;
+  }
+  // One membership holds every lease; no basis, nothing held.
+  if (!basis) return Clock::MonoTime::min();
+  auto d = leases::hold_deadline(*basis, config_);
+  if (state.handoff_seen_at) {
+    // A lease being handed off is given up before the receiver may take it anyway.
+    const auto margin = std::max<std::chrono::milliseconds>(config_.poll_interval * 2,
+                                                            config_.effective_lost_lease_margin());
+    d = std::min(d, *state.handoff_seen_at + config_.handoff_timeout - margin);
+  }
+  return d;
+}
+
+void MembershipHold::set_basis(std::optional<Clock::MonoTime> basis) {
+  std::lock_guard<std::mutex> lock(mu_);
+  basis_ = basis;
+}
+
+Membership::Membership(CoordinationStore& store, MembershipHold& hold, const LeaseConfig& config,
+                       const Clock& clock, MetricsSink& metrics, std::uint64_t seed,
+                       Callbacks callbacks)
+    : store_(store),
+      hold_(hold),
+      callbacks_(std::move(callbacks)),
+      config_(config),
+      clock_(clock),
+      metrics_(metrics),
+      rng_(seed) {}
+
+std::string Membership::new_incarnation() {
+  char text[40];
+  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(rng_()),
+                static_cast<unsigned long long>(rng_()));
+  return text;
+}
+
+std::optional<Clock::MonoTime> Membership::basis_locked() const {
+  if (!entry_ || !heartbeat_basis_) return std::nullopt;
+  if (leader_basis_) return std::min(*heartbeat_basis_, *leader_basis_);
+  return heartbeat_basis_;
+}
+
+void Membership::publish_locked() { hold_.set_basis(basis_locked()); }
+
+std::optional<Clock::MonoTime> Membership::deadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto basis = basis_locked();
+  if (!basis) return std::nullopt;
+  return leases::hold_deadline(*basis, config_);
+}
+
+std::optional<WorkerEntry> Membership::entry() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entry_;
+}
+
+std::uint64_t Membership::incarnations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return incarnations_;
+}
+
+void Membership::abandon(const Status& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!entry_) return;
+    end_locked();
+  }
+  metrics_.count("membership.lost", 1, {});
+  // Outside mu_: the leases are given up (their listener told).
+  if (callbacks_.ended) callbacks_.ended(reason);
+}
+
+void Membership::end_locked() {
+  entry_.reset();
+  heartbeat_basis_.reset();
+  leader_basis_.reset();
+  ++generation_;
+  hold_.set_basis(std::nullopt);
+}
+
+bool Membership::check_lapse() {
+  auto d = deadline();
+  bool member;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    member = entry_.has_value();
+  }
+  if (!member || (d && clock_.now() < *d)) return false;
+  abandon(Status(StatusCode::kLeaseLost,
+                 "worker " + config_.worker_id +
+                     " could not renew its membership in time; its leases may be given to "
+                     "other workers"));
+  return true;
+}
+
+Membership::RenewResult Membership::renew() {
+  std::lock_guard<std::mutex> one_at_a_time(renew_mu_);
+  RenewResult result;
+  if (check_lapse()) result.abandoned = true;
+  std::optional<WorkerEntry> held;
+  std::uint64_t generation;
+  bool draining;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = entry_;
+    generation = generation_;
+    draining = draining_;
+  }
+  const auto start = clock_.now();
+  WorkerEntry report = callbacks_.report ? callbacks_.report() : WorkerEntry{};
+  if (!held) return register_incarnation(start, report.lease_count, generation, result);
+  // Conditional on the incarnation only (coordination_store.h): a heartbeat whose answer was
+  // lost does not make this one fail; only a fence (or a registration elsewhere) does.
+  report.draining = draining;
+  auto written = store_.heartbeat(*held, report);
+  if (written.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation_ != generation) return result;  // abandoned meanwhile: ignore
+    entry_ = written.value();
+    heartbeat_basis_ = start;
+    publish_locked();
+    return result;
+  }
+  result.status = written.status();
+  if (written.status().code() == StatusCode::kConditionFailed) {
+    bool same;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      same = generation_ == generation;
+    }
+    if (same) {
+      abandon(Status(StatusCode::kLeaseLost,
+                     "worker " + config_.worker_id +
+                         "'s membership was fenced by the leader (it was silent for the "
+                         "failover time); its leases are being given to other workers"));
+      result.abandoned = true;
+    }
+  } else if (check_lapse()) {
+    result.abandoned = true;
+  }
+  return result;
+}
+
+// Registers a new incarnation. One whose registration's answer was lost is registered again
+// under the same incarnation, so that a registration that landed (and the posts it may have
+// received since) is kept: the store then answers kConditionFailed, which confirms it. The
+// hold of a registration confirmed that way counts from the start of its first attempt: the
+// leader may have seen it since it landed, which was no earlier.
+Membership::RenewResult Membership::register_incarnation(Clock::MonoTime start,
+                                                         std::int64_t lease_count,
+                                                         std::uint64_t generation,
+                                                         RenewResult& result) {
+  WorkerEntry fresh;
+  fresh.worker_id = config_.worker_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (registering_.empty()) {
+      registering_ = new_incarnation();
+      registering_since_ = start;
+    }
+    fresh.incarnation = registering_;
+  }
+  fresh.lease_count = lease_count;
+  auto written = store_.register_worker(fresh);
+  if (!written.ok() && written.status().code() != StatusCode::kConditionFailed) {
+    result.status = written.status();
+    return result;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (generation_ != generation) return result;
+  entry_ = written.ok() ? written.value() : fresh;
+  registering_.clear();
+  heartbeat_basis_ = written.ok() ? start : registering_since_;
+  ++incarnations_;
+  publish_locked();
+  result.registered = true;
+  return result;
+}
+
+bool Membership::observe_own(const std::optional<WorkerEntry>& seen,
+                             const std::optional<std::string>& read_for) {
+  std::uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!entry_ || !read_for || *read_for != entry_->incarnation) return false;
+    generation = generation_;
+    if (seen && seen->incarnation == entry_->incarnation) {
+      // Keep the inbox as read; the heartbeat value is only ever moved by us.
+      if (seen->heartbeat >= entry_->heartbeat) entry_->inbox = seen->inbox;
+      return false;
+    }
+  }
+  // Gone, or replaced: fenced (a read may race a registration of ours only within one
+  // generation, and the generation check keeps an older read from hurting a newer one).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation_ != generation) return false;
+  }
+  abandon(Status(StatusCode::kLeaseLost,
+                 "worker " + config_.worker_id +
+                     "'s membership entry was fenced by the leader; its leases are being given "
+                     "to other workers"));
+  return true;
+}
+
+Status Membership::leave() {
+  std::optional<WorkerEntry> held = entry();
+  if (!held) return Status::Ok();
+  Status s = store_.deregister_worker(*held);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_locked();
+  }
+  if (callbacks_.ended) callbacks_.ended(Status(StatusCode::kLeaseLost, "left"));
+  if (s.code() == StatusCode::kConditionFailed) return Status::Ok();  // already fenced
+  return s;
+}
+
+void Membership::set_draining() {
+  std::lock_guard<std::mutex> lock(mu_);
+  draining_ = true;
+}
+
+void Membership::set_leader_basis(std::optional<Clock::MonoTime> basis) {
+  std::lock_guard<std::mutex> lock(mu_);
+  leader_basis_ = basis;
+  if (basis_locked()) publish_locked();  // only ever moves a member's basis
+}
+
+}  // namespace kcl::assignment

@@ -1,0 +1,136 @@
+// Membership: this worker's entry in the coordination table (LeaseAssignment::kLeader), which
+// holds every lease the worker holds, and the worker's side of the leader lock.
+//
+// One write per renew interval keeps the membership: a heartbeat (an atomic increment),
+// conditional on the incarnation. The hold basis is the *start* of the last
+// successful heartbeat (for the leader: the earlier of that and the start of its last
+// successful lock renewal); the worker holds its leases until basis + failover_time -
+// lost_lease_margin (MembershipHold), and when that passes, or a
+// heartbeat finds the entry fenced, it abandons the incarnation: every lease is given up
+// (listeners told) and the worker registers again as a new incarnation holding nothing.
+// Results of calls of an abandoned incarnation are ignored.
+//
+// Safety argument (why a worker stops before its leases are given to another). The leader
+// moves a member's leases only after fencing its entry: a delete conditional on the
+// incarnation and heartbeat it observed unchanged for failover_time on its own monotonic
+// clock (lease_leader.h). The member's last successful heartbeat landed no later than the
+// leader first saw that value, and started before it landed, so the member's deadline
+// (start + failover_time - margin) is before the fence; after the fence no heartbeat of that
+// incarnation can succeed, so its deadline never moves again. The leader itself: its hold
+// basis also counts its lock renewals, and another worker takes the lock only after seeing
+// it unchanged for failover_time, so a leader that lost its lock has passed its deadline as
+// a member too; the new leader may fence that incarnation (named in the lock) at once. Both
+// sides measure intervals on their own monotonic clocks; only their rates must agree (to
+// well within the margin), as for the lease counters of LeaseAssignment::kWorkerTakes.
+//
+// Thread safety: all methods may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "assignment/coordination_store.h"
+#include "kcl/clock.h"
+#include "kcl/lease_config.h"
+#include "kcl/metrics.h"
+#include "leases/held_leases.h"
+
+namespace kcl::assignment {
+
+// The hold rule of leader-based assignment (a leases::HoldPolicy): every held lease is held
+// until the membership's basis + failover_time - lost_lease_margin, and a lease being handed
+// off also no longer than handoff_timeout less a margin (two polls, at least
+// lost_lease_margin) after this worker learned of the handoff, before the receiver takes it
+// anyway. No basis (not a member): nothing is held. Membership sets the basis.
+class MembershipHold final : public leases::HoldPolicy {
+ public:
+  explicit MembershipHold(const LeaseConfig& config) : config_(config) {}
+  Clock::MonoTime deadline(const leases::HoldState& state) const override;
+  void set_basis(std::optional<Clock::MonoTime> basis);
+
+ private:
+  const LeaseConfig config_;
+  mutable std::mutex mu_;
+  std::optional<Clock::MonoTime> basis_;  // guarded by mu_
+};
+
+class Membership {
+ public:
+  struct Callbacks {
+    // What the next heartbeat reports: lease_count, lease_digest and lease_kbps.
+    std::function<WorkerEntry()> report;
+    // The membership ended (abandoned, fenced or left): give every lease up with `reason`.
+    // Called with no lock of the membership held.
+    std::function<void(const Status& reason)> ended;
+  };
+  // `store`, `hold`, `clock` and `metrics` must outlive the membership.
+  Membership(CoordinationStore& store, MembershipHold& hold, const LeaseConfig& config,
+             const Clock& clock, MetricsSink& metrics, std::uint64_t seed, Callbacks callbacks);
+
+  struct RenewResult {
+    Status status;            // the call's failure, if any
+    bool registered = false;  // a new incarnation was registered
+    bool abandoned = false;   // the incarnation was given up (fenced or lapsed)
+  };
+  // Registers a new incarnation when not a member, else heartbeats. Gives the incarnation up
+  // when its hold has lapsed or the entry was fenced.
+  RenewResult renew();
+  // The worker's entry as the poll read it: gone or of another incarnation means fenced.
+  // `read_for` is the incarnation that was current when the read was sent (entry()); a read
+  // sent before a registration says nothing about the new incarnation and is ignored.
+  // Returns true when the incarnation was abandoned because of it.
+  bool observe_own(const std::optional<WorkerEntry>& entry,
+                   const std::optional<std::string>& read_for);
+  // Gives the current incarnation up (listeners told with `reason`); the next renew()
+  // registers a new one.
+  void abandon(const Status& reason);
+  // Graceful shutdown has begun: the next heartbeats say so (the leader assigns this worker
+  // nothing more). Call renew() to say it at once.
+  void set_draining();
+  // Graceful leave: removes the entry (after the leases were handed back).
+  Status leave();
+
+  // The leader lock's part of the hold basis (empty when not leading).
+  void set_leader_basis(std::optional<Clock::MonoTime> basis);
+
+  // The current incarnation's entry as last written or read; empty when not a member.
+  std::optional<WorkerEntry> entry() const;
+  // When the hold lapses unless renewed; empty when not a member.
+  std::optional<Clock::MonoTime> deadline() const;
+  // abandon()s when the hold has lapsed; true when it did.
+  bool check_lapse();
+  std::uint64_t incarnations() const;
+
+ private:
+  RenewResult register_incarnation(Clock::MonoTime start, std::int64_t lease_count,
+                                   std::uint64_t generation, RenewResult& result);
+  std::optional<Clock::MonoTime> basis_locked() const;
+  void publish_locked();
+  // Not a member any more: entry, bases and the hold go.
+  void end_locked();
+  std::string new_incarnation();
+
+  CoordinationStore& store_;
+  MembershipHold& hold_;
+  const Callbacks callbacks_;
+  const LeaseConfig config_;
+  const Clock& clock_;
+  MetricsSink& metrics_;
+  std::mutex renew_mu_;  // one renew() at a time: two heartbeats of one value would fence us
+  mutable std::mutex mu_;
+  std::mt19937_64 rng_;                             // guarded by mu_
+  std::optional<WorkerEntry> entry_;                // guarded by mu_
+  std::optional<Clock::MonoTime> heartbeat_basis_;  // guarded by mu_
+  std::optional<Clock::MonoTime> leader_basis_;     // guarded by mu_
+  std::uint64_t generation_ = 0;                    // guarded by mu_: bumped per incarnation
+  std::uint64_t incarnations_ = 0;                  // guarded by mu_
+  bool draining_ = false;                           // guarded by mu_
+  std::string registering_;  // guarded by mu_: the incarnation being registered, until it is
+  Clock::MonoTime registering_since_{};  // guarded by mu_: its first attempt's start
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,44 @@
+// StepRunner: runs a strategy's steps on real time, each on a thread of its own (so a slow
+// lease-table scan never delays the renewal that holds the leases). Each step does its work
+// and returns when it wants to run again, on the given clock; stop() ends the threads after a
+// step in progress. Both strategies run on it: worker-takes (take and renew passes) and
+// leader-based (heartbeat, poll, leader pass).
+//
+// Thread safety: start() and stop() from one controlling thread.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kcl/clock.h"
+
+namespace kcl::assignment {
+
+class StepRunner {
+ public:
+  using Step = std::function<Clock::MonoTime()>;
+  // `clock` must outlive the runner.
+  StepRunner(const Clock& clock, std::vector<Step> steps);
+  StepRunner(const StepRunner&) = delete;
+  StepRunner& operator=(const StepRunner&) = delete;
+  ~StepRunner();  // stop()
+
+  void start();
+  void stop();
+
+ private:
+  void loop(const Step& step);
+
+  const Clock& clock_;
+  const std::vector<Step> steps_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool started_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,55 @@
+#include "assignment/worker_takes_assignment.h"
+
+#include <algorithm>
+
+#include "base/jitter.h"
+
+namespace kcl::assignment {
+
+using std::chrono::milliseconds;
+
+WorkerTakesAssignment::WorkerTakesAssignment(const LeaseConfig& config,
+                                             const AssignmentParts& parts)
+    : config_(config),
+      clock_(*parts.clock),
+      held_(*parts.store, config, *parts.clock, *parts.metrics,
+            std::make_shared<RenewalHold>(config)),
+      taker_(held_, *parts.store, config, *parts.clock, *parts.metrics, parts.seed),
+      rng_(parts.seed ^ 0x5851f42d4c957f2dULL),
+      runner_(*parts.clock, {[this] { return renew_step(); }, [this] { return take_step(); }}) {}
+
+WorkerTakesAssignment::~WorkerTakesAssignment() { runner_.stop(); }
+
+milliseconds WorkerTakesAssignment::jittered(milliseconds base) {
+  std::lock_guard<std::mutex> lock(rng_mu_);
+  return base::jittered(base, config_.interval_jitter, rng_);
+}
+
+Clock::MonoTime WorkerTakesAssignment::renew_step() {
+  const auto started = clock_.now();
+  (void)taker_.run_renew_pass();
+  auto next = started + jittered(config_.effective_renew_interval());
+  if (auto deadline = held_.next_deadline()) {
+    // Wake at the deadline (a pass then gives up what could not be renewed) -- not in a busy
+    // loop if it is past.
+    next = std::min(next, std::max(*deadline, clock_.now() + milliseconds(10)));
+  }
+  return next;
+}
+
+Clock::MonoTime WorkerTakesAssignment::take_step() {
+  TakePassResult r = taker_.run_take_pass();
+  // Not sooner after a pass cut short by the ramp: see TakePassResult::limited_by_ramp.
+  auto next = clock_.now() + jittered(config_.effective_take_interval());
+  // A lease looks abandoned: look again the moment it expires.
+  if (r.next_expiry) next = std::min(next, *r.next_expiry + milliseconds(1));
+  return next;
+}
+
+AssignmentReport WorkerTakesAssignment::report() const {
+  AssignmentReport r;
+  r.strategy = "worker-takes";
+  return r;
+}
+
+}  // namespace kcl::assignment

@@ -1,0 +1,67 @@
+// WorkerTakesAssignment: the worker-takes strategy (LeaseAssignment::kWorkerTakes; see
+// assignment_strategy.h and lease_taker.h) on real time: a LeaseTaker's passes on two threads of
+// their own (renewals must not wait behind a slow table scan):
+//  - renewer: run_renew_pass() every renew_interval (jittered), and sooner when a held
+//    lease's deadline would come first, so a lease that cannot be renewed is given up on time;
+//  - taker: run_take_pass() every take_interval (jittered), and at
+//    TakePassResult::next_expiry when a lease looks abandoned (so a crashed worker's leases go
+//    within failover + take interval of the crash).
+//
+// RenewalHold is its hold rule: failover_time - lost_lease_margin after the start of the
+// lease's last successful write.
+//
+// Thread safety: as AssignmentStrategy.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <random>
+
+#include "assignment/assignment_strategy.h"
+#include "assignment/lease_taker.h"
+#include "assignment/step_runner.h"
+
+namespace kcl::assignment {
+
+class RenewalHold final : public leases::HoldPolicy {
+ public:
+  explicit RenewalHold(const LeaseConfig& config) : config_(config) {}
+  Clock::MonoTime deadline(const leases::HoldState& state) const override {
+    return leases::hold_deadline(state.renewed_at, config_);
+  }
+
+ private:
+  const LeaseConfig config_;
+};
+
+class WorkerTakesAssignment final : public AssignmentStrategy {
+ public:
+  WorkerTakesAssignment(const LeaseConfig& config, const AssignmentParts& parts);
+  ~WorkerTakesAssignment() override;
+
+  leases::HeldLeases& held() override { return held_; }
+  Status prepare() override { return Status::Ok(); }
+  void start() override { runner_.start(); }
+  void drain() override { taker_.stop_taking(); }
+  void leases_changed() override {}
+  void stop() override { runner_.stop(); }
+  Status leave() override { return Status::Ok(); }
+  AssignmentReport report() const override;
+
+  LeaseTaker& taker() { return taker_; }
+
+ private:
+  Clock::MonoTime renew_step();
+  Clock::MonoTime take_step();
+  std::chrono::milliseconds jittered(std::chrono::milliseconds base);
+
+  const LeaseConfig config_;
+  const Clock& clock_;
+  leases::HeldLeases held_;
+  LeaseTaker taker_;
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;  // guarded by rng_mu_
+  StepRunner runner_;
+};
+
+}  // namespace kcl::assignment

@@ -1,0 +1,133 @@
+// The CoordinationStore contract, as one sequence of calls with the results every
+// implementation must give. Run on the in-memory store (unit tests) and on
+// DynamoDbCoordinationStore against dynalite (integration tests).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "assignment/coordination_store.h"
+
+namespace kcl::leases::testing {
+
+using namespace ::kcl::assignment;
+
+// `store` must be an empty, ready table.
+inline void check_coordination_store_contract(CoordinationStore& store) {
+  // Nothing yet.
+  auto empty = store.read_all();
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_FALSE(empty->leader);
+  EXPECT_TRUE(empty->workers.empty());
+
+  // Register, heartbeat (conditional on the incarnation only: the value only ever goes up),
+  // report.
+  WorkerEntry a;
+  a.worker_id = "worker-a";
+  a.incarnation = "inc-1";
+  auto registered = store.register_worker(a);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  EXPECT_EQ(registered->heartbeat, 0);
+  EXPECT_EQ(store.register_worker(a).status().code(), StatusCode::kConditionFailed)
+      << "a registration sent again after its answer was lost leaves the entry alone";
+  WorkerEntry report;
+  report.lease_count = 3;
+  report.draining = false;
+  report.lease_kbps = {{"shardId-000000000001", 12.5}, {"shardId-000000000002", 0.0}};
+  auto beat = store.heartbeat(*registered, report);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_EQ(beat->heartbeat, 1);
+  EXPECT_EQ(beat->lease_count, 3);
+  EXPECT_EQ(beat->lease_kbps, report.lease_kbps);
+  // A heartbeat whose answer was lost moved the value; the next one, sent with the value the
+  // worker last saw, still lands and moves it on.
+  beat = store.heartbeat(*registered, report);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_EQ(beat->heartbeat, 2);
+  WorkerEntry other_incarnation = *beat;
+  other_incarnation.incarnation = "inc-0";
+  EXPECT_EQ(store.heartbeat(other_incarnation, report).status().code(),
+            StatusCode::kConditionFailed);
+
+  // The inbox: posts add (a set), the worker clears what it handled.
+  ASSERT_TRUE(store.post_to_inbox(*beat, {"shardId-000000000002", "shardId-000000000001"}).ok());
+  ASSERT_TRUE(store.post_to_inbox(*beat, {"shardId-000000000001", "shardId-000000000003"}).ok());
+  auto own = store.read_own("worker-a");
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_TRUE(own->self);
+  EXPECT_EQ(own->self->inbox,
+            (std::vector<std::string>{"shardId-000000000001", "shardId-000000000002",
+                                      "shardId-000000000003"}));
+  EXPECT_EQ(own->self->heartbeat, 2) << "posts leave the heartbeat alone";
+  ASSERT_TRUE(store.clear_inbox(*beat, {"shardId-000000000001", "shardId-000000000002"}).ok());
+  own = store.read_own("worker-a");
+  ASSERT_TRUE(own.ok() && own->self);
+  EXPECT_EQ(own->self->inbox, (std::vector<std::string>{"shardId-000000000003"}));
+  // A heartbeat still holds after the posts (they touch another attribute).
+  report.draining = true;
+  auto beat2 = store.heartbeat(*own->self, report);
+  ASSERT_TRUE(beat2.ok()) << beat2.status();
+  EXPECT_TRUE(beat2->draining);
+  EXPECT_EQ(beat2->inbox, (std::vector<std::string>{"shardId-000000000003"}));
+  EXPECT_EQ(store.post_to_inbox(other_incarnation, {"x"}).code(), StatusCode::kConditionFailed);
+
+  // The lock: taken when absent; then only on the value seen.
+  auto led = store.acquire_leadership(std::nullopt, "worker-a", "inc-1");
+  ASSERT_TRUE(led.ok()) << led.status();
+  EXPECT_EQ(led->owner, std::optional<std::string>("worker-a"));
+  EXPECT_EQ(led->owner_incarnation, "inc-1");
+  EXPECT_EQ(store.acquire_leadership(std::nullopt, "worker-b", "x").status().code(),
+            StatusCode::kConditionFailed);
+  auto renewed = store.renew_leadership(*led);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->counter, led->counter + 1);
+  // A renewal whose answer was lost costs nothing: the holder's next renewal, sent with the
+  // counter it last saw, lands (conditional on the owner and incarnation only).
+  renewed = store.renew_leadership(*led);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->counter, led->counter + 2);
+  EXPECT_EQ(store.acquire_leadership(*led, "worker-b", "x").status().code(),
+            StatusCode::kConditionFailed)
+      << "a lock seen before a renewal cannot be taken";
+  // leasesVersion moves without disturbing the holder's conditions.
+  ASSERT_TRUE(store.note_leases_changed().ok());
+  auto all = store.read_all();
+  ASSERT_TRUE(all.ok() && all->leader);
+  EXPECT_EQ(all->leader->leases_version, 1);
+  auto renewed2 = store.renew_leadership(*renewed);
+  ASSERT_TRUE(renewed2.ok()) << renewed2.status();
+  // Taken over on what was seen (the lock lapsed), by another worker.
+  auto taken = store.acquire_leadership(*all->leader, "worker-b", "inc-b");
+  EXPECT_EQ(taken.status().code(), StatusCode::kConditionFailed) << "the holder renewed since";
+  all = store.read_all();
+  ASSERT_TRUE(all.ok() && all->leader);
+  taken = store.acquire_leadership(*all->leader, "worker-b", "inc-b");
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ(store.renew_leadership(*renewed2).status().code(), StatusCode::kConditionFailed)
+      << "the old holder learns it lost the lock";
+  ASSERT_TRUE(store.release_leadership(*taken).ok());
+  all = store.read_all();
+  ASSERT_TRUE(all.ok() && all->leader);
+  EXPECT_FALSE(all->leader->owner) << "released: nobody leads";
+  EXPECT_EQ(all->leader->leases_version, 1);
+
+  // Fencing: conditional on the value seen; afterwards the incarnation can never renew.
+  EXPECT_EQ(store.fence_worker(*registered).code(), StatusCode::kConditionFailed)
+      << "it renewed since that value";
+  ASSERT_TRUE(store.fence_worker(*beat2).ok());
+  EXPECT_EQ(store.heartbeat(*beat2, report).status().code(), StatusCode::kConditionFailed);
+  own = store.read_own("worker-a");
+  ASSERT_TRUE(own.ok());
+  EXPECT_FALSE(own->self);
+
+  // A new incarnation replaces whatever was there; deregister removes only its own entry.
+  WorkerEntry a2 = a;
+  a2.incarnation = "inc-2";
+  ASSERT_TRUE(store.register_worker(a2).ok());
+  EXPECT_EQ(store.deregister_worker(a).code(), StatusCode::kConditionFailed);
+  ASSERT_TRUE(store.deregister_worker(a2).ok());
+  all = store.read_all();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->workers.empty());
+}
+
+}  // namespace kcl::leases::testing

@@ -1,0 +1,20 @@
+// The CoordinationStore contract on the in-memory store (the same sequence runs on the
+// DynamoDB store against dynalite in tests/integration/leases).
+#include "assignment/in_memory_coordination_store.h"
+
+#include <gtest/gtest.h>
+
+#include "unit/assignment/coordination_store_contract.h"
+
+namespace kcl::leases {
+namespace {
+
+using namespace ::kcl::assignment;
+
+TEST(InMemoryCoordinationStoreTest, Contract) {
+  InMemoryCoordinationStore store;
+  testing::check_coordination_store_contract(store);
+}
+
+}  // namespace
+}  // namespace kcl::leases

@@ -1,0 +1,361 @@
+// Leader-based assignment (LeaseAssignment::kLeader) end to end on a ManualClock: real
+// LeaseCoordinators and AssignmentAgents over in-memory lease and coordination stores, each
+// worker's heartbeat, poll and leader steps run when they ask to. After every step the test
+// checks the safety invariant: no lease is held (LeaseCoordinator::holds) by two workers.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "assignment/assignment_agent.h"
+#include "assignment/in_memory_coordination_store.h"
+#include "unit/assignment/leader_test_util.h"
+#include "unit/leases/lease_test_util.h"
+
+namespace kcl::leases {
+namespace {
+
+using namespace ::kcl::assignment;
+
+using namespace std::chrono_literals;
+using testing::shard;
+
+class NodeListener final : public LeaseListener {
+ public:
+  void on_lease_gained(const Lease& lease) override { gained.push_back(lease.lease_key); }
+  void on_lease_lost(const std::string& key, const Status&) override { lost.push_back(key); }
+  void on_handoff_requested(const std::string& key, const std::string&) override {
+    handoffs.push_back(key);
+  }
+  std::vector<std::string> gained, lost, handoffs;
+};
+
+struct Node {
+  std::string id;
+  std::unique_ptr<LeaderAssignment> assignment;
+  HeldLeases* coordinator = nullptr;  // the assignment's held leases
+  AssignmentAgent* agent = nullptr;   // its steps, run by the test
+  NodeListener listener;
+  bool running = true;
+  bool complete_handoffs = true;  // as a worker whose processor checkpoints at once
+  Clock::MonoTime next_heartbeat, next_poll, next_lead;
+  std::size_t held() const { return coordinator->held_count(); }
+};
+
+class LeaderAssignmentTest : public ::testing::Test {
+ protected:
+  LeaseConfig config(const std::string& id) {
+    LeaseConfig c;
+    c.application_name = "leader-test";
+    c.worker_id = id;
+    c.assignment = LeaseAssignment::kLeader;
+    c.interval_jitter = 0;
+    return c;
+  }
+
+  Node& start(const std::string& id, std::function<void(LeaseConfig&)> tweak = {}) {
+    auto n = std::make_unique<Node>();
+    n->id = id;
+    LeaseConfig c = config(id);
+    if (tweak) tweak(c);
+    n->assignment =
+        testing::make_leader_assignment(c, leases_, coordination_, clock_, metrics_, nullptr,
+                                        static_cast<std::uint64_t>(nodes_.size() + 7));
+    n->coordinator = &n->assignment->held();
+    n->agent = &n->assignment->agent();
+    n->coordinator->set_listener(&n->listener);
+    n->next_heartbeat = n->next_poll = n->next_lead = clock_.now();
+    nodes_.push_back(std::move(n));
+    return *nodes_.back();
+  }
+
+  Node& node(const std::string& id) {
+    for (auto& n : nodes_) {
+      if (n->id == id) return *n;
+    }
+    throw std::runtime_error("no node " + id);
+  }
+
+  Node* leader() {
+    for (auto& n : nodes_) {
+      if (n->running && n->agent->leading()) return n.get();
+    }
+    return nullptr;
+  }
+
+  void check_invariant() {
+    std::map<std::string, int> holders;
+    for (auto& n : nodes_) {
+      for (const Lease& l : n->coordinator->held_leases()) ++holders[l.lease_key];
+    }
+    for (auto& [key, count] : holders) {
+      if (count > 1) {
+        ++violations_;
+        ADD_FAILURE() << key << " held by " << count << " workers at once";
+      }
+    }
+  }
+
+  void step(Node& n) {
+    const auto now = clock_.now();
+    if (n.next_heartbeat <= now) n.next_heartbeat = n.agent->heartbeat_step();
+    check_invariant();
+    if (n.next_poll <= now) {
+      n.next_poll = n.agent->poll_step();
+      if (n.complete_handoffs) {
+        auto keys = std::move(n.listener.handoffs);
+        n.listener.handoffs.clear();
+        for (const auto& k : keys) (void)n.coordinator->complete_handoff(k);
+      }
+    }
+    check_invariant();
+    if (n.next_lead <= now) n.next_lead = n.agent->leader_step();
+    check_invariant();
+  }
+
+  // Runs every running node's due steps, 10 ms of fake time at a time, until `done` or
+  // `limit` of fake time has passed. Returns whether `done` became true.
+  bool run_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+    const auto end = clock_.now() + limit;
+    while (clock_.now() < end) {
+      for (auto& n : nodes_) {
+        if (n->running) step(*n);
+      }
+      if (done()) return true;
+      clock_.advance(10ms);
+    }
+    return done();
+  }
+  void run_for(std::chrono::milliseconds d) {
+    (void)run_until([] { return false; }, d);
+  }
+  std::size_t total_gains() const {
+    std::size_t n = 0;
+    for (auto& node : nodes_) n += node->listener.gained.size();
+    return n;
+  }
+
+  ManualClock clock_;
+  InMemoryLeaseStore leases_;
+  InMemoryCoordinationStore coordination_;
+  testing::RecordingMetrics metrics_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  int violations_ = 0;
+};
+
+TEST_F(LeaderAssignmentTest, AJoiningWorkerHoldsItsShareWithinSecondsAndNothingMovesAfterwards) {
+  testing::add_free_leases(leases_, 8);
+  Node& a = start("a");
+  ASSERT_TRUE(run_until([&] { return a.held() == 8; }, 10s)) << "a holds " << a.held();
+  ASSERT_TRUE(a.agent->leading());
+
+  const auto joined = clock_.now();
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return b.held() == 4 && a.held() == 4; }, 10s))
+      << "a " << a.held() << ", b " << b.held();
+  const auto took = clock_.now() - joined;
+  EXPECT_LE(took, 5s) << "join took "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms";
+  EXPECT_EQ(a.listener.lost.size(), 0u) << "planned moves are handoffs, not losses";
+  EXPECT_EQ(a.listener.handoffs.size(), 0u);
+
+  const std::size_t gains = total_gains();
+  run_for(60s);
+  EXPECT_EQ(total_gains(), gains) << "no lease moved in the minute after the join";
+  EXPECT_EQ(a.held() + b.held(), 8u);
+  EXPECT_EQ(violations_, 0);
+}
+
+TEST_F(LeaderAssignmentTest, ACrashedWorkersLeasesMoveWithinFailoverPlusTwoSeconds) {
+  testing::add_free_leases(leases_, 8);
+  Node& a = start("a");
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return a.held() == 4 && b.held() == 4; }, 15s));
+  const auto a_leases_before = a.coordinator->held_leases();
+
+  b.running = false;  // SIGKILL
+  const auto crashed = clock_.now();
+  ASSERT_TRUE(run_until([&] { return a.held() == 8; }, 30s));
+  const auto took = clock_.now() - crashed;
+  EXPECT_LE(took, 12s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  EXPECT_GE(took, 5s) << "not before the crashed worker's hold could have lapsed";
+  for (const Lease& l : a_leases_before) {
+    EXPECT_EQ(std::count(a.listener.lost.begin(), a.listener.lost.end(), l.lease_key), 0)
+        << "the survivor's own leases never move";
+  }
+  EXPECT_EQ(violations_, 0);
+}
+
+TEST_F(LeaderAssignmentTest, TheLeadersOwnCrashIsSurvivedWithinTheSameBound) {
+  testing::add_free_leases(leases_, 9);
+  start("a");
+  start("b");
+  start("c");
+  ASSERT_TRUE(run_until(
+      [&] {
+        for (auto& n : nodes_) {
+          if (n->held() != 3) return false;
+        }
+        return true;
+      },
+      20s));
+  Node* old = leader();
+  ASSERT_NE(old, nullptr);
+  old->running = false;
+  const auto crashed = clock_.now();
+  ASSERT_TRUE(run_until(
+      [&] {
+        std::size_t held = 0;
+        for (auto& n : nodes_) {
+          if (n->running) held += n->held();
+        }
+        return held == 9;
+      },
+      30s));
+  const auto took = clock_.now() - crashed;
+  EXPECT_LE(took, 12s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  Node* now_leading = leader();
+  ASSERT_NE(now_leading, nullptr);
+  EXPECT_NE(now_leading, old);
+  EXPECT_EQ(violations_, 0);
+}
+
+TEST_F(LeaderAssignmentTest, AZombieIsFencedAndNeverHoldsALeaseAnotherWorkerHolds) {
+  testing::add_free_leases(leases_, 6);
+  Node& a = start("a");
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return a.held() == 3 && b.held() == 3; }, 15s));
+  Node& zombie = a.agent->leading() ? b : a;
+  Node& other = &zombie == &a ? b : a;
+  zombie.running = false;  // SIGSTOP
+  ASSERT_TRUE(run_until([&] { return other.held() == 6; }, 30s));
+  zombie.running = true;  // SIGCONT: its clock says its hold lapsed long ago
+  ASSERT_TRUE(run_until([&] { return zombie.held() == 3 && other.held() == 3; }, 20s));
+  EXPECT_EQ(zombie.listener.lost.size(), 3u) << "it learned it lost its old leases";
+  EXPECT_GE(zombie.agent->membership().incarnations(), 2u) << "it joined again as new";
+  EXPECT_EQ(violations_, 0);
+}
+
+TEST_F(LeaderAssignmentTest, AStalledRenewalCallCostsNoLease) {
+  testing::add_free_leases(leases_, 6);
+  Node& a = start("a");
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return a.held() == 3 && b.held() == 3; }, 15s));
+  // Every call of b fails (a stalled connection) for 3 s: one heartbeat fails, the retry a
+  // fifth of an interval later fails too, a later one succeeds well before the hold lapses.
+  coordination_.set_partitioned("b", true);
+  run_for(3s);
+  coordination_.set_partitioned("b", false);
+  run_for(20s);
+  EXPECT_EQ(b.listener.lost.size(), 0u);
+  EXPECT_EQ(b.held(), 3u);
+  EXPECT_EQ(a.held(), 3u);
+
+  // Cut off past its hold: it stops holding before anyone else may take its leases.
+  coordination_.set_partitioned("b", true);
+  ASSERT_TRUE(run_until([&] { return a.held() == 6; }, 30s));
+  EXPECT_EQ(b.held(), 0u);
+  EXPECT_EQ(b.listener.lost.size(), 3u);
+  EXPECT_EQ(violations_, 0);
+}
+
+TEST_F(LeaderAssignmentTest, AnOldOwnerThatNeverFinishesIsOverriddenAfterTheHandoffTimeout) {
+  testing::add_free_leases(leases_, 4);
+  Node& a = start("a", [](LeaseConfig& c) { c.handoff_timeout = 8s; });
+  ASSERT_TRUE(run_until([&] { return a.held() == 4; }, 10s));
+  a.complete_handoffs = false;  // its processor is stuck in a batch
+  Node& b = start("b", [](LeaseConfig& c) { c.handoff_timeout = 8s; });
+  run_for(5s);
+  EXPECT_EQ(b.held(), 0u) << "b waits for a to finish";
+  ASSERT_TRUE(run_until([&] { return b.held() == 2; }, 10s));
+  EXPECT_GE(metrics_.count_of("leases.handoffs_forced"), 2);
+  EXPECT_EQ(a.held(), 2u) << "a learned it lost them (its next write fails)";
+}
+
+TEST_F(LeaderAssignmentTest, ACheckpointDuringAHandoffIsAcceptedFromTheOldOwner) {
+  testing::add_free_leases(leases_, 1);
+  Node& a = start("a");
+  ASSERT_TRUE(run_until([&] { return a.held() == 1; }, 10s));
+  Lease held = *a.coordinator->held_lease(shard(0));
+  // The leader asks for a handoff to "b" (as LeaseLeader does), before a has noticed.
+  ASSERT_TRUE(leases_.initiate_handoff(held, "b").ok());
+  CheckpointFields f;
+  f.checkpoint = ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136588898");
+  auto written = a.coordinator->update_checkpoint(shard(0), f);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->checkpoint, f.checkpoint);
+  EXPECT_EQ(written->checkpoint_owner, std::optional<std::string>("a"));
+  EXPECT_EQ(a.listener.handoffs, std::vector<std::string>{shard(0)})
+      << "the write that found the handoff told the listener";
+  ASSERT_TRUE(a.coordinator->complete_handoff(shard(0)).ok());
+  auto stored = leases_.peek(shard(0));
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->lease_owner, std::optional<std::string>("b"));
+  EXPECT_FALSE(stored->checkpoint_owner);
+  EXPECT_EQ(stored->checkpoint, f.checkpoint) << "the new owner starts after the checkpoint";
+}
+
+TEST_F(LeaderAssignmentTest, LeasesOfAnUnknownOwnerAreTakenOnlyOnceTheirCounterStopsMoving) {
+  Lease dead;
+  dead.lease_key = shard(0);
+  dead.lease_owner = "java-worker-gone";
+  dead.lease_counter = 40;
+  leases_.put(dead);
+  Lease alive;
+  alive.lease_key = shard(1);
+  alive.lease_owner = "java-worker-alive";
+  alive.lease_counter = 7;
+  leases_.put(alive);
+  Node& a = start("a");
+  // The live one renews every 3 s, as a Java KCL 2.x worker does.
+  auto renew_alive = [&] {
+    Lease l = *leases_.peek(shard(1));
+    ASSERT_TRUE(leases_.renew_lease(l).ok());
+  };
+  for (int i = 0; i < 10; ++i) {
+    run_for(3s);
+    renew_alive();
+  }
+  EXPECT_TRUE(a.coordinator->holds(shard(0))) << "taken after the failover time";
+  EXPECT_FALSE(a.coordinator->holds(shard(1))) << "a renewing owner keeps its lease";
+  EXPECT_EQ(leases_.peek(shard(1))->lease_owner, std::optional<std::string>("java-worker-alive"));
+}
+
+TEST_F(LeaderAssignmentTest, ALeaseAssignedWithoutAPostIsFoundThroughTheLeaseCount) {
+  testing::add_free_leases(leases_, 2);
+  Node& a = start("a");
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return a.held() == 1 && b.held() == 1; }, 15s));
+  // A third lease assigned to b in the table, its inbox post lost (a leader crashed between
+  // the two writes).
+  Lease extra;
+  extra.lease_key = shard(2);
+  leases_.put(extra);
+  ASSERT_TRUE(leases_.take_lease(extra, "b").ok());
+  ASSERT_TRUE(coordination_.note_leases_changed().ok());
+  ASSERT_TRUE(run_until([&] { return b.coordinator->holds(shard(2)); }, 30s))
+      << "b never adopted the lease the table gives it";
+  EXPECT_EQ(violations_, 0);
+}
+
+TEST_F(LeaderAssignmentTest, AGracefulLeaveHandsEverythingOverAtOnce) {
+  testing::add_free_leases(leases_, 6);
+  Node& a = start("a");
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return a.held() == 3 && b.held() == 3; }, 15s));
+  Node& leaving = b.agent->leading() ? b : a;  // the leader leaves: the harder case
+  Node& staying = &leaving == &a ? b : a;
+  ASSERT_TRUE(leaving.coordinator->release_all().ok());
+  leaving.running = false;
+  ASSERT_TRUE(leaving.agent->leave().ok());
+  const auto left = clock_.now();
+  ASSERT_TRUE(run_until([&] { return staying.held() == 6; }, 15s));
+  EXPECT_LE(clock_.now() - left, 4s);
+  EXPECT_TRUE(staying.agent->leading());
+  EXPECT_EQ(violations_, 0);
+}
+
+}  // namespace
+}  // namespace kcl::leases
