@@ -249,6 +249,53 @@ void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::Mo
                                                : ""));
 }
 
+// The leases side of a poll: what was given up when the membership last ended and is still
+// this worker's is adopted first (a fence moves it elsewhere before, and every take is
+// conditional, so at most one worker gets each); then the inbox; then handoffs coming in,
+// and those going out (a receiver that took one anyway after handoff_timeout is noticed here,
+// even if no write of ours would notice). False when keys are left to look at again soon.
+bool AssignmentAgent::poll_leases(const WorkerEntry& self) {
+  bool done = true;
+  if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
+    done = adopter_.look_at(given_up).status.ok();
+  }
+  done = look_at_inbox(self) && done;
+  if (adopter_.has_pending_incoming()) (void)adopter_.poll_incoming_handoffs();
+  for (const auto& [key, to] : held_.pending_handoffs()) (void)held_.refresh_held(key);
+  return done;
+}
+
+// The lock as the poll read it: notes when it last changed, forgets a take of it whose answer
+// was lost when the lock shows another holder, and says whether to try to lead: when nobody
+// leads, when it names this worker (an earlier incarnation that stopped, or this one's take
+// whose answer was lost), or when it has not moved for failover_time.
+bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
+                                   const std::string& incarnation, Clock::MonoTime now) {
+  bool lead = false;
+  bool clear_leader_basis = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lock_seen_ || !seen || lock_seen_->counter != seen->counter ||
+        lock_seen_->owner != seen->owner) {
+      lock_changed_at_ = now;
+    }
+    lock_seen_ = seen;
+    if (taken_from_ && !lock_held_ &&
+        (!seen || seen->owner != config_.worker_id || seen->owner_incarnation != incarnation)) {
+      // A take of the lock whose answer was lost did not land (or was taken over since, by
+      // when this worker's hold had lapsed): the lock no longer bounds this worker's hold.
+      taken_from_.reset();
+      clear_leader_basis = true;
+    }
+    if (!lock_held_ && !adopter_.taking_stopped()) {
+      lead = !seen || !seen->owner || *seen->owner == config_.worker_id ||
+             now - lock_changed_at_ >= config_.failover_time;
+    }
+  }
+  if (clear_leader_basis) membership_.set_leader_basis(std::nullopt);
+  return lead;
+}
+
 Clock::MonoTime AssignmentAgent::poll_step() {
   const milliseconds interval = config_.poll_interval;
   auto before = membership_.entry();
@@ -261,68 +308,17 @@ Clock::MonoTime AssignmentAgent::poll_step() {
     stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
     return clock_.now() + interval;
   }
-  bool unfinished = false;  // keys left in the inbox after a failed read: look again soon
-  if (view->self) {
-    // Registered again after the membership ended: what was given up and is still this
-    // worker's in the table is adopted now (a fence moves it elsewhere first, and every take
-    // is conditional, so at most one worker gets each).
-    if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
-      unfinished = !adopter_.look_at(given_up).status.ok();
-    }
-    unfinished = !look_at_inbox(*view->self) || unfinished;
-  }
-  if (adopter_.has_pending_incoming()) (void)adopter_.poll_incoming_handoffs();
-  // Handoffs this worker is finishing: a receiver that took one anyway (handoff_timeout) is
-  // noticed here, even if no write of ours would notice.
-  for (const auto& [key, to] : held_.pending_handoffs()) {
-    (void)held_.refresh_held(key);
-  }
-
-  // The lock: note when it last changed; lead when nobody does.
+  const bool unfinished = view->self && !poll_leases(*view->self);
   const auto now = clock_.now();
-  bool lead = false;
-  bool clear_leader_basis = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto& seen = view->leader;
-    if (!lock_seen_ || !seen || lock_seen_->counter != seen->counter ||
-        lock_seen_->owner != seen->owner) {
-      lock_changed_at_ = now;
-    }
-    lock_seen_ = seen;
-    if (taken_from_ && !lock_held_ &&
-        (!seen || seen->owner != config_.worker_id ||
-         seen->owner_incarnation != before->incarnation)) {
-      // A take of the lock whose answer was lost did not land (or was taken over since, by
-      // when this worker's hold had lapsed): the lock no longer bounds this worker's hold.
-      taken_from_.reset();
-      clear_leader_basis = true;
-    }
-    if (!lock_held_ && !adopter_.taking_stopped()) {
-      if (!seen || !seen->owner) {
-        lead = true;
-      } else if (*seen->owner == config_.worker_id) {
-        // An earlier incarnation of this worker led (it has stopped), or this incarnation's
-        // own take of the lock landed although its answer was lost.
-        lead = true;
-      } else if (now - lock_changed_at_ >= config_.failover_time) {
-        lead = true;  // the leader has been silent for the failover time
-      }
-    }
-  }
-  if (clear_leader_basis) membership_.set_leader_basis(std::nullopt);
-  if (lead) try_lead(view->leader, now);
-
+  if (observe_lock(view->leader, before->incarnation, now)) try_lead(view->leader, now);
   bool confirming;
   {
     std::lock_guard<std::mutex> lock(mu_);
     confirming = taken_from_.has_value();  // a take of the lock whose answer was lost
   }
-  const milliseconds next = unfinished || confirming || adopter_.has_pending_incoming() ||
-                                    !held_.pending_handoffs().empty()
-                                ? std::min(interval, milliseconds(250))
-                                : interval;
-  return clock_.now() + jittered(next);
+  const bool busy = unfinished || confirming || adopter_.has_pending_incoming() ||
+                    !held_.pending_handoffs().empty();
+  return clock_.now() + jittered(busy ? std::min(interval, milliseconds(250)) : interval);
 }
 
 Clock::MonoTime AssignmentAgent::leader_step() {

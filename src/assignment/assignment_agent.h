@@ -82,6 +82,9 @@ class AssignmentAgent {
   std::optional<std::string> assign_veto() const;
   // False when some keys could not be looked at (they stay in the inbox).
   bool look_at_inbox(const WorkerEntry& self);
+  bool poll_leases(const WorkerEntry& self);
+  bool observe_lock(const std::optional<LeaderEntry>& seen, const std::string& incarnation,
+                    Clock::MonoTime now);
 
   // What the heartbeat reports, and what is done when the membership ends.
   WorkerEntry heartbeat_report();

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "assignment/coordination_store.h"
 #include "kcl/lease.h"
 
 namespace kcl::assignment {
@@ -59,5 +60,30 @@ struct Plan {
 };
 
 Plan plan_assignment(const PlanInput& input);
+
+// What the leader knows when it plans (LeaseLeader gathers it each pass).
+struct LeaderKnowledge {
+  std::vector<WorkerEntry> workers;            // the live workers' entries
+  const std::map<std::string, Lease>* leases;  // the lease table as the leader knows it
+  std::vector<std::string> orphans;            // leases to place whatever their owner says
+  // The membership has not changed for a while (see lease_leader.h): free leases may be
+  // placed and leases rebalanced; while it changes, only the leases of dead workers move.
+  bool settled = true;
+  int max_leases_per_worker = 0;  // 0: no cap
+};
+
+struct PlanRequest {
+  PlanInput input;
+  // Every owned lease has a weight from its reader. A lease that moved a moment ago has no
+  // estimate from its new reader yet: rebalancing waits for it (orphans are still placed),
+  // or it would chase stale weights.
+  bool weights_complete = true;
+};
+
+// The plan's input from what the leader knows, as a pure function: a draining worker gets
+// nothing more; leases at SHARD_END are not assignable; while unsettled, free leases wait;
+// each lease weighs what its reader published (KB/s), at least 1 so that idle shards spread
+// by count.
+PlanRequest build_plan_input(const LeaderKnowledge& known);
 
 }  // namespace kcl::assignment

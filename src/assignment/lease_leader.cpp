@@ -51,8 +51,9 @@ LeaderStats LeaseLeader::stats() const {
   return stats_;
 }
 
-Status LeaseLeader::observe_workers(const CoordinationView& view, LeaderPassResult& r,
-                                    bool& changed) {
+// Notes every worker's entry: joins, new incarnations and heartbeats (when each value was
+// first seen, on this clock); a worker whose entry is gone left.
+void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
   const auto now = clock_.now();
   std::set<std::string> present;
   for (const WorkerEntry& w : view.workers) {
@@ -88,36 +89,39 @@ Status LeaseLeader::observe_workers(const CoordinationView& view, LeaderPassResu
     scan_needed_ = true;
     it = workers_.erase(it);
   }
+}
 
-  // The previous leader's incarnation ended with its lock: fence it at once.
-  if (fence_previous_) {
-    const auto& [id, incarnation] = *fence_previous_;
-    auto it = workers_.find(id);
-    if (it == workers_.end()) {
-      if (id != config_.worker_id) dead_.insert(id);
-      fence_previous_.reset();
-    } else if (it->second.entry.incarnation != incarnation) {
-      fence_previous_.reset();  // it registered again: alive, holding nothing of before
-    } else {
-      Status s = coordination_.fence_worker(it->second.entry);
-      if (s.ok() || s.code() == StatusCode::kConditionFailed) {
-        // Fenced now, or its entry changed (a late heartbeat of that incarnation still
-        // cannot extend its hold; the next pass looks again).
-        if (s.ok()) {
-          log(LogLevel::kWarn, "fenced the previous leader " + id + " (its lock lapsed)");
-          dead_.insert(id);
-          workers_.erase(it);
-          ++r.fenced;
-          changed = true;
-          fence_previous_.reset();
-        }
-      } else {
-        return s.with_context("fencing the previous leader " + id + ": ");
-      }
-    }
+// The previous leader's incarnation ended with its lock: fence it at once.
+Status LeaseLeader::fence_previous_leader(LeaderPassResult& r, bool& changed) {
+  if (!fence_previous_) return Status::Ok();
+  const auto [id, incarnation] = *fence_previous_;
+  auto it = workers_.find(id);
+  if (it == workers_.end()) {
+    if (id != config_.worker_id) dead_.insert(id);
+    fence_previous_.reset();
+    return Status::Ok();
   }
+  if (it->second.entry.incarnation != incarnation) {
+    fence_previous_.reset();  // it registered again: alive, holding nothing of before
+    return Status::Ok();
+  }
+  Status s = coordination_.fence_worker(it->second.entry);
+  // A failed condition: its entry changed (a late heartbeat of that incarnation still cannot
+  // extend its hold); the next pass looks again.
+  if (s.code() == StatusCode::kConditionFailed) return Status::Ok();
+  if (!s.ok()) return s.with_context("fencing the previous leader " + id + ": ");
+  log(LogLevel::kWarn, "fenced the previous leader " + id + " (its lock lapsed)");
+  dead_.insert(id);
+  workers_.erase(it);
+  ++r.fenced;
+  changed = true;
+  fence_previous_.reset();
+  return Status::Ok();
+}
 
-  // Silent workers: fenced once unchanged for failover_time on this clock.
+// Silent workers: fenced once unchanged for failover_time on this clock.
+Status LeaseLeader::fence_silent(LeaderPassResult& r, bool& changed) {
+  const auto now = clock_.now();
   for (auto it = workers_.begin(); it != workers_.end();) {
     Observed& o = it->second;
     if (it->first == config_.worker_id || now - o.changed_at < config_.failover_time) {
@@ -140,6 +144,46 @@ Status LeaseLeader::observe_workers(const CoordinationView& view, LeaderPassResu
     it = workers_.erase(it);
   }
   return Status::Ok();
+}
+
+// Step 1 of a pass: reads every worker's entry, notes them, and fences the previous leader
+// and the silent; a lease-set change noted by any worker (leasesVersion) asks for a scan.
+Status LeaseLeader::observe(LeaderPassResult& r, bool& changed) {
+  auto view = coordination_.read_all();
+  if (!view.ok()) return view.status().with_context("reading the workers: ");
+  note_entries(*view, changed);
+  KCL_RETURN_IF_ERROR(fence_previous_leader(r, changed));
+  KCL_RETURN_IF_ERROR(fence_silent(r, changed));
+  if (view->leader && leases_version_ != view->leader->leases_version) {
+    if (leases_version_) scan_needed_ = true;
+    leases_version_ = view->leader->leases_version;
+  }
+  if (changed && !dead_.empty()) scan_needed_ = true;
+  r.workers = static_cast<int>(workers_.size());
+  return Status::Ok();
+}
+
+// Step 2: reads the lease table when it must (see the header).
+Status LeaseLeader::scan_if_due(LeaderPassResult& r) {
+  const auto now = clock_.now();
+  if (!scan_needed_ && last_scan_ && now - *last_scan_ < config_.lease_scan_interval) {
+    return Status::Ok();
+  }
+  return scan(r);
+}
+
+// Settling (see the header): true when the membership has not changed for two leader polls,
+// or has kept changing for failover_time / 2. A new leader starts unsettled.
+bool LeaseLeader::settled(bool changed) {
+  const auto now = clock_.now();
+  if (changed || !last_change_) {
+    last_change_ = now;
+    if (!burst_start_) burst_start_ = now;
+  }
+  const bool settled = !burst_start_ || now - *last_change_ >= config_.leader_poll_interval * 2 ||
+                       now - *burst_start_ >= config_.failover_time / 2;
+  if (settled) burst_start_.reset();
+  return settled;
 }
 
 Status LeaseLeader::scan(LeaderPassResult& r) {
@@ -171,8 +215,7 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
 // still an orphan, and a take whose answer was lost (it may have landed) is recognised by the
 // owner it wrote. A lease the read finds owned by a live worker is posted to it either way:
 // the post is how that worker learns of it. Returns false when the pass should stop.
-bool LeaseLeader::assign(const Move& move, std::map<std::string, std::vector<std::string>>& inbox,
-                         LeaderPassResult& r) {
+bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
   Lease seen = cache_.at(move.lease_key);
   auto taken = leases_.take_lease(seen, move.to);
   if (!taken.ok()) {
@@ -221,68 +264,79 @@ Result<std::optional<Lease>> LeaseLeader::reread(const std::string& key) {
   return read;
 }
 
-std::vector<std::string> LeaseLeader::find_orphans(const std::set<std::string>& live,
-                                                   Status& status) {
+// A lease whose owners this leader knows (live or fenced by it): an orphan when it is free,
+// or its owner was fenced; one whose old owner was fenced mid-handoff gets its handoff
+// finished on that owner's behalf, so the worker it was going to starts (reading from the
+// checkpoint; the receiver polls its pending handoffs, no post needed). False when the store
+// failed.
+bool LeaseLeader::judge_known(const Lease& lease, std::vector<std::string>& orphans,
+                              Status& status) {
+  const std::string& key = lease.lease_key;
+  unknown_.erase(key);
+  if (!lease.lease_owner) {
+    if (!lease.checkpoint_owner) orphans.push_back(key);
+    return true;
+  }
+  if (lease.checkpoint_owner && dead_.count(*lease.checkpoint_owner)) {
+    auto fresh = reread(key);
+    if (!fresh.ok()) {
+      status = fresh.status();
+      return false;
+    }
+    if (*fresh && (**fresh).checkpoint_owner == lease.checkpoint_owner) {
+      auto done = leases_.evict_lease(**fresh);
+      if (done.ok()) cache_[key] = *done;
+    }
+    return true;
+  }
+  if (!lease.checkpoint_owner && dead_.count(*lease.lease_owner)) orphans.push_back(key);
+  return true;
+}
+
+// A lease owned by a worker this leader knows nothing of: expired once its counter has not
+// moved for failover_time, as seen here (re-read when due; assigned conditional on that
+// counter). False when the store failed.
+bool LeaseLeader::judge_unknown(const Lease& lease, std::vector<std::string>& orphans,
+                                Status& status) {
+  const std::string& key = lease.lease_key;
   const auto now = clock_.now();
+  auto [u, inserted] = unknown_.try_emplace(key, Unknown{lease.lease_counter, now});
+  if (!inserted && u->second.counter != lease.lease_counter) {
+    u->second = Unknown{lease.lease_counter, now};
+  }
+  if (now - u->second.since < config_.failover_time) return true;
+  auto fresh = reread(key);
+  if (!fresh.ok()) {
+    status = fresh.status();
+    return false;
+  }
+  if (!*fresh) {
+    unknown_.erase(key);
+  } else if ((**fresh).lease_counter != u->second.counter) {
+    u->second = Unknown{(**fresh).lease_counter, now};
+  } else {
+    orphans.push_back(key);
+  }
+  return true;
+}
+
+std::vector<std::string> LeaseLeader::find_orphans(Status& status) {
   std::vector<std::string> orphans;
   std::vector<std::string> keys;
   keys.reserve(cache_.size());
   for (const auto& [key, lease] : cache_) keys.push_back(key);
+  auto known = [&](const std::optional<std::string>& w) {
+    return !w || workers_.count(*w) || dead_.count(*w);
+  };
   for (const std::string& key : keys) {
     auto found = cache_.find(key);
     if (found == cache_.end()) continue;
-    const Lease lease = found->second;
+    const Lease lease = found->second;  // a copy: judging may update the cache
     if (lease.checkpoint.is_shard_end()) continue;
-    auto known = [&](const std::optional<std::string>& w) {
-      return !w || live.count(*w) || dead_.count(*w);
-    };
-    if (known(lease.lease_owner) && known(lease.checkpoint_owner)) {
-      unknown_.erase(key);
-      if (!lease.lease_owner) {
-        if (!lease.checkpoint_owner) orphans.push_back(key);
-        continue;
-      }
-      if (lease.checkpoint_owner && dead_.count(*lease.checkpoint_owner)) {
-        // Its old owner was fenced mid-handoff: finish the handoff on its behalf, so the
-        // worker it was going to starts (reading from the checkpoint).
-        auto fresh = reread(key);
-        if (!fresh.ok()) {
-          status = fresh.status();
-          return orphans;
-        }
-        if (*fresh && (**fresh).checkpoint_owner == lease.checkpoint_owner) {
-          auto done = leases_.evict_lease(**fresh);
-          if (done.ok()) cache_[key] = *done;
-          if (lease.lease_owner && live.count(*lease.lease_owner)) {
-            // The receiver polls its pending handoffs; no post needed.
-          }
-        }
-        continue;
-      }
-      if (!lease.checkpoint_owner && dead_.count(*lease.lease_owner)) orphans.push_back(key);
-      continue;
-    }
-    // Owned by a worker this leader knows nothing of: expired once its counter has not moved
-    // for failover_time, as seen here (re-read when due).
-    auto [u, inserted] = unknown_.try_emplace(key, Unknown{lease.lease_counter, now});
-    if (!inserted && u->second.counter != lease.lease_counter) {
-      u->second = Unknown{lease.lease_counter, now};
-    }
-    if (now - u->second.since < config_.failover_time) continue;
-    auto fresh = reread(key);
-    if (!fresh.ok()) {
-      status = fresh.status();
-      return orphans;
-    }
-    if (!*fresh) {
-      unknown_.erase(key);
-      continue;
-    }
-    if ((**fresh).lease_counter != u->second.counter) {
-      u->second = Unknown{(**fresh).lease_counter, now};
-      continue;
-    }
-    orphans.push_back(key);  // assigned conditional on this counter
+    const bool ok = known(lease.lease_owner) && known(lease.checkpoint_owner)
+                        ? judge_known(lease, orphans, status)
+                        : judge_unknown(lease, orphans, status);
+    if (!ok) break;
   }
   return orphans;
 }
@@ -443,129 +497,43 @@ Status LeaseLeader::authorised() const {
   return Status::Ok();
 }
 
-LeaderPassResult LeaseLeader::run_pass() {
-  LeaderPassResult r;
-  if (!active_) return r;
-  r.status = authorised();
-  if (!r.status.ok()) return r;
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.passes;
-  }
-  auto view = coordination_.read_all();
-  if (!view.ok()) {
-    r.status = view.status().with_context("reading the workers: ");
-    return r;
-  }
-  bool changed = false;
-  r.status = observe_workers(*view, r, changed);
-  if (!r.status.ok()) return r;
-  if (view->leader && leases_version_ != view->leader->leases_version) {
-    if (leases_version_) scan_needed_ = true;
-    leases_version_ = view->leader->leases_version;
-  }
-  if (changed && !dead_.empty()) scan_needed_ = true;
-  const auto now = clock_.now();
-  if (scan_needed_ || !last_scan_ || now - *last_scan_ >= config_.lease_scan_interval) {
-    r.status = scan(r);
-    if (!r.status.ok()) return r;
-  }
-
-  std::set<std::string> live;
-  for (const auto& [id, o] : workers_) live.insert(id);
-  r.workers = static_cast<int>(live.size());
-
-  Status orphan_status;
-  std::vector<std::string> orphans = find_orphans(live, orphan_status);
-  if (!orphan_status.ok()) {
-    r.status = orphan_status;
-    return r;
-  }
-
-  // Settling: see the header. A new leader starts unsettled (it has just seen everyone).
-  if (changed || !last_change_) {
-    last_change_ = now;
-    if (!burst_start_) burst_start_ = now;
-  }
-  const auto settle = config_.leader_poll_interval * 2;
-  const bool settled = !burst_start_ || now - *last_change_ >= settle ||
-                       now - *burst_start_ >= config_.failover_time / 2;
-  if (settled) burst_start_.reset();
-  if (!settled) {
-    std::erase_if(orphans, [&](const std::string& key) {
-      auto it = cache_.find(key);
-      return it == cache_.end() || !it->second.lease_owner;  // free: waits
-    });
-  }
-
-  PlanInput in;
-  for (const auto& [id, o] : workers_) {
-    if (!o.entry.draining) in.workers.push_back(id);  // a draining worker gets nothing more
-  }
-  for (const auto& [key, lease] : cache_) {
-    if (!lease.checkpoint.is_shard_end()) in.leases.push_back(lease);
-  }
-  r.leases = static_cast<int>(in.leases.size());
-  in.orphans = orphans;
-  if (config_.max_leases_per_worker != std::numeric_limits<int>::max()) {
-    in.max_leases_per_worker = config_.max_leases_per_worker;
-  }
-  // Each lease's load as its reader published it (KB/s), at least 1 KB/s so that idle
-  // shards spread by count.
-  for (const auto& [id, o] : workers_) {
-    for (const auto& [key, kbps] : o.entry.lease_kbps) in.weights[key] = std::max(1.0, kbps);
-  }
-  // A lease that moved a moment ago has no estimate from its new reader yet: balancing by
-  // load waits for it (orphans are still placed), or it would chase stale weights.
-  bool weights_complete = true;
-  if (!in.weights.empty()) {
-    const std::set<std::string> orphan_set(orphans.begin(), orphans.end());
-    for (const Lease& l : in.leases) {
-      if (l.actual_owner() && !orphan_set.count(l.lease_key) && !in.weights.count(l.lease_key)) {
-        weights_complete = false;
-        break;
-      }
-    }
-  }
-  const Plan plan = plan_assignment(in);
-  r.balanced = plan.moves.empty() && settled && weights_complete;
-
-  std::map<std::string, std::vector<std::string>> inbox;
+// Step 5: carries the plan out. Rebalancing (handoffs) waits for the fleet to settle and for
+// the weights of leases just moved; assignments go now. Stops when this worker may no longer
+// act as leader, or the store fails.
+void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r) {
   for (const Move& move : plan.moves) {
     // A leader whose renewals lapse stops before another could fence it (see AssignmentAgent).
     r.status = authorised();
-    if (!r.status.ok()) break;
+    if (!r.status.ok()) return;
     auto cached = cache_.find(move.lease_key);
-    if (cached == cache_.end()) continue;
-    // Rebalancing waits for the fleet to settle, and for the weights of leases just moved.
-    if (move.handoff && (!settled || !weights_complete)) continue;
-    if (move.handoff) {
-      auto started = leases_.initiate_handoff(cached->second, move.to);
-      if (started.ok()) {
-        cache_[move.lease_key] = *started;
-        inbox[*move.from].push_back(move.lease_key);
-        inbox[move.to].push_back(move.lease_key);
-        ++r.handoffs;
-      } else if (started.status().code() == StatusCode::kConditionFailed) {
-        scan_needed_ = true;  // the table moved on: read it again next pass
-      } else {
-        r.status = started.status();
-        break;
-      }
-      continue;
+    if (cached == cache_.end() || (move.handoff && !rebalance)) continue;
+    if (!(move.handoff ? hand_off(move, cached->second, inbox, r) : assign(move, inbox, r))) {
+      return;
     }
-    // An assignment: of a free lease (the cached counter holds: only leaders assign), or of
-    // an orphan whose cached state may be stale (re-read when the first try fails).
-    if (!assign(move, inbox, r)) break;
   }
-  std::set<std::string> recheck;
-  reconcile(inbox, recheck, r);
-  post(inbox, recheck);
-  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
-    r.posted_to_self = self->second;
-  }
+}
 
-  // A fenced worker whose leases have all moved is forgotten.
+// A graceful handoff from a live owner; false when the store failed.
+bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r) {
+  auto started = leases_.initiate_handoff(seen, move.to);
+  if (started.ok()) {
+    cache_[move.lease_key] = *started;
+    inbox[*move.from].push_back(move.lease_key);
+    inbox[move.to].push_back(move.lease_key);
+    ++r.handoffs;
+    return true;
+  }
+  if (started.status().code() == StatusCode::kConditionFailed) {
+    scan_needed_ = true;  // the table moved on: read it again next pass
+    return true;
+  }
+  r.status = started.status();
+  return false;
+}
+
+// The end of a pass: a fenced worker whose leases have all moved is forgotten; the pass is
+// logged when it moved anything, and counted.
+void LeaseLeader::finish_pass(const LeaderPassResult& r) {
   for (auto it = dead_.begin(); it != dead_.end();) {
     const bool owns = std::any_of(cache_.begin(), cache_.end(), [&](const auto& kv) {
       return kv.second.lease_owner == *it || kv.second.checkpoint_owner == *it;
@@ -586,6 +554,44 @@ LeaderPassResult LeaseLeader::run_pass() {
   metrics_.gauge("leader.workers", r.workers, {});
   if (r.assigned) metrics_.count("leader.assigned", r.assigned, {});
   if (r.handoffs) metrics_.count("leader.handoffs", r.handoffs, {});
+}
+
+LeaderPassResult LeaseLeader::run_pass() {
+  LeaderPassResult r;
+  if (!active_) return r;
+  r.status = authorised();
+  if (!r.status.ok()) return r;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.passes;
+  }
+  bool changed = false;
+  r.status = observe(r, changed);
+  if (r.status.ok()) r.status = scan_if_due(r);
+  if (!r.status.ok()) return r;
+  LeaderKnowledge known;
+  known.orphans = find_orphans(r.status);
+  if (!r.status.ok()) return r;
+  for (const auto& [id, o] : workers_) known.workers.push_back(o.entry);
+  known.leases = &cache_;
+  known.settled = settled(changed);
+  if (config_.max_leases_per_worker != std::numeric_limits<int>::max()) {
+    known.max_leases_per_worker = config_.max_leases_per_worker;
+  }
+  const PlanRequest request = build_plan_input(known);
+  r.leases = static_cast<int>(request.input.leases.size());
+  const Plan plan = plan_assignment(request.input);
+  const bool rebalance = known.settled && request.weights_complete;
+  r.balanced = plan.moves.empty() && rebalance;
+  Inbox inbox;
+  execute(plan, rebalance, inbox, r);
+  std::set<std::string> recheck;
+  reconcile(inbox, recheck, r);
+  post(inbox, recheck);
+  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
+    r.posted_to_self = self->second;
+  }
+  finish_pass(r);
   return r;
 }
 

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "assignment/assignment_planner.h"
 #include "assignment/coordination_store.h"
 #include "assignment/reported_series.h"
 #include "kcl/clock.h"
@@ -50,8 +51,6 @@
 #include "leases/lease_store.h"
 
 namespace kcl::assignment {
-
-struct Move;  // assignment_planner.h
 
 struct LeaderPassResult {
   Status status;          // the first failure (the pass stopped or skipped a step)
@@ -119,12 +118,24 @@ class LeaseLeader {
   };
 
   void log(LogLevel level, const std::string& message) const;
-  Status observe_workers(const CoordinationView& view, LeaderPassResult& r, bool& changed);
+  using Inbox = std::map<std::string, std::vector<std::string>>;  // worker -> keys to post
+
+  // The steps of a pass (see the header).
+  Status observe(LeaderPassResult& r, bool& changed);
+  void note_entries(const CoordinationView& view, bool& changed);
+  Status fence_previous_leader(LeaderPassResult& r, bool& changed);
+  Status fence_silent(LeaderPassResult& r, bool& changed);
+  Status scan_if_due(LeaderPassResult& r);
   Status scan(LeaderPassResult& r);
   // Leases to place whatever their owner says; judges unknown owners (reads when due).
-  std::vector<std::string> find_orphans(const std::set<std::string>& live, Status& status);
-  bool assign(const Move& move, std::map<std::string, std::vector<std::string>>& inbox,
-              LeaderPassResult& r);
+  std::vector<std::string> find_orphans(Status& status);
+  bool judge_known(const Lease& lease, std::vector<std::string>& orphans, Status& status);
+  bool judge_unknown(const Lease& lease, std::vector<std::string>& orphans, Status& status);
+  bool settled(bool changed);
+  void execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r);
+  bool hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r);
+  bool assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
+  void finish_pass(const LeaderPassResult& r);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);
   // Leases that involve `worker` in the cache: owned by it (handed to it or not) or being

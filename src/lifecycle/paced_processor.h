@@ -1,6 +1,6 @@
 // PacedProcessor: a record processor that keeps delivered records in a buffer of its own
-// and hands them on at the application's pace (the pull consumer, src/pull). A
-// RecordProcessor may also implement this interface; the shard consumer then
+// and hands them on at the application's pace (the pull consumer, src/pull). A worker built
+// with a PacedProcessorFactory makes such processors for every shard; the shard consumer then
 //
 //  - attaches it once, right after initialize(), with a wake-up (run the consumer's next
 //    step at a time, from any thread) and the worker's logger, metrics and clock;
@@ -22,7 +22,9 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "kcl/clock.h"
@@ -58,6 +60,19 @@ class PacedProcessor {
   virtual Pace pace(Checkpointer& checkpointer) = 0;
   // Every record delivered so far was finished by the application.
   virtual bool drained() = 0;
+};
+
+// A record processor that paces its own deliveries: both interfaces in one object.
+class PacedRecordProcessor : public RecordProcessor, public PacedProcessor {};
+
+// Makes one paced processor per shard. A worker given one (instead of a
+// RecordProcessorFactory) delivers every shard's batches the paced way; the choice is made
+// once, when the worker is built.
+// Thread safety: create() is called from the worker's threads, one at a time.
+class PacedProcessorFactory {
+ public:
+  virtual ~PacedProcessorFactory() = default;
+  virtual std::unique_ptr<PacedRecordProcessor> create(std::string_view shard_id) = 0;
 };
 
 }  // namespace kcl::lifecycle

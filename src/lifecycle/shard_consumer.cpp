@@ -220,72 +220,113 @@ std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
   return ctx_.clock->now();
 }
 
-std::optional<SteadyTime> ShardConsumer::step_initializing() {
-  if (!checkpointer_) {
-    if (!tenure_) return finish(ConsumerOutcome::kLeaseLost);
-    // The held copy of the lease may lag the table: a checkpoint write that was
-    // applied but whose answer was lost leaves the old checkpoint cached. Read the lease
-    // (and adopt it) first, so nothing is replayed from an older position and no later
-    // checkpoint can move backwards.
-    auto stored = ctx_.held->refresh_held(shard_id_, tenure_);
-    if (!stored.ok()) {
-      if (stored.status().code() == StatusCode::kLeaseLost) {
-        return finish(ConsumerOutcome::kLeaseLost);
-      }
-      log(LogLevel::kWarn, "initializing: reading the lease: " + stored.status().to_string());
-      return backoff_after_failure();
+// Reads the lease (and adopts it) before anything else: the held copy may lag the table (a
+// checkpoint write that was applied but whose answer was lost leaves the old checkpoint
+// cached), so nothing is replayed from an older position and no later checkpoint can move
+// backwards. The read is fenced on this consumer's tenure, so the lease read is this tenure's.
+std::optional<Status> ShardConsumer::load_checkpoint() {
+  if (checkpointer_) return std::nullopt;
+  if (!tenure_) return Status(StatusCode::kLeaseLost, "not held");
+  auto stored = ctx_.held->refresh_held(shard_id_, tenure_);
+  if (!stored.ok()) return stored.status();
+  lease_ = std::move(stored).value();
+  checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
+      *ctx_.held, shard_id_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
+  processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
+  return std::nullopt;
+}
+
+// Where reading starts for a checkpoint; empty for one that names no position to read from.
+std::optional<retrieval::StartPosition> ShardConsumer::start_position(
+    const ExtendedSequenceNumber& start) const {
+  switch (start.kind()) {
+    case ExtendedSequenceNumber::Kind::kSequenceNumber:
+      return retrieval::StartPosition::after_checkpoint(start.sequence_number(),
+                                                        start.sub_sequence_number());
+    case ExtendedSequenceNumber::Kind::kLatest:
+      return retrieval::StartPosition::latest();
+    case ExtendedSequenceNumber::Kind::kAtTimestamp:
+      return retrieval::StartPosition::at_timestamp(ctx_.initial_position.timestamp);
+    case ExtendedSequenceNumber::Kind::kTrimHorizon:
+      return retrieval::StartPosition::trim_horizon();
+    default:
+      return std::nullopt;
+  }
+}
+
+// Makes the processor with the factory the worker was given (callbacks or paced); false
+// when it threw or returned none.
+bool ShardConsumer::make_processor() {
+  if (processor_) return true;
+  bool ok = call_processor("factory.create", [&] {
+    std::lock_guard<std::mutex> lock(ctx_.factory_mu);  // create() is called one at a time
+    if (ctx_.paced_factory) {
+      std::unique_ptr<PacedRecordProcessor> paced = ctx_.paced_factory->create(shard_id_);
+      paced_ = paced.get();
+      processor_ = std::move(paced);
+    } else {
+      processor_ = ctx_.factory->create(shard_id_);
     }
-    // The read is fenced on this consumer's tenure, so the lease read is this tenure's.
-    lease_ = std::move(stored).value();
-    checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
-        *ctx_.held, shard_id_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
-    processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
+  });
+  if (ok && processor_) return true;
+  processor_.reset();
+  paced_ = nullptr;
+  log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error_);
+  return false;
+}
+
+// The shard's records source, in a fetch task of its own on the pool; and, for a paced
+// processor, its wake-up.
+void ShardConsumer::start_fetching(const retrieval::StartPosition& position) {
+  if (ctx_.records_source_factory) {
+    fetcher_ = ctx_.records_source_factory(shard_id_, position);
+  } else {
+    fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, ctx_.stream, shard_id_,
+                                                         position, ctx_.retrieval, *ctx_.clock);
+  }
+  fetch_task_ = std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock);
+  fetcher_->set_wakeup([task = std::weak_ptr<FetchTask>(fetch_task_), pool = ctx_.pool] {
+    if (auto t = task.lock()) pool->schedule_now(t);
+  });
+  wake_fetch_task();
+  if (!paced_) return;
+  PaceContext pace;
+  pace.wake = [consumer = weak_from_this(), pool = ctx_.pool](SteadyTime at) {
+    if (auto c = consumer.lock()) pool->schedule(c, at);
+  };
+  pace.logger = ctx_.logger;
+  pace.metrics = ctx_.metrics;
+  pace.clock = ctx_.clock;
+  paced_->attach(std::move(pace));
+}
+
+std::optional<SteadyTime> ShardConsumer::fail_unusable(const ExtendedSequenceNumber& start) {
+  Status bad(StatusCode::kFailedPrecondition,
+             "lease " + shard_id_ + " holds an unusable checkpoint '" + start.to_string() + "'");
+  log(LogLevel::kError, bad.to_string());
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    failure_ = bad;
+  }
+  outcome_.store(ConsumerOutcome::kFailed);
+  mark_done();
+  return std::nullopt;
+}
+
+std::optional<SteadyTime> ShardConsumer::step_initializing() {
+  if (auto failed = load_checkpoint()) {
+    if (failed->code() == StatusCode::kLeaseLost) return finish(ConsumerOutcome::kLeaseLost);
+    log(LogLevel::kWarn, "initializing: reading the lease: " + failed->to_string());
+    return backoff_after_failure();
   }
   const ExtendedSequenceNumber start = checkpointer_->last_checkpoint();
   if (start.is_shard_end()) {
     log(LogLevel::kInfo, "lease already holds SHARD_END; nothing to read");
     return finish(ConsumerOutcome::kShardFinished);
   }
-  retrieval::StartPosition position;
-  switch (start.kind()) {
-    case ExtendedSequenceNumber::Kind::kSequenceNumber:
-      position = retrieval::StartPosition::after_checkpoint(start.sequence_number(),
-                                                            start.sub_sequence_number());
-      break;
-    case ExtendedSequenceNumber::Kind::kLatest:
-      position = retrieval::StartPosition::latest();
-      break;
-    case ExtendedSequenceNumber::Kind::kAtTimestamp:
-      position = retrieval::StartPosition::at_timestamp(ctx_.initial_position.timestamp);
-      break;
-    case ExtendedSequenceNumber::Kind::kTrimHorizon:
-      position = retrieval::StartPosition::trim_horizon();
-      break;
-    default: {
-      Status bad(
-          StatusCode::kFailedPrecondition,
-          "lease " + shard_id_ + " holds an unusable checkpoint '" + start.to_string() + "'");
-      log(LogLevel::kError, bad.to_string());
-      std::lock_guard<std::mutex> lock(failure_mu_);
-      failure_ = bad;
-      outcome_.store(ConsumerOutcome::kFailed);
-      mark_done();
-      return std::nullopt;
-    }
-  }
-  if (!processor_) {
-    bool ok = call_processor("factory.create", [&] {
-      std::lock_guard<std::mutex> lock(ctx_.factory_mu);  // create() is called one at a time
-      processor_ = ctx_.factory->create(shard_id_);
-    });
-    if (!ok || !processor_) {
-      processor_.reset();
-      paced_ = nullptr;
-      log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error_);
-      return backoff_after_failure();
-    }
-    paced_ = dynamic_cast<PacedProcessor*>(processor_.get());
-  }
+  const std::optional<retrieval::StartPosition> position = start_position(start);
+  if (!position) return fail_unusable(start);
+  if (!make_processor()) return backoff_after_failure();
   InitializationInput init;
   init.shard_id = shard_id_;
   init.starting_position = start;
@@ -296,159 +337,141 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     return backoff_after_failure();
   }
   consecutive_failures_ = 0;
-  if (ctx_.records_source_factory) {
-    fetcher_ = ctx_.records_source_factory(shard_id_, position);
-  } else {
-    fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, ctx_.stream, shard_id_,
-                                                         position, ctx_.retrieval, *ctx_.clock);
-  }
-  if (ctx_.pool) {
-    fetch_task_ = std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock);
-    fetcher_->set_wakeup([task = std::weak_ptr<FetchTask>(fetch_task_), pool = ctx_.pool] {
-      if (auto t = task.lock()) pool->schedule_now(t);
-    });
-    wake_fetch_task();
-  }
-  if (paced_) {
-    PaceContext pace;
-    if (ctx_.pool) {
-      pace.wake = [consumer = weak_from_this(), pool = ctx_.pool](SteadyTime at) {
-        if (auto c = consumer.lock()) pool->schedule(c, at);
-      };
-    } else {
-      pace.wake = [](SteadyTime) {};  // step-driven: the caller runs the steps
-    }
-    pace.logger = ctx_.logger;
-    pace.metrics = ctx_.metrics;
-    pace.clock = ctx_.clock;
-    paced_->attach(std::move(pace));
-  }
+  start_fetching(*position);
   log(LogLevel::kInfo, "initialized at " + start.to_string());
   last_call_at_ = ctx_.clock->now();
   state_.store(ConsumerState::kProcessing);
   return ctx_.clock->now();
 }
 
+// Hands `batch` to the processor: process_records, or hand_in for a paced one. Returns
+// whether it succeeded.
+bool ShardConsumer::call_with_batch(retrieval::FetchedBatch& batch) {
+  const MetricTag shard_tag{"shard", shard_id_};
+  ctx_.metrics->gauge("consumer.millis_behind_latest",
+                      static_cast<double>(batch.millis_behind_latest), MetricTags(&shard_tag, 1));
+  ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
+                            batch.millis_behind_latest};
+  const auto call_start = ctx_.clock->now();
+  last_call_at_ = call_start;
+  const bool processed = call_processor("process_records", [&] {
+    if (paced_) {
+      paced_->hand_in(batch.records, batch.bytes);  // may move the records out
+    } else {
+      processor_->process_records(input);
+    }
+  });
+  ctx_.metrics->timing("processor.process_records", ctx_.clock->now() - call_start,
+                       MetricTags(&shard_tag, 1));
+  return processed;
+}
+
+void ShardConsumer::count_delivered(std::size_t count, std::size_t bytes) {
+  const MetricTag shard_tag{"shard", shard_id_};
+  consecutive_failures_ = 0;
+  if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(count);
+  delivered_.fetch_add(count, std::memory_order_relaxed);
+  ctx_.metrics->count("consumer.records_processed", static_cast<double>(count),
+                      MetricTags(&shard_tag, 1));
+  ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
+                      MetricTags(&shard_tag, 1));
+  if (ctx_.load) ctx_.load->note_processed(shard_id_, bytes);  // its load, for balancing
+}
+
+// Delivers the pending batch's records. Before the call the checkpointer learns the batch's
+// last record (so the processor may checkpoint at any record of this batch during the call,
+// never at a later one). A failed call delivers the same batch again after a backoff (the
+// checkpointer forgets the batch until then), or skips it after N attempts when the
+// application opted in. Returns when to run next when the batch is to be delivered again.
+std::optional<SteadyTime> ShardConsumer::deliver_pending() {
+  retrieval::FetchedBatch& batch = *pending_;
+  const Record& last = batch.records.back();
+  const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;
+  last_delivered_ =
+      ExtendedSequenceNumber(std::string(last.sequence_number()), last.sub_sequence_number());
+  checkpointer_->records_delivered(*last_delivered_);
+  ++pending_attempts_;
+  const std::size_t count = batch.records.size();
+  std::size_t bytes = 0;
+  for (const Record& r : batch.records) bytes += r.data().size();
+  if (!call_with_batch(batch)) {
+    const auto& pc = ctx_.processing;
+    if (pc.on_processor_error != ProcessorErrorPolicy::kSkip ||
+        pending_attempts_ < pc.max_attempts_before_skip) {
+      log(LogLevel::kError, last_error_ + "; delivering the same " + std::to_string(count) +
+                                " records again after a backoff (attempt " +
+                                std::to_string(pending_attempts_) + ")");
+      // Until it is delivered again, a checkpoint (say the final one in shutdown_requested,
+      // if shutdown or lease loss comes first) must not name its records, or they would
+      // never be delivered again.
+      rewind_delivered(delivered_before);
+      return backoff_after_failure();
+    }
+    log(LogLevel::kError, last_error_ + "; skipping the batch of " + std::to_string(count) +
+                              " records after " + std::to_string(pending_attempts_) +
+                              " attempts (on_processor_error = kSkip)");
+  }
+  count_delivered(count, bytes);
+  return std::nullopt;
+}
+
+// A paced processor is asked before each batch whether it takes one; empty when it does
+// (with when to ask again at the latest in `paced_call`), else when to look again.
+std::optional<SteadyTime> ShardConsumer::paced_gate(std::optional<SteadyTime>& paced_call) {
+  if (!paced_ || pending_) return std::nullopt;
+  const Pace pace = paced_->pace(*processor_checkpointer_);
+  paced_call = pace.next_call;
+  if (pace.accept_batch) return std::nullopt;
+  // Paused by the processor: its ack (or the time it named) wakes this consumer; look again
+  // within a second regardless.
+  const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
+  return paced_call ? std::min(*paced_call, backstop) : backstop;
+}
+
+// The records source finished (a terminal error such as a deleted stream) and every batch
+// was taken: the processor checkpoints what it has processed, and the consumer ends failed
+// (the worker restarts the shard and counts repeats of one cause instead of logging each).
+std::optional<SteadyTime> ShardConsumer::end_failed_source() {
+  Status err = fetcher_->terminal_error();
+  log(LogLevel::kDebug, "stopping: " + err.to_string());
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    failure_ = err;
+  }
+  call_processor("shutdown_requested",
+                 [&] { processor_->shutdown_requested(*processor_checkpointer_); });
+  return finish(ConsumerOutcome::kFailed);
+}
+
 std::optional<SteadyTime> ShardConsumer::step_processing() {
   std::optional<SteadyTime> paced_call;
-  if (paced_ && !pending_) {
-    const Pace pace = paced_->pace(*processor_checkpointer_);
-    paced_call = pace.next_call;
-    if (!pace.accept_batch) {
-      // Paused by the processor: its ack (or the time it named) wakes this consumer; look
-      // again within a second regardless.
-      const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
-      return paced_call ? std::min(*paced_call, backstop) : backstop;
-    }
-  }
+  if (auto wait = paced_gate(paced_call)) return wait;
   if (!pending_) {
     pending_ = fetcher_->take_batch();
     pending_attempts_ = 0;
     if (pending_) wake_fetch_task();  // room again below the prefetch bound
   }
   if (pending_) {
-    retrieval::FetchedBatch& batch = *pending_;
-    if (!batch.records.empty()) {
-      const Record& last = batch.records.back();
-      ExtendedSequenceNumber last_pos(std::string(last.sequence_number()),
-                                      last.sub_sequence_number());
-      // Tell the checkpointer first, so the processor may checkpoint at any record of this
-      // batch during the call (never at a later one).
-      const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;
-      checkpointer_->records_delivered(last_pos);
-      last_delivered_ = last_pos;
-      ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
-                                batch.millis_behind_latest};
-      ++pending_attempts_;
-      const MetricTag shard_tag{"shard", shard_id_};
-      ctx_.metrics->gauge("consumer.millis_behind_latest",
-                          static_cast<double>(batch.millis_behind_latest),
-                          MetricTags(&shard_tag, 1));
-      const std::size_t count = batch.records.size();
-      std::size_t bytes = 0;
-      for (const Record& r : batch.records) bytes += r.data().size();
-      const auto call_start = ctx_.clock->now();
-      last_call_at_ = call_start;
-      const bool processed = call_processor("process_records", [&] {
-        if (paced_) {
-          paced_->hand_in(batch.records, batch.bytes);  // may move the records out
-        } else {
-          processor_->process_records(input);
-        }
-      });
-      ctx_.metrics->timing("processor.process_records", ctx_.clock->now() - call_start,
-                           MetricTags(&shard_tag, 1));
-      if (!processed) {
-        const auto& pc = ctx_.processing;
-        if (pc.on_processor_error == ProcessorErrorPolicy::kSkip &&
-            pending_attempts_ >= pc.max_attempts_before_skip) {
-          log(LogLevel::kError, last_error_ + "; skipping the batch of " +
-                                    std::to_string(batch.records.size()) + " records after " +
-                                    std::to_string(pending_attempts_) +
-                                    " attempts (on_processor_error = kSkip)");
-        } else {
-          log(LogLevel::kError, last_error_ + "; delivering the same " +
-                                    std::to_string(batch.records.size()) +
-                                    " records again after a backoff (attempt " +
-                                    std::to_string(pending_attempts_) + ")");
-          // The batch was not processed. Until it is delivered again, a checkpoint (say the
-          // final one in shutdown_requested, if shutdown or lease loss comes first) must not
-          // name its records, or they would never be delivered again.
-          rewind_delivered(delivered_before);
-          return backoff_after_failure();
-        }
-      }
-      consecutive_failures_ = 0;
-      if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(count);
-      delivered_.fetch_add(count, std::memory_order_relaxed);
-      ctx_.metrics->count("consumer.records_processed", static_cast<double>(count),
-                          MetricTags(&shard_tag, 1));
-      ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
-                          MetricTags(&shard_tag, 1));
-      if (ctx_.load) ctx_.load->note_processed(shard_id_, bytes);  // its load, for balancing
+    if (!pending_->records.empty()) {
+      if (auto again = deliver_pending()) return again;
     }
-    bool ended = batch.shard_end;
+    const bool ended = pending_->shard_end;
     pending_.reset();
     if (ended) {
       checkpointer_->shard_ended(last_delivered_);
       state_.store(ConsumerState::kShardEnd);
       log(LogLevel::kInfo, "reached the end of the shard");
-      return ctx_.clock->now();
     }
-    return ctx_.clock->now();  // more may be queued; fetch steps interleave below
+    return ctx_.clock->now();  // more may be queued
   }
-  if (fetcher_->finished() && fetcher_->drained()) {
-    Status err = fetcher_->terminal_error();
-    // Reported by the worker, which restarts the shard and counts repeats of one cause
-    // instead of logging each.
-    log(LogLevel::kDebug, "stopping: " + err.to_string());
-    {
-      std::lock_guard<std::mutex> lock(failure_mu_);
-      failure_ = err;
-    }
-    // Orderly stop: let the processor checkpoint what it has processed.
-    call_processor("shutdown_requested",
-                   [&] { processor_->shutdown_requested(*processor_checkpointer_); });
-    return finish(ConsumerOutcome::kFailed);
-  }
-  const std::optional<SteadyTime> idle_call = call_if_idle();
-  if (fetch_task_) {
-    // The fetch task wakes this consumer when it queued a batch or the source finished;
-    // look again within a second regardless (cheap), so nothing can be missed for long.
-    report_corrupt_aggregates();
-    SteadyTime next = ctx_.clock->now() + std::chrono::seconds(1);
-    if (paced_call) next = std::min(next, *paced_call);
-    if (idle_call) next = std::min(next, *idle_call);
-    return next;
-  }
-  retrieval::FetchStep step = fetcher_->fetch_step();
+  if (fetcher_->finished() && fetcher_->drained()) return end_failed_source();
+  // The fetch task wakes this consumer when it queued a batch or the source finished; look
+  // again within a second regardless (cheap), so nothing can be missed for long.
   report_corrupt_aggregates();
-  if (step.records_queued > 0 || step.wait_for_take ||
-      step.outcome == retrieval::FetchOutcome::kShardEnd ||
-      step.outcome == retrieval::FetchOutcome::kFailed) {
-    return ctx_.clock->now();
-  }
-  return idle_call ? std::min(step.next_step_at, *idle_call) : step.next_step_at;
+  SteadyTime next = ctx_.clock->now() + std::chrono::seconds(1);
+  if (paced_call) next = std::min(next, *paced_call);
+  if (auto idle_call = call_if_idle()) next = std::min(next, *idle_call);
+  return next;
 }
 
 // ProcessingConfig::empty_batch_interval: a shard that delivered nothing for that long gets

@@ -16,8 +16,8 @@
 //   while the processor handles the current batch), bounded by RetrievalConfig's prefetch
 //   bounds: at the bound the fetch task waits until the consumer takes a batch, so a slow
 //   processor bounds memory. The fetch task wakes the consumer when it queued a batch or
-//   the source finished. (Without a pool, as in step-driven unit tests, each step does one
-//   fetch step inline instead.)
+//   the source finished. (Tests drive the same path on a pool without threads:
+//   TaskPool::run_due.)
 //   Before process_records the checkpointer learns the batch's last record (so a
 //   checkpoint may name any delivered record but never a later one). An exception from
 //   process_records is caught; the same batch is delivered again after a backoff (or
@@ -25,9 +25,11 @@
 // - kShardEnd: shard_ended(checkpointer) until the processor has checkpointed SHARD_END;
 //   without it the children would never start, so the step is retried with backoff and an
 //   error names the shard and the fix. Never silently stuck, never silently skipped.
-//   A processor that hands records on at the application's pace (lifecycle::PacedProcessor,
-//   the pull consumer) is asked before each batch whether it takes one, and gets
-//   shard_ended() only once it finished every record (see paced_processor.h).
+//   How batches are delivered is fixed by the worker's factory: callbacks
+//   (process_records), or, with a PacedProcessorFactory (the pull consumer), a processor
+//   that hands records on at the application's pace: it is asked before each batch whether
+//   it takes one, and gets shard_ended() only once it finished every record (see
+//   paced_processor.h).
 // - kLeaseLost: lease_lost(), no checkpoint possible (writes are fenced anyway).
 // - kShutdownRequested: shutdown_requested(checkpointer) for a final checkpoint.
 //
@@ -92,7 +94,10 @@ struct ConsumerContext {
   leases::LeaseStore* store = nullptr;
   leases::HeldLeases* held = nullptr;
   leases::LoadMeter* load = nullptr;  // may be null: the consumers report their bytes there
+  // Makes each shard's processor: callbacks (`factory`) or paced deliveries
+  // (`paced_factory`, paced_processor.h); exactly one is set.
   RecordProcessorFactory* factory = nullptr;
+  PacedProcessorFactory* paced_factory = nullptr;
   Logger* logger = nullptr;
   MetricsSink* metrics = nullptr;
   const Clock* clock = nullptr;
@@ -108,7 +113,7 @@ struct ConsumerContext {
   // Called once when a consumer is done (any outcome), on the thread that ended it: quick,
   // no blocking. The worker's scheduler wakes on it rather than polling consumers.
   std::function<void()> on_consumer_done;
-  std::mutex factory_mu;  // RecordProcessorFactory::create() is called one at a time
+  std::mutex factory_mu;  // the factories' create() is called one at a time
 };
 
 class ShardConsumer final : public Task, public std::enable_shared_from_this<ShardConsumer> {
@@ -139,7 +144,17 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
  private:
   std::optional<SteadyTime> step_waiting_on_parents();
   std::optional<SteadyTime> step_initializing();
+  std::optional<Status> load_checkpoint();
+  std::optional<retrieval::StartPosition> start_position(const ExtendedSequenceNumber& start) const;
+  bool make_processor();
+  void start_fetching(const retrieval::StartPosition& position);
+  std::optional<SteadyTime> fail_unusable(const ExtendedSequenceNumber& start);
   std::optional<SteadyTime> step_processing();
+  std::optional<SteadyTime> paced_gate(std::optional<SteadyTime>& paced_call);
+  std::optional<SteadyTime> deliver_pending();
+  bool call_with_batch(retrieval::FetchedBatch& batch);
+  void count_delivered(std::size_t count, std::size_t bytes);
+  std::optional<SteadyTime> end_failed_source();
   std::optional<SteadyTime> step_shard_end();
   std::optional<SteadyTime> call_if_idle();
   std::optional<SteadyTime> finish(ConsumerOutcome outcome);

@@ -3,7 +3,7 @@
 namespace kcl::lifecycle {
 
 TaskPool::TaskPool(int threads, const Clock& clock) : clock_(clock) {
-  if (threads < 1) threads = 1;
+  if (threads < 0) threads = 0;
   threads_.reserve(static_cast<std::size_t>(threads));
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
 }
@@ -59,6 +59,51 @@ void TaskPool::schedule(const std::shared_ptr<Task>& task, SteadyTime at) {
   push_locked(task, at);
 }
 
+std::shared_ptr<Task> TaskPool::take_due_locked(SteadyTime now) {
+  while (!queue_.empty()) {
+    const Entry& top = queue_.top();
+    if (top.generation != top.task->generation_ || !top.task->queued_at_) {
+      queue_.pop();  // superseded by an earlier entry of the same task
+      continue;
+    }
+    if (top.at > now) return nullptr;
+    std::shared_ptr<Task> task = top.task;
+    queue_.pop();
+    task->queued_at_.reset();
+    task->running_ = true;
+    return task;
+  }
+  return nullptr;
+}
+
+void TaskPool::finish_run_locked(const std::shared_ptr<Task>& task,
+                                 std::optional<SteadyTime> next) {
+  task->running_ = false;
+  if (task->requested_ && (!next || *task->requested_ < *next)) next = task->requested_;
+  task->requested_.reset();
+  if (next && !stopping_) push_locked(task, *next);
+}
+
+int TaskPool::run_due(int max_runs) {
+  int runs = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (runs < max_runs && !stopping_) {
+    std::shared_ptr<Task> task = take_due_locked(clock_.now());
+    if (!task) break;
+    lock.unlock();
+    std::optional<SteadyTime> next = task->run();
+    lock.lock();
+    finish_run_locked(task, next);
+    ++runs;
+  }
+  return runs;
+}
+
+std::optional<SteadyTime> TaskPool::scheduled_at(const Task& task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return task.queued_at_;
+}
+
 void TaskPool::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
@@ -88,19 +133,13 @@ void TaskPool::loop() {
       timer_held_ = false;
       continue;
     }
-    std::shared_ptr<Task> task = top.task;
-    queue_.pop();
-    task->queued_at_.reset();
-    task->running_ = true;
+    std::shared_ptr<Task> task = take_due_locked(top.at);
     // While this thread runs the task, another watches the clock (or takes the next task).
     if (!queue_.empty()) cv_.notify_one();
     lock.unlock();
     std::optional<SteadyTime> next = task->run();
     lock.lock();
-    task->running_ = false;
-    if (task->requested_ && (!next || *task->requested_ < *next)) next = task->requested_;
-    task->requested_.reset();
-    if (next && !stopping_) push_locked(task, *next);
+    finish_run_locked(task, next);
   }
 }
 

@@ -5,8 +5,12 @@
 // This is what lets hundreds of shard consumers share a few threads while calls for one
 // shard are never concurrent.
 //
+// A pool made with no threads runs nothing by itself: the caller runs what is due with
+// run_due() (tests drive shard consumers this way, on a ManualClock, through the same
+// scheduling as a pool with threads).
+//
 // Thread safety: schedule() and stop() may be called from any thread, including from
-// inside Task::run().
+// inside Task::run(); run_due() from one thread of a pool without threads.
 #pragma once
 
 #include <chrono>
@@ -42,7 +46,8 @@ class Task {
 
 class TaskPool {
  public:
-  // Times are read from, and waits run on, `clock` (which must outlive the pool).
+  // Times are read from, and waits run on, `clock` (which must outlive the pool). `threads`
+  // 0: no threads (run_due()).
   explicit TaskPool(int threads, const Clock& clock = SystemClock::instance());
   ~TaskPool();  // stop()
   TaskPool(const TaskPool&) = delete;
@@ -55,6 +60,13 @@ class TaskPool {
   // Stops the threads after their current runs; queued tasks are dropped.
   void stop();
 
+  // Without threads: runs every task due by clock.now(), one after another on the calling
+  // thread, until none is (a task that asks to run again at once runs again, up to
+  // `max_runs` runs in all). Returns how many ran.
+  int run_due(int max_runs = 10000);
+  // When `task` is queued to run next; empty when it is not queued.
+  std::optional<SteadyTime> scheduled_at(const Task& task);
+
  private:
   struct Entry {
     SteadyTime at;
@@ -64,6 +76,10 @@ class TaskPool {
     bool operator>(const Entry& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
   void push_locked(const std::shared_ptr<Task>& task, SteadyTime at);
+  // The next task due by `now`, taken off the queue and marked running; null when none is.
+  std::shared_ptr<Task> take_due_locked(SteadyTime now);
+  // After a run: queues the task again when it (or a schedule() meanwhile) asked to.
+  void finish_run_locked(const std::shared_ptr<Task>& task, std::optional<SteadyTime> next);
   void loop();
 
   const Clock& clock_;

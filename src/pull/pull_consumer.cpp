@@ -7,6 +7,7 @@
 #include "base/config_checks.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
+#include "worker/worker_access.h"
 
 namespace kcl {
 
@@ -70,8 +71,9 @@ class PullConsumer::Impl {
       for (const std::string& p : problems) message += "\n  - " + p;
       return Status(StatusCode::kInvalidArgument, message);
     }
-    worker_ = std::make_unique<Worker>(config_.worker,
-                                       std::make_shared<pull::PullProcessorFactory>(hub_), deps_);
+    worker::WorkerInternals internals;
+    internals.paced_factory = std::make_shared<pull::PullProcessorFactory>(hub_);
+    worker_ = worker::make_worker(config_.worker, nullptr, deps_, std::move(internals));
     Status s = worker_->start();
     if (s.ok()) {
       started_ = true;

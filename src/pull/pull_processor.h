@@ -23,7 +23,7 @@
 
 namespace kcl::pull {
 
-class PullProcessor final : public RecordProcessor, public lifecycle::PacedProcessor {
+class PullProcessor final : public lifecycle::PacedRecordProcessor {
  public:
   PullProcessor(std::shared_ptr<PullHub> hub, std::string shard_id);
   ~PullProcessor() override;
@@ -49,10 +49,10 @@ class PullProcessor final : public RecordProcessor, public lifecycle::PacedProce
   std::uint64_t failed_writes_ = 0;  // in a row
 };
 
-class PullProcessorFactory final : public RecordProcessorFactory {
+class PullProcessorFactory final : public lifecycle::PacedProcessorFactory {
  public:
   explicit PullProcessorFactory(std::shared_ptr<PullHub> hub) : hub_(std::move(hub)) {}
-  std::unique_ptr<RecordProcessor> create(std::string_view shard_id) override {
+  std::unique_ptr<lifecycle::PacedRecordProcessor> create(std::string_view shard_id) override {
     return std::make_unique<PullProcessor>(hub_, std::string(shard_id));
   }
 

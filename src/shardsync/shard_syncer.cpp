@@ -45,21 +45,70 @@ ShardSyncer ShardSyncer::for_stream(kinesis::KinesisClient& client, std::string 
                      metrics);
 }
 
+// 3. Missing leases, parents first. Stops at the first real failure: creating a child while
+// its parent's creation failed would make the parent look finished (rule 1 of
+// leases_to_create) and it would never be read. `view` gains what was created.
+Status ShardSyncer::create_missing(const std::vector<kinesis::Shard>& shards,
+                                   std::vector<Lease>& view, SyncResult& result) {
+  for (Lease& lease : leases_to_create(shards, view, initial_position_)) {
+    Status s = store_->create_lease_if_not_exists(lease);
+    if (s.code() == StatusCode::kAlreadyExists) {
+      // Another worker's pass created it first (with the same content, by the same rules).
+      ++result.already_existed;
+    } else if (!s.ok()) {
+      return s.with_context("creating lease " + lease.lease_key + ": ");
+    } else {
+      ++result.leases_created;
+    }
+    view.push_back(std::move(lease));
+  }
+  return Status::Ok();
+}
+
+// 4. childShardIds of closed shards (not on leases about to be deleted).
+Status ShardSyncer::update_child_ids(const std::vector<kinesis::Shard>& shards,
+                                     const std::vector<Lease>& existing,
+                                     const std::vector<std::string>& to_delete,
+                                     SyncResult& result) {
+  for (const ChildIdsUpdate& update : child_shard_id_updates(shards, existing)) {
+    if (std::binary_search(to_delete.begin(), to_delete.end(), update.lease_key)) continue;
+    Status s = store_->update_child_shard_ids(update.lease_key, update.child_shard_ids);
+    if (s.code() == StatusCode::kNotFound) continue;  // deleted meanwhile by another pass
+    if (!s.ok()) {
+      return s.with_context("setting childShardIds of lease " + update.lease_key + ": ");
+    }
+    ++result.child_ids_updated;
+  }
+  return Status::Ok();
+}
+
+// 5. Leases nobody needs any more. Each is in a terminal state (see leases_to_delete), so
+// deciding from the scan is safe even if the table moved on since: checkpoints only move
+// forward, and a child that started stays started.
+Status ShardSyncer::delete_unneeded(const std::vector<std::string>& to_delete, SyncResult& result) {
+  for (const std::string& key : to_delete) {
+    Status s = store_->delete_lease(key);
+    if (!s.ok()) return s.with_context("deleting lease " + key + ": ");
+    ++result.leases_deleted;
+  }
+  return Status::Ok();
+}
+
+void ShardSyncer::report(const SyncResult& result) {
+  count_if_any(*metrics_, "shardsync.leases_created", result.leases_created);
+  count_if_any(*metrics_, "shardsync.child_ids_updated", result.child_ids_updated);
+  count_if_any(*metrics_, "shardsync.leases_deleted", result.leases_deleted);
+}
+
 Result<SyncResult> ShardSyncer::sync_once() {
   SyncResult result;
   // Counts are reported whether or not the pass completes (what was written, was written).
-  auto report = [&] {
-    count_if_any(*metrics_, "shardsync.leases_created", result.leases_created);
-    count_if_any(*metrics_, "shardsync.child_ids_updated", result.child_ids_updated);
-    count_if_any(*metrics_, "shardsync.leases_deleted", result.leases_deleted);
-  };
   auto fail = [&](std::string_view stage, Status status) -> Result<SyncResult> {
-    report();
+    report(result);
     const MetricTag tags[] = {{"stage", stage}};
     metrics_->count("shardsync.failures", 1, tags);
     return status.with_context("shard sync: ");
   };
-
   // 1. Leases, then 2. shards: in this order the listing is at least as new as every lease
   // read, so a lease whose shard is not listed was trimmed, not created by another worker
   // from a listing newer than ours (leases_to_delete guards against that too).
@@ -67,56 +116,20 @@ Result<SyncResult> ShardSyncer::sync_once() {
   if (!leased.ok()) return fail("list_leases", leased.status().with_context("listing leases: "));
   const std::vector<Lease>& existing = *leased;
   result.leases = existing.size();
-
   auto listed = lister_();
   if (!listed.ok()) return fail("list_shards", listed.status());
   const std::vector<kinesis::Shard>& shards = *listed;
   result.shards = shards.size();
-
-  // 3. Missing leases, parents first. Stop at the first real failure: creating a child while
-  // its parent's creation failed would make the parent look finished (rule 1 of
-  // leases_to_create) and it would never be read.
   std::vector<Lease> view = existing;
-  for (Lease& lease : leases_to_create(shards, existing, initial_position_)) {
-    Status s = store_->create_lease_if_not_exists(lease);
-    if (s.code() == StatusCode::kAlreadyExists) {
-      // Another worker's pass created it first (with the same content, by the same rules).
-      ++result.already_existed;
-    } else if (!s.ok()) {
-      return fail("create", s.with_context("creating lease " + lease.lease_key + ": "));
-    } else {
-      ++result.leases_created;
-    }
-    view.push_back(std::move(lease));
-  }
-
+  if (Status s = create_missing(shards, view, result); !s.ok()) return fail("create", s);
   // The listing is complete when it was read to the last page; an empty listing is never
   // trusted to mean "every shard is gone".
-  const bool listing_complete = !shards.empty();
-  const std::vector<std::string> to_delete = leases_to_delete(shards, view, listing_complete);
-
-  // 4. childShardIds of closed shards (not on leases about to be deleted).
-  for (const ChildIdsUpdate& update : child_shard_id_updates(shards, existing)) {
-    if (std::binary_search(to_delete.begin(), to_delete.end(), update.lease_key)) continue;
-    Status s = store_->update_child_shard_ids(update.lease_key, update.child_shard_ids);
-    if (s.code() == StatusCode::kNotFound) continue;  // deleted meanwhile by another pass
-    if (!s.ok()) {
-      return fail("child_ids",
-                  s.with_context("setting childShardIds of lease " + update.lease_key + ": "));
-    }
-    ++result.child_ids_updated;
+  const std::vector<std::string> to_delete = leases_to_delete(shards, view, !shards.empty());
+  if (Status s = update_child_ids(shards, existing, to_delete, result); !s.ok()) {
+    return fail("child_ids", s);
   }
-
-  // 5. Leases nobody needs any more. Each is in a terminal state (see leases_to_delete), so
-  // deciding from the scan above is safe even if the table moved on since: checkpoints only
-  // move forward, and a child that started stays started.
-  for (const std::string& key : to_delete) {
-    Status s = store_->delete_lease(key);
-    if (!s.ok()) return fail("delete", s.with_context("deleting lease " + key + ": "));
-    ++result.leases_deleted;
-  }
-
-  report();
+  if (Status s = delete_unneeded(to_delete, result); !s.ok()) return fail("delete", s);
+  report(result);
   return result;
 }
 

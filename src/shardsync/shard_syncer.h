@@ -84,6 +84,13 @@ class ShardSyncer {
   const InitialPosition& initial_position() const { return initial_position_; }
 
  private:
+  Status create_missing(const std::vector<kinesis::Shard>& shards, std::vector<Lease>& view,
+                        SyncResult& result);
+  Status update_child_ids(const std::vector<kinesis::Shard>& shards,
+                          const std::vector<Lease>& existing,
+                          const std::vector<std::string>& to_delete, SyncResult& result);
+  Status delete_unneeded(const std::vector<std::string>& to_delete, SyncResult& result);
+  void report(const SyncResult& result);
   ShardLister lister_;
   leases::LeaseStore* store_;
   InitialPosition initial_position_;

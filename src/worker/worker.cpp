@@ -178,6 +178,12 @@ class Worker::Impl final : public leases::LeaseListener {
   void make_consumer_context();
   void scheduler_loop();
   void reconcile();
+  void on_consumer_ended_locked(const std::string& shard, const lifecycle::ShardConsumer& c);
+  void sweep_consumers_locked(const std::set<std::string>& held_keys,
+                              std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
+  std::vector<std::string> handoffs_ready_locked(const std::set<std::string>& held_keys);
+  void start_consumers_locked(const std::vector<Lease>& held,
+                              std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
   void run_shard_sync();
   void check_hung();
   // A shard's consumer failed: restart it later; report the cause once, then repeats of the
@@ -392,7 +398,7 @@ Status Worker::Impl::start() {
     return fail(Status(StatusCode::kInvalidArgument,
                        "invalid worker configuration: " + join(problems, "; ")));
   }
-  if (!factory_) {
+  if (!factory_ && !internals_.paced_factory) {
     return fail(Status(StatusCode::kInvalidArgument, "no RecordProcessorFactory was given"));
   }
   if (Status s = start_cloudwatch(); !s.ok()) return fail(s);
@@ -459,6 +465,7 @@ void Worker::Impl::make_consumer_context() {
   ctx_.held = &assignment_->held();
   ctx_.load = load_.get();
   ctx_.factory = factory_.get();
+  ctx_.paced_factory = internals_.paced_factory.get();
   ctx_.logger = logger_.get();
   ctx_.metrics = metrics_.get();
   ctx_.clock = clock_;
@@ -495,81 +502,111 @@ void Worker::Impl::run_shard_sync() {
   }
 }
 
+// A consumer that ended: a finished shard asks for a shard sync (its children's leases); a
+// failed one is restarted after a backoff (a deleted stream stops the worker); the rest end
+// their shard's series of failures once they delivered (requires mu_).
+void Worker::Impl::on_consumer_ended_locked(const std::string& shard,
+                                            const lifecycle::ShardConsumer& c) {
+  switch (c.outcome()) {
+    case lifecycle::ConsumerOutcome::kShardFinished:
+      finished_shards_.insert(shard);
+      sync_requested_ = true;  // create the children's leases now
+      break;
+    case lifecycle::ConsumerOutcome::kFailed: {
+      Status f = c.failure();
+      if (f.code() == StatusCode::kNotFound && fatal_.ok()) {
+        fatal_ = f;
+        shutdown_requested_ = true;
+      }
+      on_consumer_failed(shard, f, c.records_delivered());
+      // Any other failure: try the shard again, but not in a tight loop.
+      retry_after_[shard] =
+          clock_->now() + std::min<std::chrono::milliseconds>(
+                              config_.processing.failure_backoff_max, std::chrono::seconds(5));
+      break;
+    }
+    default:
+      if (c.records_delivered() > 0) failures_.erase(shard);
+      break;
+  }
+}
+
+// Running consumers go on (a lease no longer held stops its consumer: belt and braces);
+// ended ones are forgotten; returns the consumers to run now (requires mu_).
+void Worker::Impl::sweep_consumers_locked(
+    const std::set<std::string>& held_keys,
+    std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run) {
+  for (auto it = consumers_.begin(); it != consumers_.end();) {
+    auto& c = it->second;
+    if (c->done()) {
+      on_consumer_ended_locked(it->first, *c);
+      it = consumers_.erase(it);
+      continue;
+    }
+    // A restarted consumer that delivers again ends its shard's series of failures.
+    if (c->records_delivered() > 0) failures_.erase(it->first);
+    if (!held_keys.count(it->first)) {
+      c->notify_lease_lost();
+      run.push_back(c);
+    }
+    ++it;
+  }
+  std::erase_if(finished_shards_, [&](const std::string& k) { return !held_keys.count(k); });
+}
+
+// Handoffs whose consumer has stopped are ready to complete; those lost or done meanwhile
+// are forgotten (requires mu_).
+std::vector<std::string> Worker::Impl::handoffs_ready_locked(
+    const std::set<std::string>& held_keys) {
+  std::vector<std::string> ready;
+  for (auto it = handing_off_.begin(); it != handing_off_.end();) {
+    if (!held_keys.count(*it)) {
+      it = handing_off_.erase(it);
+      continue;
+    }
+    if (!consumers_.count(*it)) ready.push_back(*it);
+    ++it;
+  }
+  return ready;
+}
+
+// A consumer for each held lease that has none, is not finished or being handed off, and
+// whose restart after a failure is due (requires mu_).
+void Worker::Impl::start_consumers_locked(
+    const std::vector<Lease>& held, std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run) {
+  if (shutdown_requested_) return;
+  for (const auto& lease : held) {
+    if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key) ||
+        handing_off_.count(lease.lease_key)) {
+      continue;
+    }
+    if (auto r = retry_after_.find(lease.lease_key); r != retry_after_.end()) {
+      if (clock_->now() < r->second) continue;
+      retry_after_.erase(r);
+    }
+    auto c = std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
+    consumers_[lease.lease_key] = c;
+    run.push_back(c);
+  }
+}
+
 void Worker::Impl::reconcile() {
   std::vector<Lease> held = assignment_->held().held_leases();
   std::set<std::string> held_keys;
   for (const auto& l : held) held_keys.insert(l.lease_key);
   std::vector<std::shared_ptr<lifecycle::ShardConsumer>> to_schedule;
   std::vector<std::string> handoffs_ready;
+  std::size_t consumers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = consumers_.begin(); it != consumers_.end();) {
-      auto& c = it->second;
-      if (!c->done()) {
-        // A restarted consumer that delivers again ends its shard's series of failures.
-        if (c->records_delivered() > 0) failures_.erase(it->first);
-        // Belt and braces: a lease no longer held means its consumer must stop.
-        if (!held_keys.count(it->first)) {
-          c->notify_lease_lost();
-          to_schedule.push_back(c);
-        }
-        ++it;
-        continue;
-      }
-      switch (c->outcome()) {
-        case lifecycle::ConsumerOutcome::kShardFinished:
-          finished_shards_.insert(it->first);
-          sync_requested_ = true;  // create the children's leases now
-          break;
-        case lifecycle::ConsumerOutcome::kFailed: {
-          Status f = c->failure();
-          if (f.code() == StatusCode::kNotFound && fatal_.ok()) {
-            fatal_ = f;
-            shutdown_requested_ = true;
-          }
-          on_consumer_failed(it->first, f, c->records_delivered());
-          // Any other failure: try the shard again, but not in a tight loop.
-          retry_after_[it->first] =
-              clock_->now() + std::min<std::chrono::milliseconds>(
-                                  config_.processing.failure_backoff_max, std::chrono::seconds(5));
-          break;
-        }
-        default:
-          if (c->records_delivered() > 0) failures_.erase(it->first);
-          break;
-      }
-      it = consumers_.erase(it);
-    }
-    for (auto it = finished_shards_.begin(); it != finished_shards_.end();) {
-      it = held_keys.count(*it) ? std::next(it) : finished_shards_.erase(it);
-    }
-    for (auto it = handing_off_.begin(); it != handing_off_.end();) {
-      if (!held_keys.count(*it)) {
-        it = handing_off_.erase(it);  // lost or done meanwhile
-      } else {
-        if (!consumers_.count(*it)) handoffs_ready.push_back(*it);  // its consumer has stopped
-        ++it;
-      }
-    }
-    if (!shutdown_requested_) {
-      for (const auto& lease : held) {
-        if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key) ||
-            handing_off_.count(lease.lease_key)) {
-          continue;
-        }
-        if (auto r = retry_after_.find(lease.lease_key); r != retry_after_.end()) {
-          if (clock_->now() < r->second) continue;
-          retry_after_.erase(r);
-        }
-        auto c = std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
-        consumers_[lease.lease_key] = c;
-        to_schedule.push_back(c);
-      }
-    }
+    sweep_consumers_locked(held_keys, to_schedule);
+    handoffs_ready = handoffs_ready_locked(held_keys);
+    start_consumers_locked(held, to_schedule);
+    consumers = consumers_.size();
   }
   for (auto& c : to_schedule) pool_->schedule_now(c);
   complete_handoffs(handoffs_ready);
-  metrics_->gauge("worker.consumers", static_cast<double>(consumers_.size()), {});
+  metrics_->gauge("worker.consumers", static_cast<double>(consumers), {});
 }
 
 void Worker::Impl::complete_handoffs(const std::vector<std::string>& keys) {

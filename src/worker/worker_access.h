@@ -7,10 +7,11 @@
 
 #include <memory>
 
+#include "assignment/coordination_store.h"
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
-#include "assignment/coordination_store.h"
 #include "leases/lease_store.h"
+#include "lifecycle/paced_processor.h"
 #include "retrieval/records_source.h"
 
 namespace kcl::worker {
@@ -25,6 +26,9 @@ struct WorkerInternals {
   std::shared_ptr<assignment::CoordinationStore> coordination_store;
   // Makes each shard's records source; empty = polling through `kinesis`.
   retrieval::RecordsSourceFactory records_source_factory;
+  // Processors that pace their own deliveries (the pull consumer), instead of the
+  // RecordProcessorFactory given to the worker (which may then be null).
+  std::shared_ptr<lifecycle::PacedProcessorFactory> paced_factory;
 };
 
 struct WorkerAccess {

@@ -254,5 +254,71 @@ TEST(AssignmentPlannerTest, RandomWeightsBalanceByLoadAndThenStayPut) {
   }
 }
 
+// build_plan_input: what the leader knows becomes the plan's input.
+class PlanInputTest : public ::testing::Test {
+ protected:
+  static WorkerEntry worker(const std::string& id, bool draining = false,
+                            std::map<std::string, double> kbps = {}) {
+    WorkerEntry w;
+    w.worker_id = id;
+    w.draining = draining;
+    w.lease_kbps = std::move(kbps);
+    return w;
+  }
+  void add(Lease l) { cache_[l.lease_key] = std::move(l); }
+  std::map<std::string, Lease> cache_;
+};
+
+TEST_F(PlanInputTest, ADrainingWorkerGetsNothingAndLeasesAtShardEndAreNotAssignable) {
+  add(owned(0, "a"));
+  Lease ended = owned(1, "b");
+  ended.checkpoint = ExtendedSequenceNumber::shard_end();
+  add(ended);
+  add(owned(2, std::nullopt));
+  LeaderKnowledge known;
+  known.workers = {worker("a"), worker("b", true)};
+  known.leases = &cache_;
+  known.orphans = {shard(2)};
+  const PlanRequest req = build_plan_input(known);
+  EXPECT_EQ(req.input.workers, std::vector<std::string>{"a"});
+  ASSERT_EQ(req.input.leases.size(), 2u);
+  EXPECT_EQ(req.input.leases[0].lease_key, shard(0));
+  EXPECT_EQ(req.input.leases[1].lease_key, shard(2));
+  EXPECT_EQ(req.input.orphans, std::vector<std::string>{shard(2)});
+  EXPECT_TRUE(req.weights_complete);
+}
+
+TEST_F(PlanInputTest, WhileTheFleetChangesFreeLeasesWaitButADeadWorkersLeasesMove) {
+  add(owned(0, std::nullopt));  // free
+  add(owned(1, "dead"));        // its owner was fenced
+  LeaderKnowledge known;
+  known.workers = {worker("a")};
+  known.leases = &cache_;
+  known.orphans = {shard(0), shard(1)};
+  known.settled = false;
+  EXPECT_EQ(build_plan_input(known).input.orphans, std::vector<std::string>{shard(1)});
+  known.settled = true;
+  EXPECT_EQ(build_plan_input(known).input.orphans, (std::vector<std::string>{shard(0), shard(1)}));
+}
+
+TEST_F(PlanInputTest, WeightsAreAtLeastOneAndRebalancingWaitsForEveryOwnedLeasesWeight) {
+  add(owned(0, "a"));
+  add(owned(1, "b"));
+  add(owned(2, std::nullopt));
+  LeaderKnowledge known;
+  known.workers = {worker("a", false, {{shard(0), 0.2}}), worker("b")};
+  known.leases = &cache_;
+  known.orphans = {shard(2)};
+  known.max_leases_per_worker = 7;
+  PlanRequest req = build_plan_input(known);
+  EXPECT_EQ(req.input.weights, (std::map<std::string, double>{{shard(0), 1.0}}));
+  EXPECT_EQ(req.input.max_leases_per_worker, 7);
+  EXPECT_FALSE(req.weights_complete) << "b has not published shard 1's weight yet";
+  known.workers[1].lease_kbps = {{shard(1), 40.0}};
+  req = build_plan_input(known);
+  EXPECT_TRUE(req.weights_complete) << "the orphan needs no weight";
+  EXPECT_EQ(req.input.weights.at(shard(1)), 40.0);
+}
+
 }  // namespace
 }  // namespace kcl::leases

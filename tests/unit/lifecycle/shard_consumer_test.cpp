@@ -1,9 +1,9 @@
 // ShardConsumer, step by step on the test's thread: a scripted Kinesis (the fetcher tests'
-// FakeKinesis) on a manual clock, an in-memory lease table and a real LeaseCoordinator that
-// holds the lease. Covers the state machine: initialize at the checkpoint, delivery, shard
-// end with and without the SHARD_END checkpoint, processor exceptions (retry and skip),
-// waiting on parents, lease lost and shutdown at each stage, a deleted stream, and the
-// counters the worker reports.
+// FakeKinesis) on a manual clock, a task pool without threads (its fetch task runs there, as
+// in production), an in-memory lease table and a worker-takes worker that holds the lease. Covers
+// the state machine: initialize at the checkpoint, delivery, shard end with and without the
+// SHARD_END checkpoint, processor exceptions (retry and skip), waiting on parents, lease lost and
+// shutdown at each stage, a deleted stream, and the counters the worker reports.
 #include "lifecycle/shard_consumer.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +117,7 @@ class ShardConsumerTest : public ::testing::Test {
     ctx_.logger = nullptr;
     ctx_.metrics = &NoopMetricsSink::instance();
     ctx_.clock = &fetch_clock_;
+    ctx_.pool = &pool_;
     ctx_.initial_position = InitialPosition::trim_horizon();
     ctx_.retrieval.idle_time_between_calls = 100ms;
     ctx_.retrieval.min_call_interval = 10ms;
@@ -169,14 +170,19 @@ class ShardConsumerTest : public ::testing::Test {
   }
 
   // Runs steps (the fetcher's clock moves 1 s after each) until `until` holds; false if it
-  // did not within `max_steps`.
+  // did not within `max_steps`. Each step is one of the consumer's, then whatever the pool
+  // has due (its fetch task, as in production).
   bool drive(ShardConsumer& c, const std::function<bool()>& until, int max_steps = 200) {
     for (int i = 0; i < max_steps; ++i) {
       if (until()) return true;
-      last_next_ = c.run();
+      step(c);
       fetch_clock_.advance(1s);
     }
     return until();
+  }
+  void step(ShardConsumer& c) {
+    last_next_ = c.run();
+    pool_.run_due();
   }
 
   Lease stored(const std::string& key = kShard) {
@@ -196,6 +202,7 @@ class ShardConsumerTest : public ::testing::Test {
   std::atomic<std::uint64_t> delivered_{0};
   std::atomic<std::uint64_t> failures_{0};
   std::atomic<std::uint64_t> corrupt_{0};
+  TaskPool pool_{0, fetch_clock_};  // no threads: run_due() on the test's thread
   ConsumerContext ctx_;
   std::optional<SteadyTime> last_next_;
 };
@@ -217,7 +224,8 @@ TEST_F(ShardConsumerTest, DeliversTheShardThenCheckpointsShardEnd) {
   EXPECT_TRUE(stored().checkpoint.is_shard_end());
   EXPECT_EQ(delivered_.load(), 10u);
   EXPECT_EQ(failures_.load(), 0u);
-  EXPECT_FALSE(last_next_.has_value()) << "a done consumer asks not to run again";
+  EXPECT_FALSE(pool_.scheduled_at(*c).has_value()) << "a done consumer is not queued";
+  EXPECT_FALSE(c->run().has_value()) << "a done consumer asks not to run again";
 }
 
 TEST_F(ShardConsumerTest, StartsAfterTheCheckpoint) {
@@ -530,7 +538,7 @@ TEST_F(ShardConsumerTest, AnIdleShardGetsEmptyBatchesAtTheIntervalAndTheyMayChec
   // And again after each interval while the shard stays idle; never more often.
   const std::size_t empties = count(script_.events, "process 0");
   for (int i = 0; i < 9; ++i) {
-    last_next_ = c->run();
+    step(*c);
     fetch_clock_.advance(1s);
   }
   EXPECT_GE(count(script_.events, "process 0"), empties + 2);
@@ -544,7 +552,7 @@ TEST_F(ShardConsumerTest, WithoutAnIntervalAnIdleShardGetsNoEmptyBatch) {
   ASSERT_TRUE(c);
   ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
   for (int i = 0; i < 20; ++i) {
-    last_next_ = c->run();
+    step(*c);
     fetch_clock_.advance(1s);
   }
   EXPECT_EQ(count(script_.events, "process 0"), 0u);

@@ -1,6 +1,7 @@
 // The pull consumer's checkpoints under random schedules: a real ShardConsumer (step by step
-// on the test's thread, no pool) with the pull processor, a scripted Kinesis shard, an
-// in-memory lease table and a real LeaseCoordinator, all on a manual clock. Each seed plays
+// on the test's thread, its fetch task on a pool without threads) with the pull processor, a
+// scripted Kinesis shard, an in-memory lease table and a worker-takes worker holding the
+// lease, all on a manual clock. Each seed plays
 // thousands of random steps: consumer steps, takes, acks in random order, new records, lease
 // losses (the lease taken by another worker, then taken back: a new tenure), shutdowns with
 // a restart (a new hub: records still held are cancelled), and the shard's end. After every
@@ -20,6 +21,7 @@
 
 #include "leases/in_memory_lease_store.h"
 #include "lifecycle/shard_consumer.h"
+#include "lifecycle/task_pool.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
 #include "unit/leases/lease_test_util.h"
@@ -44,6 +46,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     ctx_.logger = nullptr;
     ctx_.metrics = &NoopMetricsSink::instance();
     ctx_.clock = &clock_;
+    ctx_.pool = &pool_;
     ctx_.initial_position = InitialPosition::trim_horizon();
     ctx_.retrieval.idle_time_between_calls = 100ms;
     ctx_.retrieval.min_call_interval = 10ms;
@@ -69,7 +72,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     limits.checkpoint_interval = 1s;
     hub_ = std::make_shared<PullHub>(limits, clock_);
     factory_ = std::make_unique<PullProcessorFactory>(hub_);
-    ctx_.factory = factory_.get();
+    ctx_.paced_factory = factory_.get();
   }
 
   void new_consumer() {
@@ -88,6 +91,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
 
   void step_consumer() {
     if (!consumer_->done()) consumer_->run();
+    pool_.run_due();  // the fetch task, as in production
     clock_.advance(std::chrono::milliseconds(rng_() % 600));
   }
 
@@ -180,6 +184,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
   std::mt19937 rng_{static_cast<std::mt19937::result_type>(seed_)};
   ManualClock lease_clock_;  // never moves: leases stay held until taken on purpose
   ManualClock clock_;
+  lifecycle::TaskPool pool_{0, clock_};  // no threads: run_due() on the test's thread
   std::shared_ptr<FakeKinesis> fake_ = std::make_shared<FakeKinesis>(clock_);
   kinesis::KinesisClient client_{fake_};
   leases::InMemoryLeaseStore store_;
