@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  kcl::Status stopped = worker.shutdown().get();
+  kcl::Status stopped = worker.shutdown();
   std::printf("{\"records\":%llu,\"checksum\":%llu,\"seconds\":%.3f,\"stopped\":\"%s\"}\n",
               static_cast<unsigned long long>(g_records.load()),
               static_cast<unsigned long long>(g_checksum.load()), seconds,

@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
     const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
       std::printf("stopping (signal %d)...\n", sig);
-      why = worker.shutdown().get();  // blocks until the graceful shutdown is complete
+      why = worker.shutdown();  // blocks until the graceful shutdown is complete
       break;
     }
   }

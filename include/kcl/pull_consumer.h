@@ -49,6 +49,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -154,8 +155,13 @@ class PullConsumer {
   // Graceful stop: next() returns nothing more; waits up to shutdown_ack_timeout for the
   // records taken but not acknowledged; checkpoints each shard's watermark; hands the
   // leases back. Blocks until done; returns why the worker stopped (OK after a clean stop).
-  // Calling it again returns the same result.
+  // Calling it again returns the same result. (The same meaning as Worker::shutdown() and
+  // Producer::shutdown().)
   Status shutdown();
+  // Begins the same graceful stop on a thread of its own and returns at once; the future is
+  // ready when shutdown() would have returned. Threads still holding records can go on
+  // acknowledging them meanwhile. Calling it again returns the same future.
+  std::shared_future<Status> begin_shutdown();
 
   // Waits at most `timeout` for the worker to stop by itself (a fatal error); its reason
   // when it has.

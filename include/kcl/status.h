@@ -128,19 +128,3 @@ class [[nodiscard]] Result {
 };
 
 }  // namespace kcl
-
-// Propagation helpers for code inside the library.
-#define KCL_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    ::kcl::Status kcl_status_ = (expr);        \
-    if (!kcl_status_.ok()) return kcl_status_; \
-  } while (0)
-
-#define KCL_CONCAT_INNER_(a, b) a##b
-#define KCL_CONCAT_(a, b) KCL_CONCAT_INNER_(a, b)
-#define KCL_ASSIGN_OR_RETURN(lhs, expr) \
-  KCL_ASSIGN_OR_RETURN_IMPL_(KCL_CONCAT_(kcl_result_, __LINE__), lhs, expr)
-#define KCL_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                               \
-  if (!tmp.ok()) return tmp.status();              \
-  lhs = std::move(tmp).value()

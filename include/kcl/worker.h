@@ -5,21 +5,26 @@
 //   config.stream_name = "orders";
 //   config.leases.application_name = "order-audit";
 //   kcl::Worker worker(config, std::make_shared<MyFactory>());
-//   worker.run();   // blocks until worker.shutdown() (e.g. from a signal handler thread)
+//   worker.run();   // blocks until the worker stops: shutdown() or begin_shutdown() from
+//                   // another thread (a signal handler's, say), or a fatal error
 //
 // What a worker does: creates the lease table if needed; syncs shards to leases at start
-// and periodically (with jitter); takes and renews leases (see LeaseConfig); runs one shard
+// and periodically (with jitter); holds its share of the leases (see LeaseConfig); runs one shard
 // consumer per held lease (waiting on parents -> initializing -> processing -> shard end /
 // lease lost / shutdown requested -> done) on a fixed pool of threads; stops in order.
 //
 // Threads: the worker owns (a) one scheduler thread (starts and stops consumers, runs shard
-// sync), (b) two lease threads (take, renew), (c) a pool of `processing.thread_pool_size`
-// threads that run every consumer's steps (GetRecords calls and processor callbacks). No
-// thread per shard: hundreds of shards share the pool. Calls for one shard are never
-// concurrent (see kcl/processor.h).
+// sync), (b) the lease-assignment threads, one per step so a slow lease-table scan never
+// delays a renewal: two with LeaseAssignment::kWorkerTakes (renew, take), three with
+// kLeaderBased (heartbeat, poll of its own entry, leader pass), (c) a pool of
+// `processing.thread_pool_size` threads that run every consumer's steps (GetRecords calls
+// and processor callbacks). Fan-out's HTTP/2 transport, the HTTP endpoint and CloudWatch
+// publishing run threads of their own when configured. No thread per shard: hundreds of shards
+// share the pool. Calls for one shard are never concurrent (see kcl/processor.h).
 //
-// Thread safety: start(), run(), shutdown() and the accessors may be called from any thread.
-// A Worker is started at most once.
+// Thread safety: start(), run(), shutdown(), begin_shutdown() and the accessors may be called
+// from any thread (shutdown() inside a record processor only begins the stop; see there). A
+// Worker is started at most once.
 #pragma once
 
 #include <chrono>
@@ -115,9 +120,16 @@ class Worker {
   // Returns why it stopped (OK after a graceful shutdown).
   Status run();
   // Graceful shutdown: stop taking leases -> shutdown_requested on every processor (final
-  // checkpoints) -> hand leases back -> stop threads. Returns at once; the future is ready
-  // when done. Calling it again returns the same future.
-  std::shared_future<Status> shutdown();
+  // checkpoints) -> hand leases back -> stop threads. Blocks until the worker has stopped and
+  // returns why (OK after a clean stop); calling it again returns the same result. (The
+  // same meaning as PullConsumer::shutdown() and Producer::shutdown().)
+  // On one of the worker's own threads (inside a RecordProcessor callback) it cannot wait
+  // for those threads: it begins the shutdown and returns kFailedPrecondition saying so.
+  Status shutdown();
+  // Begins the same graceful shutdown and returns at once; the future is ready when the
+  // worker has stopped. Safe from any thread, a record processor's or a signal-handling one
+  // included; calling it again returns the same future.
+  std::shared_future<Status> begin_shutdown();
   // Blocks until the worker has stopped; returns why (as run()).
   Status wait();
   // Waits at most `timeout` for the worker to stop; the reason when it has, else nothing.

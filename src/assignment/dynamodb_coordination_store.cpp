@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/status_macros.h"
+
 namespace kcl::assignment {
 namespace {
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/status_macros.h"
+
 namespace kcl::assignment {
 
 Status InMemoryCoordinationStore::fault_locked(std::string_view worker_id) {

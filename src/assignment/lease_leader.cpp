@@ -4,6 +4,7 @@
 
 #include "assignment/assignment_planner.h"
 #include "assignment/lease_digest.h"
+#include "base/status_macros.h"
 
 namespace kcl::assignment {
 

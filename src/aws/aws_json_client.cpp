@@ -27,6 +27,7 @@
 #include "aws/json_util.h"
 #include "aws/retry.h"
 #include "aws/sigv4.h"
+#include "base/status_macros.h"
 
 namespace kcl::aws {
 

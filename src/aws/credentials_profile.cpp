@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "aws/credentials_internal.h"
+#include "base/status_macros.h"
 
 extern char** environ;
 

@@ -13,6 +13,7 @@
 #include "aws/aws_json_client.h"
 #include "aws/ini_file.h"
 #include "aws/text.h"
+#include "base/status_macros.h"
 
 namespace kcl::aws {
 namespace {

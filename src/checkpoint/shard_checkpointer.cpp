@@ -3,6 +3,8 @@
 #include <memory>
 #include <utility>
 
+#include "base/status_macros.h"
+
 namespace kcl::checkpoint {
 
 Result<std::unique_ptr<ShardCheckpointer>> ShardCheckpointer::create(

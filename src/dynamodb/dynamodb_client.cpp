@@ -5,6 +5,8 @@
 #include <thread>
 #include <utility>
 
+#include "base/status_macros.h"
+
 namespace kcl::dynamodb {
 namespace {
 

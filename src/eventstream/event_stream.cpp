@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "base/status_macros.h"
+
 namespace kcl::eventstream {
 
 namespace {

@@ -27,6 +27,7 @@
 
 #include "aws/base64.h"
 #include "aws/http_transport.h"
+#include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
 #include "kinesis/kinesis_client.h"
 

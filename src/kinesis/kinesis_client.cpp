@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "aws/base64.h"
+#include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
 
 namespace kcl::kinesis {

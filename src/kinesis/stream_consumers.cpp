@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/status_macros.h"
+
 namespace kcl::kinesis {
 
 Result<std::string> stream_arn(KinesisClient& client, std::string_view stream) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "leases/lease_serializer.h"
 
 namespace kcl::leases {

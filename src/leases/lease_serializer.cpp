@@ -4,6 +4,8 @@
 #include <charconv>
 #include <string>
 
+#include "base/status_macros.h"
+
 namespace kcl::leases {
 namespace {
 

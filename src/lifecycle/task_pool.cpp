@@ -2,6 +2,12 @@
 
 namespace kcl::lifecycle {
 
+namespace {
+thread_local const TaskPool* current_pool = nullptr;
+}  // namespace
+
+bool TaskPool::on_pool_thread() const { return current_pool == this; }
+
 TaskPool::TaskPool(int threads, const Clock& clock) : clock_(clock) {
   if (threads < 0) threads = 0;
   threads_.reserve(static_cast<std::size_t>(threads));
@@ -105,6 +111,7 @@ std::optional<SteadyTime> TaskPool::scheduled_at(const Task& task) {
 }
 
 void TaskPool::loop() {
+  current_pool = this;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (queue_.empty()) {

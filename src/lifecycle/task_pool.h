@@ -66,6 +66,9 @@ class TaskPool {
   int run_due(int max_runs = 10000);
   // When `task` is queued to run next; empty when it is not queued.
   std::optional<SteadyTime> scheduled_at(const Task& task);
+  // True on one of this pool's threads (inside a task's run), e.g. to refuse a call that
+  // would wait for the pool to stop.
+  bool on_pool_thread() const;
 
  private:
   struct Entry {

@@ -1,7 +1,9 @@
 #include "kcl/pull_consumer.h"
 
 #include <atomic>
+#include <future>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "base/config_checks.h"
@@ -105,9 +107,25 @@ class PullConsumer::Impl {
                             " ms); checkpointing what was acknowledged: they are delivered "
                             "again after a restart");
     }
-    result_ = worker_->shutdown().get();
+    result_ = worker_->shutdown();
     hub_->stop();
     return *result_;
+  }
+
+  std::shared_future<Status> begin_shutdown() {
+    std::lock_guard<std::mutex> lock(stopper_mu_);
+    if (!stopper_.joinable()) {
+      auto task = std::make_shared<std::packaged_task<Status()>>([this] { return shutdown(); });
+      stopped_ = task->get_future().share();
+      stopper_ = std::thread([task] { (*task)(); });
+    }
+    return stopped_;
+  }
+
+  // Waits for a stop begun by begin_shutdown() (the destructor's last step).
+  void join_stopper() {
+    std::lock_guard<std::mutex> lock(stopper_mu_);
+    if (stopper_.joinable()) stopper_.join();
   }
 
   std::optional<Status> wait_for(std::chrono::milliseconds timeout) {
@@ -135,11 +153,17 @@ class PullConsumer::Impl {
   std::atomic<bool> started_{false};
   std::unique_ptr<Worker> worker_;
   std::optional<Status> result_;
+  std::mutex stopper_mu_;  // guards stopper_ and stopped_
+  std::thread stopper_;    // runs shutdown() for begin_shutdown()
+  std::shared_future<Status> stopped_;
 };
 
 PullConsumer::PullConsumer(PullConsumerConfig config, WorkerDependencies deps)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(deps))) {}
-PullConsumer::~PullConsumer() { (void)impl_->shutdown(); }
+PullConsumer::~PullConsumer() {
+  (void)impl_->shutdown();
+  impl_->join_stopper();
+}
 Status PullConsumer::start() { return impl_->start(); }
 std::optional<PulledRecord> PullConsumer::next(std::chrono::milliseconds timeout) {
   std::vector<PulledRecord> one = impl_->take(1, timeout);
@@ -151,6 +175,7 @@ std::vector<PulledRecord> PullConsumer::next_batch(std::size_t max,
   return impl_->take(max, timeout);
 }
 Status PullConsumer::shutdown() { return impl_->shutdown(); }
+std::shared_future<Status> PullConsumer::begin_shutdown() { return impl_->begin_shutdown(); }
 std::optional<Status> PullConsumer::wait_for(std::chrono::milliseconds timeout) {
   return impl_->wait_for(timeout);
 }

@@ -17,6 +17,7 @@
 #include "aws/retry.h"
 #include "base/jitter.h"
 #include "base/repeat_report.h"
+#include "base/status_macros.h"
 #include "cloudwatch/cloudwatch_publisher.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
@@ -105,6 +106,10 @@ class Worker::Impl final : public leases::LeaseListener {
       return Status(StatusCode::kFailedPrecondition, "the worker was not started");
     if (done_.wait_for(timeout) != std::future_status::ready) return std::nullopt;
     return done_.get();
+  }
+  // True on the scheduler's thread or one of the pool's (where processors run).
+  bool on_own_thread() const {
+    return (pool_ && pool_->on_pool_thread()) || scheduler_id_.load() == std::this_thread::get_id();
   }
   const std::string& worker_id() const { return config_.leases.worker_id; }
   std::string http_url() const { return endpoint_ ? endpoint_->url() : std::string(); }
@@ -221,6 +226,7 @@ class Worker::Impl final : public leases::LeaseListener {
 
   std::atomic<bool> started_{false};
   std::thread scheduler_;
+  std::atomic<std::thread::id> scheduler_id_{};  // scheduler_'s, once started
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -418,6 +424,7 @@ Status Worker::Impl::start() {
   make_consumer_context();
   assignment_->start();
   scheduler_ = std::thread([this] { scheduler_loop(); });
+  scheduler_id_.store(scheduler_.get_id());
   ready_.store(true);
   return Status::Ok();
 }
@@ -830,7 +837,17 @@ Status Worker::run() {
   KCL_RETURN_IF_ERROR(impl_->start());
   return impl_->wait();
 }
-std::shared_future<Status> Worker::shutdown() { return impl_->shutdown(); }
+Status Worker::shutdown() {
+  std::shared_future<Status> done = impl_->shutdown();
+  if (impl_->on_own_thread()) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "Worker::shutdown() was called on one of the worker's own threads (a record "
+                  "processor's?), which it would wait for: the shutdown was begun, not waited "
+                  "for; call begin_shutdown() there");
+  }
+  return done.get();
+}
+std::shared_future<Status> Worker::begin_shutdown() { return impl_->shutdown(); }
 Status Worker::wait() { return impl_->wait(); }
 std::optional<Status> Worker::wait_for(std::chrono::milliseconds timeout) {
   return impl_->wait_for(timeout);

@@ -8,7 +8,8 @@ of truth. A file in src/<area>/ may include:
   - public headers (include/kcl/*.h) that belong to base, or to an area it may include
     (PUBLIC_HEADER_AREA below names the public headers that belong to a higher layer).
 Public headers may include only other public headers (and the standard library), and only
-those of their own layer or below.
+those of their own layer or below, and define no macros (a user's code gets every #define in
+them; the library's own helpers live in src/base/status_macros.h).
 
 Usage: layering_check.py <source dir>     exit 0 when clean, 1 listing every violation.
 """
@@ -24,6 +25,7 @@ PUBLIC_HEADER_AREA = {
 }
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+DEFINE_RE = re.compile(r"^\s*#\s*define\s+(\w+)", re.M)
 AREA_RE = re.compile(r"^\s*kcl_area\(\s*(\w+)([^)]*)\)", re.M)
 
 
@@ -104,7 +106,10 @@ def main():
             continue
         checked += 1
         mine = public_area(f)
-        for inc in INCLUDE_RE.findall(open(os.path.join(pub, f)).read()):
+        text = open(os.path.join(pub, f)).read()
+        for macro in DEFINE_RE.findall(text):
+            problems.append(f"include/kcl/{f}: public header defines the macro {macro}")
+        for inc in INCLUDE_RE.findall(text):
             if not inc.startswith("kcl/"):
                 problems.append(f"include/kcl/{f}: public header includes internal \"{inc}\"")
                 continue

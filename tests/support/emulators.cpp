@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/status_macros.h"
+
 extern char** environ;
 
 #ifndef KCL_SOURCE_DIR

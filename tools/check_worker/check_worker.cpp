@@ -442,7 +442,7 @@ int main(int argc, char** argv) {
     if (sig == SIGTERM || sig == SIGINT) break;
   }
   std::cerr << "kcl_check_worker " << flags.worker_id << ": stopping gracefully\n";
-  kcl::Status stopped = worker.shutdown().get();
+  kcl::Status stopped = worker.shutdown();
   write_stop(stopped);
   std::cerr << "kcl_check_worker " << flags.worker_id << ": stopped: " << stopped.to_string()
             << " after " << worker.stats().records_delivered << " records\n";

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "aws/base64.h"
+#include "base/status_macros.h"
 #include "kinesis/stream_consumers.h"
 #include "record_lines.h"
 #include "retrieval/fanout_source.h"

@@ -248,7 +248,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
     return 0;
   }
   say("consume", "stopping gracefully (a second signal exits at once)");
-  Status stopped = worker.shutdown().get();
+  Status stopped = worker.shutdown();
   auto stats = worker.stats();
   say("consume", "stopped after " + std::to_string(stats.records_delivered) + " records");
   if (!stopped.ok()) return report_error("consume", stopped);

@@ -60,7 +60,7 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
     return 0;
   }
   std::cerr << "kcl multilang: stopping gracefully (shutdownRequested to every child)\n";
-  Status stopped = worker.shutdown().get();
+  Status stopped = worker.shutdown();
   if (!stopped.ok()) return report_error("multilang", stopped);
   return 0;
 }

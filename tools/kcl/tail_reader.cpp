@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/status_macros.h"
 #include "retrieval/shard_fetcher.h"
 
 namespace kcl::cli {

@@ -287,7 +287,7 @@ TEST_F(WorkerHttpTest, FleetMetricsHealthAbuseAndStatusPage) {
   EXPECT_NE(dom.find("A (this worker)"), std::string::npos);
 
   // A lease moves: B shuts down, hands its leases back, A takes them; the page follows.
-  ASSERT_TRUE(b.shutdown().get().ok());
+  ASSERT_TRUE(b.shutdown().ok());
   ASSERT_TRUE(eventually([&] { return a.stats().leases_held == kShards; }, 60s));
   EXPECT_TRUE(eventually(
       [&] {
@@ -297,7 +297,7 @@ TEST_F(WorkerHttpTest, FleetMetricsHealthAbuseAndStatusPage) {
       },
       60s))
       << dom;
-  ASSERT_TRUE(a.shutdown().get().ok());
+  ASSERT_TRUE(a.shutdown().ok());
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ std::vector<Record> consume_all(const AwsConfig& aws, const std::string& stream,
     }
     std::this_thread::sleep_for(50ms);
   }
-  (void)worker.shutdown().get();
+  (void)worker.shutdown();
   std::lock_guard<std::mutex> lock(sink->mu);
   return sink->records;
 }

@@ -5,6 +5,7 @@
 // last record.
 #include <gtest/gtest.h>
 
+#include <future>
 #include <map>
 #include <set>
 #include <sstream>
@@ -13,6 +14,7 @@
 
 #include "aws/aws_json_client.h"
 #include "dynamodb/dynamodb_client.h"
+#include "kcl/pull_consumer.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
 #include "support/child_process.h"
@@ -151,6 +153,42 @@ TEST_F(PullWorkersTest, EveryRecordIsCompletedThroughAKillAndCheckpointsEndAtThe
   for (const auto& [shard, last] : last_) {
     EXPECT_EQ(cps[shard], last) << shard << " after the graceful stop";
   }
+}
+
+// begin_shutdown() returns at once and its stop waits for the records taken but not yet
+// acknowledged, which the same thread can still acknowledge meanwhile: the future is ready
+// only after the last ack, and the checkpoint is then the shard's last record.
+TEST_F(PullWorkersTest, BeginShutdownWaitsForAcksTheCallerStillMakes) {
+  ASSERT_TRUE(kinesis_->create_stream(stream_ + "-one", 1).ok());
+  ASSERT_TRUE(kinesis_->wait_for_active(stream_ + "-one", 30s).ok());
+  stream_ += "-one";
+  put(20);
+  PullConsumerConfig config;
+  config.worker.stream_name = stream_;
+  config.worker.aws = aws_;
+  config.worker.leases.application_name = app_;
+  config.worker.initial_position = InitialPosition::trim_horizon();
+  PullConsumer consumer(config);
+  ASSERT_TRUE(consumer.start().ok());
+  std::vector<PulledRecord> held;
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (auto& r : consumer.next_batch(20, 100ms)) held.push_back(std::move(r));
+        return held.size() == 20;
+      },
+      60s))
+      << held.size() << " of 20 records pulled";
+
+  std::shared_future<Status> stopped = consumer.begin_shutdown();
+  EXPECT_EQ(stopped.wait_for(300ms), std::future_status::timeout)
+      << "the stop did not wait for the 20 records taken";
+  for (PulledRecord& r : held) ASSERT_TRUE(r.ack().ok());
+  ASSERT_EQ(stopped.wait_for(60s), std::future_status::ready);
+  EXPECT_TRUE(stopped.get().ok()) << stopped.get();
+  EXPECT_TRUE(consumer.shutdown().ok());  // the same result again
+  auto cps = checkpoints();
+  ASSERT_EQ(last_.size(), 1u);
+  EXPECT_EQ(cps[last_.begin()->first], last_.begin()->second);
 }
 
 }  // namespace

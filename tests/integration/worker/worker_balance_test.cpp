@@ -80,8 +80,8 @@ TEST_F(WorkerBalanceTest, TwoWorkersSplitFourShardsTwoTwoAndHandThemBackOnShutdo
     EXPECT_EQ(b.stats().leases_held, 2u);
   }
 
-  auto done_a = a.shutdown();
-  auto done_b = b.shutdown();
+  auto done_a = a.begin_shutdown();
+  auto done_b = b.begin_shutdown();
   ASSERT_EQ(done_a.wait_for(30s), std::future_status::ready);
   ASSERT_EQ(done_b.wait_for(30s), std::future_status::ready);
   EXPECT_TRUE(done_a.get().ok()) << done_a.get();

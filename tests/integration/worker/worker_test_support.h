@@ -391,7 +391,7 @@ class WorkerTest : public ::testing::Test {
 
   // Graceful shutdown with a deadline; returns the worker's exit status.
   static Status stop(Worker& w, std::chrono::milliseconds timeout = 30s) {
-    auto done = w.shutdown();
+    auto done = w.begin_shutdown();
     if (done.wait_for(timeout) != std::future_status::ready) {
       return Status(StatusCode::kDeadlineExceeded, "the worker did not stop in time");
     }

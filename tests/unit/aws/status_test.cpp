@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/status_macros.h"
+
 namespace kcl {
 namespace {
 

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -169,10 +170,10 @@ class RecordingFactory final : public RecordProcessorFactory {
   Recorder& r_;
 };
 
-TEST(FakeClockWorkerTest, AWholeWorkerRunsOnFakeTime) {
-  ManualClock clock;
-  Recorder recorder;
-  auto store = std::make_shared<leases::InMemoryLeaseStore>();
+// A worker reading the scripted shards through `factory`'s processors, all on `clock`.
+std::unique_ptr<Worker> make_fake_clock_worker(ManualClock& clock,
+                                               std::shared_ptr<leases::InMemoryLeaseStore> store,
+                                               std::shared_ptr<RecordProcessorFactory> factory) {
   WorkerInternals internals;
   internals.kinesis = std::make_shared<kinesis::KinesisClient>(std::make_shared<ListShardsOnly>());
   internals.lease_store = store;
@@ -190,23 +191,32 @@ TEST(FakeClockWorkerTest, AWholeWorkerRunsOnFakeTime) {
   config.leases.failover_time = 60s;
   WorkerDependencies deps;
   deps.clock = &clock;
-  auto worker = make_worker(config, std::make_shared<RecordingFactory>(recorder), deps, internals);
+  return make_worker(config, std::move(factory), deps, internals);
+}
+
+// Moves fake time on in 50 ms steps until `done` holds (each step gives the worker's threads
+// a moment of real time to react), at most 20,000 steps.
+template <typename Done>
+void advance_until(ManualClock& clock, Done done) {
+  for (int i = 0; i < 20000 && !done(); ++i) {
+    clock.advance(50ms);
+    std::this_thread::sleep_for(100us);
+  }
+}
+
+TEST(FakeClockWorkerTest, AWholeWorkerRunsOnFakeTime) {
+  ManualClock clock;
+  Recorder recorder;
+  auto store = std::make_shared<leases::InMemoryLeaseStore>();
+  auto worker = make_fake_clock_worker(clock, store, std::make_shared<RecordingFactory>(recorder));
 
   const auto real_start = std::chrono::steady_clock::now();
   const auto fake_start = clock.now();
   ASSERT_TRUE(worker->start().ok());
-  // Move fake time on in 50 ms steps until both shards were read to their end; each step
-  // gives the worker's threads a moment of real time to react.
-  for (int i = 0; i < 20000 && recorder.shards_ended.load() < kShards; ++i) {
-    clock.advance(50ms);
-    std::this_thread::sleep_for(100us);
-  }
+  advance_until(clock, [&] { return recorder.shards_ended.load() == kShards; });
   ASSERT_EQ(recorder.shards_ended.load(), kShards);
-  auto done = worker->shutdown();
-  for (int i = 0; i < 20000 && done.wait_for(0s) != std::future_status::ready; ++i) {
-    clock.advance(50ms);
-    std::this_thread::sleep_for(100us);
-  }
+  auto done = worker->begin_shutdown();
+  advance_until(clock, [&] { return done.wait_for(0s) == std::future_status::ready; });
   ASSERT_EQ(done.wait_for(0s), std::future_status::ready);
   EXPECT_TRUE(done.get().ok());
   const double real_s =
@@ -233,6 +243,62 @@ TEST(FakeClockWorkerTest, AWholeWorkerRunsOnFakeTime) {
   // The run took far more fake time than the scripted source's 200 ms steps need in real
   // time: nothing waited on the real clock.
   EXPECT_GE(fake_s, kBatches * 0.2);
+}
+
+// A processor that calls Worker::shutdown() (which waits for the worker's threads, its own
+// among them) gets kFailedPrecondition at once, and the worker still stops: the call begins
+// the graceful stop instead of hanging the pool thread forever.
+class StoppingProcessor final : public RecordProcessor {
+ public:
+  StoppingProcessor(std::atomic<Worker*>& worker, std::promise<Status>& answer)
+      : worker_(worker), answer_(answer) {}
+  void initialize(const InitializationInput&) override {}
+  void process_records(const ProcessRecordsInput&) override {
+    static std::once_flag once;
+    std::call_once(once, [&] { answer_.set_value(worker_.load()->shutdown()); });
+  }
+  void shard_ended(Checkpointer& cp) override { (void)cp.checkpoint(); }
+  void shutdown_requested(Checkpointer& cp) override { (void)cp.checkpoint(); }
+
+ private:
+  std::atomic<Worker*>& worker_;
+  std::promise<Status>& answer_;
+};
+
+class StoppingFactory final : public RecordProcessorFactory {
+ public:
+  StoppingFactory(std::atomic<Worker*>& worker, std::promise<Status>& answer)
+      : worker_(worker), answer_(answer) {}
+  std::unique_ptr<RecordProcessor> create(std::string_view) override {
+    return std::make_unique<StoppingProcessor>(worker_, answer_);
+  }
+
+ private:
+  std::atomic<Worker*>& worker_;
+  std::promise<Status>& answer_;
+};
+
+TEST(FakeClockWorkerTest, ShutdownInsideAProcessorBeginsTheStopAndSaysItDidNotWait) {
+  ManualClock clock;
+  std::atomic<Worker*> handle{nullptr};
+  std::promise<Status> answer;
+  std::future<Status> answered = answer.get_future();
+  auto worker = make_fake_clock_worker(clock, std::make_shared<leases::InMemoryLeaseStore>(),
+                                       std::make_shared<StoppingFactory>(handle, answer));
+  handle.store(worker.get());
+  ASSERT_TRUE(worker->start().ok());
+  advance_until(clock, [&] { return answered.wait_for(0s) == std::future_status::ready; });
+  ASSERT_EQ(answered.wait_for(0s), std::future_status::ready);
+  const Status inside = answered.get();
+  EXPECT_EQ(inside.code(), StatusCode::kFailedPrecondition) << inside.to_string();
+  EXPECT_NE(inside.message().find("begin_shutdown()"), std::string::npos) << inside.to_string();
+
+  std::optional<Status> stopped;
+  advance_until(clock, [&] { return (stopped = worker->wait_for(0ms)).has_value(); });
+  ASSERT_TRUE(stopped.has_value()) << "the worker did not stop";
+  EXPECT_TRUE(stopped->ok()) << stopped->to_string();
+  // From outside, shutdown() now just returns the same result.
+  EXPECT_TRUE(worker->shutdown().ok());
 }
 
 }  // namespace
