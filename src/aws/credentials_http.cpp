@@ -86,17 +86,9 @@ class WebIdentityProvider final : public CredentialsProvider {
   Result<Credentials> get() override {
     auto token_file = env_value(env_, "AWS_WEB_IDENTITY_TOKEN_FILE");
     auto role = env_value(env_, "AWS_ROLE_ARN");
-    if (!token_file && !role) {
-      return Status(StatusCode::kNotFound, "AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN not set");
-    }
-    if (!token_file || !role) {
-      return Status(StatusCode::kInvalidArgument,
-                    std::string(token_file ? "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN "
-                                             "is not"
-                                           : "AWS_ROLE_ARN is set but AWS_WEB_IDENTITY_TOKEN_FILE "
-                                             "is not") +
-                        "; web identity needs both");
-    }
+    KCL_RETURN_IF_ERROR(both_or_neither(token_file.has_value(), role.has_value(),
+                                        "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+                                        "; web identity needs both"));
     if (!transport_) {
       return Status(StatusCode::kFailedPrecondition,
                     "web identity is configured but no HTTP transport was given");
