@@ -246,6 +246,42 @@ std::string form_encode(std::string_view value) {
   return out;
 }
 
+namespace {
+
+// What a document of credentials calls its session token, and how its faults are reported.
+struct CredentialsDocument {
+  const char* token_key;
+  StatusCode error_code;
+  std::string prefix;          // names the source
+  const char* no_keys;         // AccessKeyId or SecretAccessKey missing or empty
+  const char* bad_expiration;  // Expiration not an ISO 8601 time
+};
+
+// The credentials in a document of credential_process, the container endpoint or IMDS:
+// AccessKeyId and SecretAccessKey (non-empty strings), the session token, and an ISO 8601
+// Expiration when present and not null.
+Result<Credentials> credentials_from_json(const nlohmann::json& doc, const CredentialsDocument& d) {
+  auto id = json_string(doc, "AccessKeyId");
+  auto secret = json_string(doc, "SecretAccessKey");
+  if (!id || id->empty() || !secret || secret->empty()) {
+    return Status(d.error_code, d.prefix + d.no_keys);
+  }
+  Credentials c;
+  c.access_key_id = std::move(*id);
+  c.secret_access_key = std::move(*secret);
+  if (auto token = json_string(doc, d.token_key)) c.session_token = std::move(*token);
+  auto exp = doc.find("Expiration");
+  if (exp != doc.end() && !exp->is_null()) {
+    std::optional<std::chrono::system_clock::time_point> t;
+    if (exp->is_string()) t = parse_iso8601(exp->get<std::string>());
+    if (!t) return Status(d.error_code, d.prefix + d.bad_expiration);
+    c.expiration = *t;
+  }
+  return c;
+}
+
+}  // namespace
+
 Result<Credentials> parse_process_output(std::string_view json, std::string_view what) {
   auto doc = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
   const std::string prefix = std::string(what) + " ";
@@ -261,27 +297,10 @@ Result<Credentials> parse_process_output(std::string_view json, std::string_view
     return Status(StatusCode::kPermissionDenied,
                   prefix + "printed JSON without \"Version\": 1 (the only version supported)");
   }
-  Credentials c;
-  auto id = json_string(doc, "AccessKeyId");
-  auto secret = json_string(doc, "SecretAccessKey");
-  if (!id || id->empty() || !secret || secret->empty()) {
-    return Status(StatusCode::kPermissionDenied,
-                  prefix + "printed JSON without a string \"AccessKeyId\" and \"SecretAccessKey\"");
-  }
-  c.access_key_id = std::move(*id);
-  c.secret_access_key = std::move(*secret);
-  if (auto token = json_string(doc, "SessionToken")) c.session_token = std::move(*token);
-  auto exp = doc.find("Expiration");
-  if (exp != doc.end() && !exp->is_null()) {
-    std::optional<std::chrono::system_clock::time_point> t;
-    if (exp->is_string()) t = parse_iso8601(exp->get<std::string>());
-    if (!t) {
-      return Status(StatusCode::kPermissionDenied,
-                    prefix + "printed an \"Expiration\" that is not an ISO 8601 time");
-    }
-    c.expiration = *t;
-  }
-  return c;
+  return credentials_from_json(
+      doc, {"SessionToken", StatusCode::kPermissionDenied, prefix,
+            "printed JSON without a string \"AccessKeyId\" and \"SecretAccessKey\"",
+            "printed an \"Expiration\" that is not an ISO 8601 time"});
 }
 
 Result<Credentials> parse_metadata_credentials(std::string_view json, std::string_view what) {
@@ -297,27 +316,10 @@ Result<Credentials> parse_metadata_credentials(std::string_view json, std::strin
     msg += ")";
     return Status(StatusCode::kPermissionDenied, msg);
   }
-  auto id = json_string(doc, "AccessKeyId");
-  auto secret = json_string(doc, "SecretAccessKey");
-  if (!id || id->empty() || !secret || secret->empty()) {
-    return Status(StatusCode::kInternal,
-                  prefix + "response has no string \"AccessKeyId\" and \"SecretAccessKey\"");
-  }
-  Credentials c;
-  c.access_key_id = std::move(*id);
-  c.secret_access_key = std::move(*secret);
-  if (auto token = json_string(doc, "Token")) c.session_token = std::move(*token);
-  auto exp = doc.find("Expiration");
-  if (exp != doc.end() && !exp->is_null()) {
-    std::optional<std::chrono::system_clock::time_point> t;
-    if (exp->is_string()) t = parse_iso8601(exp->get<std::string>());
-    if (!t) {
-      return Status(StatusCode::kInternal,
-                    prefix + "response has an \"Expiration\" that is not an ISO 8601 time");
-    }
-    c.expiration = *t;
-  }
-  return c;
+  return credentials_from_json(doc,
+                               {"Token", StatusCode::kInternal, prefix,
+                                "response has no string \"AccessKeyId\" and \"SecretAccessKey\"",
+                                "response has an \"Expiration\" that is not an ISO 8601 time"});
 }
 
 Result<Credentials> parse_sts_response(const HttpResponse& response, std::string_view operation,
