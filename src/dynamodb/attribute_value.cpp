@@ -334,48 +334,40 @@ json set_to_json(const std::vector<std::string>& set, bool binary) {
 
 }  // namespace
 
-AttributeValue AttributeValue::S(std::string s) {
+AttributeValue AttributeValue::of_text(Type type, std::string s) {
   AttributeValue v;
-  v.type_ = Type::kS;
+  v.type_ = type;
   v.str_ = std::move(s);
   return v;
 }
 
-AttributeValue AttributeValue::N(std::string decimal) {
+AttributeValue AttributeValue::of_set(Type type, std::vector<std::string> s) {
   AttributeValue v;
-  v.type_ = Type::kN;
-  v.str_ = std::move(decimal);
+  v.type_ = type;
+  v.set_ = std::move(s);
   return v;
+}
+
+AttributeValue AttributeValue::S(std::string s) { return of_text(Type::kS, std::move(s)); }
+
+AttributeValue AttributeValue::N(std::string decimal) {
+  return of_text(Type::kN, std::move(decimal));
 }
 
 AttributeValue AttributeValue::N(long long n) { return N(std::to_string(n)); }
 
-AttributeValue AttributeValue::B(std::string bytes) {
-  AttributeValue v;
-  v.type_ = Type::kB;
-  v.str_ = std::move(bytes);
-  return v;
-}
+AttributeValue AttributeValue::B(std::string bytes) { return of_text(Type::kB, std::move(bytes)); }
 
 AttributeValue AttributeValue::SS(std::vector<std::string> s) {
-  AttributeValue v;
-  v.type_ = Type::kSS;
-  v.set_ = std::move(s);
-  return v;
+  return of_set(Type::kSS, std::move(s));
 }
 
 AttributeValue AttributeValue::NS(std::vector<std::string> s) {
-  AttributeValue v;
-  v.type_ = Type::kNS;
-  v.set_ = std::move(s);
-  return v;
+  return of_set(Type::kNS, std::move(s));
 }
 
 AttributeValue AttributeValue::BS(std::vector<std::string> s) {
-  AttributeValue v;
-  v.type_ = Type::kBS;
-  v.set_ = std::move(s);
-  return v;
+  return of_set(Type::kBS, std::move(s));
 }
 
 AttributeValue AttributeValue::Bool(bool b) {
