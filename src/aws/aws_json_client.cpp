@@ -134,6 +134,29 @@ void split_endpoint(const std::string& url, std::string& host, std::string& path
   if (scheme == "http") strip(":80");
 }
 
+// What one call may spend: attempts, each request's timeout, and the call deadline.
+struct CallBudget {
+  int max_attempts = 1;
+  std::chrono::milliseconds request_timeout{0};
+  std::chrono::milliseconds call_deadline{0};
+  Clock::MonoTime deadline{};
+};
+
+// One call across its attempts: the request (signed again for each attempt) and what the
+// retry rules keep count of.
+struct Call {
+  std::string_view operation;  // "GetRecords"
+  std::string op;              // "Kinesis.GetRecords", for messages
+  std::string target;          // the X-Amz-Target header
+  std::string payload_hash;
+  HttpRequest request;
+  AwsErrorDetails details;
+  bool skew_retried = false;  // the one at-once retry after a clock-skew rejection is used
+  int retries = 0;            // backoffs taken so far
+  int quota_taken = 0;        // retry-quota tokens this call's retries took
+  Status last;                // the last attempt's failure
+};
+
 class JsonClient final : public AwsJsonClient {
  public:
   JsonClient(ServiceSpec service, const AwsConfig& config, std::shared_ptr<HttpTransport> transport,
@@ -158,27 +181,12 @@ class JsonClient final : public AwsJsonClient {
   }
 
   Result<HttpRequest> signed_request(std::string_view operation, std::string json_body) override {
-    const std::string op = service_.display_name + "." + std::string(operation);
-    AwsErrorDetails details;
-    details.operation = op;
-    details.endpoint = endpoint_;
-    if (!config_error_.ok()) {
-      return Status(config_error_.code(), op + ": " + config_error_.message(), details);
-    }
-    if (!credentials_) {
-      return Status(StatusCode::kFailedPrecondition, op + ": the client has no credentials",
-                    details);
-    }
-    HttpRequest request;
-    request.method = "POST";
-    request.url = url_;
-    request.body = std::move(json_body);
-    const std::string payload_hash = sha256_hex(request.body);
+    Call c = new_call(operation, std::move(json_body));
+    KCL_RETURN_IF_ERROR(check_usable(c, /*needs_transport=*/false));
     Credentials creds;
     std::string signature;
-    KCL_RETURN_IF_ERROR(prepare_request(op, service_.target_prefix + "." + std::string(operation),
-                                        payload_hash, request, creds, signature, details));
-    return request;
+    KCL_RETURN_IF_ERROR(prepare_request(c, creds, signature));
+    return std::move(c.request);
   }
 
   const std::string& endpoint() const override { return endpoint_; }
@@ -187,106 +195,148 @@ class JsonClient final : public AwsJsonClient {
 
   Result<std::string> call(std::string_view operation, std::string json_body,
                            const CallOptions& options) override {
-    const std::string op = service_.display_name + "." + std::string(operation);
-    AwsErrorDetails details;
-    details.operation = op;
-    details.endpoint = endpoint_;
-    if (!config_error_.ok()) {
-      return Status(config_error_.code(), op + ": " + config_error_.message(), details);
-    }
-    if (!transport_ || !credentials_) {
-      return Status(StatusCode::kFailedPrecondition,
-                    op + ": the client has no transport or no credentials provider", details);
-    }
-
-    const int max_attempts =
-        std::max(1, options.max_attempts > 0 ? options.max_attempts : retry_.max_attempts);
-    const std::chrono::milliseconds request_timeout =
-        options.request_timeout.count() > 0 ? options.request_timeout : http_.request_timeout;
-    const Clock::MonoTime start = clock_.now();
-    const std::chrono::milliseconds call_deadline =
-        options.deadline.count() > 0 ? options.deadline : retry_.call_deadline;
-    const Clock::MonoTime deadline = start + call_deadline;
-
-    HttpRequest request;
-    request.method = "POST";
-    request.url = url_;
-    request.body = std::move(json_body);
-    const std::string payload_hash = sha256_hex(request.body);
-    const std::string target = service_.target_prefix + "." + std::string(operation);
-
-    bool skew_retried = false;
-    int retries = 0;      // backoffs taken so far
-    int quota_taken = 0;  // retry-quota tokens this call's retries took
-    Status last;
+    const CallBudget budget = budget_for(options);
+    Call c = new_call(operation, std::move(json_body));
+    KCL_RETURN_IF_ERROR(check_usable(c, /*needs_transport=*/true));
     for (int attempt = 1;; ++attempt) {
-      details.attempts = attempt;
-      details.http_status = 0;
-      details.error_type.clear();
-      details.request_id.clear();
-
-      const auto now = clock_.now();
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-      if (attempt > 1 && left.count() <= 0) {
-        return deadline_exceeded(op, call_deadline, details, attempt - 1, last);
+      c.details.attempts = attempt;
+      c.details.http_status = 0;
+      c.details.error_type.clear();
+      c.details.request_id.clear();
+      const std::optional<std::chrono::milliseconds> timeout = attempt_timeout(budget, attempt);
+      if (!timeout) {
+        return deadline_exceeded(c.op, budget.call_deadline, c.details, attempt - 1, c.last);
       }
-      request.timeout = std::max(
-          std::chrono::milliseconds(1),
-          attempt == 1 && left.count() <= 0 ? request_timeout : std::min(request_timeout, left));
-
-      const Clock::MonoTime attempt_start = clock_.now();
-      Credentials creds;
-      std::string signature;
-      Status st = prepare_request(op, target, payload_hash, request, creds, signature, details);
-      if (st.ok()) {
-        Result<HttpResponse> resp = transport_->send(request);
-        if (!resp.ok()) {
-          st = Status(resp.status().code(), op + ": " + resp.status().message(), details);
-        } else if (resp->status >= 200 && resp->status < 300) {
-          policy_.on_success(quota_taken);
-          report_attempt(operation, Status(), attempt_start);
-          return std::move(resp->body);
-        } else {
-          bool skew = false;
-          st = http_error(op, *resp, creds, signature, details, &skew);
-          if (skew && !skew_retried && attempt < max_attempts && adjust_skew(*resp)) {
-            skew_retried = true;
-            report_attempt(operation, st, attempt_start);
-            report_retry(operation);
-            last = st;
-            continue;  // at once: the signature was rejected for its time, not the load
-          }
-        }
-      }
-      report_attempt(operation, st, attempt_start);
-      last = st;
-      if (!is_retryable(st.code())) return st;
-      if (attempt >= max_attempts) {
-        return Status(st.code(),
-                      st.message() + " (gave up after " + std::to_string(attempt) +
-                          (attempt == 1 ? " attempt)" : " attempts)"),
-                      st.aws().value_or(details));
-      }
-      if (clock_.now() >= deadline) {
-        return deadline_exceeded(op, call_deadline, details, attempt, last);
-      }
-      const std::optional<std::chrono::milliseconds> delay =
-          policy_.next_delay(st, retries++, &quota_taken);
-      if (!delay) {
-        return Status(st.code(),
-                      st.message() + " (not retried: the client's retry quota is spent after " +
-                          "repeated failures; it refills as calls succeed)",
-                      st.aws().value_or(details));
-      }
-      if (clock_.now() + *delay >= deadline) {
-        return deadline_exceeded(op, call_deadline, details, attempt, last);
-      }
-      report_retry(operation);
-      sleep(*delay);
+      c.request.timeout = *timeout;
+      bool retry_at_once = false;
+      Result<std::string> body = attempt_once(c, attempt < budget.max_attempts, &retry_at_once);
+      if (body.ok()) return body;
+      // At once: the signature was rejected for its time, not the load.
+      if (retry_at_once) continue;
+      if (std::optional<Status> end = back_off(c, budget, attempt, body.status())) return *end;
     }
   }
 
  private:
+  Call new_call(std::string_view operation, std::string json_body) const {
+    Call c;
+    c.operation = operation;
+    c.op = service_.display_name + "." + std::string(operation);
+    c.target = service_.target_prefix + "." + std::string(operation);
+    c.details.operation = c.op;
+    c.details.endpoint = endpoint_;
+    c.request.method = "POST";
+    c.request.url = url_;
+    c.request.body = std::move(json_body);
+    c.payload_hash = sha256_hex(c.request.body);
+    return c;
+  }
+
+  // Why this client cannot make the call: an endpoint configuration that did not resolve,
+  // no credentials provider, or (to send, not only sign) no transport.
+  Status check_usable(const Call& c, bool needs_transport) const {
+    if (!config_error_.ok()) {
+      return Status(config_error_.code(), c.op + ": " + config_error_.message(), c.details);
+    }
+    if (needs_transport && (!transport_ || !credentials_)) {
+      return Status(StatusCode::kFailedPrecondition,
+                    c.op + ": the client has no transport or no credentials provider", c.details);
+    }
+    if (!credentials_) {
+      return Status(StatusCode::kFailedPrecondition, c.op + ": the client has no credentials",
+                    c.details);
+    }
+    return Status::Ok();
+  }
+
+  // The caller's budget, with RetryConfig and HttpConfig filling in what it leaves unset; the
+  // call deadline counts from now.
+  CallBudget budget_for(const CallOptions& options) const {
+    CallBudget b;
+    b.max_attempts =
+        std::max(1, options.max_attempts > 0 ? options.max_attempts : retry_.max_attempts);
+    b.request_timeout =
+        options.request_timeout.count() > 0 ? options.request_timeout : http_.request_timeout;
+    b.call_deadline = options.deadline.count() > 0 ? options.deadline : retry_.call_deadline;
+    b.deadline = clock_.now() + b.call_deadline;
+    return b;
+  }
+
+  // The request timeout of an attempt: the per-request timeout cut to the time left before
+  // the call deadline, at least 1 ms (a first attempt is always made, with the full request
+  // timeout when the deadline has already passed). nullopt: a later attempt would start
+  // after the deadline.
+  std::optional<std::chrono::milliseconds> attempt_timeout(const CallBudget& b, int attempt) const {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(b.deadline - clock_.now());
+    if (attempt > 1 && left.count() <= 0) return std::nullopt;
+    return std::max(std::chrono::milliseconds(1), attempt == 1 && left.count() <= 0
+                                                      ? b.request_timeout
+                                                      : std::min(b.request_timeout, left));
+  }
+
+  // One attempt: fresh credentials, a new signature, the request sent and its answer judged.
+  // Returns the body of a 2xx answer, else the attempt's failure (kept in c.last). A
+  // clock-skew rejection sets *retry_at_once when the skew could be measured and applied,
+  // once per call and only while `more_attempts` remain.
+  Result<std::string> attempt_once(Call& c, bool more_attempts, bool* retry_at_once) {
+    const Clock::MonoTime attempt_start = clock_.now();
+    Credentials creds;
+    std::string signature;
+    Status st = prepare_request(c, creds, signature);
+    if (st.ok()) {
+      Result<HttpResponse> resp = transport_->send(c.request);
+      if (!resp.ok()) {
+        st = Status(resp.status().code(), c.op + ": " + resp.status().message(), c.details);
+      } else if (resp->status >= 200 && resp->status < 300) {
+        policy_.on_success(c.quota_taken);
+        report_attempt(c.operation, Status(), attempt_start);
+        return std::move(resp->body);
+      } else {
+        bool skew = false;
+        st = http_error(c.op, *resp, creds, signature, c.details, &skew);
+        if (skew && !c.skew_retried && more_attempts && adjust_skew(*resp)) {
+          c.skew_retried = true;
+          *retry_at_once = true;
+        }
+      }
+    }
+    report_attempt(c.operation, st, attempt_start);
+    if (*retry_at_once) report_retry(c.operation);
+    c.last = st;
+    return st;
+  }
+
+  // After attempt `attempt` failed with `st`: the status that ends the call (not retryable,
+  // attempts used up, the deadline passed or too near for the backoff, the retry quota
+  // spent), or nullopt once the backoff before the next attempt has been waited out.
+  std::optional<Status> back_off(Call& c, const CallBudget& b, int attempt, const Status& st) {
+    if (!is_retryable(st.code())) return st;
+    if (attempt >= b.max_attempts) {
+      return Status(st.code(),
+                    st.message() + " (gave up after " + std::to_string(attempt) +
+                        (attempt == 1 ? " attempt)" : " attempts)"),
+                    st.aws().value_or(c.details));
+    }
+    if (clock_.now() >= b.deadline) {
+      return deadline_exceeded(c.op, b.call_deadline, c.details, attempt, c.last);
+    }
+    const std::optional<std::chrono::milliseconds> delay =
+        policy_.next_delay(st, c.retries++, &c.quota_taken);
+    if (!delay) {
+      return Status(st.code(),
+                    st.message() + " (not retried: the client's retry quota is spent after " +
+                        "repeated failures; it refills as calls succeed)",
+                    st.aws().value_or(c.details));
+    }
+    if (clock_.now() + *delay >= b.deadline) {
+      return deadline_exceeded(c.op, b.call_deadline, c.details, attempt, c.last);
+    }
+    report_retry(c.operation);
+    sleep(*delay);
+    return std::nullopt;
+  }
+
   // ok, throttled (the service asked us to slow down) or error.
   static std::string_view outcome_of(const Status& st) {
     if (st.ok()) return "ok";
@@ -338,30 +388,29 @@ class JsonClient final : public AwsJsonClient {
     return Status(StatusCode::kDeadlineExceeded, msg, details);
   }
 
-  // Fetches credentials and fills in the signed headers. `creds` and `signature` are kept
-  // for scrubbing server text.
-  Status prepare_request(const std::string& op, const std::string& target,
-                         const std::string& payload_hash, HttpRequest& request, Credentials& creds,
-                         std::string& signature, const AwsErrorDetails& details) {
+  // Fetches credentials and fills in c.request's signed headers. `creds` and `signature` are
+  // kept for scrubbing server text.
+  Status prepare_request(Call& c, Credentials& creds, std::string& signature) {
     Result<Credentials> got = credentials_->get();
     if (!got.ok()) {
       StatusCode code = got.status().code() == StatusCode::kUnavailable
                             ? StatusCode::kUnavailable
                             : StatusCode::kPermissionDenied;
       return Status(code,
-                    op + ": cannot get credentials (provider " + credentials_->name() +
+                    c.op + ": cannot get credentials (provider " + credentials_->name() +
                         "): " + got.status().message(),
-                    details);
+                    c.details);
     }
     creds = std::move(got).value();
 
+    HttpRequest& request = c.request;
     SigningInput in;
     in.method = request.method;
     in.path = path_;
     in.headers = {{"Host", host_}, {"Content-Type", service_.content_type}};
-    if (!service_.query_protocol) in.headers.emplace_back("X-Amz-Target", target);
+    if (!service_.query_protocol) in.headers.emplace_back("X-Amz-Target", c.target);
     in.payload = request.body;
-    in.payload_hash = payload_hash;
+    in.payload_hash = c.payload_hash;
     in.region = region_;
     in.service = service_.signing_name;
     in.credentials = creds;

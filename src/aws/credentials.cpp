@@ -56,15 +56,9 @@ class EnvironmentProvider final : public CredentialsProvider {
   Result<Credentials> get() override {
     auto id = env_value(env_, "AWS_ACCESS_KEY_ID");
     auto secret = env_value(env_, "AWS_SECRET_ACCESS_KEY");
-    if (!id && !secret) {
-      return Status(StatusCode::kNotFound, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY not set");
-    }
-    if (!id || !secret) {
-      return Status(StatusCode::kInvalidArgument,
-                    std::string(id ? "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not"
-                                   : "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not") +
-                        "; set both (and AWS_SESSION_TOKEN for temporary credentials) or neither");
-    }
+    KCL_RETURN_IF_ERROR(both_or_neither(
+        id.has_value(), secret.has_value(), "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+        "; set both (and AWS_SESSION_TOKEN for temporary credentials) or neither"));
     Credentials c;
     c.access_key_id = std::move(*id);
     c.secret_access_key = std::move(*secret);
@@ -211,6 +205,21 @@ class ChainProvider final : public CredentialsProvider {
 };
 
 }  // namespace
+
+Status both_or_neither(bool has_a, bool has_b, std::string_view a, std::string_view b,
+                       std::string_view advice) {
+  if (!has_a && !has_b) {
+    return Status(StatusCode::kNotFound, std::string(a) + " and " + std::string(b) + " not set");
+  }
+  if (!has_a || !has_b) {
+    const std::string_view set = has_a ? a : b;
+    const std::string_view unset = has_a ? b : a;
+    return Status(
+        StatusCode::kInvalidArgument,
+        std::string(set) + " is set but " + std::string(unset) + " is not" + std::string(advice));
+  }
+  return Status::Ok();
+}
 
 std::shared_ptr<CredentialsProvider> make_environment_provider(EnvLookup env) {
   return std::make_shared<EnvironmentProvider>(std::move(env));

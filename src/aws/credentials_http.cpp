@@ -86,17 +86,9 @@ class WebIdentityProvider final : public CredentialsProvider {
   Result<Credentials> get() override {
     auto token_file = env_value(env_, "AWS_WEB_IDENTITY_TOKEN_FILE");
     auto role = env_value(env_, "AWS_ROLE_ARN");
-    if (!token_file && !role) {
-      return Status(StatusCode::kNotFound, "AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN not set");
-    }
-    if (!token_file || !role) {
-      return Status(StatusCode::kInvalidArgument,
-                    std::string(token_file ? "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN "
-                                             "is not"
-                                           : "AWS_ROLE_ARN is set but AWS_WEB_IDENTITY_TOKEN_FILE "
-                                             "is not") +
-                        "; web identity needs both");
-    }
+    KCL_RETURN_IF_ERROR(both_or_neither(token_file.has_value(), role.has_value(),
+                                        "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+                                        "; web identity needs both"));
     if (!transport_) {
       return Status(StatusCode::kFailedPrecondition,
                     "web identity is configured but no HTTP transport was given");
@@ -119,6 +111,60 @@ class WebIdentityProvider final : public CredentialsProvider {
 
 // ---- container ----
 
+// Where the container credentials come from: the URL to ask and, for messages, its scheme
+// and host.
+struct ContainerEndpoint {
+  std::string url;
+  std::string shown;
+};
+
+// AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (on the ECS address) or _FULL_URI, which over plain
+// http must name a loopback or ECS/EKS address.
+Result<ContainerEndpoint> container_endpoint(const std::optional<std::string>& relative,
+                                             const std::string& full) {
+  if (relative) {
+    return ContainerEndpoint{
+        "http://169.254.170.2" + (relative->front() == '/' ? *relative : "/" + *relative),
+        "http://169.254.170.2"};
+  }
+  auto parts = split_url(full);
+  if (!parts || (parts->scheme != "http" && parts->scheme != "https")) {
+    return Status(StatusCode::kInvalidArgument,
+                  "AWS_CONTAINER_CREDENTIALS_FULL_URI is not an http(s) URL");
+  }
+  const std::string& h = parts->host;
+  const bool allowed_http = is_loopback_ipv4(h) || h == "localhost" || h == "[::1]" ||
+                            h == "169.254.170.2" || h == "169.254.170.23" || h == "[fd00:ec2::23]";
+  if (parts->scheme == "http" && !allowed_http) {
+    return Status(StatusCode::kInvalidArgument,
+                  "AWS_CONTAINER_CREDENTIALS_FULL_URI host " + h +
+                      " is not allowed over plain http: use https, a loopback address, "
+                      "or the ECS/EKS addresses 169.254.170.2 / 169.254.170.23");
+  }
+  return ContainerEndpoint{full, parts->scheme + "://" + h};
+}
+
+// The Authorization header's value, from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or
+// AWS_CONTAINER_AUTHORIZATION_TOKEN; nullopt when neither is set.
+Result<std::optional<std::string>> container_authorization(const EnvLookup& env) {
+  std::optional<std::string> auth;
+  if (auto file = env_value(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")) {
+    auto text = read_text_file(*file);
+    if (!text) {
+      return Status(StatusCode::kPermissionDenied,
+                    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE " + *file + " cannot be read");
+    }
+    auth = std::string(trim(*text));
+  } else if (auto token = env_value(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
+    auth = *token;
+  }
+  if (auth && auth->find_first_of("\r\n") != std::string::npos) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the container authorization token contains a line break");
+  }
+  return auth;
+}
+
 class ContainerProvider final : public CredentialsProvider {
  public:
   ContainerProvider(EnvLookup env, std::shared_ptr<HttpTransport> transport)
@@ -131,71 +177,31 @@ class ContainerProvider final : public CredentialsProvider {
       return Status(StatusCode::kNotFound,
                     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and _FULL_URI not set");
     }
-    std::string url;
-    std::string shown;  // scheme://host for messages
-    if (relative) {
-      url = "http://169.254.170.2" + (relative->front() == '/' ? *relative : "/" + *relative);
-      shown = "http://169.254.170.2";
-    } else {
-      auto parts = split_url(*full);
-      if (!parts || (parts->scheme != "http" && parts->scheme != "https")) {
-        return Status(StatusCode::kInvalidArgument,
-                      "AWS_CONTAINER_CREDENTIALS_FULL_URI is not an http(s) URL");
-      }
-      const std::string& h = parts->host;
-      const bool allowed_http = is_loopback_ipv4(h) || h == "localhost" || h == "[::1]" ||
-                                h == "169.254.170.2" || h == "169.254.170.23" ||
-                                h == "[fd00:ec2::23]";
-      if (parts->scheme == "http" && !allowed_http) {
-        return Status(StatusCode::kInvalidArgument,
-                      "AWS_CONTAINER_CREDENTIALS_FULL_URI host " + h +
-                          " is not allowed over plain http: use https, a loopback address, "
-                          "or the ECS/EKS addresses 169.254.170.2 / 169.254.170.23");
-      }
-      url = *full;
-      shown = parts->scheme + "://" + h;
-    }
+    KCL_ASSIGN_OR_RETURN(ContainerEndpoint endpoint,
+                         container_endpoint(relative, full.value_or("")));
     if (!transport_) {
       return Status(StatusCode::kFailedPrecondition,
                     "container credentials are configured but no HTTP transport was given");
     }
-
     HttpRequest req;
     req.method = "GET";
-    req.url = url;
+    req.url = endpoint.url;
     req.timeout = std::chrono::milliseconds(5000);
     req.headers.emplace_back("Accept", "application/json");
-    std::optional<std::string> auth;
-    if (auto file = env_value(env_, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")) {
-      auto text = read_text_file(*file);
-      if (!text) {
-        return Status(StatusCode::kPermissionDenied,
-                      "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE " + *file + " cannot be read");
-      }
-      auth = std::string(trim(*text));
-    } else if (auto token = env_value(env_, "AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
-      auth = *token;
-    }
-    if (auth) {
-      if (auth->find_first_of("\r\n") != std::string::npos) {
-        return Status(StatusCode::kInvalidArgument,
-                      "the container authorization token contains a line break");
-      }
-      req.headers.emplace_back("Authorization", *auth);
-    }
+    KCL_ASSIGN_OR_RETURN(std::optional<std::string> auth, container_authorization(env_));
+    if (auth) req.headers.emplace_back("Authorization", *auth);
 
+    const std::string what = "container credentials endpoint " + endpoint.shown;
     auto resp = transport_->send(req);
     if (!resp.ok()) {
       return Status(StatusCode::kUnavailable,
-                    "container credentials endpoint " + shown +
-                        " could not be reached: " + resp.status().message());
+                    what + " could not be reached: " + resp.status().message());
     }
     if (resp->status != 200) {
-      return Status(status_for_http(resp->status), "container credentials endpoint " + shown +
-                                                       " returned HTTP " +
-                                                       std::to_string(resp->status));
+      return Status(status_for_http(resp->status),
+                    what + " returned HTTP " + std::to_string(resp->status));
     }
-    return parse_metadata_credentials(resp->body, "container credentials endpoint " + shown);
+    return parse_metadata_credentials(resp->body, what);
   }
   std::string name() const override { return "container"; }
 
@@ -205,6 +211,18 @@ class ContainerProvider final : public CredentialsProvider {
 };
 
 // ---- instance metadata ----
+
+// AWS_EC2_METADATA_SERVICE_ENDPOINT, else the IPv6 or IPv4 address by
+// AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE.
+std::string imds_endpoint(const EnvLookup& env) {
+  if (auto e = env_value(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
+    return strip_trailing_slashes(*e);
+  }
+  if (to_lower(env_value(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("")) == "ipv6") {
+    return "http://[fd00:ec2::254]";
+  }
+  return "http://169.254.169.254";
+}
 
 class ImdsProvider final : public CredentialsProvider {
  public:
@@ -216,96 +234,92 @@ class ImdsProvider final : public CredentialsProvider {
       return Status(StatusCode::kNotFound, "disabled by AWS_EC2_METADATA_DISABLED");
     }
     if (!transport_) return Status(StatusCode::kNotFound, "no HTTP transport was given");
-    std::string endpoint;
-    if (auto e = env_value(env_, "AWS_EC2_METADATA_SERVICE_ENDPOINT")) {
-      endpoint = strip_trailing_slashes(*e);
-    } else if (to_lower(env_value(env_, "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE").value_or("")) ==
-               "ipv6") {
-      endpoint = "http://[fd00:ec2::254]";
-    } else {
-      endpoint = "http://169.254.169.254";
-    }
+    const std::string endpoint = imds_endpoint(env_);
     const std::string what = "instance metadata at " + endpoint;
-
-    // IMDSv2: a session token first.
-    HttpRequest put;
-    put.method = "PUT";
-    put.url = endpoint + "/latest/api/token";
-    put.timeout = options_.connect_timeout;
-    put.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
-    auto token_resp = transport_->send(put);
-    if (!token_resp.ok()) {
-      if (succeeded_once_.load()) {
-        return Status(StatusCode::kUnavailable,
-                      what + " did not answer: " + token_resp.status().message());
-      }
-      return Status(StatusCode::kNotFound, "no instance metadata service reachable at " + endpoint +
-                                               " (not on EC2?): " + token_resp.status().message());
-    }
-    std::string token;
-    if (token_resp->status == 200) {
-      token = std::string(trim(token_resp->body));
-    } else if ((token_resp->status == 404 || token_resp->status == 405) &&
-               !env_true(env_, "AWS_EC2_METADATA_V1_DISABLED")) {
-      // No IMDSv2 here (an older proxy or emulator): continue without a token (IMDSv1).
-    } else if (token_resp->status == 403) {
-      return Status(StatusCode::kNotFound,
-                    what +
-                        " refused a session token (HTTP 403): instance metadata is "
-                        "disabled on this instance");
-    } else {
-      return Status(
-          status_for_http(token_resp->status),
-          what + " answered the token request with HTTP " + std::to_string(token_resp->status));
-    }
-
+    KCL_ASSIGN_OR_RETURN(const std::string token, session_token(endpoint, what));
     HttpRequest get_role;
     get_role.method = "GET";
     get_role.url = endpoint + "/latest/meta-data/iam/security-credentials/";
     get_role.timeout = options_.request_timeout;
     if (!token.empty()) get_role.headers.emplace_back("X-aws-ec2-metadata-token", token);
-    auto role_resp = transport_->send(get_role);
-    if (!role_resp.ok()) {
-      return Status(StatusCode::kUnavailable,
-                    what + " did not answer: " + role_resp.status().message());
-    }
-    if (role_resp->status == 404) {
-      return Status(StatusCode::kNotFound,
-                    "this instance has no IAM role (instance profile) attached");
-    }
-    if (role_resp->status != 200) {
-      return Status(
-          status_for_http(role_resp->status),
-          what + " answered the role request with HTTP " + std::to_string(role_resp->status));
-    }
-    std::string_view body = role_resp->body;
-    std::string role(trim(body.substr(0, body.find('\n'))));
-    if (role.empty()) {
-      return Status(StatusCode::kNotFound,
-                    "this instance has no IAM role (instance profile) attached");
-    }
-
-    HttpRequest get_creds = get_role;
-    get_creds.url += role;
-    auto creds_resp = transport_->send(get_creds);
-    if (!creds_resp.ok()) {
-      return Status(StatusCode::kUnavailable,
-                    what + " did not answer: " + creds_resp.status().message());
-    }
-    if (creds_resp->status != 200) {
-      // 404 here means the role changed between the two requests: try again.
-      return Status(creds_resp->status == 404 ? StatusCode::kUnavailable
-                                              : status_for_http(creds_resp->status),
-                    what + " answered the credentials request for role " + role + " with HTTP " +
-                        std::to_string(creds_resp->status));
-    }
-    auto creds = parse_metadata_credentials(creds_resp->body, what + " (role " + role + ")");
+    KCL_ASSIGN_OR_RETURN(const std::string role, role_name(get_role, what));
+    auto creds = role_credentials(get_role, role, what);
     if (creds.ok()) succeeded_once_.store(true);
     return creds;
   }
   std::string name() const override { return "instance metadata"; }
 
  private:
+  // IMDSv2: a session token first. Empty when the service has no IMDSv2 and IMDSv1 may be
+  // used.
+  Result<std::string> session_token(const std::string& endpoint, const std::string& what) {
+    HttpRequest put;
+    put.method = "PUT";
+    put.url = endpoint + "/latest/api/token";
+    put.timeout = options_.connect_timeout;
+    put.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
+    auto resp = transport_->send(put);
+    if (!resp.ok()) {
+      if (succeeded_once_.load()) {
+        return Status(StatusCode::kUnavailable,
+                      what + " did not answer: " + resp.status().message());
+      }
+      return Status(StatusCode::kNotFound, "no instance metadata service reachable at " + endpoint +
+                                               " (not on EC2?): " + resp.status().message());
+    }
+    if (resp->status == 200) return std::string(trim(resp->body));
+    if ((resp->status == 404 || resp->status == 405) &&
+        !env_true(env_, "AWS_EC2_METADATA_V1_DISABLED")) {
+      return std::string();  // no IMDSv2 here (an older proxy or emulator): IMDSv1
+    }
+    if (resp->status == 403) {
+      return Status(StatusCode::kNotFound,
+                    what +
+                        " refused a session token (HTTP 403): instance metadata is "
+                        "disabled on this instance");
+    }
+    return Status(status_for_http(resp->status),
+                  what + " answered the token request with HTTP " + std::to_string(resp->status));
+  }
+
+  // The name of the instance's role: the first line of the role listing.
+  Result<std::string> role_name(const HttpRequest& get_role, const std::string& what) {
+    auto resp = transport_->send(get_role);
+    if (!resp.ok()) {
+      return Status(StatusCode::kUnavailable, what + " did not answer: " + resp.status().message());
+    }
+    std::string role;
+    if (resp->status == 200) {
+      std::string_view body = resp->body;
+      role = std::string(trim(body.substr(0, body.find('\n'))));
+    } else if (resp->status != 404) {
+      return Status(status_for_http(resp->status),
+                    what + " answered the role request with HTTP " + std::to_string(resp->status));
+    }
+    if (role.empty()) {
+      return Status(StatusCode::kNotFound,
+                    "this instance has no IAM role (instance profile) attached");
+    }
+    return role;
+  }
+
+  Result<Credentials> role_credentials(const HttpRequest& get_role, const std::string& role,
+                                       const std::string& what) {
+    HttpRequest get_creds = get_role;
+    get_creds.url += role;
+    auto resp = transport_->send(get_creds);
+    if (!resp.ok()) {
+      return Status(StatusCode::kUnavailable, what + " did not answer: " + resp.status().message());
+    }
+    if (resp->status != 200) {
+      // 404 here means the role changed between the two requests: try again.
+      return Status(resp->status == 404 ? StatusCode::kUnavailable : status_for_http(resp->status),
+                    what + " answered the credentials request for role " + role + " with HTTP " +
+                        std::to_string(resp->status));
+    }
+    return parse_metadata_credentials(resp->body, what + " (role " + role + ")");
+  }
+
   EnvLookup env_;
   std::shared_ptr<HttpTransport> transport_;
   ImdsOptions options_;

@@ -105,6 +105,12 @@ std::shared_ptr<CredentialsProvider> make_default_chain(const AwsConfig& config,
 
 // ---- pieces, exposed for tests ----
 
+// Two environment variables that go together, `a` and `b`: kNotFound when neither is set,
+// kInvalidArgument "<a> is set but <b> is not" (or the other way) plus `advice` when one is,
+// OK when both are.
+Status both_or_neither(bool has_a, bool has_b, std::string_view a, std::string_view b,
+                       std::string_view advice);
+
 // "2024-05-01T12:00:00Z", with optional fractional seconds and a Z / ±hh:mm / ±hhmm offset.
 std::optional<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text);
 

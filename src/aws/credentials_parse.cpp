@@ -113,11 +113,8 @@ StatusCode classify_sts_error(int http_status, std::string_view code) {
   return StatusCode::kPermissionDenied;
 }
 
-}  // namespace
-
-std::optional<std::chrono::system_clock::time_point> parse_iso8601(std::string_view s) {
-  while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
+// "YYYY-MM-DDThh:mm:ss" (T, t or a space between date and time) at the start of `s`.
+std::optional<std::chrono::sys_seconds> parse_date_time(std::string_view s) {
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
   if (!parse_digits(s, 0, 4, y) || s.size() < 19 || s[4] != '-' || !parse_digits(s, 5, 2, mo) ||
       s[7] != '-' || !parse_digits(s, 8, 2, d) || !(s[10] == 'T' || s[10] == 't' || s[10] == ' ') ||
@@ -130,45 +127,46 @@ std::optional<std::chrono::system_clock::time_point> parse_iso8601(std::string_v
                                         std::chrono::month{static_cast<unsigned>(mo)},
                                         std::chrono::day{static_cast<unsigned>(d)}};
   if (!ymd.ok()) return std::nullopt;
+  return std::chrono::sys_days{ymd} + std::chrono::hours(h) + std::chrono::minutes(mi) +
+         std::chrono::seconds(sec);
+}
 
-  std::size_t pos = 19;
-  std::chrono::nanoseconds frac{0};
-  if (pos < s.size() && (s[pos] == '.' || s[pos] == ',')) {
+// Fractional seconds (".123" or ",123") at s[pos], moving `pos` past them; zero when there
+// are none, nullopt for a separator without digits.
+std::optional<std::chrono::nanoseconds> parse_fraction(std::string_view s, std::size_t& pos) {
+  if (pos >= s.size() || (s[pos] != '.' && s[pos] != ',')) return std::chrono::nanoseconds(0);
+  ++pos;
+  std::size_t start = pos;
+  long long scale = 100000000;
+  long long ns = 0;
+  while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+    ns += (s[pos] - '0') * scale;
+    scale /= 10;
     ++pos;
-    std::size_t start = pos;
-    long long scale = 100000000;
-    long long ns = 0;
-    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-      ns += (s[pos] - '0') * scale;
-      scale /= 10;
-      ++pos;
-    }
-    if (pos == start) return std::nullopt;
-    frac = std::chrono::nanoseconds(ns);
   }
-  std::chrono::minutes offset{0};
-  if (pos < s.size()) {
-    if ((s[pos] == 'Z' || s[pos] == 'z') && pos + 1 == s.size()) {
-      pos = s.size();
-    } else if (s[pos] == '+' || s[pos] == '-') {
-      const int sign = s[pos] == '-' ? -1 : 1;
-      int oh = 0, om = 0;
-      std::string_view rest = s.substr(pos + 1);
-      // +hh:mm, +hhmm or +hh
-      const bool valid =
-          (rest.size() == 5 && rest[2] == ':' && parse_digits(rest, 0, 2, oh) &&
-           parse_digits(rest, 3, 2, om)) ||
-          (rest.size() == 4 && parse_digits(rest, 0, 2, oh) && parse_digits(rest, 2, 2, om)) ||
-          (rest.size() == 2 && parse_digits(rest, 0, 2, oh));
-      if (!valid || oh > 23 || om > 59) return std::nullopt;
-      offset = std::chrono::minutes(sign * (oh * 60 + om));
-    } else {
-      return std::nullopt;
-    }
-  }
-  const std::chrono::sys_seconds tp = std::chrono::sys_days{ymd} + std::chrono::hours(h) +
-                                      std::chrono::minutes(mi) + std::chrono::seconds(sec) - offset;
-  // system_clock counts nanoseconds in 64 bits (years 1677..2262): clamp what lies beyond.
+  if (pos == start) return std::nullopt;
+  return std::chrono::nanoseconds(ns);
+}
+
+// The rest of the text after the time: nothing or Z (UTC), or +hh:mm, +hhmm or +hh (and -).
+std::optional<std::chrono::minutes> parse_utc_offset(std::string_view rest) {
+  if (rest.empty() || rest == "Z" || rest == "z") return std::chrono::minutes(0);
+  if (rest[0] != '+' && rest[0] != '-') return std::nullopt;
+  const int sign = rest[0] == '-' ? -1 : 1;
+  rest.remove_prefix(1);
+  int oh = 0, om = 0;
+  const bool valid =
+      (rest.size() == 5 && rest[2] == ':' && parse_digits(rest, 0, 2, oh) &&
+       parse_digits(rest, 3, 2, om)) ||
+      (rest.size() == 4 && parse_digits(rest, 0, 2, oh) && parse_digits(rest, 2, 2, om)) ||
+      (rest.size() == 2 && parse_digits(rest, 0, 2, oh));
+  if (!valid || oh > 23 || om > 59) return std::nullopt;
+  return std::chrono::minutes(sign * (oh * 60 + om));
+}
+
+// system_clock counts nanoseconds in 64 bits (years 1677..2262): clamp what lies beyond.
+std::chrono::system_clock::time_point to_system_clock(std::chrono::sys_seconds tp,
+                                                      std::chrono::nanoseconds frac) {
   using Sys = std::chrono::system_clock;
   const auto max_s = std::chrono::time_point_cast<std::chrono::seconds>(Sys::time_point::max());
   const auto min_s = std::chrono::time_point_cast<std::chrono::seconds>(Sys::time_point::min());
@@ -176,6 +174,21 @@ std::optional<std::chrono::system_clock::time_point> parse_iso8601(std::string_v
   if (tp <= min_s) return Sys::time_point::min();
   return std::chrono::time_point_cast<Sys::duration>(tp) +
          std::chrono::duration_cast<Sys::duration>(frac);
+}
+
+}  // namespace
+
+std::optional<std::chrono::system_clock::time_point> parse_iso8601(std::string_view s) {
+  while (!s.empty() && is_ws(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ws(s.back())) s.remove_suffix(1);
+  const std::optional<std::chrono::sys_seconds> local = parse_date_time(s);
+  if (!local) return std::nullopt;
+  std::size_t pos = 19;
+  const std::optional<std::chrono::nanoseconds> frac = parse_fraction(s, pos);
+  if (!frac) return std::nullopt;
+  const std::optional<std::chrono::minutes> offset = parse_utc_offset(s.substr(pos));
+  if (!offset) return std::nullopt;
+  return to_system_clock(*local - *offset, *frac);
 }
 
 std::optional<std::string> xml_element_text(std::string_view xml, std::string_view tag) {
@@ -233,6 +246,42 @@ std::string form_encode(std::string_view value) {
   return out;
 }
 
+namespace {
+
+// What a document of credentials calls its session token, and how its faults are reported.
+struct CredentialsDocument {
+  const char* token_key;
+  StatusCode error_code;
+  std::string prefix;          // names the source
+  const char* no_keys;         // AccessKeyId or SecretAccessKey missing or empty
+  const char* bad_expiration;  // Expiration not an ISO 8601 time
+};
+
+// The credentials in a document of credential_process, the container endpoint or IMDS:
+// AccessKeyId and SecretAccessKey (non-empty strings), the session token, and an ISO 8601
+// Expiration when present and not null.
+Result<Credentials> credentials_from_json(const nlohmann::json& doc, const CredentialsDocument& d) {
+  auto id = json_string(doc, "AccessKeyId");
+  auto secret = json_string(doc, "SecretAccessKey");
+  if (!id || id->empty() || !secret || secret->empty()) {
+    return Status(d.error_code, d.prefix + d.no_keys);
+  }
+  Credentials c;
+  c.access_key_id = std::move(*id);
+  c.secret_access_key = std::move(*secret);
+  if (auto token = json_string(doc, d.token_key)) c.session_token = std::move(*token);
+  auto exp = doc.find("Expiration");
+  if (exp != doc.end() && !exp->is_null()) {
+    std::optional<std::chrono::system_clock::time_point> t;
+    if (exp->is_string()) t = parse_iso8601(exp->get<std::string>());
+    if (!t) return Status(d.error_code, d.prefix + d.bad_expiration);
+    c.expiration = *t;
+  }
+  return c;
+}
+
+}  // namespace
+
 Result<Credentials> parse_process_output(std::string_view json, std::string_view what) {
   auto doc = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
   const std::string prefix = std::string(what) + " ";
@@ -248,27 +297,10 @@ Result<Credentials> parse_process_output(std::string_view json, std::string_view
     return Status(StatusCode::kPermissionDenied,
                   prefix + "printed JSON without \"Version\": 1 (the only version supported)");
   }
-  Credentials c;
-  auto id = json_string(doc, "AccessKeyId");
-  auto secret = json_string(doc, "SecretAccessKey");
-  if (!id || id->empty() || !secret || secret->empty()) {
-    return Status(StatusCode::kPermissionDenied,
-                  prefix + "printed JSON without a string \"AccessKeyId\" and \"SecretAccessKey\"");
-  }
-  c.access_key_id = std::move(*id);
-  c.secret_access_key = std::move(*secret);
-  if (auto token = json_string(doc, "SessionToken")) c.session_token = std::move(*token);
-  auto exp = doc.find("Expiration");
-  if (exp != doc.end() && !exp->is_null()) {
-    std::optional<std::chrono::system_clock::time_point> t;
-    if (exp->is_string()) t = parse_iso8601(exp->get<std::string>());
-    if (!t) {
-      return Status(StatusCode::kPermissionDenied,
-                    prefix + "printed an \"Expiration\" that is not an ISO 8601 time");
-    }
-    c.expiration = *t;
-  }
-  return c;
+  return credentials_from_json(
+      doc, {"SessionToken", StatusCode::kPermissionDenied, prefix,
+            "printed JSON without a string \"AccessKeyId\" and \"SecretAccessKey\"",
+            "printed an \"Expiration\" that is not an ISO 8601 time"});
 }
 
 Result<Credentials> parse_metadata_credentials(std::string_view json, std::string_view what) {
@@ -284,27 +316,10 @@ Result<Credentials> parse_metadata_credentials(std::string_view json, std::strin
     msg += ")";
     return Status(StatusCode::kPermissionDenied, msg);
   }
-  auto id = json_string(doc, "AccessKeyId");
-  auto secret = json_string(doc, "SecretAccessKey");
-  if (!id || id->empty() || !secret || secret->empty()) {
-    return Status(StatusCode::kInternal,
-                  prefix + "response has no string \"AccessKeyId\" and \"SecretAccessKey\"");
-  }
-  Credentials c;
-  c.access_key_id = std::move(*id);
-  c.secret_access_key = std::move(*secret);
-  if (auto token = json_string(doc, "Token")) c.session_token = std::move(*token);
-  auto exp = doc.find("Expiration");
-  if (exp != doc.end() && !exp->is_null()) {
-    std::optional<std::chrono::system_clock::time_point> t;
-    if (exp->is_string()) t = parse_iso8601(exp->get<std::string>());
-    if (!t) {
-      return Status(StatusCode::kInternal,
-                    prefix + "response has an \"Expiration\" that is not an ISO 8601 time");
-    }
-    c.expiration = *t;
-  }
-  return c;
+  return credentials_from_json(doc,
+                               {"Token", StatusCode::kInternal, prefix,
+                                "response has no string \"AccessKeyId\" and \"SecretAccessKey\"",
+                                "response has an \"Expiration\" that is not an ISO 8601 time"});
 }
 
 Result<Credentials> parse_sts_response(const HttpResponse& response, std::string_view operation,

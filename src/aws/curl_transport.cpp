@@ -236,11 +236,30 @@ class CurlTransport final : public HttpTransport {
     transfer.cap = config_.max_response_bytes;
     char errbuf[CURL_ERROR_SIZE];
     errbuf[0] = '\0';
-
     const std::chrono::milliseconds timeout =
         request.timeout.count() > 0 ? request.timeout : config_.request_timeout;
 
-    curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
+    set_transfer_options(h, request.url, timeout, errbuf, transfer);
+    set_method(h, request);
+    curl_slist* headers = set_headers(h, request.headers);
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    // The error buffer is owned by this frame; do not leave it in the pooled handle.
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+
+    if (rc == CURLE_OK) {
+      response.status = static_cast<int>(status);
+      return response;
+    }
+    return error_status(rc, errbuf, request, timeout, transfer.over_cap);
+  }
+
+  // Everything but the method and the headers: limits, TLS, the shared caches, callbacks.
+  void set_transfer_options(CURL* h, const std::string& url, std::chrono::milliseconds timeout,
+                            char* errbuf, Transfer& transfer) const {
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -263,27 +282,35 @@ class CurlTransport final : public HttpTransport {
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &transfer);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  }
 
+  static void set_method(CURL* h, const HttpRequest& request) {
     if (request.method == "GET") {
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else if (request.method == "HEAD") {
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else {
-      if (request.method != "POST") {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-      }
-      if (request.method == "POST" || !request.body.empty()) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-                         static_cast<curl_off_t>(request.body.size()));
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
-      }
+      return;
     }
+    if (request.method == "HEAD") {
+      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+      return;
+    }
+    if (request.method != "POST") {
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    }
+    if (request.method == "POST" || !request.body.empty()) {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
+    }
+  }
 
+  // Sets the request's headers (and a User-Agent when it has none); returns the list for the
+  // caller to free after the transfer.
+  static curl_slist* set_headers(CURL* h, const Headers& fields) {
     curl_slist* headers = nullptr;
     bool has_user_agent = false;
     bool has_content_type = false;
     std::string line;
-    for (const auto& [name, value] : request.headers) {
+    for (const auto& [name, value] : fields) {
       if (iequals(name, "user-agent")) has_user_agent = true;
       if (iequals(name, "content-type")) has_content_type = true;
       line.assign(name);
@@ -301,19 +328,7 @@ class CurlTransport final : public HttpTransport {
     if (!has_content_type) headers = curl_slist_append(headers, "Content-Type:");
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
     if (!has_user_agent) curl_easy_setopt(h, CURLOPT_USERAGENT, "kcl-cpp");
-
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(headers);
-    // The error buffer is owned by this frame; do not leave it in the pooled handle.
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
-
-    if (rc == CURLE_OK) {
-      response.status = static_cast<int>(status);
-      return response;
-    }
-    return error_status(rc, errbuf, request, timeout, transfer.over_cap);
+    return headers;
   }
 
   Status error_status(CURLcode rc, const char* errbuf, const HttpRequest& request,

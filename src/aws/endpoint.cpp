@@ -44,8 +44,6 @@ bool valid_host_char(char c) {
          c == '-' || c == '_';
 }
 
-// Validates an endpoint URL and returns it as scheme://host[:port][/path] without a trailing
-// slash.
 // The URL for messages, with any user info (a password, perhaps) left out.
 std::string shown_url(std::string_view raw) {
   std::size_t sep = raw.find("://");
@@ -59,69 +57,103 @@ std::string shown_url(std::string_view raw) {
                    std::string(raw.substr(start + at)));
 }
 
-Result<std::string> normalize_endpoint(std::string_view raw, std::string_view source) {
-  const std::string shown = shown_url(raw);
-  auto bad = [&](std::string_view why) {
-    return Status(StatusCode::kInvalidArgument,
-                  "bad endpoint URL '" + shown + "' (from " + std::string(source) +
-                      "): " + std::string(why) +
-                      "; expected http(s)://host[:port], e.g. http://localhost:4567");
-  };
-  std::string_view url = trim(raw);
-  std::size_t sep = url.find("://");
-  if (sep == std::string_view::npos) return bad("no scheme");
-  std::string scheme = to_lower(url.substr(0, sep));
-  if (scheme != "http" && scheme != "https") return bad("the scheme must be http or https");
-  std::string_view rest = url.substr(sep + 3);
-  if (rest.find_first_of("?#") != std::string_view::npos) {
-    return bad("an endpoint has no query or fragment");
+// Each *_problem function below says what is wrong with a part of an endpoint URL, in a
+// phrase for normalize_endpoint's message; empty when nothing is.
+
+// [IPv6]:port: the address and the port's text.
+std::string_view ipv6_authority_problem(std::string_view authority, std::string_view& port) {
+  std::size_t close = authority.find(']');
+  if (close == std::string_view::npos) return "unclosed IPv6 address";
+  for (char c : authority.substr(1, close - 1)) {
+    bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
+              c == ':' || c == '.';
+    if (!ok) return "bad IPv6 address";
   }
-  std::size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
-  if (authority.empty()) return bad("no host");
-  if (authority.find('@') != std::string_view::npos) return bad("user info is not allowed");
+  std::string_view after = authority.substr(close + 1);
+  if (after.empty()) return {};
+  if (after.front() != ':') return "bad port";
+  port = after.substr(1);
+  if (port.empty()) return "empty port";
+  return {};
+}
+
+// host[:port]: the host name and the port's text.
+std::string_view named_authority_problem(std::string_view authority, std::string_view& port) {
   std::string_view host = authority;
+  std::size_t colon = authority.rfind(':');
+  if (colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+    if (port.empty()) return "empty port";
+  }
+  if (host.empty()) return "no host";
+  for (char c : host) {
+    if (!valid_host_char(c)) return "the host name has a character not allowed";
+  }
+  return {};
+}
+
+std::string_view port_problem(std::string_view port) {
+  if (port.empty()) return {};
+  if (port.size() > 5) return "the port must be 1..65535";
+  int p = 0;
+  for (char c : port) {
+    if (c < '0' || c > '9') return "the port must be a number";
+    p = p * 10 + (c - '0');
+  }
+  if (p < 1 || p > 65535) return "the port must be 1..65535";
+  return {};
+}
+
+std::string_view authority_problem(std::string_view authority) {
+  if (authority.empty()) return "no host";
+  if (authority.find('@') != std::string_view::npos) return "user info is not allowed";
   std::string_view port;
-  if (authority.front() == '[') {
-    std::size_t close = authority.find(']');
-    if (close == std::string_view::npos) return bad("unclosed IPv6 address");
-    for (char c : authority.substr(1, close - 1)) {
-      bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') ||
-                c == ':' || c == '.';
-      if (!ok) return bad("bad IPv6 address");
-    }
-    host = authority.substr(0, close + 1);
-    std::string_view after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return bad("bad port");
-      port = after.substr(1);
-      if (port.empty()) return bad("empty port");
-    }
-  } else {
-    std::size_t colon = authority.rfind(':');
-    if (colon != std::string_view::npos) {
-      host = authority.substr(0, colon);
-      port = authority.substr(colon + 1);
-      if (port.empty()) return bad("empty port");
-    }
-    if (host.empty()) return bad("no host");
-    for (char c : host) {
-      if (!valid_host_char(c)) return bad("the host name has a character not allowed");
-    }
-  }
-  if (!port.empty()) {
-    if (port.size() > 5) return bad("the port must be 1..65535");
-    int p = 0;
-    for (char c : port) {
-      if (c < '0' || c > '9') return bad("the port must be a number");
-      p = p * 10 + (c - '0');
-    }
-    if (p < 1 || p > 65535) return bad("the port must be 1..65535");
-  }
+  const std::string_view problem = authority.front() == '['
+                                       ? ipv6_authority_problem(authority, port)
+                                       : named_authority_problem(authority, port);
+  return problem.empty() ? port_problem(port) : problem;
+}
+
+std::string_view path_problem(std::string_view path) {
   for (char c : path) {
     auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f) return bad("the path has a space or a character not allowed");
+    if (u <= 0x20 || u >= 0x7f) return "the path has a space or a character not allowed";
+  }
+  return {};
+}
+
+// Splits http(s)://authority[/path] into lower-case scheme, authority and path.
+std::string_view split_problem(std::string_view url, std::string& scheme,
+                               std::string_view& authority, std::string_view& path) {
+  std::size_t sep = url.find("://");
+  if (sep == std::string_view::npos) return "no scheme";
+  scheme = to_lower(url.substr(0, sep));
+  if (scheme != "http" && scheme != "https") return "the scheme must be http or https";
+  std::string_view rest = url.substr(sep + 3);
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    return "an endpoint has no query or fragment";
+  }
+  std::size_t slash = rest.find('/');
+  authority = rest.substr(0, slash);
+  path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+  return {};
+}
+
+// Validates an endpoint URL and returns it as scheme://host[:port][/path] without a trailing
+// slash.
+Result<std::string> normalize_endpoint(std::string_view raw, std::string_view source) {
+  std::string scheme;
+  std::string_view authority;
+  std::string_view path;
+  std::string_view problem = split_problem(trim(raw), scheme, authority, path);
+  if (problem.empty()) problem = authority_problem(authority);
+  if (problem.empty()) problem = path_problem(path);
+  if (!problem.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "bad endpoint URL '" + shown_url(raw) + "' (from " + std::string(source) +
+                      "): " + std::string(problem) +
+                      "; expected http(s)://host[:port], e.g. http://localhost:4567");
   }
   while (!path.empty() && path.back() == '/') path.remove_suffix(1);
   std::string out = scheme + "://";
@@ -144,39 +176,33 @@ std::string service_env_suffix(std::string_view service) {
   return out;
 }
 
-}  // namespace
+// A setting found, and where it came from (for messages).
+struct Found {
+  std::string value;
+  std::string source;
+};
 
-Result<ResolvedEndpoint> resolve_endpoint(const AwsConfig& config, std::string_view service) {
-  const EnvLookup env = process_env();
-  const std::string svc = to_lower(service);
-
-  // --- region ---
-  std::string region;
-  std::string region_source;
-  std::string profile_desc;
+// The region, from the first place that sets one. `profile_desc` names the profile
+// consulted, when it came to that.
+Found find_region(const AwsConfig& config, const EnvLookup& env, std::string& profile_desc) {
   if (!trim(config.region).empty()) {
-    region = std::string(trim(config.region));
-    region_source = "the configured region";
-  } else if (auto r = env_value(env, "AWS_REGION")) {
-    region = std::string(trim(*r));
-    region_source = "AWS_REGION";
-  } else if (auto r2 = env_value(env, "AWS_DEFAULT_REGION")) {
-    region = std::string(trim(*r2));
-    region_source = "AWS_DEFAULT_REGION";
-  } else {
-    std::string name_source;
-    std::string profile = resolve_profile_name(config.profile, env, &name_source);
-    SharedProfile p = load_shared_profile(profile, env);
-    profile_desc = "profile '" + printable(profile) + "' in " + printable(shared_config_path(env));
-    if (auto r3 = p.get("region")) {
-      region = std::string(trim(*r3));
-      region_source = "the region of " + profile_desc;
-    }
+    return {std::string(trim(config.region)), "the configured region"};
   }
+  if (auto r = env_value(env, "AWS_REGION")) return {std::string(trim(*r)), "AWS_REGION"};
+  if (auto r = env_value(env, "AWS_DEFAULT_REGION")) {
+    return {std::string(trim(*r)), "AWS_DEFAULT_REGION"};
+  }
+  std::string name_source;
+  std::string profile = resolve_profile_name(config.profile, env, &name_source);
+  SharedProfile p = load_shared_profile(profile, env);
+  profile_desc = "profile '" + printable(profile) + "' in " + printable(shared_config_path(env));
+  if (auto r = p.get("region")) return {std::string(trim(*r)), "the region of " + profile_desc};
+  return {};
+}
 
-  // --- endpoint ---
-  std::string endpoint;
-  std::string endpoint_source;
+// The endpoint override, from the first place that sets one; empty when there is none.
+Found find_endpoint(const AwsConfig& config, const EnvLookup& env, std::string_view service,
+                    const std::string& svc) {
   const std::string* per_service = nullptr;
   if (svc == "kinesis") per_service = &config.kinesis_endpoint_url;
   if (svc == "dynamodb") per_service = &config.dynamodb_endpoint_url;
@@ -186,40 +212,38 @@ Result<ResolvedEndpoint> resolve_endpoint(const AwsConfig& config, std::string_v
       "AWS_ENDPOINT_URL_" +
       (svc == "monitoring" ? std::string("CLOUDWATCH") : service_env_suffix(service));
   if (per_service != nullptr && !trim(*per_service).empty()) {
-    endpoint = *per_service;
-    endpoint_source = "the configured " + svc + " endpoint";
-  } else if (auto e = env_value(env, env_name)) {
-    endpoint = *e;
-    endpoint_source = env_name;
-  } else if (!trim(config.endpoint_url).empty()) {
-    endpoint = config.endpoint_url;
-    endpoint_source = "the configured endpoint";
-  } else if (auto e2 = env_value(env, "AWS_ENDPOINT_URL")) {
-    endpoint = *e2;
-    endpoint_source = "AWS_ENDPOINT_URL";
+    return {*per_service, "the configured " + svc + " endpoint"};
   }
+  if (auto e = env_value(env, env_name)) return {*e, env_name};
+  if (!trim(config.endpoint_url).empty()) return {config.endpoint_url, "the configured endpoint"};
+  if (auto e = env_value(env, "AWS_ENDPOINT_URL")) return {*e, "AWS_ENDPOINT_URL"};
+  return {};
+}
 
-  if (region.empty()) {
-    if (endpoint.empty()) {
+// The region to sign with: the one found, else us-east-1 when an endpoint is set (emulators
+// do not care).
+Result<std::string> signing_region(const Found& region, const Found& endpoint,
+                                   const std::string& profile_desc) {
+  if (region.value.empty()) {
+    if (endpoint.value.empty()) {
       std::string msg = "no region: set --region, AWS_REGION or AWS_DEFAULT_REGION";
       msg += profile_desc.empty() ? std::string(", or a region in ~/.aws/config")
                                   : ", or a region in the " + profile_desc;
       msg += " (or an endpoint URL for a local emulator)";
       return Status(StatusCode::kInvalidArgument, msg);
     }
-    region = "us-east-1";
-  } else if (!valid_region(region)) {
+    return std::string("us-east-1");
+  }
+  if (!valid_region(region.value)) {
     return Status(StatusCode::kInvalidArgument,
-                  "unknown region '" + printable(region) + "' (from " + region_source +
+                  "unknown region '" + printable(region.value) + "' (from " + region.source +
                       "): a region is letters, digits and dashes, e.g. us-east-1");
   }
+  return region.value;
+}
 
-  ResolvedEndpoint out;
-  out.region = region;
-  if (!endpoint.empty()) {
-    KCL_ASSIGN_OR_RETURN(out.url, normalize_endpoint(endpoint, endpoint_source));
-    return out;
-  }
+// https://<service>.<region>.amazonaws.com, .cn for the cn- regions.
+Result<std::string> default_endpoint(const std::string& svc, const std::string& region) {
   if (svc.empty()) {
     return Status(StatusCode::kInvalidArgument, "no service name to build an endpoint from");
   }
@@ -230,8 +254,26 @@ Result<ResolvedEndpoint> resolve_endpoint(const AwsConfig& config, std::string_v
     }
   }
   std::string lower_region = to_lower(region);
-  out.url = "https://" + svc + "." + lower_region + ".amazonaws.com";
-  if (lower_region.rfind("cn-", 0) == 0) out.url += ".cn";
+  std::string url = "https://" + svc + "." + lower_region + ".amazonaws.com";
+  if (lower_region.rfind("cn-", 0) == 0) url += ".cn";
+  return url;
+}
+
+}  // namespace
+
+Result<ResolvedEndpoint> resolve_endpoint(const AwsConfig& config, std::string_view service) {
+  const EnvLookup env = process_env();
+  const std::string svc = to_lower(service);
+  std::string profile_desc;
+  const Found region = find_region(config, env, profile_desc);
+  const Found endpoint = find_endpoint(config, env, service, svc);
+  ResolvedEndpoint out;
+  KCL_ASSIGN_OR_RETURN(out.region, signing_region(region, endpoint, profile_desc));
+  if (!endpoint.value.empty()) {
+    KCL_ASSIGN_OR_RETURN(out.url, normalize_endpoint(endpoint.value, endpoint.source));
+  } else {
+    KCL_ASSIGN_OR_RETURN(out.url, default_endpoint(svc, out.region));
+  }
   return out;
 }
 

@@ -44,6 +44,45 @@ struct CanonicalNumber {
 
 enum class NumberError { kNone, kSyntax, kRange };
 
+// Digits with at most one decimal point from s[i], moving `i` past them; `fraction_digits`
+// counts those after the point.
+void scan_mantissa(std::string_view s, std::size_t& i, std::string& digits,
+                   std::size_t& fraction_digits) {
+  bool seen_point = false;
+  for (; i < s.size(); ++i) {
+    char c = s[i];
+    if (c >= '0' && c <= '9') {
+      digits.push_back(c);
+      if (seen_point) ++fraction_digits;
+    } else if (c == '.' && !seen_point) {
+      seen_point = true;
+    } else {
+      break;
+    }
+  }
+}
+
+// An exponent, (e|E) [+-] digits, at s[i] when there is one, moving `i` past it.
+NumberError scan_exponent(std::string_view s, std::size_t& i, long long& exponent) {
+  exponent = 0;
+  if (i >= s.size() || (s[i] != 'e' && s[i] != 'E')) return NumberError::kNone;
+  ++i;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+    negative = s[i] == '-';
+    ++i;
+  }
+  std::size_t start = i;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (exponent > 1'000'000) return NumberError::kRange;
+    exponent = exponent * 10 + (s[i] - '0');
+  }
+  if (i == start) return NumberError::kSyntax;
+  if (exponent > 1'000'000) return NumberError::kRange;
+  if (negative) exponent = -exponent;
+  return NumberError::kNone;
+}
+
 // Accepts what DynamoDB accepts: [+-] digits [. digits] [(e|E) [+-] digits], at least one
 // digit in the mantissa, no spaces. Exponents beyond +-10^6 are rejected as out of range
 // (DynamoDB's own range is about 1e-130 .. 1e126, which the service enforces).
@@ -57,55 +96,22 @@ std::optional<CanonicalNumber> parse_number(std::string_view s, NumberError* err
   }
   std::string digits;
   std::size_t fraction_digits = 0;
-  bool seen_point = false;
-  for (; i < s.size(); ++i) {
-    char c = s[i];
-    if (c >= '0' && c <= '9') {
-      digits.push_back(c);
-      if (seen_point) ++fraction_digits;
-    } else if (c == '.' && !seen_point) {
-      seen_point = true;
-    } else {
-      break;
-    }
-  }
+  scan_mantissa(s, i, digits, fraction_digits);
   if (digits.empty()) return std::nullopt;
   long long exponent = 0;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    bool exp_negative = false;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
-      exp_negative = s[i] == '-';
-      ++i;
-    }
-    std::size_t start = i;
-    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-      if (exponent > 1'000'000) {
-        *error = NumberError::kRange;
-        return std::nullopt;
-      }
-      exponent = exponent * 10 + (s[i] - '0');
-    }
-    if (i == start) return std::nullopt;
-    if (exponent > 1'000'000) {
-      *error = NumberError::kRange;
-      return std::nullopt;
-    }
-    if (exp_negative) exponent = -exponent;
+  if (NumberError e = scan_exponent(s, i, exponent); e != NumberError::kNone) {
+    *error = e;
+    return std::nullopt;
   }
   if (i != s.size()) return std::nullopt;
 
+  *error = NumberError::kNone;
   exponent -= static_cast<long long>(fraction_digits);
   std::size_t first = digits.find_first_not_of('0');
-  if (first == std::string::npos) {
-    *error = NumberError::kNone;
-    return CanonicalNumber{};  // zero, whatever its sign or exponent
-  }
+  if (first == std::string::npos) return CanonicalNumber{};  // zero, whatever its sign or exponent
   std::size_t last = digits.find_last_not_of('0');
-  exponent += static_cast<long long>(digits.size() - 1 - last);
   n.digits = digits.substr(first, last - first + 1);
-  n.exponent = exponent;
-  *error = NumberError::kNone;
+  n.exponent = exponent + static_cast<long long>(digits.size() - 1 - last);
   return n;
 }
 
@@ -239,19 +245,35 @@ Result<std::vector<std::string>> parse_set(const json& j, const std::string& pat
   return out;
 }
 
-Result<AttributeValue> parse_value(const json& j, const std::string& path, int depth) {
-  if (depth > kMaxDepth) {
-    return parse_error(path, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+// The path of a nested value, for messages.
+std::string nested_path(const std::string& path) {
+  return path.empty() ? std::string("<value>") : path;
+}
+
+Result<AttributeValue> parse_map(const json& v, const std::string& path, int depth) {
+  if (!v.is_object()) return parse_error(path, "M value must be an object, got " + json_kind(v));
+  auto m = parse_item(v, nested_path(path), depth + 1);
+  if (!m.ok()) return m.status();
+  return AttributeValue::M(std::move(m).value());
+}
+
+Result<AttributeValue> parse_list(const json& v, const std::string& path, int depth) {
+  if (!v.is_array()) return parse_error(path, "L value must be an array, got " + json_kind(v));
+  std::vector<AttributeValue> list;
+  list.reserve(v.size());
+  std::size_t index = 0;
+  for (const auto& e : v) {
+    auto p = parse_value(e, nested_path(path) + "[" + std::to_string(index) + "]", depth + 1);
+    if (!p.ok()) return p.status();
+    list.push_back(std::move(p).value());
+    ++index;
   }
-  if (!j.is_object()) {
-    return parse_error(path, "expected an object such as {\"S\": \"...\"}, got " + json_kind(j));
-  }
-  if (j.size() != 1) {
-    return parse_error(path, "expected exactly one type key, got " + std::to_string(j.size()));
-  }
-  const auto it = j.begin();
-  const std::string& type = it.key();
-  const json& v = it.value();
+  return AttributeValue::L(std::move(list));
+}
+
+// The value `v` of the type key `type`.
+Result<AttributeValue> parse_typed(const std::string& type, const json& v, const std::string& path,
+                                   int depth) {
   if (type == "S") {
     if (!v.is_string()) return parse_error(path, "S value must be a string, got " + json_kind(v));
     return AttributeValue::S(v.get<std::string>());
@@ -285,28 +307,23 @@ Result<AttributeValue> parse_value(const json& j, const std::string& path, int d
     }
     return AttributeValue::Null();
   }
-  if (type == "M") {
-    if (!v.is_object()) return parse_error(path, "M value must be an object, got " + json_kind(v));
-    auto m = parse_item(v, path.empty() ? std::string("<value>") : path, depth + 1);
-    if (!m.ok()) return m.status();
-    return AttributeValue::M(std::move(m).value());
-  }
-  if (type == "L") {
-    if (!v.is_array()) return parse_error(path, "L value must be an array, got " + json_kind(v));
-    std::vector<AttributeValue> list;
-    list.reserve(v.size());
-    std::size_t index = 0;
-    for (const auto& e : v) {
-      auto p = parse_value(
-          e, (path.empty() ? std::string("<value>") : path) + "[" + std::to_string(index) + "]",
-          depth + 1);
-      if (!p.ok()) return p.status();
-      list.push_back(std::move(p).value());
-      ++index;
-    }
-    return AttributeValue::L(std::move(list));
-  }
+  if (type == "M") return parse_map(v, path, depth);
+  if (type == "L") return parse_list(v, path, depth);
   return parse_error(path, "unknown type key " + quote(type));
+}
+
+Result<AttributeValue> parse_value(const json& j, const std::string& path, int depth) {
+  if (depth > kMaxDepth) {
+    return parse_error(path, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
+  if (!j.is_object()) {
+    return parse_error(path, "expected an object such as {\"S\": \"...\"}, got " + json_kind(j));
+  }
+  if (j.size() != 1) {
+    return parse_error(path, "expected exactly one type key, got " + std::to_string(j.size()));
+  }
+  const auto it = j.begin();
+  return parse_typed(it.key(), it.value(), path, depth);
 }
 
 json set_to_json(const std::vector<std::string>& set, bool binary) {
@@ -317,48 +334,40 @@ json set_to_json(const std::vector<std::string>& set, bool binary) {
 
 }  // namespace
 
-AttributeValue AttributeValue::S(std::string s) {
+AttributeValue AttributeValue::of_text(Type type, std::string s) {
   AttributeValue v;
-  v.type_ = Type::kS;
+  v.type_ = type;
   v.str_ = std::move(s);
   return v;
 }
 
-AttributeValue AttributeValue::N(std::string decimal) {
+AttributeValue AttributeValue::of_set(Type type, std::vector<std::string> s) {
   AttributeValue v;
-  v.type_ = Type::kN;
-  v.str_ = std::move(decimal);
+  v.type_ = type;
+  v.set_ = std::move(s);
   return v;
+}
+
+AttributeValue AttributeValue::S(std::string s) { return of_text(Type::kS, std::move(s)); }
+
+AttributeValue AttributeValue::N(std::string decimal) {
+  return of_text(Type::kN, std::move(decimal));
 }
 
 AttributeValue AttributeValue::N(long long n) { return N(std::to_string(n)); }
 
-AttributeValue AttributeValue::B(std::string bytes) {
-  AttributeValue v;
-  v.type_ = Type::kB;
-  v.str_ = std::move(bytes);
-  return v;
-}
+AttributeValue AttributeValue::B(std::string bytes) { return of_text(Type::kB, std::move(bytes)); }
 
 AttributeValue AttributeValue::SS(std::vector<std::string> s) {
-  AttributeValue v;
-  v.type_ = Type::kSS;
-  v.set_ = std::move(s);
-  return v;
+  return of_set(Type::kSS, std::move(s));
 }
 
 AttributeValue AttributeValue::NS(std::vector<std::string> s) {
-  AttributeValue v;
-  v.type_ = Type::kNS;
-  v.set_ = std::move(s);
-  return v;
+  return of_set(Type::kNS, std::move(s));
 }
 
 AttributeValue AttributeValue::BS(std::vector<std::string> s) {
-  AttributeValue v;
-  v.type_ = Type::kBS;
-  v.set_ = std::move(s);
-  return v;
+  return of_set(Type::kBS, std::move(s));
 }
 
 AttributeValue AttributeValue::Bool(bool b) {

@@ -55,6 +55,10 @@ class AttributeValue {
   static Result<AttributeValue> from_json(const nlohmann::json& j);
 
  private:
+  // A value of a string type (S, N, B) or of a set type (SS, NS, BS).
+  static AttributeValue of_text(Type type, std::string s);
+  static AttributeValue of_set(Type type, std::vector<std::string> s);
+
   Type type_;
   std::string str_;
   std::vector<std::string> set_;

@@ -18,6 +18,64 @@ void put32(std::string& s, std::uint32_t v) {
   for (int sh = 24; sh >= 0; sh -= 8) s.push_back(static_cast<char>((v >> sh) & 0xff));
 }
 
+std::uint16_t be16(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return static_cast<std::uint16_t>((u[0] << 8) | u[1]);
+}
+
+// Reads a header value of `type` at m[h, end) into `v`, moving `h` past it; "" or what is
+// wrong with it.
+std::string read_value(unsigned char type, const char* m, std::size_t& h, std::size_t end,
+                       HeaderValue& v) {
+  auto need = [&](std::size_t n) { return h + n <= end; };
+  switch (type) {
+    case 0:
+    case 1:
+      v.boolean = type == 0;
+      break;
+    case 2:
+      if (!need(1)) return "truncated header";
+      v.integer = static_cast<std::int8_t>(m[h]);
+      h += 1;
+      break;
+    case 3:
+      if (!need(2)) return "truncated header";
+      v.integer = static_cast<std::int16_t>(be16(m + h));
+      h += 2;
+      break;
+    case 4:
+      if (!need(4)) return "truncated header";
+      v.integer = static_cast<std::int32_t>(be32(m + h));
+      h += 4;
+      break;
+    case 5:
+    case 8:
+      if (!need(8)) return "truncated header";
+      v.integer = static_cast<std::int64_t>((std::uint64_t{be32(m + h)} << 32) | be32(m + h + 4));
+      h += 8;
+      break;
+    case 6:
+    case 7: {
+      if (!need(2)) return "truncated header";
+      const std::size_t len = be16(m + h);
+      h += 2;
+      if (!need(len)) return "truncated header";
+      v.bytes.assign(m + h, len);
+      h += len;
+      break;
+    }
+    case 9:
+      if (!need(16)) return "truncated header";
+      v.bytes.assign(m + h, 16);
+      h += 16;
+      break;
+    default:
+      return "unknown header type " + std::to_string(type);
+  }
+  v.type = static_cast<HeaderType>(type);
+  return {};
+}
+
 // Reads the headers in m[12, end) into `out`; "" or what is wrong with them.
 std::string read_headers(const char* m, std::size_t end, std::vector<Header>& out) {
   std::size_t h = 12;
@@ -28,55 +86,8 @@ std::string read_headers(const char* m, std::size_t end, std::vector<Header>& ou
     hd.name.assign(m + h + 1, nlen);
     h += 1 + nlen;
     const auto type = static_cast<unsigned char>(m[h++]);
-    auto need = [&](std::size_t n) { return h + n <= end; };
-    switch (type) {
-      case 0:
-      case 1:
-        hd.value.boolean = type == 0;
-        break;
-      case 2:
-        if (!need(1)) return "truncated header";
-        hd.value.integer = static_cast<std::int8_t>(m[h]);
-        h += 1;
-        break;
-      case 3:
-        if (!need(2)) return "truncated header";
-        hd.value.integer = static_cast<std::int16_t>((static_cast<unsigned char>(m[h]) << 8) |
-                                                     static_cast<unsigned char>(m[h + 1]));
-        h += 2;
-        break;
-      case 4:
-        if (!need(4)) return "truncated header";
-        hd.value.integer = static_cast<std::int32_t>(be32(m + h));
-        h += 4;
-        break;
-      case 5:
-      case 8:
-        if (!need(8)) return "truncated header";
-        hd.value.integer =
-            static_cast<std::int64_t>((std::uint64_t{be32(m + h)} << 32) | be32(m + h + 4));
-        h += 8;
-        break;
-      case 6:
-      case 7: {
-        if (!need(2)) return "truncated header";
-        const std::size_t len = (static_cast<std::size_t>(static_cast<unsigned char>(m[h])) << 8) |
-                                static_cast<unsigned char>(m[h + 1]);
-        h += 2;
-        if (!need(len)) return "truncated header";
-        hd.value.bytes.assign(m + h, len);
-        h += len;
-        break;
-      }
-      case 9:
-        if (!need(16)) return "truncated header";
-        hd.value.bytes.assign(m + h, 16);
-        h += 16;
-        break;
-      default:
-        return "unknown header type " + std::to_string(type);
-    }
-    hd.value.type = static_cast<HeaderType>(type);
+    std::string problem = read_value(type, m, h, end, hd.value);
+    if (!problem.empty()) return problem;
     out.push_back(std::move(hd));
   }
   return {};

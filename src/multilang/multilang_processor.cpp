@@ -32,6 +32,22 @@ json position_json(const ExtendedSequenceNumber& p) {
   return {{"sequenceNumber", p.sequence_number()}, {"subSequenceNumber", p.sub_sequence_number()}};
 }
 
+// The checkpoint a child asked for: at `seq` / `sub`, or (a null sequence number) at the
+// batch's last record, or SHARD_END at the shard's end.
+Status checkpoint_as_asked(Checkpointer& checkpointer, const json& seq, const json& sub,
+                           bool shard_end) {
+  if (seq.is_null()) return checkpointer.checkpoint();
+  if (!seq.is_string())
+    return Status(StatusCode::kInvalidArgument, "sequenceNumber is not a string");
+  const SubSequenceNumber n = sub.is_number_unsigned() ? sub.get<SubSequenceNumber>()
+                              : sub.is_number_integer() && sub.get<long long>() >= 0
+                                  ? static_cast<SubSequenceNumber>(sub.get<long long>())
+                                  : 0;
+  return seq.get<std::string>() == "SHARD_END" && shard_end
+             ? checkpointer.checkpoint()
+             : checkpointer.checkpoint(seq.get<std::string>(), n);
+}
+
 }  // namespace
 
 MultiLangProcessor::MultiLangProcessor(ChildOptions options, std::shared_ptr<Logger> logger)
@@ -79,18 +95,7 @@ void MultiLangProcessor::exchange(const std::string& action, const std::string& 
   if (!w.ok()) fail("sending " + action + ": " + w.message());
   const auto deadline = std::chrono::steady_clock::now() + options_.response_timeout;
   for (;;) {
-    auto line = child_->read_line(deadline);
-    if (!line.ok()) {
-      fail("waiting for the answer to " + action + ": " + line.status().message() +
-           (line.status().code() == StatusCode::kDeadlineExceeded
-                ? " (" + std::to_string(options_.response_timeout.count()) + " ms)"
-                : std::string()));
-    }
-    json m = json::parse(*line, nullptr, false);
-    if (!m.is_object() || !m.contains("action") || !m["action"].is_string()) {
-      fail("answered " + action +
-           " with something that is not a protocol message: " + line->substr(0, 200));
-    }
+    const json m = read_message(action, deadline);
     const std::string what = m["action"];
     if (what == "status") {
       if (m.value("responseFor", std::string()) != action) {
@@ -100,40 +105,48 @@ void MultiLangProcessor::exchange(const std::string& action, const std::string& 
       return;
     }
     if (what != "checkpoint") fail("sent an unexpected action '" + what + "' during " + action);
-    // A checkpoint request.
-    json reply = {{"action", "checkpoint"}};
-    reply["sequenceNumber"] = m.contains("sequenceNumber") ? m["sequenceNumber"] : json(nullptr);
-    reply["subSequenceNumber"] =
-        m.contains("subSequenceNumber") ? m["subSequenceNumber"] : json(nullptr);
-    std::string error;
-    if (!checkpointer) {
-      error = "InvalidStateException";
-    } else {
-      Status s;
-      const json& seq = reply["sequenceNumber"];
-      if (seq.is_null()) {
-        s = checkpointer->checkpoint();  // the batch's last record, or SHARD_END at the end
-      } else if (seq.is_string()) {
-        const json& sub = reply["subSequenceNumber"];
-        const SubSequenceNumber n = sub.is_number_unsigned() ? sub.get<SubSequenceNumber>()
-                                    : sub.is_number_integer() && sub.get<long long>() >= 0
-                                        ? static_cast<SubSequenceNumber>(sub.get<long long>())
-                                        : 0;
-        s = seq.get<std::string>() == "SHARD_END" && shard_end
-                ? checkpointer->checkpoint()
-                : checkpointer->checkpoint(seq.get<std::string>(), n);
-      } else {
-        s = Status(StatusCode::kInvalidArgument, "sequenceNumber is not a string");
-      }
-      if (!s.ok()) {
-        error = error_name(s);
-        log(LogLevel::kWarn, "checkpoint asked by the child failed: " + s.to_string());
-      }
-    }
-    reply["error"] = error.empty() ? json(nullptr) : json(error);
-    Status sent = child_->write_line(reply.dump());
-    if (!sent.ok()) fail("answering a checkpoint: " + sent.message());
+    answer_checkpoint(m, checkpointer, shard_end);
   }
+}
+
+nlohmann::json MultiLangProcessor::read_message(const std::string& action,
+                                                std::chrono::steady_clock::time_point deadline) {
+  auto line = child_->read_line(deadline);
+  if (!line.ok()) {
+    fail("waiting for the answer to " + action + ": " + line.status().message() +
+         (line.status().code() == StatusCode::kDeadlineExceeded
+              ? " (" + std::to_string(options_.response_timeout.count()) + " ms)"
+              : std::string()));
+  }
+  json m = json::parse(*line, nullptr, false);
+  if (!m.is_object() || !m.contains("action") || !m["action"].is_string()) {
+    fail("answered " + action +
+         " with something that is not a protocol message: " + line->substr(0, 200));
+  }
+  return m;
+}
+
+void MultiLangProcessor::answer_checkpoint(const nlohmann::json& request,
+                                           Checkpointer* checkpointer, bool shard_end) {
+  json reply = {{"action", "checkpoint"}};
+  reply["sequenceNumber"] =
+      request.contains("sequenceNumber") ? request["sequenceNumber"] : json(nullptr);
+  reply["subSequenceNumber"] =
+      request.contains("subSequenceNumber") ? request["subSequenceNumber"] : json(nullptr);
+  std::string error;
+  if (!checkpointer) {
+    error = "InvalidStateException";
+  } else {
+    Status s = checkpoint_as_asked(*checkpointer, reply["sequenceNumber"],
+                                   reply["subSequenceNumber"], shard_end);
+    if (!s.ok()) {
+      error = error_name(s);
+      log(LogLevel::kWarn, "checkpoint asked by the child failed: " + s.to_string());
+    }
+  }
+  reply["error"] = error.empty() ? json(nullptr) : json(error);
+  Status sent = child_->write_line(reply.dump());
+  if (!sent.ok()) fail("answering a checkpoint: " + sent.message());
 }
 
 void MultiLangProcessor::initialize(const InitializationInput& input) {

@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,12 @@ class MultiLangProcessor final : public RecordProcessor {
   // naming the failure (after stopping the child) when the child fails.
   void exchange(const std::string& action, const std::string& message, Checkpointer* checkpointer,
                 bool shard_end = false);
+  // The child's next message (a JSON object with a string "action") in the exchange for
+  // `action`; fails past `deadline` or on anything else.
+  nlohmann::json read_message(const std::string& action,
+                              std::chrono::steady_clock::time_point deadline);
+  // Answers the child's checkpoint `request` (see exchange).
+  void answer_checkpoint(const nlohmann::json& request, Checkpointer* checkpointer, bool shard_end);
   // Starts the child and initializes it when there is none (a first start or a restart).
   void ensure_child(Checkpointer* checkpointer);
   [[noreturn]] void fail(const std::string& what);

@@ -1,7 +1,9 @@
 #include "multilang/properties.h"
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -107,6 +109,236 @@ void read_credentials_provider(const char* key, const std::string& value, MultiL
   }
 }
 
+using std::chrono::milliseconds;
+
+// Reads typed values from the properties, keeping a problem for each malformed one.
+class PropertyReader {
+ public:
+  explicit PropertyReader(const std::map<std::string, std::string>& p) : p_(p) {}
+
+  // The value of `key`; null when absent or empty.
+  const std::string* get(const char* key) const {
+    auto it = p_.find(key);
+    return it == p_.end() || it->second.empty() ? nullptr : &it->second;
+  }
+
+  std::optional<long long> number(const char* key, long long lo, long long hi,
+                                  const char* unit = "") {
+    const std::string* v = get(key);
+    if (!v) return std::nullopt;
+    char* end = nullptr;
+    const long long n = std::strtoll(v->c_str(), &end, 10);
+    if (*end != '\0' || n < lo || n > hi) {
+      problem(std::string(key) + " = '" + *v + "' is not a number between " + std::to_string(lo) +
+              " and " + std::to_string(hi) + unit);
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  // true / false in any case, as Java's Boolean.parseBoolean reads them, except that
+  // anything else is an error here instead of a silent false.
+  std::optional<bool> boolean(const char* key) {
+    const std::string* v = get(key);
+    if (!v) return std::nullopt;
+    const std::string lower = lowercase(*v);
+    if (lower == "true") return true;
+    if (lower == "false") return false;
+    problem(std::string(key) + " = '" + *v + "' is not a boolean: use true or false (any case)");
+    return std::nullopt;
+  }
+
+  void problem(std::string text) { problems_.push_back(std::move(text)); }
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  const std::map<std::string, std::string>& p_;
+  std::vector<std::string> problems_;
+};
+
+// Keys whose value is taken as it is.
+struct TextKey {
+  const char* key;
+  void (*set)(MultiLangSettings& s, const std::string& value);
+};
+constexpr TextKey kTextKeys[] = {
+    {"executableName",
+     [](MultiLangSettings& s, const std::string& v) { s.child.command = split_command(v); }},
+    {"streamName", [](MultiLangSettings& s, const std::string& v) { s.worker.stream_name = v; }},
+    {"tableName",
+     [](MultiLangSettings& s, const std::string& v) { s.worker.leases.table_name = v; }},
+    {"applicationName",
+     [](MultiLangSettings& s, const std::string& v) { s.worker.leases.application_name = v; }},
+    {"workerId", [](MultiLangSettings& s, const std::string& v) { s.worker.leases.worker_id = v; }},
+    {"regionName", [](MultiLangSettings& s, const std::string& v) { s.worker.aws.region = v; }},
+    {"kinesisEndpoint",
+     [](MultiLangSettings& s, const std::string& v) { s.worker.aws.kinesis_endpoint_url = v; }},
+    {"dynamoDBEndpoint",
+     [](MultiLangSettings& s, const std::string& v) { s.worker.aws.dynamodb_endpoint_url = v; }},
+    {"consumerName",
+     [](MultiLangSettings& s, const std::string& v) { s.worker.retrieval.consumer_name = v; }},
+};
+
+// Keys whose value is a whole number in [lo, hi].
+struct NumberKey {
+  const char* key;
+  long long lo;
+  long long hi;
+  void (*set)(MultiLangSettings& s, long long n);
+};
+constexpr NumberKey kNumberKeys[] = {
+    {"failoverTimeMillis", 100, 3600000,
+     [](MultiLangSettings& s, long long n) { s.worker.leases.failover_time = milliseconds(n); }},
+    {"maxRecords", 1, 10000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.retrieval.max_records_per_call = static_cast<int>(n);
+     }},
+    {"idleTimeBetweenReadsInMillis", 0, 600000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.retrieval.idle_time_between_calls = milliseconds(n);
+     }},
+    {"shardSyncIntervalMillis", 100, 3600000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.processing.shard_sync_interval = milliseconds(n);
+     }},
+    {"parentShardPollIntervalMillis", 10, 60000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.processing.parent_check_interval = milliseconds(n);
+     }},
+    {"maxLeasesForWorker", 1, 1000000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.leases.max_leases_per_worker = static_cast<int>(n);
+     }},
+    {"maxLeasesToStealAtOneTime", 1, 1000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.leases.max_leases_to_steal_at_once = static_cast<int>(n);
+     }},
+    {"initialLeaseTableReadCapacity", 1, 100000,
+     [](MultiLangSettings& s, long long n) { s.worker.leases.read_capacity_units = n; }},
+    {"initialLeaseTableWriteCapacity", 1, 100000,
+     [](MultiLangSettings& s, long long n) { s.worker.leases.write_capacity_units = n; }},
+    {"timeoutInSeconds", 1, 3600,
+     [](MultiLangSettings& s, long long n) { s.child.response_timeout = std::chrono::seconds(n); }},
+    {"shutdownGraceMillis", 1000, 3600000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.processing.shutdown_timeout = milliseconds(n);
+     }},
+    {"maxActiveThreads", 1, 256,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.processing.thread_pool_size = static_cast<int>(n);
+     }},
+};
+
+constexpr const char* kCredentialsProviderKeys[] = {
+    "AwsCredentialsProvider", "AWSCredentialsProvider", "AwsCredentialsProviderDynamoDB",
+    "AwsCredentialsProviderCloudWatch"};
+
+// Keys read by code of their own below, or understood and not needed: processingLanguage,
+// and what kcl-cpp always does (processRecords only with records, leases of finished shards
+// cleaned up by shard sync).
+constexpr const char* kOtherKeys[] = {"streamArn",
+                                      "initialPositionInStream",
+                                      "initialPositionInStreamExtended",
+                                      "retrievalMode",
+                                      "processingLanguage",
+                                      "callProcessRecordsEvenForEmptyRecordList",
+                                      "cleanupLeasesUponShardCompletion"};
+
+bool is_known_key(const std::string& key) {
+  for (const TextKey& k : kTextKeys) {
+    if (key == k.key) return true;
+  }
+  for (const NumberKey& k : kNumberKeys) {
+    if (key == k.key) return true;
+  }
+  for (const char* k : kCredentialsProviderKeys) {
+    if (key == k) return true;
+  }
+  for (const char* k : kOtherKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+void check_required(PropertyReader& r) {
+  for (const char* key : {"executableName", "applicationName"}) {
+    if (!r.get(key)) r.problem(std::string(key) + " is required");
+  }
+  if (!r.get("streamName") && !r.get("streamArn")) {
+    r.problem("streamName (or streamArn) is required");
+  }
+}
+
+// streamArn = arn:aws:kinesis:REGION:ACCOUNT:stream/NAME: the stream's name (over
+// streamName), and its region unless regionName gives one.
+void read_stream_arn(PropertyReader& r, MultiLangSettings& s) {
+  const std::string* v = r.get("streamArn");
+  if (!v) return;
+  const std::size_t at = v->find(":stream/");
+  if (at == std::string::npos) {
+    r.problem("streamArn = '" + *v + "' is not a Kinesis stream ARN");
+    return;
+  }
+  s.worker.stream_name = v->substr(at + 8);
+  const std::size_t start = std::string("arn:aws:kinesis:").size();
+  if (v->rfind("arn:", 0) == 0 && s.worker.aws.region.empty()) {
+    const std::size_t colon = v->find(':', start);
+    if (colon != std::string::npos && colon > start) {
+      s.worker.aws.region = v->substr(start, colon - start);
+    }
+  }
+}
+
+void read_initial_position(PropertyReader& r, MultiLangSettings& s) {
+  const std::string* v = r.get("initialPositionInStream");
+  if (!v) return;
+  if (*v == "TRIM_HORIZON") {
+    s.worker.initial_position = InitialPosition::trim_horizon();
+  } else if (*v == "LATEST") {
+    s.worker.initial_position = InitialPosition::latest();
+  } else if (*v == "AT_TIMESTAMP") {
+    // Epoch seconds, as the Java daemon reads it (it multiplies by 1000). The upper bound
+    // (year 9999) keeps a value written in milliseconds by mistake from being accepted.
+    if (auto secs =
+            r.number("initialPositionInStreamExtended", 0, kMaxEpochSeconds, " (epoch seconds)")) {
+      s.worker.initial_position = InitialPosition::at_timestamp(
+          std::chrono::system_clock::time_point(std::chrono::seconds(*secs)));
+    } else if (!r.get("initialPositionInStreamExtended")) {
+      r.problem(
+          "initialPositionInStream = AT_TIMESTAMP needs initialPositionInStreamExtended "
+          "(epoch seconds, e.g. 1700000000)");
+    }
+  } else {
+    r.problem("initialPositionInStream = '" + *v + "' is not TRIM_HORIZON, LATEST or AT_TIMESTAMP");
+  }
+}
+
+void read_retrieval_mode(PropertyReader& r, MultiLangSettings& s) {
+  const std::string* v = r.get("retrievalMode");
+  if (!v) return;
+  if (*v == "FANOUT") {
+    s.worker.retrieval.mode = RetrievalMode::kFanOut;
+  } else if (*v != "POLLING") {
+    r.problem("retrievalMode = '" + *v + "' is not FANOUT or POLLING");
+  }
+}
+
+// The Java daemon's switches for behaviour kcl-cpp does not offer: a warning when set the
+// other way.
+void read_unsupported_switches(PropertyReader& r, MultiLangSettings& s) {
+  if (r.boolean("callProcessRecordsEvenForEmptyRecordList").value_or(false)) {
+    s.warnings.emplace_back(
+        "callProcessRecordsEvenForEmptyRecordList = true is not supported: kcl-cpp sends "
+        "processRecords only with records, so a child that flushes on an empty batch must "
+        "flush on its next records or at shutdownRequested instead");
+  }
+  if (!r.boolean("cleanupLeasesUponShardCompletion").value_or(true)) {
+    s.warnings.emplace_back(
+        "cleanupLeasesUponShardCompletion = false is not supported: kcl-cpp always removes "
+        "the lease of a finished shard once its children have started");
+  }
+}
+
 }  // namespace
 
 Result<std::map<std::string, std::string>> parse_properties(const std::string& text,
@@ -144,166 +376,28 @@ Result<std::map<std::string, std::string>> parse_properties(const std::string& t
 
 Result<MultiLangSettings> settings_from_properties(const std::map<std::string, std::string>& p) {
   MultiLangSettings s;
-  std::vector<std::string> problems;
-  auto get = [&](const char* key) -> const std::string* {
-    auto it = p.find(key);
-    return it == p.end() || it->second.empty() ? nullptr : &it->second;
-  };
-  auto number = [&](const char* key, long long lo, long long hi,
-                    const char* unit = "") -> std::optional<long long> {
-    const std::string* v = get(key);
-    if (!v) return std::nullopt;
-    char* end = nullptr;
-    const long long n = std::strtoll(v->c_str(), &end, 10);
-    if (*end != '\0' || n < lo || n > hi) {
-      problems.push_back(std::string(key) + " = '" + *v + "' is not a number between " +
-                         std::to_string(lo) + " and " + std::to_string(hi) + unit);
-      return std::nullopt;
-    }
-    return n;
-  };
-  // true / false in any case, as Java's Boolean.parseBoolean reads them, except that
-  // anything else is an error here instead of a silent false.
-  auto boolean = [&](const char* key) -> std::optional<bool> {
-    const std::string* v = get(key);
-    if (!v) return std::nullopt;
-    const std::string lower = lowercase(*v);
-    if (lower == "true") return true;
-    if (lower == "false") return false;
-    problems.push_back(std::string(key) + " = '" + *v +
-                       "' is not a boolean: use true or false (any case)");
-    return std::nullopt;
-  };
-  using std::chrono::milliseconds;
-  for (const char* key : {"executableName", "applicationName"}) {
-    if (!get(key)) problems.push_back(std::string(key) + " is required");
+  PropertyReader r(p);
+  check_required(r);
+  for (const TextKey& k : kTextKeys) {
+    if (const std::string* v = r.get(k.key)) k.set(s, *v);
   }
-  if (!get("streamName") && !get("streamArn"))
-    problems.emplace_back("streamName (or streamArn) is required");
-  if (auto v = get("executableName")) s.child.command = split_command(*v);
-  if (auto v = get("streamName")) s.worker.stream_name = *v;
-  if (auto v = get("streamArn")) {
-    // arn:aws:kinesis:REGION:ACCOUNT:stream/NAME
-    const std::size_t at = v->find(":stream/");
-    if (at == std::string::npos) {
-      problems.push_back("streamArn = '" + *v + "' is not a Kinesis stream ARN");
-    } else {
-      s.worker.stream_name = v->substr(at + 8);
-      const std::size_t r = std::string("arn:aws:kinesis:").size();
-      if (v->rfind("arn:", 0) == 0 && s.worker.aws.region.empty()) {
-        const std::size_t colon = v->find(':', r);
-        if (colon != std::string::npos && colon > r) s.worker.aws.region = v->substr(r, colon - r);
-      }
-    }
+  // After regionName, which wins over the ARN's region.
+  read_stream_arn(r, s);
+  read_initial_position(r, s);
+  for (const NumberKey& k : kNumberKeys) {
+    if (auto n = r.number(k.key, k.lo, k.hi)) k.set(s, *n);
   }
-  if (auto v = get("tableName")) s.worker.leases.table_name = *v;
-  if (auto v = get("applicationName")) s.worker.leases.application_name = *v;
-  if (auto v = get("workerId")) s.worker.leases.worker_id = *v;
-  if (auto v = get("regionName")) s.worker.aws.region = *v;
-  if (auto v = get("kinesisEndpoint")) s.worker.aws.kinesis_endpoint_url = *v;
-  if (auto v = get("dynamoDBEndpoint")) s.worker.aws.dynamodb_endpoint_url = *v;
-  if (auto v = get("initialPositionInStream")) {
-    if (*v == "TRIM_HORIZON") {
-      s.worker.initial_position = InitialPosition::trim_horizon();
-    } else if (*v == "LATEST") {
-      s.worker.initial_position = InitialPosition::latest();
-    } else if (*v == "AT_TIMESTAMP") {
-      // Epoch seconds, as the Java daemon reads it (it multiplies by 1000). The upper bound
-      // (year 9999) keeps a value written in milliseconds by mistake from being accepted.
-      if (auto secs =
-              number("initialPositionInStreamExtended", 0, kMaxEpochSeconds, " (epoch seconds)")) {
-        s.worker.initial_position = InitialPosition::at_timestamp(
-            std::chrono::system_clock::time_point(std::chrono::seconds(*secs)));
-      } else if (!get("initialPositionInStreamExtended")) {
-        problems.emplace_back(
-            "initialPositionInStream = AT_TIMESTAMP needs initialPositionInStreamExtended "
-            "(epoch seconds, e.g. 1700000000)");
-      }
-    } else {
-      problems.push_back("initialPositionInStream = '" + *v +
-                         "' is not TRIM_HORIZON, LATEST or AT_TIMESTAMP");
-    }
+  read_retrieval_mode(r, s);
+  read_unsupported_switches(r, s);
+  for (const char* key : kCredentialsProviderKeys) {
+    if (const std::string* v = r.get(key)) read_credentials_provider(key, *v, s);
   }
-  if (auto n = number("failoverTimeMillis", 100, 3600000)) {
-    s.worker.leases.failover_time = milliseconds(*n);
-  }
-  if (auto n = number("maxRecords", 1, 10000)) {
-    s.worker.retrieval.max_records_per_call = static_cast<int>(*n);
-  }
-  if (auto n = number("idleTimeBetweenReadsInMillis", 0, 600000)) {
-    s.worker.retrieval.idle_time_between_calls = milliseconds(*n);
-  }
-  if (auto n = number("shardSyncIntervalMillis", 100, 3600000)) {
-    s.worker.processing.shard_sync_interval = milliseconds(*n);
-  }
-  if (auto n = number("parentShardPollIntervalMillis", 10, 60000)) {
-    s.worker.processing.parent_check_interval = milliseconds(*n);
-  }
-  if (auto n = number("maxLeasesForWorker", 1, 1000000)) {
-    s.worker.leases.max_leases_per_worker = static_cast<int>(*n);
-  }
-  if (auto n = number("maxLeasesToStealAtOneTime", 1, 1000)) {
-    s.worker.leases.max_leases_to_steal_at_once = static_cast<int>(*n);
-  }
-  if (auto n = number("initialLeaseTableReadCapacity", 1, 100000)) {
-    s.worker.leases.read_capacity_units = *n;
-  }
-  if (auto n = number("initialLeaseTableWriteCapacity", 1, 100000)) {
-    s.worker.leases.write_capacity_units = *n;
-  }
-  if (auto n = number("timeoutInSeconds", 1, 3600)) {
-    s.child.response_timeout = std::chrono::seconds(*n);
-  }
-  if (auto n = number("shutdownGraceMillis", 1000, 3600000)) {
-    s.worker.processing.shutdown_timeout = milliseconds(*n);
-  }
-  if (auto n = number("maxActiveThreads", 1, 256)) {
-    s.worker.processing.thread_pool_size = static_cast<int>(*n);
-  }
-  if (auto v = get("retrievalMode")) {
-    if (*v == "FANOUT") {
-      s.worker.retrieval.mode = RetrievalMode::kFanOut;
-    } else if (*v != "POLLING") {
-      problems.push_back("retrievalMode = '" + *v + "' is not FANOUT or POLLING");
-    }
-  }
-  if (auto v = get("consumerName")) s.worker.retrieval.consumer_name = *v;
-  if (boolean("callProcessRecordsEvenForEmptyRecordList").value_or(false)) {
-    s.warnings.emplace_back(
-        "callProcessRecordsEvenForEmptyRecordList = true is not supported: kcl-cpp sends "
-        "processRecords only with records, so a child that flushes on an empty batch must "
-        "flush on its next records or at shutdownRequested instead");
-  }
-  if (!boolean("cleanupLeasesUponShardCompletion").value_or(true)) {
-    s.warnings.emplace_back(
-        "cleanupLeasesUponShardCompletion = false is not supported: kcl-cpp always removes "
-        "the lease of a finished shard once its children have started");
-  }
-  for (const char* key : {"AwsCredentialsProvider", "AWSCredentialsProvider",
-                          "AwsCredentialsProviderDynamoDB", "AwsCredentialsProviderCloudWatch"}) {
-    if (auto v = get(key)) read_credentials_provider(key, *v, s);
-  }
-  static const std::set<std::string> known = {
-      "executableName", "streamName", "applicationName", "workerId", "regionName",
-      "kinesisEndpoint", "dynamoDBEndpoint", "initialPositionInStream",
-      "initialPositionInStreamExtended", "failoverTimeMillis", "maxRecords",
-      "idleTimeBetweenReadsInMillis", "shardSyncIntervalMillis", "parentShardPollIntervalMillis",
-      "maxLeasesForWorker", "maxLeasesToStealAtOneTime", "initialLeaseTableReadCapacity",
-      "initialLeaseTableWriteCapacity", "timeoutInSeconds", "maxActiveThreads", "retrievalMode",
-      "consumerName", "streamArn", "tableName", "shutdownGraceMillis",
-      // What kcl-cpp always does: the standard
-      // credentials chain, processRecords only with
-      // records, leases of finished shards cleaned
-      // up by shard sync.
-      "AWSCredentialsProvider", "AwsCredentialsProvider", "AwsCredentialsProviderDynamoDB",
-      "AwsCredentialsProviderCloudWatch", "processingLanguage",
-      "callProcessRecordsEvenForEmptyRecordList", "cleanupLeasesUponShardCompletion"};
   for (const auto& [key, value] : p) {
-    if (!known.count(key)) s.ignored_keys.push_back(key);
+    if (!is_known_key(key)) s.ignored_keys.push_back(key);
   }
-  if (!problems.empty()) {
+  if (!r.problems().empty()) {
     std::string message = "the properties file has problems:";
-    for (const auto& pr : problems) message += "\n  - " + pr;
+    for (const auto& pr : r.problems()) message += "\n  - " + pr;
     return Status(StatusCode::kInvalidArgument, message);
   }
   return s;

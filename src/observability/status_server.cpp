@@ -93,6 +93,77 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
   return view;
 }
 
+namespace {
+
+// This worker's per-shard series from the registry: records processed so far and the lag.
+struct ShardSeries {
+  std::map<std::string, double> totals;
+  std::map<std::string, double> lag;
+};
+
+ShardSeries shard_series(const metrics::MetricsRegistry& registry) {
+  ShardSeries out;
+  for (const auto& s : registry.snapshot()) {
+    std::string shard;
+    for (const auto& [k, v] : s.labels) {
+      if (k == "shard") shard = v;
+    }
+    if (shard.empty()) continue;
+    if (s.family == "kcl_records_processed_total") out.totals[shard] += s.value;
+    if (s.family == "kcl_millis_behind_latest") out.lag[shard] = s.value;
+  }
+  return out;
+}
+
+json workers_json(const FleetView& view, const std::string& self) {
+  json workers = json::array();
+  for (const auto& [w, n] : view.workers) {
+    workers.push_back({{"worker_id", w}, {"leases", n}, {"self", w == self}});
+  }
+  return workers;
+}
+
+// /healthz and /readyz: 200 or 503 with {"status": ..., "reason": why not}.
+void health_response(httplib::Response& res, bool ok, const char* good, const char* bad,
+                     const std::string& reason) {
+  json body = {{"status", ok ? good : bad}};
+  if (!ok) body["reason"] = reason;
+  res.status = ok ? 200 : 503;
+  res.set_content(body.dump(), "application/json");
+}
+
+void set_io_limits(httplib::Server& srv, const StatusServerConfig& config) {
+  const int threads = config.threads;
+  srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  const auto io = config.io_timeout;
+  srv.set_read_timeout(io.count() / 1000, (io.count() % 1000) * 1000);
+  srv.set_write_timeout(io.count() / 1000, (io.count() % 1000) * 1000);
+  srv.set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(io.count() / 1000)));
+  srv.set_keep_alive_max_count(100);
+  srv.set_payload_max_length(1024);  // GET only: no request bodies to speak of
+}
+
+void set_error_handlers(httplib::Server& srv) {
+  srv.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    // cpp-httplib calls this for every status >= 400, also for the 503s our handlers wrote.
+    if (!res.body.empty()) return;
+    json body = {{"error", res.status == 404   ? "not found"
+                           : res.status == 405 ? "method not allowed (GET only)"
+                           : res.status == 431 ? "request headers too large"
+                                               : "bad request"},
+                 {"status", res.status},
+                 {"paths", {"/metrics", "/healthz", "/readyz", "/status", "/status.json"}}};
+    res.set_content(body.dump(), "application/json");
+  });
+  srv.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        res.status = 500;
+        res.set_content(R"({"error":"internal error"})", "application/json");
+      });
+}
+
+}  // namespace
+
 struct StatusServer::Impl {
   StatusServerConfig config;
   StatusSources sources;
@@ -118,33 +189,9 @@ struct StatusServer::Impl {
   }
 
   void refresh() {
-    // Records/s from this worker's counters.
-    auto now = std::chrono::steady_clock::now();
-    std::map<std::string, double> totals;
-    std::map<std::string, double> lag;
-    for (const auto& s : sources.registry->snapshot()) {
-      std::string shard;
-      for (const auto& [k, v] : s.labels) {
-        if (k == "shard") shard = v;
-      }
-      if (shard.empty()) continue;
-      if (s.family == "kcl_records_processed_total") totals[shard] += s.value;
-      if (s.family == "kcl_millis_behind_latest") lag[shard] = s.value;
-    }
-    const std::size_t keep = static_cast<std::size_t>(std::max<long long>(
-        2,
-        config.history.count() * 1000 / std::max<long long>(1, config.refresh_interval.count())));
-    if (last_sample != std::chrono::steady_clock::time_point{}) {
-      double secs = std::chrono::duration<double>(now - last_sample).count();
-      for (const auto& [shard, total] : totals) {
-        double before = last_totals.count(shard) ? last_totals[shard] : 0;
-        auto& q = rates[shard];
-        q.push_back(secs > 0 ? (total - before) / secs : 0);
-        while (q.size() > keep) q.pop_front();
-      }
-    }
-    last_totals = totals;
-    last_sample = now;
+    const auto now = std::chrono::steady_clock::now();
+    const ShardSeries series = shard_series(*sources.registry);
+    sample_rates(now, series.totals);
 
     json out;
     out["application"] = sources.application;
@@ -163,31 +210,75 @@ struct StatusServer::Impl {
       out["workers"] = json::array();
     } else {
       FleetView view = fleet_view(*leases);
-      json shards = json::array();
-      for (auto& s : view.shards) {
-        json j = {{"shard_id", s.shard_id},     {"owner", s.owner},
-                  {"checkpoint", s.checkpoint}, {"parents", s.parents},
-                  {"children", s.children},     {"state", s.state},
-                  {"millis_behind", nullptr},   {"records_per_second", json::array()}};
-        if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
-        if (s.owner == sources.worker_id) {
-          if (auto it = lag.find(s.shard_id); it != lag.end()) j["millis_behind"] = it->second;
-          if (auto it = rates.find(s.shard_id); it != rates.end()) {
-            j["records_per_second"] = std::vector<double>(it->second.begin(), it->second.end());
-          }
-        }
-        shards.push_back(std::move(j));
-      }
-      json workers = json::array();
-      for (const auto& [w, n] : view.workers) {
-        workers.push_back({{"worker_id", w}, {"leases", n}, {"self", w == sources.worker_id}});
-      }
-      out["shards"] = std::move(shards);
-      out["workers"] = std::move(workers);
+      out["shards"] = shards_json(view, series.lag);
+      out["workers"] = workers_json(view, sources.worker_id);
     }
     auto text = std::make_shared<const std::string>(out.dump());
     std::lock_guard<std::mutex> lock(snap_mu);
     snapshot = std::move(text);
+  }
+
+  // Records/s per shard since the last sample, keeping `history` worth of samples.
+  void sample_rates(std::chrono::steady_clock::time_point now,
+                    const std::map<std::string, double>& totals) {
+    const std::size_t keep = static_cast<std::size_t>(std::max<long long>(
+        2,
+        config.history.count() * 1000 / std::max<long long>(1, config.refresh_interval.count())));
+    if (last_sample != std::chrono::steady_clock::time_point{}) {
+      double secs = std::chrono::duration<double>(now - last_sample).count();
+      for (const auto& [shard, total] : totals) {
+        double before = last_totals.count(shard) ? last_totals[shard] : 0;
+        auto& q = rates[shard];
+        q.push_back(secs > 0 ? (total - before) / secs : 0);
+        while (q.size() > keep) q.pop_front();
+      }
+    }
+    last_totals = totals;
+    last_sample = now;
+  }
+
+  // Every shard; lag and records/s for this worker's own.
+  json shards_json(const FleetView& view, const std::map<std::string, double>& lag) const {
+    json shards = json::array();
+    for (const auto& s : view.shards) {
+      json j = {{"shard_id", s.shard_id},     {"owner", s.owner},
+                {"checkpoint", s.checkpoint}, {"parents", s.parents},
+                {"children", s.children},     {"state", s.state},
+                {"millis_behind", nullptr},   {"records_per_second", json::array()}};
+      if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
+      if (s.owner == sources.worker_id) {
+        if (auto it = lag.find(s.shard_id); it != lag.end()) j["millis_behind"] = it->second;
+        if (auto it = rates.find(s.shard_id); it != rates.end()) {
+          j["records_per_second"] = std::vector<double>(it->second.begin(), it->second.end());
+        }
+      }
+      shards.push_back(std::move(j));
+    }
+    return shards;
+  }
+
+  void add_routes() {
+    httplib::Server& srv = server;
+    srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(sources.registry->prometheus_text(), "text/plain; version=0.0.4");
+    });
+    srv.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+      HealthState h = sources.health();
+      health_response(res, h.live, "live", "failed", h.live_reason);
+    });
+    srv.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      HealthState h = sources.health();
+      health_response(res, h.ready, "ready", "not ready", h.ready_reason);
+    });
+    srv.Get("/status.json", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(*current(), "application/json");
+    });
+    auto page = [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string(status_page_html()), "text/html; charset=utf-8");
+    };
+    srv.Get("/status", page);
+    srv.Get("/", page);
   }
 
   void refresh_loop() {
@@ -234,57 +325,9 @@ Status StatusServer::start() {
   auto [host, port] = parse_http_address(impl_->config.address).value();
   Impl& im = *impl_;
   httplib::Server& srv = im.server;
-  const int threads = im.config.threads;
-  srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  const auto io = im.config.io_timeout;
-  srv.set_read_timeout(io.count() / 1000, (io.count() % 1000) * 1000);
-  srv.set_write_timeout(io.count() / 1000, (io.count() % 1000) * 1000);
-  srv.set_keep_alive_timeout(std::max<time_t>(1, static_cast<time_t>(io.count() / 1000)));
-  srv.set_keep_alive_max_count(100);
-  srv.set_payload_max_length(1024);  // GET only: no request bodies to speak of
-
-  srv.Get("/metrics", [&im](const httplib::Request&, httplib::Response& res) {
-    res.set_content(im.sources.registry->prometheus_text(), "text/plain; version=0.0.4");
-  });
-  srv.Get("/healthz", [&im](const httplib::Request&, httplib::Response& res) {
-    HealthState h = im.sources.health();
-    json body = {{"status", h.live ? "live" : "failed"}};
-    if (!h.live) body["reason"] = h.live_reason;
-    res.status = h.live ? 200 : 503;
-    res.set_content(body.dump(), "application/json");
-  });
-  srv.Get("/readyz", [&im](const httplib::Request&, httplib::Response& res) {
-    HealthState h = im.sources.health();
-    json body = {{"status", h.ready ? "ready" : "not ready"}};
-    if (!h.ready) body["reason"] = h.ready_reason;
-    res.status = h.ready ? 200 : 503;
-    res.set_content(body.dump(), "application/json");
-  });
-  srv.Get("/status.json", [&im](const httplib::Request&, httplib::Response& res) {
-    res.set_header("Cache-Control", "no-store");
-    res.set_content(*im.current(), "application/json");
-  });
-  auto page = [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(std::string(status_page_html()), "text/html; charset=utf-8");
-  };
-  srv.Get("/status", page);
-  srv.Get("/", page);
-  srv.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    // cpp-httplib calls this for every status >= 400, also for the 503s our handlers wrote.
-    if (!res.body.empty()) return;
-    json body = {{"error", res.status == 404   ? "not found"
-                           : res.status == 405 ? "method not allowed (GET only)"
-                           : res.status == 431 ? "request headers too large"
-                                               : "bad request"},
-                 {"status", res.status},
-                 {"paths", {"/metrics", "/healthz", "/readyz", "/status", "/status.json"}}};
-    res.set_content(body.dump(), "application/json");
-  });
-  srv.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        res.status = 500;
-        res.set_content(R"({"error":"internal error"})", "application/json");
-      });
+  set_io_limits(srv, im.config);
+  im.add_routes();
+  set_error_handlers(srv);
 
   if (port == 0) {
     port_ = srv.bind_to_any_port(host);
