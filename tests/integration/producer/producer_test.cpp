@@ -23,6 +23,7 @@
 #include "aws/http_transport.h"
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
+#include "kpl/kpl_format.h"
 #include "producer/producer_access.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "support/emulators.h"
@@ -86,7 +87,7 @@ std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& 
       if (!batch.ok() || batch->records.empty() || !batch->next_shard_iterator) break;
       if (aggregates != nullptr) {
         for (const auto& r : batch->records) {
-          if (retrieval::has_kpl_magic(r.data)) aggregates->emplace_back(r.data);
+          if (kpl::has_magic(r.data)) aggregates->emplace_back(r.data);
         }
       }
       auto stats = retrieval::deaggregate_all(std::move(batch->records), shard.shard_id, out);
