@@ -93,13 +93,13 @@ class FanOutSource::Handler final : public aws::StreamHandler {
 FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPosition start,
                            RetrievalConfig config, const Clock& clock,
                            std::optional<std::uint64_t> jitter_seed)
-    : ctx_(std::move(context)),
+    : QueuedRecordsSource(config.max_prefetch_records, config.max_prefetch_bytes),
+      ctx_(std::move(context)),
       shard_id_(std::move(shard_id)),
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
-      rng_(jitter_seed ? *jitter_seed : std::random_device{}()),
-      queue_(config_.max_prefetch_records, config_.max_prefetch_bytes) {
+      rng_(jitter_seed ? *jitter_seed : std::random_device{}()) {
   resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
   next_subscribe_at_ = clock_.now();
 }
@@ -172,19 +172,13 @@ milliseconds FanOutSource::normal_end_delay() {
 FetchStep FanOutSource::fail(Status status) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
-  queue_.set_terminal(status.with_context("fan-out for shard " + shard_id_ + ": "));
-  finished_.store(true, std::memory_order_release);
-  return FetchStep{FetchOutcome::kFailed};
+  return finish_with_error(status.with_context("fan-out for shard " + shard_id_ + ": "));
 }
 
 FetchStep FanOutSource::end_of_shard(FetchedBatch batch) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
-  batch.shard_end = true;
-  const std::size_t n = batch.records.size();
-  push_batch(std::move(batch));
-  finished_.store(true, std::memory_order_release);
-  return FetchStep{FetchOutcome::kShardEnd, Clock::MonoTime::max(), false, n};
+  return finish_at_shard_end(std::move(batch));
 }
 
 FetchStep FanOutSource::on_service_error(const std::string& type, const std::string& message) {
@@ -220,13 +214,11 @@ FetchStep FanOutSource::fetch_step() {
   const Clock::MonoTime now = clock_.now();
   if (!inbox_) {
     if (now < next_subscribe_at_) return FetchStep{FetchOutcome::kNotDue, next_subscribe_at_};
-    if (!has_room()) return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
+    if (!has_room()) return queue_full();
     return subscribe();
   }
-  if (!has_room()) {
-    // What arrived waits in the inbox; once it is full the stream is paused.
-    return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
-  }
+  // What arrived waits in the inbox; once it is full the stream is paused.
+  if (!has_room()) return queue_full();
   std::deque<eventstream::Message> messages;
   bool closed = false, was_paused = false, cut_short = false;
   Status close_status;
@@ -290,10 +282,9 @@ FetchStep FanOutSource::fetch_step() {
       }
       consecutive_failures_ = 0;
       quiet_ends_ = 0;
-      millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
+      set_millis_behind(event_.millis_behind_latest);
       batch.millis_behind_latest = event_.millis_behind_latest;
-      corrupt_.fetch_add(builder.finish(event_, start_, resume_filter_).corrupt_aggregates,
-                         std::memory_order_relaxed);
+      count_corrupt(builder.finish(event_, start_, resume_filter_).corrupt_aggregates);
       if (!event_.continuation_sequence_number) {
         batch.child_shards = std::move(event_.child_shards);
         return end_of_shard(std::move(batch));
@@ -353,19 +344,5 @@ FetchStep FanOutSource::fetch_step() {
   return FetchStep{queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
                    last_event_at_ + config_.fanout_idle_timeout, false, queued};
 }
-
-void FanOutSource::push_batch(FetchedBatch batch) { queue_.push(std::move(batch)); }
-
-std::optional<FetchedBatch> FanOutSource::take_batch() { return queue_.take(); }
-
-bool FanOutSource::has_room() const { return queue_.has_room(); }
-
-bool FanOutSource::drained() const { return finished() && queue_.empty(); }
-
-Status FanOutSource::terminal_error() const { return queue_.terminal(); }
-
-std::size_t FanOutSource::queued_records() const { return queue_.records(); }
-
-std::size_t FanOutSource::queued_bytes() const { return queue_.bytes(); }
 
 }  // namespace kcl::retrieval
