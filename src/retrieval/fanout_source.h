@@ -44,6 +44,7 @@
 #include <string>
 
 #include "aws/streaming_transport.h"
+#include "eventstream/event_stream.h"
 #include "kcl/clock.h"
 #include "kcl/metrics.h"
 #include "kcl/retrieval_config.h"
@@ -98,6 +99,26 @@ class FanOutSource final : public QueuedRecordsSource {
   // An exception (or an HTTP error before the stream): what to do about it.
   FetchStep on_service_error(const std::string& type, const std::string& message);
   kinesis::IteratorPosition subscribe_position() const;
+
+  // ---- fetch_step() with an open subscription, piece by piece ----
+  struct Drained;  // what one step takes from the inbox
+  // Takes what the transport's thread left in the inbox, and resumes a paused stream.
+  Drained drain_inbox();
+  // Handles the drained messages in order (events queue their records) while the queue has
+  // room; at the bound the rest goes back to the inbox. A step when one ends this
+  // fetch_step() (the bound, the shard's end, an exception, a malformed event).
+  std::optional<FetchStep> handle_messages(Drained& drained, Clock::MonoTime now,
+                                           std::size_t& queued);
+  // One SubscribeToShardEvent: parsed, deaggregated and queued; a step at the shard's end or
+  // for a malformed event.
+  std::optional<FetchStep> handle_event(eventstream::Message& m, std::size_t& queued);
+  // After the messages: a corrupt stream, a closed one (its lifetime ended, an HTTP error,
+  // a loss) or a silent one ends the subscription; otherwise it goes on.
+  FetchStep classify_stream_end(Drained& drained, Clock::MonoTime now, std::size_t queued);
+  // The answer to SubscribeToShard was not 200.
+  FetchStep on_http_error(Drained& drained);
+  // The stream was lost, cut short or corrupt: subscribe again after a backoff.
+  FetchStep stream_lost();
 
   const FanOutContext ctx_;
   const std::string shard_id_;
