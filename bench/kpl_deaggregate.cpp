@@ -17,19 +17,23 @@
 #include <string>
 #include <vector>
 
+#include "kpl/kpl_format.h"
+#include "kpl/protobuf_wire.h"
 #include "retrieval/kpl_deaggregator.h"
-#include "retrieval/protobuf_wire.h"
 
 namespace {
 
 using kcl::retrieval::deaggregate;
-namespace pb = kcl::retrieval::pb;
+namespace pb = kcl::kpl::pb;
+namespace agg_field = kcl::kpl::aggregated_record;
+namespace rec_field = kcl::kpl::record;
 
 constexpr int kAggregates = 1000;
 constexpr int kSubRecords = 100;
 constexpr std::size_t kDataBytes = 100;
 constexpr std::string_view kShard = "shardId-000000000042";
 
+// OpenSSL's one-call MD5, for BM_Md5Only.
 std::string md5(std::string_view bytes) {
   unsigned char d[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
@@ -52,24 +56,27 @@ const Input& input() {
     r.buffer->shard_id = kShard;
     std::mt19937_64 rng(42);
     for (int a = 0; a < kAggregates; ++a) {
-      std::string body;
+      std::string aggregate;
+      kcl::kpl::append_magic(aggregate);
       for (int i = 0; i < kSubRecords; ++i) {
-        pb::append_bytes_field(body, 1, "pk-" + std::to_string(a) + "-" + std::to_string(i));
+        pb::append_bytes_field(aggregate, agg_field::kPartitionKeyTable,
+                               "pk-" + std::to_string(a) + "-" + std::to_string(i));
       }
       for (int i = 0; i < kSubRecords; ++i) {
         std::string data(kDataBytes, '\0');
         for (char& c : data) c = static_cast<char>(rng());
         std::string rec;
-        pb::append_varint_field(rec, 1, static_cast<std::uint64_t>(i));
-        pb::append_bytes_field(rec, 3, data);
-        pb::append_bytes_field(body, 3, rec);
+        pb::append_varint_field(rec, rec_field::kPartitionKeyIndex, static_cast<std::uint64_t>(i));
+        pb::append_bytes_field(rec, rec_field::kData, data);
+        pb::append_bytes_field(aggregate, agg_field::kRecords, rec);
       }
+      kcl::kpl::append_digest(aggregate);
       kcl::kinesis::KinesisRecord k;
       auto& kept = r.buffer->unescaped;
       k.sequence_number = kept.emplace_back("4959033827149025660855969253836157109592157598913658" +
                                             std::to_string(1000 + a));
       k.partition_key = "outer";
-      k.data = kept.emplace_back(std::string("\xF3\x89\x9A\xC2", 4) + body + md5(body));
+      k.data = kept.emplace_back(std::move(aggregate));
       r.bytes += k.data.size();
       r.sub_records += kSubRecords;
       r.records.push_back(std::move(k));

@@ -3,23 +3,19 @@
 #include <algorithm>
 
 #include "base/digest.h"
-#include "retrieval/kpl_deaggregator.h"
-#include "retrieval/protobuf_wire.h"
+#include "kpl/kpl_format.h"
+#include "kpl/protobuf_wire.h"
 
 namespace kcl::producer {
 
-namespace pb = retrieval::pb;
+namespace pb = kpl::pb;
+namespace agg_field = kpl::aggregated_record;
+namespace rec_field = kpl::record;
 
 namespace {
 
-constexpr std::uint32_t kPartitionKeyTable = 1;
-constexpr std::uint32_t kExplicitHashKeyTable = 2;
-constexpr std::uint32_t kRecords = 3;
-constexpr std::uint32_t kRecordPartitionKeyIndex = 1;
-constexpr std::uint32_t kRecordExplicitHashKeyIndex = 2;
-constexpr std::uint32_t kRecordData = 3;
-
-// Bytes of a length-delimited field with a one-byte key (field numbers 1..15).
+// Bytes of a length-delimited field with a one-byte key (field numbers 1..15, as all of the
+// KPL format's are).
 std::size_t bytes_field_size(std::size_t n) { return 1 + pb::varint_size(n) + n; }
 
 }  // namespace
@@ -82,8 +78,7 @@ std::size_t KplAggregator::record_cost(std::string_view partition_key,
 }
 
 std::size_t KplAggregator::size() const {
-  return retrieval::kKplMagic.size() + keys_.size() + records_bytes_.size() +
-         retrieval::kKplDigestSize;
+  return kpl::framed_size(keys_.size() + records_bytes_.size());
 }
 
 std::size_t KplAggregator::size_with(std::string_view partition_key,
@@ -101,29 +96,25 @@ void KplAggregator::add(std::string_view partition_key, std::string_view explici
     return it->second;
   };
   std::string body;
-  pb::append_varint_field(body, kRecordPartitionKeyIndex,
-                          index_of(pk_index_, kPartitionKeyTable, partition_key));
+  pb::append_varint_field(body, rec_field::kPartitionKeyIndex,
+                          index_of(pk_index_, agg_field::kPartitionKeyTable, partition_key));
   if (!explicit_hash_key.empty()) {
-    pb::append_varint_field(body, kRecordExplicitHashKeyIndex,
-                            index_of(ehk_index_, kExplicitHashKeyTable, explicit_hash_key));
+    pb::append_varint_field(
+        body, rec_field::kExplicitHashKeyIndex,
+        index_of(ehk_index_, agg_field::kExplicitHashKeyTable, explicit_hash_key));
   }
-  pb::append_bytes_field(body, kRecordData, data);
-  pb::append_bytes_field(records_bytes_, kRecords, body);
+  pb::append_bytes_field(body, rec_field::kData, data);
+  pb::append_bytes_field(records_bytes_, agg_field::kRecords, body);
   ++records_;
 }
 
 std::string KplAggregator::finish() {
   std::string out;
   out.reserve(size());
-  out.append(reinterpret_cast<const char*>(retrieval::kKplMagic.data()),
-             retrieval::kKplMagic.size());
+  kpl::append_magic(out);
   out.append(keys_);
   out.append(records_bytes_);
-  base::Md5Digest md{};
-  const std::string_view body(out.data() + retrieval::kKplMagic.size(),
-                              out.size() - retrieval::kKplMagic.size());
-  (void)base::md5(body, md);  // without MD5 the aggregate fails its check at the reader
-  out.append(reinterpret_cast<const char*>(md.data()), retrieval::kKplDigestSize);
+  kpl::append_digest(out);
   clear();
   return out;
 }

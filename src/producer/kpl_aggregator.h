@@ -1,7 +1,7 @@
-// producer/kpl_aggregator.h: user records -> one KPL aggregated record (the format read by
-// retrieval/kpl_deaggregator.h: magic F3 89 9A C2, protobuf AggregatedRecord with partition
-// key and explicit hash key tables, 16-byte MD5 of the protobuf bytes), and the 128-bit hash
-// keys that map records to shards.
+// producer/kpl_aggregator.h: user records -> one KPL aggregated record (the format of
+// kpl/kpl_format.h, which retrieval/kpl_deaggregator.h reads: magic F3 89 9A C2, protobuf
+// AggregatedRecord with partition key and explicit hash key tables, 16-byte MD5 of the
+// protobuf bytes), and the 128-bit hash keys that map records to shards.
 //
 // Thread safety: KplAggregator is a plain value (one thread at a time); the free functions
 // are pure.

@@ -20,6 +20,9 @@ namespace {
 constexpr std::size_t kMaxCallRecords = 500;
 constexpr std::size_t kMaxCallBytes = 5u << 20;
 constexpr std::size_t kMaxRecordBytes = 1u << 20;
+// The most digits of an explicit hash key (below 2^128): an aggregate's own Kinesis record
+// carries its first record's hash key as one.
+constexpr std::size_t kHashKeyDigits = 39;
 }  // namespace
 
 std::vector<std::string> ProducerConfig::validate() const {
@@ -115,66 +118,9 @@ class Producer::Impl {
     auto item = std::make_unique<Item>();
     item->callback = std::move(cb);
     if (promise != nullptr) item->promise = std::move(*promise);
-    if (pk.empty() || pk.size() > 256) {
-      return resolve(*item, Status(StatusCode::kInvalidArgument,
-                                   "partition key must be 1 to 256 characters, got " +
-                                       std::to_string(pk.size())));
-    }
-    if (pk.size() + data.size() > kMaxRecordBytes) {
-      return resolve(*item, Status(StatusCode::kInvalidArgument,
-                                   "record is " + std::to_string(pk.size() + data.size()) +
-                                       " bytes with its partition key; at most 1 MiB"));
-    }
-    if (!ehk.empty()) {
-      auto h = producer::parse_hash_key(ehk);
-      if (!h) {
-        return resolve(
-            *item, Status(StatusCode::kInvalidArgument, "explicit hash key '" + ehk.substr(0, 64) +
-                                                            "' is not a decimal below 2^128"));
-      }
-      item->hash = *h;
-    } else {
-      item->hash = producer::partition_key_hash(pk);
-    }
-    item->bytes = pk.size() + data.size();
-    item->pk = std::move(pk);
-    item->data = std::move(data);
-    item->ehk = std::move(ehk);
-    std::unique_lock<std::mutex> lock(mu_);
-    auto full = [&] {
-      return buffered_records_ + 1 > config_.max_buffered_records ||
-             buffered_bytes_ + item->bytes > config_.max_buffered_bytes;
-    };
-    if (full()) {
-      if (!config_.block_when_full) {
-        lock.unlock();
-        return resolve(
-            *item,
-            Status(StatusCode::kUnavailable,
-                   "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
-                       " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
-      }
-      space_cv_.wait(lock, [&] { return stop_ || !full(); });
-      if (stop_) {
-        lock.unlock();
-        return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
-      }
-    }
-    ++stats_.records_put;
-    ++buffered_records_;
-    buffered_bytes_ += item->bytes;
-    queued_bytes_ += item->bytes;
-    ++queued_records_;
-    item->enqueued = clock_.now();
-    const auto deadline = item->enqueued + config_.linger;
-    ShardQueue& q = queue_for(item->hash);
-    q.queued_bytes += item->bytes;
-    q.items.push_back(std::move(item));
-    if (deadline < next_wake_ || queued_records_ >= kMaxCallRecords ||
-        queued_bytes_ >= kMaxCallBytes) {
-      wake_ = true;
-      cv_.notify_all();
-    }
+    Status checked = fill(*item, std::move(pk), std::move(data), std::move(ehk));
+    if (!checked.ok()) return resolve(*item, std::move(checked));
+    enqueue(std::move(item));
   }
 
   Status flush(std::chrono::milliseconds timeout) {
@@ -234,12 +180,96 @@ class Producer::Impl {
     HashKey start, end;
     std::string shard_id;
   };
+  // The next Kinesis record of a shard: how many of its records, and the bytes it takes.
+  struct Plan {
+    std::size_t records = 1;
+    std::size_t bytes = 0;
+  };
+  // The partition keys of a call (ordered mode).
+  using KeySet = std::unordered_set<std::string_view>;
+  // Records whose outcome is known, to resolve outside mu_.
+  using Done = std::vector<std::pair<std::unique_ptr<Item>, Result<PutResult>>>;
+  // One shard's failed records of a call, in call order, with the failure to back off for.
+  using FailedSlot = std::pair<std::vector<std::unique_ptr<Item>>, Status>;
+  using Failed = std::map<std::string, FailedSlot>;
+  // Per shard of a call: (some record succeeded, some record failed).
+  using ShardOutcomes = std::map<std::string, std::pair<bool, bool>>;
 
   void resolve(Item& item, Result<PutResult> result) {
     if (item.callback) {
       item.callback(std::move(result));
     } else {
       item.promise.set_value(std::move(result));
+    }
+  }
+
+  // Checks a record and fills `item` with it and its hash key; kInvalidArgument when Kinesis
+  // would refuse it.
+  static Status fill(Item& item, std::string pk, std::string data, std::string ehk) {
+    if (pk.empty() || pk.size() > 256) {
+      return Status(StatusCode::kInvalidArgument,
+                    "partition key must be 1 to 256 characters, got " + std::to_string(pk.size()));
+    }
+    if (pk.size() + data.size() > kMaxRecordBytes) {
+      return Status(StatusCode::kInvalidArgument,
+                    "record is " + std::to_string(pk.size() + data.size()) +
+                        " bytes with its partition key; at most 1 MiB");
+    }
+    if (!ehk.empty()) {
+      auto h = producer::parse_hash_key(ehk);
+      if (!h) {
+        return Status(StatusCode::kInvalidArgument,
+                      "explicit hash key '" + ehk.substr(0, 64) + "' is not a decimal below 2^128");
+      }
+      item.hash = *h;
+    } else {
+      item.hash = producer::partition_key_hash(pk);
+    }
+    item.bytes = pk.size() + data.size();
+    item.pk = std::move(pk);
+    item.data = std::move(data);
+    item.ehk = std::move(ehk);
+    return Status::Ok();
+  }
+
+  // Queues a checked record on its shard's queue and wakes the sender when it is due sooner
+  // than the sender's wake-up or completes a call. A full buffer waits for room
+  // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
+  void enqueue(std::unique_ptr<Item> item) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto full = [&] {
+      return buffered_records_ + 1 > config_.max_buffered_records ||
+             buffered_bytes_ + item->bytes > config_.max_buffered_bytes;
+    };
+    if (full()) {
+      if (!config_.block_when_full) {
+        lock.unlock();
+        return resolve(
+            *item,
+            Status(StatusCode::kUnavailable,
+                   "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
+                       " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
+      }
+      space_cv_.wait(lock, [&] { return stop_ || !full(); });
+      if (stop_) {
+        lock.unlock();
+        return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
+      }
+    }
+    ++stats_.records_put;
+    ++buffered_records_;
+    buffered_bytes_ += item->bytes;
+    queued_bytes_ += item->bytes;
+    ++queued_records_;
+    item->enqueued = clock_.now();
+    const auto deadline = item->enqueued + config_.linger;
+    ShardQueue& q = queue_for(item->hash);
+    q.queued_bytes += item->bytes;
+    q.items.push_back(std::move(item));
+    if (deadline < next_wake_ || queued_records_ >= kMaxCallRecords ||
+        queued_bytes_ >= kMaxCallBytes) {
+      wake_ = true;
+      cv_.notify_all();
     }
   }
 
@@ -334,10 +364,10 @@ class Producer::Impl {
     return q.rate.ready_at(records, bytes, now);
   }
 
-  // Requires mu_. Builds one call from the sendable shards; empty when there is nothing to
-  // send yet. Sets `wake` to when something may become sendable.
-  Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
-    Call call;
+  // Requires mu_. Whether a call is due now: flushing, closing, a full call's worth queued, or
+  // the linger of a shard that may send now ended. Lowers `wake` to when a shard may become
+  // sendable or its linger ends.
+  bool call_due(Clock::MonoTime now, Clock::MonoTime& wake) {
     bool due = flushing_ > 0 || stop_ || queued_records_ >= kMaxCallRecords ||
                queued_bytes_ >= kMaxCallBytes;
     for (auto& [id, q] : shards_) {
@@ -355,80 +385,107 @@ class Producer::Impl {
       if (linger_end <= now) due = true;
       wake = std::min(wake, linger_end);
     }
-    if (!due) return call;
+    return due;
+  }
+
+  // Requires mu_. Builds one call from the sendable shards; empty when there is nothing to
+  // send yet. Sets `wake` to when something may become sendable.
+  Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
+    Call call;
+    if (!call_due(now, wake)) return call;
     std::size_t call_bytes = 0;
     for (auto& [id, q] : shards_) {
       if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
-      bool took = false;
-      // Ordered mode: a partition key appears in at most one Kinesis record of a call, so a
-      // record that fails is never overtaken by a later record of its key that succeeded.
-      const bool ordered = config_.max_in_flight_per_shard == 1;
-      std::unordered_set<std::string_view> call_keys;
-      while (!q.items.empty() && call.wire.size() < kMaxCallRecords) {
-        if (ordered && call_keys.count(q.items.front()->pk) != 0) break;
-        // Plan the next Kinesis record of this shard: an aggregate of the leading small
-        // records, or the first record alone.
-        std::size_t n = 1;
-        std::size_t bytes = q.items.front()->bytes;
-        const bool aggregating = config_.aggregate && !id.empty();
-        if (aggregating) {
-          agg_.clear();
-          while (n <= q.items.size()) {
-            const Item& it = *q.items[n - 1];
-            if (ordered && call_keys.count(it.pk) != 0) break;
-            if (agg_.size_with(it.pk, it.ehk, it.data) + q.items.front()->pk.size() + 39 >
-                config_.aggregation_max_bytes) {
-              break;
-            }
-            agg_.add(it.pk, it.ehk, it.data);
-            ++n;
-          }
-          n = agg_.count();
-          if (n >= 2) {
-            bytes = agg_.size() + q.items.front()->pk.size() + 39;
-          } else {
-            n = 1;
-          }
-        }
-        if (call_bytes + bytes > kMaxCallBytes) break;
-        if (!q.rate.take(1, static_cast<double>(bytes), now)) {
-          wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(bytes), now));
-          break;
-        }
-        Entry e;
-        e.shard = id;
-        kinesis::PutRecordsEntry w;
-        if (n >= 2) {
-          e.aggregated = true;
-          w.data = agg_.finish();
-          w.partition_key = q.items.front()->pk;
-          w.explicit_hash_key = producer::hash_key_to_string(q.items.front()->hash);
-        } else {
-          const Item& it = *q.items.front();
-          w.data = it.data;
-          w.partition_key = it.pk;
-          w.explicit_hash_key = it.ehk;
-        }
-        for (std::size_t i = 0; i < n; ++i) {
-          auto item = std::move(q.items.front());
-          q.items.pop_front();
-          queued_bytes_ -= item->bytes;
-          q.queued_bytes -= item->bytes;
-          --queued_records_;
-          ++item->attempts;
-          if (item->attempts > 1) ++stats_.records_retried;
-          if (ordered) call_keys.insert(item->pk);
-          e.items.push_back(std::move(item));
-        }
-        call_bytes += bytes;
-        call.entries.push_back(std::move(e));
-        call.wire.push_back(std::move(w));
-        took = true;
-      }
-      if (took) ++q.in_flight;
+      if (take_from_shard(id, q, now, call, call_bytes, wake)) ++q.in_flight;
       if (call.wire.size() >= kMaxCallRecords) break;
     }
     return call;
+  }
+
+  // Requires mu_. Moves the leading records of shard `q` into `call`, a Kinesis record at a
+  // time, while the call's limits and the shard's tokens allow. True when it took any.
+  bool take_from_shard(const std::string& id, ShardQueue& q, Clock::MonoTime now, Call& call,
+                       std::size_t& call_bytes, Clock::MonoTime& wake) {
+    bool took = false;
+    // Ordered mode: a partition key appears in at most one Kinesis record of a call, so a
+    // record that fails is never overtaken by a later record of its key that succeeded.
+    const bool ordered = config_.max_in_flight_per_shard == 1;
+    KeySet call_keys;
+    KeySet* ordered_keys = ordered ? &call_keys : nullptr;
+    while (!q.items.empty() && call.wire.size() < kMaxCallRecords) {
+      if (ordered && call_keys.count(q.items.front()->pk) != 0) break;
+      const Plan plan = plan_record(id, q, ordered_keys);
+      if (call_bytes + plan.bytes > kMaxCallBytes) break;
+      if (!q.rate.take(1, static_cast<double>(plan.bytes), now)) {
+        wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(plan.bytes), now));
+        break;
+      }
+      kinesis::PutRecordsEntry wire = wire_record(q, plan.records);
+      call.entries.push_back(take_items(id, q, plan.records, ordered_keys));
+      call.wire.push_back(std::move(wire));
+      call_bytes += plan.bytes;
+      took = true;
+    }
+    return took;
+  }
+
+  // Requires mu_. Plans the next Kinesis record of shard `q` (non-empty): an aggregate of its
+  // leading small records, built in agg_ (records >= 2), or its first record alone. With
+  // `ordered_keys` an aggregate stops before a key the call already holds.
+  Plan plan_record(const std::string& id, const ShardQueue& q, const KeySet* ordered_keys) {
+    const Item& first = *q.items.front();
+    if (!config_.aggregate || id.empty()) return Plan{1, first.bytes};
+    agg_.clear();
+    for (std::size_t n = 1; n <= q.items.size(); ++n) {
+      const Item& it = *q.items[n - 1];
+      if (ordered_keys != nullptr && ordered_keys->count(it.pk) != 0) break;
+      if (agg_.size_with(it.pk, it.ehk, it.data) + first.pk.size() + kHashKeyDigits >
+          config_.aggregation_max_bytes) {
+        break;
+      }
+      agg_.add(it.pk, it.ehk, it.data);
+    }
+    if (agg_.count() < 2) return Plan{1, first.bytes};
+    return Plan{agg_.count(), agg_.size() + first.pk.size() + kHashKeyDigits};
+  }
+
+  // Requires mu_. The Kinesis record of a plan of `records` records of shard `q`: agg_'s
+  // aggregate (which empties it) under the first record's partition key and hash key, or the
+  // first record itself.
+  kinesis::PutRecordsEntry wire_record(const ShardQueue& q, std::size_t records) {
+    const Item& first = *q.items.front();
+    kinesis::PutRecordsEntry w;
+    if (records >= 2) {
+      w.data = agg_.finish();
+      w.partition_key = first.pk;
+      w.explicit_hash_key = producer::hash_key_to_string(first.hash);
+    } else {
+      w.data = first.data;
+      w.partition_key = first.pk;
+      w.explicit_hash_key = first.ehk;
+    }
+    return w;
+  }
+
+  // Requires mu_. Takes the first `records` records off shard `q` into one entry, counting
+  // their attempt (and, with `ordered_keys`, their keys).
+  Entry take_items(const std::string& id, ShardQueue& q, std::size_t records,
+                   KeySet* ordered_keys) {
+    Entry e;
+    e.shard = id;
+    e.aggregated = records >= 2;
+    for (std::size_t i = 0; i < records; ++i) {
+      auto item = std::move(q.items.front());
+      q.items.pop_front();
+      queued_bytes_ -= item->bytes;
+      q.queued_bytes -= item->bytes;
+      --queued_records_;
+      ++item->attempts;
+      if (item->attempts > 1) ++stats_.records_retried;
+      if (ordered_keys != nullptr) ordered_keys->insert(item->pk);
+      e.items.push_back(std::move(item));
+    }
+    return e;
   }
 
   void send_loop() {
@@ -473,7 +530,7 @@ class Producer::Impl {
       aws::CallOptions options;
       options.max_attempts = 1;
       auto result = client_->put_records(config_.stream_name, call.wire, options);
-      std::vector<std::pair<std::unique_ptr<Item>, Result<PutResult>>> done;
+      Done done;
       lock.lock();
       complete(std::move(call), result, done);
       --in_flight_calls_;
@@ -504,59 +561,73 @@ class Producer::Impl {
   }
 
   // Requires mu_. Resolves or requeues the records of a finished call.
-  void complete(Call call, const Result<kinesis::PutRecordsResult>& result,
-                std::vector<std::pair<std::unique_ptr<Item>, Result<PutResult>>>& done) {
+  void complete(Call call, const Result<kinesis::PutRecordsResult>& result, Done& done) {
     const auto now = clock_.now();
-    // Failed items per shard, in call order, with the failure that sent them back.
-    std::map<std::string, std::pair<std::vector<std::unique_ptr<Item>>, Status>> failed;
-    // Per shard of the call: (some record succeeded, some record failed).
-    std::map<std::string, std::pair<bool, bool>> shard_outcome;
+    Failed failed;
+    ShardOutcomes outcomes;
     for (std::size_t i = 0; i < call.entries.size(); ++i) {
       Entry& e = call.entries[i];
       Status failure;
       if (!result.ok()) {
         failure = result.status();
+      } else if (const auto& r = result->records[i]; r.ok) {
+        succeeded(e, r, done);
+        outcomes[e.shard].first = true;
+        continue;
       } else {
-        const auto& r = result->records[i];
-        if (r.ok) {
-          if (!e.shard.empty() && r.shard_id != e.shard) refresh_needed_ = true;
-          for (std::size_t k = 0; k < e.items.size(); ++k) {
-            PutResult pr;
-            pr.shard_id = r.shard_id;
-            pr.sequence_number = r.sequence_number;
-            pr.sub_sequence_number = e.aggregated ? k : 0;
-            pr.aggregated = e.aggregated;
-            pr.attempts = e.items[k]->attempts;
-            ++stats_.records_succeeded;
-            done.emplace_back(std::move(e.items[k]), std::move(pr));
-          }
-          shard_outcome[e.shard].first = true;
-          continue;
-        }
         failure = entry_failure(r);
       }
-      shard_outcome[e.shard].second = true;
-      const bool throttled = failure.aws() && aws::is_throttling_error(failure.aws()->error_type);
-      if (throttled) {
-        ++stats_.throttled;
-        if (auto it = shards_.find(e.shard); it != shards_.end()) it->second.rate.on_throttled(now);
-      }
-      auto& slot = failed[e.shard];
-      if (failure.retryable()) slot.second = failure;  // what the shard's backoff is for
-      for (auto& item : e.items) {
-        if (!failure.retryable() || item->attempts >= config_.max_attempts) {
-          ++stats_.records_failed;
-          Status final_status(failure.code(), failure.message() + " (after " +
-                                                  std::to_string(item->attempts) + " attempts)");
-          if (failure.aws())
-            final_status = Status(failure.code(), final_status.message(), *failure.aws());
-          done.emplace_back(std::move(item), final_status);
-        } else {
-          slot.first.push_back(std::move(item));
-        }
+      outcomes[e.shard].second = true;
+      entry_failed(e, failure, now, failed[e.shard], done);
+    }
+    settle_shards(outcomes);
+    retry_failed(failed, now, done);
+  }
+
+  // Requires mu_. Resolves the records of an entry the service took.
+  void succeeded(Entry& e, const kinesis::PutRecordsEntryResult& r, Done& done) {
+    if (!e.shard.empty() && r.shard_id != e.shard) refresh_needed_ = true;
+    for (std::size_t k = 0; k < e.items.size(); ++k) {
+      PutResult pr;
+      pr.shard_id = r.shard_id;
+      pr.sequence_number = r.sequence_number;
+      pr.sub_sequence_number = e.aggregated ? k : 0;
+      pr.aggregated = e.aggregated;
+      pr.attempts = e.items[k]->attempts;
+      ++stats_.records_succeeded;
+      done.emplace_back(std::move(e.items[k]), std::move(pr));
+    }
+  }
+
+  // Requires mu_. An entry that failed: its records fail for good (not retryable, or out of
+  // attempts) or go to `slot`, their shard's records to retry, with the failure to back off
+  // for.
+  void entry_failed(Entry& e, const Status& failure, Clock::MonoTime now, FailedSlot& slot,
+                    Done& done) {
+    const bool throttled = failure.aws() && aws::is_throttling_error(failure.aws()->error_type);
+    if (throttled) {
+      ++stats_.throttled;
+      if (auto it = shards_.find(e.shard); it != shards_.end()) it->second.rate.on_throttled(now);
+    }
+    if (failure.retryable()) slot.second = failure;  // what the shard's backoff is for
+    for (auto& item : e.items) {
+      if (!failure.retryable() || item->attempts >= config_.max_attempts) {
+        ++stats_.records_failed;
+        Status final_status(failure.code(), failure.message() + " (after " +
+                                                std::to_string(item->attempts) + " attempts)");
+        if (failure.aws())
+          final_status = Status(failure.code(), final_status.message(), *failure.aws());
+        done.emplace_back(std::move(item), final_status);
+      } else {
+        slot.first.push_back(std::move(item));
       }
     }
-    for (auto& [id, outcome] : shard_outcome) {
+  }
+
+  // Requires mu_. Ends the call on each of its shards: one call fewer in flight; records
+  // taken give their retries' quota back, and a call without failures resets the backoff.
+  void settle_shards(const ShardOutcomes& outcomes) {
+    for (const auto& [id, outcome] : outcomes) {
       auto it = shards_.find(id);
       if (it == shards_.end()) continue;
       ShardQueue& q = it->second;
@@ -569,6 +640,11 @@ class Producer::Impl {
       }
       if (outcome.first && !outcome.second) q.retry_round = 0;
     }
+  }
+
+  // Requires mu_. Requeues each shard's failed records after the retry policy's delay, or
+  // fails them when its quota is spent.
+  void retry_failed(Failed& failed, Clock::MonoTime now, Done& done) {
     for (auto& [id, slot] : failed) {
       auto& items = slot.first;
       if (items.empty()) continue;
@@ -588,16 +664,21 @@ class Producer::Impl {
         continue;
       }
       ++it->second.retry_round;
-      // Back to the front of their shard's queue (per the current map), oldest first.
-      for (auto r = items.rbegin(); r != items.rend(); ++r) {
-        const HashKey h = (*r)->hash;
-        ShardQueue& q = queue_for(h);
-        queued_bytes_ += (*r)->bytes;
-        q.queued_bytes += (*r)->bytes;
-        ++queued_records_;
-        q.not_before = std::max(q.not_before, now + *delay);
-        q.items.push_front(std::move(*r));
-      }
+      requeue_front(items, now + *delay);
+    }
+  }
+
+  // Requires mu_. Puts `items` back at the front of their shards' queues (per the current
+  // map), oldest first, not to be sent before `not_before`.
+  void requeue_front(std::vector<std::unique_ptr<Item>>& items, Clock::MonoTime not_before) {
+    for (auto r = items.rbegin(); r != items.rend(); ++r) {
+      const HashKey h = (*r)->hash;
+      ShardQueue& q = queue_for(h);
+      queued_bytes_ += (*r)->bytes;
+      q.queued_bytes += (*r)->bytes;
+      ++queued_records_;
+      q.not_before = std::max(q.not_before, not_before);
+      q.items.push_front(std::move(*r));
     }
   }
 

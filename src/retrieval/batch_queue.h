@@ -1,6 +1,7 @@
 // retrieval/batch_queue.h: the bounded queue of fetched batches a records source keeps until
-// the consumer takes them, with the terminal error that ended the source. Shared by the
-// polling and the fan-out sources.
+// the consumer takes them, with the terminal error that ended the source. Kept by
+// QueuedRecordsSource (retrieval/queued_records_source.h), the base of the polling and the
+// fan-out sources.
 //
 // Thread safety: every member may be called from any thread.
 #pragma once

@@ -20,6 +20,19 @@ namespace {
 constexpr std::size_t kMinRecordJsonBytes = 96;
 // At most as many records as one GetRecords answer: larger events grow the vector as usual.
 constexpr std::size_t kMaxRecordsReserved = 10000;
+
+// The message of an exception or error event: its JSON payload's message (or Message), else
+// its :error-message header.
+std::string service_error_message(const eventstream::Message& m) {
+  std::string message(m.string_header(":error-message"));
+  auto body = nlohmann::json::parse(m.payload(), nullptr, false);
+  if (body.is_object()) {
+    for (const char* key : {"message", "Message"}) {
+      if (body.contains(key) && body[key].is_string()) message = body[key];
+    }
+  }
+  return message;
+}
 }  // namespace
 
 // What the transport's thread hands to fetch_step(), for one subscription.
@@ -93,13 +106,13 @@ class FanOutSource::Handler final : public aws::StreamHandler {
 FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPosition start,
                            RetrievalConfig config, const Clock& clock,
                            std::optional<std::uint64_t> jitter_seed)
-    : ctx_(std::move(context)),
+    : QueuedRecordsSource(config.max_prefetch_records, config.max_prefetch_bytes),
+      ctx_(std::move(context)),
       shard_id_(std::move(shard_id)),
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
-      rng_(jitter_seed ? *jitter_seed : std::random_device{}()),
-      queue_(config_.max_prefetch_records, config_.max_prefetch_bytes) {
+      rng_(jitter_seed ? *jitter_seed : std::random_device{}()) {
   resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
   next_subscribe_at_ = clock_.now();
 }
@@ -172,19 +185,13 @@ milliseconds FanOutSource::normal_end_delay() {
 FetchStep FanOutSource::fail(Status status) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
-  queue_.set_terminal(status.with_context("fan-out for shard " + shard_id_ + ": "));
-  finished_.store(true, std::memory_order_release);
-  return FetchStep{FetchOutcome::kFailed};
+  return finish_with_error(status.with_context("fan-out for shard " + shard_id_ + ": "));
 }
 
 FetchStep FanOutSource::end_of_shard(FetchedBatch batch) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
-  batch.shard_end = true;
-  const std::size_t n = batch.records.size();
-  push_batch(std::move(batch));
-  finished_.store(true, std::memory_order_release);
-  return FetchStep{FetchOutcome::kShardEnd, Clock::MonoTime::max(), false, n};
+  return finish_at_shard_end(std::move(batch));
 }
 
 FetchStep FanOutSource::on_service_error(const std::string& type, const std::string& message) {
@@ -215,45 +222,61 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
   return backoff(FetchOutcome::kRetrying, "error");
 }
 
+// What fetch_step() takes from the inbox at once, under its lock.
+struct FanOutSource::Drained {
+  std::deque<eventstream::Message> messages;
+  bool closed = false;
+  bool cut_short = false;  // the stream ended inside a message
+  Status close_status;
+  std::optional<Status> decode_error;
+  int http_status = 0;
+  std::string error_body;  // when closed
+  aws::Headers headers;    // when closed
+};
+
 FetchStep FanOutSource::fetch_step() {
   if (finished()) return FetchStep{FetchOutcome::kFinished};
   const Clock::MonoTime now = clock_.now();
   if (!inbox_) {
     if (now < next_subscribe_at_) return FetchStep{FetchOutcome::kNotDue, next_subscribe_at_};
-    if (!has_room()) return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
+    if (!has_room()) return queue_full();
     return subscribe();
   }
-  if (!has_room()) {
-    // What arrived waits in the inbox; once it is full the stream is paused.
-    return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
-  }
-  std::deque<eventstream::Message> messages;
-  bool closed = false, was_paused = false, cut_short = false;
-  Status close_status;
-  std::optional<Status> decode_error;
-  int http_status = 0;
-  std::string error_body;
-  aws::Headers headers;
+  // What arrived waits in the inbox; once it is full the stream is paused.
+  if (!has_room()) return queue_full();
+  Drained drained = drain_inbox();
+  std::size_t queued = 0;
+  if (auto step = handle_messages(drained, now, queued)) return *step;
+  return classify_stream_end(drained, now, queued);
+}
+
+FanOutSource::Drained FanOutSource::drain_inbox() {
+  Drained d;
+  bool was_paused = false;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
-    messages.swap(inbox_->messages);
+    d.messages.swap(inbox_->messages);
     inbox_->bytes = 0;
     was_paused = inbox_->paused;
     inbox_->paused = false;
-    closed = inbox_->closed;
-    close_status = inbox_->close_status;
-    decode_error = inbox_->decode_error;
-    http_status = inbox_->http_status;
+    d.closed = inbox_->closed;
+    d.close_status = inbox_->close_status;
+    d.decode_error = inbox_->decode_error;
+    d.http_status = inbox_->http_status;
     // A stream that ended inside a message was cut short, whatever the transport said.
-    cut_short = closed && inbox_->decoder.buffered() > 0;
-    if (closed) {
-      error_body = inbox_->error_body;
-      headers = inbox_->headers;
+    d.cut_short = d.closed && inbox_->decoder.buffered() > 0;
+    if (d.closed) {
+      d.error_body = inbox_->error_body;
+      d.headers = inbox_->headers;
     }
   }
   if (was_paused) ctx_.transport->resume(stream_id_);
+  return d;
+}
 
-  std::size_t queued = 0;
+std::optional<FetchStep> FanOutSource::handle_messages(Drained& drained, Clock::MonoTime now,
+                                                       std::size_t& queued) {
+  std::deque<eventstream::Message>& messages = drained.messages;
   for (std::size_t i = 0; i < messages.size(); ++i) {
     if (!has_room()) {
       // At the prefetch bound: what is left goes back to the inbox (which pauses the stream
@@ -271,78 +294,62 @@ FetchStep FanOutSource::fetch_step() {
     const std::string_view type = m.string_header(":message-type");
     if (type == "event") {
       if (m.string_header(":event-type") != "SubscribeToShardEvent") continue;  // initial-response
-      // The records go from the parser straight into the batch (BatchBuilder), with room
-      // for the event's records at once, as the polling fetcher reserves its call's limit:
-      // growing through the first large events would copy the records and write fresh memory
-      // at each step.
-      FetchedBatch batch;
-      BatchBuilder builder(event_, shard_id_, batch,
-                           std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
-      Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
-          std::move(m.frame), m.payload_offset, m.payload_size, event_, &builder);
-      if (!parsed.ok()) {
-        // A malformed event: its records cannot be trusted (those handed over before the
-        // failure go with `batch`, the frame with the buffer); subscribe again after the last
-        // good continuation.
-        event_.buffer.reset();
-        streams_lost_.fetch_add(1);
-        return backoff(FetchOutcome::kRetrying, "lost");
-      }
-      consecutive_failures_ = 0;
-      quiet_ends_ = 0;
-      millis_behind_.store(event_.millis_behind_latest, std::memory_order_relaxed);
-      batch.millis_behind_latest = event_.millis_behind_latest;
-      corrupt_.fetch_add(builder.finish(event_, start_, resume_filter_).corrupt_aggregates,
-                         std::memory_order_relaxed);
-      if (!event_.continuation_sequence_number) {
-        batch.child_shards = std::move(event_.child_shards);
-        return end_of_shard(std::move(batch));
-      }
-      continuation_ = std::move(*event_.continuation_sequence_number);
-      if (!batch.records.empty()) {
-        queued += batch.records.size();
-        push_batch(std::move(batch));
-      }
+      if (auto step = handle_event(m, queued)) return step;
     } else if (type == "exception" || type == "error") {
       const std::string kind(
           m.string_header(type == "exception" ? ":exception-type" : ":error-code"));
-      std::string message(m.string_header(":error-message"));
-      auto body = nlohmann::json::parse(m.payload(), nullptr, false);
-      if (body.is_object()) {
-        for (const char* key : {"message", "Message"}) {
-          if (body.contains(key) && body[key].is_string()) message = body[key];
-        }
-      }
-      return on_service_error(kind, message);
+      return on_service_error(kind, service_error_message(m));
     }
   }
-  if (decode_error) {
-    streams_lost_.fetch_add(1);
-    return backoff(FetchOutcome::kRetrying, "lost");
+  return std::nullopt;
+}
+
+std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std::size_t& queued) {
+  // The records go from the parser straight into the batch (BatchBuilder), with room for the
+  // event's records at once, as the polling fetcher reserves its call's limit: growing
+  // through the first large events would copy the records and write fresh memory at each
+  // step.
+  FetchedBatch batch;
+  BatchBuilder builder(event_, shard_id_, batch,
+                       std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
+  Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
+      std::move(m.frame), m.payload_offset, m.payload_size, event_, &builder);
+  if (!parsed.ok()) {
+    // A malformed event: its records cannot be trusted (those handed over before the failure
+    // go with `batch`, the frame with the buffer); subscribe again after the last good
+    // continuation.
+    event_.buffer.reset();
+    return stream_lost();
   }
-  if (closed) {
-    if (http_status != 200 && http_status != 0) {
-      aws::HttpResponse r;
-      r.status = http_status;
-      r.headers = std::move(headers);
-      r.body = std::move(error_body);
-      const aws::AwsErrorBody e = aws::parse_aws_error(r);
-      if (!e.type.empty()) return on_service_error(e.type, e.message);
-      if (http_status >= 500 || http_status == 429) {
-        return backoff(FetchOutcome::kRetrying, "error");
-      }
-      return fail(Status(StatusCode::kInternal, "SubscribeToShard answered HTTP " +
-                                                    std::to_string(http_status) + ": " +
-                                                    aws::sanitize_snippet(r.body)));
-    }
-    if (close_status.ok() && http_status == 200 && !cut_short) {
+  consecutive_failures_ = 0;
+  quiet_ends_ = 0;
+  set_millis_behind(event_.millis_behind_latest);
+  batch.millis_behind_latest = event_.millis_behind_latest;
+  count_corrupt(builder.finish(event_, start_, resume_filter_).corrupt_aggregates);
+  if (!event_.continuation_sequence_number) {
+    batch.child_shards = std::move(event_.child_shards);
+    return end_of_shard(std::move(batch));
+  }
+  continuation_ = std::move(*event_.continuation_sequence_number);
+  if (!batch.records.empty()) {
+    queued += batch.records.size();
+    push_batch(std::move(batch));
+  }
+  return std::nullopt;
+}
+
+FetchStep FanOutSource::classify_stream_end(Drained& drained, Clock::MonoTime now,
+                                            std::size_t queued) {
+  if (drained.decode_error) return stream_lost();
+  if (drained.closed) {
+    if (drained.http_status != 200 && drained.http_status != 0) return on_http_error(drained);
+    if (drained.close_status.ok() && drained.http_status == 200 && !drained.cut_short) {
       // The subscription's lifetime ended: go on promptly from the continuation.
       return resubscribe_after(normal_end_delay(),
                                queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
                                "lifetime");
     }
-    streams_lost_.fetch_add(1);
-    return backoff(FetchOutcome::kRetrying, "lost");
+    return stream_lost();
   }
   if (now - last_event_at_ >= config_.fanout_idle_timeout) {
     streams_lost_.fetch_add(1);
@@ -354,18 +361,22 @@ FetchStep FanOutSource::fetch_step() {
                    last_event_at_ + config_.fanout_idle_timeout, false, queued};
 }
 
-void FanOutSource::push_batch(FetchedBatch batch) { queue_.push(std::move(batch)); }
+FetchStep FanOutSource::on_http_error(Drained& drained) {
+  aws::HttpResponse r;
+  r.status = drained.http_status;
+  r.headers = std::move(drained.headers);
+  r.body = std::move(drained.error_body);
+  const aws::AwsErrorBody e = aws::parse_aws_error(r);
+  if (!e.type.empty()) return on_service_error(e.type, e.message);
+  if (r.status >= 500 || r.status == 429) return backoff(FetchOutcome::kRetrying, "error");
+  return fail(Status(StatusCode::kInternal, "SubscribeToShard answered HTTP " +
+                                                std::to_string(r.status) + ": " +
+                                                aws::sanitize_snippet(r.body)));
+}
 
-std::optional<FetchedBatch> FanOutSource::take_batch() { return queue_.take(); }
-
-bool FanOutSource::has_room() const { return queue_.has_room(); }
-
-bool FanOutSource::drained() const { return finished() && queue_.empty(); }
-
-Status FanOutSource::terminal_error() const { return queue_.terminal(); }
-
-std::size_t FanOutSource::queued_records() const { return queue_.records(); }
-
-std::size_t FanOutSource::queued_bytes() const { return queue_.bytes(); }
+FetchStep FanOutSource::stream_lost() {
+  streams_lost_.fetch_add(1);
+  return backoff(FetchOutcome::kRetrying, "lost");
+}
 
 }  // namespace kcl::retrieval

@@ -44,16 +44,15 @@
 #include <string>
 
 #include "aws/streaming_transport.h"
+#include "eventstream/event_stream.h"
 #include "kcl/clock.h"
 #include "kcl/metrics.h"
 #include "kcl/retrieval_config.h"
 #include "kinesis/kinesis_client.h"
-#include "retrieval/batch_queue.h"
-#include "retrieval/records_source.h"
+#include "retrieval/queued_records_source.h"
 
 namespace kcl::retrieval {
 
-// What every shard's fan-out source of a worker shares.
 // What every shard's fan-out source of a worker shares (kept alive by each source).
 struct FanOutContext {
   std::shared_ptr<kinesis::KinesisClient> kinesis;
@@ -64,7 +63,8 @@ struct FanOutContext {
   std::shared_ptr<MetricsSink> metrics;
 };
 
-class FanOutSource final : public RecordsSource {
+// The queue, the finished flag and their accessors are QueuedRecordsSource's.
+class FanOutSource final : public QueuedRecordsSource {
  public:
   FanOutSource(FanOutContext context, std::string shard_id, StartPosition start,
                RetrievalConfig config, const Clock& clock,
@@ -74,19 +74,6 @@ class FanOutSource final : public RecordsSource {
   FanOutSource& operator=(const FanOutSource&) = delete;
 
   FetchStep fetch_step() override;
-  std::optional<FetchedBatch> take_batch() override;
-  bool has_room() const override;
-  bool finished() const noexcept override { return finished_.load(std::memory_order_acquire); }
-  bool drained() const override;
-  Status terminal_error() const override;
-  std::size_t queued_records() const override;
-  std::size_t queued_bytes() const override;
-  std::int64_t millis_behind_latest() const noexcept override {
-    return millis_behind_.load(std::memory_order_relaxed);
-  }
-  std::uint64_t corrupt_aggregates() const noexcept override {
-    return corrupt_.load(std::memory_order_relaxed);
-  }
   void set_wakeup(std::function<void()> wake) override;
 
   // Subscriptions made (the first and every resubscription).
@@ -111,8 +98,27 @@ class FanOutSource final : public RecordsSource {
   FetchStep subscribe();
   // An exception (or an HTTP error before the stream): what to do about it.
   FetchStep on_service_error(const std::string& type, const std::string& message);
-  void push_batch(FetchedBatch batch);
   kinesis::IteratorPosition subscribe_position() const;
+
+  // ---- fetch_step() with an open subscription, piece by piece ----
+  struct Drained;  // what one step takes from the inbox
+  // Takes what the transport's thread left in the inbox, and resumes a paused stream.
+  Drained drain_inbox();
+  // Handles the drained messages in order (events queue their records) while the queue has
+  // room; at the bound the rest goes back to the inbox. A step when one ends this
+  // fetch_step() (the bound, the shard's end, an exception, a malformed event).
+  std::optional<FetchStep> handle_messages(Drained& drained, Clock::MonoTime now,
+                                           std::size_t& queued);
+  // One SubscribeToShardEvent: parsed, deaggregated and queued; a step at the shard's end or
+  // for a malformed event.
+  std::optional<FetchStep> handle_event(eventstream::Message& m, std::size_t& queued);
+  // After the messages: a corrupt stream, a closed one (its lifetime ended, an HTTP error,
+  // a loss) or a silent one ends the subscription; otherwise it goes on.
+  FetchStep classify_stream_end(Drained& drained, Clock::MonoTime now, std::size_t queued);
+  // The answer to SubscribeToShard was not 200.
+  FetchStep on_http_error(Drained& drained);
+  // The stream was lost, cut short or corrupt: subscribe again after a backoff.
+  FetchStep stream_lost();
 
   const FanOutContext ctx_;
   const std::string shard_id_;
@@ -133,14 +139,9 @@ class FanOutSource final : public RecordsSource {
   kinesis::GetRecordsResult event_;  // reused from event to event
 
   std::function<void()> wake_;
-  std::atomic<bool> finished_{false};
-  std::atomic<std::int64_t> millis_behind_{0};
-  std::atomic<std::uint64_t> corrupt_{0};
   std::atomic<std::uint64_t> subscriptions_{0};
   std::atomic<std::uint64_t> streams_lost_{0};
   std::atomic<std::uint64_t> in_use_{0};
-
-  BatchQueue queue_;  // fetched, not yet taken; and the terminal error
 };
 
 }  // namespace kcl::retrieval

@@ -1,29 +1,19 @@
 #include "retrieval/kpl_deaggregator.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <utility>
 
-#include "base/digest.h"
-#include "retrieval/protobuf_wire.h"
+#include "kpl/kpl_format.h"
+#include "kpl/protobuf_wire.h"
 
 namespace kcl::retrieval {
 namespace {
 
-using pb::WireReader;
-using pb::WireType;
-
-// Field numbers of the KPL messages.
-constexpr std::uint32_t kAggPartitionKeyTable = 1;
-constexpr std::uint32_t kAggExplicitHashKeyTable = 2;
-constexpr std::uint32_t kAggRecords = 3;
-constexpr std::uint32_t kRecPartitionKeyIndex = 1;
-constexpr std::uint32_t kRecExplicitHashKeyIndex = 2;
-constexpr std::uint32_t kRecData = 3;
-constexpr std::uint32_t kRecTags = 4;
-constexpr std::uint32_t kTagKey = 1;
-constexpr std::uint32_t kTagValue = 2;
+using kpl::pb::WireReader;
+using kpl::pb::WireType;
+namespace agg_field = kpl::aggregated_record;
+namespace rec_field = kpl::record;
 
 // One sub-record as parsed: views into the caller's data, indices not yet checked.
 struct SubView {
@@ -58,10 +48,11 @@ bool parse_tag(std::string_view bytes, std::size_t base, std::string& error) {
     std::uint32_t field = 0;
     WireType type{};
     bool ok = r.read_key(field, type);
-    if (ok && (field == kTagKey || field == kTagValue) && type == WireType::kLengthDelimited) {
+    if (ok && (field == kpl::tag::kKey || field == kpl::tag::kValue) &&
+        type == WireType::kLengthDelimited) {
       std::string_view ignored;
       ok = r.read_length_delimited(ignored);
-      if (field == kTagKey) has_key = true;
+      if (field == kpl::tag::kKey) has_key = true;
     } else if (ok) {
       ok = r.skip(type);
     }
@@ -90,16 +81,16 @@ bool parse_record(std::string_view bytes, std::size_t base, std::size_t index, S
     std::uint32_t field = 0;
     WireType type{};
     if (!r.read_key(field, type)) return fail(wire_error(r, "Record", base));
-    if (field == kRecPartitionKeyIndex && type == WireType::kVarint) {
+    if (field == rec_field::kPartitionKeyIndex && type == WireType::kVarint) {
       if (!r.read_varint(out.pk_index)) return fail(wire_error(r, "Record", base));
       has_pk = true;
-    } else if (field == kRecExplicitHashKeyIndex && type == WireType::kVarint) {
+    } else if (field == rec_field::kExplicitHashKeyIndex && type == WireType::kVarint) {
       if (!r.read_varint(out.ehk_index)) return fail(wire_error(r, "Record", base));
       out.has_ehk = true;
-    } else if (field == kRecData && type == WireType::kLengthDelimited) {
+    } else if (field == rec_field::kData && type == WireType::kLengthDelimited) {
       if (!r.read_length_delimited(out.data)) return fail(wire_error(r, "Record", base));
       has_data = true;
-    } else if (field == kRecTags && type == WireType::kLengthDelimited) {
+    } else if (field == rec_field::kTags && type == WireType::kLengthDelimited) {
       const std::size_t tag_base = base + r.position();
       std::string_view tag;
       if (!r.read_length_delimited(tag)) return fail(wire_error(r, "Record", base));
@@ -125,13 +116,13 @@ bool parse_aggregate(std::string_view body, ParsedAggregate& out, std::string& e
     WireType type{};
     if (!r.read_key(field, type)) return fail();
     if (type == WireType::kLengthDelimited &&
-        (field == kAggPartitionKeyTable || field == kAggExplicitHashKeyTable ||
-         field == kAggRecords)) {
+        (field == agg_field::kPartitionKeyTable || field == agg_field::kExplicitHashKeyTable ||
+         field == agg_field::kRecords)) {
       std::string_view value;
       if (!r.read_length_delimited(value)) return fail();
-      if (field == kAggPartitionKeyTable) {
+      if (field == agg_field::kPartitionKeyTable) {
         out.pk_table.push_back(value);
-      } else if (field == kAggExplicitHashKeyTable) {
+      } else if (field == agg_field::kExplicitHashKeyTable) {
         out.ehk_table.push_back(value);
       } else {
         // Offset of the Record's first byte inside the protobuf body, for messages.
@@ -202,7 +193,7 @@ Verdict classify(const kinesis::KinesisRecord& in, std::string_view shard_id,
                  const DeaggregationLimits& limits) {
   Verdict v;
   const std::string_view data = in.data;
-  if (!has_kpl_magic(data)) return v;  // kPlain
+  if (!kpl::has_magic(data)) return v;  // kPlain
 
   auto corrupt = [&](std::string_view cause) {
     v.outcome = DeaggregationOutcome::kCorrupt;
@@ -214,20 +205,19 @@ Verdict classify(const kinesis::KinesisRecord& in, std::string_view shard_id,
     return std::move(v);
   };
 
-  if (data.size() < kKplMagic.size() + kKplDigestSize) {
-    return corrupt("shorter than magic + 16-byte MD5 (" + std::to_string(data.size()) + " bytes)");
+  std::string_view body;
+  switch (kpl::open_frame(data, body)) {
+    case kpl::FrameCheck::kOk:
+      break;
+    case kpl::FrameCheck::kTooShort:
+      return corrupt("shorter than magic + 16-byte MD5 (" + std::to_string(data.size()) +
+                     " bytes)");
+    case kpl::FrameCheck::kNoMd5:
+      // MD5 unavailable (e.g. a FIPS-only OpenSSL): cannot verify, so cannot trust the body.
+      return corrupt("MD5 could not be computed (OpenSSL)");
+    case kpl::FrameCheck::kMd5Mismatch:
+      return corrupt("MD5 mismatch");
   }
-  const std::string_view body =
-      data.substr(kKplMagic.size(), data.size() - kKplMagic.size() - kKplDigestSize);
-  const std::string_view digest = data.substr(data.size() - kKplDigestSize);
-
-  base::Md5Digest md{};
-  if (!base::md5(body, md)) {
-    // MD5 unavailable (e.g. a FIPS-only OpenSSL): cannot verify, so cannot trust the body.
-    return corrupt("MD5 could not be computed (OpenSSL)");
-  }
-  static_assert(base::kMd5Size == kKplDigestSize);
-  if (std::memcmp(md.data(), digest.data(), kKplDigestSize) != 0) return corrupt("MD5 mismatch");
 
   std::string error;
   if (!parse_aggregate(body, v.parsed, error)) return corrupt(error);
@@ -297,11 +287,6 @@ std::string_view strip_leading_zeros(std::string_view s) noexcept {
 
 }  // namespace
 
-bool has_kpl_magic(std::string_view data) noexcept {
-  return data.size() >= kKplMagic.size() &&
-         std::memcmp(data.data(), kKplMagic.data(), kKplMagic.size()) == 0;
-}
-
 std::string_view to_string(DeaggregationOutcome outcome) noexcept {
   switch (outcome) {
     case DeaggregationOutcome::kPlain:
@@ -320,7 +305,7 @@ DeaggregationResult deaggregate(const kinesis::KinesisRecord& in, std::string_vi
                                 const std::shared_ptr<const void>& owner,
                                 std::vector<kcl::Record>& out, const DeaggregationLimits& limits) {
   DeaggregationResult result;
-  if (!has_kpl_magic(in.data)) {
+  if (!kpl::has_magic(in.data)) {
     // The common case, without building a verdict.
     append_as_it_came(in, shard_id, owner, out);
     result.records_appended = 1;

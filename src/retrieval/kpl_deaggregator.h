@@ -1,14 +1,9 @@
 // retrieval/kpl_deaggregator.h: KPL aggregated records -> user records, and the
 // "resume with sub-sequence" filter.
 //
-// Format (as the KPL writes it): bytes F3 89 9A C2, then a protobuf AggregatedRecord
-//   AggregatedRecord { 1: repeated string partition_key_table,
-//                      2: repeated string explicit_hash_key_table,
-//                      3: repeated Record records }
-//   Record { 1: required uint64 partition_key_index, 2: optional uint64 explicit_hash_key_index,
-//            3: required bytes data, 4: repeated Tag tags }
-//   Tag { 1: required string key, 2: optional string value }
-// then the 16-byte MD5 of the protobuf bytes (the bytes between the magic and the digest).
+// Format: kpl/kpl_format.h (the magic F3 89 9A C2, a protobuf AggregatedRecord of partition
+// key and explicit hash key tables and Records, the 16-byte MD5 of the protobuf bytes), shared
+// with the producer's writer.
 //
 // What deaggregate() does with one Kinesis record, by case:
 //   no magic                         -> kPlain: one Record, sub_sequence 0, aggregated=false.
@@ -40,7 +35,6 @@
 // Thread safety: free functions over values; safe from any thread.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -52,12 +46,6 @@
 #include "kinesis/kinesis_types.h"
 
 namespace kcl::retrieval {
-
-inline constexpr std::array<unsigned char, 4> kKplMagic = {0xF3, 0x89, 0x9A, 0xC2};
-inline constexpr std::size_t kKplDigestSize = 16;
-
-// True when `data` starts with the KPL magic (whether or not the rest is valid).
-bool has_kpl_magic(std::string_view data) noexcept;
 
 enum class DeaggregationOutcome {
   kPlain,           // not an aggregate; delivered as one record

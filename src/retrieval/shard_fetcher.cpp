@@ -69,14 +69,14 @@ std::string_view to_string(FetchOutcome outcome) noexcept {
 ShardFetcher::ShardFetcher(kinesis::KinesisClient& client, std::string stream, std::string shard_id,
                            StartPosition start, RetrievalConfig config, const Clock& clock,
                            std::optional<std::uint64_t> jitter_seed)
-    : client_(client),
+    : QueuedRecordsSource(config.max_prefetch_records, config.max_prefetch_bytes),
+      client_(client),
       stream_(std::move(stream)),
       shard_id_(std::move(shard_id)),
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
-      rng_(jitter_seed ? *jitter_seed : random_seed()),
-      queue_(config_.max_prefetch_records, config_.max_prefetch_bytes) {}
+      rng_(jitter_seed ? *jitter_seed : random_seed()) {}
 
 FetchStep ShardFetcher::fetch_step() {
   if (state_ == State::kDone) return FetchStep{FetchOutcome::kFinished};
@@ -100,7 +100,7 @@ FetchStep ShardFetcher::fetch_step() {
   if (now < next_due_) return FetchStep{FetchOutcome::kNotDue, next_due_};
   if (state_ == State::kNeedIterator) return step_get_iterator();
   // The bound is checked before the call only: one response may take the queue past it.
-  if (!has_room()) return FetchStep{FetchOutcome::kQueueFull, Clock::MonoTime::max(), true};
+  if (!has_room()) return queue_full();
   return step_get_records();
 }
 
@@ -134,13 +134,9 @@ FetchStep ShardFetcher::step_get_iterator() {
     // A closed shard with nothing at or after the position: Kinesis answers a null iterator
     // (the Java KCL treats it as the end of the shard, and so do we).
     FetchedBatch batch;
-    batch.shard_end = true;
     batch.millis_behind_latest = millis_behind_latest();
-    push_batch(std::move(batch));
     state_ = State::kDone;
-    shard_ended_.store(true, std::memory_order_release);
-    finished_.store(true, std::memory_order_release);
-    return FetchStep{FetchOutcome::kShardEnd};
+    return finish_at_shard_end(std::move(batch));
   }
   iterator_ = std::move(**response);
   state_ = State::kReading;
@@ -168,26 +164,22 @@ FetchStep ShardFetcher::step_get_records() {
   }
   consecutive_failures_ = 0;
   consecutive_malformed_ = 0;
-  millis_behind_.store(result.millis_behind_latest, std::memory_order_relaxed);
+  set_millis_behind(result.millis_behind_latest);
 
   const bool fetched_any = builder.received_any();
   batch.millis_behind_latest = result.millis_behind_latest;
   if (fetched_any) last_fetched_sequence_.assign(builder.last_sequence());
   // Also for an answer without records: finish() lets go of its body either way.
   const BatchCounts counts = builder.finish(result, start_, resume_filter_);
-  corrupt_.fetch_add(counts.corrupt_aggregates, std::memory_order_relaxed);
+  count_corrupt(counts.corrupt_aggregates);
   skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
   const std::size_t delivered = batch.records.size();
 
   if (result.shard_ended()) {
-    batch.shard_end = true;
     batch.child_shards = std::move(result.child_shards);
-    push_batch(std::move(batch));
     state_ = State::kDone;
     iterator_.clear();
-    shard_ended_.store(true, std::memory_order_release);
-    finished_.store(true, std::memory_order_release);
-    return FetchStep{FetchOutcome::kShardEnd, Clock::MonoTime::max(), false, delivered};
+    return finish_at_shard_end(std::move(batch));
   }
 
   iterator_ = std::move(*result.next_shard_iterator);
@@ -251,25 +243,7 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
 FetchStep ShardFetcher::fail(Status status) {
   state_ = State::kDone;
   iterator_.clear();
-  queue_.set_terminal(std::move(status));
-  finished_.store(true, std::memory_order_release);
-  return FetchStep{FetchOutcome::kFailed};
+  return finish_with_error(std::move(status));
 }
-
-void ShardFetcher::push_batch(FetchedBatch batch) { queue_.push(std::move(batch)); }
-
-std::optional<FetchedBatch> ShardFetcher::take_batch() { return queue_.take(); }
-
-bool ShardFetcher::has_room() const { return queue_.has_room(); }
-
-bool ShardFetcher::drained() const { return finished() && queue_.empty(); }
-
-Status ShardFetcher::terminal_error() const { return queue_.terminal(); }
-
-std::size_t ShardFetcher::queued_records() const { return queue_.records(); }
-
-std::size_t ShardFetcher::queued_bytes() const { return queue_.bytes(); }
-
-std::size_t ShardFetcher::queued_batches() const { return queue_.batches(); }
 
 }  // namespace kcl::retrieval

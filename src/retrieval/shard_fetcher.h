@@ -59,8 +59,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -73,12 +71,14 @@
 #include "kcl/status.h"
 #include "kinesis/kinesis_client.h"
 #include "kinesis/kinesis_types.h"
-#include "retrieval/batch_queue.h"
-#include "retrieval/records_source.h"
+#include "retrieval/queued_records_source.h"
 
 namespace kcl::retrieval {
 
-class ShardFetcher final : public RecordsSource {
+// The queue, the finished and shard-ended flags and their accessors (take_batch(), has_room(),
+// drained(), terminal_error(), shard_ended(), queued_*(), millis_behind_latest(),
+// corrupt_aggregates()) are QueuedRecordsSource's.
+class ShardFetcher final : public QueuedRecordsSource {
  public:
   // `config` is validated at the first fetch_step(); problems end the fetcher with
   // kInvalidArgument listing them (as does a checkpoint whose sequence number is not a
@@ -94,33 +94,6 @@ class ShardFetcher final : public RecordsSource {
   // One thread at a time (see the thread-safety note above).
   FetchStep fetch_step() override;
 
-  // Pops the oldest fetched batch, if any. Any thread.
-  std::optional<FetchedBatch> take_batch() override;
-
-  // True when the queue is below both prefetch bounds (a GetRecords call may be made).
-  bool has_room() const override;
-
-  // No more calls will be made (end of shard or terminal error). Batches may still be
-  // queued; see drained().
-  bool finished() const noexcept override { return finished_.load(std::memory_order_acquire); }
-  // finished() and nothing left to take.
-  bool drained() const override;
-  // The error that ended the fetcher; ok() when none.
-  Status terminal_error() const override;
-  // True once the final (shard_end) batch was queued.
-  bool shard_ended() const noexcept { return shard_ended_.load(std::memory_order_acquire); }
-
-  std::size_t queued_records() const override;
-  std::size_t queued_bytes() const override;
-  std::size_t queued_batches() const;
-  // MillisBehindLatest of the last successful GetRecords response (0 before the first).
-  std::int64_t millis_behind_latest() const noexcept override {
-    return millis_behind_.load(std::memory_order_relaxed);
-  }
-  // Aggregates that failed to deaggregate (delivered as they came).
-  std::uint64_t corrupt_aggregates() const noexcept override {
-    return corrupt_.load(std::memory_order_relaxed);
-  }
   // Calls made to Kinesis (GetShardIterator + GetRecords), whatever their outcome.
   std::uint64_t calls_made() const noexcept { return calls_.load(std::memory_order_relaxed); }
   // Transient failures seen (throttling, 5xx, timeouts), each followed by a backoff.
@@ -153,7 +126,6 @@ class ShardFetcher final : public RecordsSource {
   // Where the next GetShardIterator points (the start, or after the last record fetched).
   kinesis::IteratorPosition iterator_position() const;
   Clock::MonoTime earliest_next_call() const;
-  void push_batch(FetchedBatch batch);
 
   kinesis::KinesisClient& client_;
   const std::string stream_;
@@ -175,12 +147,7 @@ class ShardFetcher final : public RecordsSource {
   // Reused from call to call; between calls it holds neither a body nor a records vector.
   kinesis::GetRecordsResult result_;
 
-  // ---- shared with take_batch() and the accessors ----
-  BatchQueue queue_;  // fetched, not yet taken; and the terminal error
-  std::atomic<bool> finished_{false};
-  std::atomic<bool> shard_ended_{false};
-  std::atomic<std::int64_t> millis_behind_{0};
-  std::atomic<std::uint64_t> corrupt_{0};
+  // ---- read by the accessors (the queue and flags are QueuedRecordsSource's) ----
   std::atomic<std::uint64_t> calls_{0};
   std::atomic<std::uint64_t> throttles_{0};
   std::atomic<std::uint64_t> expired_{0};

@@ -23,6 +23,7 @@
 #include "aws/http_transport.h"
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
+#include "kpl/kpl_format.h"
 #include "producer/producer_access.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "support/emulators.h"
@@ -86,7 +87,7 @@ std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& 
       if (!batch.ok() || batch->records.empty() || !batch->next_shard_iterator) break;
       if (aggregates != nullptr) {
         for (const auto& r : batch->records) {
-          if (retrieval::has_kpl_magic(r.data)) aggregates->emplace_back(r.data);
+          if (kpl::has_magic(r.data)) aggregates->emplace_back(r.data);
         }
       }
       auto stats = retrieval::deaggregate_all(std::move(batch->records), shard.shard_id, out);
@@ -152,29 +153,26 @@ std::vector<Record> consume_all(const AwsConfig& aws, const std::string& stream,
   return sink->records;
 }
 
-class ProducerKinesaliteTest : public ::testing::TestWithParam<bool> {};
+constexpr int kReadBackRecords = 100000;
+constexpr int kReadBackKeys = 200;
 
-TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
-  const bool aggregate = GetParam();
-  auto& emu = shared_emulators();
-  auto client = make_client(emu.aws_config());
-  const std::string stream = unique_name("producer");
-  ASSERT_TRUE(client->create_stream(stream, 4).ok());
-  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+// Where the producer said each record went: data -> (sequence number, sub-sequence number).
+using Positions = std::map<std::string, std::pair<std::string, std::uint64_t>>;
 
-  ProducerConfig config;
-  config.stream_name = stream;
-  config.aggregate = aggregate;
-  auto producer = ProducerAccess::make(config, client);
-  constexpr int kRecords = 100000;
-  constexpr int kKeys = 200;
-  std::vector<std::atomic<int>> resolved(kRecords);
+// Puts kReadBackRecords records of 100 bytes ("key-K:I:" padded with x, record I of key K,
+// kReadBackKeys keys) through a producer of `config`, flushes and closes it, and checks that
+// each record was answered once and none failed. `where` gets each record's position, `stats`
+// the producer's figures.
+void put_numbered_records(const ProducerConfig& config,
+                          std::shared_ptr<kinesis::KinesisClient> client, Positions& where,
+                          ProducerStats& stats) {
+  std::vector<std::atomic<int>> resolved(kReadBackRecords);
   std::atomic<int> failures{0};
   std::mutex mu;
-  std::map<std::string, std::pair<std::string, std::uint64_t>> where;  // data -> (seq, sub)
-  for (int i = 0; i < kRecords; ++i) {
-    const std::string key = "key-" + std::to_string(i % kKeys);
-    std::string data = key + ":" + std::to_string(i / kKeys) + ":";
+  auto producer = ProducerAccess::make(config, std::move(client));
+  for (int i = 0; i < kReadBackRecords; ++i) {
+    const std::string key = "key-" + std::to_string(i % kReadBackKeys);
+    std::string data = key + ":" + std::to_string(i / kReadBackKeys) + ":";
     data.resize(100, 'x');
     producer->put(key, data, "", [&, i, data](Result<PutResult> r) {
       resolved[i].fetch_add(1);
@@ -187,29 +185,18 @@ TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
     });
   }
   ASSERT_TRUE(producer->flush(300s).ok());
-  const ProducerStats stats = producer->stats();
+  stats = producer->stats();
   producer.reset();
-  for (int i = 0; i < kRecords; ++i) ASSERT_EQ(resolved[i].load(), 1) << "record " << i;
+  for (int i = 0; i < kReadBackRecords; ++i) ASSERT_EQ(resolved[i].load(), 1) << "record " << i;
   EXPECT_EQ(failures.load(), 0);
-  std::printf("[producer] %d records, aggregate=%d: %llu PutRecords calls, %llu Kinesis records\n",
-              kRecords, aggregate ? 1 : 0, static_cast<unsigned long long>(stats.put_records_calls),
-              static_cast<unsigned long long>(stats.kinesis_records_sent));
-  if (aggregate) {
-    EXPECT_LT(stats.kinesis_records_sent, static_cast<std::uint64_t>(kRecords / 100));
-  } else {
-    EXPECT_EQ(stats.kinesis_records_sent, static_cast<std::uint64_t>(kRecords));
-    // Ordered mode puts each key once per call: 200 keys over 4 shards.
-    EXPECT_LE(stats.put_records_calls, static_cast<std::uint64_t>(kRecords / 50));
-  }
+}
 
-  // Read back by kcl-cpp's consumer (a worker), in shard order per shard.
-  auto records = consume_all(emu.aws_config(), stream, kRecords);
-  ASSERT_EQ(records.size(), static_cast<std::size_t>(kRecords));
+// What the consumer read back: each record once, in order per key, under its key, at the
+// position the producer answered; in aggregated mode mostly from aggregates.
+void expect_read_back_once_in_key_order(std::vector<Record> records, const Positions& where,
+                                        bool aggregate) {
   std::stable_sort(records.begin(), records.end(),
                    [](const Record& a, const Record& b) { return a.shard_id() < b.shard_id(); });
-  // The raw aggregates, for the interoperability check below.
-  std::vector<std::string> aggregates;
-  (void)read_all(*client, stream, &aggregates);
   std::map<std::string, int> next_index;  // per key, the next index expected
   std::set<std::string> seen;
   int aggregated = 0;
@@ -233,30 +220,70 @@ TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
     EXPECT_EQ(w->second.first, r.sequence_number());
     EXPECT_EQ(w->second.second, r.sub_sequence_number());
   }
-  EXPECT_EQ(next_index.size(), static_cast<std::size_t>(kKeys));
+  EXPECT_EQ(next_index.size(), static_cast<std::size_t>(kReadBackKeys));
   if (aggregate) {
-    EXPECT_GT(aggregated, kRecords * 9 / 10);
+    EXPECT_GT(aggregated, kReadBackRecords * 9 / 10);
+  }
+}
+
+// npm aws-kinesis-agg reads kcl-cpp's aggregates (the first 20) as kcl-cpp does.
+void expect_aws_kinesis_agg_reads_them(std::vector<std::string> aggregates) {
+  ASSERT_FALSE(aggregates.empty());
+  aggregates.resize(std::min<std::size_t>(aggregates.size(), 20));
+  std::string input;
+  std::vector<Record> ours;
+  for (const std::string& a : aggregates) {
+    input += aws::base64_encode(a) + "\n";
+    kinesis::KinesisRecord in;
+    in.data = a;
+    retrieval::deaggregate(in, "shard", ours);
+  }
+  auto lines = run_node("deagg", input);
+  ASSERT_EQ(lines.size(), ours.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto j = nlohmann::json::parse(lines[i]);
+    EXPECT_EQ(j["pk"].get<std::string>(), ours[i].partition_key());
+    EXPECT_EQ(j["data"].get<std::string>(), aws::base64_encode(ours[i].data()));
+  }
+}
+
+class ProducerKinesaliteTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
+  const bool aggregate = GetParam();
+  auto& emu = shared_emulators();
+  auto client = make_client(emu.aws_config());
+  const std::string stream = unique_name("producer");
+  ASSERT_TRUE(client->create_stream(stream, 4).ok());
+  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+
+  ProducerConfig config;
+  config.stream_name = stream;
+  config.aggregate = aggregate;
+  Positions where;
+  ProducerStats stats;
+  ASSERT_NO_FATAL_FAILURE(put_numbered_records(config, client, where, stats));
+  std::printf("[producer] %d records, aggregate=%d: %llu PutRecords calls, %llu Kinesis records\n",
+              kReadBackRecords, aggregate ? 1 : 0,
+              static_cast<unsigned long long>(stats.put_records_calls),
+              static_cast<unsigned long long>(stats.kinesis_records_sent));
+  if (aggregate) {
+    EXPECT_LT(stats.kinesis_records_sent, static_cast<std::uint64_t>(kReadBackRecords / 100));
+  } else {
+    EXPECT_EQ(stats.kinesis_records_sent, static_cast<std::uint64_t>(kReadBackRecords));
+    // Ordered mode puts each key once per call: 200 keys over 4 shards.
+    EXPECT_LE(stats.put_records_calls, static_cast<std::uint64_t>(kReadBackRecords / 50));
   }
 
+  // Read back by kcl-cpp's consumer (a worker), in shard order per shard.
+  auto records = consume_all(emu.aws_config(), stream, kReadBackRecords);
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(kReadBackRecords));
+  // The raw aggregates, for the interoperability check.
+  std::vector<std::string> aggregates;
+  (void)read_all(*client, stream, &aggregates);
+  ASSERT_NO_FATAL_FAILURE(expect_read_back_once_in_key_order(std::move(records), where, aggregate));
   if (aggregate) {
-    // npm aws-kinesis-agg reads kcl-cpp's aggregates as kcl-cpp does.
-    ASSERT_FALSE(aggregates.empty());
-    aggregates.resize(std::min<std::size_t>(aggregates.size(), 20));
-    std::string input;
-    std::vector<Record> ours;
-    for (const std::string& a : aggregates) {
-      input += aws::base64_encode(a) + "\n";
-      kinesis::KinesisRecord in;
-      in.data = a;
-      retrieval::deaggregate(in, "shard", ours);
-    }
-    auto lines = run_node("deagg", input);
-    ASSERT_EQ(lines.size(), ours.size());
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      auto j = nlohmann::json::parse(lines[i]);
-      EXPECT_EQ(j["pk"].get<std::string>(), ours[i].partition_key());
-      EXPECT_EQ(j["data"].get<std::string>(), aws::base64_encode(ours[i].data()));
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_aws_kinesis_agg_reads_them(std::move(aggregates)));
   }
   (void)client->delete_stream(stream);
 }

@@ -140,6 +140,22 @@ TEST(FetcherPacingTest, IdleTimeMeasuredFromTheResponse) {
   EXPECT_EQ(s.next_step_at, h.clock.now() + 500ms);
 }
 
+// The delays of a storm of 40 throttles (base 200 ms, cap 10 s): they grow, the late ones far
+// longer than the early ones and reaching toward the cap, and the capped ones differ (jitter).
+void expect_growing_jittered_backoff(const std::vector<std::chrono::milliseconds>& delays) {
+  const int storm = static_cast<int>(delays.size());
+  const auto max_delay = *std::max_element(delays.begin(), delays.end());
+  EXPECT_LE(max_delay, 10s);
+  EXPECT_GT(max_delay, 5s);
+  std::chrono::milliseconds early{0}, late{0};
+  for (int k = 0; k < 3; ++k) early += delays[static_cast<std::size_t>(k)];
+  for (int k = storm - 10; k < storm; ++k) late += delays[static_cast<std::size_t>(k)];
+  EXPECT_GT(late / 10, early / 3 * 4);
+  std::set<std::int64_t> distinct;
+  for (int k = 10; k < storm; ++k) distinct.insert(delays[static_cast<std::size_t>(k)].count());
+  EXPECT_GT(distinct.size(), 20u);
+}
+
 TEST(FetcherPacingTest, ThrottlingStormBacksOffWithJitterBoundedByMaxAndRecovers) {
   FetcherHarness h;
   h.fake->add_records(1000);
@@ -179,18 +195,7 @@ TEST(FetcherPacingTest, ThrottlingStormBacksOffWithJitterBoundedByMaxAndRecovers
   EXPECT_EQ(f->throttles_seen(), static_cast<std::uint64_t>(kStorm));
   EXPECT_TRUE(f->terminal_error().ok());
 
-  // It grows: the late delays are far longer than the early ones, and reach toward the cap.
-  const auto max_delay = *std::max_element(delays.begin(), delays.end());
-  EXPECT_LE(max_delay, 10s);
-  EXPECT_GT(max_delay, 5s);
-  std::chrono::milliseconds early{0}, late{0};
-  for (int k = 0; k < 3; ++k) early += delays[static_cast<std::size_t>(k)];
-  for (int k = kStorm - 10; k < kStorm; ++k) late += delays[static_cast<std::size_t>(k)];
-  EXPECT_GT(late / 10, early / 3 * 4);
-  // Jitter: the capped delays are not all the same.
-  std::set<std::int64_t> distinct;
-  for (int k = 10; k < kStorm; ++k) distinct.insert(delays[static_cast<std::size_t>(k)].count());
-  EXPECT_GT(distinct.size(), 20u);
+  expect_growing_jittered_backoff(delays);
 
   // The storm passes: everything arrives, once, in order.
   h.run(*f, out, 1000, [&] { return out.size() >= 1000; });

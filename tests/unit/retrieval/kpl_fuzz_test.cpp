@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kpl/kpl_format.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "support/kpl_builder.h"
 
@@ -76,7 +77,7 @@ void check_invariants(const kinesis::KinesisRecord& in, const DeaggregationResul
   ASSERT_EQ(out.size() - before, res.records_appended);
   switch (res.outcome) {
     case Outcome::kPlain:
-      ASSERT_FALSE(has_kpl_magic(in.data));
+      ASSERT_FALSE(kpl::has_magic(in.data));
       [[fallthrough]];
     case Outcome::kCorrupt:
       ASSERT_EQ(res.records_appended, 1u);

@@ -1,4 +1,4 @@
-// retrieval/protobuf_wire.h: the protobuf wire format, just enough for the KPL aggregate.
+// kpl/protobuf_wire.h: the protobuf wire format, just enough for the KPL aggregate.
 //
 // A reader that walks a byte buffer it does not own and a few writers that append to a
 // std::string. No generated code and no libprotobuf: the KPL format is three messages.
@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-namespace kcl::retrieval::pb {
+namespace kcl::kpl::pb {
 
 enum class WireType : std::uint8_t {
   kVarint = 0,
@@ -83,4 +83,4 @@ void append_bytes_field(std::string& out, std::uint32_t field, std::string_view 
 void append_fixed32_field(std::string& out, std::uint32_t field, std::uint32_t value);
 void append_fixed64_field(std::string& out, std::uint32_t field, std::uint64_t value);
 
-}  // namespace kcl::retrieval::pb
+}  // namespace kcl::kpl::pb

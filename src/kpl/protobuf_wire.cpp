@@ -1,6 +1,6 @@
-#include "retrieval/protobuf_wire.h"
+#include "kpl/protobuf_wire.h"
 
-namespace kcl::retrieval::pb {
+namespace kcl::kpl::pb {
 
 bool WireReader::read_varint(std::uint64_t& value) noexcept {
   if (error_ != nullptr) return false;
@@ -141,4 +141,4 @@ void append_fixed64_field(std::string& out, std::uint32_t field, std::uint64_t v
   }
 }
 
-}  // namespace kcl::retrieval::pb
+}  // namespace kcl::kpl::pb

@@ -1,3 +1,5 @@
+#include "kpl/protobuf_wire.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -5,10 +7,9 @@
 #include <random>
 #include <string>
 
-#include "retrieval/protobuf_wire.h"
 #include "support/kpl_builder.h"
 
-namespace kcl::retrieval::pb {
+namespace kcl::kpl::pb {
 namespace {
 
 namespace t = kcl::testing;
@@ -215,4 +216,4 @@ TEST(KplProtobufWireTest, RandomBytesNeverCrashAndAlwaysTerminate) {
 }
 
 }  // namespace
-}  // namespace kcl::retrieval::pb
+}  // namespace kcl::kpl::pb
