@@ -9,6 +9,7 @@
 
 #include "aws/credentials_internal.h"
 #include "aws/http_transport.h"
+#include "base/status_macros.h"
 
 namespace kcl::aws {
 namespace credentials_internal {

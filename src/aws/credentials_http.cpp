@@ -10,6 +10,7 @@
 
 #include "aws/credentials_internal.h"
 #include "aws/text.h"
+#include "base/status_macros.h"
 
 namespace kcl::aws::credentials_internal {
 namespace {
