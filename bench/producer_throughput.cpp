@@ -80,7 +80,9 @@ Figures run_producer(bool aggregate, const std::vector<std::string>& keys,
   config.shard_bytes_per_second = 0;
   config.shard_records_per_second = 0;
   auto client = std::make_shared<kcl::kinesis::KinesisClient>(std::make_shared<InstantKinesis>());
-  auto producer = kcl::producer::ProducerAccess::make(config, client);
+  auto made = kcl::producer::ProducerAccess::make(config, client);
+  if (!made.ok()) std::abort();
+  auto producer = std::move(made).value();
   const auto wall0 = std::chrono::steady_clock::now();
   const double cpu0 = cpu_seconds();
   for (std::size_t i = 0; i < data.size(); ++i) {

@@ -3,10 +3,13 @@
 //
 //   kcl::ProducerConfig config;
 //   config.stream_name = "orders";
-//   kcl::Producer producer(config);
+//   auto made = kcl::Producer::create(config);        // Result<std::unique_ptr<Producer>>
+//   if (!made.ok()) { ... made.status() ... }          // bad configuration, stream not found
+//   kcl::Producer& producer = **made;
 //   auto f = producer.put("customer-42", payload);   // std::future<kcl::Result<PutResult>>
 //   producer.flush();                                // waits until every record is resolved
 //   kcl::Result<kcl::PutResult> r = f.get();         // shard, sequence number, sub-sequence
+//   producer.shutdown();                             // sends what is left, stops the threads
 //
 // How it works: put() maps the record to its shard (MD5 of the partition key, or the explicit
 // hash key, against the shard map from ListShards) and appends it to that shard's queue. One
@@ -36,7 +39,16 @@
 // halves its shard's rate (down to a tenth); each second without throttling gives back a
 // tenth of the configured rate.
 //
-// Thread safety: put(), flush() and stats() may be called from any thread at once.
+// Metrics (to Dependencies::metrics; each PutRecords call reports once, not each record):
+//   producer.put_records_calls   count  tag outcome = ok | partial | failed
+//   producer.put_records_time    timing of a call, tag outcome
+//   producer.records_succeeded / producer.records_retried / producer.records_failed  count
+//   producer.throttled           count  records (or calls) answered with throttling
+// Logs (to Dependencies::logger): PutRecords calls failing as a whole, once per series with
+// the count (the 1st, 3rd, each power of ten, and the recovery), never once per retry.
+//
+// Thread safety: put(), flush(), stats(), shutdown() and begin_shutdown() may be called from
+// any thread at once.
 #pragma once
 
 #include <chrono>
@@ -50,6 +62,7 @@
 
 #include "kcl/aws_config.h"
 #include "kcl/clock.h"
+#include "kcl/dependencies.h"
 #include "kcl/status.h"
 
 namespace kcl {
@@ -86,8 +99,8 @@ struct ProducerConfig {
   // 0 turns the limit off.
   double shard_bytes_per_second = 1048576;
   double shard_records_per_second = 1000;
-  // How long the destructor waits for the records still buffered to be sent; what is left
-  // after it fails with kCancelled. Default 30 s, range 0..1 h.
+  // How long shutdown() (and the destructor) waits for the records still buffered to be
+  // sent; what is left after it fails with kCancelled. Default 30 s, range 0..1 h.
   std::chrono::milliseconds close_timeout{30000};
   // Every problem with this configuration, in plain words; empty when valid.
   std::vector<std::string> validate() const;
@@ -122,12 +135,11 @@ using PutCallback = std::function<void(Result<PutResult>)>;
 
 class Producer {
  public:
-  // Reads the shard map (ListShards) and starts the sender. Throws std::invalid_argument
-  // listing every configuration problem, or std::runtime_error when the stream's shards
-  // cannot be listed.
-  explicit Producer(ProducerConfig config, const Clock& clock = SystemClock::instance());
-  // Flushes for at most config.close_timeout, then fails what is left with kCancelled.
-  ~Producer();
+  // Validates the configuration, reads the shard map (ListShards) and starts the sender.
+  // Errors: kInvalidArgument listing every configuration problem; the ListShards error
+  // (kNotFound for a stream that does not exist, kPermissionDenied, ...) naming the stream.
+  static Result<std::unique_ptr<Producer>> create(ProducerConfig config, Dependencies deps = {});
+  ~Producer();  // shutdown() if not done yet
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;
 
@@ -146,6 +158,17 @@ class Producer {
   // or `timeout` passed. Returns kDeadlineExceeded naming how many records are left.
   Status flush(std::chrono::milliseconds timeout = std::chrono::hours(1));
   ProducerStats stats() const;
+
+  // Graceful stop: put() refuses new records from now on (kCancelled); what is buffered is
+  // sent for at most config.close_timeout, what is left then fails with kCancelled, and the
+  // threads stop. Blocks until done; OK when every record was resolved by the service, else
+  // kDeadlineExceeded naming how many were cancelled. Calling it again returns the same
+  // result. (The same meaning as Worker::shutdown() and PullConsumer::shutdown(); not from
+  // inside a put() callback, which runs on a thread it waits for.)
+  Status shutdown();
+  // Begins the same stop on a thread of its own and returns at once; the future is ready
+  // when shutdown() would have returned. Calling it again returns the same future.
+  std::shared_future<Status> begin_shutdown();
 
  private:
   class Impl;

@@ -136,7 +136,7 @@ struct PullStats {
 
 class PullConsumer {
  public:
-  explicit PullConsumer(PullConsumerConfig config, WorkerDependencies deps = {});
+  explicit PullConsumer(PullConsumerConfig config, Dependencies deps = {});
   ~PullConsumer();  // shutdown() if still running
   PullConsumer(const PullConsumer&) = delete;
   PullConsumer& operator=(const PullConsumer&) = delete;

@@ -37,6 +37,7 @@
 #include "kcl/aws_config.h"
 #include "kcl/clock.h"
 #include "kcl/cloudwatch_config.h"
+#include "kcl/dependencies.h"
 #include "kcl/initial_position.h"
 #include "kcl/lease_config.h"
 #include "kcl/logging.h"
@@ -66,7 +67,7 @@ struct WorkerConfig {
   // The embedded HTTP endpoint (/metrics, /healthz, /readyz, /status, /status.json):
   // "PORT", "HOST:PORT" or "[IPv6]:PORT"; a port alone listens on 127.0.0.1. Port 0 picks a
   // free port (see Worker::http_url()). Default empty: off. When on, every metric point also
-  // goes to the endpoint's Prometheus registry (and still to WorkerDependencies::metrics).
+  // goes to the endpoint's Prometheus registry (and still to Dependencies::metrics).
   std::string http_address;
   // Publishing the metrics to CloudWatch (EMF lines or PutMetricData) under the Java KCL's
   // names; off by default (kcl/cloudwatch_config.h).
@@ -78,11 +79,8 @@ struct WorkerConfig {
 };
 
 // Optional collaborators; anything left empty is made from the configuration.
-struct WorkerDependencies {
-  std::shared_ptr<MetricsSink> metrics;
-  std::shared_ptr<Logger> logger;
-  const Clock* clock = nullptr;  // must outlive the worker
-};
+// The name Dependencies (kcl/dependencies.h) had when only a worker took it.
+using WorkerDependencies = Dependencies;
 
 // A shard whose consumer keeps failing: it is restarted after a backoff each time.
 struct FailingShard {
@@ -107,7 +105,7 @@ struct WorkerStats {
 class Worker {
  public:
   Worker(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
-         WorkerDependencies deps = {});
+         Dependencies deps = {});
   ~Worker();  // shuts down gracefully if still running, and waits
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

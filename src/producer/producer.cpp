@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
-#include <stdexcept>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 
 #include "aws/retry.h"
+#include "base/background_once.h"
+#include "base/failure_series.h"
+#include "base/status_macros.h"
 #include "producer/kpl_aggregator.h"
 #include "producer/producer_access.h"
 #include "producer/shard_rate.h"
@@ -17,12 +21,23 @@
 namespace kcl {
 
 namespace {
+// The producer whose sender or request thread this is (put() callbacks run on the latter).
+thread_local const void* current_producer = nullptr;
 constexpr std::size_t kMaxCallRecords = 500;
 constexpr std::size_t kMaxCallBytes = 5u << 20;
 constexpr std::size_t kMaxRecordBytes = 1u << 20;
 // The most digits of an explicit hash key (below 2^128): an aggregate's own Kinesis record
 // carries its first record's hash key as one.
 constexpr std::size_t kHashKeyDigits = 39;
+
+// kInvalidArgument listing every problem of `config`; OK when it is valid.
+Status check_config(const ProducerConfig& config) {
+  auto problems = config.validate();
+  if (problems.empty()) return Status::Ok();
+  std::string msg = "invalid producer configuration:";
+  for (const auto& p : problems) msg += "\n  - " + p;
+  return Status(StatusCode::kInvalidArgument, msg);
+}
 }  // namespace
 
 std::vector<std::string> ProducerConfig::validate() const {
@@ -49,6 +64,7 @@ std::vector<std::string> ProducerConfig::validate() const {
   if (close_timeout < std::chrono::milliseconds(0) || close_timeout > std::chrono::hours(1)) {
     p.push_back("close_timeout must be between 0 and 1 h");
   }
+  for (std::string& problem : aws.validate()) p.push_back(std::move(problem));
   return p;
 }
 
@@ -57,60 +73,71 @@ using producer::ShardRate;
 
 class Producer::Impl {
  public:
-  Impl(ProducerConfig config, std::shared_ptr<kinesis::KinesisClient> client, const Clock& clock)
+  Impl(ProducerConfig config, std::shared_ptr<kinesis::KinesisClient> client,
+       const Dependencies& deps)
       : config_(std::move(config)),
         client_(std::move(client)),
-        clock_(clock),
+        clock_(deps.clock ? *deps.clock : SystemClock::instance()),
+        metrics_(deps.metrics),
+        logger_(deps.logger ? deps.logger : make_default_logger()),
         own_policy_(client_->retry_policy() ? nullptr
                                             : std::make_unique<aws::RetryPolicy>(RetryConfig{})),
-        policy_(client_->retry_policy() ? *client_->retry_policy() : *own_policy_) {
-    auto problems = config_.validate();
-    if (!problems.empty()) {
-      std::string msg = "invalid ProducerConfig:";
-      for (const auto& p : problems) msg += " " + p + ";";
-      throw std::invalid_argument(msg);
-    }
+        policy_(client_->retry_policy() ? *client_->retry_policy() : *own_policy_),
+        call_failures_("PutRecords to stream '" + config_.stream_name + "'") {}
+
+  ~Impl() {
+    (void)shutdown();
+    stopper_.join();
+  }
+
+  // Validates the configuration, reads the shard map and starts the threads.
+  Status start() {
+    KCL_RETURN_IF_ERROR(check_config(config_));
     Status s = refresh_shard_map();
     if (!s.ok()) {
-      throw std::runtime_error("kcl::Producer: cannot list the shards of stream '" +
-                               config_.stream_name + "': " + s.message());
+      return Status(s.code(), "kcl::Producer: cannot list the shards of stream '" +
+                                  config_.stream_name + "': " + s.message());
     }
     refreshes_ = 0;
     sender_ = std::thread([this] { send_loop(); });
     for (int i = 0; i < config_.max_concurrent_requests; ++i) {
       requesters_.emplace_back([this] { request_loop(); });
     }
+    return Status::Ok();
   }
 
-  ~Impl() {
-    const Status flushed = flush(config_.close_timeout);
-    std::vector<std::unique_ptr<Item>> left;
+  // Refuses new records, sends what is buffered for at most close_timeout, fails the rest
+  // with kCancelled and stops the threads; once (later calls return the first's result).
+  Status shutdown() {
+    if (on_own_thread()) {
+      (void)begin_shutdown();
+      return Status(StatusCode::kFailedPrecondition,
+                    "Producer::shutdown() was called on one of the producer's own threads (a "
+                    "put() callback?), which it would wait for: the stop was begun, not waited "
+                    "for; call begin_shutdown() there");
+    }
+    std::lock_guard<std::mutex> once(shutdown_mu_);
+    if (shutdown_result_) return *shutdown_result_;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      closing_ = true;
     }
-    cv_.notify_all();
-    space_cv_.notify_all();
-    request_cv_.notify_all();
-    sender_.join();
-    for (auto& t : requesters_) t.join();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto& [id, q] : shards_) {
-        for (auto& item : q.items) left.push_back(std::move(item));
-        q.items.clear();
-      }
-      for (auto& call : requests_) {
-        for (auto& e : call.entries) {
-          for (auto& item : e.items) left.push_back(std::move(item));
-        }
-      }
-      requests_.clear();
-    }
-    const Status cancelled(StatusCode::kCancelled,
-                           "kcl::Producer closed before the record was sent (" +
-                               (flushed.ok() ? std::string("closing") : flushed.message()) + ")");
-    for (auto& item : left) resolve(*item, cancelled);
+    space_cv_.notify_all();  // put() calls waiting for room give up
+    const Status flushed = sender_.joinable() ? flush(config_.close_timeout) : Status::Ok();
+    stop_threads();
+    const std::size_t cancelled = cancel_left(flushed);
+    shutdown_result_ = cancelled == 0
+                           ? Status::Ok()
+                           : Status(StatusCode::kDeadlineExceeded,
+                                    "kcl::Producer shutdown: " + std::to_string(cancelled) +
+                                        " records were not sent within close_timeout (" +
+                                        std::to_string(config_.close_timeout.count()) +
+                                        " ms) and failed with kCancelled");
+    return *shutdown_result_;
+  }
+
+  std::shared_future<Status> begin_shutdown() {
+    return stopper_.run([this] { return shutdown(); });
   }
 
   void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
@@ -192,6 +219,10 @@ class Producer::Impl {
   // One shard's failed records of a call, in call order, with the failure to back off for.
   using FailedSlot = std::pair<std::vector<std::unique_ptr<Item>>, Status>;
   using Failed = std::map<std::string, FailedSlot>;
+  // What one finished call did to its records (for the metrics).
+  struct CallCounts {
+    std::uint64_t succeeded = 0, failed = 0, retried = 0, throttled = 0;
+  };
   // Per shard of a call: (some record succeeded, some record failed).
   using ShardOutcomes = std::map<std::string, std::pair<bool, bool>>;
 
@@ -237,6 +268,11 @@ class Producer::Impl {
   // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
   void enqueue(std::unique_ptr<Item> item) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (closing_) {
+      lock.unlock();
+      return resolve(*item, Status(StatusCode::kCancelled,
+                                   "kcl::Producer was shut down; the record was not sent"));
+    }
     auto full = [&] {
       return buffered_records_ + 1 > config_.max_buffered_records ||
              buffered_bytes_ + item->bytes > config_.max_buffered_bytes;
@@ -250,8 +286,8 @@ class Producer::Impl {
                    "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
                        " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
       }
-      space_cv_.wait(lock, [&] { return stop_ || !full(); });
-      if (stop_) {
+      space_cv_.wait(lock, [&] { return stop_ || closing_ || !full(); });
+      if (stop_ || closing_) {
         lock.unlock();
         return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
       }
@@ -271,6 +307,53 @@ class Producer::Impl {
       wake_ = true;
       cv_.notify_all();
     }
+  }
+
+  bool on_own_thread() const { return current_producer == this; }
+
+  void stop_threads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    space_cv_.notify_all();
+    request_cv_.notify_all();
+    if (sender_.joinable()) sender_.join();
+    for (auto& t : requesters_) t.join();
+    requesters_.clear();
+  }
+
+  // After the threads stopped: fails every record still queued with kCancelled; returns how
+  // many there were.
+  std::size_t cancel_left(const Status& flushed) {
+    std::vector<std::unique_ptr<Item>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, q] : shards_) {
+        for (auto& item : q.items) left.push_back(std::move(item));
+        q.items.clear();
+      }
+      for (auto& call : requests_) {
+        for (auto& e : call.entries) {
+          for (auto& item : e.items) left.push_back(std::move(item));
+        }
+      }
+      requests_.clear();
+    }
+    const Status cancelled(StatusCode::kCancelled,
+                           "kcl::Producer closed before the record was sent (" +
+                               (flushed.ok() ? std::string("closing") : flushed.message()) + ")");
+    std::size_t bytes = 0;
+    for (auto& item : left) {
+      bytes += item->bytes;
+      resolve(*item, cancelled);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    buffered_records_ -= std::min(buffered_records_, left.size());
+    buffered_bytes_ -= std::min(buffered_bytes_, bytes);
+    stats_.records_failed += left.size();
+    return left.size();
   }
 
   // Requires mu_. The open shard whose range holds `hash`, or "" when none does.
@@ -489,6 +572,7 @@ class Producer::Impl {
   }
 
   void send_loop() {
+    current_producer = this;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       if (refresh_needed_) {
@@ -519,6 +603,7 @@ class Producer::Impl {
   }
 
   void request_loop() {
+    current_producer = this;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       request_cv_.wait(lock,
@@ -529,13 +614,17 @@ class Producer::Impl {
       lock.unlock();
       aws::CallOptions options;
       options.max_attempts = 1;
+      const auto sent_at = clock_.now();
       auto result = client_->put_records(config_.stream_name, call.wire, options);
+      report_call(result, clock_.now() - sent_at);
       Done done;
+      CallCounts counts;
       lock.lock();
-      complete(std::move(call), result, done);
+      complete(std::move(call), result, done, counts);
       --in_flight_calls_;
       if (stop_ && in_flight_calls_ == 0) request_cv_.notify_all();
       lock.unlock();
+      report_counts(counts);
       for (auto& [item, r] : done) resolve(*item, std::move(r));
       lock.lock();
       buffered_records_ -= done.size();
@@ -560,8 +649,42 @@ class Producer::Impl {
                   details);
   }
 
-  // Requires mu_. Resolves or requeues the records of a finished call.
-  void complete(Call call, const Result<kinesis::PutRecordsResult>& result, Done& done) {
+  // Without mu_: the call's metric points, and the log line of a series of calls failing
+  // as a whole when one is due.
+  void report_call(const Result<kinesis::PutRecordsResult>& result,
+                   Clock::MonoTime::duration took) {
+    const bool partial =
+        result.ok() && std::any_of(result->records.begin(), result->records.end(),
+                                   [](const kinesis::PutRecordsEntryResult& r) { return !r.ok; });
+    const MetricTag tag{"outcome", !result.ok() ? "failed" : partial ? "partial" : "ok"};
+    if (metrics_) {
+      metrics_->count("producer.put_records_calls", 1, MetricTags(&tag, 1));
+      metrics_->timing("producer.put_records_time",
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(took),
+                       MetricTags(&tag, 1));
+    }
+    const auto now = clock_.now();
+    if (!result.ok()) {
+      if (auto line = call_failures_.failed(result.status(), now))
+        logger_->log(LogLevel::kWarn, "producer", *line);
+    } else if (auto line = call_failures_.succeeded(now)) {
+      logger_->log(LogLevel::kInfo, "producer", *line);
+    }
+  }
+
+  // Without mu_: what a finished call did to its records.
+  void report_counts(const CallCounts& c) {
+    if (!metrics_) return;
+    if (c.succeeded) metrics_->count("producer.records_succeeded", double(c.succeeded), {});
+    if (c.retried) metrics_->count("producer.records_retried", double(c.retried), {});
+    if (c.failed) metrics_->count("producer.records_failed", double(c.failed), {});
+    if (c.throttled) metrics_->count("producer.throttled", double(c.throttled), {});
+  }
+
+  // Requires mu_. Resolves or requeues the records of a finished call; counts what it did.
+  void complete(Call call, const Result<kinesis::PutRecordsResult>& result, Done& done,
+                CallCounts& counts) {
+    const auto before = stats_;
     const auto now = clock_.now();
     Failed failed;
     ShardOutcomes outcomes;
@@ -582,6 +705,10 @@ class Producer::Impl {
     }
     settle_shards(outcomes);
     retry_failed(failed, now, done);
+    counts.succeeded = stats_.records_succeeded - before.records_succeeded;
+    counts.failed = stats_.records_failed - before.records_failed;
+    counts.throttled = stats_.throttled - before.throttled;
+    for (const auto& [id, slot] : failed) counts.retried += slot.first.size();
   }
 
   // Requires mu_. Resolves the records of an entry the service took.
@@ -685,8 +812,15 @@ class Producer::Impl {
   const ProducerConfig config_;
   std::shared_ptr<kinesis::KinesisClient> client_;
   const Clock& clock_;
+  const std::shared_ptr<MetricsSink> metrics_;  // may be null: no metrics
+  const std::shared_ptr<Logger> logger_;
   std::unique_ptr<aws::RetryPolicy> own_policy_;
   aws::RetryPolicy& policy_;
+  base::FailureSeries call_failures_;  // PutRecords calls failing as a whole
+
+  std::mutex shutdown_mu_;  // one shutdown() at a time
+  std::optional<Status> shutdown_result_;
+  base::BackgroundOnce stopper_;  // runs shutdown() for begin_shutdown()
 
   mutable std::mutex mu_;
   std::condition_variable cv_;          // sender
@@ -694,6 +828,7 @@ class Producer::Impl {
   std::condition_variable space_cv_;    // put() waiting for room
   std::condition_variable done_cv_;     // flush()
   bool stop_ = false;
+  bool closing_ = false;  // shutdown() began: put() refuses records
   bool wake_ = false;
   bool refresh_needed_ = false;
   int flushing_ = 0;
@@ -713,14 +848,15 @@ class Producer::Impl {
   std::vector<std::thread> requesters_;
 };
 
-Producer::Producer(ProducerConfig config, const Clock& clock) {
+Result<std::unique_ptr<Producer>> Producer::create(ProducerConfig config, Dependencies deps) {
+  KCL_RETURN_IF_ERROR(check_config(config));
   auto raw = aws::make_aws_json_client(aws::kinesis_service(), config.aws);
   if (!raw.ok()) {
-    throw std::invalid_argument("kcl::Producer: " + raw.status().message());
+    return Status(raw.status().code(), "kcl::Producer: " + raw.status().message());
   }
   auto client = std::make_shared<kinesis::KinesisClient>(
       std::shared_ptr<aws::AwsJsonClient>(std::move(*raw)));
-  impl_ = std::make_unique<Impl>(std::move(config), std::move(client), clock);
+  return producer::ProducerAccess::make(std::move(config), std::move(client), std::move(deps));
 }
 
 Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -741,14 +877,16 @@ void Producer::put(std::string partition_key, std::string data, std::string expl
 }
 
 Status Producer::flush(std::chrono::milliseconds timeout) { return impl_->flush(timeout); }
+Status Producer::shutdown() { return impl_->shutdown(); }
+std::shared_future<Status> Producer::begin_shutdown() { return impl_->begin_shutdown(); }
 ProducerStats Producer::stats() const { return impl_->stats(); }
 
 namespace producer {
-std::unique_ptr<Producer> ProducerAccess::make(ProducerConfig config,
-                                               std::shared_ptr<kinesis::KinesisClient> client,
-                                               const Clock& clock) {
-  return std::unique_ptr<Producer>(
-      new Producer(std::make_unique<Producer::Impl>(std::move(config), std::move(client), clock)));
+Result<std::unique_ptr<Producer>> ProducerAccess::make(
+    ProducerConfig config, std::shared_ptr<kinesis::KinesisClient> client, Dependencies deps) {
+  auto impl = std::make_unique<Producer::Impl>(std::move(config), std::move(client), deps);
+  KCL_RETURN_IF_ERROR(impl->start());
+  return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 }  // namespace producer
 

@@ -10,10 +10,10 @@
 namespace kcl::producer {
 
 struct ProducerAccess {
-  // Throws as Producer's constructor does.
-  static std::unique_ptr<Producer> make(ProducerConfig config,
-                                        std::shared_ptr<kinesis::KinesisClient> client,
-                                        const Clock& clock = SystemClock::instance());
+  // Errors as Producer::create.
+  static Result<std::unique_ptr<Producer>> make(ProducerConfig config,
+                                                std::shared_ptr<kinesis::KinesisClient> client,
+                                                Dependencies deps = {});
 };
 
 }  // namespace kcl::producer

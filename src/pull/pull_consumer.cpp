@@ -3,9 +3,9 @@
 #include <atomic>
 #include <future>
 #include <mutex>
-#include <thread>
 #include <utility>
 
+#include "base/background_once.h"
 #include "base/config_checks.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
@@ -51,7 +51,7 @@ Status PulledRecord::ack() {
 
 class PullConsumer::Impl {
  public:
-  Impl(PullConsumerConfig config, WorkerDependencies deps)
+  Impl(PullConsumerConfig config, Dependencies deps)
       : config_(std::move(config)), deps_(std::move(deps)) {
     const Clock& clock = deps_.clock ? *deps_.clock : SystemClock::instance();
     pull::PullLimits limits;
@@ -113,20 +113,11 @@ class PullConsumer::Impl {
   }
 
   std::shared_future<Status> begin_shutdown() {
-    std::lock_guard<std::mutex> lock(stopper_mu_);
-    if (!stopper_.joinable()) {
-      auto task = std::make_shared<std::packaged_task<Status()>>([this] { return shutdown(); });
-      stopped_ = task->get_future().share();
-      stopper_ = std::thread([task] { (*task)(); });
-    }
-    return stopped_;
+    return stopper_.run([this] { return shutdown(); });
   }
 
   // Waits for a stop begun by begin_shutdown() (the destructor's last step).
-  void join_stopper() {
-    std::lock_guard<std::mutex> lock(stopper_mu_);
-    if (stopper_.joinable()) stopper_.join();
-  }
+  void join_stopper() { stopper_.join(); }
 
   std::optional<Status> wait_for(std::chrono::milliseconds timeout) {
     Worker* w = nullptr;
@@ -147,18 +138,16 @@ class PullConsumer::Impl {
 
  private:
   const PullConsumerConfig config_;
-  WorkerDependencies deps_;
+  Dependencies deps_;
   std::shared_ptr<pull::PullHub> hub_;
   std::mutex mu_;
   std::atomic<bool> started_{false};
   std::unique_ptr<Worker> worker_;
   std::optional<Status> result_;
-  std::mutex stopper_mu_;  // guards stopper_ and stopped_
-  std::thread stopper_;    // runs shutdown() for begin_shutdown()
-  std::shared_future<Status> stopped_;
+  base::BackgroundOnce stopper_;  // runs shutdown() for begin_shutdown()
 };
 
-PullConsumer::PullConsumer(PullConsumerConfig config, WorkerDependencies deps)
+PullConsumer::PullConsumer(PullConsumerConfig config, Dependencies deps)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(deps))) {}
 PullConsumer::~PullConsumer() {
   (void)impl_->shutdown();

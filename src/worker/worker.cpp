@@ -58,8 +58,8 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
 
 class Worker::Impl final : public leases::LeaseListener {
  public:
-  Impl(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
-       WorkerDependencies deps, worker::WorkerInternals internals)
+  Impl(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory, Dependencies deps,
+       worker::WorkerInternals internals)
       : config_(std::move(config)),
         factory_(std::move(factory)),
         deps_(std::move(deps)),
@@ -201,7 +201,7 @@ class Worker::Impl final : public leases::LeaseListener {
 
   WorkerConfig config_;
   std::shared_ptr<RecordProcessorFactory> factory_;
-  WorkerDependencies deps_;
+  Dependencies deps_;
   worker::WorkerInternals internals_;
   std::shared_ptr<Logger> logger_;
   std::shared_ptr<MetricsSink> metrics_;
@@ -819,15 +819,14 @@ WorkerStats Worker::Impl::stats() const {
 }
 
 Worker::Worker(WorkerConfig config, std::shared_ptr<RecordProcessorFactory> factory,
-               WorkerDependencies deps)
+               Dependencies deps)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(factory), std::move(deps),
                                    worker::WorkerInternals{})) {}
 Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::unique_ptr<Worker> worker::WorkerAccess::make(WorkerConfig config,
                                                    std::shared_ptr<RecordProcessorFactory> factory,
-                                                   WorkerDependencies deps,
-                                                   WorkerInternals internals) {
+                                                   Dependencies deps, WorkerInternals internals) {
   return std::unique_ptr<Worker>(new Worker(std::make_unique<Worker::Impl>(
       std::move(config), std::move(factory), std::move(deps), std::move(internals))));
 }

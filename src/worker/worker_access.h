@@ -34,12 +34,12 @@ struct WorkerInternals {
 struct WorkerAccess {
   static std::unique_ptr<Worker> make(WorkerConfig config,
                                       std::shared_ptr<RecordProcessorFactory> factory,
-                                      WorkerDependencies deps, WorkerInternals internals);
+                                      Dependencies deps, WorkerInternals internals);
 };
 
 inline std::unique_ptr<Worker> make_worker(WorkerConfig config,
                                            std::shared_ptr<RecordProcessorFactory> factory,
-                                           WorkerDependencies deps, WorkerInternals internals) {
+                                           Dependencies deps, WorkerInternals internals) {
   return WorkerAccess::make(std::move(config), std::move(factory), std::move(deps),
                             std::move(internals));
 }

@@ -44,7 +44,7 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   for (const auto& warning : settings->warnings) {
     logger->log(LogLevel::kWarn, "multilang", warning);
   }
-  WorkerDependencies deps;
+  Dependencies deps;
   deps.logger = logger;
   Worker worker(config,
                 std::make_shared<multilang::MultiLangProcessorFactory>(settings->child, logger),

@@ -106,13 +106,10 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   config.aggregate = o.aggregate;
   config.linger = std::chrono::milliseconds(o.linger_ms);
   config.max_attempts = o.max_attempts;
-  std::unique_ptr<Producer> producer;
-  try {
-    producer = producer::ProducerAccess::make(
-        config, std::shared_ptr<kinesis::KinesisClient>(std::move(*client)));
-  } catch (const std::exception& e) {
-    return report_error("put", Status(StatusCode::kInvalidArgument, e.what()));
-  }
+  auto made = producer::ProducerAccess::make(
+      config, std::shared_ptr<kinesis::KinesisClient>(std::move(*client)));
+  if (!made.ok()) return report_error("put", made.status());
+  std::unique_ptr<Producer> producer = std::move(made).value();
   Failures failures;
   std::atomic<std::uint64_t> sent{0};
   const bool tty = ::isatty(STDERR_FILENO) != 0 && !o.quiet;
@@ -162,7 +159,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
     progress.join();
     std::cerr << "\n";
   }
-  producer.reset();  // resolves anything left (as cancelled)
+  (void)producer->shutdown();  // resolves anything left (as cancelled)
   if (!flushed.ok()) std::cerr << "kcl put: " << flushed.message() << "\n";
   Status written = failures.report(o.failures_out);
   if (!o.quiet || failures.size() > 0) {

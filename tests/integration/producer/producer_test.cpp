@@ -36,6 +36,16 @@ using namespace std::chrono_literals;
 using testing::shared_emulators;
 using testing::unique_name;
 
+// The producer made, or the test run stopped with why it could not be made (every caller
+// goes on to use it).
+std::unique_ptr<Producer> made(Result<std::unique_ptr<Producer>> r) {
+  if (!r.ok()) {
+    std::fprintf(stderr, "the producer could not be made: %s\n", r.status().to_string().c_str());
+    std::abort();
+  }
+  return std::move(r).value();
+}
+
 std::shared_ptr<kinesis::KinesisClient> make_client(const AwsConfig& config) {
   std::shared_ptr<aws::AwsJsonClient> json = aws::make_aws_json_client(
       aws::kinesis_service(), config, aws::make_curl_transport(config.http),
@@ -169,7 +179,7 @@ void put_numbered_records(const ProducerConfig& config,
   std::vector<std::atomic<int>> resolved(kReadBackRecords);
   std::atomic<int> failures{0};
   std::mutex mu;
-  auto producer = ProducerAccess::make(config, std::move(client));
+  auto producer = made(ProducerAccess::make(config, std::move(client)));
   for (int i = 0; i < kReadBackRecords; ++i) {
     const std::string key = "key-" + std::to_string(i % kReadBackKeys);
     std::string data = key + ":" + std::to_string(i / kReadBackKeys) + ":";
@@ -405,6 +415,16 @@ std::shared_ptr<kinesis::KinesisClient> client_for(const testing::LocalHttpServe
   return make_client(config);
 }
 
+// A scripted PutRecords server on loopback and a producer configuration for its stream.
+class ScriptedProducerTest : public ::testing::Test {
+ protected:
+  ScriptedProducerTest() { config.stream_name = "scripted"; }
+  ScriptedKinesis script;
+  testing::LocalHttpServer server{
+      [this](const testing::ServedRequest& r) { return script.handle(r); }};
+  ProducerConfig config;
+};
+
 class ProducerFaultTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(ProducerFaultTest, PartialFailuresAnd500sLoseAndDuplicateNothing) {
@@ -427,7 +447,7 @@ TEST_P(ProducerFaultTest, PartialFailuresAnd500sLoseAndDuplicateNothing) {
   config.linger = 5ms;
   config.shard_bytes_per_second = 0;
   config.shard_records_per_second = 0;
-  auto producer = ProducerAccess::make(config, client_for(server));
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
   constexpr int kRecords = 3000;
   std::vector<std::atomic<int>> resolved(kRecords);
   std::atomic<int> ok{0};
@@ -479,7 +499,7 @@ TEST(ProducerFaultTest, ExhaustedBudgetAndNonRetryableErrorsCarryTheServiceCode)
   config.aggregate = false;
   config.linger = 1ms;
   config.max_attempts = 3;
-  auto producer = ProducerAccess::make(config, client_for(server));
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
   auto throttled = producer->put("a", "throttled");
   auto kms = producer->put("b", "kms");
   auto fine = producer->put("c", "ok");
@@ -503,16 +523,11 @@ TEST(ProducerFaultTest, ExhaustedBudgetAndNonRetryableErrorsCarryTheServiceCode)
   EXPECT_EQ(script.accepted(), std::vector<std::string>{"ok"});
 }
 
-TEST(ProducerFaultTest, FailFastWhenTheBufferIsFull) {
-  ScriptedKinesis script;
-  testing::LocalHttpServer server(
-      [&](const testing::ServedRequest& r) { return script.handle(r); });
-  ProducerConfig config;
-  config.stream_name = "scripted";
+TEST_F(ScriptedProducerTest, FailFastWhenTheBufferIsFull) {
   config.linger = 60s;  // nothing leaves the buffer until flush
   config.max_buffered_records = 10;
   config.block_when_full = false;
-  auto producer = ProducerAccess::make(config, client_for(server));
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
   std::vector<std::future<Result<PutResult>>> futures;
   for (int i = 0; i < 11; ++i) futures.push_back(producer->put("k", "r" + std::to_string(i)));
   auto rejected = futures.back().get();
@@ -522,15 +537,10 @@ TEST(ProducerFaultTest, FailFastWhenTheBufferIsFull) {
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(futures[static_cast<std::size_t>(i)].get().ok());
 }
 
-TEST(ProducerFaultTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
-  ScriptedKinesis script;
+TEST_F(ScriptedProducerTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
   script.answer_shard = "shardId-000000000009";
-  testing::LocalHttpServer server(
-      [&](const testing::ServedRequest& r) { return script.handle(r); });
-  ProducerConfig config;
-  config.stream_name = "scripted";
   config.linger = 1ms;
-  auto producer = ProducerAccess::make(config, client_for(server));
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
   auto r = producer->put("k", "v").get();
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->shard_id, "shardId-000000000009");
@@ -541,17 +551,12 @@ TEST(ProducerFaultTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
   EXPECT_GE(script.list_shards_calls.load(), 2);
 }
 
-TEST(ProducerFaultTest, ClosingWithoutTimeToSendCancelsWhatIsLeftOnce) {
-  ScriptedKinesis script;
-  testing::LocalHttpServer server(
-      [&](const testing::ServedRequest& r) { return script.handle(r); });
-  ProducerConfig config;
-  config.stream_name = "scripted";
+TEST_F(ScriptedProducerTest, ClosingWithoutTimeToSendCancelsWhatIsLeftOnce) {
   config.linger = 60s;
   config.close_timeout = 0ms;
   std::vector<std::future<Result<PutResult>>> futures;
   {
-    auto producer = ProducerAccess::make(config, client_for(server));
+    auto producer = made(ProducerAccess::make(config, client_for(server)));
     for (int i = 0; i < 5; ++i) futures.push_back(producer->put("k", "r" + std::to_string(i)));
   }
   for (auto& f : futures) {
@@ -562,7 +567,7 @@ TEST(ProducerFaultTest, ClosingWithoutTimeToSendCancelsWhatIsLeftOnce) {
   }
 }
 
-TEST(ProducerKinesaliteTest, ThePublicConstructorWritesWithTheAwsConfig) {
+TEST(ProducerKinesaliteTest, CreateWritesWithTheAwsConfigAndReportsWhatStopsIt) {
   auto& emu = shared_emulators();
   auto client = make_client(emu.aws_config());
   const std::string stream = unique_name("producer-public");
@@ -572,17 +577,138 @@ TEST(ProducerKinesaliteTest, ThePublicConstructorWritesWithTheAwsConfig) {
   config.stream_name = stream;
   config.aws = emu.aws_config();
   {
-    Producer producer(config);
-    auto r = producer.put("k", "hello").get();
+    auto producer = Producer::create(config);
+    ASSERT_TRUE(producer.ok()) << producer.status();
+    auto r = (*producer)->put("k", "hello").get();
     ASSERT_TRUE(r.ok()) << r.status().message();
     EXPECT_FALSE(r->sequence_number.empty());
+    EXPECT_TRUE((*producer)->shutdown().ok());
   }
   auto records = read_all(*client, stream);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].data(), "hello");
+
+  // Bad configuration: every problem listed, no exception.
   ProducerConfig bad;
-  EXPECT_THROW(Producer{bad}, std::invalid_argument);
+  bad.max_attempts = 0;
+  auto refused = Producer::create(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("stream_name is required"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("max_attempts"), std::string::npos) << refused.status();
+  // A stream that does not exist: kNotFound naming it.
+  ProducerConfig missing = config;
+  missing.stream_name = unique_name("no-such-stream");
+  auto absent = Producer::create(missing);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().code(), StatusCode::kNotFound) << absent.status();
+  EXPECT_NE(absent.status().message().find(missing.stream_name), std::string::npos)
+      << absent.status();
   (void)client->delete_stream(stream);
+}
+
+// Counts the metric points by name and tag value.
+class CountingSink final : public MetricsSink {
+ public:
+  void count(std::string_view name, double value, MetricTags tags) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    counts_[key(name, tags)] += value;
+  }
+  void gauge(std::string_view, double, MetricTags) override {}
+  void timing(std::string_view name, std::chrono::nanoseconds, MetricTags tags) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    counts_[key(name, tags)] += 1;
+  }
+  double get(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counts_[key];
+  }
+
+ private:
+  static std::string key(std::string_view name, MetricTags tags) {
+    std::string k(name);
+    for (const MetricTag& t : tags) k += " " + std::string(t.value);
+    return k;
+  }
+  std::mutex mu_;
+  std::map<std::string, double> counts_;
+};
+
+// Lines at info and above, as logged.
+class KeepingLogger final : public Logger {
+ public:
+  bool enabled(LogLevel level) const override { return level >= LogLevel::kInfo; }
+  void log(LogLevel, std::string_view, std::string_view message) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.emplace_back(message);
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lines_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// shutdown() refuses what is put after it, sends what was buffered first, and says so the
+// same way each time; begin_shutdown() returns one future; metrics and log lines go to the
+// injected sink and logger: whole calls failing are logged once per series, not per retry.
+TEST_F(ScriptedProducerTest, ShutdownMetricsAndOneLogLinePerSeriesOfFailingCalls) {
+  script.error_every = 2;  // every second PutRecords call fails as a whole (500)
+  config.linger = 1ms;
+  config.max_attempts = 10;
+  auto sink = std::make_shared<CountingSink>();
+  auto logger = std::make_shared<KeepingLogger>();
+  Dependencies deps;
+  deps.metrics = sink;
+  deps.logger = logger;
+  auto producer = made(ProducerAccess::make(config, client_for(server), deps));
+  std::vector<std::future<Result<PutResult>>> futures;
+  for (int i = 0; i < 20; ++i) {
+    futures.push_back(producer->put("k" + std::to_string(i), "r" + std::to_string(i)));
+    if (i % 5 == 4) {
+      ASSERT_TRUE(producer->flush(30s).ok());
+    }
+  }
+  std::shared_future<Status> stopped = producer->begin_shutdown();
+  EXPECT_TRUE(stopped.get().ok()) << stopped.get();
+  EXPECT_TRUE(producer->shutdown().ok());
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok());
+  auto late = producer->put("k", "after").get();
+  EXPECT_EQ(late.status().code(), StatusCode::kCancelled) << late.status();
+
+  EXPECT_EQ(sink->get("producer.records_succeeded"), 20);
+  EXPECT_GE(sink->get("producer.put_records_calls failed"), 1);
+  EXPECT_GE(sink->get("producer.put_records_calls ok"), 1);
+  EXPECT_EQ(sink->get("producer.put_records_time ok") +
+                sink->get("producer.put_records_time failed") +
+                sink->get("producer.put_records_time partial"),
+            static_cast<double>(producer->stats().put_records_calls));
+  int failing = 0, recovered = 0;
+  for (const std::string& line : logger->lines()) {
+    if (line.find("PutRecords to stream 'scripted' failed") != std::string::npos) ++failing;
+    if (line.find("PutRecords to stream 'scripted' recovered") != std::string::npos) ++recovered;
+  }
+  EXPECT_GE(failing, 1);
+  EXPECT_EQ(failing, recovered) << "each series of failing calls ends with one recovery line";
+}
+
+// A put() callback runs on a producer thread, which shutdown() waits for: there it begins
+// the stop and says so instead of hanging.
+TEST_F(ScriptedProducerTest, ShutdownInsideACallbackBeginsTheStop) {
+  config.linger = 1ms;
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
+  std::promise<Status> inside;
+  producer->put("k", "v", "", [&](Result<PutResult> r) {
+    EXPECT_TRUE(r.ok());
+    inside.set_value(producer->shutdown());
+  });
+  const Status s = inside.get_future().get();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(producer->begin_shutdown().get().ok());
 }
 
 }  // namespace

@@ -282,7 +282,7 @@ TEST_F(WorkerTest, AShardFailingTheSameWayIsReportedOnceWithACountNotOncePerRest
       std::shared_ptr<aws::AwsJsonClient>(aws::make_aws_json_client(
           aws::kinesis_service(), aws_, transport, aws::make_static_provider(*aws_.credentials))));
   auto logger = std::make_shared<ErrorLines>();
-  WorkerDependencies deps;
+  Dependencies deps;
   deps.logger = logger;
   WorkerConfig c = config("A");
   c.processing.failure_backoff_max = 50ms;  // restart the failing consumer quickly

@@ -110,7 +110,7 @@ TEST_F(WorkerMemoryTest, AHundredShardsWithStalledProcessorsHoldNoMoreThanThePre
   c.processing.thread_pool_size = kShards + 8;
   c.processing.shutdown_timeout = 1000ms;
   auto counter = std::make_shared<CallCounter>();
-  WorkerDependencies deps;
+  Dependencies deps;
   deps.metrics = counter;
 
   const std::size_t rss_before = resident_bytes();

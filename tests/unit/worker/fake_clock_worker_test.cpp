@@ -189,7 +189,7 @@ std::unique_ptr<Worker> make_fake_clock_worker(ManualClock& clock,
   // Fake time may run ahead of a busy machine's threads: a long failover keeps the lease
   // held however late the renew thread gets to run.
   config.leases.failover_time = 60s;
-  WorkerDependencies deps;
+  Dependencies deps;
   deps.clock = &clock;
   return make_worker(config, std::move(factory), deps, internals);
 }
