@@ -1,7 +1,8 @@
 // A deterministic simulation of many workers sharing one lease table, for planning scale and
-// for testing balance: N workers (each a LeaseCoordinator with its own clock offsets) over an
-// InMemoryLeaseStore holding M leases, with joins, crashes, graceful leaves and pauses, on a
-// fake clock. It runs the real lease code in either mode (LeaseConfig::assignment):
+// for testing balance: N workers (each its HeldLeases and strategy, with its own clock
+// offsets) over an InMemoryLeaseStore holding M leases, with joins, crashes, graceful leaves
+// and pauses, on a fake clock. It runs the real lease code in either mode
+// (LeaseConfig::assignment):
 //  - kWorkerTakes: each worker runs its take pass every take_interval and its renew pass every
 //    renew_interval (each jittered by interval_jitter), as WorkerTakesAssignment does;
 //  - kLeader: each worker runs AssignmentAgent's heartbeat, poll and leader steps when they

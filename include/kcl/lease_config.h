@@ -16,7 +16,8 @@
 
 namespace kcl {
 
-// How leases are shared out (see docs/architecture.md, "Lease assignment").
+// How leases are shared out (docs/architecture.md, "Leases (Java KCL compatible)", and
+// src/assignment/README.md).
 enum class LeaseAssignment {
   // One worker, elected through a lock entry in the coordination table, assigns the leases;
   // every worker keeps its leases through one heartbeat of its own entry there, and planned
@@ -97,7 +98,7 @@ struct LeaseConfig {
   // How often a worker scans the lease table and takes (or steals) leases. Default 0 =
   // 2 x failover_time (as the Java KCL); range 10 ms..1 h. A crashed worker's leases are
   // taken within failover_time + take_interval. Each pass reads the whole table, so at scale
-  // this interval sets most of the read cost (see docs of bench_lease_simulation).
+  // this interval sets most of the read cost (docs/benchmarks.md, "Lease table at scale").
   std::chrono::milliseconds take_interval{0};
 
   // Most leases one worker holds. Default: no limit; range >= 1. With a limit, shards can go

@@ -1,7 +1,7 @@
 // Leader-based assignment (LeaseAssignment::kLeader) end to end on a ManualClock: real
-// LeaseCoordinators and AssignmentAgents over in-memory lease and coordination stores, each
+// HeldLeases and AssignmentAgents over in-memory lease and coordination stores, each
 // worker's heartbeat, poll and leader steps run when they ask to. After every step the test
-// checks the safety invariant: no lease is held (LeaseCoordinator::holds) by two workers.
+// checks the safety invariant: no lease is held (HeldLeases::holds) by two workers.
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -1,5 +1,5 @@
 // Balance and stability of many workers taking leases themselves (LeaseAssignment::
-// kWorkerTakes), through the deterministic simulation (every worker a LeaseCoordinator with
+// kWorkerTakes), through the deterministic simulation (every worker a LeaseTaker with
 // its own clock offsets, over one in-memory table, on a fake clock). Leader-based assignment
 // has its own in leader_simulation_test.cpp.
 #include <gtest/gtest.h>
