@@ -88,7 +88,11 @@ struct LeaseConfig {
   std::chrono::milliseconds handoff_timeout{30000};
 
   // kLeader: the coordination table (workers and the leader lock). Default: empty =
-  // "<lease table>-CoordinatorState".
+  // "<lease table>-CoordinatorState" (shared with a Java KCL 3.0-3.4 application's
+  // coordinator state, whose entries kcl-cpp leaves alone), or, beside a lease table in the
+  // Java KCL 3.5 single-table layout, "<lease table>-KclCppCoordinatorState" (a 3.5
+  // application reads a "-CoordinatorState" table as one still to migrate);
+  // docs/lease-table-layouts.md.
   std::string coordinator_table_name;
 
   // kWorkerTakes: how many lease renewals of one pass run at once. Default 8, range 1..64;

@@ -14,7 +14,10 @@ std::unique_ptr<AssignmentStrategy> make_assignment(const LeaseConfig& config,
   }
   if (!parts.coordination) {
     if (parts.dynamodb) {
-      parts.coordination = std::make_shared<DynamoDbCoordinationStore>(parts.dynamodb, config);
+      leases::LeaseStore* store = parts.store;
+      parts.coordination = std::make_shared<DynamoDbCoordinationStore>(
+          parts.dynamodb, config,
+          [store]() -> Result<bool> { return store ? store->uses_entity_types() : false; });
     } else {
       parts.coordination = std::make_shared<InMemoryCoordinationStore>();
     }

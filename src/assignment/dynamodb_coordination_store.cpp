@@ -145,10 +145,12 @@ Expression same_leader(const LeaderEntry& l) {
 }  // namespace
 
 DynamoDbCoordinationStore::DynamoDbCoordinationStore(
-    std::shared_ptr<dynamodb::DynamoDbClient> client, const LeaseConfig& config)
+    std::shared_ptr<dynamodb::DynamoDbClient> client, const LeaseConfig& config,
+    LayoutProbe single_table_probe)
     : client_(std::move(client)),
       table_(config.effective_coordinator_table_name()),
-      config_(config) {
+      config_(config),
+      single_table_probe_(std::move(single_table_probe)) {
   aws::CallOptions renew;
   renew.max_attempts = 1;
   renew.request_timeout = config.effective_renew_call_timeout();
@@ -156,7 +158,34 @@ DynamoDbCoordinationStore::DynamoDbCoordinationStore(
   renew_client_ = client_->with_call_options(renew);
 }
 
+Status DynamoDbCoordinationStore::resolve_table() {
+  if (resolved_ || !config_.coordinator_table_name.empty()) {
+    resolved_ = true;
+    return Status::Ok();
+  }
+  auto exists = [&](const std::string& name) -> Result<bool> {
+    auto described = client_->describe_table(name);
+    if (described.ok()) return true;
+    if (described.status().code() == StatusCode::kNotFound) return false;
+    return described.status().with_context("describing table " + name + ": ");
+  };
+  const std::string own = config_.effective_table_name() + "-KclCppCoordinatorState";
+  const std::string shared = config_.effective_coordinator_table_name();
+  KCL_ASSIGN_OR_RETURN(bool own_exists, exists(own));
+  bool use_own = own_exists;
+  if (!use_own) {
+    KCL_ASSIGN_OR_RETURN(bool shared_exists, exists(shared));
+    if (!shared_exists && single_table_probe_) {
+      KCL_ASSIGN_OR_RETURN(use_own, single_table_probe_());
+    }
+  }
+  table_ = use_own ? own : shared;
+  resolved_ = true;
+  return Status::Ok();
+}
+
 Status DynamoDbCoordinationStore::create_table_if_not_exists() {
+  KCL_RETURN_IF_ERROR(resolve_table());
   auto verify = [&](const dynamodb::TableDescription& t) -> Status {
     const bool ok = t.key_schema.size() == 1 && t.key_schema[0].attribute_name == kKey &&
                     t.key_schema[0].key_type == "HASH";

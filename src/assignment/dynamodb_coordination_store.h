@@ -1,9 +1,16 @@
 // DynamoDbCoordinationStore: the coordination table in DynamoDB (see coordination_store.h).
 //
-// Table: LeaseConfig::effective_coordinator_table_name() ("<lease table>-CoordinatorState"
-// unless configured, the name the Java KCL 3.x gives its coordinator state table), hash key
-// "key" (S), the lease table's billing mode. Its entries are kcl-cpp's own (keys start with
-// "kcl-cpp/"), so they never collide with the entries of the Java KCL 3.x:
+// Table: LeaseConfig::coordinator_table_name when configured. Otherwise resolve_table() picks,
+// in this order: "<lease table>-KclCppCoordinatorState" when it exists; "<lease
+// table>-CoordinatorState" (the name the Java KCL 3.0-3.4 gives its coordinator state table,
+// shared with it) when it exists; for a lease table in the Java KCL 3.5 single-table layout
+// (the probe given says so), "<lease table>-KclCppCoordinatorState"; else "<lease
+// table>-CoordinatorState". A Java KCL 3.5 application takes a "<app>-CoordinatorState" table
+// for a 3.0-3.4 one that has not moved to the single table yet, so kcl-cpp never creates
+// that name beside a single-table lease table; and workers that start together resolve the
+// same name, since the lease table's entity items do not go away. Hash key "key" (S), the
+// lease table's billing mode. Its entries are kcl-cpp's own (keys start with "kcl-cpp/"), so
+// they never collide with the entries of the Java KCL 3.x:
 //
 //   key = "kcl-cpp/leader"            ownerName S (absent: nobody leads), ownerIncarnation S,
 //                                     leaderCounter N, leasesVersion N
@@ -17,6 +24,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,9 +36,16 @@ namespace kcl::assignment {
 
 class DynamoDbCoordinationStore final : public CoordinationStore {
  public:
-  DynamoDbCoordinationStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
-                            const LeaseConfig& config);
+  // Whether the lease table is in the Java KCL 3.5 single-table layout.
+  using LayoutProbe = std::function<Result<bool>()>;
 
+  // `single_table_probe` may be empty: the lease table is taken as not single-table.
+  DynamoDbCoordinationStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
+                            const LeaseConfig& config, LayoutProbe single_table_probe = {});
+
+  // Picks the table (see above) once; later calls return the first success. Called by
+  // create_table_if_not_exists(); readers that create nothing (kcl leases) call it first.
+  Status resolve_table();
   Status create_table_if_not_exists() override;
   Result<CoordinationView> read_all() override;
   Result<OwnView> read_own(std::string_view worker_id) override;
@@ -62,7 +77,9 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   // so a stalled connection costs one attempt, not the membership.
   std::shared_ptr<dynamodb::DynamoDbClient> renew_client_;
   std::string table_;
+  bool resolved_ = false;
   LeaseConfig config_;
+  LayoutProbe single_table_probe_;
 };
 
 }  // namespace kcl::assignment

@@ -434,11 +434,31 @@ Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (limit < 0) return invalid(op, "limit must not be negative");
   json body{{"TableName", table}, {"ConsistentRead", consistent_read}};
+  if (limit > 0) body["Limit"] = limit;
+  return scan(std::move(body), exclusive_start_key);
+}
+
+Result<ScanPage> DynamoDbClient::scan_page_filtered(std::string_view table,
+                                                    const std::optional<Item>& exclusive_start_key,
+                                                    const Expression& filter,
+                                                    std::string_view projection) {
+  constexpr std::string_view op = "Scan";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (filter.expression.empty()) return invalid(op, "the filter expression is empty");
+  Placeholders placeholders(op);
+  KCL_RETURN_IF_ERROR(placeholders.add(filter, "filter"));
+  json body{{"TableName", table}, {"FilterExpression", filter.expression}};
+  if (!projection.empty()) body["ProjectionExpression"] = projection;
+  placeholders.write(body);
+  return scan(std::move(body), exclusive_start_key);
+}
+
+Result<ScanPage> DynamoDbClient::scan(json body, const std::optional<Item>& exclusive_start_key) {
+  constexpr std::string_view op = "Scan";
   if (exclusive_start_key) {
     if (exclusive_start_key->empty()) return invalid(op, "exclusive start key is empty");
     body["ExclusiveStartKey"] = item_to_json(*exclusive_start_key);
   }
-  if (limit > 0) body["Limit"] = limit;
   KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, body));
 
   ScanPage page;

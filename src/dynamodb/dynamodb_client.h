@@ -107,6 +107,12 @@ class DynamoDbClient {
                                   ReturnValues return_values = ReturnValues::kNone);
   Result<ScanPage> scan_page(std::string_view table, const std::optional<Item>& exclusive_start_key,
                              int limit = 0, bool consistent_read = false);
+  // One page of the items that pass `filter` (a FilterExpression: the page still reads, and
+  // is billed for, every item it scans), each holding only the attributes of `projection`
+  // (a ProjectionExpression whose names are `filter`'s placeholders; empty = all).
+  Result<ScanPage> scan_page_filtered(std::string_view table,
+                                      const std::optional<Item>& exclusive_start_key,
+                                      const Expression& filter, std::string_view projection = {});
   // Every item, following LastEvaluatedKey.
   Result<std::vector<Item>> scan_all(std::string_view table, bool consistent_read = false);
 
@@ -117,6 +123,9 @@ class DynamoDbClient {
   std::shared_ptr<DynamoDbClient> with_call_options(const aws::CallOptions& options) const;
 
  private:
+  // Sends a Scan request `body` (from `exclusive_start_key` on) and reads its page.
+  Result<ScanPage> scan(nlohmann::json body, const std::optional<Item>& exclusive_start_key);
+
   std::shared_ptr<aws::AwsJsonClient> client_;
   aws::CallOptions options_;
   const Clock* clock_;

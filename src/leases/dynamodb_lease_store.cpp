@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/repeat_report.h"
 #include "base/status_macros.h"
 #include "leases/lease_serializer.h"
 
@@ -140,18 +141,80 @@ Result<std::vector<Lease>> DynamoDbLeaseStore::list_leases() {
   if (!items.ok()) return items.status();
   std::vector<Lease> out;
   out.reserve(items->size());
+  LeaseScanSummary summary;
   for (const auto& item : *items) {
+    if (has_entity_type(item)) uses_entity_type_.store(true);
+    if (auto other = other_entity(item)) {
+      ++summary.other_entities[*other];
+      continue;
+    }
     auto lease = lease_from_item(item);
-    if (!lease.ok()) return lease.status();
+    if (!lease.ok()) {
+      summary.unreadable.push_back(lease.status().message());
+      continue;
+    }
     out.push_back(std::move(lease).value());
   }
+  report_unreadable(summary.unreadable);
+  std::lock_guard<std::mutex> lock(scan_mu_);
+  last_scan_ = std::move(summary);
   return out;
+}
+
+void DynamoDbLeaseStore::report_unreadable(const std::vector<std::string>& unreadable) {
+  std::string line;
+  const LogLevel level = unreadable.empty() ? LogLevel::kInfo : LogLevel::kWarn;
+  {
+    std::lock_guard<std::mutex> lock(scan_mu_);
+    if (unreadable != reported_unreadable_) {
+      scans_with_same_unreadable_ = 0;
+      if (unreadable.empty()) line = "every lease item is readable again";
+      reported_unreadable_ = unreadable;
+    }
+    if (!unreadable.empty() && base::worth_reporting(++scans_with_same_unreadable_)) {
+      line = std::to_string(unreadable.size()) +
+             (unreadable.size() == 1 ? " item is" : " items are") +
+             " not a readable lease and skipped (their shards are not read until fixed; " +
+             std::to_string(scans_with_same_unreadable_) +
+             (scans_with_same_unreadable_ == 1 ? " scan" : " scans in a row") +
+             "): " + unreadable.front();
+      if (unreadable.size() > 1) line += "; and " + std::to_string(unreadable.size() - 1) + " more";
+    }
+  }
+  if (line.empty() || !options_.logger) return;
+  if (options_.logger->enabled(level)) {
+    options_.logger->log(level, "lease table " + options_.table_name, line);
+  }
+}
+
+LeaseScanSummary DynamoDbLeaseStore::last_scan() const {
+  std::lock_guard<std::mutex> lock(scan_mu_);
+  return last_scan_;
+}
+
+Result<bool> DynamoDbLeaseStore::uses_entity_types() {
+  if (uses_entity_type_.load()) return true;
+  Expression filter;
+  filter.expression = "attribute_exists(#et)";
+  filter.names["#et"] = std::string(attr::kEntityType);
+  std::optional<dynamodb::Item> start;
+  do {
+    auto page = client_->scan_page_filtered(options_.table_name, start, filter, "#et");
+    if (!page.ok()) return page.status().with_context("looking for entityType items: ");
+    if (!page->items.empty()) {
+      uses_entity_type_.store(true);
+      return true;
+    }
+    start = std::move(page->last_evaluated_key);
+  } while (start);
+  return false;
 }
 
 Result<std::optional<Lease>> DynamoDbLeaseStore::get_lease(std::string_view lease_key) {
   auto item = client_->get_item(options_.table_name, lease_key_item(lease_key), true);
   if (!item.ok()) return item.status();
   if (!item->has_value()) return std::optional<Lease>();
+  if (other_entity(**item)) return std::optional<Lease>();  // not a lease
   auto lease = lease_from_item(**item);
   if (!lease.ok()) return lease.status();
   return std::optional<Lease>(std::move(lease).value());
@@ -164,7 +227,8 @@ Status DynamoDbLeaseStore::create_lease_if_not_exists(const Lease& lease) {
   Expression condition;
   condition.expression = "attribute_not_exists(#k)";
   condition.names["#k"] = std::string(attr::kLeaseKey);
-  auto written = client_->put_item(options_.table_name, lease_to_item(sorted), condition);
+  auto written = client_->put_item(options_.table_name,
+                                   lease_to_item(sorted, uses_entity_type_.load()), condition);
   if (written.ok()) return Status::Ok();
   if (written.status().code() == StatusCode::kConditionFailed) {
     return Status(StatusCode::kAlreadyExists, "lease " + lease.lease_key + " already exists");

@@ -7,15 +7,28 @@
 // DynamoDB client's mapping (kUnavailable for throttling, 5xx and timeouts: the write may
 // have been applied).
 //
+// Items that are not leases (the Java KCL 3.5's leader lock, migration state, worker metrics
+// and stream entries: lease_serializer.h) are skipped by every read and never written. A
+// lease item that cannot be read (a missing counter, a wrong type) is skipped too: the other
+// leases are returned, and the store logs the unreadable ones once per change of that set
+// (then at the 3rd, 10th, 100th... scan that still finds them, with the count), naming each
+// item and attribute. The shard of such an item is not read until the item is fixed.
+//
 // Thread safety: all methods may be called from many threads at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/lease_config.h"
+#include "kcl/logging.h"
 #include "leases/lease_store.h"
 
 namespace kcl::leases {
@@ -30,8 +43,16 @@ struct DynamoDbLeaseStoreOptions {
   // Scans read eventually consistent data (half the cost), as the Java KCL does. A stale
   // scan is safe: takes are conditional, and expiry only needs the counter to stop moving.
   bool consistent_scan = false;
+  // Where unreadable lease items are reported; null: nowhere (last_scan() still tells).
+  std::shared_ptr<Logger> logger;
 
   static DynamoDbLeaseStoreOptions from_config(const LeaseConfig& config);
+};
+
+// What the last full scan found besides leases.
+struct LeaseScanSummary {
+  std::map<std::string, int> other_entities;  // entityType -> items (not leases)
+  std::vector<std::string> unreadable;        // "<item>: attribute ... " per skipped lease
 };
 
 class DynamoDbLeaseStore final : public LeaseStore {
@@ -57,7 +78,12 @@ class DynamoDbLeaseStore final : public LeaseStore {
                                 const std::vector<std::string>& child_shard_ids) override;
   Status delete_lease(std::string_view lease_key) override;
 
+  // Whether the table holds items with an entityType (the Java KCL 3.5 single-table
+  // layout): known from any earlier scan, else one filtered scan that stops at the first.
+  Result<bool> uses_entity_types() override;
+
   const std::string& table_name() const { return options_.table_name; }
+  LeaseScanSummary last_scan() const;
 
  private:
   Status verify_key_schema(const dynamodb::TableDescription& table) const;
@@ -66,9 +92,17 @@ class DynamoDbLeaseStore final : public LeaseStore {
   Result<Lease> write_update(std::string_view operation, std::string_view lease_key,
                              dynamodb::Expression update, const dynamodb::Expression& condition,
                              Lease locally_expected);
+  // Logs the unreadable leases of a scan when worth it (see the header comment).
+  void report_unreadable(const std::vector<std::string>& unreadable);
 
   std::shared_ptr<dynamodb::DynamoDbClient> client_;
   DynamoDbLeaseStoreOptions options_;
+  // Set once an item with an entityType was seen: new leases carry entityType "LEASE".
+  std::atomic<bool> uses_entity_type_{false};
+  mutable std::mutex scan_mu_;  // guards the three below
+  LeaseScanSummary last_scan_;
+  std::vector<std::string> reported_unreadable_;  // the set last reported
+  std::uint64_t scans_with_same_unreadable_ = 0;
 };
 
 }  // namespace kcl::leases

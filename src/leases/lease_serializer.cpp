@@ -79,8 +79,25 @@ Item lease_key_item(std::string_view lease_key) {
   return key;
 }
 
-Item lease_to_item(const Lease& lease) {
+std::optional<std::string> other_entity(const Item& item) {
+  if (const AttributeValue* type = find(item, attr::kEntityType)) {
+    if (type->type() == Type::kS && type->s() == kLeaseEntityType) return std::nullopt;
+    return type->type() == Type::kS ? type->s() : std::string("(entityType not a string)");
+  }
+  const AttributeValue* key = find(item, attr::kLeaseKey);
+  if (key && key->type() == Type::kS &&
+      (key->s() == "Leader" || key->s() == "Migration3.0" || key->s() == "TableMigration3.5")) {
+    return std::string("coordinator state");
+  }
+  return std::nullopt;
+}
+
+bool has_entity_type(const Item& item) { return find(item, attr::kEntityType) != nullptr; }
+
+Item lease_to_item(const Lease& lease, bool tag_entity_type) {
   Item item = lease_key_item(lease.lease_key);
+  if (tag_entity_type)
+    put(item, attr::kEntityType, AttributeValue::S(std::string(kLeaseEntityType)));
   put(item, attr::kLeaseCounter, AttributeValue::N(static_cast<long long>(lease.lease_counter)));
   if (lease.lease_owner) put(item, attr::kLeaseOwner, AttributeValue::S(*lease.lease_owner));
   if (lease.checkpoint_owner) {

@@ -90,6 +90,10 @@ class LeaseStore {
 
   // Deletes a lease (unconditionally). Deleting a lease that does not exist is not an error.
   virtual Status delete_lease(std::string_view lease_key) = 0;
+
+  // Whether the table also holds items that are not leases, tagged by an entityType (the Java
+  // KCL 3.5 single-table layout). A store that holds only leases answers false.
+  virtual Result<bool> uses_entity_types() { return false; }
 };
 
 }  // namespace kcl::leases

@@ -100,6 +100,21 @@ void ShardSyncer::report(const SyncResult& result) {
   count_if_any(*metrics_, "shardsync.leases_deleted", result.leases_deleted);
 }
 
+// A table of a multi-stream application (lease keys "<account>:<stream>:<epoch>:<shard>")
+// holds no lease of this stream's shards by their ids: syncing would create a second set and
+// delete the others' leases as those of shards gone. Shard ids never hold a ':'.
+Status ShardSyncer::refuse_multi_stream(const std::vector<Lease>& leases) {
+  for (const Lease& l : leases) {
+    if (l.lease_key.find(':') == std::string::npos) continue;
+    return Status(StatusCode::kFailedPrecondition,
+                  "the lease table holds the multi-stream lease " + l.lease_key +
+                      " (the Java KCL's <account>:<stream>:<epoch>:<shard> keys); kcl-cpp reads "
+                      "one stream per lease table, so it changes nothing in this one. Use "
+                      "another application name (LeaseConfig::table_name) for this stream");
+  }
+  return Status::Ok();
+}
+
 Result<SyncResult> ShardSyncer::sync_once() {
   SyncResult result;
   // Counts are reported whether or not the pass completes (what was written, was written).
@@ -116,6 +131,7 @@ Result<SyncResult> ShardSyncer::sync_once() {
   if (!leased.ok()) return fail("list_leases", leased.status().with_context("listing leases: "));
   const std::vector<Lease>& existing = *leased;
   result.leases = existing.size();
+  if (Status s = refuse_multi_stream(existing); !s.ok()) return fail("list_leases", s);
   auto listed = lister_();
   if (!listed.ok()) return fail("list_shards", listed.status());
   const std::vector<kinesis::Shard>& shards = *listed;

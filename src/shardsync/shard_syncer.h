@@ -84,6 +84,8 @@ class ShardSyncer {
   const InitialPosition& initial_position() const { return initial_position_; }
 
  private:
+  // kFailedPrecondition when `leases` are a multi-stream application's (see the .cpp).
+  static Status refuse_multi_stream(const std::vector<Lease>& leases);
   Status create_missing(const std::vector<kinesis::Shard>& shards, std::vector<Lease>& view,
                         SyncResult& result);
   Status update_child_ids(const std::vector<kinesis::Shard>& shards,

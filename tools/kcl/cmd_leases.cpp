@@ -24,6 +24,21 @@ std::string join_ids(const std::vector<std::string>& ids) {
   return out.empty() ? "-" : out;
 }
 
+// The items of the lease table that are not leases (the Java KCL 3.5's leader lock, worker
+// metrics, ...: counted by entityType) and the lease items that could not be read.
+void print_other_items(const leases::LeaseScanSummary& others, std::FILE* out) {
+  if (!others.other_entities.empty()) {
+    std::string line;
+    for (const auto& [type, n] : others.other_entities) {
+      line += (line.empty() ? "" : ", ") + std::to_string(n) + " " + type;
+    }
+    std::fprintf(out, "\nalso in the table, not leases (left alone): %s\n", line.c_str());
+  }
+  for (const std::string& problem : others.unreadable) {
+    std::fprintf(out, "unreadable, skipped: %s\n", problem.c_str());
+  }
+}
+
 int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   auto ddb = make_dynamodb(g);
   if (!ddb.ok()) return report_error("leases", ddb.status());
@@ -41,8 +56,12 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   std::sort(all->begin(), all->end(),
             [](const Lease& a, const Lease& b) { return a.lease_key < b.lease_key; });
   // The coordination table exists only with leader-based assignment.
-  assignment::DynamoDbCoordinationStore coordination(client, config);
-  auto view = coordination.read_all();
+  assignment::DynamoDbCoordinationStore coordination(
+      client, config, [&store] { return store.uses_entity_types(); });
+  Status resolved = coordination.resolve_table();
+  auto view =
+      resolved.ok() ? coordination.read_all() : Result<assignment::CoordinationView>(resolved);
+  const leases::LeaseScanSummary others = store.last_scan();
   auto text = [](const std::optional<std::string>& s) {
     return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
   };
@@ -68,6 +87,8 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
                            {"workers", std::move(workers)}};
       std::cout << fleet.dump() << '\n';
     }
+    std::cout.flush();
+    print_other_items(others, stderr);
     return 0;
   }
   std::printf("%-22s %-32s %-10s %-9s %-45s %s\n", "SHARD", "OWNER", "STATE", "COUNTER", "PARENTS",
@@ -87,16 +108,16 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   if (view.ok()) {
     const bool led = view->leader && view->leader->owner;
     std::printf("\nleader: %s; %zu workers in %s\n", led ? view->leader->owner->c_str() : "none",
-                view->workers.size(), config.effective_coordinator_table_name().c_str());
+                view->workers.size(), coordination.table_name().c_str());
     for (const auto& w : view->workers) {
       std::printf("  %-40s %lld leases (heartbeat %lld)\n", w.worker_id.c_str(),
                   static_cast<long long>(w.lease_count), static_cast<long long>(w.heartbeat));
     }
   } else if (view.status().code() != StatusCode::kNotFound) {
     std::fprintf(stderr, "kcl leases: coordination table %s: %s\n",
-                 config.effective_coordinator_table_name().c_str(),
-                 view.status().to_string().c_str());
+                 coordination.table_name().c_str(), view.status().to_string().c_str());
   }
+  print_other_items(others, stdout);
   std::fflush(stdout);
   return 0;
 }

@@ -32,10 +32,7 @@ class ConsumeCheckpointTest : public CliTest {
  protected:
   void SetUp() override {
     make_stream("cli", 1);
-    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
-    ASSERT_TRUE(d.ok()) << d.status();
-    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    make_dynamodb();
     app_ = testing::unique_name("cli-app");
     out_path_ = ::testing::TempDir() + "/" + app_ + ".out";
   }
@@ -80,7 +77,6 @@ class ConsumeCheckpointTest : public CliTest {
     return KclProcess(aws_, args, out_path.empty() ? out_path_ : out_path);
   }
 
-  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
   std::string app_, out_path_;
 };
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kcl/aws_config.h"
+#include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "support/child_process.h"
 #include "support/emulators.h"
@@ -56,8 +57,17 @@ class CliTest : public ::testing::Test {
     ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
   }
 
+  // A DynamoDB client on the emulators of aws_ (set by make_stream), in ddb_.
+  void make_dynamodb() {
+    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+  }
+
   AwsConfig aws_;
   std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
   std::string stream_;
 };
 

@@ -24,10 +24,7 @@ class StatusTest : public CliTest {
  protected:
   void SetUp() override {
     aws_ = testing::shared_emulators().aws_config();
-    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
-    ASSERT_TRUE(d.ok()) << d.status();
-    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    make_dynamodb();
     app_ = testing::unique_name("status-app");
     LeaseConfig config;
     config.application_name = app_;
@@ -51,7 +48,6 @@ class StatusTest : public CliTest {
     ASSERT_TRUE(r.ok()) << r.status();
   }
 
-  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
   std::string app_;
 };
 

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "aws/http_transport.h"
 #include "checkpoint/shard_checkpointer.h"
 #include "leases/lease_serializer.h"
+#include "support/captured_log.h"
 #include "support/emulators.h"
 #include "unit/assignment/coordination_store_contract.h"
 #include "unit/leases/lease_store_contract.h"
@@ -235,6 +238,115 @@ TEST_F(DynamoDbLeaseStoreTest, LoadsItemsWrittenInTheJavaKclFormat) {
   EXPECT_EQ((**raw).at("leaseCounter").s(), "79");
   EXPECT_EQ((**raw).at("checkpointSubSequenceNumber").s(), "2");
   EXPECT_EQ((**raw).at("ownerSwitchesSinceCheckpoint").s(), "0");
+}
+
+// A lease table in the Java KCL 3.5 single-table layout: the leader lock, migration state,
+// worker metrics and a stream entry live beside the leases, each with its entityType. Only
+// leases are listed; the others are counted, never read as leases, never written; the
+// table is known to use entityType, so a lease kcl-cpp creates carries "LEASE"; writes to a
+// lease keep the attributes kcl-cpp does not know (throughputKBps, entityType); and one
+// unreadable lease is skipped and reported once, not failing the scan.
+TEST_F(DynamoDbLeaseStoreTest, TheJava35SingleTableLayoutIsReadAndItsOtherItemsLeftAlone) {
+  const std::string table = kcl::testing::unique_name("leases35");
+  auto logger = std::make_shared<kcl::testing::CapturedLog>();
+  DynamoDbLeaseStoreOptions options = DynamoDbLeaseStoreOptions::from_config(config(table));
+  options.logger = logger;
+  DynamoDbLeaseStore store(client_, options);
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  auto fresh = store.uses_entity_types();
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE(*fresh);
+
+  const char* others[] = {
+      R"({"leaseKey": {"S": "Leader"}, "entityType": {"S": "LEADER"}, "ownerName": {"S": "java-1"},
+          "leaseDuration": {"S": "120000"}, "recordVersionNumber": {"S": "5b1c1b0e"}})",
+      R"({"leaseKey": {"S": "Migration3.0"}, "entityType": {"S": "CLIENT_VERSION_MIGRATION"},
+          "cv": {"S": "CLIENT_VERSION_3X"}, "mb": {"S": "java-1"}, "mts": {"N": "1764000000000"},
+          "h": {"L": [{"M": {"cv": {"S": "CLIENT_VERSION_3X"}, "mb": {"S": "java-1"},
+                             "mts": {"N": "1764000000000"}}}]}})",
+      R"({"leaseKey": {"S": "java-1"}, "entityType": {"S": "WORKER_METRIC_STATS"},
+          "lut": {"N": "1764000000"}, "sts": {"M": {"C": {"L": [{"N": "12.5"}, {"N": "-1"}]}}},
+          "opr": {"M": {"C": {"L": [{"N": "100"}]}}}, "sup": {"N": "1"}, "slu": {"N": "1764000000"}})",
+      R"({"leaseKey": {"S": "123456789012:orders:1700000000"}, "entityType": {"S": "STREAM"},
+          "streamId": {"S": "123456789012:orders:1700000000"}})",
+  };
+  std::vector<Item> written_others;
+  for (const char* text : others) {
+    auto item = dynamodb::item_from_json(nlohmann::json::parse(text));
+    ASSERT_TRUE(item.ok()) << item.status();
+    ASSERT_TRUE(client_->put_item(table, *item).ok());
+    written_others.push_back(*item);
+  }
+  auto lease_item = dynamodb::item_from_json(nlohmann::json::parse(
+      R"({"leaseKey": {"S": "shardId-000000000000"}, "entityType": {"S": "LEASE"},
+          "leaseOwner": {"S": "java-1"}, "leaseCounter": {"N": "40"},
+          "ownerSwitchesSinceCheckpoint": {"N": "0"}, "checkpoint": {"S": "TRIM_HORIZON"},
+          "checkpointSubSequenceNumber": {"N": "0"}, "throughputKBps": {"N": "1.25E-1"}})"));
+  ASSERT_TRUE(lease_item.ok());
+  ASSERT_TRUE(client_->put_item(table, *lease_item).ok());
+  auto broken = dynamodb::item_from_json(nlohmann::json::parse(
+      R"({"leaseKey": {"S": "shardId-000000000001"}, "checkpoint": {"S": "TRIM_HORIZON"}})"));
+  ASSERT_TRUE(broken.ok());
+  ASSERT_TRUE(client_->put_item(table, *broken).ok());
+
+  for (int scan = 0; scan < 4; ++scan) {
+    auto leases = store.list_leases();
+    ASSERT_TRUE(leases.ok()) << leases.status();
+    ASSERT_EQ(leases->size(), 1u);
+    EXPECT_EQ(leases->front().lease_key, "shardId-000000000000");
+  }
+  const LeaseScanSummary summary = store.last_scan();
+  EXPECT_EQ(summary.other_entities, (std::map<std::string, int>{{"CLIENT_VERSION_MIGRATION", 1},
+                                                                {"LEADER", 1},
+                                                                {"STREAM", 1},
+                                                                {"WORKER_METRIC_STATS", 1}}));
+  ASSERT_EQ(summary.unreadable.size(), 1u);
+  EXPECT_NE(summary.unreadable[0].find("shardId-000000000001: attribute leaseCounter is missing"),
+            std::string::npos)
+      << summary.unreadable[0];
+  // Four scans found it: reported at the 1st and the 3rd only, with the count.
+  const auto lines = logger->lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("1 item is not a readable lease"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("3 scans in a row"), std::string::npos) << lines[1];
+
+  auto leader = store.get_lease("Leader");
+  ASSERT_TRUE(leader.ok()) << leader.status();
+  EXPECT_FALSE(leader->has_value()) << "the leader lock read as a lease";
+  auto tagged = store.uses_entity_types();
+  ASSERT_TRUE(tagged.ok() && *tagged);
+
+  // A new lease carries entityType LEASE; writes to the Java lease keep what kcl-cpp does
+  // not know.
+  Lease created;
+  created.lease_key = "shardId-000000000002";
+  created.checkpoint = ExtendedSequenceNumber::trim_horizon();
+  ASSERT_TRUE(store.create_lease_if_not_exists(created).ok());
+  auto made = client_->get_item(table, lease_key_item("shardId-000000000002"));
+  ASSERT_TRUE(made.ok() && made->has_value());
+  EXPECT_EQ((**made).at("entityType"), AttributeValue::S("LEASE"));
+  auto java = store.get_lease("shardId-000000000000");
+  ASSERT_TRUE(java.ok() && java->has_value());
+  auto taken = store.take_lease(**java, "cpp-1");
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  CheckpointFields f;
+  f.checkpoint = ExtendedSequenceNumber("49590338271490256608559692538361571095921575989136599999");
+  auto checkpointed = store.update_checkpoint(*taken, f);
+  ASSERT_TRUE(checkpointed.ok()) << checkpointed.status();
+  ASSERT_TRUE(store.evict_lease(*checkpointed).ok());
+  auto after = client_->get_item(table, lease_key_item("shardId-000000000000"));
+  ASSERT_TRUE(after.ok() && after->has_value());
+  EXPECT_EQ((**after).at("entityType"), AttributeValue::S("LEASE"));
+  EXPECT_EQ((**after).at("throughputKBps"), AttributeValue::N("0.125"));  // as stored: 1.25E-1
+  EXPECT_EQ((**after).count("leaseOwner"), 0u);
+  EXPECT_EQ((**after).count("checkpointOwner"), 0u);
+
+  // Every other item as written, attribute for attribute.
+  for (const Item& want : written_others) {
+    auto now = client_->get_item(table, lease_key_item(want.at("leaseKey").s()));
+    ASSERT_TRUE(now.ok() && now->has_value());
+    EXPECT_EQ(**now, want) << want.at("leaseKey").s();
+  }
 }
 
 TEST_F(DynamoDbLeaseStoreTest, CoordinatorsAndCheckpointerOnARealTable) {

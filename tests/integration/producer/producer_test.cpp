@@ -26,6 +26,7 @@
 #include "kpl/kpl_format.h"
 #include "producer/producer_access.h"
 #include "retrieval/kpl_deaggregator.h"
+#include "support/captured_log.h"
 #include "support/emulators.h"
 #include "support/local_http_server.h"
 
@@ -635,23 +636,6 @@ class CountingSink final : public MetricsSink {
   std::map<std::string, double> counts_;
 };
 
-// Lines at info and above, as logged.
-class KeepingLogger final : public Logger {
- public:
-  bool enabled(LogLevel level) const override { return level >= LogLevel::kInfo; }
-  void log(LogLevel, std::string_view, std::string_view message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    lines_.emplace_back(message);
-  }
-  std::vector<std::string> lines() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 // shutdown() refuses what is put after it, sends what was buffered first, and says so the
 // same way each time; begin_shutdown() returns one future; metrics and log lines go to the
@@ -661,7 +645,7 @@ TEST_F(ScriptedProducerTest, ShutdownMetricsAndOneLogLinePerSeriesOfFailingCalls
   config.linger = 1ms;
   config.max_attempts = 10;
   auto sink = std::make_shared<CountingSink>();
-  auto logger = std::make_shared<KeepingLogger>();
+  auto logger = std::make_shared<testing::CapturedLog>(LogLevel::kInfo);
   Dependencies deps;
   deps.metrics = sink;
   deps.logger = logger;

@@ -171,5 +171,55 @@ TEST(LeaseSerializerTest, AFreshFreeLeaseHasOnlyTheAlwaysPresentAttributes) {
   EXPECT_EQ(*back, l);
 }
 
+// The Java KCL 3.5 single-table layout keeps other entities in the lease table, each tagged
+// by entityType (from its EntityType enum); an item without entityType, or with "LEASE", is
+// a lease. The keys of its coordinator state are not leases even without a tag.
+TEST(LeaseSerializerTest, OnlyLeasesAreLeasesInTheJava35SingleTableLayout) {
+  const char* others[][2] = {
+      {R"({"leaseKey": {"S": "Leader"}, "entityType": {"S": "LEADER"},)"
+       R"( "ownerName": {"S": "w1"}, "leaseDuration": {"S": "120000"},)"
+       R"( "recordVersionNumber": {"S": "0f7c"}})",
+       "LEADER"},
+      {R"({"leaseKey": {"S": "Migration3.0"}, "entityType": {"S": "CLIENT_VERSION_MIGRATION"},)"
+       R"( "cv": {"S": "CLIENT_VERSION_3X"}, "mb": {"S": "w1"}, "mts": {"N": "1764000000000"}})",
+       "CLIENT_VERSION_MIGRATION"},
+      {R"({"leaseKey": {"S": "TableMigration3.5"}, "entityType": {"S": "TABLE_MIGRATION"},)"
+       R"( "tm": {"S": "TABLE_MIGRATION_STATUS_COMPLETE"}})",
+       "TABLE_MIGRATION"},
+      {R"({"leaseKey": {"S": "worker-7"}, "entityType": {"S": "WORKER_METRIC_STATS"},)"
+       R"( "lut": {"N": "1764000000"}, "sts": {"M": {"C": {"L": [{"N": "10"}]}}}})",
+       "WORKER_METRIC_STATS"},
+      {R"({"leaseKey": {"S": "123456789012:orders:1700000000"}, "entityType": {"S": "STREAM"},)"
+       R"( "streamId": {"S": "123456789012:orders:1700000000"}})",
+       "STREAM"},
+      {R"({"leaseKey": {"S": "Leader"}, "ownerName": {"S": "w1"}})", "coordinator state"},
+      {R"({"leaseKey": {"S": "x"}, "entityType": {"N": "1"}})", "(entityType not a string)"},
+  };
+  for (const auto& [json, entity] : others) {
+    const Item item = wire(json);
+    EXPECT_EQ(other_entity(item), std::optional<std::string>(entity)) << json;
+    EXPECT_TRUE(has_entity_type(item) || std::string(entity) == "coordinator state") << json;
+  }
+  const Item tagged = wire(R"({"leaseKey": {"S": "shardId-1"}, "entityType": {"S": "LEASE"},)"
+                           R"( "leaseCounter": {"N": "3"}, "checkpoint": {"S": "TRIM_HORIZON"},)"
+                           R"( "throughputKBps": {"N": "1.5E-1"}})");
+  EXPECT_EQ(other_entity(tagged), std::nullopt);
+  EXPECT_TRUE(has_entity_type(tagged));
+  ASSERT_TRUE(lease_from_item(tagged).ok());
+  const Item untagged = wire(R"({"leaseKey": {"S": "shardId-2"}, "leaseCounter": {"N": "3"},)"
+                             R"( "checkpoint": {"S": "TRIM_HORIZON"}})");
+  EXPECT_EQ(other_entity(untagged), std::nullopt);
+  EXPECT_FALSE(has_entity_type(untagged));
+
+  // New leases carry the tag only where the table uses it.
+  Lease l;
+  l.lease_key = "shardId-3";
+  EXPECT_EQ(lease_to_item(l).count("entityType"), 0u);
+  const Item made = lease_to_item(l, /*tag_entity_type=*/true);
+  ASSERT_EQ(made.count("entityType"), 1u);
+  EXPECT_EQ(made.at("entityType"), AttributeValue::S("LEASE"));
+  EXPECT_EQ(other_entity(made), std::nullopt);
+}
+
 }  // namespace
 }  // namespace kcl::leases

@@ -144,6 +144,25 @@ TEST(ShardSyncerTest, FreshTableTrimHorizon) {
   EXPECT_EQ(store.peek(sid(3))->parent_shard_ids, ids({0}));
 }
 
+// A multi-stream application's table ("<account>:<stream>:<epoch>:<shard>" keys) is refused
+// with a clear error and left as it was: syncing it as one stream would create a second set
+// of leases and delete the others as leases of shards gone.
+TEST(ShardSyncerTest, AMultiStreamTableIsRefusedAndLeftAlone) {
+  leases::InMemoryLeaseStore store;
+  Lease java;
+  java.lease_key = "123456789012:orders:1700000000:shardId-000000000000";
+  java.checkpoint = ExtendedSequenceNumber("4959");
+  ASSERT_TRUE(store.create_lease_if_not_exists(java).ok());
+  Stream stream{lineage_listing(), {}};
+  RecordingMetrics metrics;
+  ShardSyncer syncer(stream.lister(), store, InitialPosition::trim_horizon(), metrics);
+  auto r = syncer.sync_once();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("multi-stream lease " + java.lease_key));
+  EXPECT_EQ(stored_keys(store), std::vector<std::string>{java.lease_key});
+}
+
 TEST(ShardSyncerTest, FreshTableAtTimestamp) {
   leases::InMemoryLeaseStore store;
   Stream stream{lineage_listing(), {}};
