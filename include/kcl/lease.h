@@ -98,8 +98,15 @@ struct HashKeyRange {
 
 // One item of the lease table. Field comments name the DynamoDB attribute and its type.
 struct Lease {
-  // leaseKey (S): the shard id, e.g. "shardId-000000000001". The table's hash key.
+  // leaseKey (S): the shard id, e.g. "shardId-000000000001". The table's hash key. In a
+  // multi-stream table (the Java KCL's format): "<account>:<stream>:<creation epoch>:<shard
+  // id>", e.g. "123456789012:orders:1700000000:shardId-000000000001".
   std::string lease_key;
+  // Multi-stream leases only (absent in a one-stream table): streamName (S), the stream
+  // identifier "<account>:<stream>:<creation epoch>" (the Java KCL keeps the name for it),
+  // and shardId (S). Parent and child ids stay bare shard ids of the same stream.
+  std::optional<std::string> stream_identifier;
+  std::optional<std::string> shard_id;
   // leaseOwner (S): the worker id that holds the lease; absent when the lease is free. While a
   // graceful handoff is pending (checkpoint_owner set) it names the worker the lease goes to.
   std::optional<std::string> lease_owner;

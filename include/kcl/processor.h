@@ -59,6 +59,8 @@ class Checkpointer {
 
 struct InitializationInput {
   std::string shard_id;
+  // The stream the shard belongs to (a worker may read several: WorkerConfig::streams).
+  std::string stream_name;
   // Where delivery starts: the stored checkpoint (records after it are delivered), or the
   // initial-position sentinel (TRIM_HORIZON, LATEST, AT_TIMESTAMP) for a new shard.
   ExtendedSequenceNumber starting_position;

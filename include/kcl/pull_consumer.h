@@ -107,6 +107,8 @@ class PulledRecord {
   ~PulledRecord();
 
   const Record& record() const { return record_; }
+  // The stream the record came from (a consumer may read several: WorkerConfig::streams).
+  const std::string& stream_name() const;
 
   // The application finished this record. At most once per record; from any thread.
   // Returns OK; kLeaseLost when the shard's lease was lost since the record was taken
@@ -119,8 +121,9 @@ class PulledRecord {
   friend class pull::PullHub;
   PulledRecord(std::shared_ptr<pull::PullShard> shard, std::uint64_t index, Record record);
 
-  std::shared_ptr<pull::PullShard> shard_;
+  std::shared_ptr<pull::PullShard> shard_;  // null once moved from
   std::uint64_t index_ = 0;
+  bool acked_ = false;
   Record record_;
 };
 

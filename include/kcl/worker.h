@@ -28,6 +28,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <optional>
@@ -53,9 +54,36 @@ namespace worker {
 struct WorkerAccess;  // internal: builds a worker with injected clients (tests, embedding)
 }
 
+// One stream of a multi-stream application (WorkerConfig::streams).
+struct StreamConfig {
+  std::string name;
+  // Where a shard of this stream without a checkpoint starts; empty: the worker's
+  // initial_position.
+  std::optional<InitialPosition> initial_position;
+};
+
 struct WorkerConfig {
-  // The stream to read. Required.
+  // The stream to read; or, to read several through one lease table, leave it empty and set
+  // `streams` or `stream_tracker`. Exactly one of the three is required.
   std::string stream_name;
+  // Multi-stream: the streams to read, through one lease table in the Java KCL's multi-stream
+  // format (lease keys "<account>:<stream>:<creation epoch>:<shard>";
+  // docs/lease-table-layouts.md). One pool, one lease assignment that balances all streams'
+  // leases together, one set of metrics (with a "stream" label). Polling only (not with
+  // RetrievalMode::kFanOut).
+  std::vector<StreamConfig> streams;
+  // Multi-stream, with a list that changes: called at start and every stream_poll_interval
+  // on the scheduler's thread (keep it quick; an exception keeps the last list). A stream
+  // added starts at its initial position; one removed goes on being read until its leases
+  // are deleted, former_stream_deletion_delay after this worker first saw it missing. A
+  // stream that is deleted (ResourceNotFound) has its leases deleted at once. Every worker
+  // of the application should list the same streams.
+  std::function<std::vector<StreamConfig>()> stream_tracker;
+  // Default 60 s (the Java KCL's), range 1 s..1 h.
+  std::chrono::milliseconds stream_poll_interval{60000};
+  // Default 1 h, range 0..7 d; 0 = never (the leases of a former stream stay, as the Java
+  // KCL's NO_STREAMS_LEASES_DELETION).
+  std::chrono::milliseconds former_stream_deletion_delay{3600000};
   // Lease table, worker id, failover and balance. leases.application_name is required;
   // leases.worker_id defaults to "<hostname>:<pid>:<random>" when empty.
   LeaseConfig leases;
@@ -76,6 +104,11 @@ struct WorkerConfig {
   // Every problem with this configuration (including those of the nested structs), in
   // plain words; empty when valid.
   std::vector<std::string> validate() const;
+  // True when the worker reads several streams (streams or stream_tracker).
+  bool multi_stream() const { return !streams.empty() || stream_tracker != nullptr; }
+
+ private:
+  void check_streams(std::vector<std::string>& problems) const;
 };
 
 // Optional collaborators; anything left empty is made from the configuration.
@@ -132,6 +165,10 @@ class Worker {
   Status wait();
   // Waits at most `timeout` for the worker to stop; the reason when it has, else nothing.
   std::optional<Status> wait_for(std::chrono::milliseconds timeout);
+
+  // Reads WorkerConfig::stream_tracker now rather than at the next stream_poll_interval
+  // (e.g. on SIGHUP after the list changed); nothing for a worker without a tracker.
+  void refresh_streams();
 
   const std::string& worker_id() const;
   // The embedded HTTP endpoint's base URL ("http://127.0.0.1:9400") once started with

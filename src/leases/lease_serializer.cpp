@@ -127,6 +127,9 @@ Item lease_to_item(const Lease& lease, bool tag_entity_type) {
     put(item, attr::kStartingHashKey, AttributeValue::S(lease.hash_key_range->starting_hash_key));
     put(item, attr::kEndingHashKey, AttributeValue::S(lease.hash_key_range->ending_hash_key));
   }
+  if (lease.stream_identifier)
+    put(item, attr::kStreamName, AttributeValue::S(*lease.stream_identifier));
+  if (lease.shard_id) put(item, attr::kShardId, AttributeValue::S(*lease.shard_id));
   return item;
 }
 
@@ -186,6 +189,8 @@ Result<Lease> lease_from_item(const Item& item) {
   if (start && end && !start->empty() && !end->empty()) {
     lease.hash_key_range = HashKeyRange{std::move(*start), std::move(*end)};
   }
+  KCL_ASSIGN_OR_RETURN(lease.stream_identifier, get_s(item, attr::kStreamName));
+  KCL_ASSIGN_OR_RETURN(lease.shard_id, get_s(item, attr::kShardId));
   return lease;
 }
 

@@ -16,6 +16,8 @@
 //   parentShardId                       SS  absent when no parents (a set cannot be empty)
 //   childShardIds                       SS  absent when no children
 //   startingHashKey, endingHashKey      S   decimal 128-bit numbers
+//   streamName, shardId                 S   multi-stream leases only: the stream identifier
+//                                           "<account>:<stream>:<epoch>" and the shard id
 //   entityType                          S   Java KCL 3.5: "LEASE" on leases it created; other
 //                                           values mark items that are not leases
 //
@@ -58,6 +60,8 @@ inline constexpr std::string_view kChildShardIds = "childShardIds";
 inline constexpr std::string_view kStartingHashKey = "startingHashKey";
 inline constexpr std::string_view kEndingHashKey = "endingHashKey";
 inline constexpr std::string_view kEntityType = "entityType";
+inline constexpr std::string_view kStreamName = "streamName";
+inline constexpr std::string_view kShardId = "shardId";
 }  // namespace attr
 
 // The entityType of a lease (Java KCL 3.5).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "leases/stream_identifier.h"
 #include "shardsync/lineage.h"
 
 namespace kcl::lifecycle {
@@ -60,10 +61,17 @@ class FetchTask final : public Task {
 
 ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
     : ctx_(ctx),
-      shard_id_(lease.lease_key),
+      lease_key_(lease.lease_key),
+      shard_id_(leases::lease_shard_id(lease)),
+      stream_(leases::lease_stream_identifier(lease).empty() ? ctx.stream
+                                                             : leases::lease_stream_name(lease)),
       component_("consumer " + lease.lease_key),
       tenure_(ctx.held->tenure_of(lease.lease_key)),
       lease_(std::move(lease)) {
+  tags_.push_back(MetricTag{"shard", shard_id_});
+  // Several streams: the stream too (one stream's metrics keep the labels they always had).
+  if (!leases::lease_stream_identifier(lease_).empty())
+    tags_.push_back(MetricTag{"stream", stream_});
   // Not held any more (lost before this consumer was made): it ends at its first step.
   if (!tenure_) lease_lost_.store(true);
 }
@@ -107,8 +115,7 @@ bool ShardConsumer::call_processor(const char* what, F&& f) {
   callback_started_ns_.store(0);
   if (!ok) {
     if (ctx_.processor_failures) ctx_.processor_failures->fetch_add(1);
-    MetricTag tag{"shard", shard_id_};
-    ctx_.metrics->count("processor.failures", 1, MetricTags(&tag, 1));
+    ctx_.metrics->count("processor.failures", 1, tags());
   }
   return ok;
 }
@@ -227,11 +234,11 @@ std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
 std::optional<Status> ShardConsumer::load_checkpoint() {
   if (checkpointer_) return std::nullopt;
   if (!tenure_) return Status(StatusCode::kLeaseLost, "not held");
-  auto stored = ctx_.held->refresh_held(shard_id_, tenure_);
+  auto stored = ctx_.held->refresh_held(lease_key_, tenure_);
   if (!stored.ok()) return stored.status();
   lease_ = std::move(stored).value();
   checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
-      *ctx_.held, shard_id_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
+      *ctx_.held, lease_key_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
   processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
   return std::nullopt;
 }
@@ -246,7 +253,9 @@ std::optional<retrieval::StartPosition> ShardConsumer::start_position(
     case ExtendedSequenceNumber::Kind::kLatest:
       return retrieval::StartPosition::latest();
     case ExtendedSequenceNumber::Kind::kAtTimestamp:
-      return retrieval::StartPosition::at_timestamp(ctx_.initial_position.timestamp);
+      return retrieval::StartPosition::at_timestamp(
+          (ctx_.initial_position_of ? ctx_.initial_position_of(stream_) : ctx_.initial_position)
+              .timestamp);
     case ExtendedSequenceNumber::Kind::kTrimHorizon:
       return retrieval::StartPosition::trim_horizon();
     default:
@@ -281,7 +290,7 @@ void ShardConsumer::start_fetching(const retrieval::StartPosition& position) {
   if (ctx_.records_source_factory) {
     fetcher_ = ctx_.records_source_factory(shard_id_, position);
   } else {
-    fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, ctx_.stream, shard_id_,
+    fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, stream_, shard_id_,
                                                          position, ctx_.retrieval, *ctx_.clock);
   }
   fetch_task_ = std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock);
@@ -302,7 +311,7 @@ void ShardConsumer::start_fetching(const retrieval::StartPosition& position) {
 
 std::optional<SteadyTime> ShardConsumer::fail_unusable(const ExtendedSequenceNumber& start) {
   Status bad(StatusCode::kFailedPrecondition,
-             "lease " + shard_id_ + " holds an unusable checkpoint '" + start.to_string() + "'");
+             "lease " + lease_key_ + " holds an unusable checkpoint '" + start.to_string() + "'");
   log(LogLevel::kError, bad.to_string());
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
@@ -329,6 +338,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
   if (!make_processor()) return backoff_after_failure();
   InitializationInput init;
   init.shard_id = shard_id_;
+  init.stream_name = stream_;
   init.starting_position = start;
   init.pending_checkpoint = checkpointer_->pending_checkpoint();
   init.pending_checkpoint_state = lease_.pending_checkpoint_state;
@@ -347,9 +357,8 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
 // Hands `batch` to the processor: process_records, or hand_in for a paced one. Returns
 // whether it succeeded.
 bool ShardConsumer::call_with_batch(retrieval::FetchedBatch& batch) {
-  const MetricTag shard_tag{"shard", shard_id_};
   ctx_.metrics->gauge("consumer.millis_behind_latest",
-                      static_cast<double>(batch.millis_behind_latest), MetricTags(&shard_tag, 1));
+                      static_cast<double>(batch.millis_behind_latest), tags());
   ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
                             batch.millis_behind_latest};
   const auto call_start = ctx_.clock->now();
@@ -361,21 +370,17 @@ bool ShardConsumer::call_with_batch(retrieval::FetchedBatch& batch) {
       processor_->process_records(input);
     }
   });
-  ctx_.metrics->timing("processor.process_records", ctx_.clock->now() - call_start,
-                       MetricTags(&shard_tag, 1));
+  ctx_.metrics->timing("processor.process_records", ctx_.clock->now() - call_start, tags());
   return processed;
 }
 
 void ShardConsumer::count_delivered(std::size_t count, std::size_t bytes) {
-  const MetricTag shard_tag{"shard", shard_id_};
   consecutive_failures_ = 0;
   if (ctx_.records_delivered) ctx_.records_delivered->fetch_add(count);
   delivered_.fetch_add(count, std::memory_order_relaxed);
-  ctx_.metrics->count("consumer.records_processed", static_cast<double>(count),
-                      MetricTags(&shard_tag, 1));
-  ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes),
-                      MetricTags(&shard_tag, 1));
-  if (ctx_.load) ctx_.load->note_processed(shard_id_, bytes);  // its load, for balancing
+  ctx_.metrics->count("consumer.records_processed", static_cast<double>(count), tags());
+  ctx_.metrics->count("consumer.bytes_processed", static_cast<double>(bytes), tags());
+  if (ctx_.load) ctx_.load->note_processed(lease_key_, bytes);  // its load, for balancing
 }
 
 // Delivers the pending batch's records. Before the call the checkpointer learns the batch's
@@ -518,8 +523,7 @@ std::optional<SteadyTime> ShardConsumer::step_shard_end() {
   log(LogLevel::kError, "shard " + shard_id_ + " was read to its end but " + why +
                             ": its child shards cannot start until SHARD_END is checkpointed. Call "
                             "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended().");
-  MetricTag tag{"shard", shard_id_};
-  ctx_.metrics->count("consumer.shard_end_not_checkpointed", 1, MetricTags(&tag, 1));
+  ctx_.metrics->count("consumer.shard_end_not_checkpointed", 1, tags());
   if (shutdown_.load()) {
     // Do not hold the worker's shutdown up: the lease is handed back with its checkpoint
     // where the processor left it, and the next owner reads the shard's end again.

@@ -89,6 +89,7 @@ enum class ConsumerOutcome { kRunning, kShardFinished, kLeaseLost, kShutdown, kF
 
 // Everything consumers share; owned by the worker, outlives every consumer.
 struct ConsumerContext {
+  // The stream of a one-stream table; a multi-stream lease names its own.
   std::string stream;
   kinesis::KinesisClient* kinesis = nullptr;
   leases::LeaseStore* store = nullptr;
@@ -103,6 +104,9 @@ struct ConsumerContext {
   const Clock* clock = nullptr;
   TaskPool* pool = nullptr;
   InitialPosition initial_position;
+  // Several streams: the initial position of a stream (its AT_TIMESTAMP time); empty: the
+  // one above.
+  std::function<InitialPosition(const std::string& stream)> initial_position_of;
   RetrievalConfig retrieval;
   ProcessingConfig processing;
   std::atomic<std::uint64_t>* records_delivered = nullptr;
@@ -129,6 +133,8 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   void request_shutdown();
 
   const std::string& shard_id() const { return shard_id_; }
+  const std::string& lease_key() const { return lease_key_; }
+  const std::string& stream() const { return stream_; }
   ConsumerState state() const { return state_.load(); }
   bool done() const { return state_.load() == ConsumerState::kDone; }
   ConsumerOutcome outcome() const { return outcome_.load(); }
@@ -173,8 +179,14 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   template <typename F>
   bool call_processor(const char* what, F&& f);
 
+  // The shard's metric tags: shard (and stream, when the table holds several).
+  MetricTags tags() const { return MetricTags(tags_.data(), tags_.size()); }
+
   ConsumerContext& ctx_;
+  const std::string lease_key_;  // the shard id, or "<stream identifier>:<shard id>"
   const std::string shard_id_;
+  const std::string stream_;     // the stream the shard is read from
+  std::vector<MetricTag> tags_;  // views into shard_id_ and stream_
   const std::string component_;
   // The tenure of the lease this consumer reads for (HeldLeases::tenure_of); every
   // checkpoint it makes is fenced on it.

@@ -38,13 +38,18 @@ PulledRecord& PulledRecord::operator=(PulledRecord&&) noexcept = default;
 PulledRecord::~PulledRecord() = default;
 
 Status PulledRecord::ack() {
-  if (!shard_) {
+  if (!shard_ || acked_) {
     return Status(StatusCode::kFailedPrecondition, "record " +
                                                        std::string(record_.sequence_number()) +
                                                        " was already acknowledged (or moved from)");
   }
-  std::shared_ptr<pull::PullShard> shard = std::move(shard_);
-  return shard->hub().ack(*shard, index_);
+  acked_ = true;
+  return shard_->hub().ack(*shard_, index_);
+}
+
+const std::string& PulledRecord::stream_name() const {
+  static const std::string none;
+  return shard_ ? shard_->stream_name() : none;
 }
 
 // ---- PullConsumer ----

@@ -49,6 +49,10 @@ class PullShard : public std::enable_shared_from_this<PullShard> {
       : hub_(std::move(hub)), shard_id_(std::move(shard_id)) {}
 
   const std::string& shard_id() const { return shard_id_; }
+  // Set once by the shard's processor when it is initialized, before any record is handed
+  // in (so before any reader can see it: records pass through the hub's mutex).
+  void set_stream_name(std::string name) { stream_name_ = std::move(name); }
+  const std::string& stream_name() const { return stream_name_; }
   PullHub& hub() const { return *hub_; }
 
  private:
@@ -63,6 +67,7 @@ class PullShard : public std::enable_shared_from_this<PullShard> {
 
   const std::shared_ptr<PullHub> hub_;
   const std::string shard_id_;
+  std::string stream_name_;
   std::deque<Entry> window_;
   std::uint64_t window_base_ = 0;
   std::deque<Record> buffered_;

@@ -19,7 +19,9 @@ void PullProcessor::log(LogLevel level, const std::string& message) const {
   }
 }
 
-void PullProcessor::initialize(const InitializationInput&) {}
+void PullProcessor::initialize(const InitializationInput& input) {
+  shard_->set_stream_name(input.stream_name);
+}
 
 void PullProcessor::attach(lifecycle::PaceContext context) {
   context_ = std::move(context);

@@ -6,6 +6,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "leases/stream_identifier.h"
+
 namespace kcl::shardsync {
 namespace {
 
@@ -203,8 +205,11 @@ bool parents_finished(const Lease& lease, const std::vector<Lease>& leases) {
 }
 
 Result<bool> parents_finished(leases::LeaseStore& store, const Lease& lease) {
-  for (const std::string& parent : lease.parent_shard_ids) {
-    if (parent.empty()) continue;
+  const std::string_view stream = leases::lease_stream_identifier(lease);
+  for (const std::string& id : lease.parent_shard_ids) {
+    if (id.empty()) continue;
+    // Parent ids are shard ids of the lease's own stream.
+    const std::string parent = stream.empty() ? id : leases::multi_stream_lease_key(stream, id);
     auto got = store.get_lease(parent);
     if (!got.ok()) {
       return got.status().with_context("reading parent lease " + parent + " of " + lease.lease_key +

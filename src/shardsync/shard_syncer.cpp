@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "leases/stream_identifier.h"
 #include "shardsync/lineage.h"
 
 namespace kcl::shardsync {
@@ -32,11 +33,13 @@ ShardLister kinesis_shard_lister(kinesis::KinesisClient& client, std::string str
 }
 
 ShardSyncer::ShardSyncer(ShardLister lister, leases::LeaseStore& store,
-                         InitialPosition initial_position, MetricsSink& metrics)
+                         InitialPosition initial_position, MetricsSink& metrics,
+                         std::string stream_identifier)
     : lister_(std::move(lister)),
       store_(&store),
       initial_position_(initial_position),
-      metrics_(&metrics) {}
+      metrics_(&metrics),
+      stream_identifier_(std::move(stream_identifier)) {}
 
 ShardSyncer ShardSyncer::for_stream(kinesis::KinesisClient& client, std::string stream_name,
                                     leases::LeaseStore& store, InitialPosition initial_position,
@@ -51,12 +54,18 @@ ShardSyncer ShardSyncer::for_stream(kinesis::KinesisClient& client, std::string 
 Status ShardSyncer::create_missing(const std::vector<kinesis::Shard>& shards,
                                    std::vector<Lease>& view, SyncResult& result) {
   for (Lease& lease : leases_to_create(shards, view, initial_position_)) {
-    Status s = store_->create_lease_if_not_exists(lease);
+    Lease stored = lease;
+    if (!stream_identifier_.empty()) {
+      stored.lease_key = stored_key(lease.lease_key);
+      stored.stream_identifier = stream_identifier_;
+      stored.shard_id = lease.lease_key;
+    }
+    Status s = store_->create_lease_if_not_exists(stored);
     if (s.code() == StatusCode::kAlreadyExists) {
       // Another worker's pass created it first (with the same content, by the same rules).
       ++result.already_existed;
     } else if (!s.ok()) {
-      return s.with_context("creating lease " + lease.lease_key + ": ");
+      return s.with_context("creating lease " + stored.lease_key + ": ");
     } else {
       ++result.leases_created;
     }
@@ -72,11 +81,10 @@ Status ShardSyncer::update_child_ids(const std::vector<kinesis::Shard>& shards,
                                      SyncResult& result) {
   for (const ChildIdsUpdate& update : child_shard_id_updates(shards, existing)) {
     if (std::binary_search(to_delete.begin(), to_delete.end(), update.lease_key)) continue;
-    Status s = store_->update_child_shard_ids(update.lease_key, update.child_shard_ids);
+    const std::string key = stored_key(update.lease_key);
+    Status s = store_->update_child_shard_ids(key, update.child_shard_ids);
     if (s.code() == StatusCode::kNotFound) continue;  // deleted meanwhile by another pass
-    if (!s.ok()) {
-      return s.with_context("setting childShardIds of lease " + update.lease_key + ": ");
-    }
+    if (!s.ok()) return s.with_context("setting childShardIds of lease " + key + ": ");
     ++result.child_ids_updated;
   }
   return Status::Ok();
@@ -86,7 +94,8 @@ Status ShardSyncer::update_child_ids(const std::vector<kinesis::Shard>& shards,
 // deciding from the scan is safe even if the table moved on since: checkpoints only move
 // forward, and a child that started stays started.
 Status ShardSyncer::delete_unneeded(const std::vector<std::string>& to_delete, SyncResult& result) {
-  for (const std::string& key : to_delete) {
+  for (const std::string& shard : to_delete) {
+    const std::string key = stored_key(shard);
     Status s = store_->delete_lease(key);
     if (!s.ok()) return s.with_context("deleting lease " + key + ": ");
     ++result.leases_deleted;
@@ -100,19 +109,39 @@ void ShardSyncer::report(const SyncResult& result) {
   count_if_any(*metrics_, "shardsync.leases_deleted", result.leases_deleted);
 }
 
-// A table of a multi-stream application (lease keys "<account>:<stream>:<epoch>:<shard>")
-// holds no lease of this stream's shards by their ids: syncing would create a second set and
-// delete the others' leases as those of shards gone. Shard ids never hold a ':'.
-Status ShardSyncer::refuse_multi_stream(const std::vector<Lease>& leases) {
-  for (const Lease& l : leases) {
-    if (l.lease_key.find(':') == std::string::npos) continue;
-    return Status(StatusCode::kFailedPrecondition,
-                  "the lease table holds the multi-stream lease " + l.lease_key +
-                      " (the Java KCL's <account>:<stream>:<epoch>:<shard> keys); kcl-cpp reads "
-                      "one stream per lease table, so it changes nothing in this one. Use "
-                      "another application name (LeaseConfig::table_name) for this stream");
+// A one-stream syncer in a multi-stream table (keys "<account>:<stream>:<epoch>:<shard>")
+// would create a second set of leases and delete the others as those of shards gone, and a
+// multi-stream syncer in a one-stream table the same the other way round. Shard ids never
+// hold a ':'.
+Result<std::vector<Lease>> ShardSyncer::own_leases(const std::vector<Lease>& all) const {
+  std::vector<Lease> own;
+  own.reserve(all.size());
+  for (const Lease& l : all) {
+    const std::string_view stream = leases::lease_stream_identifier(l);
+    if (stream_identifier_.empty() != stream.empty()) {
+      return Status(StatusCode::kFailedPrecondition,
+                    stream.empty()
+                        ? "the lease table holds the one-stream lease " + l.lease_key +
+                              ", but this worker reads several streams through it; it changes "
+                              "nothing in this table. Use another application name "
+                              "(LeaseConfig::table_name) for a multi-stream application"
+                        : "the lease table holds the multi-stream lease " + l.lease_key +
+                              " (the Java KCL's <account>:<stream>:<epoch>:<shard> keys), but "
+                              "this worker reads one stream through it; it changes nothing in "
+                              "this table. Configure the worker with its streams "
+                              "(WorkerConfig::streams), or use another application name");
+    }
+    if (stream != stream_identifier_) continue;
+    Lease view = l;
+    view.lease_key = std::string(leases::lease_shard_id(l));
+    own.push_back(std::move(view));
   }
-  return Status::Ok();
+  return own;
+}
+
+std::string ShardSyncer::stored_key(const std::string& shard_id) const {
+  return stream_identifier_.empty() ? shard_id
+                                    : leases::multi_stream_lease_key(stream_identifier_, shard_id);
 }
 
 Result<SyncResult> ShardSyncer::sync_once() {
@@ -129,9 +158,10 @@ Result<SyncResult> ShardSyncer::sync_once() {
   // from a listing newer than ours (leases_to_delete guards against that too).
   auto leased = store_->list_leases();
   if (!leased.ok()) return fail("list_leases", leased.status().with_context("listing leases: "));
-  const std::vector<Lease>& existing = *leased;
+  auto own = own_leases(*leased);
+  if (!own.ok()) return fail("list_leases", own.status());
+  const std::vector<Lease>& existing = *own;
   result.leases = existing.size();
-  if (Status s = refuse_multi_stream(existing); !s.ok()) return fail("list_leases", s);
   auto listed = lister_();
   if (!listed.ok()) return fail("list_shards", listed.status());
   const std::vector<kinesis::Shard>& shards = *listed;

@@ -13,6 +13,14 @@
 //      holder). A lease deleted meanwhile (kNotFound) is skipped;
 //   5. delete the leases that nobody needs any more (lineage.h: leases_to_delete).
 //
+// In a multi-stream table (a syncer given a stream identifier) the pass works on that
+// stream's leases only, keyed "<stream identifier>:<shard id>" with the streamName and
+// shardId attributes (leases/stream_identifier.h); the lineage rules see them by shard id,
+// exactly as a one-stream table's. A one-stream syncer refuses a table holding multi-stream
+// leases and a multi-stream one a table holding one-stream leases (kFailedPrecondition,
+// naming one; nothing is written): each would take the other's leases for those of shards
+// that are gone.
+//
 // Every worker runs it at start and periodically, possibly at the same moment as others:
 // all decisions depend only on the listing and the table, creation is create-if-absent,
 // and deletion removes only leases in a terminal state (finished with every child started,
@@ -68,8 +76,11 @@ struct SyncResult {
 class ShardSyncer {
  public:
   // `store` and `metrics` must outlive the syncer.
+  // `stream_identifier`: the stream's identifier in a multi-stream table; empty for a
+  // one-stream table.
   ShardSyncer(ShardLister lister, leases::LeaseStore& store, InitialPosition initial_position,
-              MetricsSink& metrics = NoopMetricsSink::instance());
+              MetricsSink& metrics = NoopMetricsSink::instance(),
+              std::string stream_identifier = {});
 
   // Convenience: lists with kinesis_shard_lister(client, stream_name); `client` must outlive
   // the syncer.
@@ -84,8 +95,11 @@ class ShardSyncer {
   const InitialPosition& initial_position() const { return initial_position_; }
 
  private:
-  // kFailedPrecondition when `leases` are a multi-stream application's (see the .cpp).
-  static Status refuse_multi_stream(const std::vector<Lease>& leases);
+  // This stream's leases of `all`, keyed by shard id; kFailedPrecondition when the table
+  // holds leases of the other kind (see above).
+  Result<std::vector<Lease>> own_leases(const std::vector<Lease>& all) const;
+  // The lease key of `shard_id` in the table.
+  std::string stored_key(const std::string& shard_id) const;
   Status create_missing(const std::vector<kinesis::Shard>& shards, std::vector<Lease>& view,
                         SyncResult& result);
   Status update_child_ids(const std::vector<kinesis::Shard>& shards,
@@ -97,6 +111,7 @@ class ShardSyncer {
   leases::LeaseStore* store_;
   InitialPosition initial_position_;
   MetricsSink* metrics_;
+  std::string stream_identifier_;
 };
 
 }  // namespace kcl::shardsync

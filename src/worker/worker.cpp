@@ -30,6 +30,7 @@
 #include "observability/worker_endpoint.h"
 #include "retrieval/fanout_source.h"
 #include "shardsync/shard_syncer.h"
+#include "worker/stream_set.h"
 #include "worker/worker_access.h"
 
 namespace kcl {
@@ -112,6 +113,13 @@ class Worker::Impl final : public leases::LeaseListener {
     return (pool_ && pool_->on_pool_thread()) || scheduler_id_.load() == std::this_thread::get_id();
   }
   const std::string& worker_id() const { return config_.leases.worker_id; }
+  void refresh_streams() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      refresh_streams_ = true;
+    }
+    wake_scheduler();
+  }
   std::string http_url() const { return endpoint_ ? endpoint_->url() : std::string(); }
   observability::HealthState health() const;
   WorkerStats stats() const;
@@ -189,7 +197,14 @@ class Worker::Impl final : public leases::LeaseListener {
   std::vector<std::string> handoffs_ready_locked(const std::set<std::string>& held_keys);
   void start_consumers_locked(const std::vector<Lease>& held,
                               std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
-  void run_shard_sync();
+  void run_shard_sync(bool all);
+  // The stream, or the configured streams, for the status page.
+  std::string stream_label() const {
+    if (!config_.multi_stream()) return config_.stream_name;
+    std::string names;
+    for (const StreamConfig& s : config_.streams) names += (names.empty() ? "" : ",") + s.name;
+    return names.empty() ? "(streams from the stream tracker)" : names;
+  }
   void check_hung();
   // A shard's consumer failed: restart it later; report the cause once, then repeats of the
   // same cause only as counts (requires mu_).
@@ -197,7 +212,6 @@ class Worker::Impl final : public leases::LeaseListener {
   void graceful_stop();
   void stop_consumers();
   void join_threads();
-  std::chrono::milliseconds jittered(std::chrono::milliseconds base, double fraction);
 
   WorkerConfig config_;
   std::shared_ptr<RecordProcessorFactory> factory_;
@@ -216,7 +230,8 @@ class Worker::Impl final : public leases::LeaseListener {
   // with the held leases every consumer writes through, and the load they carry.
   std::unique_ptr<leases::LoadMeter> load_;
   std::unique_ptr<assignment::AssignmentStrategy> assignment_;
-  std::unique_ptr<shardsync::ShardSyncer> syncer_;
+  std::unique_ptr<worker::StreamSet> streams_;
+  bool refresh_streams_ = false;  // refresh_streams() was called (guarded by mu_)
   std::unique_ptr<lifecycle::TaskPool> pool_;
   lifecycle::ConsumerContext ctx_;
 
@@ -280,11 +295,6 @@ observability::HealthState Worker::Impl::health() const {
                          : "starting: syncing shards to leases, or shutting down";
   }
   return h;
-}
-
-std::chrono::milliseconds Worker::Impl::jittered(std::chrono::milliseconds base, double fraction) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return base::jittered(base, fraction, rng_);
 }
 
 Status Worker::Impl::make_clients() {
@@ -413,7 +423,7 @@ Status Worker::Impl::start() {
   if (Status s = make_clients(); !s.ok()) return fail(s);
   make_assignment();
   if (endpoint_) {
-    Status s = endpoint_->start(config_.leases.application_name, config_.stream_name,
+    Status s = endpoint_->start(config_.leases.application_name, stream_label(),
                                 config_.leases.worker_id, store_, [this] { return health(); });
     if (!s.ok()) return fail(s);
     log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics");
@@ -445,24 +455,21 @@ Status Worker::Impl::prepare_tables() {
 }
 
 Status Worker::Impl::initial_sync() {
-  syncer_ = std::make_unique<shardsync::ShardSyncer>(
-      shardsync::kinesis_shard_lister(*kinesis_, config_.stream_name), *store_,
-      config_.initial_position, *metrics_);
-  Result<shardsync::SyncResult> synced = Status(StatusCode::kInternal, "not synced");
+  streams_ = std::make_unique<worker::StreamSet>(
+      config_, *kinesis_, *store_, *metrics_, *clock_,
+      [this](LogLevel level, const std::string& message) { log(level, message); });
+  Result<worker::StreamSet::Turn> synced = Status(StatusCode::kInternal, "not synced");
   (void)retry_at_start("initial shard sync", [&] {
-    synced = syncer_->sync_once();
+    synced = streams_->start();
     return synced.status();
   });
-  if (!synced.ok()) {
-    return synced.status().with_context("syncing the shards of stream " + config_.stream_name +
-                                        ": ");
-  }
-  log(LogLevel::kInfo, "started: stream " + config_.stream_name + ", lease table " +
-                           config_.leases.effective_table_name() + ", " +
-                           std::to_string(synced->shards) + " shards, " +
-                           std::to_string(synced->leases_created) + " leases created, " +
-                           assignment_->report().strategy + " lease assignment");
-  if (synced->leases_created || synced->leases_deleted) assignment_->leases_changed();
+  if (!synced.ok()) return synced.status();
+  log(LogLevel::kInfo,
+      std::string(streams_->multi_stream() ? "started: streams " : "started: stream ") +
+          streams_->names() + ", lease table " + config_.leases.effective_table_name() + ", " +
+          std::to_string(synced->leases_created) + " leases created, " +
+          assignment_->report().strategy + " lease assignment");
+  if (synced->changed()) assignment_->leases_changed();
   return Status::Ok();
 }
 
@@ -481,6 +488,9 @@ void Worker::Impl::make_consumer_context() {
   ctx_.pool = pool_.get();
   ctx_.on_consumer_done = [this] { wake_scheduler(); };
   ctx_.initial_position = config_.initial_position;
+  ctx_.initial_position_of = [streams = streams_.get()](const std::string& stream) {
+    return streams->initial_position_of(stream);
+  };
   ctx_.retrieval = config_.retrieval;
   ctx_.processing = config_.processing;
   ctx_.records_delivered = &records_delivered_;
@@ -492,27 +502,27 @@ void Worker::Impl::make_consumer_context() {
   }
 }
 
-void Worker::Impl::run_shard_sync() {
-  auto r = syncer_->sync_once();
+// The streams' shard syncs that are due (all of them when `all`). A one-stream worker whose
+// stream was deleted stops.
+void Worker::Impl::run_shard_sync(bool all) {
+  auto r = streams_->tick(all);
   if (!r.ok()) {
     log(LogLevel::kWarn, "shard sync: " + r.status().to_string());
-    if (r.status().code() == StatusCode::kNotFound) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (fatal_.ok()) fatal_ = r.status().with_context("stream " + config_.stream_name + ": ");
-      shutdown_requested_ = true;
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fatal_.ok()) fatal_ = r.status().with_context("stream " + config_.stream_name + ": ");
+    shutdown_requested_ = true;
     return;
   }
-  if (r->leases_created || r->leases_deleted) {
+  if (r->changed()) {
     assignment_->leases_changed();
-    log(LogLevel::kInfo, "shard sync: " + std::to_string(r->shards) + " shards, " +
-                             std::to_string(r->leases_created) + " leases created, " +
+    log(LogLevel::kInfo, "shard sync: " + std::to_string(r->leases_created) + " leases created, " +
                              std::to_string(r->leases_deleted) + " deleted");
   }
 }
 
 // A consumer that ended: a finished shard asks for a shard sync (its children's leases); a
-// failed one is restarted after a backoff (a deleted stream stops the worker); the rest end
+// failed one is restarted after a backoff (a deleted stream stops a one-stream worker; of several
+// streams, it asks for a shard sync, which deletes that stream's leases); the rest end
 // their shard's series of failures once they delivered (requires mu_).
 void Worker::Impl::on_consumer_ended_locked(const std::string& shard,
                                             const lifecycle::ShardConsumer& c) {
@@ -523,7 +533,9 @@ void Worker::Impl::on_consumer_ended_locked(const std::string& shard,
       break;
     case lifecycle::ConsumerOutcome::kFailed: {
       Status f = c.failure();
-      if (f.code() == StatusCode::kNotFound && fatal_.ok()) {
+      if (f.code() == StatusCode::kNotFound && config_.multi_stream()) {
+        sync_requested_ = true;  // one of several streams was deleted: its leases go now
+      } else if (f.code() == StatusCode::kNotFound && fatal_.ok()) {
         fatal_ = f;
         shutdown_requested_ = true;
       }
@@ -696,8 +708,8 @@ Clock::MonoTime Worker::Impl::next_scheduler_look_locked() const {
 }
 
 void Worker::Impl::scheduler_loop() {
-  auto next_sync = clock_->now() + jittered(config_.processing.shard_sync_interval, 0.2);
   for (;;) {
+    const Clock::MonoTime next_sync = streams_->next_due();
     bool stop = false;
     bool sync_now = false;
     {
@@ -709,14 +721,16 @@ void Worker::Impl::scheduler_loop() {
     }
     if (stop) break;
     reconcile();
+    bool relist = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       sync_now = sync_requested_;  // a shard finished: its children's leases now
       sync_requested_ = false;
+      relist = std::exchange(refresh_streams_, false);
     }
-    if (sync_now || clock_->now() >= next_sync) {
-      run_shard_sync();
-      next_sync = clock_->now() + jittered(config_.processing.shard_sync_interval, 0.2);
+    if (relist) streams_->list_now();
+    if (sync_now || relist || clock_->now() >= next_sync) {
+      run_shard_sync(sync_now);
       reconcile();
     }
     check_hung();
@@ -854,6 +868,7 @@ std::optional<Status> Worker::wait_for(std::chrono::milliseconds timeout) {
   return impl_->wait_for(timeout);
 }
 const std::string& Worker::worker_id() const { return impl_->worker_id(); }
+void Worker::refresh_streams() { impl_->refresh_streams(); }
 std::string Worker::http_url() const { return impl_->http_url(); }
 WorkerStats Worker::stats() const { return impl_->stats(); }
 

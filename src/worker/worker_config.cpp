@@ -1,8 +1,11 @@
+#include <optional>
+#include <set>
 #include <string>
 
 #include "base/config_checks.h"
 #include "kcl/worker.h"
 #include "observability/status_server.h"
+#include "worker/stream_set.h"
 
 namespace kcl {
 
@@ -13,14 +16,49 @@ void append(std::vector<std::string>& to, const std::vector<std::string>& from) 
 }
 }  // namespace
 
+void WorkerConfig::check_streams(std::vector<std::string>& problems) const {
+  using std::chrono::milliseconds;
+  const int ways = !stream_name.empty() + !streams.empty() + (stream_tracker != nullptr);
+  if (ways == 0) {
+    problems.emplace_back(
+        "stream_name is empty: name the Kinesis stream to read (or the streams, or a "
+        "stream_tracker)");
+  } else if (ways > 1) {
+    problems.emplace_back("set one of stream_name, streams and stream_tracker, not several");
+  }
+  if (!stream_name.empty()) {
+    if (auto p = worker::stream_name_problem(stream_name)) problems.push_back("stream_name " + *p);
+  }
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    const StreamConfig& s = streams[i];
+    const std::string where = "streams[" + std::to_string(i) + "]";
+    if (auto p = worker::stream_name_problem(s.name)) problems.push_back(where + ".name " + *p);
+    if (!seen.insert(s.name).second)
+      problems.push_back(where + ": stream " + s.name + " is listed twice");
+    if (s.initial_position) {
+      for (const std::string& p : s.initial_position->validate()) {
+        problems.push_back(where + ".initial_position: " + p);
+      }
+    }
+  }
+  if (!streams.empty() || stream_tracker) {
+    check_range(problems, "stream_poll_interval", stream_poll_interval, milliseconds(1000),
+                milliseconds(3600000));
+    check_range(problems, "former_stream_deletion_delay", former_stream_deletion_delay,
+                milliseconds(0), milliseconds(7LL * 24 * 3600 * 1000));
+    if (retrieval.mode == RetrievalMode::kFanOut) {
+      problems.emplace_back(
+          "retrieval.mode is fan-out, which reads one stream per worker; a worker reading "
+          "several streams (streams, stream_tracker) reads by polling");
+    }
+  }
+}
+
 std::vector<std::string> WorkerConfig::validate() const {
   using std::chrono::milliseconds;
   std::vector<std::string> problems;
-  if (stream_name.empty()) {
-    problems.emplace_back("stream_name is empty: name the Kinesis stream to read");
-  } else if (stream_name.size() > 128) {
-    problems.emplace_back("stream_name is longer than 128 characters");
-  }
+  check_streams(problems);
   LeaseConfig l = leases;
   if (l.worker_id.empty()) l.worker_id = "default-worker-id";  // filled in at start
   append(problems, l.validate());

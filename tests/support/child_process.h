@@ -69,6 +69,10 @@ class ChildProcess {
     if (pid_ > 0) kill(pid_, SIGTERM);
     return wait();
   }
+  // Sends `signal` (e.g. SIGHUP) to the running process.
+  void signal(int signal) const {
+    if (pid_ > 0) kill(pid_, signal);
+  }
   // SIGKILL: no chance to clean up (a crash).
   void kill_now() {
     if (pid_ > 0) {

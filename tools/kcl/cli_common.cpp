@@ -198,6 +198,15 @@ void write_wake_byte() {
   (void)n;
 }
 
+std::atomic<int> g_reloads{0};
+
+extern "C" void on_reload_signal(int) {
+  const int saved_errno = errno;
+  g_reloads.fetch_add(1);
+  write_wake_byte();
+  errno = saved_errno;
+}
+
 extern "C" void on_stop_signal(int) {
   const int saved_errno = errno;
   if (g_signals.fetch_add(1) >= 1) {
@@ -215,6 +224,7 @@ std::optional<Status> wait_for_worker_or_stop(Worker& worker,
   for (;;) {
     if (auto stopped = worker.wait_for(std::chrono::milliseconds(0))) return stopped;
     if (stop_requested() || (should_stop && should_stop())) return std::nullopt;
+    if (g_reloads.exchange(0) > 0) worker.refresh_streams();
     if (g_wake_pipe[0] < 0) {
       (void)worker.wait_for(std::chrono::seconds(1));
       continue;
@@ -241,6 +251,13 @@ void install_stop_signals() {
 }
 
 bool stop_requested() { return g_signals.load() > 0; }
+
+void install_reload_signal() {
+  struct sigaction sa {};
+  sa.sa_handler = on_reload_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGHUP, &sa, nullptr);
+}
 
 void say(std::string_view command, std::string_view message, LogLevel level) {
   const char* format = std::getenv("KCL_LOG_FORMAT");

@@ -63,6 +63,9 @@ void write_record(std::ostream& out, const Record& r, bool raw);
 // process at once (status 130).
 void install_stop_signals();
 bool stop_requested();
+// SIGHUP: wait_for_worker_or_stop makes the worker read its stream tracker again at once
+// (Worker::refresh_streams), e.g. after --streams-file changed.
+void install_reload_signal();
 // Wakes a thread in wait_for_worker_or_stop (from any thread; a signal wakes it as well).
 void wake_stop_waiter();
 // The main loop of a command that runs a worker: sleeps until a stop signal arrives,

@@ -12,12 +12,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "base/status_macros.h"
 #include "commands.h"
 #include "kcl/worker.h"
 #include "record_lines.h"
@@ -27,7 +29,8 @@ namespace kcl::cli {
 namespace {
 
 struct ConsumeFlags {
-  std::string stream;
+  std::vector<std::string> streams;
+  std::string streams_file;
   std::string app;
   std::string table;
   std::string from = "latest";
@@ -78,7 +81,7 @@ class Output {
   // many (all of them without a limit), or -1 when stdout is gone. The lines are built in a
   // buffer of the calling thread, reused from batch to batch, and written in chunks of whole
   // lines of about kChunk bytes (so a thread holds one chunk, not a whole batch, of text).
-  long long write(std::span<const Record> records) {
+  long long write(std::span<const Record> records, std::string_view stream = {}) {
     static constexpr std::size_t kChunk = 256 * 1024;
     thread_local RecordLines lines;
     thread_local std::string text;
@@ -94,7 +97,7 @@ class Output {
     };
     text.clear();
     for (std::size_t i = 0; i < granted; ++i) {
-      lines.append(text, records[i], raw_);
+      lines.append(text, records[i], raw_, stream);
       ++in_chunk;
       if (text.size() >= kChunk && !flush()) return -1;
     }
@@ -133,13 +136,14 @@ class Output {
 // if nothing follows). Records not printed because of --max are never checkpointed.
 class PrintingProcessor final : public RecordProcessor {
  public:
-  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval)
-      : out_(out), interval_(checkpoint_interval) {}
-  void initialize(const InitializationInput&) override {
+  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream)
+      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream) {}
+  void initialize(const InitializationInput& input) override {
     last_checkpoint_ = std::chrono::steady_clock::now();
+    if (name_stream_) stream_ = input.stream_name;
   }
   void process_records(const ProcessRecordsInput& input) override {
-    const long long printed = out_.write(input.records);
+    const long long printed = out_.write(input.records, stream_);
     if (printed < 0) throw std::runtime_error("cannot write to standard output");
     if (printed > 0) {
       const Record& last = input.records[static_cast<std::size_t>(printed - 1)];
@@ -180,6 +184,8 @@ class PrintingProcessor final : public RecordProcessor {
   }
   Output& out_;
   const std::chrono::milliseconds interval_;
+  const bool name_stream_;
+  std::string stream_;  // printed in each line when the worker reads several streams
   std::chrono::steady_clock::time_point last_checkpoint_{};
   std::optional<ExtendedSequenceNumber> last_printed_;
   std::optional<ExtendedSequenceNumber> checkpointed_;
@@ -187,22 +193,70 @@ class PrintingProcessor final : public RecordProcessor {
 
 class PrintingFactory final : public RecordProcessorFactory {
  public:
-  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval)
-      : out_(out), interval_(checkpoint_interval) {}
+  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream)
+      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream) {}
   std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<PrintingProcessor>(out_, interval_);
+    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_);
   }
 
  private:
   Output& out_;
   const std::chrono::milliseconds interval_;
+  const bool name_stream_;
 };
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// The stream names of a --streams-file: one a line, blank lines and "#" comments skipped.
+Result<std::vector<std::string>> read_streams_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status(StatusCode::kInvalidArgument, "cannot read --streams-file " + path);
+  std::vector<std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    names.push_back(line.substr(first, last - first + 1));
+  }
+  return names;
+}
+
+// --stream (once: a one-stream table as always; several: multi-stream) or --streams-file
+// (multi-stream, the file read again every stream_poll_interval and on SIGHUP).
+Status apply_stream_flags(const ConsumeFlags& f, WorkerConfig& config) {
+  if (f.streams.empty() == f.streams_file.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "name the streams with --stream (repeatable) or --streams-file, one of the two");
+  }
+  if (f.streams.size() == 1) {
+    config.stream_name = f.streams.front();
+  } else if (!f.streams.empty()) {
+    for (const std::string& name : f.streams) config.streams.push_back(StreamConfig{name, {}});
+  } else {
+    KCL_RETURN_IF_ERROR(read_streams_file(f.streams_file).status());
+    config.stream_tracker = [path = f.streams_file]() -> std::vector<StreamConfig> {
+      auto names = read_streams_file(path);
+      if (!names.ok()) throw std::runtime_error(names.status().message());
+      std::vector<StreamConfig> out;
+      for (std::string& n : *names) out.push_back(StreamConfig{std::move(n), {}});
+      return out;
+    };
+    install_reload_signal();
+  }
+  return Status::Ok();
+}
 
 int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   auto from = parse_start_position(f.from);
   if (!from.ok()) return report_error("consume", from.status());
   WorkerConfig config;
-  config.stream_name = f.stream;
+  if (Status s = apply_stream_flags(f, config); !s.ok()) return report_error("consume", s);
   config.leases.application_name = f.app;
   config.leases.table_name = f.table;
   config.leases.worker_id = f.worker_id;
@@ -231,13 +285,16 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   }
 
   Output out(f.raw, f.max_records);
-  Worker worker(config, std::make_shared<PrintingFactory>(
-                            out, std::chrono::milliseconds(f.checkpoint_interval_ms)));
+  Worker worker(
+      config, std::make_shared<PrintingFactory>(
+                  out, std::chrono::milliseconds(f.checkpoint_interval_ms), config.multi_stream()));
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
   say("consume",
-      "worker " + worker.worker_id() + " reading " + f.stream + " for application " + f.app);
+      "worker " + worker.worker_id() + " reading " +
+          (f.streams_file.empty() ? join_names(f.streams) : "the streams of " + f.streams_file) +
+          " for application " + f.app);
   if (!worker.http_url().empty()) {
     say("consume", "status page " + worker.http_url() + "/status (metrics at " + worker.http_url() +
                        "/metrics)");
@@ -280,7 +337,13 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
       "at most every --checkpoint-interval. SIGINT/SIGTERM stop gracefully (final checkpoints, "
       "leases handed back); a "
       "second signal exits at once.");
-  cmd->add_option("--stream", f->stream, "Stream name")->required();
+  cmd->add_option("--stream", f->streams,
+                  "Stream name; repeat it to read several streams through one lease table (the "
+                  "Java KCL's multi-stream format): each line then starts with \"streamName\"");
+  cmd->add_option("--streams-file", f->streams_file,
+                  "Read the streams named in FILE (one a line; # starts a comment), read again "
+                  "every 60 s and on SIGHUP: streams added start at --from, streams removed "
+                  "have their leases deleted an hour later");
   cmd->add_option("--app", f->app, "Application name (names the lease table)")->required();
   cmd->add_option("--table", f->table, "Lease table name (default: the application name)");
   cmd->add_option("--from", f->from,

@@ -113,6 +113,10 @@ void write_2(char* p, int v) {
 
 // The fixed parts of a line, in order.
 constexpr char kShardId[] = "{\"shardId\":";
+// A record of one of several streams: the stream first, then the shard (same size as above).
+constexpr char kStreamName[] = "{\"streamName\":";
+constexpr char kThenShardId[] = ",\"shardId\":";
+static_assert(sizeof kThenShardId == sizeof kShardId);
 constexpr char kSequenceNumber[] = ",\"sequenceNumber\":";
 constexpr char kSubSequenceNumber[] = ",\"subSequenceNumber\":";
 constexpr char kPartitionKey[] = ",\"partitionKey\":";
@@ -172,7 +176,7 @@ char* RecordLines::write_timestamp(char* p, std::chrono::system_clock::time_poin
   return p + 6;
 }
 
-void RecordLines::append(std::string& out, const Record& r, bool raw) {
+void RecordLines::append(std::string& out, const Record& r, bool raw, std::string_view stream) {
   if (raw) {
     out += r.data();
     out += '\n';
@@ -186,12 +190,20 @@ void RecordLines::append(std::string& out, const Record& r, bool raw) {
   const std::size_t shard_size = escaped_size(r.shard_id());
   const std::size_t sequence_size = escaped_size(r.sequence_number());
   const std::size_t key_size = escaped_size(r.partition_key());
+  const std::size_t stream_size = stream.empty() ? 0 : escaped_size(stream);
   const std::size_t size = kFixedSize + shard_size + sequence_size + key_size + num_size +
-                           aws::base64_encoded_size(r.data().size());
+                           aws::base64_encoded_size(r.data().size()) +
+                           (stream.empty() ? 0 : (sizeof kStreamName - 1) + stream_size + 2);
   const std::size_t base = out.size();
   out.resize(base + size);
   char* p = out.data() + base;
-  p = write_literal(p, kShardId);
+  if (stream.empty()) {
+    p = write_literal(p, kShardId);
+  } else {
+    p = write_literal(p, kStreamName);
+    p = write_json_string(p, stream, stream_size);
+    p = write_literal(p, kThenShardId);
+  }
   p = write_json_string(p, r.shard_id(), shard_size);
   p = write_literal(p, kSequenceNumber);
   p = write_json_string(p, r.sequence_number(), sequence_size);

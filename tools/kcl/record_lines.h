@@ -6,12 +6,15 @@
 //   {"shardId":"...","sequenceNumber":"...","subSequenceNumber":0,"partitionKey":"...",
 //    "approximateArrivalTimestamp":"2026-11-24T22:40:38.123Z","data":"<base64>"}
 //
+// A record of a worker that reads several streams starts with "streamName":"...".
+//
 // Thread safety: a RecordLines object is used by one thread at a time.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "kcl/record.h"
 
@@ -19,8 +22,9 @@ namespace kcl::cli {
 
 class RecordLines {
  public:
-  // Appends one line for `r`: the JSON object above, or with `raw` only the data.
-  void append(std::string& out, const Record& r, bool raw);
+  // Appends one line for `r`: the JSON object above (with `stream` first when it is not
+  // empty), or with `raw` only the data.
+  void append(std::string& out, const Record& r, bool raw, std::string_view stream = {});
 
  private:
   // Writes the timestamp, quotes included (26 characters), and returns the end.

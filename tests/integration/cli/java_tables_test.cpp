@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -267,6 +268,95 @@ TEST_F(JavaTablesTest, TheJava30To34TableSetIsTakenOverAndLeftAsItWas) {
   // kcl-cpp shares the 3.0-3.4 coordinator state table (entries of its own) and creates no
   // other.
   EXPECT_FALSE(table_exists(app_ + "-KclCppCoordinatorState"));
+}
+
+// A Java multi-stream application's table: leases "<account>:<stream>:<creation epoch>:<shard>"
+// with streamName (the stream identifier) and shardId, the identifier built here from the
+// stream's ARN and creation time as the Java KCL's StreamIdentifier does. kcl consume reading
+// both streams resumes each shard after its Java checkpoint and leaves the leases as Java
+// wrote them (plus its checkpoints).
+TEST_F(JavaTablesTest, AJavaMultiStreamTableIsTakenOver) {
+  // A second stream beside the fixture's, with its records and checkpoints.
+  const std::string second = testing::unique_name("java-second");
+  ASSERT_TRUE(kinesis_->create_stream(second, 1).ok());
+  ASSERT_TRUE(kinesis_->wait_for_active(second, 30s).ok());
+  std::map<std::string, std::map<std::string, std::vector<std::string>>>
+      records;  // stream -> shard
+  records[stream_] = records_;
+  for (int i = 0; i < 6; ++i) {
+    kinesis::PutRecordsEntry e;
+    e.partition_key = "second-" + std::to_string(i);
+    e.data = "s" + std::to_string(i);
+    auto r = kinesis_->put_record(second, e);
+    ASSERT_TRUE(r.ok()) << r.status();
+    records[second][r->shard_id].push_back(r->sequence_number);
+  }
+  std::set<std::string> expected;  // "<stream> <sequence number>"
+  create_table(app_, "leaseKey");
+  std::map<std::string, std::string> identifier;
+  for (const auto& [stream, shards] : records) {
+    // DescribeStreamSummary as the Java KCL reads it: the account from the ARN, the
+    // creation time in epoch seconds.
+    auto answer = kinesis_->describe_stream_summary(stream);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    std::vector<std::string> arn;
+    std::stringstream parts(answer->stream_arn);
+    for (std::string p; std::getline(parts, p, ':');) arn.push_back(p);
+    ASSERT_GE(arn.size(), 6u) << answer->stream_arn;
+    const auto epoch = std::chrono::duration_cast<std::chrono::seconds>(
+                           answer->creation_timestamp.time_since_epoch())
+                           .count();
+    identifier[stream] = arn[4] + ":" + stream + ":" + std::to_string(epoch);
+    for (const auto& [shard, seqs] : shards) {
+      const std::string& at = seqs[seqs.size() / 2];
+      for (std::size_t i = seqs.size() / 2 + 1; i < seqs.size(); ++i) {
+        expected.insert(stream + " " + seqs[i]);
+      }
+      put(app_, item({{"leaseKey", {{"S", identifier[stream] + ":" + shard}}},
+                      {"leaseOwner", {{"S", "java-worker-1"}}},
+                      {"leaseCounter", {{"N", "9"}}},
+                      {"ownerSwitchesSinceCheckpoint", {{"N", "0"}}},
+                      {"checkpoint", {{"S", at}}},
+                      {"checkpointSubSequenceNumber", {{"N", "0"}}},
+                      {"streamName", {{"S", identifier[stream]}}},
+                      {"shardId", {{"S", shard}}}}));
+    }
+  }
+
+  KclProcess p(aws_,
+               {"consume", "--stream", stream_, "--stream", second, "--app", app_, "--failover-ms",
+                "3000", "--checkpoint-interval", "0"},
+               ::testing::TempDir() + "/" + app_ + ".multi.out");
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(eventually([&] { return p.lines().size() >= expected.size(); }, 90s))
+      << p.lines().size() << " of " << expected.size() << " records printed";
+  EXPECT_EQ(p.stop(), 0);
+  std::multiset<std::string> printed;
+  for (const std::string& line : p.lines()) {
+    const json j = json::parse(line);
+    printed.insert(j.at("streamName").get<std::string>() + " " +
+                   j.at("sequenceNumber").get<std::string>());
+  }
+  EXPECT_EQ(printed, std::multiset<std::string>(expected.begin(), expected.end()));
+
+  // The Java layout still: the same keys, streamName and shardId, each at its shard's last
+  // record, no owner left.
+  for (const auto& [stream, shards] : records) {
+    for (const auto& [shard, seqs] : shards) {
+      auto got = ddb_->get_item(app_, leases::lease_key_item(identifier[stream] + ":" + shard));
+      ASSERT_TRUE(got.ok() && got->has_value()) << stream << " " << shard;
+      const Item& l = **got;
+      EXPECT_EQ(l.at("streamName").s(), identifier[stream]);
+      EXPECT_EQ(l.at("shardId").s(), shard);
+      EXPECT_EQ(l.at("checkpoint").s(), seqs.back());
+      EXPECT_EQ(l.count("leaseOwner"), 0u);
+    }
+  }
+  auto all = ddb_->scan_all(app_);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), records[stream_].size() + records[second].size())
+      << "kcl-cpp created leases of its own";
+  (void)kinesis_->delete_stream(second);
 }
 
 }  // namespace

@@ -46,12 +46,17 @@ class KclProcess : public testing::ChildProcess {
 // fresh stream of `shards` shards.
 class CliTest : public ::testing::Test {
  protected:
-  void make_stream(std::string_view prefix, int shards) {
+  // The emulators' configuration in aws_, and a Kinesis client on them in kinesis_.
+  void make_kinesis() {
     aws_ = testing::shared_emulators().aws_config();
     auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
     ASSERT_TRUE(k.ok()) << k.status();
     kinesis_ = std::make_unique<kinesis::KinesisClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+  }
+
+  void make_stream(std::string_view prefix, int shards) {
+    make_kinesis();
     stream_ = testing::unique_name(prefix);
     ASSERT_TRUE(kinesis_->create_stream(stream_, shards).ok());
     ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());

@@ -182,7 +182,11 @@ TEST_F(PullWorkersTest, BeginShutdownWaitsForAcksTheCallerStillMakes) {
   std::shared_future<Status> stopped = consumer.begin_shutdown();
   EXPECT_EQ(stopped.wait_for(300ms), std::future_status::timeout)
       << "the stop did not wait for the 20 records taken";
-  for (PulledRecord& r : held) ASSERT_TRUE(r.ack().ok());
+  for (PulledRecord& r : held) {
+    ASSERT_TRUE(r.ack().ok());
+    EXPECT_EQ(r.stream_name(), stream_) << "a record's stream, after its ack too";
+    EXPECT_EQ(r.ack().code(), StatusCode::kFailedPrecondition) << "acknowledged twice";
+  }
   ASSERT_EQ(stopped.wait_for(60s), std::future_status::ready);
   EXPECT_TRUE(stopped.get().ok()) << stopped.get();
   EXPECT_TRUE(consumer.shutdown().ok());  // the same result again

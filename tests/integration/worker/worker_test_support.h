@@ -61,6 +61,7 @@ struct Delivered {
   bool aggregated = false;
   std::string partition_key;
   std::string data;
+  std::string stream;  // InitializationInput::stream_name of the shard's processor
 
   ExtendedSequenceNumber position() const {
     return ExtendedSequenceNumber(sequence_number, static_cast<std::int64_t>(sub_sequence_number));
@@ -204,6 +205,7 @@ class RecordingProcessor final : public RecordProcessor {
   }
 
   void initialize(const InitializationInput& input) override {
+    stream_ = input.stream_name;
     Event e{EventKind::kInitialize, worker_, shard_, input.starting_position, {}, {}};
     log_->add(std::move(e));
   }
@@ -212,9 +214,9 @@ class RecordingProcessor final : public RecordProcessor {
     ++deliveries_;
     Event e{EventKind::kProcessRecords, worker_, shard_, {}, {}, {}};
     for (const Record& r : input.records) {
-      e.records.push_back(Delivered{std::string(r.shard_id()), std::string(r.sequence_number()),
-                                    r.sub_sequence_number(), r.aggregated(),
-                                    std::string(r.partition_key()), std::string(r.data())});
+      e.records.push_back(Delivered{
+          std::string(r.shard_id()), std::string(r.sequence_number()), r.sub_sequence_number(),
+          r.aggregated(), std::string(r.partition_key()), std::string(r.data()), stream_});
     }
     log_->add(std::move(e));
     if (script_->on_records) {
@@ -250,6 +252,7 @@ class RecordingProcessor final : public RecordProcessor {
   std::shared_ptr<Script> script_;
   const std::string worker_;
   const std::string shard_;
+  std::string stream_;
   int deliveries_ = 0;
   int shard_end_calls_ = 0;
 };

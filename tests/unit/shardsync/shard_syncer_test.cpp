@@ -98,16 +98,23 @@ class HookedStore final : public leases::LeaseStore {
   leases::InMemoryLeaseStore& inner_;
 };
 
-// Checkpoints a lease in the store as its owner would (take, then checkpoint).
-void checkpoint(leases::InMemoryLeaseStore& store, int id, ExtendedSequenceNumber where) {
-  auto current = store.peek(sid(id));
-  ASSERT_TRUE(current.has_value()) << sid(id);
+// Checkpoints a lease in the store as its owner would (take, then checkpoint); in a
+// multi-stream table, the lease of shard `id` of the stream `stream_id`.
+void checkpoint(leases::InMemoryLeaseStore& store, const std::string& stream_id, int id,
+                ExtendedSequenceNumber where) {
+  const std::string key = stream_id.empty() ? sid(id) : stream_id + ":" + sid(id);
+  auto current = store.peek(key);
+  ASSERT_TRUE(current.has_value()) << key;
   auto held = store.take_lease(*current, "worker-x");
   ASSERT_TRUE(held.ok()) << held.status();
   leases::CheckpointFields f;
   f.checkpoint = std::move(where);
   auto done = store.update_checkpoint(*held, f);
   ASSERT_TRUE(done.ok()) << done.status();
+}
+
+void checkpoint(leases::InMemoryLeaseStore& store, int id, ExtendedSequenceNumber where) {
+  checkpoint(store, "", id, std::move(where));
 }
 
 std::vector<std::string> stored_keys(const leases::InMemoryLeaseStore& store) {
@@ -161,6 +168,54 @@ TEST(ShardSyncerTest, AMultiStreamTableIsRefusedAndLeftAlone) {
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("multi-stream lease " + java.lease_key));
   EXPECT_EQ(stored_keys(store), std::vector<std::string>{java.lease_key});
+}
+
+// Two streams through one table, in the Java KCL's multi-stream format: each syncer keeps
+// its own stream's leases ("<stream id>:<shard>" with streamName and shardId; parents as bare
+// shard ids) and never touches the other's; a one-stream lease in the table is refused.
+TEST(ShardSyncerTest, MultiStreamSyncersKeepEachStreamsLeasesApart) {
+  leases::InMemoryLeaseStore store;
+  Stream a{lineage_listing(), {}};
+  Stream b{lineage_listing(), {}};
+  RecordingMetrics metrics;
+  const std::string id_a = "123456789012:orders:1700000000";
+  const std::string id_b = "123456789012:audit:1700000001";
+  ShardSyncer sync_a(a.lister(), store, InitialPosition::trim_horizon(), metrics, id_a);
+  ShardSyncer sync_b(b.lister(), store, InitialPosition::trim_horizon(), metrics, id_b);
+  ASSERT_TRUE(sync_a.sync_once().ok());
+  auto r = sync_b.sync_once();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->leases, 0u) << "stream b saw stream a's leases as its own";
+  EXPECT_EQ(r->leases_created, 6u);
+  EXPECT_EQ(stored_keys(store).size(), 12u);
+  auto merge = store.peek(id_a + ":" + sid(5));
+  ASSERT_TRUE(merge.has_value());
+  EXPECT_EQ(merge->stream_identifier, id_a);
+  EXPECT_EQ(merge->shard_id, sid(5));
+  EXPECT_EQ(merge->parent_shard_ids, ids({1, 4}));
+  EXPECT_EQ(store.peek(id_b + ":" + sid(0))->child_shard_ids, ids({3, 4}));
+  // Unchanged streams: a second pass of each writes nothing.
+  for (ShardSyncer* s : {&sync_a, &sync_b}) {
+    auto again = s->sync_once();
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->leases, 6u);
+    EXPECT_EQ(again->leases_created + again->leases_deleted + again->child_ids_updated, 0u);
+  }
+  // Stream a's shard 0 is finished and both children started: only a's lease of it goes.
+  checkpoint(store, id_a, 0, ExtendedSequenceNumber::shard_end());
+  for (int child : {3, 4}) checkpoint(store, id_a, child, ExtendedSequenceNumber("5"));
+  auto cleaned = sync_a.sync_once();
+  ASSERT_TRUE(cleaned.ok()) << cleaned.status();
+  EXPECT_FALSE(store.peek(id_a + ":" + sid(0)).has_value());
+  EXPECT_TRUE(store.peek(id_b + ":" + sid(0)).has_value());
+
+  Lease one_stream;
+  one_stream.lease_key = sid(9);
+  ASSERT_TRUE(store.create_lease_if_not_exists(one_stream).ok());
+  auto refused = sync_b.sync_once();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("one-stream lease " + sid(9)));
 }
 
 TEST(ShardSyncerTest, FreshTableAtTimestamp) {

@@ -1,0 +1,276 @@
+#include "worker/stream_set.h"
+
+#include <algorithm>
+#include <exception>
+#include <random>
+#include <set>
+#include <utility>
+
+#include "base/jitter.h"
+#include "base/status_macros.h"
+#include "leases/stream_identifier.h"
+
+namespace kcl::worker {
+namespace {
+
+using std::chrono::milliseconds;
+
+// The account of "arn:aws:kinesis:<region>:<account>:stream/<name>"; empty when it has none.
+std::string account_of(const std::string& arn) {
+  std::size_t at = 0;
+  for (int field = 0; field < 4; ++field) {
+    at = arn.find(':', at);
+    if (at == std::string::npos) return {};
+    ++at;
+  }
+  const std::size_t end = arn.find(':', at);
+  return end == std::string::npos ? std::string() : arn.substr(at, end - at);
+}
+
+Clock::MonoTime::duration jittered(milliseconds interval) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return base::jittered(interval, 0.2, rng);
+}
+
+}  // namespace
+
+std::optional<std::string> stream_name_problem(const std::string& name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > 128) return "is longer than 128 characters";
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      return "\"" + name + "\" holds '" + std::string(1, c) + "' (allowed: a-z A-Z 0-9 _ . -)";
+    }
+  }
+  return std::nullopt;
+}
+
+StreamSet::StreamSet(const WorkerConfig& config, kinesis::KinesisClient& kinesis,
+                     leases::LeaseStore& store, MetricsSink& metrics, const Clock& clock, Log log)
+    : config_(config),
+      multi_(config.multi_stream()),
+      kinesis_(kinesis),
+      store_(store),
+      metrics_(metrics),
+      clock_(clock),
+      log_(std::move(log)) {}
+
+std::vector<StreamConfig> StreamSet::configured_streams() {
+  if (!multi_) return {StreamConfig{config_.stream_name, std::nullopt}};
+  if (!config_.stream_tracker) return config_.streams;
+  try {
+    return config_.stream_tracker();
+  } catch (const std::exception& e) {
+    log_(LogLevel::kWarn, std::string("the stream tracker threw: ") + e.what() +
+                              "; keeping the streams it listed before");
+  } catch (...) {
+    log_(LogLevel::kWarn, "the stream tracker threw; keeping the streams it listed before");
+  }
+  std::vector<StreamConfig> last;
+  for (const auto& [name, e] : entries_) {
+    if (!e.missing_since) last.push_back(e.config);
+  }
+  return last;
+}
+
+void StreamSet::refresh_list(Clock::MonoTime now) {
+  std::set<std::string> listed;
+  for (StreamConfig& s : configured_streams()) {
+    if (auto problem = stream_name_problem(s.name)) {
+      if (reported_bad_names_.insert(s.name).second) {  // once per name
+        log_(LogLevel::kWarn,
+             "the stream tracker listed a stream whose name " + *problem + "; it is left out");
+      }
+      continue;
+    }
+    listed.insert(s.name);
+    auto [it, added] = entries_.try_emplace(s.name);
+    Entry& e = it->second;
+    if (added) {
+      if (multi_ && next_list_ != Clock::MonoTime{}) {
+        log_(LogLevel::kInfo, "stream " + s.name + " added");
+      }
+      e.next_sync = now;
+    } else if (e.missing_since) {
+      log_(LogLevel::kInfo, "stream " + s.name + " is listed again; its leases are kept");
+      e.missing_since.reset();
+      e.next_sync = now;
+    }
+    e.config = std::move(s);
+  }
+  for (auto& [name, e] : entries_) {
+    if (listed.count(name) || e.missing_since) continue;
+    e.missing_since = now;
+    const milliseconds delay = config_.former_stream_deletion_delay;
+    log_(LogLevel::kInfo, "stream " + name + " is no longer listed; " +
+                              (delay.count() == 0 ? std::string("its leases are kept")
+                                                  : "its leases are deleted in " +
+                                                        std::to_string(delay.count() / 1000) +
+                                                        " s unless it is listed again"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  positions_.clear();
+  names_.clear();
+  for (const auto& [name, e] : entries_) {
+    positions_[name] = e.config.initial_position.value_or(config_.initial_position);
+    if (e.missing_since) continue;
+    names_ += (names_.empty() ? "" : ",") + name;
+  }
+}
+
+Status StreamSet::resolve(Entry& e) {
+  if (e.syncer) return Status::Ok();
+  const InitialPosition position = e.config.initial_position.value_or(config_.initial_position);
+  auto lister = shardsync::kinesis_shard_lister(kinesis_, e.config.name);
+  if (!multi_) {
+    e.syncer =
+        std::make_unique<shardsync::ShardSyncer>(std::move(lister), store_, position, metrics_);
+    return Status::Ok();
+  }
+  auto summary = kinesis_.describe_stream_summary(e.config.name);
+  if (!summary.ok()) {
+    if (summary.status().code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kNotFound, "stream \"" + e.config.name + "\" does not exist");
+    }
+    return summary.status().with_context("describing stream " + e.config.name + ": ");
+  }
+  leases::StreamIdentifier id;
+  id.account_id = account_of(summary->stream_arn);
+  id.stream_name = e.config.name;
+  id.creation_epoch = std::chrono::duration_cast<std::chrono::seconds>(
+                          summary->creation_timestamp.time_since_epoch())
+                          .count();
+  if (!leases::StreamIdentifier::parse(id.serialize())) {
+    return Status(StatusCode::kInternal, "stream " + e.config.name + ": no account in its ARN \"" +
+                                             summary->stream_arn + "\" or no creation time");
+  }
+  e.identifier = id.serialize();
+  e.syncer = std::make_unique<shardsync::ShardSyncer>(std::move(lister), store_, position, metrics_,
+                                                      e.identifier);
+  return Status::Ok();
+}
+
+Status StreamSet::delete_leases_of(const std::string& identifier, Turn& turn) {
+  KCL_ASSIGN_OR_RETURN(std::vector<Lease> all, store_.list_leases());
+  for (const Lease& l : all) {
+    if (leases::lease_stream_identifier(l) != identifier) continue;
+    KCL_RETURN_IF_ERROR(store_.delete_lease(l.lease_key));
+    ++turn.leases_deleted;
+  }
+  return Status::Ok();
+}
+
+Status StreamSet::sync(Entry& e, Turn& turn) {
+  KCL_RETURN_IF_ERROR(resolve(e));
+  auto r = e.syncer->sync_once();
+  if (r.ok()) {
+    turn.leases_created += r->leases_created;
+    turn.leases_deleted += r->leases_deleted;
+    return Status::Ok();
+  }
+  if (multi_ && r.status().code() == StatusCode::kNotFound && !e.identifier.empty()) {
+    // Deleted: its leases go now; listed still, it is resolved again later (a stream made
+    // again under the name is another stream).
+    log_(LogLevel::kWarn, "stream " + e.config.name + " no longer exists; deleting its leases");
+    const std::string gone = e.identifier;
+    e.identifier.clear();
+    e.syncer.reset();
+    return delete_leases_of(gone, turn);
+  }
+  return r.status();
+}
+
+void StreamSet::schedule_spread(Clock::MonoTime now) {
+  const milliseconds interval = config_.processing.shard_sync_interval;
+  const auto n = static_cast<long long>(entries_.size());
+  long long i = 0;
+  for (auto& [name, e] : entries_) {
+    ++i;
+    if (multi_) {
+      e.next_sync = now + std::chrono::duration_cast<Clock::MonoTime::duration>(interval * i / n);
+    } else {
+      e.next_sync = now + jittered(interval);
+    }
+  }
+}
+
+Result<StreamSet::Turn> StreamSet::start() {
+  const auto now = clock_.now();
+  if (next_list_ == Clock::MonoTime{}) {
+    refresh_list(now);
+    next_list_ = now + config_.stream_poll_interval;
+  }
+  Turn turn;
+  for (auto& [name, e] : entries_) {
+    Status s = sync(e, turn);
+    if (s.ok()) continue;
+    // A multi-stream worker goes on without a stream that does not exist (yet).
+    if (multi_ && s.code() == StatusCode::kNotFound) {
+      log_(LogLevel::kWarn, s.message() + "; it is looked for again at each shard sync");
+      continue;
+    }
+    return s.with_context("syncing the shards of stream " + name + ": ");
+  }
+  schedule_spread(now);
+  return turn;
+}
+
+Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
+  const auto now = clock_.now();
+  if (multi_ && config_.stream_tracker && now >= next_list_) {
+    refresh_list(now);
+    next_list_ = now + config_.stream_poll_interval;
+  }
+  Turn turn;
+  const milliseconds delay = config_.former_stream_deletion_delay;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    Entry& e = it->second;
+    if (e.missing_since) {
+      if (delay.count() > 0 && now - *e.missing_since >= delay) {
+        log_(LogLevel::kInfo, "stream " + it->first + " has not been listed for " +
+                                  std::to_string(delay.count() / 1000) + " s: deleting its leases");
+        if (!e.identifier.empty()) KCL_RETURN_IF_ERROR(delete_leases_of(e.identifier, turn));
+        it = entries_.erase(it);
+        continue;
+      }
+    } else if (sync_all || now >= e.next_sync) {
+      e.next_sync = now + jittered(config_.processing.shard_sync_interval);
+      Status s = sync(e, turn);
+      if (!s.ok()) {
+        if (!multi_ && s.code() == StatusCode::kNotFound) return s;
+        log_(LogLevel::kWarn, "shard sync of stream " + it->first + ": " + s.to_string());
+      }
+    }
+    ++it;
+  }
+  return turn;
+}
+
+Clock::MonoTime StreamSet::next_due() const {
+  Clock::MonoTime due = Clock::MonoTime::max();
+  if (multi_ && config_.stream_tracker) due = next_list_;
+  const milliseconds delay = config_.former_stream_deletion_delay;
+  for (const auto& [name, e] : entries_) {
+    if (!e.missing_since) {
+      due = std::min(due, e.next_sync);
+    } else if (delay.count() > 0) {
+      due = std::min(due, *e.missing_since + delay);
+    }
+  }
+  return due;
+}
+
+InitialPosition StreamSet::initial_position_of(const std::string& stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = positions_.find(stream);
+  return it == positions_.end() ? config_.initial_position : it->second;
+}
+
+std::string StreamSet::names() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return names_;
+}
+
+}  // namespace kcl::worker

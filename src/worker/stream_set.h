@@ -1,0 +1,116 @@
+// StreamSet: the streams a worker reads, and the shard sync of each.
+//
+// One stream (WorkerConfig::stream_name): a one-stream lease table and one ShardSyncer, run at
+// start and every shard_sync_interval (jittered), and at once when asked (a shard finished:
+// its children's leases). A stream that no longer exists (ResourceNotFound) is fatal.
+//
+// Several (WorkerConfig::streams or stream_tracker): a multi-stream lease table in the Java
+// KCL's format. Each stream's identifier "<account>:<stream>:<creation epoch>" is resolved
+// once with DescribeStreamSummary (the account from its ARN), and its syncer is due on a
+// schedule spread over the sync interval (stream i of n first at start + i/n of it), so the
+// ListShards calls of many streams do not come together. The tracker is read every
+// stream_poll_interval: a stream added is resolved and synced (its shards start at its
+// initial position); a stream missing from the list is former: its leases go on being read
+// (by whoever holds them) and are deleted former_stream_deletion_delay after this worker
+// first saw it missing, unless it came back (0: never). A stream that no longer exists has
+// its leases deleted at once and is resolved again while it is listed (a stream created
+// again under the same name is another stream: a new creation epoch).
+//
+// Thread safety: start() and tick() from the worker's controlling (scheduler) thread;
+// initial_position_of() and names() from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kcl/clock.h"
+#include "kcl/logging.h"
+#include "kcl/metrics.h"
+#include "kcl/status.h"
+#include "kcl/worker.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/lease_store.h"
+#include "shardsync/shard_syncer.h"
+
+namespace kcl::worker {
+
+// Why `name` is not a Kinesis stream name (1..128 of a-z A-Z 0-9 _ . -); empty when it is.
+std::optional<std::string> stream_name_problem(const std::string& name);
+
+class StreamSet {
+ public:
+  using Log = std::function<void(LogLevel, const std::string&)>;
+  // What one turn changed.
+  struct Turn {
+    std::size_t leases_created = 0;
+    std::size_t leases_deleted = 0;
+    bool changed() const { return leases_created + leases_deleted > 0; }
+  };
+
+  // `kinesis`, `store`, `metrics` and `clock` must outlive the set.
+  StreamSet(const WorkerConfig& config, kinesis::KinesisClient& kinesis, leases::LeaseStore& store,
+            MetricsSink& metrics, const Clock& clock, Log log);
+
+  bool multi_stream() const { return multi_; }
+
+  // The first sync of every stream (after resolving them). Errors: the first failure (a
+  // stream that does not exist, a table of the other kind, ...); the caller retries
+  // transient ones. A multi-stream worker starts with the streams it could resolve and sync
+  // when at least one failed for a reason other than configuration, and says which.
+  Result<Turn> start();
+
+  // One scheduler turn: reads the tracker when due, syncs the streams that are due (every
+  // stream when `sync_all`), deletes the leases of former and deleted streams when due.
+  // Errors: one stream's fatal failure (one-stream mode: the stream does not exist).
+  Result<Turn> tick(bool sync_all);
+
+  // When tick() next has something to do.
+  Clock::MonoTime next_due() const;
+  // The next tick() reads the tracker (whatever stream_poll_interval says).
+  void list_now() { next_list_ = Clock::MonoTime{} + std::chrono::nanoseconds(1); }
+
+  // Where a shard of `stream` without a checkpoint starts (its own, else the worker's).
+  InitialPosition initial_position_of(const std::string& stream) const;
+  // The streams read now, comma-separated (for logs and the status page).
+  std::string names() const;
+
+ private:
+  struct Entry {
+    StreamConfig config;
+    std::string identifier;  // empty in one-stream mode, or until resolved
+    std::unique_ptr<shardsync::ShardSyncer> syncer;
+    Clock::MonoTime next_sync{};
+    std::optional<Clock::MonoTime> missing_since;  // former: when first seen missing
+  };
+
+  std::vector<StreamConfig> configured_streams();
+  void refresh_list(Clock::MonoTime now);
+  Status resolve(Entry& e);
+  // Syncs one stream; a deleted stream's leases are deleted. Adds to `turn`.
+  Status sync(Entry& e, Turn& turn);
+  Status delete_leases_of(const std::string& identifier, Turn& turn);
+  void schedule_spread(Clock::MonoTime now);
+
+  const WorkerConfig& config_;
+  const bool multi_;
+  kinesis::KinesisClient& kinesis_;
+  leases::LeaseStore& store_;
+  MetricsSink& metrics_;
+  const Clock& clock_;
+  Log log_;
+  std::map<std::string, Entry> entries_;  // by stream name
+  Clock::MonoTime next_list_{};
+  std::set<std::string> reported_bad_names_;  // tracker names already logged as invalid
+  mutable std::mutex mu_;                             // guards positions_ and names_
+  std::map<std::string, InitialPosition> positions_;  // by stream name
+  std::string names_;
+};
+
+}  // namespace kcl::worker
