@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "leases/stream_identifier.h"
+
 namespace kcl::observability {
 
 using json = nlohmann::json;
@@ -65,6 +67,10 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
   for (const auto& [key, l] : by_key) {
     ShardView s;
     s.shard_id = key;
+    s.stream = leases::lease_stream_name(*l);
+    const std::string_view shard = leases::lease_shard_id(*l);
+    s.series_key = s.stream.empty() ? key : s.stream + "/" + std::string(shard);
+    const std::string_view stream_id = leases::lease_stream_identifier(*l);
     s.owner = l->actual_owner().value_or("");
     if (l->checkpoint_owner) s.handoff_to = l->lease_owner.value_or("");
     s.checkpoint = l->checkpoint.to_string();
@@ -72,7 +78,8 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
     s.children = l->child_shard_ids;
     bool parents_done = true;
     for (const auto& p : l->parent_shard_ids) {
-      auto it = by_key.find(p);
+      // Parent ids are shard ids of the lease's own stream.
+      auto it = by_key.find(stream_id.empty() ? p : leases::multi_stream_lease_key(stream_id, p));
       // A parent without a lease was trimmed (or never had one): not waited on.
       if (it != by_key.end() && !it->second->checkpoint.is_shard_end()) parents_done = false;
     }
@@ -104,11 +111,13 @@ struct ShardSeries {
 ShardSeries shard_series(const metrics::MetricsRegistry& registry) {
   ShardSeries out;
   for (const auto& s : registry.snapshot()) {
-    std::string shard;
+    std::string shard, stream;
     for (const auto& [k, v] : s.labels) {
       if (k == "shard") shard = v;
+      if (k == "stream") stream = v;
     }
     if (shard.empty()) continue;
+    if (!stream.empty()) shard = stream + "/" + shard;  // ShardView::series_key
     if (s.family == "kcl_records_processed_total") out.totals[shard] += s.value;
     if (s.family == "kcl_millis_behind_latest") out.lag[shard] = s.value;
   }
@@ -246,9 +255,10 @@ struct StatusServer::Impl {
                 {"children", s.children},     {"state", s.state},
                 {"millis_behind", nullptr},   {"records_per_second", json::array()}};
       if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
+      if (!s.stream.empty()) j["stream"] = s.stream;
       if (s.owner == sources.worker_id) {
-        if (auto it = lag.find(s.shard_id); it != lag.end()) j["millis_behind"] = it->second;
-        if (auto it = rates.find(s.shard_id); it != rates.end()) {
+        if (auto it = lag.find(s.series_key); it != lag.end()) j["millis_behind"] = it->second;
+        if (auto it = rates.find(s.series_key); it != rates.end()) {
           j["records_per_second"] = std::vector<double>(it->second.begin(), it->second.end());
         }
       }

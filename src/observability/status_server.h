@@ -80,7 +80,10 @@ struct StatusSources {
 
 // One shard as shown on the page (from the last snapshot).
 struct ShardView {
-  std::string shard_id;
+  std::string shard_id;  // the lease key: the shard id, or "<stream id>:<shard id>"
+  std::string stream;    // the stream's name, in a multi-stream table; else empty
+  // The shard's key in this worker's metric series: the shard id, or "<stream>/<shard id>".
+  std::string series_key;
   std::string owner;       // the worker reading it (the old owner during a handoff); empty: free
   std::string handoff_to;  // a graceful handoff to this worker is pending; empty when none
   std::string checkpoint;

@@ -51,6 +51,27 @@ TEST(StatusServer, FleetViewStates) {
   EXPECT_EQ(v.workers["w2"], 1);
 }
 
+// Two streams through one table, with the same shard ids: a child waits on its own stream's
+// parent, and each shard carries its stream and its key in this worker's metric series.
+TEST(StatusServer, FleetViewOfAMultiStreamTable) {
+  const std::string a = "123456789012:orders:1700000000:";
+  const std::string b = "123456789012:audit:1700000001:";
+  std::vector<Lease> leases = {
+      lease(a + "shardId-0", std::nullopt, ExtendedSequenceNumber::shard_end()),
+      lease(a + "shardId-1", "w1", ExtendedSequenceNumber::trim_horizon(), {"shardId-0"}),
+      lease(b + "shardId-0", "w2", ExtendedSequenceNumber("5")),
+      lease(b + "shardId-1", "w2", ExtendedSequenceNumber::trim_horizon(), {"shardId-0"}),
+  };
+  FleetView v = fleet_view(leases);
+  std::map<std::string, const ShardView*> by_key;
+  for (const auto& s : v.shards) by_key[s.shard_id] = &s;
+  EXPECT_EQ(by_key.at(a + "shardId-1")->state, "reading");
+  EXPECT_EQ(by_key.at(b + "shardId-1")->state, "waiting on parent");
+  EXPECT_EQ(by_key.at(b + "shardId-1")->stream, "audit");
+  EXPECT_EQ(by_key.at(b + "shardId-1")->series_key, "audit/shardId-1");
+  EXPECT_EQ(by_key.at("123456789012:orders:1700000000:shardId-0")->stream, "orders");
+}
+
 TEST(StatusServer, EndpointsAnswerFromSnapshots) {
   auto registry = std::make_shared<metrics::MetricsRegistry>();
   MetricTag tag{"shard", "q"};
