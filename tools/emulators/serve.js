@@ -5,7 +5,8 @@
 // on SIGTERM / SIGINT, or when a server fails.
 //
 // Usage: node serve.js [--kinesis] [--dynamodb] [--kinesis-port N] [--dynamodb-port N]
-//                      [--ignore-stdin]
+//                      [--shard-limit N] [--ignore-stdin]
+// --shard-limit: kinesalite's limit on the shards of all streams together (default 200).
 // With neither --kinesis nor --dynamodb, both are started. NODE_PATH or KCL_NODE_MODULES
 // may point at the node_modules folder holding kinesalite and dynalite; by default the
 // repository's node_modules is used.
@@ -14,7 +15,8 @@
 const path = require('path')
 
 function parseArgs(argv) {
-  const opts = {kinesis: false, dynamodb: false, kinesisPort: 0, dynamodbPort: 0, ignoreStdin: false}
+  const opts = {kinesis: false, dynamodb: false, kinesisPort: 0, dynamodbPort: 0, ignoreStdin: false,
+                shardLimit: 200}
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const num = () => {
@@ -27,6 +29,10 @@ function parseArgs(argv) {
     else if (a === '--kinesis-port') opts.kinesisPort = num()
     else if (a === '--dynamodb-port') opts.dynamodbPort = num()
     else if (a === '--ignore-stdin') opts.ignoreStdin = true
+    else if (a === '--shard-limit') {
+      opts.shardLimit = Number(argv[++i])
+      if (!Number.isInteger(opts.shardLimit) || opts.shardLimit < 1) fail('bad --shard-limit')
+    }
     else fail('unknown argument: ' + a)
   }
   if (!opts.kinesis && !opts.dynamodb) opts.kinesis = opts.dynamodb = true
@@ -87,7 +93,7 @@ async function main() {
 
   if (opts.kinesis) {
     const kinesalite = load('kinesalite')
-    const server = kinesalite({createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: 200})
+    const server = kinesalite({createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: opts.shardLimit})
     servers.push(server)
     out.kinesis = await listen(server, opts.kinesisPort)
   }
