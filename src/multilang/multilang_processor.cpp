@@ -84,6 +84,9 @@ void MultiLangProcessor::ensure_child(Checkpointer* checkpointer) {
   ExtendedSequenceNumber at = init_->starting_position;
   if (checkpointer && children_started_ > 1) at = checkpointer->last_checkpoint();
   json m = {{"action", "initialize"}, {"shardId", shard_id_}};
+  // Several streams (kcl-cpp's streamNames): the child is told which one (processors of the
+  // MultiLangDaemon protocol ignore keys they do not know).
+  if (options_.tell_stream) m["streamName"] = init_->stream_name;
   m.update(position_json(at));
   exchange("initialize", m.dump(), nullptr);
 }

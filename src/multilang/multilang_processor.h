@@ -39,6 +39,9 @@ namespace kcl::multilang {
 struct ChildOptions {
   std::vector<std::string> command;                   // argv of the child
   std::chrono::milliseconds response_timeout{60000};  // per exchange
+  // The initialize message also names the shard's stream ("streamName"): a worker reading
+  // several streams (properties key streamNames).
+  bool tell_stream = false;
 };
 
 class MultiLangProcessor final : public RecordProcessor {

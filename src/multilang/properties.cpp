@@ -156,6 +156,23 @@ class PropertyReader {
   std::vector<std::string> problems_;
 };
 
+// "a, b ,c" -> {"a", "b", "c"} (empty items dropped).
+std::vector<std::string> split_list(const std::string& v) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= v.size()) {
+    std::size_t end = v.find(',', start);
+    if (end == std::string::npos) end = v.size();
+    std::string item = v.substr(start, end - start);
+    const auto first = item.find_first_not_of(" \t");
+    if (first != std::string::npos) {
+      out.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 // Keys whose value is taken as it is.
 struct TextKey {
   const char* key;
@@ -165,6 +182,15 @@ constexpr TextKey kTextKeys[] = {
     {"executableName",
      [](MultiLangSettings& s, const std::string& v) { s.child.command = split_command(v); }},
     {"streamName", [](MultiLangSettings& s, const std::string& v) { s.worker.stream_name = v; }},
+    // kcl-cpp's own: several streams through one lease table ("a, b, c").
+    {"streamNames",
+     [](MultiLangSettings& s, const std::string& v) {
+       for (std::string& name : split_list(v)) s.worker.streams.push_back(StreamConfig{name, {}});
+       if (s.worker.streams.size() == 1) {
+         s.worker.stream_name = s.worker.streams.front().name;
+         s.worker.streams.clear();
+       }
+     }},
     {"tableName",
      [](MultiLangSettings& s, const std::string& v) { s.worker.leases.table_name = v; }},
     {"applicationName",
@@ -264,8 +290,8 @@ void check_required(PropertyReader& r) {
   for (const char* key : {"executableName", "applicationName"}) {
     if (!r.get(key)) r.problem(std::string(key) + " is required");
   }
-  if (!r.get("streamName") && !r.get("streamArn")) {
-    r.problem("streamName (or streamArn) is required");
+  if (!r.get("streamName") && !r.get("streamArn") && !r.get("streamNames")) {
+    r.problem("streamName (or streamArn, or streamNames) is required");
   }
 }
 

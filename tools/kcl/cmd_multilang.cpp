@@ -46,15 +46,17 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   }
   Dependencies deps;
   deps.logger = logger;
-  Worker worker(config,
-                std::make_shared<multilang::MultiLangProcessorFactory>(settings->child, logger),
+  multilang::ChildOptions child = settings->child;
+  child.tell_stream = config.multi_stream();
+  Worker worker(config, std::make_shared<multilang::MultiLangProcessorFactory>(child, logger),
                 deps);
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("multilang", s);
-  std::cerr << "kcl multilang: worker " << worker.worker_id() << " reading " << config.stream_name
-            << " with '" << props->at("executableName")
-            << "' as the record processor of each shard\n";
+  std::string streams = config.stream_name;
+  for (const StreamConfig& sc : config.streams) streams += (streams.empty() ? "" : ", ") + sc.name;
+  std::cerr << "kcl multilang: worker " << worker.worker_id() << " reading " << streams << " with '"
+            << props->at("executableName") << "' as the record processor of each shard\n";
   if (auto stopped = wait_for_worker_or_stop(worker)) {
     if (!stopped->ok()) return report_error("multilang", *stopped);
     return 0;

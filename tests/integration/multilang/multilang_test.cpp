@@ -72,12 +72,13 @@ class MultiLangTest : public ::testing::Test {
     return last;
   }
 
-  // The properties file, as the Java MultiLangDaemon reads it.
-  std::string properties(const std::string& executable) {
+  // The properties file, as the Java MultiLangDaemon reads it; `streams`: the line naming
+  // the streams (kcl-cpp's streamNames for several).
+  std::string properties(const std::string& executable, const std::string& streams = "") {
     const std::string path = base_ + ".properties";
     std::ofstream(path) << "# a MultiLangDaemon properties file\n"
                         << "executableName = " << executable << "\n"
-                        << "streamName = " << stream_ << "\n"
+                        << (streams.empty() ? "streamName = " + stream_ : streams) << "\n"
                         << "applicationName = " << app_ << "\n"
                         << "AWSCredentialsProvider = DefaultAWSCredentialsProviderChain\n"
                         << "processingLanguage = nodejs/20\n"
@@ -147,6 +148,38 @@ TEST_F(MultiLangTest, AnAwsKclNodeProcessorGetsEveryRecordAndCheckpoints) {
   EXPECT_EQ(d.stop(), 0);
   auto cps = checkpoints();
   for (const auto& [shard, seq] : last) EXPECT_EQ(cps[shard], seq) << shard;
+}
+
+// streamNames (kcl-cpp's own key): one daemon, two streams, one lease table; each child's
+// initialize names its stream, and every record of both streams reaches a child of its own
+// stream.
+TEST_F(MultiLangTest, StreamNamesReadsSeveralStreamsAndTellsEachChildItsStream) {
+  put(20);
+  const std::string second = testing::unique_name("ml2");
+  ASSERT_TRUE(kinesis_->create_stream(second, 1).ok());
+  ASSERT_TRUE(kinesis_->wait_for_active(second, 30s).ok());
+  std::vector<kinesis::PutRecordsEntry> entries;
+  for (int i = 0; i < 10; ++i) entries.push_back({"second" + std::to_string(i), "k", ""});
+  ASSERT_TRUE(kinesis_->put_records(second, entries).ok());
+  const std::string out = base_ + ".records";
+  ChildProcess d =
+      daemon(properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js",
+                        "streamNames = " + stream_ + ", " + second),
+             out);
+  ASSERT_TRUE(d.started());
+  ASSERT_TRUE(eventually([&] { return lines(out).size() >= 30; }, 120s))
+      << lines(out).size() << " records written by the children";
+  EXPECT_EQ(d.stop(), 0);
+  std::map<std::string, int> per_stream;
+  for (const auto& l : lines(out)) {
+    const std::string stream = l.substr(0, l.find('/'));
+    const std::string data = l.substr(l.rfind(' ') + 1);
+    ++per_stream[stream];
+    EXPECT_EQ(data.rfind("second", 0) == 0, stream == second) << l;
+  }
+  EXPECT_EQ(per_stream[stream_], 20);
+  EXPECT_EQ(per_stream[second], 10);
+  (void)kinesis_->delete_stream(second);
 }
 
 TEST_F(MultiLangTest, TwoDaemonsShareTheShardsOneSurvivesTheOthersKillAndARestartResumes) {

@@ -1,6 +1,7 @@
 // A record processor written with npm aws-kcl's API (the Java KCL's Node package, as its
 // users write them), run by `kcl multilang` as the child of each shard: appends
-// "<shard> <sequence> <data>" to $MULTILANG_OUT for every record, checkpoints after each
+// "<shard> <sequence> <data>" to $MULTILANG_OUT for every record ("<stream>/<shard>" when the
+// daemon reads several streams and names the shard's in initialize), checkpoints after each
 // batch, at the shard's end and on shutdown; logs its events to stderr.
 'use strict';
 const fs = require('fs');
@@ -12,7 +13,7 @@ let shard = '';
 
 const processor = {
   initialize(input, done) {
-    shard = input.shardId;
+    shard = input.streamName ? `${input.streamName}/${input.shardId}` : input.shardId;
     process.stderr.write(`initialize ${shard} at ${input.sequenceNumber}\n`);
     done();
   },

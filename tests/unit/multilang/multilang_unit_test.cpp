@@ -77,6 +77,25 @@ TEST(PropertiesTest, BuildsTheWorkerAndNamesEveryProblem) {
   }
 }
 
+// streamNames (kcl-cpp's own): several streams through one lease table; one name is the
+// same as streamName.
+TEST(PropertiesTest, StreamNamesListsSeveralStreams) {
+  auto two = settings_from_properties({{"executableName", "python3 p.py"},
+                                       {"streamNames", " orders, payments ,"},
+                                       {"applicationName", "audit"}});
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->worker.streams.size(), 2u);
+  EXPECT_EQ(two->worker.streams[0].name, "orders");
+  EXPECT_EQ(two->worker.streams[1].name, "payments");
+  EXPECT_TRUE(two->worker.stream_name.empty());
+  EXPECT_TRUE(two->worker.multi_stream());
+  auto one = settings_from_properties(
+      {{"executableName", "python3 p.py"}, {"streamNames", "orders"}, {"applicationName", "a"}});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->worker.stream_name, "orders");
+  EXPECT_FALSE(one->worker.multi_stream());
+}
+
 // A minimal valid file's keys plus `extra`.
 std::map<std::string, std::string> with_required(std::map<std::string, std::string> extra) {
   extra.emplace("executableName", "python3 p.py");
