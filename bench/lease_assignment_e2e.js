@@ -9,9 +9,14 @@
 //             workers (want 0: planned moves are handoffs)
 //  takeover   the second worker is SIGKILLed: seconds until the survivor has taken every
 //             lease (its "lease ... taken" log lines), with failover 10 s
-//  steady     12 workers on a 24-shard stream once balanced: DynamoDB items read and writes per
-//             shard per minute over --steady-s seconds, counted at a proxy in front of
-//             dynalite (both tables; checkpoints every 5 s included)
+//  steady     12 workers on a 24-shard stream once balanced, over --steady-s seconds, counted
+//             at a proxy in front of dynalite (both tables): DynamoDB items read and writes per
+//             shard per minute, and the capacity units DynamoDB bills (each answer's
+//             ConsumedCapacity, which kcl-cpp asks for; a write refused by its condition counts
+//             one unit) per shard per minute, split into coordination (everything but
+//             checkpoints) and checkpoints (UpdateItems that write the checkpoint attribute,
+//             every 5 s by default), with the on-demand price per shard-month
+//             ($0.125 per million read units, $0.625 per million write units)
 //
 //   node bench/lease_assignment_e2e.js [--build-dir build/release] [--modes leader,worker-takes]
 //                                      [--steady-s 60] [--skip-steady]
@@ -44,14 +49,24 @@ function parseArgs(argv) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
+const READ_UNIT_USD = 0.125 / 1e6
+const WRITE_UNIT_USD = 0.625 / 1e6
+const MINUTES_PER_MONTH = 730 * 60
+
+// A write of the checkpoint attribute (a checkpoint, or the final one of a handoff).
+function isCheckpoint(op, j) {
+  return op === 'UpdateItem' && Object.values(j.ExpressionAttributeNames || {}).includes('checkpoint')
+}
+
 // A proxy in front of dynalite that counts, per table, items read (GetItem: 1 when found;
-// Scan/Query: Count; BatchGetItem: items returned) and write requests.
+// Scan/Query: Count; BatchGetItem: items returned) and write requests, and per category
+// (coordination, checkpoint) the read and write units billed.
 function startCountingProxy(upstream) {
   const up = new URL(upstream)
   const counts = {}
   const agent = new http.Agent({keepAlive: true, maxSockets: 256})
   const bump = (table, key, n) => {
-    counts[table] = counts[table] || {reads: 0, writes: 0, requests: 0}
+    counts[table] = counts[table] || {reads: 0, writes: 0, requests: 0, rcu: 0, wcu: 0, ckptRcu: 0, ckptWcu: 0}
     counts[table][key] += n
   }
   const server = http.createServer((req, res) => {
@@ -61,10 +76,15 @@ function startCountingProxy(upstream) {
       const body = Buffer.concat(chunks)
       const op = String(req.headers['x-amz-target'] || '').split('.').pop()
       let table = '?'
+      let checkpoint = false
+      let consistent = ''
       try {
         const j = JSON.parse(body.toString() || '{}')
         table = j.TableName || Object.keys(j.RequestItems || {})[0] || '?'
+        checkpoint = isCheckpoint(op, j)
+        if (j.ConsistentRead) consistent = ' consistent'
       } catch (e) {}
+      const isWrite = ['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem'].includes(op)
       const upReq = http.request({host: up.hostname, port: up.port, method: req.method, path: req.url,
                                   headers: req.headers, agent}, (upRes) => {
         const out = []
@@ -72,10 +92,19 @@ function startCountingProxy(upstream) {
         upRes.on('end', () => {
           const text = Buffer.concat(out)
           bump(table, 'requests', 1)
-          if (['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem'].includes(op)) bump(table, 'writes', 1)
+          if (isWrite) bump(table, 'writes', 1)
+          const unitKey = checkpoint ? (isWrite ? 'ckptWcu' : 'ckptRcu') : (isWrite ? 'wcu' : 'rcu')
+          const units = (n) => {
+            bump(table, unitKey, n)
+            const detail = `${table} ${op}${consistent}${checkpoint ? ' (checkpoint)' : ''}`
+            bump(detail, 'requests', 1)
+            bump(detail, isWrite ? 'wcu' : 'rcu', n)
+          }
+          if (upRes.statusCode !== 200 && isWrite && /ConditionalCheckFailed/.test(text.toString())) units(1)
           if (upRes.statusCode === 200) {
             try {
               const j = JSON.parse(text.toString() || '{}')
+              if (j.ConsumedCapacity && typeof j.ConsumedCapacity.CapacityUnits === 'number') units(j.ConsumedCapacity.CapacityUnits)
               if (op === 'GetItem') bump(table, 'reads', j.Item ? 1 : 0)
               if (op === 'Scan' || op === 'Query') bump(table, 'reads', j.Count || 0)
               if (op === 'BatchGetItem') {
@@ -225,22 +254,44 @@ async function steady(kcl, env, urls, mode, seconds) {
     const counts = workers.map((w) => o.out[w.id] || 0)
     return counts.every((c) => c === 2)
   }, 240000, 500)
-  await sleep(5000)
+  // Past the start's activity: a worker polls at poll_interval for failover_time after it
+  // joined or saw a post, then settles to its idle polls.
+  await sleep(15000)
   const before = proxy.snapshot()
   await sleep(seconds * 1000)
   const after = proxy.snapshot()
   await prod.stop()
   await Promise.all(workers.map((w) => w.stop()))
   proxy.close()
-  let reads = 0
-  let writes = 0
+  const total = {reads: 0, writes: 0, rcu: 0, wcu: 0, ckptRcu: 0, ckptWcu: 0}
+  if (process.env.KCL_BENCH_DETAIL) {
+    for (const [key, c] of Object.entries(after)) {
+      if (!key.includes(' ')) continue
+      const b = before[key] || {}
+      console.log(`  ${key}: ${c.requests - (b.requests || 0)} requests, ${(c.rcu - (b.rcu || 0)).toFixed(1)} read units, ` +
+                  `${(c.wcu - (b.wcu || 0)).toFixed(1)} write units over ${seconds} s`)
+    }
+  }
   for (const [table, c] of Object.entries(after)) {
-    const b = before[table] || {reads: 0, writes: 0}
-    reads += c.reads - b.reads
-    writes += c.writes - b.writes
+    if (table.includes(' ')) continue
+    const b = before[table] || {}
+    for (const k of Object.keys(total)) total[k] += c[k] - (b[k] || 0)
   }
   const perShardMinute = (n) => n / 24 / (seconds / 60)
-  return {mode, balanced: ok, readsPerShardMinute: perShardMinute(reads), writesPerShardMinute: perShardMinute(writes)}
+  const per = {}
+  for (const k of Object.keys(total)) per[k] = perShardMinute(total[k])
+  const usd = (r, w) => (r * READ_UNIT_USD + w * WRITE_UNIT_USD) * MINUTES_PER_MONTH
+  return {mode, balanced: ok, per, coordinationUsd: usd(per.rcu, per.wcu),
+          totalUsd: usd(per.rcu + per.ckptRcu, per.wcu + per.ckptWcu)}
+}
+
+function steadyLine(s) {
+  const p = s.per
+  return `${s.mode.padEnd(13)} steady 12 workers x 24 shards${s.balanced ? '' : ' (never balanced 2/2)'}, per shard per minute: ` +
+         `${p.reads.toFixed(1)} items read, ${p.writes.toFixed(1)} writes; billed units: coordination ` +
+         `${p.rcu.toFixed(2)} read / ${p.wcu.toFixed(2)} write, checkpoints ${p.ckptRcu.toFixed(2)} read / ` +
+         `${p.ckptWcu.toFixed(2)} write; $ per shard-month: coordination ${s.coordinationUsd.toFixed(3)}, ` +
+         `all ${s.totalUsd.toFixed(3)}`
 }
 
 async function main() {
@@ -261,8 +312,7 @@ async function main() {
                   ` (of ${j.printed}), takeover after SIGKILL ${j.takeoverS === null ? 'not within 120 s' : j.takeoverS.toFixed(1) + ' s'}`)
       if (!o.skipSteady) {
         const s = await steady(kcl, env, urls, mode, o.steadyS)
-        console.log(`${mode.padEnd(13)} steady 12 workers x 24 shards${s.balanced ? '' : ' (never balanced 2/2)'}: ` +
-                    `${s.readsPerShardMinute.toFixed(1)} items read, ${s.writesPerShardMinute.toFixed(1)} writes per shard per minute`)
+        console.log(steadyLine(s))
       }
     }
   } finally {

@@ -40,6 +40,11 @@ std::string worker_name(int i) {
   return buf;
 }
 
+// DynamoDB on-demand prices (us-east-1): per read unit, per write unit; minutes in a month.
+constexpr double kReadUnitUsd = 0.125 / 1e6;
+constexpr double kWriteUnitUsd = 0.625 / 1e6;
+constexpr double kMinutesPerMonth = 730.0 * 60.0;
+
 LeaseStoreStats minus(const LeaseStoreStats& a, const LeaseStoreStats& b) {
   LeaseStoreStats d;
   d.scans = a.scans - b.scans;
@@ -63,7 +68,10 @@ LeaseStoreStats minus(const LeaseStoreStats& a, const LeaseStoreStats& b) {
 CoordinationStoreStats minus(const CoordinationStoreStats& a, const CoordinationStoreStats& b) {
   CoordinationStoreStats d;
   d.reads = a.reads - b.reads;
+  d.eventual_reads = a.eventual_reads - b.eventual_reads;
   d.items_read = a.items_read - b.items_read;
+  d.read_units = a.read_units - b.read_units;
+  d.write_units = a.write_units - b.write_units;
   d.writes = a.writes - b.writes;
   d.heartbeats = a.heartbeats - b.heartbeats;
   d.leader_writes = a.leader_writes - b.leader_writes;
@@ -109,6 +117,7 @@ struct SimWorker {
   nanoseconds paused_until{0};
   int held = 0;  // leases the table says it owns (bookkeeping)
   std::uint64_t take_generation = 0;
+  std::uint64_t poll_generation = 0;
   std::optional<nanoseconds> fed_until;  // shard traffic reported to its coordinator up to
 };
 
@@ -119,7 +128,7 @@ struct Tick {
   std::uint64_t seq;
   int worker;
   TickKind kind;
-  std::uint64_t generation = 0;  // take ticks: only the latest scheduled one runs
+  std::uint64_t generation = 0;  // take and poll ticks: only the latest scheduled one runs
   bool operator>(const Tick& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
@@ -141,6 +150,8 @@ class Simulation {
     std::uint64_t generation = 0;
     if (kind == TickKind::kTake)
       generation = ++workers_[static_cast<std::size_t>(w)]->take_generation;
+    if (kind == TickKind::kPoll)
+      generation = ++workers_[static_cast<std::size_t>(w)]->poll_generation;
     ticks_.push(Tick{at, seq_++, w, kind, generation});
   }
   // Which strategy the workers run (chosen once from the options; each is driven by its own
@@ -210,6 +221,8 @@ int Simulation::add_worker(nanoseconds first_take) {
     w->leader = std::make_unique<assignment::LeaderAssignment>(config, parts);
     w->coordinator = &w->leader->held();
     w->agent = &w->leader->agent();
+    // A heartbeat that brings a post runs the poll now (as the step runner does).
+    w->agent->set_poll_waker([this, index] { schedule(index, now(), TickKind::kPoll); });
   } else {
     w->takes = std::make_unique<assignment::WorkerTakesAssignment>(config, parts);
     w->coordinator = &w->takes->held();
@@ -488,6 +501,7 @@ void Simulation::run_tick(const Tick& t) {
   auto& worker = *workers_[static_cast<std::size_t>(t.worker)];
   if (worker.state == WorkerState::kCrashed || worker.state == WorkerState::kLeft) return;
   if (t.kind == TickKind::kTake && t.generation != worker.take_generation) return;  // superseded
+  if (t.kind == TickKind::kPoll && t.generation != worker.poll_generation) return;  // woken since
   if (worker.state == WorkerState::kPaused) {
     schedule(t.worker, worker.paused_until, t.kind);  // runs when the pause ends
     return;
@@ -735,6 +749,18 @@ std::string SimulationReport::to_text() const {
     out << "    both tables per shard per minute: item reads "
         << fixed(per_shard_minute(s.items_scanned + s.gets + c.items_read, shards, over), 2)
         << ", writes " << fixed(per_shard_minute(s.writes + c.writes, shards, over), 2) << "\n";
+    // Billed units (estimated from the items' sizes) and the on-demand price.
+    const double minute = static_cast<double>(over.count()) / 60000.0 * shards;
+    const double rc = c.read_units / minute, wc = c.write_units / minute;
+    const double rl = s.read_units / minute, wl = s.write_units / minute;
+    auto usd = [](double r, double w) {
+      return (r * kReadUnitUsd + w * kWriteUnitUsd) * kMinutesPerMonth;
+    };
+    out << "    billed units per shard per minute: coordination table " << fixed(rc, 3)
+        << " read / " << fixed(wc, 3) << " write, lease table " << fixed(rl, 3) << " read / "
+        << fixed(wl, 3) << " write (checkpoints not simulated); $ per shard-month: "
+        << "coordination table " << fixed(usd(rc, wc), 4) << ", both tables "
+        << fixed(usd(rc + rl, wc + wl), 4) << "\n";
   };
   describe("whole run", stats, simulated);
   describe_coordination("whole run", coordination, stats, simulated);

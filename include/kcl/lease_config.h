@@ -68,15 +68,32 @@ struct LeaseConfig {
   // connection costs one attempt, not the lease.
   std::chrono::milliseconds renew_interval{0};
 
-  // kLeader: how often a worker reads its own entry (the leader posts the leases it assigns
-  // or wants handed off there) and the leader lock. Default 1 s, range 10 ms..failover_time /
-  // 2. Sets how fast a worker starts on a lease assigned to it.
+  // kLeader: how often a worker with something in progress (it joined or saw a post in the
+  // last failover_time, a handoff to or from it is pending, the lock changed hands) reads its
+  // own entry (the leader posts the leases it assigns or wants handed off there) and the
+  // leader lock, eventually consistent. Default 1 s, range 10 ms..failover_time / 2. Sets how
+  // fast a worker in the middle of a change acts on the leader's next post.
   std::chrono::milliseconds poll_interval{1000};
 
-  // kLeader: how often the leader reads every worker's entry to see joins, leaves and silent
-  // workers. Default 500 ms, range 10 ms..failover_time / 2. A crashed worker's leases move
-  // within failover_time + this + poll_interval of the crash.
+  // kLeader: how often a worker with nothing in progress reads the leader lock (eventually
+  // consistent; half a read unit). Its own entry then comes back with each heartbeat (at no
+  // read cost), and a heartbeat that brings a post wakes the poll at once. Default 0 =
+  // max(poll_interval, failover_time / 2); range poll_interval..failover_time. Sets how long
+  // a lapsed lock can go unnoticed (a new leader is elected within failover_time + this of
+  // the old one's crash) and, with renew_interval, most of an idle worker's read cost
+  // (docs/cost-model.md).
+  std::chrono::milliseconds idle_poll_interval{0};
+
+  // kLeader: how often the leader reads every worker's entry (eventually consistent) while
+  // something moves (a join, a leave, a handoff, a worker that missed a heartbeat, a
+  // rebalance). Default 500 ms, range 10 ms..failover_time / 2. A crashed worker's leases
+  // move within failover_time + leader_idle_poll_interval + this of the crash.
   std::chrono::milliseconds leader_poll_interval{500};
+
+  // kLeader: how often the leader reads every worker's entry while nothing moves. Default
+  // 0 = max(leader_poll_interval, failover_time / 5); range leader_poll_interval..
+  // failover_time / 2. Sets how soon a join is seen.
+  std::chrono::milliseconds leader_idle_poll_interval{0};
 
   // kLeader: how often the leader reads the whole lease table (besides when a worker leaves
   // or a worker notes that it created or deleted leases). Default 30 s, range 1 s..1 h.
@@ -161,6 +178,14 @@ struct LeaseConfig {
   std::string effective_coordinator_table_name() const {
     return coordinator_table_name.empty() ? effective_table_name() + "-CoordinatorState"
                                           : coordinator_table_name;
+  }
+  std::chrono::milliseconds effective_idle_poll_interval() const {
+    if (idle_poll_interval.count() > 0) return idle_poll_interval;
+    return std::max(poll_interval, failover_time / 2);
+  }
+  std::chrono::milliseconds effective_leader_idle_poll_interval() const {
+    if (leader_idle_poll_interval.count() > 0) return leader_idle_poll_interval;
+    return std::max(leader_poll_interval, failover_time / 5);
   }
   std::chrono::milliseconds effective_take_interval() const {
     return take_interval.count() > 0 ? take_interval : failover_time * 2;

@@ -1,6 +1,7 @@
 #include "assignment/assignment_agent.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/jitter.h"
 
@@ -34,6 +35,7 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseS
       passes_("leader_pass", "leader pass", "leader " + config.worker_id, logger, metrics, clock),
       rng_(seed ^ 0x9e3779b97f4a7c15ULL) {
   leader_.set_authority([this] { return assign_veto(); });
+  leader_.set_self_report([this] { return heartbeat_report(); });
 }
 
 // A leader stops assigning once its own renewals (membership heartbeat, lock renewal) have
@@ -107,6 +109,7 @@ void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) 
     leading_.store(false);
   }
   if (!was) return;
+  membership_.set_held_by_lock(false);
   metrics_.count("leader.lost", 1, {});
   log(LogLevel::kWarn, "no longer the leader: " + why.message());
   if (abandon_incarnation) {
@@ -120,10 +123,25 @@ void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) 
 }
 
 Clock::MonoTime AssignmentAgent::heartbeat_step() {
-  auto r = membership_.renew();
+  // The leader's lock renewals hold its membership (Membership::set_held_by_lock): its own
+  // entry is not written meanwhile (one write per renew interval saved), and what its
+  // heartbeat would report the leader takes from this worker directly.
+  Membership::RenewResult r;
+  if (leading_.load() && !adopter_.taking_stopped()) {
+    r.abandoned = membership_.check_lapse();
+  } else {
+    r = membership_.renew();
+  }
   if (r.registered) {
     log(LogLevel::kInfo, "joined the fleet (membership incarnation " +
                              std::to_string(membership_.incarnations()) + ")");
+    note_activity();
+  }
+  // A heartbeat's answer is this worker's entry: one that brings a post (or a recheck)
+  // wakes the poll, which acts on it without reading the entry again.
+  if (auto entry = membership_.entry();
+      wake_poll_ && (r.registered || (entry && (!entry->inbox.empty() || entry->recheck > 0)))) {
+    wake_poll_();
   }
   if (r.abandoned) stop_leading(Status(StatusCode::kLeaseLost, "membership lost"), false);
   heartbeats_.record(r.status);
@@ -241,6 +259,7 @@ void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::Mo
   }
   terms_.fetch_add(1);
   membership_.set_leader_basis(start);
+  membership_.set_held_by_lock(true);
   metrics_.count("leader.elected", 1, {});
   log(LogLevel::kInfo,
       "became the leader" + std::string(seen && seen->owner && !ours
@@ -279,6 +298,11 @@ bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
         lock_seen_->owner != seen->owner) {
       lock_changed_at_ = now;
     }
+    // A new holder (or none): the next leader's posts may come soon.
+    auto owner_of = [](const std::optional<LeaderEntry>& e) {
+      return e ? e->owner : std::optional<std::string>();
+    };
+    if (owner_of(lock_seen_) != owner_of(seen)) active_until_ = now + config_.failover_time;
     lock_seen_ = seen;
     if (taken_from_ && !lock_held_ &&
         (!seen || seen->owner != config_.worker_id || seen->owner_incarnation != incarnation)) {
@@ -296,29 +320,128 @@ bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
   return lead;
 }
 
+void AssignmentAgent::note_activity() {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_until_ = clock_.now() + config_.failover_time;
+}
+
+// Active: the worker joined, saw a post or a new lock holder in the last failover_time, keys
+// wait to be looked at again, a handoff to or from it is pending, or a take of the lock
+// whose answer was lost is being confirmed.
+bool AssignmentAgent::poll_active() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return busy_ || taken_from_.has_value() || clock_.now() < active_until_;
+}
+
+bool AssignmentAgent::has_news(const WorkerEntry& self) const {
+  const bool recheck = self.recheck > 0 && (self.incarnation != recheck_seen_.first ||
+                                            self.recheck > recheck_seen_.second);
+  return !self.inbox.empty() || recheck || !adopter_.given_up().empty();
+}
+
 Clock::MonoTime AssignmentAgent::poll_step() {
-  const milliseconds interval = config_.poll_interval;
   auto before = membership_.entry();
-  if (!before) return clock_.now() + milliseconds(std::min<long long>(interval.count(), 50));
-  auto view = coordination_.read_own(config_.worker_id);
-  polls_.record(view.status());
-  // A failed read is tried again soon: a lease assigned meanwhile waits for it.
-  if (!view.ok()) return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
-  if (membership_.observe_own(view->self, before->incarnation)) {
-    stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
-    return clock_.now() + interval;
+  if (!before) {
+    return clock_.now() + milliseconds(std::min<long long>(config_.poll_interval.count(), 50));
   }
-  const bool unfinished = view->self && !poll_leases(*view->self);
-  const auto now = clock_.now();
-  if (observe_lock(view->leader, before->incarnation, now)) try_lead(view->leader, now);
+  return poll_active() ? active_poll(*before, config_.poll_interval) : idle_poll(*before);
+}
+
+Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, milliseconds interval) {
   bool confirming;
   {
     std::lock_guard<std::mutex> lock(mu_);
     confirming = taken_from_.has_value();  // a take of the lock whose answer was lost
   }
-  const bool busy = unfinished || confirming || adopter_.has_pending_incoming() ||
-                    !held_.pending_handoffs().empty();
-  return clock_.now() + jittered(busy ? std::min(interval, milliseconds(250)) : interval);
+  // Confirming a take needs the lock as it is (a stale read of the old holder would end the
+  // bound on this worker's hold too early); an entry that reads as gone or replaced ends the
+  // membership, so that too is read again strongly consistent first.
+  const Consistency first = confirming ? Consistency::kStrong : Consistency::kEventual;
+  auto view = coordination_.read_own(config_.worker_id, first);
+  if (view.ok() && first == Consistency::kEventual &&
+      (!view->self || view->self->incarnation != before.incarnation)) {
+    view = coordination_.read_own(config_.worker_id, Consistency::kStrong);
+  }
+  polls_.record(view.status());
+  // A failed read is tried again soon: a lease assigned meanwhile waits for it.
+  if (!view.ok()) return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
+  if (membership_.observe_own(view->self, before.incarnation)) {
+    stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
+    return clock_.now() + interval;
+  }
+  if (view->self) {
+    if (has_news(*view->self)) note_activity();
+    heartbeat_seen_ = {view->self->incarnation, view->self->heartbeat};
+  }
+  const bool unfinished = view->self && !poll_leases(*view->self);
+  const auto now = clock_.now();
+  if (observe_lock(view->leader, before.incarnation, now)) try_lead(view->leader, now);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    confirming = taken_from_.has_value();
+    busy_ = unfinished || adopter_.has_pending_incoming() || !held_.pending_handoffs().empty();
+  }
+  next_lock_read_ = now + config_.effective_idle_poll_interval();
+  const bool hurry = busy_ || confirming;
+  return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
+}
+
+// The idle poll's read budget: at most kIdleUnitsPerLeaseMinute read units per held lease and
+// minute. Reading the own entry and the lock eventually consistent costs one unit; the lock
+// alone half. A worker holding many leases can afford to look often (and has more at stake
+// in a move); one holding few reads the lock alone, every idle_poll_interval, and learns of
+// posts from its heartbeats' answers.
+constexpr double kIdleUnitsPerLeaseMinute = 4.0;
+
+std::optional<milliseconds> AssignmentAgent::idle_entry_poll_interval() const {
+  const auto leases = static_cast<double>(held_.held_count());
+  if (leases <= 0) return std::nullopt;
+  const milliseconds budget(static_cast<long long>(60000.0 / kIdleUnitsPerLeaseMinute / leases));
+  if (budget > config_.effective_idle_poll_interval()) return std::nullopt;
+  return std::max(budget, config_.poll_interval);
+}
+
+// Nothing in progress: the entry as the last heartbeat returned it (acted on once), and the
+// lock every idle_poll_interval (not on the leader, whose renewals return it); a worker whose
+// read budget allows it (idle_entry_poll_interval) reads its entry with the lock, sooner.
+Clock::MonoTime AssignmentAgent::idle_poll(const WorkerEntry& entry) {
+  if (auto often = idle_entry_poll_interval(); often && !leading_.load()) {
+    return active_poll(entry, *often);
+  }
+  const std::pair<std::string, std::int64_t> version{entry.incarnation, entry.heartbeat};
+  if (version != heartbeat_seen_) {
+    heartbeat_seen_ = version;
+    if (has_news(entry)) {
+      note_activity();
+      const bool unfinished = !poll_leases(entry);
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = unfinished || adopter_.has_pending_incoming() || !held_.pending_handoffs().empty();
+    }
+  }
+  const auto now = clock_.now();
+  const milliseconds idle = config_.effective_idle_poll_interval();
+  if (leading_.load()) return now + jittered(idle);
+  if (now >= next_lock_read_) {
+    auto seen = coordination_.read_leader(Consistency::kEventual);
+    polls_.record(seen.status());
+    if (!seen.ok()) return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
+    if (observe_lock(*seen, entry.incarnation, now)) try_lead(*seen, now);
+    next_lock_read_ = now + jittered(idle);
+  }
+  return next_lock_read_;
+}
+
+// The leader's idle read budget: half a read unit per lease and minute for reading every
+// worker's entry (one eventually consistent scan: half a unit per 4 KB; an entry is about
+// 300 bytes), between leader_poll_interval and leader_idle_poll_interval.
+milliseconds AssignmentAgent::leader_idle_interval(const LeaderPassResult& r) const {
+  constexpr double kUnitsPerLeaseMinute = 0.5;
+  constexpr double kEntryBytes = 300.0;
+  const double units = 0.5 * std::ceil(std::max(1, r.workers) * kEntryBytes / 4096.0);
+  const double budget_per_minute = kUnitsPerLeaseMinute * std::max(1, r.leases);
+  const milliseconds budget(static_cast<long long>(60000.0 * units / budget_per_minute));
+  return std::clamp(budget, config_.leader_poll_interval,
+                    config_.effective_leader_idle_poll_interval());
 }
 
 Clock::MonoTime AssignmentAgent::leader_step() {
@@ -343,11 +466,29 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   passes_.record(r.status);
   // What the leader assigned to (or asked of) itself needs no round trip through its inbox
   // (the next poll clears the inbox; looking at a key twice changes nothing).
-  if (!r.posted_to_self.empty()) (void)adopter_.look_at(r.posted_to_self);
-  return clock_.now() + jittered(interval);
+  std::vector<std::string> mine = std::move(self_keys_left_);
+  mine.insert(mine.end(), r.posted_to_self.begin(), r.posted_to_self.end());
+  if (r.recheck_self) {
+    for (std::string& k : adopter_.claimed_keys()) mine.push_back(std::move(k));
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+  }
+  if (!mine.empty()) {
+    LookResult looked = adopter_.look_at(mine);
+    std::sort(looked.handled.begin(), looked.handled.end());
+    self_keys_left_.clear();
+    for (std::string& k : mine) {
+      if (!std::binary_search(looked.handled.begin(), looked.handled.end(), k)) {
+        self_keys_left_.push_back(std::move(k));  // looked at again next pass
+      }
+    }
+  }
+  return clock_.now() +
+         jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
 }
 
 void AssignmentAgent::drain() {
+  note_activity();
   adopter_.stop_taking();
   membership_.set_draining();
   (void)membership_.renew();

@@ -7,10 +7,16 @@
 //                    renews the leader lock. A leader that loses its lock, or cannot renew it
 //                    in time, gives up its incarnation (every lease), because the next leader
 //                    may fence that incarnation at once.
-//  poll_step()       reads this worker's entry and the lock: acts on the lease keys the leader
-//                    posted (LeaseAdopter::look_at), notices a fenced membership, checks
+//  poll_step()       acts on the lease keys the leader posted (LeaseAdopter::look_at), checks
 //                    handoffs waiting to come in, and takes the lock when nobody holds it or
 //                    it has not moved for failover_time (conditional on what was read).
+//                    While something is in progress (see poll_active) it reads this worker's
+//                    entry and the lock every poll_interval and notices a fenced membership;
+//                    otherwise it reads only the lock, every idle_poll_interval, and takes
+//                    its own entry from the last heartbeat's answer (a heartbeat that brings
+//                    a post wakes it at once). Reads are eventually consistent, except while
+//                    confirming a take of the lock whose answer was lost, and an entry that
+//                    reads as gone or replaced is confirmed by a strongly consistent read.
 //  leader_step()     on the leader: one LeaseLeader pass.
 //
 // Each step returns when it wants to run again. leave() is the last step of a graceful
@@ -23,6 +29,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -60,6 +67,8 @@ class AssignmentAgent {
   // heartbeat) that this worker takes nothing more.
   void drain();
   Status leave();
+  // Called (from the heartbeat step) when the poll step should run now; may be empty.
+  void set_poll_waker(std::function<void()> wake) { wake_poll_ = std::move(wake); }
 
   bool leading() const { return leading_.load(); }
   std::uint64_t leader_terms() const { return terms_.load(); }
@@ -85,6 +94,19 @@ class AssignmentAgent {
   bool poll_leases(const WorkerEntry& self);
   bool observe_lock(const std::optional<LeaderEntry>& seen, const std::string& incarnation,
                     Clock::MonoTime now);
+  // Something changed: polls stay at poll_interval for the next failover_time.
+  void note_activity();
+  bool poll_active();
+  // The poll that reads the own entry and the lock (next in `interval`, or sooner while
+  // busy), and the poll while nothing is in progress.
+  Clock::MonoTime active_poll(const WorkerEntry& before, std::chrono::milliseconds interval);
+  Clock::MonoTime idle_poll(const WorkerEntry& entry);
+  // How often an idle worker may read its entry with the lock within its read budget; empty
+  // when it reads the lock alone.
+  std::optional<std::chrono::milliseconds> idle_entry_poll_interval() const;
+  std::chrono::milliseconds leader_idle_interval(const LeaderPassResult& r) const;
+  // Whether `self` (as a heartbeat returned it) holds something not yet acted on.
+  bool has_news(const WorkerEntry& self) const;
 
   // What the heartbeat reports, and what is done when the membership ends.
   WorkerEntry heartbeat_report();
@@ -118,6 +140,15 @@ class AssignmentAgent {
   std::uint64_t term_started_ = 0;  // guarded by mu_: term that leader_ began
   // poll thread only: the (incarnation, recheck) of the last recheck acted on
   std::pair<std::string, std::int64_t> recheck_seen_;
+  // poll thread only: the busy state the last poll left behind, the (incarnation,
+  // heartbeat) of the last heartbeat answer acted on, when the lock is next read while idle
+  bool busy_ = false;
+  std::pair<std::string, std::int64_t> heartbeat_seen_;
+  Clock::MonoTime next_lock_read_{};
+  Clock::MonoTime active_until_{};  // guarded by mu_
+  std::function<void()> wake_poll_;
+  // leader thread only: keys the leader assigned to itself and could not look at yet
+  std::vector<std::string> self_keys_left_;
   std::atomic<bool> leading_{false};
   std::atomic<std::uint64_t> terms_{0};
 };

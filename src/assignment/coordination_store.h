@@ -72,6 +72,15 @@ struct CoordinationView {
   std::vector<WorkerEntry> workers;  // sorted by worker id
 };
 
+// How a read sees the table. A strongly consistent read costs DynamoDB twice an eventually
+// consistent one (1 read unit per 4 KB against 0.5), and may be stale by a moment. Every write
+// of this store is conditional on what its caller read, and every liveness judgement waits for
+// a value to stay unchanged for failover_time from when it was first seen, so a stale read
+// can delay a judgement or make a conditional write fail, never make one land that should not
+// (membership.h). Reads that would act on an absence (an own entry missing) confirm it with a
+// strongly consistent read first.
+enum class Consistency { kStrong, kEventual };
+
 struct OwnView {
   std::optional<WorkerEntry> self;
   std::optional<LeaderEntry> leader;
@@ -85,10 +94,12 @@ class CoordinationStore {
   // another key schema is kFailedPrecondition.
   virtual Status create_table_if_not_exists() = 0;
 
-  // The leader entry and every worker entry (one consistent read of the whole table).
-  virtual Result<CoordinationView> read_all() = 0;
-  // This worker's entry and the leader entry (consistent reads).
-  virtual Result<OwnView> read_own(std::string_view worker_id) = 0;
+  // The leader entry and every worker entry (one read of the whole table).
+  virtual Result<CoordinationView> read_all(Consistency consistency) = 0;
+  // This worker's entry and the leader entry.
+  virtual Result<OwnView> read_own(std::string_view worker_id, Consistency consistency) = 0;
+  // The leader entry alone (empty when there is none).
+  virtual Result<std::optional<LeaderEntry>> read_leader(Consistency consistency) = 0;
 
   // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, empty inbox),
   // replacing any earlier entry of that id. kConditionFailed when the entry already is this

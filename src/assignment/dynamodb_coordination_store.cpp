@@ -223,8 +223,9 @@ Status DynamoDbCoordinationStore::create_table_if_not_exists() {
   return verify(*active);
 }
 
-Result<CoordinationView> DynamoDbCoordinationStore::read_all() {
-  KCL_ASSIGN_OR_RETURN(auto items, client_->scan_all(table_, /*consistent_read=*/true));
+Result<CoordinationView> DynamoDbCoordinationStore::read_all(Consistency consistency) {
+  KCL_ASSIGN_OR_RETURN(auto items,
+                       client_->scan_all(table_, consistency == Consistency::kStrong));
   CoordinationView v;
   for (const Item& item : items) {
     auto k = item.find(std::string(kKey));
@@ -243,20 +244,27 @@ Result<CoordinationView> DynamoDbCoordinationStore::read_all() {
   return v;
 }
 
-Result<OwnView> DynamoDbCoordinationStore::read_own(std::string_view worker_id) {
+Result<OwnView> DynamoDbCoordinationStore::read_own(std::string_view worker_id,
+                                                    Consistency consistency) {
   OwnView v;
   const std::string key = worker_key(worker_id);
-  KCL_ASSIGN_OR_RETURN(auto self, client_->get_item(table_, key_item(key), true));
+  KCL_ASSIGN_OR_RETURN(auto self, client_->get_item(table_, key_item(key),
+                                                    consistency == Consistency::kStrong));
   if (self) {
     KCL_ASSIGN_OR_RETURN(auto w, worker_from_item(*self, key));
     v.self = std::move(w);
   }
-  KCL_ASSIGN_OR_RETURN(auto leader, client_->get_item(table_, key_item(kLeaderKey), true));
-  if (leader) {
-    KCL_ASSIGN_OR_RETURN(auto l, leader_from_item(*leader));
-    v.leader = std::move(l);
-  }
+  KCL_ASSIGN_OR_RETURN(v.leader, read_leader(consistency));
   return v;
+}
+
+Result<std::optional<LeaderEntry>> DynamoDbCoordinationStore::read_leader(
+    Consistency consistency) {
+  KCL_ASSIGN_OR_RETURN(auto leader, client_->get_item(table_, key_item(kLeaderKey),
+                                                      consistency == Consistency::kStrong));
+  if (!leader) return std::optional<LeaderEntry>();
+  KCL_ASSIGN_OR_RETURN(auto l, leader_from_item(*leader));
+  return std::optional<LeaderEntry>(std::move(l));
 }
 
 Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry& entry) {

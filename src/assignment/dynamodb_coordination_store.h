@@ -47,8 +47,9 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   // create_table_if_not_exists(); readers that create nothing (kcl leases) call it first.
   Status resolve_table();
   Status create_table_if_not_exists() override;
-  Result<CoordinationView> read_all() override;
-  Result<OwnView> read_own(std::string_view worker_id) override;
+  Result<CoordinationView> read_all(Consistency consistency) override;
+  Result<OwnView> read_own(std::string_view worker_id, Consistency consistency) override;
+  Result<std::optional<LeaderEntry>> read_leader(Consistency consistency) override;
   Result<WorkerEntry> register_worker(const WorkerEntry& entry) override;
   Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) override;
   Status fence_worker(const WorkerEntry& seen) override;

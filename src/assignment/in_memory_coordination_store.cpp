@@ -1,6 +1,8 @@
 #include "assignment/in_memory_coordination_store.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "base/status_macros.h"
 
@@ -25,33 +27,91 @@ Status InMemoryCoordinationStore::condition_failed(std::string_view what) {
   return Status(StatusCode::kConditionFailed, std::string(what));
 }
 
-Result<CoordinationView> InMemoryCoordinationStore::read_all() {
+namespace {
+
+std::size_t number_bytes(std::int64_t v) { return 1 + (std::to_string(v).size() + 1) / 2; }
+
+// An entry's size as DynamoDB counts it: attribute names and values, as the DynamoDB store
+// writes them ("key" and "kcl-cpp/worker/<id>" or "kcl-cpp/leader" included).
+std::size_t entry_bytes(const WorkerEntry& w) {
+  std::size_t n = 3 + 15 + w.worker_id.size() + 8 + w.worker_id.size() + 11 + w.incarnation.size();
+  n += 9 + number_bytes(w.heartbeat) + 10 + number_bytes(w.lease_count);
+  n += 11 + w.lease_digest.size() + 7 + number_bytes(w.recheck) + 8 + 1;
+  n += 9 + 3;
+  for (const auto& [key, kbps] : w.lease_kbps) n += 1 + key.size() + 4;
+  n += 5 + 3;
+  for (const auto& key : w.inbox) n += 1 + key.size();
+  return n;
+}
+
+std::size_t lock_bytes(const std::optional<LeaderEntry>& l) {
+  if (!l) return 0;
+  return 3 + 14 + 9 + l->owner.value_or("").size() + 16 + l->owner_incarnation.size() + 13 +
+         number_bytes(l->counter) + 13 + number_bytes(l->leases_version);
+}
+
+double units_of(std::size_t bytes, double unit_bytes) {
+  return std::max(1.0, std::ceil(static_cast<double>(bytes) / unit_bytes));
+}
+
+double read_factor(Consistency c) { return c == Consistency::kEventual ? 0.5 : 1.0; }
+
+}  // namespace
+
+void InMemoryCoordinationStore::count_read_locked(Consistency consistency, std::int64_t items,
+                                                  double units) {
+  ++stats_.reads;
+  if (consistency == Consistency::kEventual) ++stats_.eventual_reads;
+  stats_.items_read += items;
+  stats_.read_units += units * read_factor(consistency);
+}
+
+void InMemoryCoordinationStore::count_write_locked(double units) {
+  ++stats_.writes;
+  stats_.write_units += units;
+}
+
+Result<CoordinationView> InMemoryCoordinationStore::read_all(Consistency consistency) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
   CoordinationView v;
   v.leader = leader_;
-  for (const auto& [id, w] : workers_) v.workers.push_back(w);
-  ++stats_.reads;
-  stats_.items_read += static_cast<std::int64_t>(v.workers.size()) + (leader_ ? 1 : 0);
+  std::size_t bytes = lock_bytes(leader_);
+  for (const auto& [id, w] : workers_) {
+    v.workers.push_back(w);
+    bytes += entry_bytes(w);
+  }
+  count_read_locked(consistency, static_cast<std::int64_t>(v.workers.size()) + (leader_ ? 1 : 0),
+                    units_of(bytes, 4096));
   return v;
 }
 
-Result<OwnView> InMemoryCoordinationStore::read_own(std::string_view worker_id) {
+Result<OwnView> InMemoryCoordinationStore::read_own(std::string_view worker_id,
+                                                    Consistency consistency) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(worker_id));
   OwnView v;
   v.leader = leader_;
   auto it = workers_.find(worker_id);
   if (it != workers_.end()) v.self = it->second;
-  ++stats_.reads;
-  stats_.items_read += (v.self ? 1 : 0) + (v.leader ? 1 : 0);
+  count_read_locked(consistency, (v.self ? 1 : 0) + (v.leader ? 1 : 0),
+                    units_of(v.self ? entry_bytes(*v.self) : 0, 4096) +
+                        units_of(lock_bytes(leader_), 4096));
   return v;
+}
+
+Result<std::optional<LeaderEntry>> InMemoryCoordinationStore::read_leader(
+    Consistency consistency) {
+  std::lock_guard<std::mutex> lock(mu_);
+  KCL_RETURN_IF_ERROR(fault_locked(""));
+  count_read_locked(consistency, leader_ ? 1 : 0, units_of(lock_bytes(leader_), 4096));
+  return leader_;
 }
 
 Result<WorkerEntry> InMemoryCoordinationStore::register_worker(const WorkerEntry& entry) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(entry.worker_id));
-  ++stats_.writes;
+  count_write_locked(1);
   if (auto it = workers_.find(entry.worker_id);
       it != workers_.end() && it->second.incarnation == entry.incarnation) {
     return condition_failed("register: the entry already is this incarnation's");
@@ -68,26 +128,28 @@ Result<WorkerEntry> InMemoryCoordinationStore::heartbeat(const WorkerEntry& held
                                                          const WorkerEntry& report) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
-  ++stats_.writes;
   ++stats_.heartbeats;
   auto it = workers_.find(held.worker_id);
-  if (it == workers_.end()) return condition_failed("heartbeat: the entry is gone (fenced)");
-  WorkerEntry& w = it->second;
-  if (w.incarnation != held.incarnation) {
-    return condition_failed("heartbeat: the entry is another incarnation's (fenced)");
+  if (it == workers_.end() || it->second.incarnation != held.incarnation) {
+    count_write_locked(1);
+    return condition_failed(it == workers_.end()
+                                ? "heartbeat: the entry is gone (fenced)"
+                                : "heartbeat: the entry is another incarnation's (fenced)");
   }
+  WorkerEntry& w = it->second;
   w.heartbeat += 1;
   w.lease_count = report.lease_count;
   w.draining = report.draining;
   w.lease_kbps = report.lease_kbps;
   w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
+  count_write_locked(units_of(entry_bytes(w), 1024));
   return w;
 }
 
 Status InMemoryCoordinationStore::fence_worker(const WorkerEntry& seen) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
-  ++stats_.writes;
+  count_write_locked(1);
   ++stats_.fences;
   auto it = workers_.find(seen.worker_id);
   if (it == workers_.end()) return condition_failed("fence: the entry is gone");
@@ -109,7 +171,7 @@ InMemoryCoordinationStore::find_incarnation_locked(const WorkerEntry& entry) {
 Status InMemoryCoordinationStore::deregister_worker(const WorkerEntry& held) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
-  ++stats_.writes;
+  count_write_locked(1);
   auto it = find_incarnation_locked(held);
   if (it == workers_.end()) return condition_failed("deregister: not this incarnation's entry");
   workers_.erase(it);
@@ -130,16 +192,19 @@ Status InMemoryCoordinationStore::post(const WorkerEntry& seen,
                                        const std::vector<std::string>& keys, bool recheck) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
-  ++stats_.writes;
   ++stats_.inbox_posts;
   auto it = find_incarnation_locked(seen);
-  if (it == workers_.end()) return condition_failed("inbox: not that incarnation's entry");
+  if (it == workers_.end()) {
+    count_write_locked(1);
+    return condition_failed("inbox: not that incarnation's entry");
+  }
   auto& inbox = it->second.inbox;
   for (const auto& k : keys) {
     if (std::find(inbox.begin(), inbox.end(), k) == inbox.end()) inbox.push_back(k);
   }
   std::sort(inbox.begin(), inbox.end());
   if (recheck) it->second.recheck += 1;
+  count_write_locked(units_of(entry_bytes(it->second), 1024));
   return Status::Ok();
 }
 
@@ -147,7 +212,7 @@ Status InMemoryCoordinationStore::clear_inbox(const WorkerEntry& held,
                                               const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
-  ++stats_.writes;
+  count_write_locked(1);
   auto it = find_incarnation_locked(held);
   if (it == workers_.end()) return condition_failed("inbox: not this incarnation's entry");
   auto& inbox = it->second.inbox;
@@ -162,7 +227,7 @@ Result<LeaderEntry> InMemoryCoordinationStore::acquire_leadership(
     std::string_view incarnation) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(worker_id));
-  ++stats_.writes;
+  count_write_locked(1);
   ++stats_.leader_writes;
   if (!seen) {
     if (leader_) return condition_failed("leader: the entry exists");
@@ -179,7 +244,7 @@ Result<LeaderEntry> InMemoryCoordinationStore::acquire_leadership(
 Result<LeaderEntry> InMemoryCoordinationStore::renew_leadership(const LeaderEntry& held) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
-  ++stats_.writes;
+  count_write_locked(1);
   ++stats_.leader_writes;
   if (!leader_ || leader_->owner != held.owner ||
       leader_->owner_incarnation != held.owner_incarnation) {
@@ -192,7 +257,7 @@ Result<LeaderEntry> InMemoryCoordinationStore::renew_leadership(const LeaderEntr
 Status InMemoryCoordinationStore::release_leadership(const LeaderEntry& held) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
-  ++stats_.writes;
+  count_write_locked(1);
   ++stats_.leader_writes;
   if (!leader_ || leader_->owner != held.owner ||
       leader_->owner_incarnation != held.owner_incarnation) {
@@ -207,7 +272,7 @@ Status InMemoryCoordinationStore::release_leadership(const LeaderEntry& held) {
 Status InMemoryCoordinationStore::note_leases_changed() {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
-  ++stats_.writes;
+  count_write_locked(1);
   if (!leader_) leader_ = LeaderEntry{};
   leader_->leases_version += 1;
   return Status::Ok();

@@ -10,7 +10,9 @@ LeaderAssignment::LeaderAssignment(const LeaseConfig& config, const AssignmentPa
              *parts.metrics, parts.logger, parts.seed),
       runner_(*parts.clock,
               {[this] { return agent_.heartbeat_step(); }, [this] { return agent_.poll_step(); },
-               [this] { return agent_.leader_step(); }}) {}
+               [this] { return agent_.leader_step(); }}) {
+  agent_.set_poll_waker([this] { runner_.wake(1); });
+}
 
 LeaderAssignment::~LeaderAssignment() { runner_.stop(); }
 

@@ -75,6 +75,16 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
       o.changed_at = now;
     }
     o.entry = w;
+    if (w.worker_id == config_.worker_id && self_report_) {
+      // As a heartbeat would report it: taken once per renew interval.
+      if (!self_reported_at_ || now - *self_reported_at_ >= config_.effective_renew_interval()) {
+        self_report_taken_ = self_report_();
+        self_reported_at_ = now;
+      }
+      o.entry.lease_count = self_report_taken_.lease_count;
+      o.entry.lease_digest = self_report_taken_.lease_digest;
+      o.entry.lease_kbps = self_report_taken_.lease_kbps;
+    }
   }
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (present.count(it->first)) {
@@ -90,6 +100,37 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
     scan_needed_ = true;
     it = workers_.erase(it);
   }
+}
+
+bool LeaseLeader::misses_a_known_worker(const CoordinationView& view) const {
+  std::set<std::string> present;
+  for (const WorkerEntry& w : view.workers) present.insert(w.worker_id);
+  for (const auto& [id, o] : workers_) {
+    if (!present.count(id)) return true;
+  }
+  return false;
+}
+
+// Whether the next pass should come soon (leader_poll_interval) rather than at the idle
+// interval: something is moving (the last pass failed, assigned, handed off, fenced or
+// reposted, or its plan was not balanced), a handoff is pending, the fleet has not settled, a
+// post failed, a scan is due, or a worker has missed a heartbeat (it may be dying: its silence
+// is then timed from the leader's next reads, not up to an idle interval late).
+bool LeaseLeader::wants_attention(const LeaderPassResult& r) const {
+  if (!r.status.ok() || !r.balanced || r.assigned || r.handoffs || r.fenced || r.reposted ||
+      burst_start_ || scan_needed_ || !unposted_.empty() || !dead_.empty()) {
+    return true;
+  }
+  for (const auto& [key, lease] : cache_) {
+    if (lease.checkpoint_owner) return true;
+  }
+  const auto now = clock_.now();
+  const auto overdue = config_.effective_renew_interval() * 5 / 4 +
+                       config_.effective_leader_idle_poll_interval();
+  for (const auto& [id, o] : workers_) {
+    if (id != config_.worker_id && now - o.changed_at > overdue) return true;
+  }
+  return false;
 }
 
 // The previous leader's incarnation ended with its lock: fence it at once.
@@ -150,7 +191,10 @@ Status LeaseLeader::fence_silent(LeaderPassResult& r, bool& changed) {
 // Step 1 of a pass: reads every worker's entry, notes them, and fences the previous leader
 // and the silent; a lease-set change noted by any worker (leasesVersion) asks for a scan.
 Status LeaseLeader::observe(LeaderPassResult& r, bool& changed) {
-  auto view = coordination_.read_all();
+  auto view = coordination_.read_all(Consistency::kEventual);
+  // An eventually consistent read may miss an entry written a moment ago; a worker seen
+  // before is taken for gone only when a strongly consistent read agrees.
+  if (view.ok() && misses_a_known_worker(*view)) view = coordination_.read_all(Consistency::kStrong);
   if (!view.ok()) return view.status().with_context("reading the workers: ");
   note_entries(*view, changed);
   KCL_RETURN_IF_ERROR(fence_previous_leader(r, changed));
@@ -354,6 +398,8 @@ void LeaseLeader::post(std::map<std::string, std::vector<std::string>>& inbox,
   for (const auto& [worker, keys] : inbox) {
     auto it = workers_.find(worker);
     const bool check = recheck.count(worker) > 0;
+    // The leader's own keys go straight to it (LeaderPassResult::posted_to_self).
+    if (worker == config_.worker_id) continue;
     if (it == workers_.end() || (keys.empty() && !check)) continue;
     std::vector<std::string> unique = keys;
     std::sort(unique.begin(), unique.end());
@@ -456,7 +502,13 @@ void LeaseLeader::reconcile(std::map<std::string, std::vector<std::string>>& inb
       o.mismatch = Observed::Mismatch{digest, o.entry.heartbeat, now, false};
       continue;
     }
-    if (o.entry.heartbeat < o.mismatch->heartbeat + 2) continue;
+    // The leader's own entry is not written while it leads (its report is read from it
+    // directly): for it, two renew intervals stand for two heartbeats.
+    const bool self = id == config_.worker_id && self_report_;
+    if (self ? now - o.mismatch->since < config_.effective_renew_interval() * 2
+             : o.entry.heartbeat < o.mismatch->heartbeat + 2) {
+      continue;
+    }
     if (!o.mismatch->reread) {
       o.mismatch->reread = true;
       bool reread_any = false;
@@ -592,6 +644,7 @@ LeaderPassResult LeaseLeader::run_pass() {
   if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
     r.posted_to_self = self->second;
   }
+  r.recheck_self = recheck.count(config_.worker_id) > 0;
   finish_pass(r);
   return r;
 }

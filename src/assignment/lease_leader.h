@@ -62,8 +62,11 @@ struct LeaderPassResult {
   int handoffs = 0;       // graceful handoffs started
   int reposted = 0;       // workers whose leases were posted again
   bool balanced = false;  // the plan had nothing to move
-  // Lease keys this pass posted to the leader's own inbox (it may act on them at once).
+  // Lease keys this pass gave the leader itself (it acts on them at once; they are not
+  // written to its inbox), and whether it is to compare everything it holds with the table
+  // (what a recheck asks of another worker).
   std::vector<std::string> posted_to_self;
+  bool recheck_self = false;
 };
 
 struct LeaderStats {
@@ -89,8 +92,14 @@ class LeaseLeader {
   // (its own renewals have not succeeded for too long, see AssignmentAgent), or nothing.
   using Authority = std::function<std::optional<std::string>()>;
   void set_authority(Authority authority) { authority_ = std::move(authority); }
+  // What this worker's heartbeat would report now (lease count, digest, loads, draining):
+  // the leader does not write its own entry while it leads, so this stands in for it.
+  using SelfReport = std::function<WorkerEntry()>;
+  void set_self_report(SelfReport report) { self_report_ = std::move(report); }
 
   LeaderPassResult run_pass();
+  // After a pass: whether the next should come soon (see the .cpp).
+  bool wants_attention(const LeaderPassResult& r) const;
   LeaderStats stats() const;
   // Inbox posts (assignments, handoffs, reposts) that failed in a row.
   const ReportedSeries& posts_series() const { return posts_; }
@@ -122,6 +131,7 @@ class LeaseLeader {
 
   // The steps of a pass (see the header).
   Status observe(LeaderPassResult& r, bool& changed);
+  bool misses_a_known_worker(const CoordinationView& view) const;
   void note_entries(const CoordinationView& view, bool& changed);
   Status fence_previous_leader(LeaderPassResult& r, bool& changed);
   Status fence_silent(LeaderPassResult& r, bool& changed);
@@ -166,6 +176,9 @@ class LeaseLeader {
   Status authorised() const;
 
   Authority authority_;
+  SelfReport self_report_;
+  WorkerEntry self_report_taken_;
+  std::optional<Clock::MonoTime> self_reported_at_;
   bool active_ = false;
   std::optional<std::pair<std::string, std::string>> fence_previous_;  // id, incarnation
   std::map<std::string, Observed> workers_;

@@ -48,6 +48,7 @@ std::string Membership::new_incarnation() {
 
 std::optional<Clock::MonoTime> Membership::basis_locked() const {
   if (!entry_ || !heartbeat_basis_) return std::nullopt;
+  if (held_by_lock_ && leader_basis_) return leader_basis_;
   if (leader_basis_) return std::min(*heartbeat_basis_, *leader_basis_);
   return heartbeat_basis_;
 }
@@ -86,6 +87,7 @@ void Membership::end_locked() {
   entry_.reset();
   heartbeat_basis_.reset();
   leader_basis_.reset();
+  held_by_lock_ = false;
   ++generation_;
   hold_.set_basis(std::nullopt);
 }
@@ -231,6 +233,12 @@ Status Membership::leave() {
 void Membership::set_draining() {
   std::lock_guard<std::mutex> lock(mu_);
   draining_ = true;
+}
+
+void Membership::set_held_by_lock(bool held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_by_lock_ = held;
+  publish_locked();
 }
 
 void Membership::set_leader_basis(std::optional<Clock::MonoTime> basis) {

@@ -3,8 +3,7 @@
 //
 // One write per renew interval keeps the membership: a heartbeat (an atomic increment),
 // conditional on the incarnation. The hold basis is the *start* of the last
-// successful heartbeat (for the leader: the earlier of that and the start of its last
-// successful lock renewal); the worker holds its leases until basis + failover_time -
+// successful heartbeat (for the leader: the start of its last successful lock renewal); the worker holds its leases until basis + failover_time -
 // lost_lease_margin (MembershipHold), and when that passes, or a
 // heartbeat finds the entry fenced, it abandons the incarnation: every lease is given up
 // (listeners told) and the worker registers again as a new incarnation holding nothing.
@@ -16,10 +15,12 @@
 // clock (lease_leader.h). The member's last successful heartbeat landed no later than the
 // leader first saw that value, and started before it landed, so the member's deadline
 // (start + failover_time - margin) is before the fence; after the fence no heartbeat of that
-// incarnation can succeed, so its deadline never moves again. The leader itself: its hold
-// basis also counts its lock renewals, and another worker takes the lock only after seeing
-// it unchanged for failover_time, so a leader that lost its lock has passed its deadline as
-// a member too; the new leader may fence that incarnation (named in the lock) at once. Both
+// incarnation can succeed, so its deadline never moves again. The leader itself: while it
+// holds the lock its hold basis is the start of its last successful lock renewal (its own
+// entry is not written meanwhile: set_held_by_lock), and another worker takes the lock only
+// after seeing it unchanged for failover_time, so a leader that lost its lock has passed its
+// deadline as a member too; the new leader may fence that incarnation (named in the lock) at
+// once. Nobody else fences a leader's entry: only a leader fences, never itself. Both
 // sides measure intervals on their own monotonic clocks; only their rates must agree (to
 // well within the margin), as for the lease counters of LeaseAssignment::kWorkerTakes.
 //
@@ -96,6 +97,13 @@ class Membership {
 
   // The leader lock's part of the hold basis (empty when not leading).
   void set_leader_basis(std::optional<Clock::MonoTime> basis);
+  // While set (this worker holds the leader lock), the lock's renewals alone hold the
+  // membership and the heartbeats pause: nobody but the leader fences an entry, and the next
+  // leader may fence this incarnation only after the lock lapsed, by when a hold counted from
+  // the lock's renewals has lapsed too (the safety argument above). Cleared when the lock
+  // goes; the basis is then the last heartbeat's again (which has lapsed unless the lock was
+  // held briefly), so a worker that stops leading without leaving registers anew.
+  void set_held_by_lock(bool held);
 
   // The current incarnation's entry as last written or read; empty when not a member.
   std::optional<WorkerEntry> entry() const;
@@ -126,6 +134,7 @@ class Membership {
   std::optional<WorkerEntry> entry_;                // guarded by mu_
   std::optional<Clock::MonoTime> heartbeat_basis_;  // guarded by mu_
   std::optional<Clock::MonoTime> leader_basis_;     // guarded by mu_
+  bool held_by_lock_ = false;                       // guarded by mu_
   std::uint64_t generation_ = 0;                    // guarded by mu_: bumped per incarnation
   std::uint64_t incarnations_ = 0;                  // guarded by mu_
   bool draining_ = false;                           // guarded by mu_

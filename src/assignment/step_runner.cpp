@@ -3,7 +3,7 @@
 namespace kcl::assignment {
 
 StepRunner::StepRunner(const Clock& clock, std::vector<Step> steps)
-    : clock_(clock), steps_(std::move(steps)) {}
+    : clock_(clock), steps_(std::move(steps)), woken_(steps_.size(), false) {}
 
 StepRunner::~StepRunner() { stop(); }
 
@@ -12,7 +12,7 @@ void StepRunner::start() {
   if (started_) return;
   started_ = true;
   stopping_ = false;
-  for (const Step& step : steps_) threads_.emplace_back([this, &step] { loop(step); });
+  for (std::size_t i = 0; i < steps_.size(); ++i) threads_.emplace_back([this, i] { loop(i); });
 }
 
 void StepRunner::stop() {
@@ -30,15 +30,28 @@ void StepRunner::stop() {
   started_ = false;
 }
 
-void StepRunner::loop(const Step& step) {
+void StepRunner::wake(std::size_t index) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index >= woken_.size()) return;
+    woken_[index] = true;
+  }
+  cv_.notify_all();
+}
+
+void StepRunner::loop(std::size_t index) {
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
+      woken_[index] = false;
     }
-    const Clock::MonoTime next = step();
+    const Clock::MonoTime next = steps_[index]();
     std::unique_lock<std::mutex> lock(mu_);
-    if (clock_.wait_until(lock, cv_, next, [&] { return stopping_; })) return;
+    if (clock_.wait_until(lock, cv_, next, [&] { return stopping_ || woken_[index]; }) &&
+        stopping_) {
+      return;
+    }
   }
 }
 

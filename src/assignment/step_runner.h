@@ -28,9 +28,12 @@ class StepRunner {
 
   void start();
   void stop();
+  // Runs step `index` again as soon as its thread is free (a step running now finishes
+  // first), whatever time it asked for. Safe from any thread, also from another step.
+  void wake(std::size_t index);
 
  private:
-  void loop(const Step& step);
+  void loop(std::size_t index);
 
   const Clock& clock_;
   const std::vector<Step> steps_;
@@ -38,6 +41,7 @@ class StepRunner {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool started_ = false;
+  std::vector<bool> woken_;  // guarded by mu_: per step
   std::vector<std::thread> threads_;
 };
 

@@ -242,9 +242,43 @@ std::shared_ptr<DynamoDbClient> DynamoDbClient::with_call_options(
 
 namespace {
 
+// Operations that read or write items: they are billed in capacity units, and kcl-cpp asks
+// each answer to say how many (ReturnConsumedCapacity TOTAL).
+bool billed_per_item(std::string_view op) {
+  return op == "GetItem" || op == "PutItem" || op == "UpdateItem" || op == "DeleteItem" ||
+         op == "Scan" || op == "Query";
+}
+
+bool reads_items(std::string_view op) { return op == "GetItem" || op == "Scan" || op == "Query"; }
+
+// Reports what one call cost as DynamoDB bills it: the units its answer names (a malformed or
+// missing ConsumedCapacity reports nothing: the figure is advisory). A write refused by its
+// condition is billed too, but its answer names no units: it is counted as one write unit
+// (the least DynamoDB bills; an item over 1 KB costs more) with outcome condition_failed.
+void report_capacity(MetricsSink* metrics, std::string_view op, std::string_view table,
+                     const Result<json>& response) {
+  if (metrics == nullptr || !billed_per_item(op)) return;
+  double units = 0;
+  std::string_view outcome = "ok";
+  if (response.ok()) {
+    const json* cc = member_of(*response, "ConsumedCapacity");
+    const json* cu = cc != nullptr && cc->is_object() ? member_of(*cc, "CapacityUnits") : nullptr;
+    if (cu == nullptr || !cu->is_number() || cu->get<double>() < 0) return;
+    units = cu->get<double>();
+  } else if (response.status().code() == StatusCode::kConditionFailed) {
+    units = 1;
+    outcome = "condition_failed";
+  } else {
+    return;
+  }
+  const MetricTag tags[] = {{"table", table}, {"operation", op}, {"outcome", outcome}};
+  metrics->count(reads_items(op) ? "dynamodb.read_units" : "dynamodb.write_units", units,
+                 MetricTags(tags, 3));
+}
+
 // Sends one request and returns the response as a JSON object.
-Result<json> invoke(aws::AwsJsonClient& client, const aws::CallOptions& options,
-                    std::string_view op, const json& body) {
+Result<json> send(aws::AwsJsonClient& client, const aws::CallOptions& options, std::string_view op,
+                  const json& body) {
   std::string text;
   try {
     text = body.dump();
@@ -257,6 +291,18 @@ Result<json> invoke(aws::AwsJsonClient& client, const aws::CallOptions& options,
   if (parsed.is_discarded()) return malformed(op, "not JSON");
   if (!parsed.is_object()) return malformed(op, "not a JSON object");
   return parsed;
+}
+
+// send(), asking an item operation's answer for its consumed capacity and reporting it.
+Result<json> invoke(const CallContext& call, std::string_view op, json body) {
+  std::string table;
+  if (billed_per_item(op)) {
+    body["ReturnConsumedCapacity"] = "TOTAL";
+    if (auto it = body.find("TableName"); it != body.end() && it->is_string()) table = *it;
+  }
+  Result<json> response = send(call.client, call.options, op, body);
+  report_capacity(call.metrics, op, table, response);
+  return response;
 }
 
 Result<WriteResult> write_result(std::string_view op, const json& response) {
@@ -276,9 +322,9 @@ Status check_old_values_only(std::string_view op, ReturnValues return_values) {
 
 // The common tail of PutItem, UpdateItem and DeleteItem: the expressions (update first, as
 // their placeholders are numbered in that order), ReturnValues, the call and its result.
-Result<WriteResult> conditional_write(aws::AwsJsonClient& client, const aws::CallOptions& options,
-                                      std::string_view op, json body, const Expression* update,
-                                      const Expression& condition, ReturnValues return_values) {
+Result<WriteResult> conditional_write(const CallContext& call, std::string_view op, json body,
+                                      const Expression* update, const Expression& condition,
+                                      ReturnValues return_values) {
   Placeholders placeholders(op);
   if (update != nullptr) {
     KCL_RETURN_IF_ERROR(placeholders.add(*update, "update"));
@@ -290,7 +336,7 @@ Result<WriteResult> conditional_write(aws::AwsJsonClient& client, const aws::Cal
   if (return_values != ReturnValues::kNone) {
     body["ReturnValues"] = return_values_name(return_values);
   }
-  KCL_ASSIGN_OR_RETURN(json response, invoke(client, options, op, body));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(call, op, std::move(body)));
   return write_result(op, response);
 }
 
@@ -324,14 +370,14 @@ Status DynamoDbClient::create_table(const CreateTableRequest& request) {
     return invalid(op, "billing mode must be PAY_PER_REQUEST or PROVISIONED, not '" +
                            request.billing_mode + "'");
   }
-  auto response = invoke(*client_, options_, op, body);
+  auto response = invoke(context(), op, body);
   return response.ok() ? Status::Ok() : response.status();
 }
 
 Result<TableDescription> DynamoDbClient::describe_table(std::string_view table) {
   constexpr std::string_view op = "DescribeTable";
   KCL_RETURN_IF_ERROR(check_table(op, table));
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, json{{"TableName", table}}));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(context(), op, json{{"TableName", table}}));
   const json* t = member_of(response, "Table");
   if (!t) return malformed(op, "no Table");
   if (!t->is_object()) return malformed(op, "Table is not an object");
@@ -377,7 +423,7 @@ Result<TableDescription> DynamoDbClient::wait_until_active(std::string_view tabl
 Status DynamoDbClient::delete_table(std::string_view table) {
   constexpr std::string_view op = "DeleteTable";
   KCL_RETURN_IF_ERROR(check_table(op, table));
-  auto response = invoke(*client_, options_, op, json{{"TableName", table}});
+  auto response = invoke(context(), op, json{{"TableName", table}});
   return response.ok() ? Status::Ok() : response.status();
 }
 
@@ -387,7 +433,7 @@ Result<std::optional<Item>> DynamoDbClient::get_item(std::string_view table, con
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (key.empty()) return invalid(op, "key is empty");
   json body{{"TableName", table}, {"Key", item_to_json(key)}, {"ConsistentRead", consistent_read}};
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, body));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(context(), op, body));
   return optional_item(op, response, "Item");
 }
 
@@ -399,8 +445,7 @@ Result<WriteResult> DynamoDbClient::put_item(std::string_view table, const Item&
   if (item.empty()) return invalid(op, "item is empty");
   KCL_RETURN_IF_ERROR(check_old_values_only(op, return_values));
   json body{{"TableName", table}, {"Item", item_to_json(item)}};
-  return conditional_write(*client_, options_, op, std::move(body), nullptr, condition,
-                           return_values);
+  return conditional_write(context(), op, std::move(body), nullptr, condition, return_values);
 }
 
 Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const Item& key,
@@ -411,8 +456,7 @@ Result<WriteResult> DynamoDbClient::update_item(std::string_view table, const It
   KCL_RETURN_IF_ERROR(check_table(op, table));
   if (key.empty()) return invalid(op, "key is empty");
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
-  return conditional_write(*client_, options_, op, std::move(body), &update, condition,
-                           return_values);
+  return conditional_write(context(), op, std::move(body), &update, condition, return_values);
 }
 
 Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const Item& key,
@@ -423,8 +467,7 @@ Result<WriteResult> DynamoDbClient::delete_item(std::string_view table, const It
   if (key.empty()) return invalid(op, "key is empty");
   KCL_RETURN_IF_ERROR(check_old_values_only(op, return_values));
   json body{{"TableName", table}, {"Key", item_to_json(key)}};
-  return conditional_write(*client_, options_, op, std::move(body), nullptr, condition,
-                           return_values);
+  return conditional_write(context(), op, std::move(body), nullptr, condition, return_values);
 }
 
 Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
@@ -459,7 +502,7 @@ Result<ScanPage> DynamoDbClient::scan(json body, const std::optional<Item>& excl
     if (exclusive_start_key->empty()) return invalid(op, "exclusive start key is empty");
     body["ExclusiveStartKey"] = item_to_json(*exclusive_start_key);
   }
-  KCL_ASSIGN_OR_RETURN(json response, invoke(*client_, options_, op, body));
+  KCL_ASSIGN_OR_RETURN(json response, invoke(context(), op, body));
 
   ScanPage page;
   const json* items = member_of(response, "Items");

@@ -19,6 +19,7 @@
 #include "aws/aws_json_client.h"
 #include "dynamodb/attribute_value.h"
 #include "kcl/clock.h"
+#include "kcl/metrics.h"
 
 namespace kcl::dynamodb {
 
@@ -70,6 +71,14 @@ struct ScanPage {
   long long scanned_count = 0;
 };
 
+// What one call needs besides its request: the connection, its options, and where to report
+// the capacity it consumed (may be null).
+struct CallContext {
+  aws::AwsJsonClient& client;
+  const aws::CallOptions& options;
+  MetricsSink* metrics;
+};
+
 class DynamoDbClient {
  public:
   // Sleeps for (about) the given time; wait_until_active polls with it.
@@ -118,6 +127,15 @@ class DynamoDbClient {
 
   aws::AwsJsonClient& raw() { return *client_; }
 
+  // Every item operation (GetItem, PutItem, UpdateItem, DeleteItem, Scan, Query) asks its
+  // answer for the capacity it consumed (ReturnConsumedCapacity TOTAL) and, once this is
+  // set, counts it in `metrics` as DynamoDB bills it: dynamodb.read_units and
+  // dynamodb.write_units, tagged table, operation and outcome (ok, or condition_failed: a
+  // write refused by its condition is billed but its answer names no units, so it counts as
+  // one write unit). Set before the client is shared; copies made by with_call_options()
+  // report to the same sink.
+  void report_capacity_to(std::shared_ptr<MetricsSink> metrics) { metrics_ = std::move(metrics); }
+
   // A client on the same connection pool whose every call has `options` (e.g. a deadline
   // shorter than a renewal interval, one attempt).
   std::shared_ptr<DynamoDbClient> with_call_options(const aws::CallOptions& options) const;
@@ -126,8 +144,11 @@ class DynamoDbClient {
   // Sends a Scan request `body` (from `exclusive_start_key` on) and reads its page.
   Result<ScanPage> scan(nlohmann::json body, const std::optional<Item>& exclusive_start_key);
 
+  CallContext context() { return CallContext{*client_, options_, metrics_.get()}; }
+
   std::shared_ptr<aws::AwsJsonClient> client_;
   aws::CallOptions options_;
+  std::shared_ptr<MetricsSink> metrics_;
   const Clock* clock_;
   Sleeper sleep_;
 };

@@ -75,6 +75,13 @@ std::vector<std::string> LeaseConfig::validate() const {
     };
     in_range("poll_interval", poll_interval, milliseconds(10), failover_time / 2);
     in_range("leader_poll_interval", leader_poll_interval, milliseconds(10), failover_time / 2);
+    if (idle_poll_interval.count() != 0) {
+      in_range("idle_poll_interval", idle_poll_interval, poll_interval, failover_time);
+    }
+    if (leader_idle_poll_interval.count() != 0) {
+      in_range("leader_idle_poll_interval", leader_idle_poll_interval, leader_poll_interval,
+               failover_time / 2);
+    }
     in_range("lease_scan_interval", lease_scan_interval, milliseconds(1000), std::chrono::hours(1));
     in_range("handoff_timeout", handoff_timeout, milliseconds(100), std::chrono::hours(1));
   }

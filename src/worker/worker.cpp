@@ -315,6 +315,7 @@ Status Worker::Impl::make_clients() {
         auto raw, aws::make_aws_json_client(aws::dynamodb_service(), config_.aws, &aws_parts));
     dynamodb_ = std::make_shared<dynamodb::DynamoDbClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+    dynamodb_->report_capacity_to(metrics_);
     auto options = leases::DynamoDbLeaseStoreOptions::from_config(config_.leases);
     options.logger = logger_;
     store_ = std::make_shared<leases::DynamoDbLeaseStore>(dynamodb_, std::move(options));

@@ -60,7 +60,7 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
       client, config, [&store] { return store.uses_entity_types(); });
   Status resolved = coordination.resolve_table();
   auto view =
-      resolved.ok() ? coordination.read_all() : Result<assignment::CoordinationView>(resolved);
+      resolved.ok() ? coordination.read_all(assignment::Consistency::kStrong) : Result<assignment::CoordinationView>(resolved);
   const leases::LeaseScanSummary others = store.last_scan();
   auto text = [](const std::optional<std::string>& s) {
     return s ? nlohmann::json(*s) : nlohmann::json(nullptr);

@@ -14,7 +14,7 @@ using namespace ::kcl::assignment;
 // `store` must be an empty, ready table.
 inline void check_coordination_store_contract(CoordinationStore& store) {
   // Nothing yet.
-  auto empty = store.read_all();
+  auto empty = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_FALSE(empty->leader);
   EXPECT_TRUE(empty->workers.empty());
@@ -51,7 +51,7 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   // The inbox: posts add (a set), the worker clears what it handled.
   ASSERT_TRUE(store.post_to_inbox(*beat, {"shardId-000000000002", "shardId-000000000001"}).ok());
   ASSERT_TRUE(store.post_to_inbox(*beat, {"shardId-000000000001", "shardId-000000000003"}).ok());
-  auto own = store.read_own("worker-a");
+  auto own = store.read_own("worker-a", Consistency::kStrong);
   ASSERT_TRUE(own.ok()) << own.status();
   ASSERT_TRUE(own->self);
   EXPECT_EQ(own->self->inbox,
@@ -59,7 +59,7 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
                                       "shardId-000000000003"}));
   EXPECT_EQ(own->self->heartbeat, 2) << "posts leave the heartbeat alone";
   ASSERT_TRUE(store.clear_inbox(*beat, {"shardId-000000000001", "shardId-000000000002"}).ok());
-  own = store.read_own("worker-a");
+  own = store.read_own("worker-a", Consistency::kStrong);
   ASSERT_TRUE(own.ok() && own->self);
   EXPECT_EQ(own->self->inbox, (std::vector<std::string>{"shardId-000000000003"}));
   // A heartbeat still holds after the posts (they touch another attribute).
@@ -71,8 +71,14 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   EXPECT_EQ(store.post_to_inbox(other_incarnation, {"x"}).code(), StatusCode::kConditionFailed);
 
   // The lock: taken when absent; then only on the value seen.
+  auto no_lock = store.read_leader(Consistency::kStrong);
+  ASSERT_TRUE(no_lock.ok()) << no_lock.status();
+  EXPECT_FALSE(no_lock->has_value());
   auto led = store.acquire_leadership(std::nullopt, "worker-a", "inc-1");
   ASSERT_TRUE(led.ok()) << led.status();
+  auto lock_read = store.read_leader(Consistency::kStrong);
+  ASSERT_TRUE(lock_read.ok() && lock_read->has_value()) << lock_read.status();
+  EXPECT_EQ(**lock_read, *led) << "read_leader gives the lock as written";
   EXPECT_EQ(led->owner, std::optional<std::string>("worker-a"));
   EXPECT_EQ(led->owner_incarnation, "inc-1");
   EXPECT_EQ(store.acquire_leadership(std::nullopt, "worker-b", "x").status().code(),
@@ -90,7 +96,7 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
       << "a lock seen before a renewal cannot be taken";
   // leasesVersion moves without disturbing the holder's conditions.
   ASSERT_TRUE(store.note_leases_changed().ok());
-  auto all = store.read_all();
+  auto all = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(all.ok() && all->leader);
   EXPECT_EQ(all->leader->leases_version, 1);
   auto renewed2 = store.renew_leadership(*renewed);
@@ -98,14 +104,14 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   // Taken over on what was seen (the lock lapsed), by another worker.
   auto taken = store.acquire_leadership(*all->leader, "worker-b", "inc-b");
   EXPECT_EQ(taken.status().code(), StatusCode::kConditionFailed) << "the holder renewed since";
-  all = store.read_all();
+  all = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(all.ok() && all->leader);
   taken = store.acquire_leadership(*all->leader, "worker-b", "inc-b");
   ASSERT_TRUE(taken.ok()) << taken.status();
   EXPECT_EQ(store.renew_leadership(*renewed2).status().code(), StatusCode::kConditionFailed)
       << "the old holder learns it lost the lock";
   ASSERT_TRUE(store.release_leadership(*taken).ok());
-  all = store.read_all();
+  all = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(all.ok() && all->leader);
   EXPECT_FALSE(all->leader->owner) << "released: nobody leads";
   EXPECT_EQ(all->leader->leases_version, 1);
@@ -115,7 +121,7 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
       << "it renewed since that value";
   ASSERT_TRUE(store.fence_worker(*beat2).ok());
   EXPECT_EQ(store.heartbeat(*beat2, report).status().code(), StatusCode::kConditionFailed);
-  own = store.read_own("worker-a");
+  own = store.read_own("worker-a", Consistency::kStrong);
   ASSERT_TRUE(own.ok());
   EXPECT_FALSE(own->self);
 
@@ -125,7 +131,7 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   ASSERT_TRUE(store.register_worker(a2).ok());
   EXPECT_EQ(store.deregister_worker(a).code(), StatusCode::kConditionFailed);
   ASSERT_TRUE(store.deregister_worker(a2).ok());
-  all = store.read_all();
+  all = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(all.ok());
   EXPECT_TRUE(all->workers.empty());
 }

@@ -90,12 +90,16 @@ class FaultyCoordinationStore final : public CoordinationStore {
   FaultPoint& faults() { return faults_; }
 
   Status create_table_if_not_exists() override { return inner_.create_table_if_not_exists(); }
-  Result<CoordinationView> read_all() override {
+  Result<CoordinationView> read_all(Consistency c) override {
     return faults_.call<Result<CoordinationView>>("read_all", "",
-                                                  [&] { return inner_.read_all(); });
+                                                  [&] { return inner_.read_all(c); });
   }
-  Result<OwnView> read_own(std::string_view id) override {
-    return faults_.call<Result<OwnView>>("read_own", id, [&] { return inner_.read_own(id); });
+  Result<OwnView> read_own(std::string_view id, Consistency c) override {
+    return faults_.call<Result<OwnView>>("read_own", id, [&] { return inner_.read_own(id, c); });
+  }
+  Result<std::optional<LeaderEntry>> read_leader(Consistency c) override {
+    return faults_.call<Result<std::optional<LeaderEntry>>>("read_leader", "",
+                                                            [&] { return inner_.read_leader(c); });
   }
   Result<WorkerEntry> register_worker(const WorkerEntry& e) override {
     return faults_.call<Result<WorkerEntry>>("register_worker", e.worker_id,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -393,9 +394,10 @@ TEST_F(DynamoDbClientTest, GetItemIsConsistentByDefault) {
   ASSERT_TRUE(r->has_value());
   EXPECT_EQ((**r).at("leaseCounter"), AttributeValue::N(3));
   EXPECT_EQ(fake_->calls[0].operation, "GetItem");
-  EXPECT_EQ(
-      last_body(),
-      (json{{"TableName", "t"}, {"Key", {{"leaseKey", {{"S", "k"}}}}}, {"ConsistentRead", true}}));
+  EXPECT_EQ(last_body(), (json{{"TableName", "t"},
+                               {"ReturnConsumedCapacity", "TOTAL"},
+                               {"Key", {{"leaseKey", {{"S", "k"}}}}},
+                               {"ConsistentRead", true}}));
 
   fake_->respond(json::object());
   auto missing = client_.get_item("t", key_of("nope"), /*consistent_read=*/false);
@@ -434,6 +436,7 @@ TEST_F(DynamoDbClientTest, PutItemWithConditionAndReturnValues) {
   EXPECT_EQ(fake_->calls[0].operation, "PutItem");
   EXPECT_EQ(last_body(),
             (json{{"TableName", "t"},
+                  {"ReturnConsumedCapacity", "TOTAL"},
                   {"Item", {{"leaseKey", {{"S", "k"}}}, {"leaseCounter", {{"N", "0"}}}}},
                   {"ConditionExpression", "attribute_not_exists(#k) OR #o = :o"},
                   {"ExpressionAttributeNames", {{"#k", "leaseKey"}, {"#o", "leaseOwner"}}},
@@ -446,7 +449,9 @@ TEST_F(DynamoDbClientTest, PutItemWithoutConditionSendsOnlyTheItem) {
   auto r = client_.put_item("t", key_of("k"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->attributes.has_value());
-  EXPECT_EQ(last_body(), (json{{"TableName", "t"}, {"Item", {{"leaseKey", {{"S", "k"}}}}}}));
+  EXPECT_EQ(last_body(), (json{{"TableName", "t"},
+                               {"ReturnConsumedCapacity", "TOTAL"},
+                               {"Item", {{"leaseKey", {{"S", "k"}}}}}}));
 }
 
 TEST_F(DynamoDbClientTest, PutAndDeleteAllowOnlyNoneOrAllOld) {
@@ -472,6 +477,7 @@ TEST_F(DynamoDbClientTest, UpdateItemMergesPlaceholdersOfBothExpressions) {
   EXPECT_EQ(fake_->calls[0].operation, "UpdateItem");
   EXPECT_EQ(last_body(),
             (json{{"TableName", "t"},
+                  {"ReturnConsumedCapacity", "TOTAL"},
                   {"Key", {{"leaseKey", {{"S", "k"}}}}},
                   {"UpdateExpression", "SET #c = #c + :one, #o = :owner"},
                   {"ConditionExpression", "#c = :expected AND #o = :prev"},
@@ -547,6 +553,7 @@ TEST_F(DynamoDbClientTest, DeleteItemWithCondition) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(fake_->calls[0].operation, "DeleteItem");
   EXPECT_EQ(last_body(), (json{{"TableName", "t"},
+                               {"ReturnConsumedCapacity", "TOTAL"},
                                {"Key", {{"leaseKey", {{"S", "k"}}}}},
                                {"ConditionExpression", "leaseCounter = :c"},
                                {"ExpressionAttributeValues", {{":c", {{"N", "9"}}}}},
@@ -581,6 +588,7 @@ TEST_F(DynamoDbClientTest, ScanPageSendsPagingParameters) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(fake_->calls[0].operation, "Scan");
   EXPECT_EQ(last_body(), (json{{"TableName", "t"},
+                               {"ReturnConsumedCapacity", "TOTAL"},
                                {"ConsistentRead", true},
                                {"ExclusiveStartKey", {{"leaseKey", {{"S", "a"}}}}},
                                {"Limit", 2}}));
@@ -595,7 +603,9 @@ TEST_F(DynamoDbClientTest, ScanPageSendsPagingParameters) {
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_TRUE(last->items.empty());
   EXPECT_FALSE(last->last_evaluated_key.has_value());
-  EXPECT_EQ(last_body(), (json{{"TableName", "t"}, {"ConsistentRead", false}}));
+  EXPECT_EQ(
+      last_body(),
+      (json{{"TableName", "t"}, {"ReturnConsumedCapacity", "TOTAL"}, {"ConsistentRead", false}}));
 }
 
 TEST_F(DynamoDbClientTest, ScanPageRejectsMalformedResponses) {
@@ -652,6 +662,60 @@ TEST_F(DynamoDbClientTest, ScanAllStopsOnErrorsAndOnARepeatedKey) {
   auto loop = client_.scan_all("t");
   EXPECT_EQ(loop.status().code(), StatusCode::kInternal);
   EXPECT_NE(loop.status().message().find("repeats"), std::string::npos) << loop.status();
+}
+
+// --- consumed capacity ---
+
+// Keeps every count as "name table operation outcome" -> total.
+class CountingSink final : public MetricsSink {
+ public:
+  void count(std::string_view name, double value, MetricTags tags) override {
+    std::string key(name);
+    for (const MetricTag& t : tags) key += " " + std::string(t.value);
+    totals[key] += value;
+  }
+  void gauge(std::string_view, double, MetricTags) override {}
+  void timing(std::string_view, std::chrono::nanoseconds, MetricTags) override {}
+  std::map<std::string, double> totals;
+};
+
+TEST_F(DynamoDbClientTest, ItemOperationsReportTheCapacityTheirAnswersName) {
+  auto sink = std::make_shared<CountingSink>();
+  client_.report_capacity_to(sink);
+  fake_->respond(json{{"ConsumedCapacity", {{"TableName", "t"}, {"CapacityUnits", 0.5}}}});
+  ASSERT_TRUE(client_.get_item("t", key_of("k"), false).ok());
+  fake_->respond(json{{"ConsumedCapacity", {{"TableName", "t"}, {"CapacityUnits", 2.0}}}});
+  ASSERT_TRUE(client_
+                  .update_item("t", key_of("k"),
+                               Expression{"SET a = :a", {}, {{":a", AttributeValue::N(1)}}})
+                  .ok());
+  fake_->respond(json{{"Items", json::array()},
+                      {"ConsumedCapacity", {{"TableName", "t"}, {"CapacityUnits", 1.5}}}});
+  ASSERT_TRUE(client_.scan_page("t", std::nullopt).ok());
+  fake_->fail(StatusCode::kFailedPrecondition, "The conditional request failed",
+              "ConditionalCheckFailedException");
+  EXPECT_EQ(client_.delete_item("t", key_of("k"), Expression{"attribute_exists(a)", {}, {}})
+                .status()
+                .code(),
+            StatusCode::kConditionFailed);
+  // An answer without the figure, or with a malformed one, reports nothing.
+  fake_->respond(json::object());
+  ASSERT_TRUE(client_.put_item("t", key_of("k")).ok());
+  fake_->respond(json{{"ConsumedCapacity", {{"CapacityUnits", "lots"}}}});
+  ASSERT_TRUE(client_.put_item("t", key_of("k")).ok());
+
+  EXPECT_EQ(sink->totals, (std::map<std::string, double>{
+                              {"dynamodb.read_units t GetItem ok", 0.5},
+                              {"dynamodb.write_units t UpdateItem ok", 2.0},
+                              {"dynamodb.read_units t Scan ok", 1.5},
+                              {"dynamodb.write_units t DeleteItem condition_failed", 1.0}}));
+  EXPECT_EQ(last_body()["ReturnConsumedCapacity"], "TOTAL");
+}
+
+TEST_F(DynamoDbClientTest, TableOperationsDoNotAskForConsumedCapacity) {
+  fake_->respond(json{{"Table", {{"TableName", "t"}, {"TableStatus", "ACTIVE"}}}});
+  ASSERT_TRUE(client_.describe_table("t").ok());
+  EXPECT_FALSE(last_body().contains("ReturnConsumedCapacity"));
 }
 
 }  // namespace
