@@ -6,7 +6,9 @@ import contextlib
 import signal
 import threading
 import weakref
-from typing import Any, Callable, Dict, Iterator, TypeVar
+from typing import Any, Callable, Dict, Iterator, TypeVar, Union
+
+from . import _kcl
 
 T = TypeVar("T", bound="Consumer")
 
@@ -46,7 +48,7 @@ def sigterm_calls(stop: Callable[[], None]) -> Iterator[None]:
 class Consumer:
     """What kcl.Worker and kcl.PullConsumer have in common, over their core (self._core)."""
 
-    _core: Any
+    _core: Union[_kcl._Worker, _kcl._PullConsumer]
 
     def start(self) -> None:
         """Prepares the lease table and starts the threads; returns once running."""
@@ -57,7 +59,7 @@ class Consumer:
         self._core.begin_shutdown()
 
     def stats(self) -> Dict[str, Any]:
-        return self._core.stats()
+        return dict(self._core.stats())
 
     @property
     def worker_id(self) -> str:

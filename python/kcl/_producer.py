@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from . import _kcl
 from ._kcl import PutResult
@@ -31,7 +31,7 @@ class Producer:
     """
 
     def __init__(self, stream: Optional[str] = None, **options: Any) -> None:
-        self._core = _kcl._Producer(dict(options, stream=stream))
+        self._core: _kcl._Producer = _kcl._Producer(dict(options, stream=stream))
         track(self)
 
     def put(self, partition_key: str, data: Data,
@@ -67,6 +67,6 @@ class Producer:
         self._core.shutdown()
 
 
-def producer_options() -> list:
+def producer_options() -> List[str]:
     """The option names kcl.Producer accepts."""
     return sorted(_kcl.producer_option_names())

@@ -26,7 +26,7 @@ class PullConsumer(Consumer):
 
     def __init__(self, stream: Optional[str] = None, app: Optional[str] = None,
                  **options: Any) -> None:
-        self._core = _kcl._PullConsumer(dict(options, stream=stream, app=app))
+        self._core: _kcl._PullConsumer = _kcl._PullConsumer(dict(options, stream=stream, app=app))
         track(self)
 
     def next(self, timeout: Optional[float] = None) -> Optional[PulledRecord]:
@@ -72,6 +72,6 @@ class PullConsumer(Consumer):
         self._core.wait()
 
 
-def pull_options() -> list:
+def pull_options() -> List[str]:
     """The option names kcl.PullConsumer accepts."""
     return sorted(_kcl.pull_option_names())

@@ -2,7 +2,7 @@
 RecordProcessor per shard lease held."""
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from . import _kcl
 from ._lifecycle import Consumer, sigterm_calls, track
@@ -32,7 +32,7 @@ class Worker(Consumer):
             raise ConfigError(["option 'processor_factory' is required: a callable returning "
                                "a kcl.RecordProcessor"])
         opts: Dict[str, Any] = dict(options, stream=stream, app=app)
-        self._core = _kcl._Worker(adapter_factory(processor_factory), opts)
+        self._core: _kcl._Worker = _kcl._Worker(adapter_factory(processor_factory), opts)
         track(self)
 
     def run(self) -> None:
@@ -48,7 +48,7 @@ class Worker(Consumer):
         if timeout is None:
             self._core.wait()
             return True
-        return self._core.wait_for(timeout)
+        return bool(self._core.wait_for(timeout))
 
     def shutdown(self) -> None:
         """Graceful stop; blocks until done. Inside a processor callback use
@@ -56,6 +56,6 @@ class Worker(Consumer):
         self._core.shutdown()
 
 
-def worker_options() -> list:
+def worker_options() -> List[str]:
     """The option names kcl.Worker accepts."""
     return sorted(_kcl.worker_option_names())
