@@ -181,3 +181,26 @@ def test_checkpoint_errors_are_typed(emulators, names, options):
     running.stop()
     assert all(isinstance(e, kcl.InvalidArgumentError) for e in errors), errors
     assert errors[0].code == "INVALID_ARGUMENT"
+
+
+def test_the_http_endpoint_serves_metrics_and_status(emulators, names, options):
+    import json
+    import urllib.request
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 5)
+    sink: Dict[str, List[Any]] = {}
+    worker = kcl.Worker(stream=stream, app=app, processor_factory=lambda: Collect(sink, []),
+                        http_address="127.0.0.1:0", **options)
+    running = Running(worker)
+    try:
+        wait_until(lambda: sum(len(v) for v in sink.values()) >= 5)
+        assert worker.http_url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(worker.http_url + "/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        with urllib.request.urlopen(worker.http_url + "/status.json", timeout=10) as r:
+            status = json.loads(r.read())
+    finally:
+        running.stop()
+    assert "kcl_" in metrics and "records" in metrics
+    assert worker.worker_id in json.dumps(status)
