@@ -23,11 +23,18 @@ namespace kclpy {
 
 namespace {
 
-// A record taken from the consumer: the record's fields (kcl.Record) and its ack.
+// A record taken from the consumer: the record's fields (kcl.Record) and its ack. Dropped
+// without the GIL (the record's shard may take a lock a core thread holds while it logs).
 struct PyPulledRecord : PyRecord {
   explicit PyPulledRecord(kcl::PulledRecord r) : PyRecord{r.record()}, pulled(std::move(r)) {}
+  ~PyPulledRecord() {
+    py::gil_scoped_release released;
+    pulled.reset();
+  }
+  PyPulledRecord(const PyPulledRecord&) = delete;
+  PyPulledRecord& operator=(const PyPulledRecord&) = delete;
   std::mutex mu;  // one ack at a time, whatever thread calls it
-  kcl::PulledRecord pulled;
+  std::optional<kcl::PulledRecord> pulled;
 };
 
 void ack(PyPulledRecord& self) {
@@ -35,7 +42,7 @@ void ack(PyPulledRecord& self) {
   {
     py::gil_scoped_release released;
     std::lock_guard lock(self.mu);
-    s = self.pulled.ack();
+    s = self.pulled->ack();
   }
   check(s);
 }
@@ -141,7 +148,7 @@ void bind_pull(py::module_& m) {
            "since (the next owner delivers it again), FailedPreconditionError when already "
            "acknowledged, CancelledError after the consumer shut down.")
       .def_property_readonly("stream_name",
-                             [](const PyPulledRecord& r) { return r.pulled.stream_name(); });
+                             [](const PyPulledRecord& r) { return r.pulled->stream_name(); });
   py::class_<PyPullConsumer>(m, "_PullConsumer")
       .def(py::init<const py::dict&>())
       .def("start", &PyPullConsumer::start)
