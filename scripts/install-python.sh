@@ -19,7 +19,7 @@ cd "$here"
 python="${KCL_PYTHON:-/usr/bin/python3}"
 if [ "${KCL_SKIP_DEPS:-0}" != "1" ]; then bash scripts/install-deps.sh; fi
 args=(-DKCL_PYTHON_EXECUTABLE="$python" -DKCL_BUILD_PYTHON=ON -DKCL_BUILD_TESTS=OFF
-      -DKCL_BUILD_BENCH=OFF)
+      -DKCL_BUILD_BENCH=OFF -DKCL_BUILD_TOOLS=ON)
 if [ -n "${KCL_PYTHON_INSTALL_DIR:-}" ]; then args+=(-DKCL_PYTHON_INSTALL_DIR="$KCL_PYTHON_INSTALL_DIR"); fi
 echo "install-python: building for $python"
 cmake -S . -B build/python -G Ninja -DCMAKE_BUILD_TYPE=Release "${args[@]}" >/dev/null

@@ -2,13 +2,15 @@
 accepts, retrying only the records that failed."""
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-from typing import Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from . import _kcl
 from ._kcl import PutResult
 from ._lifecycle import track
+
+if TYPE_CHECKING:  # asyncio is imported when first used: it costs a third of `import kcl`
+    import asyncio
+    import concurrent.futures
 
 Data = Union[bytes, bytearray, memoryview, str]
 
@@ -42,6 +44,7 @@ class Producer:
     def put_async(self, partition_key: str, data: Data,
                   explicit_hash_key: str = "") -> "asyncio.Future[PutResult]":
         """put() as an asyncio future of the running loop (await it)."""
+        import asyncio
         return asyncio.wrap_future(self._core.put(partition_key, data, explicit_hash_key))
 
     def flush(self, timeout: Optional[float] = None) -> None:

@@ -2,7 +2,6 @@
 thread and in any order; the checkpoints follow each shard's low watermark."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
 
 from . import _kcl
@@ -53,6 +52,7 @@ class PullConsumer(Consumer):
         return self._records_async()
 
     async def _records_async(self) -> AsyncIterator[PulledRecord]:
+        import asyncio  # here: it costs a third of `import kcl`
         loop = asyncio.get_running_loop()
         while True:
             r = await loop.run_in_executor(None, self._core.next, 0.2)
