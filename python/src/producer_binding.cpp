@@ -85,7 +85,10 @@ class PyProducer {
   PyProducer& operator=(const PyProducer&) = delete;
 
   py::object put(py::handle partition_key, py::handle data, std::string explicit_hash_key) {
-    std::string key = py::cast<std::string>(partition_key);
+    if (!py::isinstance<py::str>(partition_key)) {
+      throw py::type_error("partition_key must be a str");
+    }
+    std::string key = partition_key.cast<std::string>();
     std::string bytes = bytes_of(data);
     py::object future = future_class_();
     auto holder = std::make_shared<SharedObject>(future);

@@ -66,7 +66,8 @@ class PyPullConsumer {
  public:
   explicit PyPullConsumer(const py::dict& options) {
     kcl::Dependencies deps;
-    deps.logger = make_python_logger();
+    logger_ = std::make_shared<PyLogger>();
+    deps.logger = logger_;
     consumer_ = std::make_unique<kcl::PullConsumer>(pull_config_from(options), deps);
   }
   ~PyPullConsumer() {
@@ -77,6 +78,7 @@ class PyPullConsumer {
   PyPullConsumer& operator=(const PyPullConsumer&) = delete;
 
   void start() {
+    logger_->refresh();  // the levels as configured by now
     check(without_gil([&] { return consumer_->start(); }));
   }
 
@@ -133,6 +135,7 @@ class PyPullConsumer {
   std::string http_url() const { return consumer_->http_url(); }
 
  private:
+  std::shared_ptr<PyLogger> logger_;
   std::unique_ptr<kcl::PullConsumer> consumer_;
   bool stopping_ = false;  // GIL held
 };

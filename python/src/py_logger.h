@@ -26,8 +26,9 @@ bool python_alive();
 
 class PyLogger final : public kcl::Logger {
  public:
-  // Reads the effective level of logging.getLogger("kcl") now (GIL held). Levels set later
-  // apply to what is logged, but a level lowered to DEBUG after this takes refresh().
+  // Reads the effective level of logging.getLogger("kcl") now (GIL held); refresh() reads
+  // it again (the worker and the pull consumer do at start()). A lower level set after that
+  // is not seen; a higher one still filters in Python.
   PyLogger();
   ~PyLogger() override;
   void refresh();  // GIL held

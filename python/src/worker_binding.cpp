@@ -148,7 +148,8 @@ class PyWorker {
   PyWorker(py::object make_adapter, const py::dict& options) {
     kcl::WorkerConfig config = worker_config_from(options);
     kcl::Dependencies deps;
-    deps.logger = make_python_logger();
+    logger_ = std::make_shared<PyLogger>();
+    deps.logger = logger_;
     worker_ = std::make_unique<kcl::Worker>(
         std::move(config), std::make_shared<PyFactory>(std::move(make_adapter)), deps);
   }
@@ -160,6 +161,7 @@ class PyWorker {
   PyWorker& operator=(const PyWorker&) = delete;
 
   void start() {
+    logger_->refresh();  // the levels as configured by now
     check(without_gil([&] { return worker_->start(); }));
   }
   void wait() {
@@ -190,6 +192,7 @@ class PyWorker {
   std::string http_url() const { return worker_->http_url(); }
 
  private:
+  std::shared_ptr<PyLogger> logger_;
   std::unique_ptr<kcl::Worker> worker_;
 };
 

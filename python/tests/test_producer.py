@@ -161,6 +161,8 @@ def test_bad_records_fail_alone_with_typed_errors(emulators, names):
             f.result()
     with pytest.raises(TypeError):
         producer.put("k", 42)
+    with pytest.raises(TypeError, match="partition_key must be a str"):
+        producer.put(b"k", b"x")
     producer.shutdown()
     with pytest.raises(kcl.CancelledError):
         producer.put("late", b"x").result(timeout=5)
