@@ -29,6 +29,7 @@ first touch of its buffers) taken out; that per-run part is printed beside it.
                                [--records-per-call N] [--marginal] [--wrap CMD]
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -60,7 +61,29 @@ def peak_rss_mb(pid):
     return None
 
 
-def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL):
+@contextlib.contextmanager
+def local_emulators(**extra_env):
+    """kinesalite and dynalite on loopback (tools/emulators/serve.js) for the length of the
+    block; yields (environment reaching them with test credentials, the emulator process)."""
+    emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js")],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        urls = json.loads(emu.stdout.readline())
+        env = dict(os.environ, AWS_ENDPOINT_URL_KINESIS=urls["kinesis"],
+                   AWS_ENDPOINT_URL_DYNAMODB=urls["dynamodb"], AWS_REGION="us-east-1",
+                   AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench-secret", **extra_env)
+        env.pop("AWS_PROFILE", None)
+        yield env, emu
+    finally:
+        emu.stdin.close()
+        emu.terminate()
+        emu.wait(timeout=10)
+
+
+def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=None):
+    """Runs cmd to its end and measures it. stop_when(pid), if given, is called at each poll
+    until the process exits; the first time it returns true the process gets SIGTERM (for a
+    consumer that does not stop by itself, such as `kcl multilang`)."""
     # Peak RSS is polled from /proc/PID/status (VmHWM) while the consumer runs, not taken
     # from wait4(): Linux carries a process's maxrss across exec(), so wait4 would report at
     # least this Python process's own RSS (tens of MB once it built the records to load).
@@ -78,6 +101,9 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL):
         hwm = peak_rss_mb(p.pid)
         if hwm is not None:
             rss = max(rss, hwm)
+        if stop_when is not None and stop_when(p.pid) and p.returncode is None:
+            p.terminate()
+            p.returncode = -1  # asked to stop (the real status comes from wait4 below)
         time.sleep(0.01)
     wall = time.monotonic() - start
     reader.join()

@@ -1,0 +1,30 @@
+"""kcl: kcl-cpp's Kinesis Client Library in this Python process.
+
+- kcl.Worker with a kcl.RecordProcessor per shard (callbacks, batch by batch);
+- kcl.PullConsumer: iterate records and acknowledge each from any thread, in any order;
+- kcl.Producer: put records (futures or asyncio), aggregated, rate-aware.
+
+Errors are kcl.KclError subclasses (kcl.errors); log lines go to the logger "kcl".
+"""
+from __future__ import annotations
+
+from . import errors
+from .errors import (AlreadyExistsError, CancelledError, ConditionFailedError, ConfigError,
+                     DeadlineExceededError, ExpiredIteratorError, FailedPreconditionError,
+                     InternalError, InvalidArgumentError, KclError, LeaseLostError,
+                     NotFoundError, PermissionDeniedError, UnavailableError)
+from . import _logging  # noqa: F401  (imported by the extension module)
+from ._kcl import Checkpointer, PulledRecord, PutResult, Record
+from ._processor import InitializationInput, RecordProcessor
+from ._producer import Producer, producer_options
+from ._pull import PullConsumer, pull_options
+from ._worker import Worker, worker_options
+
+__all__ = [
+    "Worker", "worker_options", "PullConsumer", "pull_options", "PulledRecord", "Producer",
+    "producer_options", "PutResult", "RecordProcessor", "InitializationInput", "Record",
+    "Checkpointer", "errors", "KclError", "ConfigError", "LeaseLostError", "UnavailableError",
+    "ConditionFailedError", "NotFoundError", "AlreadyExistsError", "ExpiredIteratorError",
+    "InvalidArgumentError", "PermissionDeniedError", "FailedPreconditionError",
+    "DeadlineExceededError", "CancelledError", "InternalError",
+]

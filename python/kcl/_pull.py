@@ -1,0 +1,77 @@
+"""kcl.PullConsumer: iterate a stream's records and acknowledge each when done, from any
+thread and in any order; the checkpoints follow each shard's low watermark."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
+
+from . import _kcl
+from ._kcl import PulledRecord
+from ._lifecycle import Consumer, sigterm_calls, track
+
+
+class PullConsumer(Consumer):
+    """A kcl-cpp pull consumer in this process.
+
+        with kcl.PullConsumer(stream="orders", app="order-audit") as consumer:
+            for record in consumer:                 # until Ctrl-C / SIGTERM / shutdown()
+                pool.submit(handle, record)         # handle() calls record.ack() when done
+
+    Records of one shard come in shard order; acknowledge each exactly once (``ack()``), from
+    any thread. A record taken but never acknowledged holds its shard's checkpoint back and is
+    delivered again after a restart or a lease move (at-least-once). Options: those of
+    kcl.Worker plus ``max_unacked_per_shard``, ``max_unacked_bytes_per_shard``,
+    ``checkpoint_interval``, ``stuck_record_warning``, ``shutdown_ack_timeout``.
+    """
+
+    def __init__(self, stream: Optional[str] = None, app: Optional[str] = None,
+                 **options: Any) -> None:
+        self._core: _kcl._PullConsumer = _kcl._PullConsumer(dict(options, stream=stream, app=app))
+        track(self)
+
+    def next(self, timeout: Optional[float] = None) -> Optional[PulledRecord]:
+        """The next record, waiting up to `timeout` seconds (None: until one comes or the
+        consumer stops); None on timeout and once the consumer is stopping."""
+        return self._core.next(timeout)
+
+    def next_batch(self, max: int = 500, timeout: float = 1.0) -> List[PulledRecord]:  # noqa: A002
+        """Up to `max` records (at least one unless `timeout` passes first)."""
+        return self._core.next_batch(max, timeout)
+
+    def __iter__(self) -> Iterator[PulledRecord]:
+        """Records until the consumer stops. SIGTERM (on the main thread) begins a graceful
+        stop; Ctrl-C raises KeyboardInterrupt out of the loop (the with-block's exit, or
+        shutdown(), then stops gracefully)."""
+        with sigterm_calls(self.begin_shutdown):
+            while True:
+                r = self._core.next(None)
+                if r is None:
+                    return
+                yield r
+
+    def __aiter__(self) -> AsyncIterator[PulledRecord]:
+        return self._records_async()
+
+    async def _records_async(self) -> AsyncIterator[PulledRecord]:
+        import asyncio  # here: it costs a third of `import kcl`
+        loop = asyncio.get_running_loop()
+        while True:
+            r = await loop.run_in_executor(None, self._core.next, 0.2)
+            if r is not None:
+                yield r
+            elif self._core.stopping():
+                return
+
+    def shutdown(self) -> None:
+        """Graceful stop: no more records; waits up to ``shutdown_ack_timeout`` for the
+        records taken and not acknowledged, checkpoints each shard's watermark, hands the
+        leases back. Blocks until done."""
+        self._core.shutdown()
+
+    def wait(self) -> None:
+        """Blocks until the consumer stopped (Ctrl-C begins a graceful stop)."""
+        self._core.wait()
+
+
+def pull_options() -> List[str]:
+    """The option names kcl.PullConsumer accepts."""
+    return sorted(_kcl.pull_option_names())

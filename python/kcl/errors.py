@@ -1,0 +1,111 @@
+"""Exceptions raised by kcl: one class per kcl-cpp status code, all under KclError.
+
+The code says what to do next (see include/kcl/status.h): UnavailableError is transient
+(retry later), LeaseLostError means stop working on the shard, ConfigError and
+InvalidArgumentError mean fix the input, and so on.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+
+class KclError(Exception):
+    """Base class of every error kcl raises.
+
+    Attributes: ``code`` (the status code's name, e.g. ``"LEASE_LOST"``), ``message`` (one
+    line for people) and ``aws`` (details of a failed AWS call as a dict, or None).
+    """
+
+    code: str = "INTERNAL"
+
+    def __init__(self, message: str, code: Optional[str] = None,
+                 aws: Optional[Dict[str, object]] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.aws = aws
+
+
+class UnavailableError(KclError):
+    """Transient (throttled, 5xx, timeout, connection failure): retry later."""
+    code = "UNAVAILABLE"
+
+
+class ConditionFailedError(KclError):
+    """A conditional write lost a race."""
+    code = "CONDITION_FAILED"
+
+
+class LeaseLostError(KclError):
+    """This worker no longer holds the shard's lease: stop working on the shard."""
+    code = "LEASE_LOST"
+
+
+class NotFoundError(KclError):
+    """The stream, table, item or shard does not exist."""
+    code = "NOT_FOUND"
+
+
+class AlreadyExistsError(KclError):
+    """The resource exists or is being changed."""
+    code = "ALREADY_EXISTS"
+
+
+class ExpiredIteratorError(KclError):
+    """A shard iterator expired."""
+    code = "EXPIRED_ITERATOR"
+
+
+class InvalidArgumentError(KclError, ValueError):
+    """The request is wrong (a checkpoint out of range, a bad record): fix the input."""
+    code = "INVALID_ARGUMENT"
+
+
+class ConfigError(InvalidArgumentError):
+    """The options are wrong; ``problems`` lists every problem, each naming the option."""
+
+    def __init__(self, problems: List[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("invalid kcl options: " + "; ".join(self.problems))
+
+
+class PermissionDeniedError(KclError):
+    """Credentials missing, wrong or not allowed."""
+    code = "PERMISSION_DENIED"
+
+
+class FailedPreconditionError(KclError):
+    """The system is in a state that does not allow the operation."""
+    code = "FAILED_PRECONDITION"
+
+
+class DeadlineExceededError(KclError, TimeoutError):
+    """A deadline passed (flush, shutdown, a call after its retries)."""
+    code = "DEADLINE_EXCEEDED"
+
+
+class CancelledError(KclError):
+    """Abandoned because of shutdown."""
+    code = "CANCELLED"
+
+
+class InternalError(KclError):
+    """A malformed response or a broken invariant."""
+    code = "INTERNAL"
+
+
+_BY_CODE = {cls.code: cls for cls in (
+    UnavailableError, ConditionFailedError, LeaseLostError, NotFoundError, AlreadyExistsError,
+    ExpiredIteratorError, InvalidArgumentError, PermissionDeniedError, FailedPreconditionError,
+    DeadlineExceededError, CancelledError, InternalError)}
+
+
+def _from_status(code: str, message: str, aws: Optional[Dict[str, object]]) -> KclError:
+    """The exception for a failed kcl-cpp Status (called by the extension module)."""
+    cls = _BY_CODE.get(code, KclError)
+    return cls(message, code, aws)
+
+
+def _config_error(problems: List[str]) -> ConfigError:
+    return ConfigError(problems)

@@ -1,0 +1,75 @@
+// gil.h: holding Python objects on the core's threads, and waiting for the core without
+// the GIL while Python's signal handlers still run.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "errors.h"
+#include "kcl/status.h"
+#include "py_logger.h"
+
+namespace kclpy {
+
+namespace py = pybind11;
+
+// A reference to a Python object that may be dropped on any thread: the destructor takes
+// the GIL (or, once the interpreter is finalizing, leaves the object to it).
+class SharedObject {
+ public:
+  SharedObject() = default;
+  explicit SharedObject(py::object o) : o_(o.release().ptr()) {}
+  SharedObject(const SharedObject&) = delete;
+  SharedObject& operator=(const SharedObject&) = delete;
+  ~SharedObject() {
+    if (o_ == nullptr || !python_alive()) return;
+    py::gil_scoped_acquire gil;
+    Py_DECREF(o_);
+  }
+  // With the GIL held.
+  py::handle get() const { return o_; }
+
+ private:
+  PyObject* o_ = nullptr;
+};
+
+// f() without the GIL (held on entry and on return): for every call into the core that may
+// wait or take a lock a core thread holds while it logs.
+template <typename F>
+auto without_gil(F&& f) {
+  py::gil_scoped_release released;
+  return f();
+}
+
+// How long each wait without the GIL lasts before Python's signal handlers get to run.
+inline constexpr std::chrono::milliseconds kSignalSlice{100};
+
+// Waits (GIL held on entry and exit, released while waiting) until wait_for(slice) returns
+// a Status. Between slices Python's signal handlers run: a KeyboardInterrupt (Ctrl-C) calls
+// begin_stop() and the wait goes on until the stop is complete; any other exception a
+// handler raises also calls begin_stop(), and is raised once the stop is complete.
+template <typename WaitFor, typename BeginStop>
+kcl::Status wait_interruptibly(WaitFor&& wait_for, BeginStop&& begin_stop) {
+  std::optional<py::error_already_set> pending;
+  for (;;) {
+    std::optional<kcl::Status> done;
+    {
+      py::gil_scoped_release released;
+      done = wait_for(kSignalSlice);
+    }
+    if (done) {
+      if (pending) throw std::move(*pending);
+      return *done;
+    }
+    if (PyErr_CheckSignals() == 0) continue;
+    py::error_already_set e;  // takes the exception out of the interpreter
+    if (!e.matches(PyExc_KeyboardInterrupt) && !pending) pending.emplace(std::move(e));
+    py::gil_scoped_release released;
+    begin_stop();
+  }
+}
+
+}  // namespace kclpy

@@ -1,0 +1,70 @@
+#include "records.h"
+
+#include <chrono>
+#include <string>
+
+namespace kclpy {
+
+py::str text_of(std::string_view s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (o == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+namespace {
+
+py::object arrival_of(const kcl::Record& r) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      r.approximate_arrival_timestamp().time_since_epoch())
+                      .count();
+  py::module_ datetime = py::module_::import("datetime");
+  return datetime.attr("datetime")
+      .attr("fromtimestamp")(static_cast<double>(ms) / 1000.0,
+                             datetime.attr("timezone").attr("utc"));
+}
+
+std::string repr_of(const kcl::Record& r) {
+  return "kcl.Record(shard_id='" + std::string(r.shard_id()) + "', sequence_number='" +
+         std::string(r.sequence_number()) +
+         "', sub_sequence_number=" + std::to_string(r.sub_sequence_number()) + ", partition_key='" +
+         std::string(r.partition_key()) + "', " + std::to_string(r.data().size()) + " bytes)";
+}
+
+}  // namespace
+
+void bind_records(py::module_& m) {
+  py::class_<PyRecord>(m, "Record", py::buffer_protocol(),
+                       "A record of a shard (after KPL deaggregation).")
+      .def_buffer([](PyRecord& self) {
+        std::string_view d = self.record.data();
+        return py::buffer_info(const_cast<char*>(d.data()), 1, "B", 1,
+                               {static_cast<py::ssize_t>(d.size())}, {1}, /*readonly=*/true);
+      })
+      .def_property_readonly(
+          "data", [](py::object self) { return py::memoryview(py::buffer(self)); },
+          "The record's bytes: a read-only memoryview, zero copy (bytes(record) copies).")
+      .def("__bytes__",
+           [](const PyRecord& self) {
+             std::string_view d = self.record.data();
+             return py::bytes(d.data(), d.size());
+           })
+      .def("__len__", [](const PyRecord& self) { return self.record.data().size(); })
+      .def_property_readonly("partition_key",
+                             [](const PyRecord& s) { return text_of(s.record.partition_key()); })
+      .def_property_readonly(
+          "explicit_hash_key",
+          [](const PyRecord& s) { return text_of(s.record.explicit_hash_key()); })
+      .def_property_readonly("sequence_number",
+                             [](const PyRecord& s) { return text_of(s.record.sequence_number()); })
+      .def_property_readonly("sub_sequence_number",
+                             [](const PyRecord& s) { return s.record.sub_sequence_number(); })
+      .def_property_readonly("aggregated", [](const PyRecord& s) { return s.record.aggregated(); })
+      .def_property_readonly("shard_id",
+                             [](const PyRecord& s) { return text_of(s.record.shard_id()); })
+      .def_property_readonly(
+          "approximate_arrival_timestamp", [](const PyRecord& s) { return arrival_of(s.record); },
+          "When Kinesis received the record (an aware datetime in UTC).")
+      .def("__repr__", [](const PyRecord& s) { return repr_of(s.record); });
+}
+
+}  // namespace kclpy

@@ -1,0 +1,72 @@
+"""Bad options: each problem names the option and the rule, all problems at once."""
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+import kcl
+
+
+class Nothing(kcl.RecordProcessor):
+    def process_records(self, records, checkpointer):
+        pass
+
+
+def problems(**kwargs):
+    with pytest.raises(kcl.ConfigError) as e:
+        kcl.Worker(**kwargs)
+    assert isinstance(e.value, ValueError) and isinstance(e.value, kcl.KclError)
+    return e.value.problems
+
+
+def test_each_bad_option_is_named_with_its_rule():
+    p = problems(stream="s", app="app", processor_factory=Nothing, thread_pool_size=0,
+                 max_leases_to_steal_at_once=0, max_records_per_call=20000)
+    assert any("thread_pool_size is 0; it must be between 1 and 256" in x for x in p), p
+    assert any("max_leases_to_steal_at_once" in x for x in p), p
+    assert any("max_records_per_call" in x and "10000" in x for x in p), p
+    assert len(p) == 3, p
+
+
+def test_unknown_options_and_wrong_types_are_named():
+    p = problems(stream="s", app="app", processor_factory=Nothing, failover_tiem=3,
+                 thread_pool_size="4", verify_tls=1, initial_position="OLDEST",
+                 on_processor_error="ignore", failure_backoff_base="1s")
+    assert "unknown option 'failover_tiem'" in p
+    assert "option 'thread_pool_size' must be an int, not str" in p
+    assert "option 'verify_tls' must be True or False, not int" in p
+    assert any(x.startswith("option 'initial_position' is \"OLDEST\"; it must be one of")
+               for x in p), p
+    assert any("'on_processor_error' is \"ignore\"; it must be one of retry, skip" in x
+               for x in p), p
+    assert any(x.startswith("option 'failure_backoff_base' must be seconds") for x in p), p
+
+
+def test_required_options():
+    p = problems(stream="s", processor_factory=Nothing)
+    assert any("application_name" in x for x in p), p
+    p = problems(app="app", processor_factory=Nothing)
+    assert any("stream_name" in x for x in p), p
+    assert problems(stream="s", app="app") == [
+        "option 'processor_factory' is required: a callable returning a kcl.RecordProcessor"]
+
+
+def test_durations_take_seconds_or_timedelta_and_positions_take_datetimes():
+    naive = datetime.datetime(2026, 1, 1)
+    p = problems(stream="s", app="app", processor_factory=Nothing, initial_position=naive,
+                 failover_time=datetime.timedelta(milliseconds=5))
+    assert any("initial_position" in x and "timezone-aware" in x for x in p), p
+    assert any("failover_time is 5 ms" in x for x in p), p
+    # Valid values make a worker (nothing starts before start()/run()).
+    aware = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    kcl.Worker(stream="s", app="app", processor_factory=Nothing, initial_position=aware,
+               failover_time=datetime.timedelta(seconds=20), thread_pool_size=2,
+               streams=None)
+
+
+def test_option_names_are_listed():
+    names = kcl.worker_options()
+    for n in ("stream", "app", "failover_time", "thread_pool_size", "endpoint_url",
+              "http_address", "on_processor_error"):
+        assert n in names

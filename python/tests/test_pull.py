@@ -1,0 +1,158 @@
+"""kcl.PullConsumer from Python: out-of-order acks from 8 threads, the low watermark,
+a SIGKILL and restart, asyncio iteration."""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Set
+
+import pytest
+
+import kcl
+from conftest import wait_until
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put_numbered(emulators, stream, n):
+    return emulators.kinesis.put_records(
+        stream, [("key-%d" % i, b"r%05d" % i) for i in range(n)])
+
+
+def test_eight_threads_ack_out_of_order_and_checkpoints_follow_the_watermark(
+        emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 4)
+    put = put_numbered(emulators, stream, 800)
+    by_shard: Dict[str, List[str]] = {}
+    for p in put:
+        by_shard.setdefault(p["ShardId"], []).append(p["SequenceNumber"])
+    held_shard = put[0]["ShardId"]
+    held_seq = by_shard[held_shard][9]  # this one record is not acknowledged for a while
+    held: List[kcl.PulledRecord] = []
+    done: Set[str] = set()
+    order: Dict[str, List[str]] = {}
+
+    def finish(r: kcl.PulledRecord) -> None:
+        time.sleep(random.random() * 0.005)
+        if r.sequence_number == held_seq:
+            held.append(r)
+            return
+        r.ack()
+        done.add(bytes(r.data).decode())
+
+    consumer = kcl.PullConsumer(stream=stream, app=app, checkpoint_interval=0.05, **options)
+    consumer.start()
+    try:
+        check_watermark(emulators, app, consumer, finish, order, by_shard, held, held_shard,
+                        done)
+    finally:
+        consumer.shutdown()
+    assert consumer.next(timeout=0.1) is None
+
+
+def check_watermark(emulators, app, consumer, finish, order, by_shard, held, held_shard, done):
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for _ in range(800):
+            r = consumer.next(timeout=30)
+            assert r is not None, "records stopped coming (%d done)" % len(done)
+            order.setdefault(r.shard_id, []).append(r.sequence_number)
+            pool.submit(finish, r)
+    # In shard order per shard, every record once.
+    assert order == by_shard
+    # The shard with the record not acknowledged stays checkpointed just below it.
+    below = by_shard[held_shard][8]
+    wait_until(lambda: all(
+        v["checkpoint"] == (below if k == held_shard else by_shard[k][-1])
+        for k, v in emulators.dynamodb.leases(app).items()), what="watermark checkpoints")
+    time.sleep(0.3)  # several checkpoint intervals: it must not pass the held record
+    assert emulators.dynamodb.leases(app)[held_shard]["checkpoint"] == below
+    stats = consumer.stats()
+    assert stats["unacked"] == 1 and stats["acked"] == 799
+    held[0].ack()
+    with pytest.raises(kcl.FailedPreconditionError):
+        held[0].ack()
+    wait_until(lambda: emulators.dynamodb.leases(app)[held_shard]["checkpoint"]
+               == by_shard[held_shard][-1], what="the checkpoint after the last ack")
+
+
+def finished(path: str) -> List[List[str]]:
+    try:
+        with open(path) as f:
+            return [line.split() for line in f if line.endswith("\n")]
+    except FileNotFoundError:
+        return []
+
+
+def test_every_record_completed_across_a_sigkill_and_restart(emulators, names, tmp_path):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 4)
+    put_numbered(emulators, stream, 3000)
+    env = emulators.env()
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+
+    def run(out: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, os.path.join(HERE, "pull_child.py"), stream,
+                                 app, out], env=env)
+
+    p = run(first)
+    try:
+        wait_until(lambda: len(finished(first)) >= 1000, what="a third of the records")
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    checkpoints = {k: v["checkpoint"] for k, v in emulators.dynamodb.leases(app).items()}
+    assert any(c.isdigit() for c in checkpoints.values()), checkpoints
+    p = run(second)
+    try:
+        want = {"r%05d" % i for i in range(3000)}
+        wait_until(lambda: want <= {x[2] for x in finished(first) + finished(second)},
+                   timeout=120, what="every record finished by one run or the other")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(60) == 0, "SIGTERM stops the pull consumer gracefully"
+    again = finished(second)
+    for shard, seq, _ in again:
+        c = checkpoints.get(shard, "TRIM_HORIZON")
+        assert not c.isdigit() or int(seq) > int(c), \
+            "record %s of %s at or below the checkpoint %s delivered again" % (seq, shard, c)
+    # What the first run finished after its last checkpoint comes again (at-least-once).
+    redo = {(s, q) for s, q, _ in finished(first)
+            if checkpoints.get(s, "").isdigit() and int(q) > int(checkpoints[s])}
+    assert redo <= {(s, q) for s, q, _ in again}
+
+
+def test_async_iteration(emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 2)
+    put_numbered(emulators, stream, 100)
+
+    async def consume() -> List[bytes]:
+        got: List[bytes] = []
+        consumer = kcl.PullConsumer(stream=stream, app=app, **options)
+        consumer.start()
+        async for r in consumer:
+            got.append(bytes(r.data))
+            r.ack()
+            if len(got) == 100:
+                consumer.begin_shutdown()
+        consumer.shutdown()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(consume(), 60))
+    assert sorted(got) == [b"r%05d" % i for i in range(100)]
+
+
+def test_pull_options_are_checked():
+    with pytest.raises(kcl.ConfigError) as e:
+        kcl.PullConsumer(stream="s", app="app", checkpoint_interval=0, max_unacked_per_shard=-1)
+    assert any("checkpoint_interval" in p for p in e.value.problems), e.value.problems
+    assert any("max_unacked_per_shard" in p for p in e.value.problems), e.value.problems

@@ -1,0 +1,206 @@
+"""kcl.Worker with Python record processors, against kinesalite and dynalite."""
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import logging
+import threading
+from typing import Any, Dict, List
+
+import pytest
+
+import kcl
+from conftest import Running, wait_until
+
+
+class Collect(kcl.RecordProcessor):
+    """Keeps every record it is given and checkpoints after each batch."""
+
+    seen: Dict[str, List[Any]]
+    lock = threading.Lock()
+
+    def __init__(self, sink: Dict[str, List[Any]], ended: List[str]) -> None:
+        self.sink = sink
+        self.ended = ended
+        self.shard = ""
+
+    def initialize(self, input: kcl.InitializationInput) -> None:
+        self.shard = input.shard_id
+
+    def process_records(self, records, checkpointer) -> None:
+        with self.lock:
+            self.sink.setdefault(self.shard, []).extend(
+                (r.sequence_number, r.partition_key, bytes(r.data), r.shard_id) for r in records)
+        checkpointer.checkpoint()
+
+    def shard_ended(self, checkpointer) -> None:
+        self.ended.append(self.shard)
+        checkpointer.checkpoint()
+
+    def shutdown_requested(self, checkpointer) -> None:
+        checkpointer.checkpoint()
+
+
+def put_numbered(emulators, stream: str, n: int, start: int = 0) -> List[Dict[str, Any]]:
+    return emulators.kinesis.put_records(
+        stream, [("key-%d" % i, b"record-%06d" % i) for i in range(start, start + n)])
+
+
+def test_every_record_reaches_a_processor_and_is_checkpointed(emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 2)
+    put = put_numbered(emulators, stream, 300)
+    sink: Dict[str, List[Any]] = {}
+    worker = kcl.Worker(stream=stream, app=app, processor_factory=lambda: Collect(sink, []),
+                        **options)
+    running = Running(worker)
+    wait_until(lambda: sum(len(v) for v in sink.values()) >= 300, what="300 records")
+    stats = worker.stats()
+    running.stop()
+
+    got = sorted(d for v in sink.values() for (_, _, d, _) in v)
+    assert got == [b"record-%06d" % i for i in range(300)]
+    for shard, recs in sink.items():
+        assert all(s == shard for (_, _, _, s) in recs)
+        seqs = [int(q) for (q, _, _, _) in recs]
+        assert seqs == sorted(seqs), "records of a shard in shard order"
+    assert stats["records_delivered"] == 300
+    # Every shard's checkpoint is its last record.
+    last = {}
+    for p in put:
+        last[p["ShardId"]] = max(last.get(p["ShardId"], 0), int(p["SequenceNumber"]))
+    leases = emulators.dynamodb.leases(app)
+    assert {k: int(v["checkpoint"]) for k, v in leases.items()} == last
+
+
+def test_record_fields(emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=5)
+    put = emulators.kinesis.put_records(stream, [("pk-é", b"\x00\x01payload\xff")])
+    records: List[kcl.Record] = []
+
+    class Keep(kcl.RecordProcessor):
+        def process_records(self, batch, checkpointer):
+            records.extend(batch)
+
+    running = Running(kcl.Worker(stream=stream, app=app, processor_factory=Keep, **options))
+    wait_until(lambda: records, what="one record")
+    running.stop()
+    r = records[0]
+    assert isinstance(r.data, memoryview) and r.data.readonly
+    assert bytes(r.data) == b"\x00\x01payload\xff" == bytes(r)
+    assert len(r) == 10
+    assert r.partition_key == "pk-é"
+    assert r.sequence_number == put[0]["SequenceNumber"]
+    assert r.sub_sequence_number == 0 and not r.aggregated
+    assert r.shard_id == put[0]["ShardId"]
+    ts = r.approximate_arrival_timestamp
+    assert before <= ts <= datetime.datetime.now(datetime.timezone.utc)
+    with pytest.raises(TypeError):
+        r.data[0] = 1  # read-only: the bytes are the batch's
+
+
+def test_a_processor_that_raises_gets_the_batch_again_and_its_traceback_logged_once(
+        emulators, names, options, caplog):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 20)
+    attempts: List[int] = []
+    delivered: List[bytes] = []
+
+    class Flaky(kcl.RecordProcessor):
+        def process_records(self, batch, checkpointer):
+            attempts.append(len(batch))
+            if len(attempts) <= 3:
+                raise ValueError("flaky downstream")
+            delivered.extend(bytes(r.data) for r in batch)
+            checkpointer.checkpoint()
+
+    caplog.set_level(logging.INFO, logger="kcl")
+    running = Running(kcl.Worker(stream=stream, app=app, processor_factory=Flaky, **options))
+    wait_until(lambda: len(delivered) >= 20, what="the batch after three failures")
+    running.stop()
+    assert attempts[:4] == [20, 20, 20, 20], "the same batch again after each failure"
+    assert delivered == [b"record-%06d" % i for i in range(20)]
+    tracebacks = [r for r in caplog.records if r.name == "kcl.processor"
+                  and "Traceback" in r.getMessage()]
+    assert len(tracebacks) == 1, [r.getMessage() for r in tracebacks]
+    assert "ValueError: flaky downstream" in tracebacks[0].getMessage()
+    assert "raise ValueError" in tracebacks[0].getMessage()
+    core = [r for r in caplog.records if r.name == "kcl.consumer"
+            and "process_records raised ValueError: flaky downstream" in r.getMessage()]
+    assert len(core) == 3, "the core reports each failure in one line"
+    assert any("succeeded after 3 failure(s)" in r.getMessage() for r in caplog.records)
+
+
+def test_checkpoint_from_another_thread_during_the_callback(emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put = put_numbered(emulators, stream, 10)
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    kept: List[Any] = []
+    done = threading.Event()
+
+    class ViaPool(kcl.RecordProcessor):
+        def process_records(self, batch, checkpointer):
+            # The checkpoint is written by a pool thread while this callback waits for it.
+            pool.submit(checkpointer.checkpoint, batch[4]).result()
+            assert checkpointer.last_checkpoint == (batch[4].sequence_number, 0)
+            kept.append(checkpointer)
+            done.set()
+
+    running = Running(kcl.Worker(stream=stream, app=app, processor_factory=ViaPool, **options))
+    done.wait(60)
+    lease = wait_until(lambda: emulators.dynamodb.leases(app).get(put[0]["ShardId"]))
+    assert lease["checkpoint"] == put[4]["SequenceNumber"]
+    # After the callback returned, the checkpointer refuses (it belonged to that call).
+    with pytest.raises(kcl.FailedPreconditionError, match="valid only while the callback"):
+        pool.submit(kept[0].checkpoint).result()
+    running.stop()
+    pool.shutdown()
+
+
+def test_checkpoint_errors_are_typed(emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 3)
+    errors: List[BaseException] = []
+
+    class Bad(kcl.RecordProcessor):
+        def process_records(self, batch, checkpointer):
+            checkpointer.checkpoint(batch[1])
+            for position in ("12", "not-a-number"):
+                try:
+                    checkpointer.checkpoint(position)
+                except kcl.KclError as e:
+                    errors.append(e)
+
+    running = Running(kcl.Worker(stream=stream, app=app, processor_factory=Bad, **options))
+    wait_until(lambda: len(errors) >= 2)
+    running.stop()
+    assert all(isinstance(e, kcl.InvalidArgumentError) for e in errors), errors
+    assert errors[0].code == "INVALID_ARGUMENT"
+
+
+def test_the_http_endpoint_serves_metrics_and_status(emulators, names, options):
+    import json
+    import urllib.request
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 5)
+    sink: Dict[str, List[Any]] = {}
+    worker = kcl.Worker(stream=stream, app=app, processor_factory=lambda: Collect(sink, []),
+                        http_address="127.0.0.1:0", **options)
+    running = Running(worker)
+    try:
+        wait_until(lambda: sum(len(v) for v in sink.values()) >= 5)
+        assert worker.http_url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(worker.http_url + "/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        with urllib.request.urlopen(worker.http_url + "/status.json", timeout=10) as r:
+            status = json.loads(r.read())
+    finally:
+        running.stop()
+    assert "kcl_" in metrics and "records" in metrics
+    assert worker.worker_id in json.dumps(status)
