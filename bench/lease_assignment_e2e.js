@@ -9,6 +9,8 @@
 //             workers (want 0: planned moves are handoffs)
 //  takeover   the second worker is SIGKILLed: seconds until the survivor has taken every
 //             lease (its "lease ... taken" log lines), with failover 10 s
+//             (with --streams N, join and takeover run on N streams of 8 / N shards read as
+//             one multi-stream application, and again on one stream of 8, in the same run)
 //  steady     12 workers on a 24-shard stream once balanced, over --steady-s seconds, counted
 //             at a proxy in front of dynalite (both tables): DynamoDB items read and writes per
 //             shard per minute, and the capacity units DynamoDB bills (each answer's
@@ -19,7 +21,7 @@
 //             ($0.125 per million read units, $0.625 per million write units)
 //
 //   node bench/lease_assignment_e2e.js [--build-dir build/release] [--modes leader,worker-takes]
-//                                      [--steady-s 60] [--skip-steady]
+//                                      [--steady-s 60] [--skip-steady] [--streams N]
 'use strict'
 
 const {spawn} = require('child_process')
@@ -32,15 +34,16 @@ const ROOT = path.dirname(__dirname)
 
 function parseArgs(argv) {
   const o = {buildDir: path.join(ROOT, 'build', 'release'), modes: ['leader', 'worker-takes'],
-             steadyS: 60, skipSteady: false}
+             steadyS: 60, skipSteady: false, streams: 1}
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '--build-dir') o.buildDir = path.resolve(argv[++i])
     else if (a === '--modes') o.modes = argv[++i].split(',')
     else if (a === '--steady-s') o.steadyS = Number(argv[++i])
     else if (a === '--skip-steady') o.skipSteady = true
+    else if (a === '--streams' && [1, 2, 4, 8].includes(Number(argv[i + 1]))) o.streams = Number(argv[++i])
     else {
-      process.stderr.write('usage: lease_assignment_e2e.js [--build-dir D] [--modes leader,worker-takes] [--steady-s S] [--skip-steady]\n')
+      process.stderr.write('usage: lease_assignment_e2e.js [--build-dir D] [--modes leader,worker-takes] [--steady-s S] [--skip-steady] [--streams 1|2|4|8]\n')
       process.exit(2)
     }
   }
@@ -132,13 +135,14 @@ class ConsumeWorker {
     this.id = id
     this.printed = []  // "shard seq" of every record printed
     this.taken = []    // {key, at} from "lease ... taken" log lines
-    this.proc = spawn(kcl, ['consume', '--stream', stream, '--app', app, '--worker-id', id,
-                            '--from', 'trim-horizon', '--assignment', mode],
+    const streams = Array.isArray(stream) ? stream : [stream]
+    this.proc = spawn(kcl, ['consume', ...streams.flatMap((s) => ['--stream', s]), '--app', app,
+                            '--worker-id', id, '--from', 'trim-horizon', '--assignment', mode],
                       {env, stdio: ['ignore', 'pipe', 'pipe']})
     readline.createInterface({input: this.proc.stdout}).on('line', (line) => {
       try {
         const r = JSON.parse(line)
-        this.printed.push(`${r.shardId || r.shard} ${r.sequenceNumber} ${r.subSequenceNumber || 0}`)
+        this.printed.push(`${r.streamName || ''} ${r.shardId || r.shard} ${r.sequenceNumber} ${r.subSequenceNumber || 0}`)
       } catch (e) {}
     })
     readline.createInterface({input: this.proc.stderr}).on('line', (line) => {
@@ -196,11 +200,15 @@ async function createStream(kinesisUrl, stream, shards) {
   }, 30000, 200)
 }
 
-async function joinAndTakeover(kcl, env, urls, mode) {
-  const stream = `lae-${mode}-${Date.now() % 100000}`
-  const app = `${stream}-app`
-  await createStream(urls.kinesis, stream, 8)
-  const prod = producer(urls.kinesis, stream, 40)
+async function joinAndTakeover(kcl, env, urls, mode, streamCount = 1) {
+  const base = `lae-${mode}-${streamCount}-${Date.now() % 100000}`
+  const app = `${base}-app`
+  const streams = []
+  for (let i = 0; i < streamCount; i++) streams.push(streamCount === 1 ? base : `${base}-s${i}`)
+  for (const s of streams) await createStream(urls.kinesis, s, 8 / streamCount)
+  const producers = streams.map((s) => producer(urls.kinesis, s, 40 / streamCount))
+  const prod = {stop: () => Promise.all(producers.map((p) => p.stop()))}
+  const stream = streamCount === 1 ? base : streams
   const a = new ConsumeWorker(kcl, env, {stream, app, id: 'w-a', mode})
   if (!await until(async () => (await owners(urls.dynamodb, app).catch(() => ({out: {}}))).out['w-a'] === 8, 120000)) {
     throw new Error('the first worker never held all 8 leases')
@@ -306,10 +314,13 @@ async function main() {
   delete env.AWS_PROFILE
   try {
     for (const mode of o.modes) {
-      const j = await joinAndTakeover(kcl, env, urls, mode)
-      console.log(`${mode.padEnd(13)} join ${j.joinS === null ? 'not balanced in 180 s' : j.joinS.toFixed(1) + ' s'}` +
-                  `, owner changes in the minute after ${j.flips}, records printed twice ${j.duplicates}` +
-                  ` (of ${j.printed}), takeover after SIGKILL ${j.takeoverS === null ? 'not within 120 s' : j.takeoverS.toFixed(1) + ' s'}`)
+      for (const n of o.streams > 1 ? [1, o.streams] : [1]) {
+        const j = await joinAndTakeover(kcl, env, urls, mode, n)
+        const label = n > 1 ? ` (${n} streams)` : (o.streams > 1 ? ' (1 stream)' : '')
+        console.log(`${mode.padEnd(13)} join${label} ${j.joinS === null ? 'not balanced in 180 s' : j.joinS.toFixed(1) + ' s'}` +
+                    `, owner changes in the minute after ${j.flips}, records printed twice ${j.duplicates}` +
+                    ` (of ${j.printed}), takeover after SIGKILL ${j.takeoverS === null ? 'not within 120 s' : j.takeoverS.toFixed(1) + ' s'}`)
+      }
       if (!o.skipSteady) {
         const s = await steady(kcl, env, urls, mode, o.steadyS)
         console.log(steadyLine(s))

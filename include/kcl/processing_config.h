@@ -22,7 +22,9 @@ struct ProcessingConfig {
   // range 10 ms..1 min.
   std::chrono::milliseconds parent_check_interval{1000};
   // How often shards are synced to leases (each run is jittered by +-20%). Default 60 s,
-  // range 100 ms..1 h. A shard that ends triggers a sync at once as well.
+  // range 100 ms..1 h. A shard that ends triggers a sync at once as well. With leader-based
+  // assignment only the leader syncs periodically (every worker syncs at start and when a
+  // shard it holds ends): each sync scans the whole lease table.
   std::chrono::milliseconds shard_sync_interval{60000};
   // Backoff after a processor failure (exception) or a shard_ended without checkpoint:
   // doubles from base up to max. Defaults 200 ms and 30 s.

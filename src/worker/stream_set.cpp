@@ -237,6 +237,10 @@ Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
       }
     } else if (sync_all || now >= e.next_sync) {
       e.next_sync = now + jittered(config_.processing.shard_sync_interval);
+      if (!sync_all && periodic_gate_ && !periodic_gate_()) {
+        ++it;  // another worker syncs periodically; this one looks again next interval
+        continue;
+      }
       Status s = sync(e, turn);
       if (!s.ok()) {
         if (!multi_ && s.code() == StatusCode::kNotFound) return s;

@@ -73,6 +73,11 @@ class StreamSet {
 
   // When tick() next has something to do.
   Clock::MonoTime next_due() const;
+  // Asked before each periodic sync (not a sync_all one, nor start()'s): false skips it. With
+  // leader-based assignment only the leader syncs periodically (as the Java KCL 3.x's
+  // PeriodicShardSyncManager): each sync scans the whole lease table, and one worker finding
+  // new shards is enough. Set before the first tick().
+  void set_periodic_gate(std::function<bool()> gate) { periodic_gate_ = std::move(gate); }
   // The next tick() reads the tracker (whatever stream_poll_interval says).
   void list_now() { next_list_ = Clock::MonoTime{} + std::chrono::nanoseconds(1); }
 
@@ -111,6 +116,7 @@ class StreamSet {
   mutable std::mutex mu_;                             // guards positions_ and names_
   std::map<std::string, InitialPosition> positions_;  // by stream name
   std::string names_;
+  std::function<bool()> periodic_gate_;
 };
 
 }  // namespace kcl::worker

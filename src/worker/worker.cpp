@@ -459,6 +459,9 @@ Status Worker::Impl::initial_sync() {
   streams_ = std::make_unique<worker::StreamSet>(
       config_, *kinesis_, *store_, *metrics_, *clock_,
       [this](LogLevel level, const std::string& message) { log(level, message); });
+  if (config_.leases.assignment == LeaseAssignment::kLeader) {
+    streams_->set_periodic_gate([this] { return assignment_->report().leading; });
+  }
   Result<worker::StreamSet::Turn> synced = Status(StatusCode::kInternal, "not synced");
   (void)retry_at_start("initial shard sync", [&] {
     synced = streams_->start();
