@@ -133,6 +133,14 @@ struct ProducerStats {
 
 using PutCallback = std::function<void(Result<PutResult>)>;
 
+// A record as put() took it, handed back to a PutRecordCallback with its outcome.
+struct UserRecord {
+  std::string partition_key;
+  std::string data;
+  std::string explicit_hash_key;
+};
+using PutRecordCallback = std::function<void(Result<PutResult>, UserRecord)>;
+
 class Producer {
  public:
   // Validates the configuration, reads the shard map (ListShards) and starts the sender.
@@ -154,6 +162,11 @@ class Producer {
   // call flush() or destroy the producer).
   void put(std::string partition_key, std::string data, std::string explicit_hash_key,
            PutCallback callback);
+  // The same, with the record handed back to the callback (moved, not copied) beside its
+  // outcome: a caller can write a failed record elsewhere or send it again without keeping
+  // a copy of every record it puts.
+  void put(std::string partition_key, std::string data, std::string explicit_hash_key,
+           PutRecordCallback callback);
   // Sends what is buffered without waiting for linger, and waits until nothing is buffered
   // or `timeout` passed. Returns kDeadlineExceeded naming how many records are left.
   Status flush(std::chrono::milliseconds timeout = std::chrono::hours(1));
