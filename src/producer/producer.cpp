@@ -309,7 +309,15 @@ class Producer::Impl {
                    "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
                        " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
       }
+      // Nothing more can join the buffered records until some are answered: the sender need
+      // not wait for a linger to fill its calls.
+      ++waiting_putters_;
+      if (waiting_putters_ == 1 && !wake_) {
+        wake_ = true;
+        cv_.notify_all();
+      }
       space_cv_.wait(lock, [&] { return stop_ || closing_ || !full(); });
+      --waiting_putters_;
       if (stop_ || closing_) {
         lock.unlock();
         return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
@@ -478,7 +486,9 @@ class Producer::Impl {
     return q.rate.ready_at(records, bytes, now);
   }
 
-  // Requires mu_. Whether a call is due now: flushing, closing, a full call's worth that the
+  // Requires mu_. Whether a call is due now: flushing, closing, a shard that may send all it
+  // holds while put() waits for room (no more records can come to fill a call), a full
+  // call's worth that the
   // shards may send now, or the linger of a shard that may send now ended. A record's linger
   // counts from when its shard may send it: its put(), or, for a shard that waited for its
   // tokens, when they came (so shards that wait for tokens fill a call together rather than
@@ -502,8 +512,18 @@ class Producer::Impl {
         continue;
       }
       if (!q.ready_since) q.ready_since = now;
-      ready_records += std::min(static_cast<double>(q.items.size()), q.rate.records_available(now));
-      ready_bytes += std::min(static_cast<double>(q.queued_bytes), q.rate.bytes_available(now));
+      const double records = q.rate.records_available(now);
+      const double bytes = q.rate.bytes_available(now);
+      ready_records += std::min(static_cast<double>(q.items.size()), records);
+      ready_bytes += std::min(static_cast<double>(q.queued_bytes), bytes);
+      // With put() waiting for room no record can join this shard's: one whose whole queue
+      // may go now gains nothing by lingering (one that waits for tokens still lets the
+      // others' tokens come, to fill a call together).
+      const double records_needed = config_.aggregate ? 1.0 : static_cast<double>(q.items.size());
+      if (waiting_putters_ > 0 && records >= records_needed &&
+          bytes >= static_cast<double>(q.queued_bytes)) {
+        due = true;
+      }
       const auto linger_end = std::max(q.items.front()->enqueued, *q.ready_since) + config_.linger;
       if (linger_end <= now) due = true;
       wake = std::min(wake, linger_end);
@@ -642,6 +662,7 @@ class Producer::Impl {
 
   void request_loop() {
     current_producer = this;
+    Done done;  // kept from call to call (its capacity)
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       request_cv_.wait(lock,
@@ -655,8 +676,6 @@ class Producer::Impl {
       const auto sent_at = clock_.now();
       auto result = client_->put_records(request_of(call), options);
       report_call(result, clock_.now() - sent_at);
-      Done done;
-      done.reserve(call.items.size());
       CallCounts counts;
       lock.lock();
       complete(call, result, done, counts);
@@ -664,10 +683,18 @@ class Producer::Impl {
       if (stop_ && in_flight_calls_ == 0) request_cv_.notify_all();
       lock.unlock();
       report_counts(counts);
-      for (auto& [item, r] : done) resolve(*item, std::move(r));
+      std::size_t bytes = 0;
+      for (auto& [item, r] : done) {
+        bytes += item->bytes;
+        resolve(*item, std::move(r));
+      }
+      const std::size_t resolved = done.size();
+      // The records and the call are freed here, not under the lock put() takes.
+      done.clear();
+      call = Call{};
       lock.lock();
-      buffered_records_ -= done.size();
-      for (auto& [item, r] : done) buffered_bytes_ -= item->bytes;
+      buffered_records_ -= resolved;
+      buffered_bytes_ -= bytes;
       space_cv_.notify_all();
       done_cv_.notify_all();
       wake_ = true;
@@ -878,6 +905,7 @@ class Producer::Impl {
   bool wake_ = false;
   bool refresh_needed_ = false;
   int flushing_ = 0;
+  int waiting_putters_ = 0;  // put() calls waiting for room in the buffer
   Clock::MonoTime next_wake_ = Clock::MonoTime::min();
   std::size_t buffered_records_ = 0;
   std::size_t buffered_bytes_ = 0;
