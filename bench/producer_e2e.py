@@ -133,14 +133,14 @@ def main():
         peer_us = results["js"]["us_per_record"] if "js" in results else None
         print(f"\n{args.records} records of {args.size} B into {args.shards} shards of kinesalite"
               f" (median of {args.repeat})")
-        print(f"{'run':12s} {'CPU us/record':>14s} {'RSS MB':>8s} {'wall s':>8s} "
+        print(f"{'run':20s} {'CPU us/record':>14s} {'RSS MB':>8s} {'wall s':>8s} "
               f"{'JS peer / run':>14s}")
         for name, r in results.items():
             ratio = f"{peer_us / r['us_per_record']:13.1f}x" if peer_us else f"{'-':>14s}"
-            print(f"{name:12s} {r['us_per_record']:14.2f} {r['rss_mb']:8.1f} "
+            print(f"{name:20s} {r['us_per_record']:14.2f} {r['rss_mb']:8.1f} "
                   f"{r['wall_s']:8.2f} {ratio}")
         for name, r in large.items():
-            print(f"{name + ' x' + str(args.large):12s} {r['cpu_s'] * 1e6 / args.large:14.2f} "
+            print(f"{name + ', ' + str(args.large):20s} {r['cpu_s'] * 1e6 / args.large:14.2f} "
                   f"{r['rss_mb']:8.1f} {r['wall_s']:8.2f}")
         print(json.dumps({"records": args.records, "size": args.size, "shards": args.shards,
                           "results": results,
