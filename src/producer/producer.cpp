@@ -369,8 +369,8 @@ class Producer::Impl {
 
   // Keeps the items of answered records (their records handed out) for new_item(), up to a
   // buffer's worth: once the producer runs, a record costs no allocation of its own.
-  void recycle(Done& done) {
-    for (auto& [item, result] : done) {
+  void recycle(std::vector<std::unique_ptr<Item>>& answered) {
+    for (auto& item : answered) {
       // Whatever the answer left of the record goes (a large record's bytes are not kept).
       std::string().swap(item->data);
       std::string().swap(item->pk);
@@ -381,11 +381,14 @@ class Producer::Impl {
       item->attempts = 0;
     }
     const std::size_t keep = std::min<std::size_t>(config_.max_buffered_records, kMaxSpareItems);
-    std::lock_guard<std::mutex> lock(spare_mu_);
-    for (auto& [item, result] : done) {
-      if (spare_items_.size() >= keep) break;
-      spare_items_.push_back(std::move(item));
+    {
+      std::lock_guard<std::mutex> lock(spare_mu_);
+      for (auto& item : answered) {
+        if (spare_items_.size() >= keep) break;
+        spare_items_.push_back(std::move(item));
+      }
     }
+    answered.clear();  // frees what was not kept
   }
 
   void stop_threads() {
@@ -700,7 +703,8 @@ class Producer::Impl {
 
   void request_loop() {
     current_producer = this;
-    Done done;  // kept from call to call (its capacity)
+    Done done;  // these two are kept from call to call (their capacity)
+    std::vector<std::unique_ptr<Item>> answered;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       request_cv_.wait(lock,
@@ -721,15 +725,18 @@ class Producer::Impl {
       if (stop_ && in_flight_calls_ == 0) request_cv_.notify_all();
       lock.unlock();
       report_counts(counts);
+      // Answered outside the lock: the records the service took, then those that failed for
+      // good; the items go back for new records, the rest is freed here, not under the lock.
       std::size_t bytes = 0;
+      resolve_succeeded(call, result, answered, bytes);
       for (auto& [item, r] : done) {
         bytes += item->bytes;
         resolve(*item, std::move(r));
+        answered.push_back(std::move(item));
       }
-      const std::size_t resolved = done.size();
-      // The records and the call are freed here, not under the lock put() takes.
-      recycle(done);
+      const std::size_t resolved = answered.size();
       done.clear();
+      recycle(answered);
       call = Call{};
       lock.lock();
       buffered_records_ -= resolved;
@@ -798,8 +805,8 @@ class Producer::Impl {
       Status failure;
       if (!result.ok()) {
         failure = result.status();
-      } else if (auto& r = result->records[i]; r.ok) {
-        succeeded(call, e, r, done);
+      } else if (const auto& r = result->records[i]; r.ok) {
+        succeeded(call, e, r);
         outcomes[e.shard].first = true;
         continue;
       } else {
@@ -816,22 +823,38 @@ class Producer::Impl {
     for (const auto& [id, slot] : failed) counts.retried += slot.first.size();
   }
 
-  // Requires mu_. Resolves the records of an entry the service took (the last one gets the
-  // answer's strings, the others copies).
-  void succeeded(Call& call, const Entry& e, kinesis::PutRecordsEntryResult& r, Done& done) {
+  // Requires mu_. Counts the records of an entry the service took (they are answered by
+  // resolve_succeeded() after the lock), and asks for a new shard map when the service put
+  // them on another shard than the map said.
+  void succeeded(const Call& call, const Entry& e, const kinesis::PutRecordsEntryResult& r) {
     const std::string& predicted = call.shards[e.shard];
     if (!predicted.empty() && r.shard_id != predicted) refresh_needed_ = true;
-    for (std::uint32_t k = 0; k < e.count; ++k) {
-      auto& item = call.items[e.first + k];
-      const bool last = k + 1 == e.count;
-      PutResult pr;
-      pr.shard_id = last ? std::move(r.shard_id) : r.shard_id;
-      pr.sequence_number = last ? std::move(r.sequence_number) : r.sequence_number;
-      pr.sub_sequence_number = e.aggregated() ? k : 0;
-      pr.aggregated = e.aggregated();
-      pr.attempts = item->attempts;
-      ++stats_.records_succeeded;
-      done.emplace_back(std::move(item), std::move(pr));
+    stats_.records_succeeded += e.count;
+  }
+
+  // Without mu_ (the call's records are its own until answered): answers the records of the
+  // entries the service took, the last of each entry with the answer's strings and the others
+  // with copies, and moves their items to `answered`, adding their bytes to `bytes`.
+  void resolve_succeeded(Call& call, Result<kinesis::PutRecordsResult>& result,
+                         std::vector<std::unique_ptr<Item>>& answered, std::size_t& bytes) {
+    if (!result.ok()) return;
+    for (std::size_t i = 0; i < call.entries.size(); ++i) {
+      kinesis::PutRecordsEntryResult& r = result->records[i];
+      if (!r.ok) continue;
+      const Entry& e = call.entries[i];
+      for (std::uint32_t k = 0; k < e.count; ++k) {
+        std::unique_ptr<Item>& item = call.items[e.first + k];
+        const bool last = k + 1 == e.count;
+        PutResult pr;
+        pr.shard_id = last ? std::move(r.shard_id) : r.shard_id;
+        pr.sequence_number = last ? std::move(r.sequence_number) : r.sequence_number;
+        pr.sub_sequence_number = e.aggregated() ? k : 0;
+        pr.aggregated = e.aggregated();
+        pr.attempts = item->attempts;
+        bytes += item->bytes;
+        resolve(*item, std::move(pr));
+        answered.push_back(std::move(item));
+      }
     }
   }
 
