@@ -148,13 +148,13 @@ class Producer::Impl {
   // Queues one record, to be answered through one of `cb`, `record_cb` or `promise`.
   void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
            PutRecordCallback record_cb, std::promise<Result<PutResult>>* promise) {
-    std::unique_ptr<Item> item = new_item();
-    item->callback = std::move(cb);
-    item->record_callback = std::move(record_cb);
-    if (promise != nullptr) item->promise.emplace(std::move(*promise));
-    Status checked = fill(*item, std::move(pk), std::move(data), std::move(ehk));
-    if (!checked.ok()) return resolve(*item, std::move(checked));
-    enqueue(std::move(item));
+    Item staged;  // moved into a kept item under the lock
+    staged.callback = std::move(cb);
+    staged.record_callback = std::move(record_cb);
+    if (promise != nullptr) staged.promise.emplace(std::move(*promise));
+    Status checked = fill(staged, std::move(pk), std::move(data), std::move(ehk));
+    if (!checked.ok()) return resolve(staged, std::move(checked));
+    enqueue(staged);
   }
 
   Status flush(std::chrono::milliseconds timeout) {
@@ -293,22 +293,22 @@ class Producer::Impl {
   // Queues a checked record on its shard's queue and wakes the sender when it is due sooner
   // than the sender's wake-up or completes a call. A full buffer waits for room
   // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
-  void enqueue(std::unique_ptr<Item> item) {
+  void enqueue(Item& staged) {
     std::unique_lock<std::mutex> lock(mu_);
     if (closing_) {
       lock.unlock();
-      return resolve(*item, Status(StatusCode::kCancelled,
-                                   "kcl::Producer was shut down; the record was not sent"));
+      return resolve(staged, Status(StatusCode::kCancelled,
+                                    "kcl::Producer was shut down; the record was not sent"));
     }
     auto full = [&] {
       return buffered_records_ + 1 > config_.max_buffered_records ||
-             buffered_bytes_ + item->bytes > config_.max_buffered_bytes;
+             buffered_bytes_ + staged.bytes > config_.max_buffered_bytes;
     };
     if (full()) {
       if (!config_.block_when_full) {
         lock.unlock();
         return resolve(
-            *item,
+            staged,
             Status(StatusCode::kUnavailable,
                    "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
                        " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
@@ -324,9 +324,11 @@ class Producer::Impl {
       --waiting_putters_;
       if (stop_ || closing_) {
         lock.unlock();
-        return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
+        return resolve(staged, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
       }
     }
+    std::unique_ptr<Item> item = spare_item();
+    *item = std::move(staged);
     ++stats_.records_put;
     ++buffered_records_;
     buffered_bytes_ += item->bytes;
@@ -354,24 +356,19 @@ class Producer::Impl {
 
   bool on_own_thread() const { return current_producer == this; }
 
-  // An item for a new record: one an answered record left (recycle()), else a new one.
-  std::unique_ptr<Item> new_item() {
-    {
-      std::lock_guard<std::mutex> lock(spare_mu_);
-      if (!spare_items_.empty()) {
-        std::unique_ptr<Item> item = std::move(spare_items_.back());
-        spare_items_.pop_back();
-        return item;
-      }
-    }
-    return std::make_unique<Item>();
+  // Requires mu_. An item for a new record: one an answered record left (keep_spares()),
+  // else a new one.
+  std::unique_ptr<Item> spare_item() {
+    if (spare_items_.empty()) return std::make_unique<Item>();
+    std::unique_ptr<Item> item = std::move(spare_items_.back());
+    spare_items_.pop_back();
+    return item;
   }
 
-  // Keeps the items of answered records (their records handed out) for new_item(), up to a
-  // buffer's worth: once the producer runs, a record costs no allocation of its own.
-  void recycle(std::vector<std::unique_ptr<Item>>& answered) {
+  // Without mu_: empties the items of answered records (their records were handed out;
+  // whatever is left of one goes, so a large record's bytes are not kept).
+  static void scrub(std::vector<std::unique_ptr<Item>>& answered) {
     for (auto& item : answered) {
-      // Whatever the answer left of the record goes (a large record's bytes are not kept).
       std::string().swap(item->data);
       std::string().swap(item->pk);
       std::string().swap(item->ehk);
@@ -380,15 +377,17 @@ class Producer::Impl {
       item->promise.reset();
       item->attempts = 0;
     }
+  }
+
+  // Requires mu_. Keeps scrubbed items for spare_item(), up to a buffer's worth (the rest
+  // stay in `answered`, to be freed after the lock): once the producer runs, a record costs
+  // no allocation of its own.
+  void keep_spares(std::vector<std::unique_ptr<Item>>& answered) {
     const std::size_t keep = std::min<std::size_t>(config_.max_buffered_records, kMaxSpareItems);
-    {
-      std::lock_guard<std::mutex> lock(spare_mu_);
-      for (auto& item : answered) {
-        if (spare_items_.size() >= keep) break;
-        spare_items_.push_back(std::move(item));
-      }
+    while (!answered.empty() && spare_items_.size() < keep) {
+      spare_items_.push_back(std::move(answered.back()));
+      answered.pop_back();
     }
-    answered.clear();  // frees what was not kept
   }
 
   void stop_threads() {
@@ -713,6 +712,7 @@ class Producer::Impl {
       Call call = std::move(requests_.front());
       requests_.pop_front();
       lock.unlock();
+      answered.clear();  // the items the last call left beyond the spares kept
       aws::CallOptions options;
       options.max_attempts = 1;
       const auto sent_at = clock_.now();
@@ -736,9 +736,10 @@ class Producer::Impl {
       }
       const std::size_t resolved = answered.size();
       done.clear();
-      recycle(answered);
+      scrub(answered);
       call = Call{};
       lock.lock();
+      keep_spares(answered);
       buffered_records_ -= resolved;
       buffered_bytes_ -= bytes;
       space_cv_.notify_all();
@@ -979,9 +980,8 @@ class Producer::Impl {
   std::map<std::string, ShardQueue> shards_;
   std::deque<Call> requests_;
   producer::KplAggregator agg_;
-  KeySet call_keys_;     // the keys of the call being built (ordered mode)
-  std::mutex spare_mu_;  // guards spare_items_ (not mu_: put() takes one before mu_)
-  std::vector<std::unique_ptr<Item>> spare_items_;
+  KeySet call_keys_;  // the keys of the call being built (ordered mode)
+  std::vector<std::unique_ptr<Item>> spare_items_;  // items of answered records, for new ones
   ProducerStats stats_;
   std::thread sender_;
   std::vector<std::thread> requesters_;
