@@ -1,7 +1,8 @@
 // kcl::Producer throughput and CPU per record for 100-byte records, plain and KPL-aggregated,
 // against a same-run memcpy of the same bytes (the baseline). The Kinesis service is an
 // in-process AwsJsonClient that answers ListShards with one shard and every PutRecords with
-// success for all its records, so the figures are the producer's own cost (queueing,
+// success for all its records (answers built once per record count), so the figures are the
+// producer's own cost (queueing,
 // aggregation, MD5, JSON and base64 of the request, parsing the answer), with no network.
 // Per-shard rate limits are off (they would measure the limit, not the producer).
 //
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -35,19 +38,24 @@ class InstantKinesis : public kcl::aws::AwsJsonClient {
   kcl::Result<std::string> call(std::string_view operation, std::string body,
                                 const kcl::aws::CallOptions&) override {
     if (operation == "ListShards") return list_shards_;
-    // One success per record of the request.
+    // One success per record of the request; the answer for each record count is built
+    // once (the figures are the producer's cost, not this fake's).
     std::size_t n = 0;
     for (std::size_t at = body.find("\"PartitionKey\""); at != std::string::npos;
          at = body.find("\"PartitionKey\"", at + 14)) {
       ++n;
     }
-    std::string out = R"({"FailedRecordCount":0,"Records":[)";
-    for (std::size_t i = 0; i < n; ++i) {
-      if (i > 0) out += ',';
-      out +=
-          R"({"ShardId":"shardId-000000000000","SequenceNumber":"49590338271490256608559692538361571095921575989136588898"})";
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string& out = answers_[n];
+    if (out.empty()) {
+      out = R"({"FailedRecordCount":0,"Records":[)";
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i > 0) out += ',';
+        out +=
+            R"({"ShardId":"shardId-000000000000","SequenceNumber":"49590338271490256608559692538361571095921575989136588898"})";
+      }
+      out += "]}";
     }
-    out += "]}";
     return out;
   }
   const std::string& endpoint() const override { return endpoint_; }
@@ -55,6 +63,8 @@ class InstantKinesis : public kcl::aws::AwsJsonClient {
 
  private:
   std::string list_shards_;
+  std::mutex mu_;
+  std::map<std::size_t, std::string> answers_;  // by record count
   std::string endpoint_ = "in-process";
   std::string region_ = "us-east-1";
 };

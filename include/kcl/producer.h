@@ -14,10 +14,13 @@
 // How it works: put() maps the record to its shard (MD5 of the partition key, or the explicit
 // hash key, against the shard map from ListShards) and appends it to that shard's queue. One
 // background sender thread builds PutRecords calls (at most 500 records and 5 MiB, each
-// record at most 1 MiB) from the shards' queues once the oldest record waited `linger` or a
-// call is full, packs consecutive small records of one shard into KPL aggregates (at most
-// `aggregation_max_bytes` each), takes each shard's tokens (records/s and bytes/s) and hands
-// the call to one of `max_concurrent_requests` request threads. No thread per shard.
+// record at most 1 MiB) from the shards' queues once a record waited `linger` (counted from
+// when its shard's tokens allow it to go, so shards that wait for tokens fill a call
+// together), a full call's worth may go, or put() waits for room; it packs consecutive small
+// records of one shard into KPL aggregates (at most `aggregation_max_bytes` each), takes each
+// shard's tokens (records/s and bytes/s) and hands the call to one of
+// `max_concurrent_requests` request threads, which write its request body straight from the
+// records (no copy of a record before it). No thread per shard.
 //
 // Failures: records that a PutRecords answer marks failed are the only ones sent again, after
 // the backoff of the shared retry policy (aws::RetryPolicy of the Kinesis client: capped
@@ -133,6 +136,14 @@ struct ProducerStats {
 
 using PutCallback = std::function<void(Result<PutResult>)>;
 
+// A record as put() took it, handed back to a PutRecordCallback with its outcome.
+struct UserRecord {
+  std::string partition_key;
+  std::string data;
+  std::string explicit_hash_key;
+};
+using PutRecordCallback = std::function<void(Result<PutResult>, UserRecord)>;
+
 class Producer {
  public:
   // Validates the configuration, reads the shard map (ListShards) and starts the sender.
@@ -154,6 +165,11 @@ class Producer {
   // call flush() or destroy the producer).
   void put(std::string partition_key, std::string data, std::string explicit_hash_key,
            PutCallback callback);
+  // The same, with the record handed back to the callback (moved, not copied) beside its
+  // outcome: a caller can write a failed record elsewhere or send it again without keeping
+  // a copy of every record it puts.
+  void put(std::string partition_key, std::string data, std::string explicit_hash_key,
+           PutRecordCallback callback);
   // Sends what is buffered without waiting for linger, and waits until nothing is buffered
   // or `timeout` passed. Returns kDeadlineExceeded naming how many records are left.
   Status flush(std::chrono::milliseconds timeout = std::chrono::hours(1));

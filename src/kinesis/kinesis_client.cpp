@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "aws/base64.h"
+#include "aws/json_text.h"
 #include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
 
@@ -513,15 +514,67 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
                                                     const std::vector<PutRecordsEntry>& entries,
                                                     const aws::CallOptions& options) {
-  json records = json::array();
-  for (const auto& e : entries) {
-    json rec = {{"Data", aws::base64_encode(e.data)}, {"PartitionKey", e.partition_key}};
-    if (!e.explicit_hash_key.empty()) rec["ExplicitHashKey"] = e.explicit_hash_key;
-    records.push_back(std::move(rec));
+  if (!aws::is_valid_utf8(stream)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "Kinesis.PutRecords: request not serializable: the stream name is not valid "
+                  "UTF-8");
   }
-  json req = {{"StreamName", stream}, {"Records", std::move(records)}};
-  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "PutRecords"));
-  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("PutRecords", std::move(request), options));
+  PutRecordsRequest request(stream);
+  std::size_t bytes = 0;
+  for (const auto& e : entries) bytes += e.data.size() + e.partition_key.size();
+  request.reserve(entries.size(), bytes);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const PutRecordsEntry& e = entries[i];
+    if (!aws::is_valid_utf8(e.partition_key) || !aws::is_valid_utf8(e.explicit_hash_key)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "Kinesis.PutRecords: request not serializable: Records[" + std::to_string(i) +
+                        "]: the partition key or explicit hash key is not valid UTF-8");
+    }
+    request.add(e.data, e.partition_key, e.explicit_hash_key);
+  }
+  return put_records(std::move(request), options);
+}
+
+namespace {
+
+// One entry of a PutRecords answer; `path` names it in errors.
+Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::size_t i,
+                               PutRecordsEntryResult& res) {
+  auto path = [i](std::string_view field) {
+    return "Records[" + std::to_string(i) + "]" + std::string(field);
+  };
+  dom::object o;
+  if (e.get_object().get(o)) return r.bad(path(": not an object"));
+  std::string_view s;
+  dom::element v;
+  auto opt_str = [&](std::string_view key, std::string& out) -> Status {
+    if (o.at_key(key).get(v) || v.is_null()) return Status::Ok();
+    if (v.get_string().get(s)) return r.bad(path("." + std::string(key) + ": not a string"));
+    out.assign(s);
+    return Status::Ok();
+  };
+  KCL_RETURN_IF_ERROR(opt_str("ErrorCode", res.error_code));
+  KCL_RETURN_IF_ERROR(opt_str("ErrorMessage", res.error_message));
+  if (!res.error_code.empty()) return Status::Ok();
+  for (auto [key, out] :
+       {std::pair<std::string_view, std::string*>{"SequenceNumber", &res.sequence_number},
+        {"ShardId", &res.shard_id}}) {
+    if (o.at_key(key).get(v) || v.is_null())
+      return r.bad(path("." + std::string(key) + ": missing"));
+    if (v.get_string().get(s)) return r.bad(path("." + std::string(key) + ": not a string"));
+    out->assign(s);
+  }
+  res.ok = true;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PutRecordsResult> KinesisClient::put_records(PutRecordsRequest request,
+                                                    const aws::CallOptions& options) {
+  const std::size_t sent = request.records();
+  KCL_ASSIGN_OR_RETURN(std::string body,
+                       client_->call("PutRecords", std::move(request).take_body(), options));
   ResponseReader r(*client_, "PutRecords");
   KCL_ASSIGN_OR_RETURN(dom::object top, r.parse(body));
   PutRecordsResult out;
@@ -530,29 +583,17 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
   dom::array arr;
   bool present = false;
   KCL_RETURN_IF_ERROR(r.arr_at(top, "Records", arr, "Records", true, present));
-  out.records.reserve(entries.size());
+  if (arr.size() != sent) {
+    return r.bad("Records: " + std::to_string(arr.size()) + " results for " + std::to_string(sent) +
+                 " entries");
+  }
+  out.records.resize(sent);
   std::size_t i = 0;
   int counted_failures = 0;
   for (dom::element e : arr) {
-    const std::string path = "Records[" + std::to_string(i++) + "]";
-    dom::object o;
-    if (e.get_object().get(o)) return r.bad(path + ": not an object");
-    PutRecordsEntryResult res;
-    KCL_RETURN_IF_ERROR(r.opt_str(o, "ErrorCode", res.error_code, path + ".ErrorCode"));
-    KCL_RETURN_IF_ERROR(r.opt_str(o, "ErrorMessage", res.error_message, path + ".ErrorMessage"));
-    if (res.error_code.empty()) {
-      KCL_RETURN_IF_ERROR(
-          r.str(o, "SequenceNumber", res.sequence_number, path + ".SequenceNumber"));
-      KCL_RETURN_IF_ERROR(r.str(o, "ShardId", res.shard_id, path + ".ShardId"));
-      res.ok = true;
-    } else {
-      ++counted_failures;
-    }
-    out.records.push_back(std::move(res));
-  }
-  if (out.records.size() != entries.size()) {
-    return r.bad("Records: " + std::to_string(out.records.size()) + " results for " +
-                 std::to_string(entries.size()) + " entries");
+    KCL_RETURN_IF_ERROR(parse_put_records_entry(r, e, i, out.records[i]));
+    if (!out.records[i].ok) ++counted_failures;
+    ++i;
   }
   // Trust the per-record results over the summary count.
   out.failed_record_count = counted_failures;

@@ -15,6 +15,7 @@
 
 #include "aws/aws_json_client.h"
 #include "kinesis/kinesis_types.h"
+#include "kinesis/put_records_request.h"
 
 namespace kcl::kinesis {
 
@@ -61,6 +62,9 @@ class KinesisClient {
   Result<PutRecordsResult> put_records(std::string_view stream,
                                        const std::vector<PutRecordsEntry>& entries,
                                        const aws::CallOptions& options);
+  // The same for a request built record by record (the producer's path: no copy of a
+  // record's data or keys before the body). Errors as above.
+  Result<PutRecordsResult> put_records(PutRecordsRequest request, const aws::CallOptions& options);
 
   Status create_stream(std::string_view stream, int shard_count);
   Status delete_stream(std::string_view stream);

@@ -8,12 +8,14 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_set>
 
+#include "aws/json_text.h"
 #include "aws/retry.h"
 #include "base/background_once.h"
 #include "base/failure_series.h"
 #include "base/status_macros.h"
+#include "kinesis/put_records_request.h"
+#include "producer/key_set.h"
 #include "producer/kpl_aggregator.h"
 #include "producer/producer_access.h"
 #include "producer/shard_rate.h"
@@ -29,6 +31,8 @@ constexpr std::size_t kMaxRecordBytes = 1u << 20;
 // The most digits of an explicit hash key (below 2^128): an aggregate's own Kinesis record
 // carries its first record's hash key as one.
 constexpr std::size_t kHashKeyDigits = 39;
+// The most items of answered records kept for new records.
+constexpr std::size_t kMaxSpareItems = 10000;
 
 // kInvalidArgument listing every problem of `config`; OK when it is valid.
 Status check_config(const ProducerConfig& config) {
@@ -69,6 +73,7 @@ std::vector<std::string> ProducerConfig::validate() const {
 }
 
 using producer::HashKey;
+using producer::KeySet;
 using producer::ShardRate;
 
 class Producer::Impl {
@@ -140,14 +145,16 @@ class Producer::Impl {
     return stopper_.run([this] { return shutdown(); });
   }
 
+  // Queues one record, to be answered through one of `cb`, `record_cb` or `promise`.
   void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
-           std::promise<Result<PutResult>>* promise) {
-    auto item = std::make_unique<Item>();
-    item->callback = std::move(cb);
-    if (promise != nullptr) item->promise = std::move(*promise);
-    Status checked = fill(*item, std::move(pk), std::move(data), std::move(ehk));
-    if (!checked.ok()) return resolve(*item, std::move(checked));
-    enqueue(std::move(item));
+           PutRecordCallback record_cb, std::promise<Result<PutResult>>* promise) {
+    Item staged;  // moved into a kept item under the lock
+    staged.callback = std::move(cb);
+    staged.record_callback = std::move(record_cb);
+    if (promise != nullptr) staged.promise.emplace(std::move(*promise));
+    Status checked = fill(staged, std::move(pk), std::move(data), std::move(ehk));
+    if (!checked.ok()) return resolve(staged, std::move(checked));
+    enqueue(staged);
   }
 
   Status flush(std::chrono::milliseconds timeout) {
@@ -178,14 +185,18 @@ class Producer::Impl {
   struct Item {
     std::string pk, data, ehk;
     HashKey hash = 0;
+    std::uint64_t key_id = 0;  // the partition key's hash, for the ordered check (KeySet)
     std::size_t bytes = 0;
     int attempts = 0;
     Clock::MonoTime enqueued{};
+    // How the record is answered: one of these.
     PutCallback callback;
-    std::promise<Result<PutResult>> promise;
+    PutRecordCallback record_callback;
+    std::optional<std::promise<Result<PutResult>>> promise;
   };
   struct ShardQueue {
-    explicit ShardQueue(ShardRate r) : rate(r) {}
+    ShardQueue(std::string shard_id, ShardRate r) : id(std::move(shard_id)), rate(r) {}
+    std::string id;  // "" for records of no known shard
     std::deque<std::unique_ptr<Item>> items;
     std::size_t queued_bytes = 0;  // of `items`
     int in_flight = 0;
@@ -193,27 +204,33 @@ class Producer::Impl {
     int retry_round = 0;
     int quota_taken = 0;
     ShardRate rate;
+    // Since when the shard may send (sendable, with the tokens for a worthwhile send).
+    std::optional<Clock::MonoTime> ready_since;
   };
+  // One Kinesis record of a call: `count` records of Call::items from `first` (count >= 2:
+  // packed into `aggregate`), predicted to go to shard Call::shards[shard].
   struct Entry {
-    std::string shard;  // predicted; empty when unknown
-    bool aggregated = false;
-    std::vector<std::unique_ptr<Item>> items;
+    std::uint32_t shard = 0;
+    std::uint32_t first = 0;
+    std::uint32_t count = 1;
+    std::string aggregate;
+    bool aggregated() const { return count >= 2; }
   };
   struct Call {
+    std::vector<std::string> shards;  // the shards it takes records from ("": unknown)
     std::vector<Entry> entries;
-    std::vector<kinesis::PutRecordsEntry> wire;
+    std::vector<std::unique_ptr<Item>> items;
+    std::size_t bytes = 0;  // its Kinesis records' data and keys
   };
   struct Range {
     HashKey start, end;
-    std::string shard_id;
+    ShardQueue* queue;  // the open shard's queue
   };
   // The next Kinesis record of a shard: how many of its records, and the bytes it takes.
   struct Plan {
     std::size_t records = 1;
     std::size_t bytes = 0;
   };
-  // The partition keys of a call (ordered mode).
-  using KeySet = std::unordered_set<std::string_view>;
   // Records whose outcome is known, to resolve outside mu_.
   using Done = std::vector<std::pair<std::unique_ptr<Item>, Result<PutResult>>>;
   // One shard's failed records of a call, in call order, with the failure to back off for.
@@ -223,75 +240,95 @@ class Producer::Impl {
   struct CallCounts {
     std::uint64_t succeeded = 0, failed = 0, retried = 0, throttled = 0;
   };
-  // Per shard of a call: (some record succeeded, some record failed).
-  using ShardOutcomes = std::map<std::string, std::pair<bool, bool>>;
+  // Per shard of a call (as Call::shards): (some record succeeded, some record failed).
+  using ShardOutcomes = std::vector<std::pair<bool, bool>>;
 
-  void resolve(Item& item, Result<PutResult> result) {
-    if (item.callback) {
+  static void resolve(Item& item, Result<PutResult> result) {
+    if (item.record_callback) {
+      item.record_callback(std::move(result), UserRecord{std::move(item.pk), std::move(item.data),
+                                                         std::move(item.ehk)});
+    } else if (item.callback) {
       item.callback(std::move(result));
-    } else {
-      item.promise.set_value(std::move(result));
+    } else if (item.promise) {
+      item.promise->set_value(std::move(result));
     }
   }
 
   // Checks a record and fills `item` with it and its hash key; kInvalidArgument when Kinesis
   // would refuse it.
   static Status fill(Item& item, std::string pk, std::string data, std::string ehk) {
-    if (pk.empty() || pk.size() > 256) {
-      return Status(StatusCode::kInvalidArgument,
-                    "partition key must be 1 to 256 characters, got " + std::to_string(pk.size()));
-    }
-    if (pk.size() + data.size() > kMaxRecordBytes) {
-      return Status(StatusCode::kInvalidArgument,
-                    "record is " + std::to_string(pk.size() + data.size()) +
-                        " bytes with its partition key; at most 1 MiB");
-    }
-    if (!ehk.empty()) {
-      auto h = producer::parse_hash_key(ehk);
-      if (!h) {
-        return Status(StatusCode::kInvalidArgument,
-                      "explicit hash key '" + ehk.substr(0, 64) + "' is not a decimal below 2^128");
-      }
-      item.hash = *h;
-    } else {
-      item.hash = producer::partition_key_hash(pk);
-    }
-    item.bytes = pk.size() + data.size();
+    // The item holds the record first, so that a refused one is handed back whole.
     item.pk = std::move(pk);
     item.data = std::move(data);
     item.ehk = std::move(ehk);
+    item.bytes = item.pk.size() + item.data.size();
+    if (item.pk.empty() || item.pk.size() > 256) {
+      return Status(
+          StatusCode::kInvalidArgument,
+          "partition key must be 1 to 256 characters, got " + std::to_string(item.pk.size()));
+    }
+    if (item.bytes > kMaxRecordBytes) {
+      return Status(StatusCode::kInvalidArgument,
+                    "record is " + std::to_string(item.bytes) +
+                        " bytes with its partition key; at most 1 MiB");
+    }
+    if (!aws::is_valid_utf8(item.pk)) {
+      return Status(StatusCode::kInvalidArgument, "partition key is not valid UTF-8");
+    }
+    if (!item.ehk.empty()) {
+      auto h = producer::parse_hash_key(item.ehk);
+      if (!h) {
+        return Status(StatusCode::kInvalidArgument, "explicit hash key '" + item.ehk.substr(0, 64) +
+                                                        "' is not a decimal below 2^128");
+      }
+      item.hash = *h;
+      item.key_id = std::hash<std::string_view>{}(item.pk);
+    } else {
+      item.hash = producer::partition_key_hash(item.pk);
+      item.key_id = static_cast<std::uint64_t>(item.hash);
+    }
     return Status::Ok();
   }
 
   // Queues a checked record on its shard's queue and wakes the sender when it is due sooner
   // than the sender's wake-up or completes a call. A full buffer waits for room
   // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
-  void enqueue(std::unique_ptr<Item> item) {
+  void enqueue(Item& staged) {
     std::unique_lock<std::mutex> lock(mu_);
     if (closing_) {
       lock.unlock();
-      return resolve(*item, Status(StatusCode::kCancelled,
-                                   "kcl::Producer was shut down; the record was not sent"));
+      return resolve(staged, Status(StatusCode::kCancelled,
+                                    "kcl::Producer was shut down; the record was not sent"));
     }
     auto full = [&] {
       return buffered_records_ + 1 > config_.max_buffered_records ||
-             buffered_bytes_ + item->bytes > config_.max_buffered_bytes;
+             buffered_bytes_ + staged.bytes > config_.max_buffered_bytes;
     };
     if (full()) {
       if (!config_.block_when_full) {
         lock.unlock();
         return resolve(
-            *item,
+            staged,
             Status(StatusCode::kUnavailable,
                    "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
                        " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
       }
+      // Nothing more can join the buffered records until some are answered: the sender need
+      // not wait for a linger to fill its calls.
+      ++waiting_putters_;
+      if (waiting_putters_ == 1 && !wake_) {
+        wake_ = true;
+        cv_.notify_all();
+      }
       space_cv_.wait(lock, [&] { return stop_ || closing_ || !full(); });
+      --waiting_putters_;
       if (stop_ || closing_) {
         lock.unlock();
-        return resolve(*item, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
+        return resolve(staged, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
       }
     }
+    std::unique_ptr<Item> item = spare_item();
+    *item = std::move(staged);
     ++stats_.records_put;
     ++buffered_records_;
     buffered_bytes_ += item->bytes;
@@ -299,17 +336,59 @@ class Producer::Impl {
     ++queued_records_;
     item->enqueued = clock_.now();
     const auto deadline = item->enqueued + config_.linger;
+    const std::size_t bytes = item->bytes;
     ShardQueue& q = queue_for(item->hash);
-    q.queued_bytes += item->bytes;
+    const bool first_of_shard = q.items.empty();
+    q.queued_bytes += bytes;
     q.items.push_back(std::move(item));
-    if (deadline < next_wake_ || queued_records_ >= kMaxCallRecords ||
-        queued_bytes_ >= kMaxCallBytes) {
+    // The sender plans its wake-up from each shard's first record and the queued totals: it
+    // needs waking only for a record that is its shard's first and due sooner, or one that
+    // fills a call. (Behind a shard's first record, or once a call's worth waits for its
+    // tokens, more records change nothing it plans; a finished call wakes it anyway.)
+    const bool fills_call =
+        (!config_.aggregate && queued_records_ == kMaxCallRecords) ||
+        (queued_bytes_ >= kMaxCallBytes && queued_bytes_ - bytes < kMaxCallBytes);
+    if (!wake_ && ((first_of_shard && deadline < next_wake_) || fills_call)) {
       wake_ = true;
       cv_.notify_all();
     }
   }
 
   bool on_own_thread() const { return current_producer == this; }
+
+  // Requires mu_. An item for a new record: one an answered record left (keep_spares()),
+  // else a new one.
+  std::unique_ptr<Item> spare_item() {
+    if (spare_items_.empty()) return std::make_unique<Item>();
+    std::unique_ptr<Item> item = std::move(spare_items_.back());
+    spare_items_.pop_back();
+    return item;
+  }
+
+  // Without mu_: empties the items of answered records (their records were handed out;
+  // whatever is left of one goes, so a large record's bytes are not kept).
+  static void scrub(std::vector<std::unique_ptr<Item>>& answered) {
+    for (auto& item : answered) {
+      std::string().swap(item->data);
+      std::string().swap(item->pk);
+      std::string().swap(item->ehk);
+      item->callback = nullptr;
+      item->record_callback = nullptr;
+      item->promise.reset();
+      item->attempts = 0;
+    }
+  }
+
+  // Requires mu_. Keeps scrubbed items for spare_item(), up to a buffer's worth (the rest
+  // stay in `answered`, to be freed after the lock): once the producer runs, a record costs
+  // no allocation of its own.
+  void keep_spares(std::vector<std::unique_ptr<Item>>& answered) {
+    const std::size_t keep = std::min<std::size_t>(config_.max_buffered_records, kMaxSpareItems);
+    while (!answered.empty() && spare_items_.size() < keep) {
+      spare_items_.push_back(std::move(answered.back()));
+      answered.pop_back();
+    }
+  }
 
   void stop_threads() {
     {
@@ -335,9 +414,7 @@ class Producer::Impl {
         q.items.clear();
       }
       for (auto& call : requests_) {
-        for (auto& e : call.entries) {
-          for (auto& item : e.items) left.push_back(std::move(item));
-        }
+        for (auto& item : call.items) left.push_back(std::move(item));
       }
       requests_.clear();
     }
@@ -356,24 +433,22 @@ class Producer::Impl {
     return left.size();
   }
 
-  // Requires mu_. The open shard whose range holds `hash`, or "" when none does.
-  std::string shard_of(HashKey hash) const {
+  // Requires mu_. The queue of the open shard whose range holds `hash`, or of the records
+  // of no known shard when none does.
+  ShardQueue& queue_for(HashKey hash) {
     auto it = std::upper_bound(ranges_.begin(), ranges_.end(), hash,
                                [](HashKey h, const Range& r) { return h < r.start; });
-    if (it == ranges_.begin()) return {};
-    --it;
-    return hash <= it->end ? it->shard_id : std::string();
+    if (it != ranges_.begin() && hash <= std::prev(it)->end) return *std::prev(it)->queue;
+    return queue_named("");
   }
 
-  ShardQueue& queue_for(HashKey hash) {
-    std::string id = shard_of(hash);
+  // Requires mu_. The queue of shard `id` ("": no known shard), made when there is none.
+  ShardQueue& queue_named(const std::string& id) {
     auto it = shards_.find(id);
     if (it == shards_.end()) {
-      it = shards_
-               .emplace(id, ShardQueue(ShardRate(id.empty() ? 0 : config_.shard_records_per_second,
-                                                 id.empty() ? 0 : config_.shard_bytes_per_second,
-                                                 clock_.now())))
-               .first;
+      const double records = id.empty() ? 0 : config_.shard_records_per_second;
+      const double bytes = id.empty() ? 0 : config_.shard_bytes_per_second;
+      it = shards_.emplace(id, ShardQueue(id, ShardRate(records, bytes, clock_.now()))).first;
     }
     return it->second;
   }
@@ -383,7 +458,7 @@ class Producer::Impl {
   Status refresh_shard_map() {
     auto shards = client_->list_shards(config_.stream_name);
     if (!shards.ok()) return shards.status();
-    std::vector<Range> ranges;
+    std::vector<std::pair<Range, std::string>> open;
     for (const auto& s : *shards) {
       if (s.closed()) continue;
       auto start = producer::parse_hash_key(s.hash_key_range.starting_hash_key);
@@ -392,18 +467,22 @@ class Producer::Impl {
         return Status(StatusCode::kInternal,
                       "ListShards: shard " + s.shard_id + " has an unreadable hash key range");
       }
-      ranges.push_back(Range{*start, *end, s.shard_id});
+      open.emplace_back(Range{*start, *end, nullptr}, s.shard_id);
     }
-    std::sort(ranges.begin(), ranges.end(),
-              [](const Range& a, const Range& b) { return a.start < b.start; });
+    std::sort(open.begin(), open.end(),
+              [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
     std::lock_guard<std::mutex> lock(mu_);
-    ranges_ = std::move(ranges);
+    ranges_.clear();
+    for (auto& [range, id] : open) {
+      range.queue = &queue_named(id);
+      ranges_.push_back(range);
+    }
     ++refreshes_;
     std::vector<std::string> gone;
     for (auto& [id, q] : shards_) {
-      const bool open = std::any_of(ranges_.begin(), ranges_.end(),
-                                    [&](const Range& r) { return r.shard_id == id; });
-      if (!open) gone.push_back(id);
+      const bool is_open = std::any_of(ranges_.begin(), ranges_.end(),
+                                       [&](const Range& r) { return r.queue == &q; });
+      if (!is_open) gone.push_back(id);
     }
     for (const auto& id : gone) {
       auto node = shards_.extract(id);
@@ -447,27 +526,51 @@ class Producer::Impl {
     return q.rate.ready_at(records, bytes, now);
   }
 
-  // Requires mu_. Whether a call is due now: flushing, closing, a full call's worth queued, or
-  // the linger of a shard that may send now ended. Lowers `wake` to when a shard may become
-  // sendable or its linger ends.
+  // Requires mu_. Whether a call is due now: flushing, closing, a shard that may send all it
+  // holds while put() waits for room (no more records can come to fill a call), a full
+  // call's worth that the
+  // shards may send now, or the linger of a shard that may send now ended. A record's linger
+  // counts from when its shard may send it: its put(), or, for a shard that waited for its
+  // tokens, when they came (so shards that wait for tokens fill a call together rather than
+  // each sending alone the moment it may). Lowers `wake` to when a shard may become sendable
+  // or its linger ends.
   bool call_due(Clock::MonoTime now, Clock::MonoTime& wake) {
-    bool due = flushing_ > 0 || stop_ || queued_records_ >= kMaxCallRecords ||
-               queued_bytes_ >= kMaxCallBytes;
+    bool due = flushing_ > 0 || stop_;
+    double ready_records = 0;
+    double ready_bytes = 0;
     for (auto& [id, q] : shards_) {
       if (q.items.empty()) continue;
       if (!sendable(q, now)) {
         if (q.in_flight < config_.max_in_flight_per_shard) wake = std::min(wake, q.not_before);
+        q.ready_since.reset();
         continue;
       }
       const auto ready = rate_ready_at(q, now);
       if (ready > now) {
         wake = std::min(wake, ready);
+        q.ready_since.reset();
         continue;
       }
-      const auto linger_end = q.items.front()->enqueued + config_.linger;
+      if (!q.ready_since) q.ready_since = now;
+      const double records = q.rate.records_available(now);
+      const double bytes = q.rate.bytes_available(now);
+      ready_records += std::min(static_cast<double>(q.items.size()), records);
+      ready_bytes += std::min(static_cast<double>(q.queued_bytes), bytes);
+      // With put() waiting for room no record can join this shard's: one whose whole queue
+      // may go now gains nothing by lingering (one that waits for tokens still lets the
+      // others' tokens come, to fill a call together).
+      const double records_needed = config_.aggregate ? 1.0 : static_cast<double>(q.items.size());
+      if (waiting_putters_ > 0 && records >= records_needed &&
+          bytes >= static_cast<double>(q.queued_bytes)) {
+        due = true;
+      }
+      const auto linger_end = std::max(q.items.front()->enqueued, *q.ready_since) + config_.linger;
       if (linger_end <= now) due = true;
       wake = std::min(wake, linger_end);
     }
+    // Aggregated, a call's records are aggregates: it is full by its bytes.
+    if (ready_bytes >= static_cast<double>(kMaxCallBytes)) due = true;
+    if (!config_.aggregate && ready_records >= static_cast<double>(kMaxCallRecords)) due = true;
     return due;
   }
 
@@ -476,87 +579,68 @@ class Producer::Impl {
   Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
     Call call;
     if (!call_due(now, wake)) return call;
-    std::size_t call_bytes = 0;
     for (auto& [id, q] : shards_) {
       if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
-      if (take_from_shard(id, q, now, call, call_bytes, wake)) ++q.in_flight;
-      if (call.wire.size() >= kMaxCallRecords) break;
+      if (take_from_shard(q, now, call, wake)) ++q.in_flight;
+      if (call.entries.size() >= kMaxCallRecords) break;
     }
     return call;
   }
 
   // Requires mu_. Moves the leading records of shard `q` into `call`, a Kinesis record at a
   // time, while the call's limits and the shard's tokens allow. True when it took any.
-  bool take_from_shard(const std::string& id, ShardQueue& q, Clock::MonoTime now, Call& call,
-                       std::size_t& call_bytes, Clock::MonoTime& wake) {
-    bool took = false;
+  bool take_from_shard(ShardQueue& q, Clock::MonoTime now, Call& call, Clock::MonoTime& wake) {
     // Ordered mode: a partition key appears in at most one Kinesis record of a call, so a
     // record that fails is never overtaken by a later record of its key that succeeded.
     const bool ordered = config_.max_in_flight_per_shard == 1;
-    KeySet call_keys;
-    KeySet* ordered_keys = ordered ? &call_keys : nullptr;
-    while (!q.items.empty() && call.wire.size() < kMaxCallRecords) {
-      if (ordered && call_keys.count(q.items.front()->pk) != 0) break;
-      const Plan plan = plan_record(id, q, ordered_keys);
-      if (call_bytes + plan.bytes > kMaxCallBytes) break;
+    call_keys_.clear();
+    KeySet* ordered_keys = ordered ? &call_keys_ : nullptr;
+    const auto shard = static_cast<std::uint32_t>(call.shards.size());
+    while (!q.items.empty() && call.entries.size() < kMaxCallRecords) {
+      if (ordered && call_keys_.contains(q.items.front()->key_id)) break;
+      const Plan plan = plan_record(q, ordered_keys);
+      if (call.bytes + plan.bytes > kMaxCallBytes) break;
       if (!q.rate.take(1, static_cast<double>(plan.bytes), now)) {
         wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(plan.bytes), now));
         break;
       }
-      kinesis::PutRecordsEntry wire = wire_record(q, plan.records);
-      call.entries.push_back(take_items(id, q, plan.records, ordered_keys));
-      call.wire.push_back(std::move(wire));
-      call_bytes += plan.bytes;
-      took = true;
+      Entry e;
+      e.shard = shard;
+      e.first = static_cast<std::uint32_t>(call.items.size());
+      e.count = static_cast<std::uint32_t>(plan.records);
+      if (e.aggregated()) e.aggregate = agg_.finish();
+      take_items(q, plan.records, call, ordered_keys);
+      call.entries.push_back(std::move(e));
+      call.bytes += plan.bytes;
     }
-    return took;
+    if (call.entries.empty() || call.entries.back().shard != shard) return false;
+    call.shards.push_back(q.id);
+    return true;
   }
 
   // Requires mu_. Plans the next Kinesis record of shard `q` (non-empty): an aggregate of its
   // leading small records, built in agg_ (records >= 2), or its first record alone. With
   // `ordered_keys` an aggregate stops before a key the call already holds.
-  Plan plan_record(const std::string& id, const ShardQueue& q, const KeySet* ordered_keys) {
+  Plan plan_record(const ShardQueue& q, const KeySet* ordered_keys) {
     const Item& first = *q.items.front();
-    if (!config_.aggregate || id.empty()) return Plan{1, first.bytes};
+    if (!config_.aggregate || q.id.empty()) return Plan{1, first.bytes};
     agg_.clear();
-    for (std::size_t n = 1; n <= q.items.size(); ++n) {
-      const Item& it = *q.items[n - 1];
-      if (ordered_keys != nullptr && ordered_keys->count(it.pk) != 0) break;
-      if (agg_.size_with(it.pk, it.ehk, it.data) + first.pk.size() + kHashKeyDigits >
-          config_.aggregation_max_bytes) {
-        break;
-      }
-      agg_.add(it.pk, it.ehk, it.data);
+    // The aggregate's own Kinesis record carries the first record's partition key and its
+    // hash key as an explicit one.
+    const std::size_t own_keys = first.pk.size() + kHashKeyDigits;
+    const std::size_t limit =
+        config_.aggregation_max_bytes - std::min(own_keys, config_.aggregation_max_bytes);
+    for (const auto& it : q.items) {
+      if (ordered_keys != nullptr && ordered_keys->contains(it->key_id)) break;
+      if (!agg_.add_within(it->pk, it->ehk, it->data, limit)) break;
     }
     if (agg_.count() < 2) return Plan{1, first.bytes};
-    return Plan{agg_.count(), agg_.size() + first.pk.size() + kHashKeyDigits};
+    return Plan{agg_.count(), agg_.size() + own_keys};
   }
 
-  // Requires mu_. The Kinesis record of a plan of `records` records of shard `q`: agg_'s
-  // aggregate (which empties it) under the first record's partition key and hash key, or the
-  // first record itself.
-  kinesis::PutRecordsEntry wire_record(const ShardQueue& q, std::size_t records) {
-    const Item& first = *q.items.front();
-    kinesis::PutRecordsEntry w;
-    if (records >= 2) {
-      w.data = agg_.finish();
-      w.partition_key = first.pk;
-      w.explicit_hash_key = producer::hash_key_to_string(first.hash);
-    } else {
-      w.data = first.data;
-      w.partition_key = first.pk;
-      w.explicit_hash_key = first.ehk;
-    }
-    return w;
-  }
-
-  // Requires mu_. Takes the first `records` records off shard `q` into one entry, counting
-  // their attempt (and, with `ordered_keys`, their keys).
-  Entry take_items(const std::string& id, ShardQueue& q, std::size_t records,
-                   KeySet* ordered_keys) {
-    Entry e;
-    e.shard = id;
-    e.aggregated = records >= 2;
+  // Requires mu_. Takes the first `records` records off shard `q` into `call`, counting their
+  // attempt (and, with `ordered_keys`, their keys).
+  void take_items(ShardQueue& q, std::size_t records, Call& call, KeySet* ordered_keys) {
     for (std::size_t i = 0; i < records; ++i) {
       auto item = std::move(q.items.front());
       q.items.pop_front();
@@ -565,10 +649,24 @@ class Producer::Impl {
       --queued_records_;
       ++item->attempts;
       if (item->attempts > 1) ++stats_.records_retried;
-      if (ordered_keys != nullptr) ordered_keys->insert(item->pk);
-      e.items.push_back(std::move(item));
+      if (ordered_keys != nullptr) ordered_keys->insert(item->key_id);
+      call.items.push_back(std::move(item));
     }
-    return e;
+  }
+
+  // Without mu_ (the call's records belong to it while it is in flight): its request body.
+  kinesis::PutRecordsRequest request_of(const Call& call) const {
+    kinesis::PutRecordsRequest request(config_.stream_name);
+    request.reserve(call.entries.size(), call.bytes);
+    for (const Entry& e : call.entries) {
+      const Item& first = *call.items[e.first];
+      if (e.aggregated()) {
+        request.add(e.aggregate, first.pk, producer::hash_key_to_string(first.hash));
+      } else {
+        request.add(first.data, first.pk, first.ehk);
+      }
+    }
+    return request;
   }
 
   void send_loop() {
@@ -586,10 +684,10 @@ class Producer::Impl {
       auto wake = now + std::chrono::hours(1);
       if (in_flight_calls_ < static_cast<std::size_t>(config_.max_concurrent_requests)) {
         Call call = build_call(now, wake);
-        if (!call.wire.empty()) {
+        if (!call.entries.empty()) {
           ++in_flight_calls_;
           ++stats_.put_records_calls;
-          stats_.kinesis_records_sent += call.wire.size();
+          stats_.kinesis_records_sent += call.entries.size();
           requests_.push_back(std::move(call));
           request_cv_.notify_one();
           continue;
@@ -604,6 +702,8 @@ class Producer::Impl {
 
   void request_loop() {
     current_producer = this;
+    Done done;  // these two are kept from call to call (their capacity)
+    std::vector<std::unique_ptr<Item>> answered;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       request_cv_.wait(lock,
@@ -612,23 +712,36 @@ class Producer::Impl {
       Call call = std::move(requests_.front());
       requests_.pop_front();
       lock.unlock();
+      answered.clear();  // the items the last call left beyond the spares kept
       aws::CallOptions options;
       options.max_attempts = 1;
       const auto sent_at = clock_.now();
-      auto result = client_->put_records(config_.stream_name, call.wire, options);
+      auto result = client_->put_records(request_of(call), options);
       report_call(result, clock_.now() - sent_at);
-      Done done;
       CallCounts counts;
       lock.lock();
-      complete(std::move(call), result, done, counts);
+      complete(call, result, done, counts);
       --in_flight_calls_;
       if (stop_ && in_flight_calls_ == 0) request_cv_.notify_all();
       lock.unlock();
       report_counts(counts);
-      for (auto& [item, r] : done) resolve(*item, std::move(r));
+      // Answered outside the lock: the records the service took, then those that failed for
+      // good; the items go back for new records, the rest is freed here, not under the lock.
+      std::size_t bytes = 0;
+      resolve_succeeded(call, result, answered, bytes);
+      for (auto& [item, r] : done) {
+        bytes += item->bytes;
+        resolve(*item, std::move(r));
+        answered.push_back(std::move(item));
+      }
+      const std::size_t resolved = answered.size();
+      done.clear();
+      scrub(answered);
+      call = Call{};
       lock.lock();
-      buffered_records_ -= done.size();
-      for (auto& [item, r] : done) buffered_bytes_ -= item->bytes;
+      keep_spares(answered);
+      buffered_records_ -= resolved;
+      buffered_bytes_ -= bytes;
       space_cv_.notify_all();
       done_cv_.notify_all();
       wake_ = true;
@@ -682,28 +795,28 @@ class Producer::Impl {
   }
 
   // Requires mu_. Resolves or requeues the records of a finished call; counts what it did.
-  void complete(Call call, const Result<kinesis::PutRecordsResult>& result, Done& done,
+  void complete(Call& call, Result<kinesis::PutRecordsResult>& result, Done& done,
                 CallCounts& counts) {
     const auto before = stats_;
     const auto now = clock_.now();
     Failed failed;
-    ShardOutcomes outcomes;
+    ShardOutcomes outcomes(call.shards.size());
     for (std::size_t i = 0; i < call.entries.size(); ++i) {
       Entry& e = call.entries[i];
       Status failure;
       if (!result.ok()) {
         failure = result.status();
       } else if (const auto& r = result->records[i]; r.ok) {
-        succeeded(e, r, done);
+        succeeded(call, e, r);
         outcomes[e.shard].first = true;
         continue;
       } else {
         failure = entry_failure(r);
       }
       outcomes[e.shard].second = true;
-      entry_failed(e, failure, now, failed[e.shard], done);
+      entry_failed(call, e, failure, now, failed[call.shards[e.shard]], done);
     }
-    settle_shards(outcomes);
+    settle_shards(call.shards, outcomes);
     retry_failed(failed, now, done);
     counts.succeeded = stats_.records_succeeded - before.records_succeeded;
     counts.failed = stats_.records_failed - before.records_failed;
@@ -711,33 +824,55 @@ class Producer::Impl {
     for (const auto& [id, slot] : failed) counts.retried += slot.first.size();
   }
 
-  // Requires mu_. Resolves the records of an entry the service took.
-  void succeeded(Entry& e, const kinesis::PutRecordsEntryResult& r, Done& done) {
-    if (!e.shard.empty() && r.shard_id != e.shard) refresh_needed_ = true;
-    for (std::size_t k = 0; k < e.items.size(); ++k) {
-      PutResult pr;
-      pr.shard_id = r.shard_id;
-      pr.sequence_number = r.sequence_number;
-      pr.sub_sequence_number = e.aggregated ? k : 0;
-      pr.aggregated = e.aggregated;
-      pr.attempts = e.items[k]->attempts;
-      ++stats_.records_succeeded;
-      done.emplace_back(std::move(e.items[k]), std::move(pr));
+  // Requires mu_. Counts the records of an entry the service took (they are answered by
+  // resolve_succeeded() after the lock), and asks for a new shard map when the service put
+  // them on another shard than the map said.
+  void succeeded(const Call& call, const Entry& e, const kinesis::PutRecordsEntryResult& r) {
+    const std::string& predicted = call.shards[e.shard];
+    if (!predicted.empty() && r.shard_id != predicted) refresh_needed_ = true;
+    stats_.records_succeeded += e.count;
+  }
+
+  // Without mu_ (the call's records are its own until answered): answers the records of the
+  // entries the service took, the last of each entry with the answer's strings and the others
+  // with copies, and moves their items to `answered`, adding their bytes to `bytes`.
+  void resolve_succeeded(Call& call, Result<kinesis::PutRecordsResult>& result,
+                         std::vector<std::unique_ptr<Item>>& answered, std::size_t& bytes) {
+    if (!result.ok()) return;
+    for (std::size_t i = 0; i < call.entries.size(); ++i) {
+      kinesis::PutRecordsEntryResult& r = result->records[i];
+      if (!r.ok) continue;
+      const Entry& e = call.entries[i];
+      for (std::uint32_t k = 0; k < e.count; ++k) {
+        std::unique_ptr<Item>& item = call.items[e.first + k];
+        const bool last = k + 1 == e.count;
+        PutResult pr;
+        pr.shard_id = last ? std::move(r.shard_id) : r.shard_id;
+        pr.sequence_number = last ? std::move(r.sequence_number) : r.sequence_number;
+        pr.sub_sequence_number = e.aggregated() ? k : 0;
+        pr.aggregated = e.aggregated();
+        pr.attempts = item->attempts;
+        bytes += item->bytes;
+        resolve(*item, std::move(pr));
+        answered.push_back(std::move(item));
+      }
     }
   }
 
   // Requires mu_. An entry that failed: its records fail for good (not retryable, or out of
   // attempts) or go to `slot`, their shard's records to retry, with the failure to back off
   // for.
-  void entry_failed(Entry& e, const Status& failure, Clock::MonoTime now, FailedSlot& slot,
-                    Done& done) {
+  void entry_failed(Call& call, const Entry& e, const Status& failure, Clock::MonoTime now,
+                    FailedSlot& slot, Done& done) {
     const bool throttled = failure.aws() && aws::is_throttling_error(failure.aws()->error_type);
     if (throttled) {
       ++stats_.throttled;
-      if (auto it = shards_.find(e.shard); it != shards_.end()) it->second.rate.on_throttled(now);
+      auto it = shards_.find(call.shards[e.shard]);
+      if (it != shards_.end()) it->second.rate.on_throttled(now);
     }
     if (failure.retryable()) slot.second = failure;  // what the shard's backoff is for
-    for (auto& item : e.items) {
+    for (std::uint32_t k = 0; k < e.count; ++k) {
+      auto& item = call.items[e.first + k];
       if (!failure.retryable() || item->attempts >= config_.max_attempts) {
         ++stats_.records_failed;
         Status final_status(failure.code(), failure.message() + " (after " +
@@ -753,9 +888,10 @@ class Producer::Impl {
 
   // Requires mu_. Ends the call on each of its shards: one call fewer in flight; records
   // taken give their retries' quota back, and a call without failures resets the backoff.
-  void settle_shards(const ShardOutcomes& outcomes) {
-    for (const auto& [id, outcome] : outcomes) {
-      auto it = shards_.find(id);
+  void settle_shards(const std::vector<std::string>& ids, const ShardOutcomes& outcomes) {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto& outcome = outcomes[i];
+      auto it = shards_.find(ids[i]);
       if (it == shards_.end()) continue;
       ShardQueue& q = it->second;
       --q.in_flight;
@@ -832,6 +968,7 @@ class Producer::Impl {
   bool wake_ = false;
   bool refresh_needed_ = false;
   int flushing_ = 0;
+  int waiting_putters_ = 0;  // put() calls waiting for room in the buffer
   Clock::MonoTime next_wake_ = Clock::MonoTime::min();
   std::size_t buffered_records_ = 0;
   std::size_t buffered_bytes_ = 0;
@@ -843,6 +980,8 @@ class Producer::Impl {
   std::map<std::string, ShardQueue> shards_;
   std::deque<Call> requests_;
   producer::KplAggregator agg_;
+  KeySet call_keys_;  // the keys of the call being built (ordered mode)
+  std::vector<std::unique_ptr<Item>> spare_items_;  // items of answered records, for new ones
   ProducerStats stats_;
   std::thread sender_;
   std::vector<std::thread> requesters_;
@@ -866,13 +1005,20 @@ std::future<Result<PutResult>> Producer::put(std::string partition_key, std::str
                                              std::string explicit_hash_key) {
   std::promise<Result<PutResult>> promise;
   auto future = promise.get_future();
-  impl_->put(std::move(partition_key), std::move(data), std::move(explicit_hash_key), {}, &promise);
+  impl_->put(std::move(partition_key), std::move(data), std::move(explicit_hash_key), {}, {},
+             &promise);
   return future;
 }
 
 void Producer::put(std::string partition_key, std::string data, std::string explicit_hash_key,
                    PutCallback callback) {
   impl_->put(std::move(partition_key), std::move(data), std::move(explicit_hash_key),
+             std::move(callback), {}, nullptr);
+}
+
+void Producer::put(std::string partition_key, std::string data, std::string explicit_hash_key,
+                   PutRecordCallback callback) {
+  impl_->put(std::move(partition_key), std::move(data), std::move(explicit_hash_key), {},
              std::move(callback), nullptr);
 }
 

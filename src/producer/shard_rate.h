@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "kcl/clock.h"
 
@@ -46,6 +47,15 @@ class ShardRate {
     bytes_.set_rate(std::max(bytes_.rate / 2, max_bytes_ / 10), now);
     last_change_ = now;
   }
+  // The records and the bytes take() would allow now (infinity without a limit).
+  double records_available(Clock::MonoTime now) {
+    recover(now);
+    return records_.available(now);
+  }
+  double bytes_available(Clock::MonoTime now) {
+    recover(now);
+    return bytes_.available(now);
+  }
   double records_rate() const { return records_.rate; }
   double bytes_rate() const { return bytes_.rate; }
 
@@ -64,6 +74,11 @@ class ShardRate {
       if (rate <= 0) return true;
       refill(now);
       return tokens >= std::min(n, rate);
+    }
+    double available(Clock::MonoTime now) {
+      if (rate <= 0) return std::numeric_limits<double>::infinity();
+      refill(now);
+      return std::max(0.0, tokens);
     }
     void take(double n) {
       if (rate > 0) tokens -= n;  // may go below 0 for an oversized request: repaid later

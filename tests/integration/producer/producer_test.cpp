@@ -524,6 +524,45 @@ TEST(ProducerFaultTest, ExhaustedBudgetAndNonRetryableErrorsCarryTheServiceCode)
   EXPECT_EQ(script.accepted(), std::vector<std::string>{"ok"});
 }
 
+// The callback that gets the record back: a failed record comes back whole (data, keys), a
+// written one too, each once; a key that is not UTF-8 fails that record alone, before it is
+// sent, and the records around it are written.
+TEST_F(ScriptedProducerTest, ARecordCallbackGetsEachRecordBackOnceWithItsOutcome) {
+  script.fail_times = [](const std::string& d) { return d.starts_with("fails") ? 1000 : 0; };
+  script.error_code = [](const std::string&) { return std::string("KMSAccessDeniedException"); };
+  config.linger = 1ms;
+  config.aggregate = false;
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
+  std::mutex mu;
+  std::map<std::string, std::pair<int, UserRecord>> back;  // by data: times, the record
+  std::map<std::string, Status> outcome;
+  auto keep = [&](Result<PutResult> r, UserRecord record) {
+    std::lock_guard<std::mutex> lock(mu);
+    const std::string data = record.data;
+    outcome[data] = r.ok() ? Status::Ok() : r.status();
+    ++back[data].first;
+    back[data].second = std::move(record);
+  };
+  producer->put("k1", "written", "", keep);
+  producer->put("k2", "fails", "12345", keep);
+  producer->put(std::string("\xff\xfe", 2), "bad key", "", keep);
+  producer->put("k3", "written too", "", keep);
+  ASSERT_TRUE(producer->flush(30s).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(back.size(), 4u);
+  for (const auto& [data, times] : back) EXPECT_EQ(times.first, 1) << data;
+  EXPECT_TRUE(outcome["written"].ok());
+  EXPECT_TRUE(outcome["written too"].ok());
+  EXPECT_EQ(back["written"].second.partition_key, "k1");
+  EXPECT_NE(outcome["fails"].message().find("KMSAccessDeniedException"), std::string::npos);
+  EXPECT_EQ(back["fails"].second.partition_key, "k2");
+  EXPECT_EQ(back["fails"].second.explicit_hash_key, "12345");
+  EXPECT_EQ(outcome["bad key"].code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(outcome["bad key"].message().find("UTF-8"), std::string::npos);
+  EXPECT_EQ(back["bad key"].second.partition_key, std::string("\xff\xfe", 2));
+  EXPECT_EQ(script.accepted(), (std::vector<std::string>{"written", "written too"}));
+}
+
 TEST_F(ScriptedProducerTest, FailFastWhenTheBufferIsFull) {
   config.linger = 60s;  // nothing leaves the buffer until flush
   config.max_buffered_records = 10;

@@ -2,7 +2,10 @@
 // size estimate, hash keys, and the per-shard token buckets driven by a ManualClock.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kcl/producer.h"
+#include "producer/key_set.h"
 #include "producer/kpl_aggregator.h"
 #include "producer/shard_rate.h"
 #include "retrieval/kpl_deaggregator.h"
@@ -80,6 +83,68 @@ TEST(ShardRateTest, LimitsShrinksOnThrottleAndRecovers) {
   ShardRate small(0, 1000, clock.now());
   EXPECT_TRUE(small.take(1, 5000, clock.now()));
   EXPECT_FALSE(small.take(1, 1, clock.now()));
+}
+
+TEST(KplAggregatorTest, AddWithinStopsAtTheLimitAndKeysRepeatFromTheirTable) {
+  KplAggregator agg;
+  // Many distinct keys (the table index grows) and repeats of earlier ones.
+  for (int i = 0; i < 2000; ++i) {
+    const std::string pk = "key-" + std::to_string(i % 700);
+    const std::string ehk = i % 5 == 0 ? std::to_string(i % 3) : "";
+    const std::string data(20, static_cast<char>('a' + i % 26));
+    const std::size_t limit = 20000;
+    const std::size_t with = agg.size_with(pk, ehk, data);
+    const std::size_t count = agg.count();
+    EXPECT_EQ(agg.add_within(pk, ehk, data, limit), with <= limit) << i;
+    EXPECT_EQ(agg.count(), count + (with <= limit ? 1 : 0));
+    if (with > limit) break;
+    EXPECT_EQ(agg.size(), with);
+  }
+  EXPECT_LE(agg.size(), 20000u);
+  EXPECT_GT(agg.size(), 19900u);
+  const std::size_t n = agg.count();
+  kinesis::KinesisRecord r;
+  r.sequence_number = "1";
+  r.partition_key = "key-0";
+  const std::string aggregate = agg.finish();
+  r.data = aggregate;
+  std::vector<Record> out;
+  auto result = retrieval::deaggregate(r, "shardId-000000000000", out);
+  ASSERT_EQ(result.outcome, retrieval::DeaggregationOutcome::kDeaggregated) << result.reason;
+  ASSERT_EQ(out.size(), n);
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(out[i].partition_key(), "key-" + std::to_string(i % 700));
+    EXPECT_EQ(out[i].explicit_hash_key(), i % 5 == 0 ? std::to_string(i % 3) : "");
+  }
+}
+
+TEST(KeySetTest, HoldsWhatWasInsertedUntilClearedAndGrows) {
+  KeySet keys;
+  EXPECT_FALSE(keys.contains(0));
+  for (std::uint64_t k = 0; k < 5000; ++k) keys.insert(k * 0x9E3779B97F4A7C15ull);
+  EXPECT_EQ(keys.size(), 5000u);
+  for (std::uint64_t k = 0; k < 5000; ++k) EXPECT_TRUE(keys.contains(k * 0x9E3779B97F4A7C15ull));
+  EXPECT_FALSE(keys.contains(12345));
+  keys.insert(42);
+  keys.insert(42);
+  EXPECT_EQ(keys.size(), 5001u);
+  keys.clear();
+  EXPECT_EQ(keys.size(), 0u);
+  EXPECT_FALSE(keys.contains(42));
+  EXPECT_FALSE(keys.contains(0x9E3779B97F4A7C15ull));
+}
+
+TEST(ShardRateTest, AvailableIsWhatTakeAllows) {
+  ManualClock clock;
+  ShardRate rate(100, 1000, clock.now());
+  EXPECT_DOUBLE_EQ(rate.records_available(clock.now()), 100);
+  EXPECT_TRUE(rate.take(40, 600, clock.now()));
+  EXPECT_DOUBLE_EQ(rate.records_available(clock.now()), 60);
+  EXPECT_DOUBLE_EQ(rate.bytes_available(clock.now()), 400);
+  clock.advance(100ms);
+  EXPECT_DOUBLE_EQ(rate.records_available(clock.now()), 70);
+  ShardRate unlimited(0, 0, clock.now());
+  EXPECT_TRUE(std::isinf(unlimited.records_available(clock.now())));
 }
 
 TEST(ProducerConfigTest, ValidateNamesEveryProblem) {

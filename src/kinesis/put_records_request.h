@@ -1,0 +1,40 @@
+// kinesis/put_records_request.h: a PutRecords request body written as its records are added:
+// JSON text straight into one buffer, each record's data base64-encoded in place, with no
+// JSON document and no copy of the record in between.
+//
+//   PutRecordsRequest req("orders");
+//   req.add(data, "customer-42");            // keys must be valid UTF-8 (aws::is_valid_utf8)
+//   client.put_records(std::move(req), options);
+//
+// Body: {"StreamName":"...","Records":[{"Data":"<base64>","PartitionKey":"...",
+//        "ExplicitHashKey":"..."},...]} (ExplicitHashKey only when given).
+//
+// Thread safety: a plain value (one thread at a time).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace kcl::kinesis {
+
+class PutRecordsRequest {
+ public:
+  explicit PutRecordsRequest(std::string_view stream);
+
+  // Makes room for `records` more records carrying `bytes` bytes of data and keys in all.
+  void reserve(std::size_t records, std::size_t bytes);
+  // Appends one record. The keys must be valid UTF-8 (Kinesis takes Unicode keys); they are
+  // escaped as JSON requires.
+  void add(std::string_view data, std::string_view partition_key,
+           std::string_view explicit_hash_key = {});
+  std::size_t records() const { return records_; }
+  // The finished body (the request is spent afterwards).
+  std::string take_body() &&;
+
+ private:
+  std::string body_;
+  std::size_t records_ = 0;
+};
+
+}  // namespace kcl::kinesis

@@ -1,0 +1,51 @@
+#include "line_reader.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace kcl::cli {
+
+LineReader::LineReader(int fd, std::size_t chunk_bytes) : fd_(fd), buffer_(chunk_bytes) {}
+
+bool LineReader::next(std::string_view& line) {
+  for (;;) {
+    const char* start = buffer_.data() + begin_;
+    if (const void* nl = std::memchr(start, '\n', end_ - begin_)) {
+      const auto size = static_cast<std::size_t>(static_cast<const char*>(nl) - start);
+      line = std::string_view(start, size);
+      begin_ += size + 1;
+      return true;
+    }
+    if (at_end_) {
+      if (begin_ == end_) return false;
+      line = std::string_view(start, end_ - begin_);
+      begin_ = end_;
+      return true;
+    }
+    if (!fill()) at_end_ = true;
+    if (!error_.empty()) return false;
+  }
+}
+
+bool LineReader::fill() {
+  // Keep the partial line at the front; a line that fills the buffer grows it.
+  std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+  end_ -= begin_;
+  begin_ = 0;
+  if (end_ == buffer_.size()) buffer_.resize(buffer_.size() * 2);
+  for (;;) {
+    const ssize_t n = ::read(fd_, buffer_.data() + end_, buffer_.size() - end_);
+    if (n > 0) {
+      end_ += static_cast<std::size_t>(n);
+      return true;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    error_ = std::string("read error: ") + std::strerror(errno);
+    return false;
+  }
+}
+
+}  // namespace kcl::cli

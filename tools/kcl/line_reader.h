@@ -1,0 +1,38 @@
+// LineReader: the lines of a file descriptor, read a chunk at a time (64 KiB by default) so
+// that `kcl put` streams its input: memory holds a chunk, not the input. A line is handed out
+// as a view into the chunk, without its '\n' (a '\r' before it stays, as with std::getline);
+// a last line without '\n' counts too. A line longer than the buffer grows the buffer.
+//
+// Thread safety: one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcl::cli {
+
+class LineReader {
+ public:
+  explicit LineReader(int fd, std::size_t chunk_bytes = 64 * 1024);
+
+  // The next line (valid until the next call); false at the end of the input or on a read
+  // error (then error() says which).
+  bool next(std::string_view& line);
+  // Empty unless reading failed: "read error: <strerror>".
+  const std::string& error() const { return error_; }
+
+ private:
+  // Reads more after the bytes kept; false at the end of the input or on an error.
+  bool fill();
+
+  int fd_;
+  std::vector<char> buffer_;
+  std::size_t begin_ = 0;  // the first byte not handed out yet
+  std::size_t end_ = 0;    // the end of the bytes read
+  bool at_end_ = false;
+  std::string error_;
+};
+
+}  // namespace kcl::cli
