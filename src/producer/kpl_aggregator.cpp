@@ -22,7 +22,7 @@ std::size_t bytes_field_size(std::size_t n) { return 1 + pb::varint_size(n) + n;
 }  // namespace
 
 HashKey partition_key_hash(std::string_view partition_key) {
-  const base::Md5Digest md = base::md5_portable(partition_key);
+  const base::Md5Digest md = base::md5_direct(partition_key);
   HashKey h = 0;
   for (unsigned char byte : md) h = (h << 8) | byte;
   return h;
