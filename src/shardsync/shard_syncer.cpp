@@ -144,7 +144,7 @@ std::string ShardSyncer::stored_key(const std::string& shard_id) const {
                                     : leases::multi_stream_lease_key(stream_identifier_, shard_id);
 }
 
-Result<SyncResult> ShardSyncer::sync_once() {
+Result<SyncResult> ShardSyncer::sync_once(const std::vector<Lease>* leases) {
   SyncResult result;
   // Counts are reported whether or not the pass completes (what was written, was written).
   auto fail = [&](std::string_view stage, Status status) -> Result<SyncResult> {
@@ -156,7 +156,8 @@ Result<SyncResult> ShardSyncer::sync_once() {
   // 1. Leases, then 2. shards: in this order the listing is at least as new as every lease
   // read, so a lease whose shard is not listed was trimmed, not created by another worker
   // from a listing newer than ours (leases_to_delete guards against that too).
-  auto leased = store_->list_leases();
+  Result<std::vector<Lease>> leased =
+      leases != nullptr ? Result<std::vector<Lease>>(*leases) : store_->list_leases();
   if (!leased.ok()) return fail("list_leases", leased.status().with_context("listing leases: "));
   auto own = own_leases(*leased);
   if (!own.ok()) return fail("list_leases", own.status());

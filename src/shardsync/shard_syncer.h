@@ -89,8 +89,10 @@ class ShardSyncer {
                                 MetricsSink& metrics = NoopMetricsSink::instance());
 
   // One pass, as described above. Idempotent: a second pass over an unchanged stream and
-  // table writes nothing.
-  Result<SyncResult> sync_once();
+  // table writes nothing. `leases`, when given, is the lease table as listed just before
+  // (by the caller, once for several streams' passes: each pass then costs no scan of its
+  // own); the listing of shards still comes after it.
+  Result<SyncResult> sync_once(const std::vector<Lease>* leases = nullptr);
 
   const InitialPosition& initial_position() const { return initial_position_; }
 

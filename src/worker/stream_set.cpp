@@ -164,7 +164,18 @@ Status StreamSet::delete_leases_of(const std::string& identifier, Turn& turn) {
 
 Status StreamSet::sync(Entry& e, Turn& turn) {
   KCL_RETURN_IF_ERROR(resolve(e));
-  auto r = e.syncer->sync_once();
+  // Several streams: one scan of the lease table serves every stream's sync for half the
+  // sync interval (each reads its own stream's leases out of it). A listing older than the
+  // shards' is what a sync needs (shard_syncer.h): a lease created since is created again
+  // and found to exist; one gone since was trimmed.
+  const auto now = clock_.now();
+  if (multi_ && (!listing_ || now - listing_at_ >= config_.processing.shard_sync_interval / 2)) {
+    auto listed = store_.list_leases();
+    if (!listed.ok()) return listed.status().with_context("shard sync: listing leases: ");
+    listing_ = std::move(listed).value();
+    listing_at_ = now;
+  }
+  auto r = e.syncer->sync_once(multi_ ? &*listing_ : nullptr);
   if (r.ok()) {
     turn.leases_created += r->leases_created;
     turn.leases_deleted += r->leases_deleted;
@@ -198,6 +209,7 @@ void StreamSet::schedule_spread(Clock::MonoTime now) {
 
 Result<StreamSet::Turn> StreamSet::start() {
   const auto now = clock_.now();
+  listing_.reset();
   if (next_list_ == Clock::MonoTime{}) {
     refresh_list(now);
     next_list_ = now + config_.stream_poll_interval;

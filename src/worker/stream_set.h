@@ -8,7 +8,8 @@
 // KCL's format. Each stream's identifier "<account>:<stream>:<creation epoch>" is resolved
 // once with DescribeStreamSummary (the account from its ARN), and its syncer is due on a
 // schedule spread over the sync interval (stream i of n first at start + i/n of it), so the
-// ListShards calls of many streams do not come together. The tracker is read every
+// ListShards calls of many streams do not come together; one scan of the lease table serves
+// every stream's sync for half the interval (not one scan per stream). The tracker is read every
 // stream_poll_interval: a stream added is resolved and synced (its shards start at its
 // initial position); a stream missing from the list is former: its leases go on being read
 // (by whoever holds them) and are deleted former_stream_deletion_delay after this worker
@@ -117,6 +118,9 @@ class StreamSet {
   std::map<std::string, InitialPosition> positions_;  // by stream name
   std::string names_;
   std::function<bool()> periodic_gate_;
+  // Several streams only: the lease table as last listed for the syncs, and when.
+  std::optional<std::vector<Lease>> listing_;
+  Clock::MonoTime listing_at_{};
 };
 
 }  // namespace kcl::worker
