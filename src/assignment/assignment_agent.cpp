@@ -483,8 +483,7 @@ Clock::MonoTime AssignmentAgent::leader_step() {
       }
     }
   }
-  return clock_.now() +
-         jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
+  return clock_.now() + jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
 }
 
 void AssignmentAgent::drain() {

@@ -224,8 +224,7 @@ Status DynamoDbCoordinationStore::create_table_if_not_exists() {
 }
 
 Result<CoordinationView> DynamoDbCoordinationStore::read_all(Consistency consistency) {
-  KCL_ASSIGN_OR_RETURN(auto items,
-                       client_->scan_all(table_, consistency == Consistency::kStrong));
+  KCL_ASSIGN_OR_RETURN(auto items, client_->scan_all(table_, consistency == Consistency::kStrong));
   CoordinationView v;
   for (const Item& item : items) {
     auto k = item.find(std::string(kKey));
@@ -248,8 +247,8 @@ Result<OwnView> DynamoDbCoordinationStore::read_own(std::string_view worker_id,
                                                     Consistency consistency) {
   OwnView v;
   const std::string key = worker_key(worker_id);
-  KCL_ASSIGN_OR_RETURN(auto self, client_->get_item(table_, key_item(key),
-                                                    consistency == Consistency::kStrong));
+  KCL_ASSIGN_OR_RETURN(
+      auto self, client_->get_item(table_, key_item(key), consistency == Consistency::kStrong));
   if (self) {
     KCL_ASSIGN_OR_RETURN(auto w, worker_from_item(*self, key));
     v.self = std::move(w);
@@ -258,8 +257,7 @@ Result<OwnView> DynamoDbCoordinationStore::read_own(std::string_view worker_id,
   return v;
 }
 
-Result<std::optional<LeaderEntry>> DynamoDbCoordinationStore::read_leader(
-    Consistency consistency) {
+Result<std::optional<LeaderEntry>> DynamoDbCoordinationStore::read_leader(Consistency consistency) {
   KCL_ASSIGN_OR_RETURN(auto leader, client_->get_item(table_, key_item(kLeaderKey),
                                                       consistency == Consistency::kStrong));
   if (!leader) return std::optional<LeaderEntry>();

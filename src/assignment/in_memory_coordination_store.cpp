@@ -94,14 +94,13 @@ Result<OwnView> InMemoryCoordinationStore::read_own(std::string_view worker_id,
   v.leader = leader_;
   auto it = workers_.find(worker_id);
   if (it != workers_.end()) v.self = it->second;
-  count_read_locked(consistency, (v.self ? 1 : 0) + (v.leader ? 1 : 0),
-                    units_of(v.self ? entry_bytes(*v.self) : 0, 4096) +
-                        units_of(lock_bytes(leader_), 4096));
+  count_read_locked(
+      consistency, (v.self ? 1 : 0) + (v.leader ? 1 : 0),
+      units_of(v.self ? entry_bytes(*v.self) : 0, 4096) + units_of(lock_bytes(leader_), 4096));
   return v;
 }
 
-Result<std::optional<LeaderEntry>> InMemoryCoordinationStore::read_leader(
-    Consistency consistency) {
+Result<std::optional<LeaderEntry>> InMemoryCoordinationStore::read_leader(Consistency consistency) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
   count_read_locked(consistency, leader_ ? 1 : 0, units_of(lock_bytes(leader_), 4096));

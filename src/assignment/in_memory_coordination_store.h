@@ -23,7 +23,7 @@ struct CoordinationStoreStats {
   // written (a heartbeat, a post), 1 for the others.
   double read_units = 0;
   double write_units = 0;
-  std::int64_t writes = 0;      // every write call, whatever the outcome
+  std::int64_t writes = 0;  // every write call, whatever the outcome
   std::int64_t heartbeats = 0;
   std::int64_t leader_writes = 0;  // acquire / renew / release
   std::int64_t inbox_posts = 0;

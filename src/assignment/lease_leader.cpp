@@ -125,8 +125,8 @@ bool LeaseLeader::wants_attention(const LeaderPassResult& r) const {
     if (lease.checkpoint_owner) return true;
   }
   const auto now = clock_.now();
-  const auto overdue = config_.effective_renew_interval() * 5 / 4 +
-                       config_.effective_leader_idle_poll_interval();
+  const auto overdue =
+      config_.effective_renew_interval() * 5 / 4 + config_.effective_leader_idle_poll_interval();
   for (const auto& [id, o] : workers_) {
     if (id != config_.worker_id && now - o.changed_at > overdue) return true;
   }
@@ -194,7 +194,8 @@ Status LeaseLeader::observe(LeaderPassResult& r, bool& changed) {
   auto view = coordination_.read_all(Consistency::kEventual);
   // An eventually consistent read may miss an entry written a moment ago; a worker seen
   // before is taken for gone only when a strongly consistent read agrees.
-  if (view.ok() && misses_a_known_worker(*view)) view = coordination_.read_all(Consistency::kStrong);
+  if (view.ok() && misses_a_known_worker(*view))
+    view = coordination_.read_all(Consistency::kStrong);
   if (!view.ok()) return view.status().with_context("reading the workers: ");
   note_entries(*view, changed);
   KCL_RETURN_IF_ERROR(fence_previous_leader(r, changed));

@@ -3,11 +3,11 @@
 //
 // One write per renew interval keeps the membership: a heartbeat (an atomic increment),
 // conditional on the incarnation. The hold basis is the *start* of the last
-// successful heartbeat (for the leader: the start of its last successful lock renewal); the worker holds its leases until basis + failover_time -
-// lost_lease_margin (MembershipHold), and when that passes, or a
-// heartbeat finds the entry fenced, it abandons the incarnation: every lease is given up
-// (listeners told) and the worker registers again as a new incarnation holding nothing.
-// Results of calls of an abandoned incarnation are ignored.
+// successful heartbeat (for the leader: the start of its last successful lock renewal); the worker
+// holds its leases until basis + failover_time - lost_lease_margin (MembershipHold), and when that
+// passes, or a heartbeat finds the entry fenced, it abandons the incarnation: every lease is given
+// up (listeners told) and the worker registers again as a new incarnation holding nothing. Results
+// of calls of an abandoned incarnation are ignored.
 //
 // Safety argument (why a worker stops before its leases are given to another). The leader
 // moves a member's leases only after fencing its entry: a delete conditional on the

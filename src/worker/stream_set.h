@@ -113,7 +113,7 @@ class StreamSet {
   Log log_;
   std::map<std::string, Entry> entries_;  // by stream name
   Clock::MonoTime next_list_{};
-  std::set<std::string> reported_bad_names_;  // tracker names already logged as invalid
+  std::set<std::string> reported_bad_names_;          // tracker names already logged as invalid
   mutable std::mutex mu_;                             // guards positions_ and names_
   std::map<std::string, InitialPosition> positions_;  // by stream name
   std::string names_;

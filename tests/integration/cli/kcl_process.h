@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "kcl/aws_config.h"
 #include "dynamodb/dynamodb_client.h"
+#include "kcl/aws_config.h"
 #include "kinesis/kinesis_client.h"
 #include "support/child_process.h"
 #include "support/emulators.h"

@@ -675,7 +675,6 @@ class CountingSink final : public MetricsSink {
   std::map<std::string, double> counts_;
 };
 
-
 // shutdown() refuses what is put after it, sends what was buffered first, and says so the
 // same way each time; begin_shutdown() returns one future; metrics and log lines go to the
 // injected sink and logger: whole calls failing are logged once per series, not per retry.

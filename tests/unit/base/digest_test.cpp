@@ -121,7 +121,7 @@ TEST(Md5DirectTest, Rfc1321TestSuite) {
   EXPECT_EQ(hex(md5_direct("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")),
             "d174ab98d277d9f5a5611c2c9f419d9f");
   EXPECT_EQ(hex(md5_direct("1234567890123456789012345678901234567890123456789012345678901234567"
-                             "8901234567890")),
+                           "8901234567890")),
             "57edf4a22be3c955ac49da2e2107b67a");
 }
 
