@@ -233,8 +233,9 @@ void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::Mo
       ours ? coordination_.renew_leadership(*seen)
            : coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
   if (!acquired.ok()) {
-    if (ours || acquired.status().code() == StatusCode::kConditionFailed) return;
-    // The table is unavailable, or the take landed and its answer was lost. Then this
+    if (ours) return;
+    // The table is unavailable, or the take landed and its answer was lost (a failed
+    // condition too: the client's retry of a take that landed finds the lock changed). Then this
     // incarnation is named in the lock without knowing it, and the next leader may fence it
     // as soon as that lock lapses: so it holds its leases only as long as a leader holding a
     // lock taken at `start` would (until the poll learns whose the lock is). The poll that

@@ -10,7 +10,7 @@ LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
                            const LeaseConfig& config, const Clock& clock, MetricsSink& metrics)
     : held_(held), store_(store), config_(config), clock_(clock), metrics_(metrics) {}
 
-bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
+bool LeaseAdopter::adopt(const Lease& seen, LookResult& result, bool again) {
   const auto start = clock_.now();
   auto taken = store_.take_lease(seen, worker_id());
   if (taken.ok()) {
@@ -24,11 +24,25 @@ bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
     return true;
   }
   if (taken.status().code() == StatusCode::kConditionFailed) {
-    // Changed since it was read (the leader moved it on, or a checkpoint landed): the
-    // leader posts it again if it is still meant for this worker.
+    // Changed since it was read: the leader moved it on, a checkpoint landed, or this take
+    // itself landed and its answer was lost (the retry then finds the counter moved). The
+    // lease is read once more and, if the table still gives it to this worker, taken on that
+    // read: otherwise the table would name this worker while it reads nothing until the
+    // leader notices the difference (several heartbeats and a repost later).
     const MetricTag tag{"operation", "take"};
     metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
-    return true;
+    if (again) return true;
+    auto read = store_.get_lease(seen.lease_key);
+    if (!read.ok()) {
+      if (result.status.ok())
+        result.status = read.status().with_context("reading lease " + seen.lease_key + " again: ");
+      return false;
+    }
+    const std::optional<Lease>& now = *read;
+    if (!now || now->lease_owner != worker_id() || now->checkpoint_owner || stopped_.load()) {
+      return true;
+    }
+    return adopt(*now, result, true);
   }
   if (result.status.ok()) result.status = taken.status();
   return false;

@@ -85,7 +85,8 @@ class LeaseAdopter {
   bool act_on_held(const Lease& lease, LookResult& result);
   bool act_on_unheld(const Lease& lease, LookResult& result);
   // Adopts `seen` (leaseOwner = this worker) with take_lease; false when the store failed.
-  bool adopt(const Lease& seen, LookResult& result);
+  // A take whose condition failed is looked at once more (`again` marks that second try).
+  bool adopt(const Lease& seen, LookResult& result, bool again = false);
   // evict_lease (hand back, or complete a handoff of a lease this worker does not read);
   // false when the store failed.
   bool evict(const Lease& lease, LookResult& result);

@@ -3,7 +3,10 @@
 // faults as it would through the fault proxy of the fault suite:
 //  - kBefore: the call fails and nothing is applied (a 500, a throttle, a refused connection);
 //  - kAfter: the call is applied, then fails (the answer was lost: a connection dropped after
-//    the request reached DynamoDB, a stall past the request timeout, a malformed answer).
+//    the request reached DynamoDB, a stall past the request timeout, a malformed answer);
+//  - kAppliedThenConditionFailed: the call is applied and answers "condition failed", as a
+//    conditional write does when its first attempt landed unseen and the client's retry then
+//    finds the item changed.
 // A fault may also stall the calling step (the harness reads stalled() after each step).
 //
 // Thread safety: a script is called on the thread that calls the store; the tests that use
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -24,7 +28,7 @@ namespace kcl::leases::testing {
 using namespace ::kcl::assignment;
 
 struct InjectedFault {
-  enum class When { kNone, kBefore, kAfter };
+  enum class When { kNone, kBefore, kAfter, kAppliedThenConditionFailed };
   When when = When::kNone;
   StatusCode code = StatusCode::kUnavailable;
   std::chrono::milliseconds stall{0};  // how long the call held the caller up
@@ -40,7 +44,7 @@ using FaultScript =
 inline FaultScript random_faults(std::uint64_t seed, double rate,
                                  std::chrono::milliseconds stall = std::chrono::milliseconds(750)) {
   auto rng = std::make_shared<std::mt19937_64>(seed);
-  return [rng, rate, stall](std::string_view, std::string_view) {
+  return [rng, rate, stall](std::string_view op, std::string_view) {
     std::uniform_real_distribution<double> u(0, 1);
     InjectedFault f;
     if (u(*rng) >= rate) return f;
@@ -49,6 +53,15 @@ inline FaultScript random_faults(std::uint64_t seed, double rate,
     f.code = (kind < 0.25 || (kind >= 0.5 && kind < 0.75)) ? StatusCode::kUnavailable
                                                            : StatusCode::kInternal;
     if (f.code == StatusCode::kUnavailable && u(*rng) < 0.5) f.stall = stall;
+    // A write whose own landing breaks its condition (it bumps the counter it is conditional
+    // on, or removes the entry): a lost answer retried by the client reads as a failed
+    // condition, once in four.
+    static const std::set<std::string_view> kSelfBreaking = {
+        "take_lease",        "renew_lease",  "evict_lease",        "initiate_handoff",
+        "update_checkpoint", "fence_worker", "acquire_leadership", "release_leadership"};
+    if (f.when == InjectedFault::When::kAfter && kSelfBreaking.count(op) && u(*rng) < 0.25) {
+      f.when = InjectedFault::When::kAppliedThenConditionFailed;
+    }
     return f;
   };
 }
@@ -71,10 +84,13 @@ class FaultPoint {
     if (f.when == InjectedFault::When::kNone) return apply();
     ++injected_;
     stalled_ += f.stall;
-    Status failure(f.code,
-                   "injected fault in " + std::string(op) +
-                       (f.when == InjectedFault::When::kAfter ? " (applied, answer lost)" : ""));
-    if (f.when == InjectedFault::When::kAfter) (void)apply();
+    const bool applied = f.when != InjectedFault::When::kBefore;
+    if (f.when == InjectedFault::When::kAppliedThenConditionFailed) {
+      f.code = StatusCode::kConditionFailed;
+    }
+    Status failure(f.code, "injected fault in " + std::string(op) +
+                               (applied ? " (applied, answer lost)" : ""));
+    if (applied) (void)apply();
     return T(failure);
   }
 

@@ -432,6 +432,44 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
+// A take whose first attempt landed unseen: the client's retry finds the counter moved and
+// reports the condition failed, while the table now names the worker. It reads the lease again
+// and takes it on that read, at once, rather than leaving it unread until the leader notices
+// the difference between what it reports and what the table gives it.
+TEST(LeaderLivenessScriptedTest, ATakeThatLandedUnseenIsTakenAgainAtOnce) {
+  FleetOptions o;
+  o.leases = 4;
+  o.workers = 0;
+  Fleet fleet(o);
+  fleet.start("a");
+  ASSERT_TRUE(
+      fleet.run_until([&] { return fleet.worker("a").coordinator->held_count() == 4; }, 20s));
+  int landed_unseen = 0;
+  std::optional<Clock::MonoTime> first_take;
+  FleetWorker& b = fleet.start("b");
+  b.lease_view.faults().set_script([&](std::string_view op, std::string_view) {
+    InjectedFault f;
+    if (op == "take_lease" && landed_unseen == 0) {
+      ++landed_unseen;
+      first_take = fleet.clock().now();
+      f.when = InjectedFault::When::kAppliedThenConditionFailed;
+    }
+    return f;
+  });
+  ASSERT_TRUE(fleet.run_until([&] { return first_take.has_value(); }, 20s));
+  auto owned_and_read = [&] {
+    for (const Lease& l : fleet.leases().snapshot()) {
+      if (l.lease_owner != "b" || l.checkpoint_owner) continue;
+      if (!b.coordinator->holds(l.lease_key)) return false;
+    }
+    return true;
+  };
+  auto took = fleet.run_until(owned_and_read, 30s);
+  ASSERT_TRUE(took) << "b did not read a lease the table gave it within 30 s";
+  EXPECT_LE(*took, 200ms) << "a lease b took unseen stayed unread for " << took->count() << " ms";
+  EXPECT_EQ(fleet.double_holds(), 0);
+}
+
 // A leader whose own renewals fail stops assigning before its hold lapses, and so before any
 // other worker may take the lock and fence it: no lease write of it lands in the last part of
 // its hold. A third worker joins at different moments after the renewals began to fail, so
