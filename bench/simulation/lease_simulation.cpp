@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -132,6 +133,23 @@ struct Tick {
   bool operator>(const Tick& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
+// With KCL_SIM_TRACE set, the workers' log lines are printed with the simulated time (to see
+// why a run took as long as it did).
+class SimTraceLogger final : public Logger {
+ public:
+  explicit SimTraceLogger(const Clock& clock) : clock_(clock) {}
+  bool enabled(LogLevel) const override { return true; }
+  void log(LogLevel, std::string_view component, std::string_view message) override {
+    std::fprintf(stderr, "%9.3f [%.*s] %.*s\n",
+                 std::chrono::duration<double>(clock_.now().time_since_epoch()).count(),
+                 static_cast<int>(component.size()), component.data(),
+                 static_cast<int>(message.size()), message.data());
+  }
+
+ private:
+  const Clock& clock_;
+};
+
 class Simulation {
  public:
   explicit Simulation(const SimulationOptions& options) : options_(options), rng_(options.seed) {}
@@ -193,6 +211,7 @@ class Simulation {
   nanoseconds balance_time_{0};
   std::multimap<nanoseconds, SimulationEvent> pending_events_;
   std::multimap<nanoseconds, int> resumes_;
+  std::unique_ptr<SimTraceLogger> trace_;
 };
 
 int Simulation::add_worker(nanoseconds first_take) {
@@ -217,6 +236,10 @@ int Simulation::add_worker(nanoseconds first_take) {
   parts.metrics = &NoopMetricsSink::instance();
   parts.load = w->load.get();
   parts.seed = seed;
+  if (std::getenv("KCL_SIM_TRACE")) {
+    if (!trace_) trace_ = std::make_unique<SimTraceLogger>(clock_);
+    parts.logger = trace_.get();
+  }
   if (leader_based()) {
     w->leader = std::make_unique<assignment::LeaderAssignment>(config, parts);
     w->coordinator = &w->leader->held();
@@ -371,6 +394,8 @@ void Simulation::check_balance() {
 // kLeader: owners are kept by belief (a lease is someone's from the moment it adopts it
 // until it gives it up), which is what "balanced" and the safety check are about.
 void Simulation::on_gained(int w, const std::string& key) {
+  if (trace_)
+    trace_->log(LogLevel::kInfo, workers_[static_cast<std::size_t>(w)]->id, "gained " + key);
   const int shard = shard_index_[key];
   const int prev = owner_[static_cast<std::size_t>(shard)];
   if (prev >= 0 && prev != w) {
@@ -410,20 +435,9 @@ void Simulation::run_leader_tick(const Tick& t, SimWorker& worker) {
       }
       next = worker.agent->heartbeat_step();
       break;
-    case TickKind::kPoll: {
+    case TickKind::kPoll:
       next = worker.agent->poll_step();
-      // The consumers stop at once: each handoff asked for completes now.
-      std::vector<std::string> handoffs;
-      handoffs.swap(worker.belief.handoffs);
-      for (const auto& key : handoffs) {
-        if (worker.coordinator->complete_handoff(key).ok()) {
-          --worker.belief.believed;
-          on_lost(t.worker, key);
-          ++report_.phases.back().handoffs;
-        }
-      }
       break;
-    }
     default: {
       const auto before = worker.agent->leader().stats();
       next = worker.agent->leader_step();
@@ -433,6 +447,18 @@ void Simulation::run_leader_tick(const Tick& t, SimWorker& worker) {
         ++report_.phases.back().assignment_passes;
       }
       break;
+    }
+  }
+  // The consumers stop at once: each handoff asked for (by a poll, or by the leader's pass of
+  // its own leases) completes now.
+  std::vector<std::string> handoffs;
+  handoffs.swap(worker.belief.handoffs);
+  for (const auto& key : handoffs) {
+    if (worker.coordinator->complete_handoff(key).ok()) {
+      if (trace_) trace_->log(LogLevel::kInfo, worker.id, "handed off " + key);
+      --worker.belief.believed;
+      on_lost(t.worker, key);
+      ++report_.phases.back().handoffs;
     }
   }
   const nanoseconds delay = std::max(nanoseconds(1000), nanoseconds(next - worker.clock->now()));

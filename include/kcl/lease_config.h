@@ -90,6 +90,16 @@ struct LeaseConfig {
   // move within failover_time + leader_idle_poll_interval + this of the crash.
   std::chrono::milliseconds leader_poll_interval{500};
 
+  // kLeader: how long the membership must stay unchanged before the leader assigns free
+  // leases or rebalances: a fleet whose workers register within this of one another is
+  // assigned in one pass, with no handoffs; a worker that comes later gets its share by
+  // handoffs (graceful: nothing is read twice). A new leader starts unsettled, and while
+  // unsettled it reads the workers' entries every settle_time / 4. A fleet that keeps
+  // changing is taken as settled after failover_time / 2. Default 200 ms (a single worker's
+  // first record about half a second after start); range 0..failover_time / 2. Raise it
+  // when a fleet's workers start further apart and a cold start should move nothing.
+  std::chrono::milliseconds settle_time{200};
+
   // kLeader: how often the leader reads every worker's entry while nothing moves. Default
   // 0 = max(leader_poll_interval, failover_time / 5); range leader_poll_interval..
   // failover_time / 2. Sets how soon a join is seen.

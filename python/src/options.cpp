@@ -190,6 +190,7 @@ Table<kcl::LeaseConfig> lease_table() {
   KCL_PY_DURATION(t, "renew_interval", renew_interval);
   KCL_PY_DURATION(t, "poll_interval", poll_interval);
   KCL_PY_DURATION(t, "leader_poll_interval", leader_poll_interval);
+  KCL_PY_DURATION(t, "settle_time", settle_time);
   KCL_PY_DURATION(t, "lease_scan_interval", lease_scan_interval);
   KCL_PY_DURATION(t, "handoff_timeout", handoff_timeout);
   KCL_PY_TEXT(t, "coordinator_table_name", coordinator_table_name);

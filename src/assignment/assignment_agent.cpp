@@ -469,6 +469,9 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   // (the next poll clears the inbox; looking at a key twice changes nothing).
   std::vector<std::string> mine = std::move(self_keys_left_);
   mine.insert(mine.end(), r.posted_to_self.begin(), r.posted_to_self.end());
+  for (const auto& [lease, start] : r.taken_for_self) {
+    if (!adopter_.adopt_written(lease, start)) mine.push_back(lease.lease_key);
+  }
   if (r.recheck_self) {
     for (std::string& k : adopter_.claimed_keys()) mine.push_back(std::move(k));
     std::sort(mine.begin(), mine.end());
@@ -483,6 +486,10 @@ Clock::MonoTime AssignmentAgent::leader_step() {
         self_keys_left_.push_back(std::move(k));  // looked at again next pass
       }
     }
+  }
+  if (leader_.first_settling()) {
+    const milliseconds quick = std::max(milliseconds(10), config_.settle_time / 4);
+    return clock_.now() + jittered(std::min(interval, quick));
   }
   return clock_.now() + jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
 }

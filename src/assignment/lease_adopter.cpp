@@ -10,42 +10,72 @@ LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
                            const LeaseConfig& config, const Clock& clock, MetricsSink& metrics)
     : held_(held), store_(store), config_(config), clock_(clock), metrics_(metrics) {}
 
-bool LeaseAdopter::adopt(const Lease& seen, LookResult& result, bool again) {
-  const auto start = clock_.now();
-  auto taken = store_.take_lease(seen, worker_id());
-  if (taken.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      incoming_.erase(seen.lease_key);
+// A take whose condition failed: the leader moved the lease on, a checkpoint landed, or the
+// take itself landed and its answer was lost (the client's retry then finds the counter
+// moved). The lease is read again and, while the table still gives it to this worker, taken
+// on that read: otherwise the table would name this worker while it reads nothing until the
+// leader notices the difference (several heartbeats and a repost later). After kTakeAttempts
+// the key is left to look at again at the next poll (never counted as handled while the
+// table gives it to this worker).
+constexpr int kTakeAttempts = 3;
+
+bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
+  Lease current = seen;
+  for (int attempt = 1;; ++attempt) {
+    const auto start = clock_.now();
+    auto taken = store_.take_lease(current, worker_id());
+    if (taken.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        incoming_.erase(current.lease_key);
+      }
+      metrics_.count("leases.taken", 1, {});
+      result.gained.push_back(current.lease_key);
+      held_.gain(taken.value(), start);
+      return true;
     }
-    metrics_.count("leases.taken", 1, {});
-    result.gained.push_back(seen.lease_key);
-    held_.gain(taken.value(), start);
-    return true;
-  }
-  if (taken.status().code() == StatusCode::kConditionFailed) {
-    // Changed since it was read: the leader moved it on, a checkpoint landed, or this take
-    // itself landed and its answer was lost (the retry then finds the counter moved). The
-    // lease is read once more and, if the table still gives it to this worker, taken on that
-    // read: otherwise the table would name this worker while it reads nothing until the
-    // leader notices the difference (several heartbeats and a repost later).
+    if (taken.status().code() != StatusCode::kConditionFailed) {
+      if (result.status.ok()) result.status = taken.status();
+      return false;
+    }
     const MetricTag tag{"operation", "take"};
     metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
-    if (again) return true;
-    auto read = store_.get_lease(seen.lease_key);
+    auto read = store_.get_lease(current.lease_key);
     if (!read.ok()) {
-      if (result.status.ok())
-        result.status = read.status().with_context("reading lease " + seen.lease_key + " again: ");
+      if (result.status.ok()) {
+        result.status =
+            read.status().with_context("reading lease " + current.lease_key + " again: ");
+      }
       return false;
     }
     const std::optional<Lease>& now = *read;
     if (!now || now->lease_owner != worker_id() || now->checkpoint_owner || stopped_.load()) {
       return true;
     }
-    return adopt(*now, result, true);
+    if (attempt == kTakeAttempts) {
+      if (result.status.ok()) {
+        result.status = Status(StatusCode::kUnavailable,
+                               "taking lease " + current.lease_key + ": the condition failed " +
+                                   std::to_string(kTakeAttempts) +
+                                   " times while the table gives it to this worker");
+      }
+      return false;
+    }
+    current = *now;
   }
-  if (result.status.ok()) result.status = taken.status();
-  return false;
+}
+
+bool LeaseAdopter::adopt_written(const Lease& lease, Clock::MonoTime start) {
+  if (stopped_.load() || lease.lease_owner != worker_id() || lease.checkpoint_owner) return false;
+  if (held_.holds(lease.lease_key)) return true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming_.erase(lease.lease_key);
+    given_up_.erase(lease.lease_key);
+  }
+  metrics_.count("leases.taken", 1, {});
+  held_.gain(lease, start);
+  return true;
 }
 
 bool LeaseAdopter::evict(const Lease& lease, LookResult& result) {

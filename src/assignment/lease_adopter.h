@@ -61,6 +61,10 @@ class LeaseAdopter {
 
   // Reads each lease and acts on it (see the header).
   LookResult look_at(const std::vector<std::string>& keys);
+  // A lease the leader (this worker) just assigned to itself, as its conditional write left
+  // it (leaseOwner = this worker, the counter it wrote), written from `start` on: held as it
+  // is. False when it is not taken that way (shutting down: look_at hands it back).
+  bool adopt_written(const Lease& lease, Clock::MonoTime start);
   // Checks the leases handed to this worker whose old owner has not finished yet.
   LookResult poll_incoming_handoffs();
   bool has_pending_incoming() const;
@@ -84,9 +88,9 @@ class LeaseAdopter {
   bool look_at_one(const std::string& key, LookResult& result);
   bool act_on_held(const Lease& lease, LookResult& result);
   bool act_on_unheld(const Lease& lease, LookResult& result);
-  // Adopts `seen` (leaseOwner = this worker) with take_lease; false when the store failed.
-  // A take whose condition failed is looked at once more (`again` marks that second try).
-  bool adopt(const Lease& seen, LookResult& result, bool again = false);
+  // Adopts `seen` (leaseOwner = this worker) with take_lease; false when the store failed
+  // or the lease is to be looked at again (see kTakeAttempts).
+  bool adopt(const Lease& seen, LookResult& result);
   // evict_lease (hand back, or complete a handoff of a lease this worker does not read);
   // false when the store failed.
   bool evict(const Lease& lease, LookResult& result);

@@ -38,6 +38,7 @@ void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   last_scan_.reset();
   last_change_.reset();
   burst_start_.reset();
+  first_settle_ = true;
   leases_version_.reset();
   fence_previous_.reset();
   if (previous && previous->owner && !previous->owner_incarnation.empty()) {
@@ -218,17 +219,20 @@ Status LeaseLeader::scan_if_due(LeaderPassResult& r) {
   return scan(r);
 }
 
-// Settling (see the header): true when the membership has not changed for two leader polls,
-// or has kept changing for failover_time / 2. A new leader starts unsettled.
+// Settling (see the header): true when the membership has not changed for settle_time, or
+// has kept changing for failover_time / 2. A new leader starts unsettled.
 bool LeaseLeader::settled(bool changed) {
   const auto now = clock_.now();
   if (changed || !last_change_) {
     last_change_ = now;
     if (!burst_start_) burst_start_ = now;
   }
-  const bool settled = !burst_start_ || now - *last_change_ >= config_.leader_poll_interval * 2 ||
+  const bool settled = !burst_start_ || now - *last_change_ >= config_.settle_time ||
                        now - *burst_start_ >= config_.failover_time / 2;
-  if (settled) burst_start_.reset();
+  if (settled) {
+    burst_start_.reset();
+    first_settle_ = false;
+  }
   return settled;
 }
 
@@ -263,6 +267,7 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
 // the post is how that worker learns of it. Returns false when the pass should stop.
 bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
   Lease seen = cache_.at(move.lease_key);
+  const auto start = clock_.now();
   auto taken = leases_.take_lease(seen, move.to);
   if (!taken.ok()) {
     const Status failure = taken.status();
@@ -294,7 +299,11 @@ bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
   }
   cache_[move.lease_key] = *taken;
   unknown_.erase(move.lease_key);
-  inbox[move.to].push_back(move.lease_key);
+  if (move.to == config_.worker_id) {
+    r.taken_for_self.emplace_back(*taken, start);
+  } else {
+    inbox[move.to].push_back(move.lease_key);
+  }
   ++r.assigned;
   return true;
 }

@@ -16,9 +16,10 @@
 //  4. posts again the leases a worker should hold but does not report (its leaseCount) over
 //     two heartbeats, which repairs an inbox post lost with a leader.
 // While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
-// rebalancing wait until the membership has not changed for two leader polls (at most
-// failover_time / 2 in all), so a fleet that starts together is assigned in one pass instead
-// of handing leases on as each worker arrives. Leases of fenced workers and expired leases
+// rebalancing wait until the membership has not changed for settle_time (at most
+// failover_time / 2 in all; the membership is read every settle_time / 4 meanwhile), so a
+// fleet that starts together is assigned in one pass instead of handing leases on as each
+// worker arrives. Leases of fenced workers and expired leases
 // never wait: they move in the pass that finds them.
 // Leases of an owner that is neither a registered worker nor fenced by this leader (a worker
 // of kWorkerTakes mode, the Java KCL, or one fenced by an earlier leader) are judged as in
@@ -67,6 +68,10 @@ struct LeaderPassResult {
   // (what a recheck asks of another worker).
   std::vector<std::string> posted_to_self;
   bool recheck_self = false;
+  // Leases this pass assigned to the leader itself, as the assigning write left them, with
+  // when that write started: the leader holds them as they are, without reading and taking
+  // each again (LeaseAdopter::adopt_written).
+  std::vector<std::pair<Lease, Clock::MonoTime>> taken_for_self;
 };
 
 struct LeaderStats {
@@ -100,6 +105,9 @@ class LeaseLeader {
   LeaderPassResult run_pass();
   // After a pass: whether the next should come soon (see the .cpp).
   bool wants_attention(const LeaderPassResult& r) const;
+  // A new leader, until the membership first settles: it reads the membership every
+  // settle_time / 4 meanwhile (a fleet starting, or one whose leader just changed).
+  bool first_settling() const { return first_settle_; }
   LeaderStats stats() const;
   // Inbox posts (assignments, handoffs, reposts) that failed in a row.
   const ReportedSeries& posts_series() const { return posts_; }
@@ -193,6 +201,7 @@ class LeaseLeader {
   bool scan_needed_ = true;
   std::optional<Clock::MonoTime> last_change_;  // membership changed (join, leave, fence)
   std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
+  bool first_settle_ = false;                   // a new term, not yet settled
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 

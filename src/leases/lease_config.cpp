@@ -82,6 +82,7 @@ std::vector<std::string> LeaseConfig::validate() const {
       in_range("leader_idle_poll_interval", leader_idle_poll_interval, leader_poll_interval,
                failover_time / 2);
     }
+    in_range("settle_time", settle_time, milliseconds(0), failover_time / 2);
     in_range("lease_scan_interval", lease_scan_interval, milliseconds(1000), std::chrono::hours(1));
     in_range("handoff_timeout", handoff_timeout, milliseconds(100), std::chrono::hours(1));
   }

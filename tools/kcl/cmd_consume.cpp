@@ -38,6 +38,7 @@ struct ConsumeFlags {
   bool raw = false;
   int threads = 4;
   long long failover_ms = 10000;
+  long long settle_ms = -1;  // -1: LeaseConfig's default
   int max_leases = 0;
   std::string assignment = "leader";
   long long max_records = 0;
@@ -261,6 +262,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.leases.table_name = f.table;
   config.leases.worker_id = f.worker_id;
   config.leases.failover_time = std::chrono::milliseconds(f.failover_ms);
+  if (f.settle_ms >= 0) config.leases.settle_time = std::chrono::milliseconds(f.settle_ms);
   if (f.max_leases > 0) config.leases.max_leases_per_worker = f.max_leases;
   config.leases.assignment =
       f.assignment == "worker-takes" ? LeaseAssignment::kWorkerTakes : LeaseAssignment::kLeader;
@@ -362,6 +364,12 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                   "worker-takes (every worker scans, takes and steals, as the Java KCL 2.x; "
                   "only for fleets shared with such workers). One fleet uses one way")
       ->check(CLI::IsMember({"leader", "worker-takes"}));
+  cmd->add_option("--settle-ms", f->settle_ms,
+                  "Leader assignment: how long the fleet's membership must stay unchanged before "
+                  "free leases are assigned (default 200; at most half of --failover-ms). "
+                  "Workers that register within this of one another are assigned in one pass "
+                  "with no handoffs; raise it when a fleet's workers start further apart")
+      ->check(CLI::Range(0LL, 1800000LL));
   cmd->add_option("--max-leases", f->max_leases,
                   "Most leases this worker holds (default: no limit)")
       ->check(CLI::NonNegativeNumber);

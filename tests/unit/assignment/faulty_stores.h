@@ -9,11 +9,15 @@
 //    finds the item changed.
 // A fault may also stall the calling step (the harness reads stalled() after each step).
 //
+// With KCL_TEST_TRACE_FAULTS set, every injected fault is printed (operation, subject, kind).
+//
 // Thread safety: a script is called on the thread that calls the store; the tests that use
 // these drive every worker from one thread.
 #pragma once
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <set>
@@ -83,6 +87,9 @@ class FaultPoint {
     InjectedFault f = script_ ? script_(op, subject) : InjectedFault{};
     if (f.when == InjectedFault::When::kNone) return apply();
     ++injected_;
+    if (std::getenv("KCL_TEST_TRACE_FAULTS"))
+      std::fprintf(stderr, "FAULT %s %s %d\n", std::string(op).c_str(),
+                   std::string(subject).c_str(), static_cast<int>(f.when));
     stalled_ += f.stall;
     const bool applied = f.when != InjectedFault::When::kBefore;
     if (f.when == InjectedFault::When::kAppliedThenConditionFailed) {

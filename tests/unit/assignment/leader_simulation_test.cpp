@@ -21,7 +21,9 @@ SimulationOptions options(int workers, int shards, std::uint64_t seed) {
   o.workers = workers;
   o.shards = shards;
   o.seed = seed;
-  o.start_spread = 2s;  // a fleet deployed at once
+  // A fleet deployed together: its workers register within settle_time (200 ms) of one
+  // another.
+  o.start_spread = 150ms;
   o.lease.application_name = "leader-sim-test";
   o.lease.assignment = LeaseAssignment::kLeader;
   return o;
@@ -66,6 +68,24 @@ TEST(LeaderSimulationTest, EveryPhaseBalancesFastAndNothingMovesAfterwards) {
     EXPECT_GE(*crash.time_to_balance, o.lease.failover_time - o.lease.effective_renew_interval());
     EXPECT_LE(crash.assignment_passes, 3);
     EXPECT_LE(*leave.time_to_balance, 5s);
+  }
+}
+
+// Workers that start further apart than settle_time: with settle_time raised to a second, ten
+// workers started over two seconds are still assigned in one pass, with no handoffs.
+TEST(LeaderSimulationTest, AColdStartSpreadOverSecondsIsAssignedOnceWithALongerSettleTime) {
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    SimulationOptions o = options(10, 100, seed);
+    o.start_spread = 2s;
+    o.lease.settle_time = 1s;
+    o.duration = 2min;
+    auto report = run_lease_simulation(o);
+    ASSERT_TRUE(report.ok()) << report.status();
+    expect_safe_and_stable(*report);
+    const auto& start = report->phases[0];
+    SCOPED_TRACE(report->to_text());
+    EXPECT_LE(start.assignment_passes, 3);
+    EXPECT_EQ(start.handoffs, 0);
   }
 }
 
