@@ -15,7 +15,7 @@ import argparse
 import logging
 import threading
 import time
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import kcl
 
@@ -35,7 +35,8 @@ class Counter(kcl.RecordProcessor):
         self.shard = input.shard_id
         logging.info("%s: starting after %s", self.shard, input.sequence_number)
 
-    def process_records(self, records: List[kcl.Record], checkpointer: kcl.Checkpointer) -> None:
+    def process_records(self, records: Sequence[kcl.Record],
+                        checkpointer: kcl.Checkpointer) -> None:
         with counts_lock:
             counts[self.shard] = counts.get(self.shard, 0) + len(records)
         if time.monotonic() - self.last_checkpoint >= self.every:

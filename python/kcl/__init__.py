@@ -14,15 +14,19 @@ from .errors import (AlreadyExistsError, CancelledError, ConditionFailedError, C
                      InternalError, InvalidArgumentError, KclError, LeaseLostError,
                      NotFoundError, PermissionDeniedError, UnavailableError)
 from . import _logging  # noqa: F401  (imported by the extension module)
-from ._kcl import Checkpointer, PulledRecord, PutResult, Record
+import collections.abc as _abc
+
+from ._kcl import Checkpointer, PulledRecord, PutResult, Record, RecordBatch
 from ._processor import InitializationInput, RecordProcessor
 from ._producer import Producer, producer_options
 from ._pull import PullConsumer, pull_options
 from ._worker import Worker, worker_options
 
+_abc.Sequence.register(RecordBatch)
+
 __all__ = [
     "Worker", "worker_options", "PullConsumer", "pull_options", "PulledRecord", "Producer",
-    "producer_options", "PutResult", "RecordProcessor", "InitializationInput", "Record",
+    "producer_options", "PutResult", "RecordProcessor", "InitializationInput", "Record", "RecordBatch",
     "Checkpointer", "errors", "KclError", "ConfigError", "LeaseLostError", "UnavailableError",
     "ConditionFailedError", "NotFoundError", "AlreadyExistsError", "ExpiredIteratorError",
     "InvalidArgumentError", "PermissionDeniedError", "FailedPreconditionError",

@@ -2,7 +2,8 @@
 # package; these are the types its classes hand out.
 import concurrent.futures
 import datetime
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union,
+                    overload)
 
 class Record:
     """A record of a shard (after KPL deaggregation)."""
@@ -25,6 +26,16 @@ class Record:
     def approximate_arrival_timestamp(self) -> datetime.datetime: ...
     def __bytes__(self) -> bytes: ...
     def __len__(self) -> int: ...
+
+class RecordBatch(Sequence[Record]):
+    """The records of one batch, in shard order: a read-only sequence of kcl.Record, each
+    made when it is first looked at."""
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> List[Record]: ...
+    def __iter__(self) -> Iterator[Record]: ...
 
 class PulledRecord(Record):
     """A record taken from a kcl.PullConsumer; ack() it once done (any thread, any order)."""

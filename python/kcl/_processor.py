@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 _log = logging.getLogger("kcl.processor")
 
@@ -57,8 +57,9 @@ class RecordProcessor:
     def initialize(self, input: InitializationInput) -> None:  # noqa: A002
         """The shard starts; ``input`` says where delivery begins."""
 
-    def process_records(self, records: List[Any], checkpointer: Any) -> None:
-        """A batch of records (kcl.Record) in shard order; checkpoint with ``checkpointer``."""
+    def process_records(self, records: Sequence[Any], checkpointer: Any) -> None:
+        """A batch of records (a kcl.RecordBatch: a read-only sequence of kcl.Record) in shard
+        order; checkpoint with ``checkpointer``. Keep ``list(records)`` to hold on to them."""
         raise NotImplementedError("RecordProcessor.process_records must be overridden")
 
     def lease_lost(self) -> None:
@@ -92,7 +93,7 @@ class ProcessorAdapter:
         return self._call("initialize", self._processor.initialize, InitializationInput(
             shard_id, stream_name, sequence_number, sub_sequence_number, pending, pending_state))
 
-    def process_records(self, records: List[Any], checkpointer: Any,
+    def process_records(self, records: Sequence[Any], checkpointer: Any,
                         millis_behind_latest: int) -> Optional[str]:
         return self._call("process_records", self._processor.process_records, records,
                           checkpointer)

@@ -30,6 +30,47 @@ std::string repr_of(const kcl::Record& r) {
          std::string(r.partition_key()) + "', " + std::to_string(r.data().size()) + " bytes)";
 }
 
+py::ssize_t batch_index(const PyRecordBatch& b, py::ssize_t i) {
+  const auto n = static_cast<py::ssize_t>(b.records.size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) throw py::index_error("RecordBatch index out of range");
+  return i;
+}
+
+void bind_batch(py::module_& m) {
+  py::class_<PyRecordBatch>(m, "RecordBatch",
+                            "The records of one batch, in shard order: a read-only sequence of "
+                            "kcl.Record, each made when it is first looked at.")
+      .def("__len__", [](const PyRecordBatch& b) { return b.records.size(); })
+      .def("__bool__", [](const PyRecordBatch& b) { return !b.records.empty(); })
+      .def(
+          "__getitem__",
+          [](PyRecordBatch& b, py::ssize_t i) -> PyRecord& {
+            return b.records[static_cast<std::size_t>(batch_index(b, i))];
+          },
+          py::return_value_policy::reference_internal)
+      .def("__getitem__",
+           [](const PyRecordBatch& b, const py::slice& s) {
+             std::size_t start = 0, stop = 0, step = 0, length = 0;
+             if (!s.compute(b.records.size(), &start, &stop, &step, &length)) {
+               throw py::error_already_set();
+             }
+             py::list out(length);
+             for (std::size_t k = 0; k < length; ++k) {
+               PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(k),
+                               py::cast(b.records[start + k * step]).release().ptr());
+             }
+             return out;
+           })
+      .def(
+          "__iter__",
+          [](PyRecordBatch& b) { return py::make_iterator(b.records.begin(), b.records.end()); },
+          py::keep_alive<0, 1>())
+      .def("__repr__", [](const PyRecordBatch& b) {
+        return "kcl.RecordBatch(" + std::to_string(b.records.size()) + " records)";
+      });
+}
+
 }  // namespace
 
 void bind_records(py::module_& m) {
@@ -65,6 +106,7 @@ void bind_records(py::module_& m) {
           "approximate_arrival_timestamp", [](const PyRecord& s) { return arrival_of(s.record); },
           "When Kinesis received the record (an aware datetime in UTC).")
       .def("__repr__", [](const PyRecord& s) { return repr_of(s.record); });
+  bind_batch(m);
 }
 
 }  // namespace kclpy

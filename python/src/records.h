@@ -5,6 +5,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <vector>
+
 #include "kcl/record.h"
 
 namespace kclpy {
@@ -13,6 +15,14 @@ namespace py = pybind11;
 
 struct PyRecord {
   kcl::Record record;
+};
+
+// kcl.RecordBatch: a batch handed to process_records, as a read-only sequence. The records
+// are copied as C++ handles (sharing their bytes); a Python kcl.Record is made only for a
+// record the processor looks at, so a processor that counts a batch or forwards part of it
+// pays nothing for the rest.
+struct PyRecordBatch {
+  std::vector<PyRecord> records;
 };
 
 // A str from bytes the core holds (invalid UTF-8 replaced, never an error).

@@ -42,13 +42,11 @@ std::optional<std::string> call_adapter(py::handle adapter, const char* method, 
   }
 }
 
-py::list records_of(std::span<const kcl::Record> records) {
-  py::list list(records.size());
-  for (std::size_t i = 0; i < records.size(); ++i) {
-    PyList_SET_ITEM(list.ptr(), static_cast<Py_ssize_t>(i),
-                    py::cast(PyRecord{records[i]}).release().ptr());
-  }
-  return list;
+py::object records_of(std::span<const kcl::Record> records) {
+  PyRecordBatch batch;
+  batch.records.reserve(records.size());
+  for (const kcl::Record& r : records) batch.records.push_back(PyRecord{r});
+  return py::cast(std::move(batch));
 }
 
 class PyProcessor final : public kcl::RecordProcessor {

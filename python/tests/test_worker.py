@@ -1,6 +1,7 @@
 """kcl.Worker with Python record processors, against kinesalite and dynalite."""
 from __future__ import annotations
 
+import collections.abc
 import concurrent.futures
 import datetime
 import logging
@@ -55,6 +56,8 @@ def test_every_record_reaches_a_processor_and_is_checkpointed(emulators, names, 
                         **options)
     running = Running(worker)
     wait_until(lambda: sum(len(v) for v in sink.values()) >= 300, what="300 records")
+    # A batch is counted as delivered once its callback has returned.
+    wait_until(lambda: worker.stats()["records_delivered"] >= 300, what="300 counted")
     stats = worker.stats()
     running.stop()
 
@@ -99,6 +102,44 @@ def test_record_fields(emulators, names, options):
     assert before <= ts <= datetime.datetime.now(datetime.timezone.utc)
     with pytest.raises(TypeError):
         r.data[0] = 1  # read-only: the bytes are the batch's
+
+
+def test_a_batch_is_a_read_only_sequence_of_records(emulators, names, options):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 20)
+    seen: List[Dict[str, Any]] = []
+
+    class Inspect(kcl.RecordProcessor):
+        def process_records(self, records, checkpointer) -> None:
+            n = len(records)
+            by_index = [records[i].sequence_number for i in range(n)]
+            try:
+                records[n]
+                out_of_range = False
+            except IndexError:
+                out_of_range = True
+            seen.append({
+                "type": type(records).__name__,
+                "sequence": isinstance(records, collections.abc.Sequence),
+                "n": n, "truthy": bool(records),
+                "iterated": [r.sequence_number for r in records], "by_index": by_index,
+                "last": records[-1].sequence_number, "slice": [r.sequence_number for r in records[1:3]],
+                "out_of_range": out_of_range, "data": [bytes(r.data) for r in list(records)],
+            })
+            checkpointer.checkpoint()
+
+    worker = kcl.Worker(stream=stream, app=app, processor_factory=Inspect, **options)
+    running = Running(worker)
+    wait_until(lambda: sum(b["n"] for b in seen) >= 20, what="20 records")
+    running.stop()
+    for b in seen:
+        assert b["type"] == "RecordBatch" and b["sequence"] and b["truthy"]
+        assert b["iterated"] == b["by_index"] and len(b["iterated"]) == b["n"]
+        assert b["last"] == b["by_index"][-1]
+        assert b["slice"] == b["by_index"][1:3]
+        assert b["out_of_range"]
+    assert sorted(d for b in seen for d in b["data"]) == [b"record-%06d" % i for i in range(20)]
 
 
 def test_a_processor_that_raises_gets_the_batch_again_and_its_traceback_logged_once(
