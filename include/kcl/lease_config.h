@@ -111,7 +111,10 @@ struct LeaseConfig {
 
   // kLeader: how long a worker a lease is handed to waits for the old owner to finish and
   // checkpoint before it takes the lease anyway (records after the old owner's last
-  // checkpoint may then be delivered twice). Default 30 s, range 100 ms..1 h.
+  // checkpoint may then be delivered twice). The old owner, a kcl::PullConsumer, waits for
+  // the shard's records taken and not yet acknowledged up to this less twice
+  // max(2 x poll_interval, lost_lease_margin), so it checkpoints and lets go in time.
+  // Default 30 s, range 100 ms..1 h.
   std::chrono::milliseconds handoff_timeout{30000};
 
   // kLeader: the coordination table (workers and the leader lock). Default: empty =

@@ -32,9 +32,21 @@
 //  - The checkpoint of a shard never passes a record that was not acknowledged, never moves
 //    backwards, and is written at most every `checkpoint_interval` per shard and at
 //    shutdown, fenced on the lease like every checkpoint (kcl/processor.h).
-//  - At-least-once: a record taken but not acknowledged when its lease moves (or the
-//    process dies) is delivered again by the next owner. Records of a shard whose lease was
-//    lost are not delivered any more, and their acks return kLeaseLost and write nothing.
+//  - Planned moves deliver nothing twice. When a shard's lease moves gracefully (the leader
+//    hands it to another worker, or this consumer shuts down), the shard's records stop
+//    being offered at once (records read but not yet taken are simply not offered: the next
+//    owner reads them from the checkpoint), the consumer waits for the records already
+//    taken to be acknowledged (in any order, from any thread), checkpoints the watermark and
+//    only then lets the lease go; the next owner starts right after the last record taken.
+//    The wait is bounded: by the lease handoff_timeout less twice the handoff margin
+//    (LeaseConfig; 26 s by default) for a handoff, by shutdown_ack_timeout at shutdown. A
+//    record acknowledged after that is harmless: its ack returns kCancelled and writes
+//    nothing, the checkpoint stays below it, and the next owner delivers it (and the
+//    records after it) again.
+//  - Otherwise at-least-once: a record taken but not acknowledged when its lease is lost
+//    (the process died or missed its renewals) is delivered again by the next owner.
+//    Records of a shard whose lease was lost are not delivered any more, and their acks
+//    return kLeaseLost and write nothing.
 //  - Memory is bounded: a shard whose records taken but not acknowledged reach
 //    `max_unacked_per_shard` (or `max_unacked_bytes_per_shard`) is not offered by next()
 //    and stops reading; the other shards go on. A stuck record shows up as lag (and once in
@@ -87,7 +99,9 @@ struct PullConsumerConfig {
   // range 1 s..24 h.
   std::chrono::milliseconds stuck_record_warning{60000};
   // shutdown() waits this long for records taken but not acknowledged before it
-  // checkpoints what was acknowledged. Default 30 s, range 0..1 h.
+  // checkpoints what was acknowledged (each shard as soon as all of its records taken are
+  // acknowledged). A lease handed to another worker waits by the lease handoff_timeout
+  // instead (see above). Default 30 s, range 0..1 h.
   std::chrono::milliseconds shutdown_ack_timeout{30000};
 
   // Every problem with this configuration (including the worker's), in plain words; empty
@@ -113,8 +127,9 @@ class PulledRecord {
   // The application finished this record. At most once per record; from any thread.
   // Returns OK; kLeaseLost when the shard's lease was lost since the record was taken
   // (nothing is written; the next owner delivers it again); kFailedPrecondition when this
-  // record was already acknowledged (or moved from); kCancelled after the consumer shut
-  // down (its final checkpoint was written without this record).
+  // record was already acknowledged (or moved from); kCancelled when the shard's lease was
+  // handed on or the consumer shut down before this ack (the wait for it ran out: the final
+  // checkpoint was written without this record, which the next owner delivers again).
   [[nodiscard]] Status ack();
 
  private:
@@ -155,11 +170,11 @@ class PullConsumer {
   // first. Records of a shard stay in shard order within and across batches.
   std::vector<PulledRecord> next_batch(std::size_t max, std::chrono::milliseconds timeout);
 
-  // Graceful stop: next() returns nothing more; waits up to shutdown_ack_timeout for the
-  // records taken but not acknowledged; checkpoints each shard's watermark; hands the
-  // leases back. Blocks until done; returns why the worker stopped (OK after a clean stop).
-  // Calling it again returns the same result. (The same meaning as Worker::shutdown() and
-  // Producer::shutdown().)
+  // Graceful stop: next() returns nothing more; each shard waits up to shutdown_ack_timeout
+  // for its records taken but not acknowledged, checkpoints its watermark and hands its
+  // lease back (the same path as a handoff). Blocks until done; returns why the worker stopped (OK
+  // after a clean stop). Calling it again returns the same result. (The same meaning as
+  // Worker::shutdown() and Producer::shutdown().)
   Status shutdown();
   // Begins the same graceful stop on a thread of its own and returns at once; the future is
   // ready when shutdown() would have returned. Threads still holding records can go on

@@ -18,7 +18,10 @@ class PullConsumer(Consumer):
 
     Records of one shard come in shard order; acknowledge each exactly once (``ack()``), from
     any thread. A record taken but never acknowledged holds its shard's checkpoint back and is
-    delivered again after a restart or a lease move (at-least-once). Options: those of
+    delivered again after a restart or a lease lost (at-least-once). A graceful move of a
+    shard's lease (the leader hands it to another worker, or shutdown()) first waits, bounded,
+    for that shard's records taken to be acknowledged, so it delivers nothing twice. Options:
+    those of
     kcl.Worker plus ``max_unacked_per_shard``, ``max_unacked_bytes_per_shard``,
     ``checkpoint_interval``, ``stuck_record_warning``, ``shutdown_ack_timeout``.
     """
@@ -62,9 +65,9 @@ class PullConsumer(Consumer):
                 return
 
     def shutdown(self) -> None:
-        """Graceful stop: no more records; waits up to ``shutdown_ack_timeout`` for the
-        records taken and not acknowledged, checkpoints each shard's watermark, hands the
-        leases back. Blocks until done."""
+        """Graceful stop: no more records; each shard waits up to ``shutdown_ack_timeout``
+        for its records taken and not acknowledged, checkpoints its watermark and hands its
+        lease back (as at a handoff). Blocks until done; other threads may go on acking."""
         self._core.shutdown()
 
     def wait(self) -> None:

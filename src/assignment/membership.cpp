@@ -5,6 +5,16 @@
 
 namespace kcl::assignment {
 
+std::chrono::milliseconds handoff_margin(const LeaseConfig& config) {
+  return std::max<std::chrono::milliseconds>(config.poll_interval * 2,
+                                             config.effective_lost_lease_margin());
+}
+
+std::chrono::milliseconds handoff_finish_bound(const LeaseConfig& config) {
+  return std::max(std::chrono::milliseconds(0),
+                  config.handoff_timeout - 2 * handoff_margin(config));
+}
+
 Clock::MonoTime MembershipHold::deadline(const leases::HoldState& state) const {
   std::optional<Clock::MonoTime> basis;
   {
@@ -16,9 +26,7 @@ Clock::MonoTime MembershipHold::deadline(const leases::HoldState& state) const {
   auto d = leases::hold_deadline(*basis, config_);
   if (state.handoff_seen_at) {
     // A lease being handed off is given up before the receiver may take it anyway.
-    const auto margin = std::max<std::chrono::milliseconds>(config_.poll_interval * 2,
-                                                            config_.effective_lost_lease_margin());
-    d = std::min(d, *state.handoff_seen_at + config_.handoff_timeout - margin);
+    d = std::min(d, *state.handoff_seen_at + config_.handoff_timeout - handoff_margin(config_));
   }
   return d;
 }

@@ -47,6 +47,14 @@ namespace kcl::assignment {
 // off also no longer than handoff_timeout less a margin (two polls, at least
 // lost_lease_margin) after this worker learned of the handoff, before the receiver takes it
 // anyway. No basis (not a member): nothing is held. Membership sets the basis.
+// The margin above: two polls, at least lost_lease_margin.
+std::chrono::milliseconds handoff_margin(const LeaseConfig& config);
+// How long the old owner of a lease being handed off may wait for its processor to finish
+// (a pull consumer's records taken and not yet acknowledged): handoff_timeout less twice the
+// margin, so the final checkpoint and the handoff's completion are written before the hold
+// ends. Never negative.
+std::chrono::milliseconds handoff_finish_bound(const LeaseConfig& config);
+
 class MembershipHold final : public leases::HoldPolicy {
  public:
   explicit MembershipHold(const LeaseConfig& config) : config_(config) {}

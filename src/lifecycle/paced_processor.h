@@ -15,6 +15,9 @@
 //  - at the shard's end, calls shard_ended() only once drained() (every record handed on
 //    was finished), pacing meanwhile; a shutdown meanwhile ends the shard with
 //    shutdown_requested() instead (the next owner reads the end again).
+//  - at a graceful stop (a handoff of the lease, or the worker's shutdown), calls
+//    stop_offering() once, then paces until drained() or the stop's drain bound passed, and
+//    then shutdown_requested() for the final checkpoint (ShardConsumer::request_shutdown).
 //
 // Thread safety: attach(), hand_in(), pace() and drained() are called on the consumer's step, one
 // at a time, like the RecordProcessor callbacks. The wake-up may be called from any thread until
@@ -60,6 +63,10 @@ class PacedProcessor {
   virtual Pace pace(Checkpointer& checkpointer) = 0;
   // Every record delivered so far was finished by the application.
   virtual bool drained() = 0;
+  // A graceful stop began: nothing more is handed on; records delivered but not handed on
+  // yet are dropped (the next owner reads them from the checkpoint), so drained() comes to
+  // mean "every record handed on was finished".
+  virtual void stop_offering() = 0;
 };
 
 // A record processor that paces its own deliveries: both interfaces in one object.

@@ -94,7 +94,16 @@ Status ShardConsumer::failure() const {
 }
 
 void ShardConsumer::notify_lease_lost() { lease_lost_.store(true); }
-void ShardConsumer::request_shutdown() { shutdown_.store(true); }
+void ShardConsumer::request_shutdown(std::chrono::milliseconds drain) {
+  const std::int64_t until =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          (ctx_.clock->now() + std::max(drain, std::chrono::milliseconds(0))).time_since_epoch())
+          .count();
+  std::int64_t seen = drain_until_ns_.load();
+  while (until < seen && !drain_until_ns_.compare_exchange_weak(seen, until)) {
+  }
+  shutdown_.store(true);
+}
 
 template <typename F>
 bool ShardConsumer::call_processor(const char* what, F&& f) {
@@ -201,12 +210,8 @@ std::optional<SteadyTime> ShardConsumer::run() {
     case ConsumerState::kLeaseLost:
       call_processor("lease_lost", [&] { processor_->lease_lost(); });
       return finish(ConsumerOutcome::kLeaseLost);
-    case ConsumerState::kShutdownRequested: {
-      bool ok = call_processor("shutdown_requested",
-                               [&] { processor_->shutdown_requested(*processor_checkpointer_); });
-      if (!ok) log(LogLevel::kError, last_error_);
-      return finish(ConsumerOutcome::kShutdown);
-    }
+    case ConsumerState::kShutdownRequested:
+      return step_shutdown_requested();
     case ConsumerState::kDone:
       break;
   }
@@ -496,17 +501,53 @@ std::optional<SteadyTime> ShardConsumer::call_if_idle() {
   return now + interval;
 }
 
+// A graceful stop; a paced processor first drains (bounded), then the final checkpoint.
+std::optional<SteadyTime> ShardConsumer::step_shutdown_requested() {
+  if (paced_) {
+    if (auto again = drain_paced()) return again;
+  }
+  bool ok = call_processor("shutdown_requested",
+                           [&] { processor_->shutdown_requested(*processor_checkpointer_); });
+  if (!ok) log(LogLevel::kError, last_error_);
+  return finish(ConsumerOutcome::kShutdown);
+}
+
+std::optional<SteadyTime> ShardConsumer::drain_paced() {
+  bool ok = true;
+  if (!offering_stopped_) {
+    offering_stopped_ = true;
+    ok = call_processor("stop_offering", [&] { paced_->stop_offering(); });
+  }
+  Pace pace;  // checkpoints the watermark as it moves meanwhile
+  bool drained = false;
+  ok = ok && call_processor("pace", [&] {
+         pace = paced_->pace(*processor_checkpointer_);
+         drained = paced_->drained();
+       });
+  if (!ok) {
+    log(LogLevel::kError, last_error_ + "; not waiting for the records handed on");
+    return std::nullopt;
+  }
+  const SteadyTime now = ctx_.clock->now();
+  const SteadyTime until{std::chrono::duration_cast<SteadyTime::duration>(
+      std::chrono::nanoseconds(drain_until_ns_.load()))};
+  if (drained || now >= until) return std::nullopt;
+  // The processor wakes this consumer when its last record is finished; look again within a
+  // second regardless, and at the bound.
+  SteadyTime next = std::min(until, now + std::chrono::seconds(1));
+  if (pace.next_call) next = std::min(next, std::max(now, *pace.next_call));
+  return next;
+}
+
 std::optional<SteadyTime> ShardConsumer::step_shard_end() {
   if (paced_) {
     const Pace pace = paced_->pace(*processor_checkpointer_);
     if (!paced_->drained()) {
       if (shutdown_.load()) {
-        // Not every record was finished: end with a checkpoint of what was, and leave the
-        // shard's end to the next owner.
-        bool ok = call_processor("shutdown_requested",
-                                 [&] { processor_->shutdown_requested(*processor_checkpointer_); });
-        if (!ok) log(LogLevel::kError, last_error_);
-        return finish(ConsumerOutcome::kShutdown);
+        // Not every record was finished: wait (bounded) for those handed on, end with a
+        // checkpoint of what was, and leave the shard's end to the next owner.
+        state_.store(ConsumerState::kShutdownRequested);
+        return step_shutdown_requested();
       }
       const SteadyTime backstop = ctx_.clock->now() + std::chrono::seconds(1);
       return pace.next_call ? std::min(*pace.next_call, backstop) : backstop;

@@ -31,7 +31,12 @@
 //   it takes one, and gets shard_ended() only once it finished every record (see
 //   paced_processor.h).
 // - kLeaseLost: lease_lost(), no checkpoint possible (writes are fenced anyway).
-// - kShutdownRequested: shutdown_requested(checkpointer) for a final checkpoint.
+// - kShutdownRequested: shutdown_requested(checkpointer) for a final checkpoint. A paced
+//   processor (the pull consumer) is first told to stop offering the shard's records, and is
+//   paced until every record it handed on was finished or the stop's drain bound passed
+//   (request_shutdown), so a graceful handoff or shutdown does not deliver records the
+//   application finished a second time. Records buffered but not handed on are not
+//   waited for: they come after the final checkpoint and the next owner reads them.
 //
 // Races (why they are safe):
 // - Lease lost while a batch is being processed: notify_lease_lost() only sets a flag; the
@@ -129,8 +134,10 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
 
   // From the lease listener: the lease is gone; stop.
   void notify_lease_lost();
-  // From the worker: graceful shutdown.
-  void request_shutdown();
+  // From the worker: graceful shutdown (the worker's, or a handoff of the lease). A paced
+  // processor's records handed on are waited for up to `drain` from now (the earliest of
+  // the bounds when asked more than once); a callback processor has none to wait for.
+  void request_shutdown(std::chrono::milliseconds drain = std::chrono::milliseconds(0));
 
   const std::string& shard_id() const { return shard_id_; }
   const std::string& lease_key() const { return lease_key_; }
@@ -162,6 +169,10 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   void count_delivered(std::size_t count, std::size_t bytes);
   std::optional<SteadyTime> end_failed_source();
   std::optional<SteadyTime> step_shard_end();
+  std::optional<SteadyTime> step_shutdown_requested();
+  // A paced processor: stops it offering records, then paces it until it is drained or the
+  // drain bound passed; when to look again while it waits, empty when done waiting.
+  std::optional<SteadyTime> drain_paced();
   std::optional<SteadyTime> call_if_idle();
   std::optional<SteadyTime> finish(ConsumerOutcome outcome);
   // The state becomes kDone, and ctx_.on_consumer_done is told.
@@ -196,6 +207,9 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::atomic<ConsumerOutcome> outcome_{ConsumerOutcome::kRunning};
   std::atomic<bool> lease_lost_{false};
   std::atomic<bool> shutdown_{false};
+  // Steady-clock nanoseconds until which a paced processor's records handed on are waited
+  // for at a graceful stop (request_shutdown).
+  std::atomic<std::int64_t> drain_until_ns_{INT64_MAX};
   std::atomic<std::int64_t> callback_started_ns_{0};
   std::atomic<bool> hung_reported_{false};
   std::atomic<std::uint64_t> delivered_{0};
@@ -212,6 +226,7 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   SteadyTime last_call_at_{};  // the last process_records call (or initialize)
   int consecutive_failures_ = 0;
   std::optional<ExtendedSequenceNumber> last_delivered_;
+  bool offering_stopped_ = false;       // the paced processor was told to stop offering
   std::uint64_t corrupt_reported_ = 0;  // fetcher's corrupt aggregates already counted
   std::string last_error_;
   mutable std::mutex failure_mu_;

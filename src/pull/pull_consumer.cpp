@@ -80,6 +80,7 @@ class PullConsumer::Impl {
     }
     worker::WorkerInternals internals;
     internals.paced_factory = std::make_shared<pull::PullProcessorFactory>(hub_);
+    internals.paced_shutdown_drain = config_.shutdown_ack_timeout;
     worker_ = worker::make_worker(config_.worker, nullptr, deps_, std::move(internals));
     Status s = worker_->start();
     if (s.ok()) {
@@ -103,15 +104,8 @@ class PullConsumer::Impl {
       result_ = Status::Ok();
       return *result_;
     }
-    const std::size_t unacked = hub_->wait_for_acks(config_.shutdown_ack_timeout);
-    if (unacked > 0 && deps_.logger->enabled(LogLevel::kWarn)) {
-      deps_.logger->log(LogLevel::kWarn, "pull",
-                        std::to_string(unacked) +
-                            " records taken were not acknowledged within shutdown_ack_timeout (" +
-                            std::to_string(config_.shutdown_ack_timeout.count()) +
-                            " ms); checkpointing what was acknowledged: they are delivered "
-                            "again after a restart");
-    }
+    // Each shard stops offering its records and waits up to shutdown_ack_timeout for those
+    // taken, checkpoints its watermark and hands its lease back (the same path as a handoff).
     result_ = worker_->shutdown();
     hub_->stop();
     return *result_;

@@ -24,7 +24,7 @@ bool PullHub::has_room_locked(const PullShard& shard) const {
 }
 
 bool PullHub::takeable_locked(const PullShard& shard) const {
-  return !closed_ && !shard.finished_ && !shard.buffered_.empty() &&
+  return !closed_ && !shard.finished_ && !shard.stopping_ && !shard.buffered_.empty() &&
          shard.unacked_ < limits_.max_unacked_per_shard &&
          shard.unacked_bytes_ < limits_.max_unacked_bytes_per_shard;
 }
@@ -38,7 +38,7 @@ void PullHub::make_ready_locked(PullShard& shard) {
 
 void PullHub::hand_in(PullShard& shard, std::vector<Record>& records, std::size_t batch_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (shard.finished_) return;
+  if (shard.finished_ || shard.stopping_) return;
   // Records are views into their batch's body, which lives until the last of them is gone:
   // each counts an equal share of the batch, so the bound is on memory, not on data alone.
   const std::size_t share = records.empty() ? 0 : batch_bytes / records.size();
@@ -77,15 +77,16 @@ PaceDecision PullHub::pace(PullShard& shard) {
   }
   if (shard.watermark_dirty_ && shard.watermark_) {
     const Clock::MonoTime due = shard.last_write_at_ + limits_.checkpoint_interval;
-    if (now >= due || closed_) {
+    if (now >= due || closed_ || shard.stopping_) {
       d.checkpoint_at = shard.watermark_;
       shard.last_write_at_ = now;  // one attempt per interval, written or not
     }
     // Still due after this write if the watermark moves meanwhile.
     d.next_call = shard.last_write_at_ + limits_.checkpoint_interval;
   }
-  d.accept_batch = !closed_ && has_room_locked(shard);
-  shard.paused_ = !d.accept_batch;
+  d.accept_batch = !closed_ && !shard.stopping_ && has_room_locked(shard);
+  // A stopping shard reads nothing more: only its drain (or a checkpoint due) wakes it.
+  shard.paused_ = !d.accept_batch && !shard.stopping_;
   d.unacked = shard.unacked_;
   return d;
 }
@@ -101,6 +102,24 @@ bool PullHub::drained(PullShard& shard) {
   const bool empty = shard.window_.empty();
   shard.drain_wanted_ = !empty;
   return empty;
+}
+
+void PullHub::stop_offering(PullShard& shard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shard.finished_ || shard.stopping_) return;
+  shard.stopping_ = true;
+  shard.paused_ = false;
+  // The buffered records are the window's tail (indexes from next_take_ on): none is
+  // acknowledged, so the watermark stays below them.
+  shard.window_.resize(static_cast<std::size_t>(shard.next_take_ - shard.window_base_));
+  buffered_total_ -= shard.buffered_.size();
+  shard.buffered_.clear();
+  shard.buffered_bytes_ = 0;
+}
+
+std::size_t PullHub::unacked(PullShard& shard) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shard.unacked_;
 }
 
 std::optional<ExtendedSequenceNumber> PullHub::final_checkpoint(PullShard& shard) {
@@ -127,7 +146,6 @@ void PullHub::finish(PullShard& shard, bool lost) {
   shard.wake_ = nullptr;  // the consumer is done: nothing may schedule it any more
   drop_locked(shard);
   active_.erase(&shard);
-  acks_cv_.notify_all();
 }
 
 std::vector<PulledRecord> PullHub::take(std::size_t max,
@@ -177,7 +195,8 @@ Status PullHub::ack(PullShard& shard, std::uint64_t index) {
   if (shard.finished_) {
     return Status(StatusCode::kCancelled,
                   "the pull consumer stopped reading shard " + shard.shard_id_ +
-                      " before this acknowledgement; the record is delivered again on restart");
+                      " (its lease was handed on, or the consumer shut down) before this "
+                      "acknowledgement; the shard's next owner delivers the record again");
   }
   if (index < shard.window_base_ || index >= shard.next_take_ ||
       shard.window_[index - shard.window_base_].acked) {
@@ -212,7 +231,6 @@ Status PullHub::ack(PullShard& shard, std::uint64_t index) {
     }
   }
   make_ready_locked(shard);
-  if (unacked_total_ == 0) acks_cv_.notify_all();
   return Status::Ok();
 }
 
@@ -220,12 +238,6 @@ void PullHub::close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
   records_cv_.notify_all();
-}
-
-std::size_t PullHub::wait_for_acks(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  acks_cv_.wait_for(lock, timeout, [&] { return unacked_total_ == 0; });
-  return unacked_total_;
 }
 
 void PullHub::stop() {
@@ -241,7 +253,6 @@ void PullHub::stop() {
   active_.clear();
   ready_.clear();
   records_cv_.notify_all();
-  acks_cv_.notify_all();
 }
 
 PullStats PullHub::stats() const {

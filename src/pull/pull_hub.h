@@ -80,6 +80,7 @@ class PullShard : public std::enable_shared_from_this<PullShard> {
   Clock::MonoTime last_write_at_{};
   bool lost_ = false;      // lease lost: acks return kLeaseLost
   bool finished_ = false;  // ended (shard end, shutdown, lost): nothing more happens
+  bool stopping_ = false;  // a graceful stop: nothing more handed on or in (stop_offering)
   bool in_ready_ = false;  // queued in the hub's ready ring
   bool paused_ = false;    // pace() refused a batch; an ack that makes room wakes it
   bool checkpoint_wake_pending_ = false;
@@ -123,6 +124,13 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   // The watermark checkpoint at `position` was written.
   void checkpoint_written(PullShard& shard, const ExtendedSequenceNumber& position);
   bool drained(PullShard& shard);
+  // A graceful stop of the shard began (a handoff, or the worker's shutdown): the records
+  // buffered but not taken are dropped (they come after the watermark, so the next owner reads
+  // them again), nothing more is handed in or offered, and the watermark is due at once
+  // whenever it moves. drained() then tells whether every record taken was acknowledged.
+  void stop_offering(PullShard& shard);
+  // Records of the shard taken and not acknowledged.
+  std::size_t unacked(PullShard& shard) const;
   // The watermark to write before the shard ends (shutdown), if it moved since the last one.
   std::optional<ExtendedSequenceNumber> final_checkpoint(PullShard& shard);
   // The shard is done; `lost` when its lease was lost (acks answer kLeaseLost). Buffered
@@ -135,10 +143,9 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   Status ack(PullShard& shard, std::uint64_t index);
 
   // ---- from PullConsumer ----
-  // Stops handing records out (take() returns nothing; pace() accepts no batch).
+  // Stops handing records out (take() returns nothing; pace() accepts no batch). The
+  // worker's shutdown then stops each shard (stop_offering) and waits for its acks.
   void close();
-  // Waits until no record is taken and unacknowledged, or `timeout`; returns how many are.
-  std::size_t wait_for_acks(std::chrono::milliseconds timeout);
   // After the worker stopped: acks answer kCancelled.
   void stop();
   PullStats stats() const;
@@ -153,7 +160,6 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable records_cv_;  // records ready, or closed
-  std::condition_variable acks_cv_;     // the count of unacknowledged records fell
   // The hub refers to its shards weakly: a shard owns the hub (records outlive the consumer),
   // so a strong reference back would be a cycle that nothing frees when a shard is dropped
   // without finish(). Owners of a shard: its PullProcessor and the PulledRecords taken.

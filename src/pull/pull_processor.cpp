@@ -78,6 +78,8 @@ lifecycle::Pace PullProcessor::pace(Checkpointer& checkpointer) {
 
 bool PullProcessor::drained() { return hub_->drained(*shard_); }
 
+void PullProcessor::stop_offering() { hub_->stop_offering(*shard_); }
+
 void PullProcessor::lease_lost() { hub_->finish(*shard_, true); }
 
 void PullProcessor::shard_ended(Checkpointer& checkpointer) {
@@ -92,6 +94,13 @@ void PullProcessor::shard_ended(Checkpointer& checkpointer) {
 }
 
 void PullProcessor::shutdown_requested(Checkpointer& checkpointer) {
+  if (const std::size_t unacked = hub_->unacked(*shard_); unacked > 0) {
+    log(LogLevel::kWarn, std::to_string(unacked) +
+                             " records taken were not acknowledged before the shard's lease was "
+                             "handed on (the wait is bounded by the lease handoff_timeout, or "
+                             "shutdown_ack_timeout at shutdown): checkpointing what was "
+                             "acknowledged; the next owner delivers them again");
+  }
   if (auto position = hub_->final_checkpoint(*shard_)) write(checkpointer, *position);
   hub_->finish(*shard_, false);
 }

@@ -6,6 +6,9 @@
 // Checkpoints: the watermark, at most every checkpoint_interval, when it moved; at shutdown
 // the last watermark; at the shard's end SHARD_END, once every record was acknowledged (the
 // shard consumer calls shard_ended() only then). A lease lost drops the shard's records.
+// A graceful stop (a handoff, or the worker's shutdown) stops offering the shard's records,
+// and the shard consumer waits (bounded) for those taken to be acknowledged before the final
+// checkpoint; those still not acknowledged then are logged once, with their count.
 //
 // Metrics (tag "shard"): pull.unacked_records (gauge: taken, not acknowledged),
 // pull.stuck_records (count: records reported as stuck).
@@ -38,6 +41,7 @@ class PullProcessor final : public lifecycle::PacedRecordProcessor {
   void hand_in(std::vector<Record>& records, std::size_t batch_bytes) override;
   lifecycle::Pace pace(Checkpointer& checkpointer) override;
   bool drained() override;
+  void stop_offering() override;
 
  private:
   void write(Checkpointer& checkpointer, const ExtendedSequenceNumber& position);

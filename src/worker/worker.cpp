@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "assignment/assignment_strategy.h"
+#include "assignment/membership.h"
 #include "aws/aws_json_client.h"
 #include "aws/retry.h"
 #include "base/jitter.h"
@@ -159,7 +160,7 @@ class Worker::Impl final : public leases::LeaseListener {
       if (it != consumers_.end()) c = it->second;
     }
     if (c) {
-      c->request_shutdown();
+      c->request_shutdown(assignment::handoff_finish_bound(config_.leases));
       pool_->schedule_now(c);
     }
     wake_scheduler();
@@ -775,10 +776,11 @@ void Worker::Impl::stop_consumers() {
     for (auto& [k, c] : consumers_) all.push_back(c);
   }
   for (auto& c : all) {
-    c->request_shutdown();
+    c->request_shutdown(internals_.paced_shutdown_drain);
     pool_->schedule_now(c);
   }
-  const auto deadline = clock_->now() + config_.processing.shutdown_timeout;
+  const auto deadline =
+      clock_->now() + internals_.paced_shutdown_drain + config_.processing.shutdown_timeout;
   auto all_done = [&] {
     return std::all_of(all.begin(), all.end(), [](const auto& c) { return c->done(); });
   };

@@ -5,6 +5,7 @@
 // Thread safety: make_worker may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "assignment/coordination_store.h"
@@ -29,6 +30,10 @@ struct WorkerInternals {
   // Processors that pace their own deliveries (the pull consumer), instead of the
   // RecordProcessorFactory given to the worker (which may then be null).
   std::shared_ptr<lifecycle::PacedProcessorFactory> paced_factory;
+  // At a graceful shutdown, how long each paced processor's records handed on are waited
+  // for (before the worker's own shutdown_timeout starts). A handoff waits
+  // assignment::handoff_finish_bound instead.
+  std::chrono::milliseconds paced_shutdown_drain{0};
 };
 
 struct WorkerAccess {

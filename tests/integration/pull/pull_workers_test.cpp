@@ -12,13 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "aws/aws_json_client.h"
-#include "dynamodb/dynamodb_client.h"
+#include "integration/pull/pull_fixture.h"
 #include "kcl/pull_consumer.h"
-#include "kinesis/kinesis_client.h"
-#include "leases/dynamodb_lease_store.h"
 #include "support/child_process.h"
-#include "support/emulators.h"
 
 namespace kcl::pull {
 namespace {
@@ -27,20 +23,11 @@ using namespace std::chrono_literals;
 using testing::ChildProcess;
 using testing::eventually;
 
-class PullWorkersTest : public ::testing::Test {
+class PullWorkersTest : public PullFixture {
  protected:
   void SetUp() override {
-    aws_ = testing::shared_emulators().aws_config();
-    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
-    ASSERT_TRUE(k.ok()) << k.status();
-    kinesis_ = std::make_unique<kinesis::KinesisClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
-    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
-    ASSERT_TRUE(d.ok()) << d.status();
-    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
-    stream_ = testing::unique_name("pull");
-    app_ = testing::unique_name("pull-app");
+    connect("pull");
+    if (HasFatalFailure()) return;
     ASSERT_TRUE(kinesis_->create_stream(stream_, 4).ok());
     ASSERT_TRUE(kinesis_->wait_for_active(stream_, 30s).ok());
   }
@@ -90,20 +77,11 @@ class PullWorkersTest : public ::testing::Test {
   }
 
   std::map<std::string, std::string> checkpoints() {
-    LeaseConfig lc;
-    lc.application_name = app_;
-    leases::DynamoDbLeaseStore store(ddb_, lc);
     std::map<std::string, std::string> out;
-    auto all = store.list_leases();
-    if (!all.ok()) return out;
-    for (const Lease& l : *all) out[l.lease_key] = l.checkpoint.to_string();
+    for (const Lease& l : leases()) out[l.lease_key] = l.checkpoint.to_string();
     return out;
   }
 
-  AwsConfig aws_;
-  std::unique_ptr<kinesis::KinesisClient> kinesis_;
-  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
-  std::string stream_, app_;
   std::set<std::string> expected_;
   std::map<std::string, std::string> last_;  // shard -> its last sequence number
 };

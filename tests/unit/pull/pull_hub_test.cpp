@@ -296,12 +296,81 @@ TEST_F(PullHubTest, ClosingStopsDeliveryAndMakesTheWatermarkDueAtOnce) {
   EXPECT_FALSE(d.accept_batch);
   ASSERT_TRUE(d.checkpoint_at.has_value()) << "closing: no waiting for the interval";
   EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(0)));
-  EXPECT_EQ(hub_->wait_for_acks(0ms), 1u);
+  EXPECT_EQ(hub_->stats().unacked, 1u);
   ASSERT_TRUE(taken[1].ack().ok());
-  EXPECT_EQ(hub_->wait_for_acks(0ms), 0u);
+  EXPECT_EQ(hub_->stats().unacked, 0u);
   EXPECT_EQ(*hub_->final_checkpoint(*a), ExtendedSequenceNumber(seq(1)));
   hub_->stop();
   EXPECT_EQ(taken.size(), 2u);
+}
+
+// A graceful stop of one shard (its lease handed off): the records buffered are dropped and
+// no longer offered, the other shards go on, and the shard drains once every record taken
+// is acknowledged, in any order; its watermark is then the last record taken, due at once,
+// and the last ack wakes the consumer.
+TEST_F(PullHubTest, StoppingOfferingDropsTheBufferedRecordsAndDrainsOnceTheTakenAreAcked) {
+  make_hub();
+  auto a = shard("A");
+  auto b = shard("B");
+  hand_in(*a, {record("A", 0), record("A", 1), record("A", 2), record("A", 3), record("A", 4)});
+  hand_in(*b, {record("B", 0)});
+  std::vector<PulledRecord> taken = take(5);  // A0 B0 A1 A2 A3: turns across the shards
+  ASSERT_EQ(taken.size(), 5u);
+  ASSERT_EQ(taken[1].record().shard_id(), "B");
+  ASSERT_TRUE(taken[1].ack().ok());
+  EXPECT_EQ(hub_->stats().buffered, 1u) << "A4";
+
+  hub_->stop_offering(*a);
+  EXPECT_EQ(hub_->stats().buffered, 0u) << "A4 dropped: the next owner reads it";
+  EXPECT_EQ(hub_->unacked(*a), 4u);
+  hand_in(*a, {record("A", 5)});
+  hand_in(*b, {record("B", 1)});
+  std::vector<PulledRecord> more = take();
+  ASSERT_EQ(more.size(), 1u) << "nothing more of the stopping shard";
+  EXPECT_EQ(more[0].record().shard_id(), "B");
+  PaceDecision d = hub_->pace(*a);
+  EXPECT_FALSE(d.accept_batch);
+  EXPECT_FALSE(d.checkpoint_at.has_value()) << "nothing acknowledged yet";
+  EXPECT_FALSE(hub_->drained(*a));
+
+  // Out of order: A2, A3, then A0 moves the watermark (due at once), then A1 drains it.
+  ASSERT_TRUE(taken[3].ack().ok());
+  ASSERT_TRUE(taken[4].ack().ok());
+  ASSERT_TRUE(taken[0].ack().ok());
+  d = hub_->pace(*a);
+  ASSERT_TRUE(d.checkpoint_at.has_value()) << "a stopping shard's watermark is due at once";
+  EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(0)));
+  hub_->checkpoint_written(*a, *d.checkpoint_at);
+  EXPECT_FALSE(hub_->drained(*a));
+  const std::size_t wakes_before = wakes_now("A");
+  ASSERT_TRUE(taken[2].ack().ok());
+  EXPECT_EQ(wakes_now("A"), wakes_before + 1) << "the last ack wakes the consumer";
+  EXPECT_TRUE(hub_->drained(*a));
+  EXPECT_EQ(hub_->unacked(*a), 0u);
+  ASSERT_TRUE(hub_->final_checkpoint(*a).has_value());
+  EXPECT_EQ(*hub_->final_checkpoint(*a), ExtendedSequenceNumber(seq(3))) << "the last taken";
+  hub_->finish(*a, /*lost=*/false);
+  EXPECT_EQ(hub_->stats().shards, 1u);
+  EXPECT_EQ(hub_->stats().unacked, 1u) << "B1";
+}
+
+// The wait is bounded: a record still not acknowledged when the shard finishes holds the
+// final watermark below it, and its late ack is refused (kCancelled) and writes nothing; the
+// next owner delivers it (and only the records from it on) again.
+TEST_F(PullHubTest, AStragglerHoldsTheFinalWatermarkAndItsLateAckIsCancelled) {
+  make_hub();
+  auto a = shard("A");
+  hand_in(*a, {record("A", 0), record("A", 1), record("A", 2)});
+  std::vector<PulledRecord> taken = take();
+  hub_->stop_offering(*a);
+  ASSERT_TRUE(taken[0].ack().ok());
+  ASSERT_TRUE(taken[2].ack().ok());
+  EXPECT_FALSE(hub_->drained(*a));
+  EXPECT_EQ(hub_->unacked(*a), 1u);
+  EXPECT_EQ(*hub_->final_checkpoint(*a), ExtendedSequenceNumber(seq(0)));
+  hub_->finish(*a, /*lost=*/false);
+  EXPECT_EQ(taken[1].ack().code(), StatusCode::kCancelled);
+  EXPECT_EQ(hub_->stats().unacked, 0u);
 }
 
 TEST_F(PullHubTest, AcksAfterTheShardFinishedAreCancelled) {

@@ -95,6 +95,12 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     clock_.advance(std::chrono::milliseconds(rng_() % 600));
   }
 
+  // The consumer's steps due now, without moving the clock.
+  void run_due_now() {
+    if (!consumer_->done()) consumer_->run();
+    pool_.run_due();
+  }
+
   void drive_until_done() {
     for (int i = 0; i < 100 && !consumer_->done(); ++i) step_consumer();
     ASSERT_TRUE(consumer_->done()) << lifecycle::to_string(consumer_->state());
@@ -111,6 +117,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     auto got = hub_->take(1 + rng_() % 8, std::chrono::steady_clock::now());
     for (auto& r : got) {
       EXPECT_EQ(r.record().shard_id(), kShard);
+      ++times_taken_[index_of_.at(std::string(r.record().sequence_number()))];
       held_.push_back(std::move(r));
     }
   }
@@ -127,6 +134,39 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     } else {
       // Only records of an ended tenure are refused.
       EXPECT_TRUE(s.code() == StatusCode::kLeaseLost || s.code() == StatusCode::kCancelled) << s;
+    }
+  }
+
+  // Takes and acknowledges everything, up to `rounds` rounds, until the stored checkpoint is
+  // `last`.
+  void drain_to(const ExtendedSequenceNumber& last, int rounds) {
+    for (int i = 0; i < rounds && stored().checkpoint != last; ++i) {
+      step_consumer();
+      take();
+      while (!held_.empty()) ack_one();
+      clock_.advance(1s);
+      check();
+      if (HasFatalFailure()) return;
+    }
+  }
+
+  // Takes records until `n` were taken, acknowledging each as it comes but record `kept`,
+  // which is moved to `straggler`.
+  void take_all_acking_but(int kept, int n, std::optional<PulledRecord>& straggler) {
+    for (int i = 0; i < 400 && static_cast<int>(times_taken_.size()) < n; ++i) {
+      step_consumer();
+      take();
+      for (auto& r : held_) {
+        const int index = index_of_.at(std::string(r.record().sequence_number()));
+        if (index == kept) {
+          straggler.emplace(std::move(r));
+        } else {
+          EXPECT_TRUE(r.ack().ok());
+          acked_ever_.insert(index);
+        }
+      }
+      held_.clear();
+      check();
     }
   }
 
@@ -153,7 +193,9 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     if (consumer_->done()) return;
     hub_->close();
     for (int i = 0, n = static_cast<int>(rng_() % 4); i < n; ++i) ack_one();
-    consumer_->request_shutdown();
+    // Without a wait for the records taken, or with one (it runs out: drive_until_done
+    // acknowledges nothing).
+    consumer_->request_shutdown(rng_() % 2 ? 0ms : 2s);
     drive_until_done();
     hub_->stop();
     check();
@@ -195,6 +237,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
   std::shared_ptr<lifecycle::ShardConsumer> consumer_;
   std::vector<PulledRecord> held_;
   std::map<std::string, int> index_of_;
+  std::map<int, int> times_taken_;  // record index -> how often next() returned it
   std::set<int> acked_ever_;
   int added_ = 0;
   int losses_ = 0;
@@ -226,14 +269,8 @@ TEST_P(PullPropertyTest, CheckpointNeverPassesAnUnacknowledgedRecordNorMovesBack
   }
   // Drain: everything added is taken and acknowledged; the watermark reaches the last record.
   const ExtendedSequenceNumber last(seq_number(static_cast<std::size_t>(added_ - 1)));
-  for (int i = 0; i < 2000 && stored().checkpoint != last; ++i) {
-    step_consumer();
-    take();
-    while (!held_.empty()) ack_one();
-    clock_.advance(1s);
-    check();
-    if (HasFatalFailure()) return;
-  }
+  drain_to(last, 2000);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(stored().checkpoint, last);
   EXPECT_EQ(static_cast<int>(acked_ever_.size()), added_);
   // The shard ends: SHARD_END once all is acknowledged, and the consumer finishes.
@@ -261,21 +298,7 @@ TEST_P(PullPropertyTest, ShardEndWaitsForEveryAckBeforeCheckpointingShardEnd) {
   // kept unacknowledged.
   const int kept = static_cast<int>(rng_() % 30);
   std::optional<PulledRecord> straggler;
-  for (int i = 0; i < 400 && static_cast<int>(acked_ever_.size()) < 29; ++i) {
-    step_consumer();
-    take();
-    for (auto& r : held_) {
-      const int index = index_of_.at(std::string(r.record().sequence_number()));
-      if (index == kept) {
-        straggler.emplace(std::move(r));
-      } else {
-        ASSERT_TRUE(r.ack().ok());
-        acked_ever_.insert(index);
-      }
-    }
-    held_.clear();
-    check();
-  }
+  take_all_acking_but(kept, 30, straggler);
   ASSERT_EQ(acked_ever_.size(), 29u);
   ASSERT_TRUE(straggler.has_value());
   for (int i = 0; i < 50; ++i) {
@@ -291,6 +314,94 @@ TEST_P(PullPropertyTest, ShardEndWaitsForEveryAckBeforeCheckpointingShardEnd) {
   EXPECT_EQ(consumer_->outcome(), lifecycle::ConsumerOutcome::kShardFinished);
   EXPECT_TRUE(stored().checkpoint.is_shard_end());
   check();
+}
+
+// A graceful handoff (request_shutdown with a drain bound, as the worker asks when the
+// leader moves the lease): the shard stops offering records, the consumer waits for the
+// records taken, acknowledged in random order, writes the watermark and ends; the next owner
+// starts right after the last record taken. No record is taken twice, none is missed.
+TEST_P(PullPropertyTest, AHandoffWaitsForTheRecordsTakenSoTheNextOwnerRedeliversNone) {
+  add_records(60);
+  for (int i = 0; i < 40 && times_taken_.size() < 25; ++i) {
+    step_consumer();
+    take();
+  }
+  ASSERT_GE(times_taken_.size(), 1u);
+  for (int i = 0, n = static_cast<int>(held_.size()) / 2; i < n; ++i) ack_one();
+  const int last_taken = times_taken_.rbegin()->first;
+  consumer_->request_shutdown(10s);
+  run_due_now();
+  EXPECT_EQ(hub_->stats().buffered, 0u) << "the records buffered are not offered any more";
+  take();
+  EXPECT_EQ(times_taken_.rbegin()->first, last_taken) << "taken after the stop began";
+  // The acks come in random order, with time passing, and the consumer waits for them.
+  while (!held_.empty()) {
+    EXPECT_FALSE(consumer_->done()) << held_.size() << " records still to acknowledge";
+    ack_one();
+    clock_.advance(std::chrono::milliseconds(rng_() % 500));
+    run_due_now();
+    check();
+    if (HasFatalFailure()) return;
+  }
+  for (int i = 0; i < 5 && !consumer_->done(); ++i) run_due_now();  // woken by the last ack
+  ASSERT_TRUE(consumer_->done());
+  EXPECT_EQ(consumer_->outcome(), lifecycle::ConsumerOutcome::kShutdown);
+  EXPECT_EQ(stored().checkpoint,
+            ExtendedSequenceNumber(seq_number(static_cast<std::size_t>(last_taken))));
+
+  // The next owner.
+  hub_->stop();
+  ASSERT_TRUE(coordinator_.release(kShard).ok());
+  new_hub();
+  new_consumer();
+  const ExtendedSequenceNumber last(seq_number(59));
+  drain_to(last, 400);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(stored().checkpoint, last);
+  int twice = 0;
+  for (const auto& [index, times] : times_taken_) twice += times > 1 ? 1 : 0;
+  EXPECT_EQ(twice, 0) << "records taken again after the handoff";
+  EXPECT_EQ(times_taken_.size(), 60u) << "records never taken";
+}
+
+// The wait is bounded: a record never acknowledged does not hold the handoff up past the
+// bound; the final checkpoint stops below it, its late ack is refused (kCancelled), and the
+// next owner delivers it again (and the records after it that it held back), nothing before.
+TEST_P(PullPropertyTest, AHandoffWaitsNoLongerThanItsBoundForAStraggler) {
+  add_records(30);
+  // Every record taken and acknowledged as it comes, but one (a random one) kept.
+  const int kept = static_cast<int>(rng_() % 30);
+  std::optional<PulledRecord> straggler;
+  take_all_acking_but(kept, 30, straggler);
+  ASSERT_EQ(times_taken_.size(), 30u);
+  ASSERT_TRUE(straggler.has_value());
+  consumer_->request_shutdown(5s);
+  const auto bound = clock_.now() + 5s;
+  while (clock_.now() < bound) {
+    run_due_now();
+    EXPECT_FALSE(consumer_->done()) << "ended before the bound";
+    clock_.advance(700ms);
+  }
+  for (int i = 0; i < 5 && !consumer_->done(); ++i) run_due_now();
+  ASSERT_TRUE(consumer_->done());
+  check();
+  if (kept > 0) {
+    EXPECT_EQ(stored().checkpoint,
+              ExtendedSequenceNumber(seq_number(static_cast<std::size_t>(kept - 1))));
+  }
+  EXPECT_EQ(straggler->ack().code(), StatusCode::kCancelled);
+  hub_->stop();
+  ASSERT_TRUE(coordinator_.release(kShard).ok());
+  new_hub();
+  new_consumer();
+  for (int i = 0; i < 400 && times_taken_[29] < 2; ++i) {
+    step_consumer();
+    take();
+    while (!held_.empty()) ack_one();
+  }
+  for (const auto& [index, times] : times_taken_) {
+    EXPECT_EQ(times, index >= kept ? 2 : 1) << "record " << index;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, PullPropertyTest, ::testing::Range(1, 21));

@@ -1,0 +1,51 @@
+// What the pull consumer's end-to-end tests share: clients of the emulators (started once per
+// test program) and the lease table of the application under test.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aws/aws_json_client.h"
+#include "dynamodb/dynamodb_client.h"
+#include "kinesis/kinesis_client.h"
+#include "leases/dynamodb_lease_store.h"
+#include "support/emulators.h"
+
+namespace kcl::pull {
+
+class PullFixture : public ::testing::Test {
+ protected:
+  // Clients of the emulators, and unique names for the stream and the application.
+  void connect(const std::string& prefix) {
+    aws_ = testing::shared_emulators().aws_config();
+    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kinesis_ = std::make_unique<kinesis::KinesisClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
+    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
+        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    stream_ = testing::unique_name(prefix);
+    app_ = testing::unique_name(prefix + "-app");
+  }
+
+  // The application's leases as stored; empty when they cannot be read (yet).
+  std::vector<Lease> leases() {
+    LeaseConfig lc;
+    lc.application_name = app_;
+    leases::DynamoDbLeaseStore store(ddb_, lc);
+    auto all = store.list_leases();
+    return all.ok() ? *all : std::vector<Lease>{};
+  }
+
+  AwsConfig aws_;
+  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
+  std::string stream_, app_;
+};
+
+}  // namespace kcl::pull
