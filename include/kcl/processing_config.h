@@ -5,14 +5,20 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
+
+#include "kcl/dead_letter.h"
 
 namespace kcl {
 
 // What the worker does when a processor's process_records throws.
 enum class ProcessorErrorPolicy {
-  kRetry,  // deliver the same batch again after a backoff, forever (default: nothing lost)
-  kSkip,   // after max_attempts_before_skip failures, log and move on (records are lost to
-           // this processor; explicit opt-in)
+  kRetry,       // deliver the same batch again after a backoff, forever (default: nothing lost)
+  kSkip,        // after max_attempts_before_skip failures, log and move on (records are lost to
+                // this processor; explicit opt-in)
+  kDeadLetter,  // after max_attempts_before_dead_letter failures, bisect the batch to the
+                // record(s) that fail and hand each to dead_letter_sink with the error, then
+                // go on (nothing lost; redelivery and checkpoints: kcl/dead_letter.h)
 };
 
 struct ProcessingConfig {
@@ -33,6 +39,12 @@ struct ProcessingConfig {
   ProcessorErrorPolicy on_processor_error = ProcessorErrorPolicy::kRetry;
   // With kSkip: failures of one batch before it is skipped. Default 3, range 1..1000.
   int max_attempts_before_skip = 3;
+  // With kDeadLetter: failures of a batch before it is bisected, and of a single record on
+  // its own before it is dead-lettered. Default 3, range 1..1000.
+  int max_attempts_before_dead_letter = 3;
+  // With kDeadLetter: where failing records go (kcl/dead_letter.h). Required with
+  // kDeadLetter, ignored otherwise.
+  std::shared_ptr<DeadLetterSink> dead_letter_sink;
   // A processor callback running longer than this is reported as hung (a warning and the
   // metric "processor.hung"), once per call. Default 60 s, range 1 s..1 h.
   std::chrono::milliseconds hung_processor_warning{60000};

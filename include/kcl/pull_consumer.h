@@ -65,6 +65,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kcl/record.h"
@@ -131,6 +132,16 @@ class PulledRecord {
   // handed on or the consumer shut down before this ack (the wait for it ran out: the final
   // checkpoint was written without this record, which the next owner delivers again).
   [[nodiscard]] Status ack();
+  // The application gives up on this record (a poison record): it is handed to the
+  // dead-letter sink, config.worker.processing.dead_letter_sink (kcl/dead_letter.h), with
+  // `reason` as its error and 1 as its attempts, and counts as acknowledged once the sink
+  // accepted it, so the watermark (and the checkpoint) passes it only then. While the sink
+  // refuses, nack() blocks and asks again after the processing failure backoff (logged once
+  // per series with the count), until it accepts or the shard stops being read. At most once
+  // per record, instead of ack(); from any thread. Returns as ack() does, and
+  // kFailedPrecondition (nothing done; ack() or nack() may still follow) when no sink is
+  // configured. Counted in the metric records.dead_lettered {stream, shard, sink}.
+  [[nodiscard]] Status nack(std::string_view reason);
 
  private:
   friend class pull::PullHub;

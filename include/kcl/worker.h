@@ -130,6 +130,8 @@ struct WorkerStats {
   std::uint64_t records_delivered = 0;
   std::uint64_t processor_failures = 0;
   std::uint64_t corrupt_aggregates = 0;
+  // Records handed to the dead-letter sink and accepted (ProcessorErrorPolicy::kDeadLetter).
+  std::uint64_t records_dead_lettered = 0;
   // Shards whose last consumer ended in failure (and was not followed by one that
   // delivered), e.g. a response the library cannot read. Empty when all is well.
   std::vector<FailingShard> failing_shards;

@@ -244,10 +244,18 @@ Table<kcl::ProcessingConfig> processing_table() {
   KCL_PY_DURATION(t, "failure_backoff_max", failure_backoff_max);
   t["on_processor_error"] = [](auto& c, py::handle v) {
     c.on_processor_error = to_choice<kcl::ProcessorErrorPolicy>(
-        v,
-        {{"retry", kcl::ProcessorErrorPolicy::kRetry}, {"skip", kcl::ProcessorErrorPolicy::kSkip}});
+        v, {{"retry", kcl::ProcessorErrorPolicy::kRetry},
+            {"skip", kcl::ProcessorErrorPolicy::kSkip},
+            {"dead_letter", kcl::ProcessorErrorPolicy::kDeadLetter}});
   };
   KCL_PY_INT(t, "max_attempts_before_skip", max_attempts_before_skip, int);
+  KCL_PY_INT(t, "max_attempts_before_dead_letter", max_attempts_before_dead_letter, int);
+  // A JSON-lines file for poison records (on_processor_error="dead_letter", PulledRecord.nack).
+  t["dead_letter_file"] = [](auto& c, py::handle v) {
+    auto sink = kcl::make_file_dead_letter_sink(to_text(v));
+    if (!sink.ok()) throw BadValue(sink.status().message());
+    c.dead_letter_sink = *sink;
+  };
   KCL_PY_DURATION(t, "hung_processor_warning", hung_processor_warning);
   KCL_PY_DURATION(t, "scheduler_interval", scheduler_interval);
   KCL_PY_DURATION(t, "shutdown_timeout", shutdown_timeout);

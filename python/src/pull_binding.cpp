@@ -47,6 +47,16 @@ void ack(PyPulledRecord& self) {
   check(s);
 }
 
+void nack(PyPulledRecord& self, const std::string& reason) {
+  kcl::Status s;
+  {
+    py::gil_scoped_release released;
+    std::lock_guard lock(self.mu);
+    s = self.pulled->nack(reason);
+  }
+  check(s);
+}
+
 std::chrono::milliseconds ms_of(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
@@ -150,6 +160,10 @@ void bind_pull(py::module_& m) {
            "Acknowledges the record. Raises LeaseLostError when the shard's lease was lost "
            "since (the next owner delivers it again), FailedPreconditionError when already "
            "acknowledged, CancelledError after the consumer shut down.")
+      .def("nack", &nack, py::arg("reason"),
+           "Gives up on the record: it goes to the dead-letter file (option dead_letter_file) "
+           "with `reason`, and counts as acknowledged once written there (blocks while the "
+           "sink refuses). Raises as ack(), and FailedPreconditionError without a sink.")
       .def_property_readonly("stream_name",
                              [](const PyPulledRecord& r) { return r.pulled->stream_name(); });
   py::class_<PyPullConsumer>(m, "_PullConsumer")

@@ -38,8 +38,8 @@ def test_unknown_options_and_wrong_types_are_named():
     assert "option 'verify_tls' must be True or False, not int" in p
     assert any(x.startswith("option 'initial_position' is \"OLDEST\"; it must be one of")
                for x in p), p
-    assert any("'on_processor_error' is \"ignore\"; it must be one of retry, skip" in x
-               for x in p), p
+    assert any("'on_processor_error' is \"ignore\"; it must be one of dead_letter, retry, "
+               "skip" in x for x in p), p
     assert any(x.startswith("option 'failure_backoff_base' must be seconds") for x in p), p
 
 

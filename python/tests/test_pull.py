@@ -1,9 +1,11 @@
 """kcl.PullConsumer from Python: out-of-order acks from 8 threads, the low watermark,
-a SIGKILL and restart, asyncio iteration."""
+a SIGKILL and restart, asyncio iteration, nack to a dead-letter file."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
+import json
 import os
 import random
 import signal
@@ -80,6 +82,37 @@ def check_watermark(emulators, app, consumer, finish, order, by_shard, held, hel
         held[0].ack()
     wait_until(lambda: emulators.dynamodb.leases(app)[held_shard]["checkpoint"]
                == by_shard[held_shard][-1], what="the checkpoint after the last ack")
+
+
+def test_nack_writes_the_record_to_the_dead_letter_file_and_counts_as_its_ack(
+        emulators, names, options, tmp_path):
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put = put_numbered(emulators, stream, 10)
+    dead = str(tmp_path / "dead.jsonl")
+    consumer = kcl.PullConsumer(stream=stream, app=app, checkpoint_interval=0.05,
+                                dead_letter_file=dead, **options)
+    consumer.start()
+    try:
+        for _ in range(10):
+            r = consumer.next(timeout=30)
+            assert r is not None
+            if bytes(r.data) == b"r00003":
+                r.nack("cannot parse r00003")
+                with pytest.raises(kcl.FailedPreconditionError):
+                    r.ack()
+            else:
+                r.ack()
+        wait_until(lambda: list(emulators.dynamodb.leases(app).values())[0]["checkpoint"]
+                   == put[-1]["SequenceNumber"], what="the checkpoint past the nacked record")
+    finally:
+        consumer.shutdown()
+    with open(dead) as f:
+        letters = [json.loads(line) for line in f]
+    assert len(letters) == 1
+    assert letters[0]["sequence_number"] == put[3]["SequenceNumber"]
+    assert letters[0]["error"] == "cannot parse r00003"
+    assert base64.b64decode(letters[0]["data"]) == b"r00003"
 
 
 def finished(path: str) -> List[List[str]]:

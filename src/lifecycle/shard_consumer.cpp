@@ -362,10 +362,15 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
 // Hands `batch` to the processor: process_records, or hand_in for a paced one. Returns
 // whether it succeeded.
 bool ShardConsumer::call_with_batch(retrieval::FetchedBatch& batch) {
+  return call_with_records(batch, std::span<const Record>(batch.records));
+}
+
+// process_records with `records` (the whole of `batch`, or a part of it when bisecting).
+bool ShardConsumer::call_with_records(retrieval::FetchedBatch& batch,
+                                      std::span<const Record> records) {
   ctx_.metrics->gauge("consumer.millis_behind_latest",
                       static_cast<double>(batch.millis_behind_latest), tags());
-  ProcessRecordsInput input{std::span<const Record>(batch.records), *processor_checkpointer_,
-                            batch.millis_behind_latest};
+  ProcessRecordsInput input{records, *processor_checkpointer_, batch.millis_behind_latest};
   const auto call_start = ctx_.clock->now();
   last_call_at_ = call_start;
   const bool processed = call_processor("process_records", [&] {
@@ -394,6 +399,9 @@ void ShardConsumer::count_delivered(std::size_t count, std::size_t bytes) {
 // checkpointer forgets the batch until then), or skips it after N attempts when the
 // application opted in. Returns when to run next when the batch is to be delivered again.
 std::optional<SteadyTime> ShardConsumer::deliver_pending() {
+  if (ctx_.processing.on_processor_error == ProcessorErrorPolicy::kDeadLetter && !paced_) {
+    return deliver_bisecting();
+  }
   retrieval::FetchedBatch& batch = *pending_;
   const Record& last = batch.records.back();
   const std::optional<ExtendedSequenceNumber> delivered_before = last_delivered_;
@@ -459,6 +467,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
   if (!pending_) {
     pending_ = fetcher_->take_batch();
     pending_attempts_ = 0;
+    bisector_.reset();
     if (pending_) wake_fetch_task();  // room again below the prefetch bound
   }
   if (pending_) {

@@ -21,7 +21,8 @@
 //   Before process_records the checkpointer learns the batch's last record (so a
 //   checkpoint may name any delivered record but never a later one). An exception from
 //   process_records is caught; the same batch is delivered again after a backoff (or
-//   skipped after N attempts when the application opted in).
+//   skipped after N attempts when the application opted in, or, with kDeadLetter, bisected
+//   to the failing records, which go to the dead-letter sink: shard_consumer_poison.cpp).
 // - kShardEnd: shard_ended(checkpointer) until the processor has checkpointed SHARD_END;
 //   without it the children would never start, so the step is retried with backoff and an
 //   error names the shard and the fix. Never silently stuck, never silently skipped.
@@ -70,6 +71,7 @@
 #include "kcl/retrieval_config.h"
 #include "leases/held_leases.h"
 #include "leases/load_meter.h"
+#include "lifecycle/batch_bisector.h"
 #include "lifecycle/paced_processor.h"
 #include "lifecycle/processor_checkpointer.h"
 #include "lifecycle/task_pool.h"
@@ -117,6 +119,7 @@ struct ConsumerContext {
   std::atomic<std::uint64_t>* records_delivered = nullptr;
   std::atomic<std::uint64_t>* processor_failures = nullptr;
   std::atomic<std::uint64_t>* corrupt_aggregates = nullptr;
+  std::atomic<std::uint64_t>* records_dead_lettered = nullptr;
   // Makes a shard's records source; empty = polling (retrieval::ShardFetcher).
   retrieval::RecordsSourceFactory records_source_factory;
   // Called once when a consumer is done (any outcome), on the thread that ended it: quick,
@@ -149,6 +152,10 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   Status failure() const;
   // Records this consumer delivered to its processor.
   std::uint64_t records_delivered() const { return delivered_.load(std::memory_order_relaxed); }
+  // Records this consumer handed to the dead-letter sink (accepted).
+  std::uint64_t records_dead_lettered() const {
+    return dead_lettered_.load(std::memory_order_relaxed);
+  }
   // Steady-clock nanoseconds at which the current processor callback started; 0 when none.
   std::int64_t callback_started_ns() const { return callback_started_ns_.load(); }
   bool hung_reported() const { return hung_reported_.load(); }
@@ -166,6 +173,13 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::optional<SteadyTime> paced_gate(std::optional<SteadyTime>& paced_call);
   std::optional<SteadyTime> deliver_pending();
   bool call_with_batch(retrieval::FetchedBatch& batch);
+  bool call_with_records(retrieval::FetchedBatch& batch, std::span<const Record> records);
+  // ProcessorErrorPolicy::kDeadLetter (shard_consumer_poison.cpp): the pending batch part by
+  // part; returns when to run next while a part waits (backoff, sink, shutdown).
+  std::optional<SteadyTime> deliver_bisecting();
+  std::optional<SteadyTime> deliver_part(const BatchBisector::Part& part);
+  std::optional<SteadyTime> dead_letter_current(const BatchBisector::Part& part);
+  void note_delivered(const Record& last);
   void count_delivered(std::size_t count, std::size_t bytes);
   std::optional<SteadyTime> end_failed_source();
   std::optional<SteadyTime> step_shard_end();
@@ -223,6 +237,11 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::shared_ptr<class FetchTask> fetch_task_;        // runs fetcher_ on the pool (if any)
   std::optional<retrieval::FetchedBatch> pending_;     // taken, not yet processed successfully
   int pending_attempts_ = 0;
+  std::optional<BatchBisector> bisector_;  // kDeadLetter: how pending_ is being delivered
+  bool letter_due_ = false;                // bisector_'s current record is to be dead-lettered
+  std::string letter_error_;               // the failure that made it so
+  std::uint64_t sink_failures_ = 0;        // the sink's refusals in a row (logged as a series)
+  std::atomic<std::uint64_t> dead_lettered_{0};
   SteadyTime last_call_at_{};  // the last process_records call (or initialize)
   int consecutive_failures_ = 0;
   std::optional<ExtendedSequenceNumber> last_delivered_;

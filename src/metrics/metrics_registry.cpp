@@ -29,6 +29,9 @@ constexpr Known kKnown[] = {
      "Time spent in the record processor's process_records call."},
     {"processor.failures", "kcl_processor_failures_total",
      "Processor callbacks that threw, per shard."},
+    {"records.dead_lettered", "kcl_records_dead_lettered_total",
+     "Records handed to the dead-letter sink (and accepted) after the processor kept failing on "
+     "them, by stream, shard and sink."},
     {"leases.held", "kcl_leases_held", "Leases this worker holds."},
     {"leases.taken", "kcl_leases_taken_total", "Expired or free leases this worker took."},
     {"leases.stolen", "kcl_leases_stolen_total",

@@ -203,6 +203,10 @@ constexpr TextKey kTextKeys[] = {
      [](MultiLangSettings& s, const std::string& v) { s.worker.aws.dynamodb_endpoint_url = v; }},
     {"consumerName",
      [](MultiLangSettings& s, const std::string& v) { s.worker.retrieval.consumer_name = v; }},
+    // kcl-cpp's own: poison records (properties.h).
+    {"deadLetterFile", [](MultiLangSettings& s, const std::string& v) { s.dead_letter_file = v; }},
+    {"deadLetterStream",
+     [](MultiLangSettings& s, const std::string& v) { s.dead_letter_stream = v; }},
 };
 
 // Keys whose value is a whole number in [lo, hi].
@@ -248,6 +252,10 @@ constexpr NumberKey kNumberKeys[] = {
     {"shutdownGraceMillis", 1000, 3600000,
      [](MultiLangSettings& s, long long n) {
        s.worker.processing.shutdown_timeout = milliseconds(n);
+     }},
+    {"maxAttemptsBeforeDeadLetter", 1, 1000,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.processing.max_attempts_before_dead_letter = static_cast<int>(n);
      }},
     {"maxActiveThreads", 1, 256,
      [](MultiLangSettings& s, long long n) {

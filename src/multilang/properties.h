@@ -10,7 +10,11 @@
 // maxLeasesForWorker, maxLeasesToStealAtOneTime, initialLeaseTableReadCapacity,
 // initialLeaseTableWriteCapacity, timeoutInSeconds (how long the child may take to answer one
 // message; default 60), maxActiveThreads (threads running the shards' processors), and the
-// retrieval mode: retrievalMode = FANOUT | POLLING with consumerName.
+// retrieval mode: retrievalMode = FANOUT | POLLING with consumerName. Poison records
+// (kcl-cpp's own keys): deadLetterFile = PATH or deadLetterStream = NAME turns on
+// ProcessorErrorPolicy::kDeadLetter: a batch whose child fails (an error, a crash, no answer)
+// maxAttemptsBeforeDeadLetter times (default 3) is bisected and each record that keeps
+// failing goes to that JSON-lines file or stream (kcl/dead_letter.h).
 // Understood but not configurable here: AwsCredentialsProvider (and AWSCredentialsProvider,
 // AwsCredentialsProviderDynamoDB, AwsCredentialsProviderCloudWatch): the Java names of the
 // default chain or its links (DefaultCredentialsProvider, DefaultAWSCredentialsProviderChain,
@@ -41,6 +45,9 @@ Result<std::map<std::string, std::string>> parse_properties(const std::string& t
 struct MultiLangSettings {
   WorkerConfig worker;
   ChildOptions child;
+  // deadLetterFile / deadLetterStream: the sink for poison records (made by the caller).
+  std::string dead_letter_file;
+  std::string dead_letter_stream;
   std::vector<std::string> ignored_keys;  // present but without meaning for kcl-cpp
   // Settings understood but not honoured as asked, each in plain words (log each once).
   std::vector<std::string> warnings;

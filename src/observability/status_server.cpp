@@ -106,6 +106,7 @@ namespace {
 struct ShardSeries {
   std::map<std::string, double> totals;
   std::map<std::string, double> lag;
+  std::map<std::string, double> dead_lettered;
 };
 
 ShardSeries shard_series(const metrics::MetricsRegistry& registry) {
@@ -117,9 +118,15 @@ ShardSeries shard_series(const metrics::MetricsRegistry& registry) {
       if (k == "stream") stream = v;
     }
     if (shard.empty()) continue;
+    const std::string plain_shard = shard;
     if (!stream.empty()) shard = stream + "/" + shard;  // ShardView::series_key
     if (s.family == "kcl_records_processed_total") out.totals[shard] += s.value;
     if (s.family == "kcl_millis_behind_latest") out.lag[shard] = s.value;
+    if (s.family == "kcl_records_dead_lettered_total") {
+      // Always labelled with its stream: found under either key a shard view may use.
+      out.dead_lettered[shard] += s.value;
+      if (shard != plain_shard) out.dead_lettered[plain_shard] += s.value;
+    }
   }
   return out;
 }
@@ -219,7 +226,7 @@ struct StatusServer::Impl {
       out["workers"] = json::array();
     } else {
       FleetView view = fleet_view(*leases);
-      out["shards"] = shards_json(view, series.lag);
+      out["shards"] = shards_json(view, series);
       out["workers"] = workers_json(view, sources.worker_id);
     }
     auto text = std::make_shared<const std::string>(out.dump());
@@ -246,18 +253,22 @@ struct StatusServer::Impl {
     last_sample = now;
   }
 
-  // Every shard; lag and records/s for this worker's own.
-  json shards_json(const FleetView& view, const std::map<std::string, double>& lag) const {
+  // Every shard; lag, records/s and records dead-lettered for this worker's own.
+  json shards_json(const FleetView& view, const ShardSeries& series) const {
+    const std::map<std::string, double>& lag = series.lag;
     json shards = json::array();
     for (const auto& s : view.shards) {
       json j = {{"shard_id", s.shard_id},     {"owner", s.owner},
                 {"checkpoint", s.checkpoint}, {"parents", s.parents},
                 {"children", s.children},     {"state", s.state},
-                {"millis_behind", nullptr},   {"records_per_second", json::array()}};
+                {"millis_behind", nullptr},   {"records_per_second", json::array()},
+                {"dead_lettered", nullptr}};
       if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
       if (!s.stream.empty()) j["stream"] = s.stream;
       if (s.owner == sources.worker_id) {
         if (auto it = lag.find(s.series_key); it != lag.end()) j["millis_behind"] = it->second;
+        auto dl = series.dead_lettered.find(s.series_key);
+        j["dead_lettered"] = dl == series.dead_lettered.end() ? 0 : dl->second;
         if (auto it = rates.find(s.series_key); it != rates.end()) {
           j["records_per_second"] = std::vector<double>(it->second.begin(), it->second.end());
         }

@@ -47,6 +47,20 @@ Status PulledRecord::ack() {
   return shard_->hub().ack(*shard_, index_);
 }
 
+Status PulledRecord::nack(std::string_view reason) {
+  if (!shard_ || acked_) {
+    return Status(StatusCode::kFailedPrecondition, "record " +
+                                                       std::string(record_.sequence_number()) +
+                                                       " was already acknowledged (or moved from)");
+  }
+  if (!shard_->hub().limits().dead_letter_sink) {
+    return Status(StatusCode::kFailedPrecondition,
+                  "nack() needs a dead-letter sink: set worker.processing.dead_letter_sink");
+  }
+  acked_ = true;  // settled now (or the shard is gone): not to be acknowledged again
+  return shard_->hub().nack(*shard_, index_, record_, std::string(reason));
+}
+
 const std::string& PulledRecord::stream_name() const {
   static const std::string none;
   return shard_ ? shard_->stream_name() : none;
@@ -64,6 +78,9 @@ class PullConsumer::Impl {
     limits.max_unacked_bytes_per_shard = config_.max_unacked_bytes_per_shard;
     limits.checkpoint_interval = config_.checkpoint_interval;
     limits.stuck_record_warning = config_.stuck_record_warning;
+    limits.dead_letter_sink = config_.worker.processing.dead_letter_sink;
+    limits.sink_backoff_base = config_.worker.processing.failure_backoff_base;
+    limits.sink_backoff_max = config_.worker.processing.failure_backoff_max;
     hub_ = std::make_shared<pull::PullHub>(limits, clock);
     if (!deps_.logger) deps_.logger = make_default_logger();
   }

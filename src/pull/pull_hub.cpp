@@ -12,9 +12,12 @@ std::shared_ptr<PullShard> PullHub::open_shard(const std::string& shard_id) {
   return shard;
 }
 
-void PullHub::attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake) {
+void PullHub::attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake,
+                     MetricsSink* metrics, Logger* logger) {
   std::lock_guard<std::mutex> lock(mu_);
   shard.wake_ = std::move(wake);
+  shard.metrics_ = metrics;
+  shard.logger_ = logger;
   shard.last_write_at_ = clock_.now();
 }
 
@@ -143,7 +146,9 @@ void PullHub::finish(PullShard& shard, bool lost) {
   if (shard.finished_) return;
   shard.finished_ = true;
   shard.lost_ = lost;
-  shard.wake_ = nullptr;  // the consumer is done: nothing may schedule it any more
+  shard.wake_ = nullptr;     // the consumer is done: nothing may schedule it any more
+  shard.metrics_ = nullptr;  // nor report through the worker's sinks (nack)
+  shard.logger_ = nullptr;
   drop_locked(shard);
   active_.erase(&shard);
 }
@@ -185,8 +190,7 @@ std::vector<PulledRecord> PullHub::take(std::size_t max,
   return out;
 }
 
-Status PullHub::ack(PullShard& shard, std::uint64_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
+Status PullHub::ack_refusal_locked(const PullShard& shard, std::uint64_t index) const {
   if (shard.lost_) {
     return Status(StatusCode::kLeaseLost, "the lease of shard " + shard.shard_id_ +
                                               " was lost after this record was taken; its next "
@@ -203,6 +207,12 @@ Status PullHub::ack(PullShard& shard, std::uint64_t index) {
     return Status(StatusCode::kFailedPrecondition,
                   "record of shard " + shard.shard_id_ + " was already acknowledged");
   }
+  return Status::Ok();
+}
+
+Status PullHub::ack(PullShard& shard, std::uint64_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Status refused = ack_refusal_locked(shard, index); !refused.ok()) return refused;
   PullShard::Entry& e = shard.window_[index - shard.window_base_];
   e.acked = true;
   --shard.unacked_;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kcl/clock.h"
+#include "kcl/dead_letter.h"
 #include "kcl/lease.h"
 #include "kcl/processor.h"
 #include "kcl/pull_consumer.h"
@@ -87,6 +88,8 @@ class PullShard : public std::enable_shared_from_this<PullShard> {
   bool drain_wanted_ = false;  // the consumer waits for the window to empty (shard end)
   std::uint64_t stuck_reported_index_ = UINT64_MAX;
   std::function<void(Clock::MonoTime)> wake_;
+  MetricsSink* metrics_ = nullptr;  // the worker's, while the shard is not finished
+  Logger* logger_ = nullptr;        // likewise (may be null)
 };
 
 // What pace() decided for a shard (see PacedProcessor).
@@ -103,6 +106,10 @@ struct PullLimits {
   std::size_t max_unacked_bytes_per_shard = 16u << 20;
   std::chrono::milliseconds checkpoint_interval{1000};
   std::chrono::milliseconds stuck_record_warning{60000};
+  // nack(): where records go, and the backoff while the sink refuses.
+  std::shared_ptr<DeadLetterSink> dead_letter_sink;
+  std::chrono::milliseconds sink_backoff_base{200};
+  std::chrono::milliseconds sink_backoff_max{30000};
 };
 
 class PullHub : public std::enable_shared_from_this<PullHub> {
@@ -114,7 +121,8 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
 
   // ---- from a shard's processor (the consumer's thread) ----
   std::shared_ptr<PullShard> open_shard(const std::string& shard_id);
-  void attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake);
+  void attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake,
+              MetricsSink* metrics = nullptr, Logger* logger = nullptr);
   // A delivered batch: every record joins the window and the buffer (moved out of
   // `records`). Toward the byte bound each record counts its share of `batch_bytes` (what
   // the batch holds: the response body the records point into, and the records), or its
@@ -141,6 +149,10 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   // Up to `max` records, waiting until `deadline` for the first.
   std::vector<PulledRecord> take(std::size_t max, std::chrono::steady_clock::time_point deadline);
   Status ack(PullShard& shard, std::uint64_t index);
+  // Hands `record` to the dead-letter sink with `reason` (asking again after a backoff while
+  // it refuses, as long as the shard is read), then acknowledges it (pull_nack.cpp).
+  Status nack(PullShard& shard, std::uint64_t index, const Record& record,
+              const std::string& reason);
 
   // ---- from PullConsumer ----
   // Stops handing records out (take() returns nothing; pace() accepts no batch). The
@@ -151,6 +163,9 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   PullStats stats() const;
 
  private:
+  // Why an ack of `index` cannot be taken now (lease lost, shard finished, acknowledged
+  // already); OK when it can.
+  Status ack_refusal_locked(const PullShard& shard, std::uint64_t index) const;
   bool takeable_locked(const PullShard& shard) const;
   bool has_room_locked(const PullShard& shard) const;
   void make_ready_locked(PullShard& shard);

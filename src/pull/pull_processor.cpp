@@ -25,7 +25,7 @@ void PullProcessor::initialize(const InitializationInput& input) {
 
 void PullProcessor::attach(lifecycle::PaceContext context) {
   context_ = std::move(context);
-  hub_->attach(*shard_, context_.wake);
+  hub_->attach(*shard_, context_.wake, context_.metrics, context_.logger);
 }
 
 void PullProcessor::process_records(const ProcessRecordsInput& input) {

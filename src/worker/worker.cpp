@@ -238,6 +238,7 @@ class Worker::Impl final : public leases::LeaseListener {
 
   std::atomic<std::uint64_t> records_delivered_{0};
   std::atomic<std::uint64_t> processor_failures_{0};
+  std::atomic<std::uint64_t> records_dead_lettered_{0};
   std::atomic<std::uint64_t> corrupt_aggregates_{0};
 
   std::atomic<bool> started_{false};
@@ -500,6 +501,7 @@ void Worker::Impl::make_consumer_context() {
   ctx_.processing = config_.processing;
   ctx_.records_delivered = &records_delivered_;
   ctx_.processor_failures = &processor_failures_;
+  ctx_.records_dead_lettered = &records_dead_lettered_;
   ctx_.corrupt_aggregates = &corrupt_aggregates_;
   ctx_.records_source_factory = internals_.records_source_factory;
   if (!ctx_.records_source_factory && config_.retrieval.mode == RetrievalMode::kFanOut) {
@@ -837,6 +839,7 @@ WorkerStats Worker::Impl::stats() const {
   }
   s.processor_failures = processor_failures_.load();
   s.corrupt_aggregates = corrupt_aggregates_.load();
+  s.records_dead_lettered = records_dead_lettered_.load();
   return s;
 }
 

@@ -95,6 +95,16 @@ std::vector<std::string> WorkerConfig::validate() const {
                        std::to_string(p.max_attempts_before_skip) +
                        "; it must be between 1 and 1000");
   }
+  if (p.max_attempts_before_dead_letter < 1 || p.max_attempts_before_dead_letter > 1000) {
+    problems.push_back("processing.max_attempts_before_dead_letter is " +
+                       std::to_string(p.max_attempts_before_dead_letter) +
+                       "; it must be between 1 and 1000");
+  }
+  if (p.on_processor_error == ProcessorErrorPolicy::kDeadLetter && !p.dead_letter_sink) {
+    problems.push_back(
+        "processing.on_processor_error is kDeadLetter but processing.dead_letter_sink is not "
+        "set; give it a sink (kcl/dead_letter.h)");
+  }
   check_range(problems, "processing.hung_processor_warning", p.hung_processor_warning,
               milliseconds(1000), milliseconds(3600000));
   check_range(problems, "processing.scheduler_interval", p.scheduler_interval, milliseconds(10),

@@ -7,6 +7,9 @@
 // shard end and at a graceful shutdown: a crash re-prints at most about one interval's
 // records, and a steady fleet writes one checkpoint per shard per interval instead of one per
 // batch. --max N prints exactly N records and checkpoints each shard at its last one printed.
+// Poison records: with --dead-letter-file or --dead-letter-stream, a batch that fails
+// --max-attempts times (say stdout refuses it, or --reject-matching names a record in it) is
+// bisected and the records that keep failing are set aside there (kcl/dead_letter.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -16,11 +19,13 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 
 #include "base/status_macros.h"
 #include "commands.h"
+#include "dead_letter_options.h"
 #include "kcl/worker.h"
 #include "record_lines.h"
 
@@ -49,6 +54,8 @@ struct ConsumeFlags {
   std::string log_format = "text";
   bool fan_out = false;
   std::string consumer_name;
+  DeadLetterOptions dead_letter;
+  std::string reject_matching;
 };
 
 // --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
@@ -137,13 +144,15 @@ class Output {
 // if nothing follows). Records not printed because of --max are never checkpointed.
 class PrintingProcessor final : public RecordProcessor {
  public:
-  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream)
-      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream) {}
+  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
+                    const std::optional<std::regex>& reject)
+      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream), reject_(reject) {}
   void initialize(const InitializationInput& input) override {
     last_checkpoint_ = std::chrono::steady_clock::now();
     if (name_stream_) stream_ = input.stream_name;
   }
   void process_records(const ProcessRecordsInput& input) override {
+    refuse_rejected(input.records);
     const long long printed = out_.write(input.records, stream_);
     if (printed < 0) throw std::runtime_error("cannot write to standard output");
     if (printed > 0) {
@@ -178,6 +187,16 @@ class PrintingProcessor final : public RecordProcessor {
     if (s.ok()) checkpointed_ = last_printed_;
     return s;
   }
+  // --reject-matching: a batch holding a matching record fails before anything is printed.
+  void refuse_rejected(std::span<const Record> records) const {
+    if (!reject_) return;
+    for (const Record& r : records) {
+      if (std::regex_search(r.data().begin(), r.data().end(), *reject_)) {
+        throw std::runtime_error("record " + std::string(r.sequence_number()) +
+                                 " matches --reject-matching");
+      }
+    }
+  }
   static void check(const Status& s) {
     if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
       throw std::runtime_error("checkpoint failed: " + s.to_string());
@@ -186,6 +205,7 @@ class PrintingProcessor final : public RecordProcessor {
   Output& out_;
   const std::chrono::milliseconds interval_;
   const bool name_stream_;
+  const std::optional<std::regex>& reject_;
   std::string stream_;  // printed in each line when the worker reads several streams
   std::chrono::steady_clock::time_point last_checkpoint_{};
   std::optional<ExtendedSequenceNumber> last_printed_;
@@ -194,17 +214,33 @@ class PrintingProcessor final : public RecordProcessor {
 
 class PrintingFactory final : public RecordProcessorFactory {
  public:
-  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream)
-      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream) {}
+  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
+                  std::optional<std::regex> reject)
+      : out_(out),
+        interval_(checkpoint_interval),
+        name_stream_(name_stream),
+        reject_(std::move(reject)) {}
   std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_);
+    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_, reject_);
   }
 
  private:
   Output& out_;
   const std::chrono::milliseconds interval_;
   const bool name_stream_;
+  const std::optional<std::regex> reject_;
 };
+
+// --reject-matching as a regular expression (ECMAScript), or why it is not one.
+Result<std::optional<std::regex>> reject_pattern(const ConsumeFlags& f) {
+  if (f.reject_matching.empty()) return std::optional<std::regex>();
+  try {
+    return std::optional<std::regex>(std::regex(f.reject_matching));
+  } catch (const std::regex_error& e) {
+    return Status(StatusCode::kInvalidArgument, "--reject-matching '" + f.reject_matching +
+                                                    "' is not a regular expression: " + e.what());
+  }
+}
 
 std::string join_names(const std::vector<std::string>& names) {
   std::string out;
@@ -286,10 +322,24 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
     return 2;
   }
 
+  auto reject = reject_pattern(f);
+  if (!reject.ok()) return report_error("consume", reject.status());
+  if (!f.reject_matching.empty() && !f.dead_letter.any()) {
+    return report_error("consume", Status(StatusCode::kInvalidArgument,
+                                          "--reject-matching needs --dead-letter-file or "
+                                          "--dead-letter-stream (a rejected record would "
+                                          "otherwise be retried for ever)"));
+  }
+  std::unique_ptr<Producer> dead_letter_producer;
+  if (Status s = apply_dead_letter_options(f.dead_letter, config.aws, config, dead_letter_producer);
+      !s.ok()) {
+    return report_error("consume", s);
+  }
+
   Output out(f.raw, f.max_records);
-  Worker worker(
-      config, std::make_shared<PrintingFactory>(
-                  out, std::chrono::milliseconds(f.checkpoint_interval_ms), config.multi_stream()));
+  Worker worker(config, std::make_shared<PrintingFactory>(
+                            out, std::chrono::milliseconds(f.checkpoint_interval_ms),
+                            config.multi_stream(), std::move(*reject)));
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
@@ -309,7 +359,10 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   say("consume", "stopping gracefully (a second signal exits at once)");
   Status stopped = worker.shutdown();
   auto stats = worker.stats();
-  say("consume", "stopped after " + std::to_string(stats.records_delivered) + " records");
+  say("consume", "stopped after " + std::to_string(stats.records_delivered) + " records" +
+                     (stats.records_dead_lettered > 0
+                          ? " (" + std::to_string(stats.records_dead_lettered) + " dead-lettered)"
+                          : ""));
   if (!stopped.ok()) return report_error("consume", stopped);
   // A shard that never delivered because its consumer kept failing is an error, even though
   // the worker itself stopped cleanly.
@@ -402,6 +455,19 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
   cmd->add_option("--consumer-name", f->consumer_name,
                   "The stream consumer for --fan-out (default: the application name)");
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
+  cmd->add_option("--dead-letter-file", f->dead_letter.file,
+                  "Poison records: a batch that fails --max-attempts times is bisected and each "
+                  "record that keeps failing is appended to PATH as a JSON line (position, "
+                  "error, attempts, base64 data; flushed to disk before the shard goes on)");
+  cmd->add_option("--dead-letter-stream", f->dead_letter.stream,
+                  "As --dead-letter-file, but each poison record is written to stream NAME "
+                  "(its partition key kept, the same JSON object as its data)");
+  cmd->add_option("--max-attempts", f->dead_letter.max_attempts,
+                  "With a dead-letter sink: failures of a batch before it is bisected, and of a "
+                  "record alone before it is set aside (default 3, 1..1000)");
+  cmd->add_option("--reject-matching", f->reject_matching,
+                  "Treat records whose data matches this regular expression as failures (they "
+                  "go to the dead-letter sink, which is then required)");
   cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "dead_letter_options.h"
 #include "kcl/worker.h"
 #include "multilang/properties.h"
 
@@ -43,6 +44,14 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   }
   for (const auto& warning : settings->warnings) {
     logger->log(LogLevel::kWarn, "multilang", warning);
+  }
+  DeadLetterOptions dead_letter{settings->dead_letter_file, settings->dead_letter_stream,
+                                config.processing.max_attempts_before_dead_letter, "deadLetterFile",
+                                "deadLetterStream"};
+  std::unique_ptr<Producer> dead_letter_producer;  // outlives the worker
+  if (Status s = apply_dead_letter_options(dead_letter, config.aws, config, dead_letter_producer);
+      !s.ok()) {
+    return report_error("multilang", s);
   }
   Dependencies deps;
   deps.logger = logger;

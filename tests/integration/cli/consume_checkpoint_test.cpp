@@ -2,7 +2,8 @@
 // --checkpoint-interval (not one per batch) and are written when the stream goes idle too, so
 // a crash prints nothing again after an idle interval; a graceful stop checkpoints the last
 // record printed; --max prints exactly that many and the next run the rest; every record is
-// printed once.
+// printed once. --dead-letter-file with --reject-matching sets a record aside and prints the
+// rest once, the checkpoint passing it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -146,6 +147,29 @@ TEST_F(ConsumeCheckpointTest, MaxPrintsExactlyThatManyAndTheNextRunPrintsTheRest
   EXPECT_EQ(p.wait(), 0);
   EXPECT_EQ(p.lines().size(), 23u);
   EXPECT_EQ(checkpoint(), seqs.back());
+}
+
+TEST_F(ConsumeCheckpointTest, DeadLetterFileTakesARejectedRecordAndTheRestIsPrintedOnce) {
+  const auto seqs = put(0, 30);
+  ASSERT_EQ(seqs.size(), 30u);
+  const std::string dead = ::testing::TempDir() + "/" + app_ + ".dead.jsonl";
+  KclProcess p =
+      consume(0, {"--dead-letter-file", dead, "--max-attempts", "2", "--reject-matching", "^r17$"});
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(eventually([&] { return checkpoint() == seqs.back(); }, 60s)) << checkpoint();
+  EXPECT_EQ(p.stop(), 0);
+  const auto printed = p.lines();
+  EXPECT_EQ(printed.size(), 29u) << "every other record printed exactly once";
+  for (const std::string& line : printed) {
+    EXPECT_EQ(line.find(seqs[17]), std::string::npos) << "the rejected record was printed";
+  }
+  std::ifstream in(dead);
+  std::vector<std::string> letters;
+  for (std::string l; std::getline(in, l);) letters.push_back(l);
+  ASSERT_EQ(letters.size(), 1u);
+  EXPECT_NE(letters[0].find("\"sequence_number\":\"" + seqs[17] + "\""), std::string::npos)
+      << letters[0];
+  EXPECT_NE(letters[0].find("matches --reject-matching"), std::string::npos) << letters[0];
 }
 
 }  // namespace

@@ -558,5 +558,125 @@ TEST_F(ShardConsumerTest, WithoutAnIntervalAnIdleShardGetsNoEmptyBatch) {
   EXPECT_EQ(count(script_.events, "process 0"), 0u);
 }
 
+// ProcessorErrorPolicy::kDeadLetter: a sink that keeps what it accepted, and refuses while
+// `refuse` is above 0 (counting down).
+struct LetterBox {
+  std::vector<DeadLetter> letters;
+  int refuse = 0;
+  int refusals = 0;
+  std::shared_ptr<DeadLetterSink> sink() {
+    return make_callback_dead_letter_sink([this](const DeadLetter& letter) {
+      if (refuse > 0) {
+        --refuse;
+        ++refusals;
+        return Status(StatusCode::kUnavailable, "scripted sink outage");
+      }
+      letters.push_back(letter);
+      return Status::Ok();
+    });
+  }
+};
+
+class DeadLetterConsumerTest : public ShardConsumerTest {
+ protected:
+  void use_dead_letters(int max_attempts = 3) {
+    ctx_.processing.on_processor_error = ProcessorErrorPolicy::kDeadLetter;
+    ctx_.processing.max_attempts_before_dead_letter = max_attempts;
+    ctx_.processing.dead_letter_sink = box_.sink();
+    ctx_.metrics = &metrics_;
+  }
+  LetterBox box_;
+  leases::testing::RecordingMetrics metrics_;
+};
+
+TEST_F(DeadLetterConsumerTest, BisectsToTheFailingRecordDeadLettersItAndGoesOn) {
+  add_lease(kShard);
+  use_dead_letters(3);
+  fake_->add_records(10, "r");
+  script_.throws = [](std::span<const Record> records) { return contains(records, "r5"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(
+      drive(*c, [&] { return stored().checkpoint == ExtendedSequenceNumber(seq_number(9)); }));
+  ASSERT_EQ(box_.letters.size(), 1u);
+  const DeadLetter& letter = box_.letters[0];
+  EXPECT_EQ(letter.record.data(), "r5");
+  EXPECT_EQ(letter.record.sequence_number(), seq_number(5));
+  EXPECT_EQ(letter.shard_id, kShard);
+  EXPECT_EQ(letter.stream, kStream);
+  EXPECT_EQ(letter.attempts, 8) << "3 whole batch + [5,10) + [5,7) + 3 alone";
+  EXPECT_NE(letter.error.find("scripted failure"), std::string::npos) << letter.error;
+  // The calls: 3 x [0,10) fail, [0,5) ok, [5,10) fails, [5,7) fails, 3 x [5] fail, [6] ok,
+  // [7,10) ok. Redeliveries are exactly those.
+  EXPECT_EQ(count(script_.data, "r0"), 4u);
+  EXPECT_EQ(count(script_.data, "r6"), 6u);
+  EXPECT_EQ(count(script_.data, "r9"), 5u);
+  EXPECT_EQ(count(script_.data, "r5"), 8u);
+  EXPECT_EQ(delivered_.load(), 9u) << "each good record counted once, when processed";
+  EXPECT_EQ(c->records_dead_lettered(), 1u);
+  EXPECT_EQ(metrics_.count_of("records.dead_lettered{stream=" + std::string(kStream) +
+                              "}{shard=" + std::string(kShard) + "}{sink=callback}"),
+            1);
+}
+
+TEST_F(DeadLetterConsumerTest, ARefusingSinkHoldsTheShardAndItsCheckpoint) {
+  add_lease(kShard);
+  use_dead_letters(1);
+  box_.refuse = 1000;
+  fake_->add_records(10, "r");
+  script_.throws = [](std::span<const Record> records) { return contains(records, "r5"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return box_.refusals >= 5; }));
+  // [0,5) was processed and checkpointed; nothing after r5 is, while the sink refuses.
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)));
+  EXPECT_EQ(delivered_.load(), 5u);
+  EXPECT_EQ(metrics_.count_of("dead_letter.sink_failures{shard=" + std::string(kShard) + "}"),
+            box_.refusals);
+  const int refusals = box_.refusals;
+  box_.refuse = 0;  // the sink recovers: the shard goes on
+  ASSERT_TRUE(
+      drive(*c, [&] { return stored().checkpoint == ExtendedSequenceNumber(seq_number(9)); }));
+  EXPECT_EQ(box_.refusals, refusals);
+  ASSERT_EQ(box_.letters.size(), 1u);
+  EXPECT_EQ(box_.letters[0].record.data(), "r5");
+  EXPECT_EQ(delivered_.load(), 9u);
+}
+
+TEST_F(DeadLetterConsumerTest, ShutdownWhileTheSinkRefusesCheckpointsOnlyBeforeTheRecord) {
+  add_lease(kShard);
+  use_dead_letters(1);
+  box_.refuse = 1000;
+  script_.checkpoint_each_batch = false;  // only the final checkpoint() in shutdown_requested
+  fake_->add_records(10, "r");
+  script_.throws = [](std::span<const Record> records) { return contains(records, "r5"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return box_.refusals >= 2; }));
+  c->request_shutdown();
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(c->outcome(), ConsumerOutcome::kShutdown);
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)))
+      << "the checkpoint passed a record its sink never accepted";
+  EXPECT_TRUE(box_.letters.empty());
+}
+
+TEST_F(DeadLetterConsumerTest, ADeadLetteredLastRecordMayBeCheckpointedOnceAccepted) {
+  add_lease(kShard);
+  use_dead_letters(2);
+  script_.checkpoint_each_batch = false;
+  fake_->add_records(4, "r");
+  script_.throws = [](std::span<const Record> records) { return contains(records, "r3"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return box_.letters.size() == 1; }));
+  c->request_shutdown();
+  ASSERT_TRUE(drive(
+      *c, [&] { return c->done(); }, 3));
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(3)));
+  EXPECT_EQ(box_.letters[0].attempts, 2 + 1 + 2);
+}
+
 }  // namespace
 }  // namespace kcl::lifecycle

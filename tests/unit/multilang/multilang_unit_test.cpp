@@ -77,6 +77,34 @@ TEST(PropertiesTest, BuildsTheWorkerAndNamesEveryProblem) {
   }
 }
 
+// Poison records (kcl-cpp's own keys): the sink's file or stream and the attempts; the
+// command makes the sink from them.
+TEST(PropertiesTest, DeadLetterKeysNameTheSinkAndTheAttempts) {
+  auto file = settings_from_properties({{"executableName", "python3 p.py"},
+                                        {"streamName", "orders"},
+                                        {"applicationName", "audit"},
+                                        {"deadLetterFile", "/var/lib/audit/poison.jsonl"},
+                                        {"maxAttemptsBeforeDeadLetter", "5"}});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->dead_letter_file, "/var/lib/audit/poison.jsonl");
+  EXPECT_TRUE(file->dead_letter_stream.empty());
+  EXPECT_EQ(file->worker.processing.max_attempts_before_dead_letter, 5);
+  EXPECT_TRUE(file->ignored_keys.empty());
+  auto stream = settings_from_properties({{"executableName", "python3 p.py"},
+                                          {"streamName", "orders"},
+                                          {"applicationName", "audit"},
+                                          {"deadLetterStream", "orders-dlq"}});
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_EQ(stream->dead_letter_stream, "orders-dlq");
+  auto bad = settings_from_properties({{"executableName", "python3 p.py"},
+                                       {"streamName", "orders"},
+                                       {"applicationName", "audit"},
+                                       {"maxAttemptsBeforeDeadLetter", "0"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("maxAttemptsBeforeDeadLetter"), std::string::npos)
+      << bad.status();
+}
+
 // streamNames (kcl-cpp's own): several streams through one lease table; one name is the
 // same as streamName.
 TEST(PropertiesTest, StreamNamesListsSeveralStreams) {

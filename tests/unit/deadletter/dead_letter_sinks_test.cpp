@@ -1,0 +1,99 @@
+// The dead-letter sinks that need no service: the JSON envelope (every field, any bytes), the
+// JSON-lines file (one parseable line per letter, appended, a clear error for a path that
+// cannot be opened) and the callback sink.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "aws/base64.h"
+#include "kcl/dead_letter.h"
+
+namespace kcl {
+namespace {
+
+DeadLetter letter(std::string data, std::string error) {
+  Record::Fields f;
+  f.shard_id = "shardId-000000000003";
+  f.sequence_number = "49590338271490256608559692538361571095921575989136588850";
+  f.sub_sequence_number = 2;
+  f.partition_key = "customer-42";
+  f.approximate_arrival_timestamp =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1764216000123));
+  f.data = std::move(data);
+  return DeadLetter{
+      "orders",
+      "shardId-000000000003",
+      Record(std::move(f)),
+      std::move(error),
+      7,
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(1764216012345))};
+}
+
+TEST(DeadLetterJsonTest, CarriesThePositionTheErrorAndTheBytes) {
+  const std::string bytes("\x00\xff\n{\"x", 5);
+  auto j =
+      nlohmann::json::parse(dead_letter_json(letter(bytes, "process_records threw: \xff bad")));
+  EXPECT_EQ(j["stream"], "orders");
+  EXPECT_EQ(j["shard_id"], "shardId-000000000003");
+  EXPECT_EQ(j["sequence_number"], "49590338271490256608559692538361571095921575989136588850");
+  EXPECT_EQ(j["sub_sequence_number"], 2);
+  EXPECT_EQ(j["partition_key"], "customer-42");
+  EXPECT_EQ(j["approximate_arrival_timestamp"], 1764216000123);
+  EXPECT_EQ(j["dead_lettered_at"], 1764216012345);
+  EXPECT_EQ(j["attempts"], 7);
+  EXPECT_NE(j["error"].get<std::string>().find("bad"), std::string::npos)
+      << "invalid UTF-8 in the error is replaced, not a throw";
+  auto data = aws::base64_decode(j["data"].get<std::string>());
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(*data, bytes);
+  EXPECT_EQ(dead_letter_json(letter("x", "e")).find('\n'), std::string::npos) << "one line";
+}
+
+TEST(FileDeadLetterSinkTest, AppendsOneLinePerLetter) {
+  char tmpl[] = "/tmp/kcl-dead-letter-unit-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  { std::ofstream(tmpl) << "{\"earlier\":true}\n"; }
+  auto sink = make_file_dead_letter_sink(tmpl);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  EXPECT_EQ((*sink)->name(), "file");
+  ASSERT_TRUE((*sink)->accept(letter("one", "e1")).ok());
+  ASSERT_TRUE((*sink)->accept(letter("two", "e2")).ok());
+  std::ifstream in(tmpl);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ::unlink(tmpl);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["error"], "e1");
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["error"], "e2");
+}
+
+TEST(FileDeadLetterSinkTest, APathThatCannotBeOpenedIsNamed) {
+  auto sink = make_file_dead_letter_sink("/nonexistent-dir/poison.jsonl");
+  ASSERT_FALSE(sink.ok());
+  EXPECT_EQ(sink.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(sink.status().message().find("/nonexistent-dir/poison.jsonl"), std::string::npos);
+}
+
+TEST(CallbackDeadLetterSinkTest, PassesTheLetterAndTheAnswer) {
+  std::vector<std::string> seen;
+  auto sink = make_callback_dead_letter_sink(
+      [&](const DeadLetter& l) {
+        seen.emplace_back(l.record.data());
+        return seen.size() == 1 ? Status(StatusCode::kUnavailable, "down") : Status::Ok();
+      },
+      "audit-store");
+  EXPECT_EQ(sink->name(), "audit-store");
+  EXPECT_EQ(sink->accept(letter("a", "e")).code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(sink->accept(letter("a", "e")).ok());
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+}  // namespace
+}  // namespace kcl
