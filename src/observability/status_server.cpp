@@ -164,7 +164,9 @@ struct StatusServer::Impl {
   bool stopping = false;  // guarded by stop_mu
   bool wake = false;      // guarded by stop_mu: a request wants a fleet view now
 
-  // Refresher thread only.
+  // One refresh at a time (the refresher's, or refresh() called by a test); guards the
+  // refresher's state below.
+  std::mutex refresh_mu;
   std::unique_ptr<LocalFigures> figures;
   ProcessSampler process;
   std::vector<PeerAddress> directory;
@@ -291,6 +293,7 @@ struct StatusServer::Impl {
   }
 
   void refresh() {
+    std::lock_guard<std::mutex> one_at_a_time(refresh_mu);
     const auto now = std::chrono::steady_clock::now();
     const std::int64_t now_ms = wall_ms();
     const HealthState h = sources.health();
