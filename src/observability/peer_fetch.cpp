@@ -18,6 +18,23 @@ void set_timeout(httplib::Client& c, std::chrono::milliseconds t) {
   c.set_write_timeout(sec, usec);
 }
 
+// What went wrong, in words (cpp-httplib's own names are terse: "Connection", "Read").
+std::string describe(httplib::Error e, std::chrono::milliseconds timeout) {
+  const std::string ms = std::to_string(timeout.count()) + " ms";
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect (refused, or nothing listens there)";
+    case httplib::Error::ConnectionTimeout:
+      return "no connection within " + ms;
+    case httplib::Error::Read:
+      return "no answer within " + ms + " (or the connection closed)";
+    case httplib::Error::Write:
+      return "the request could not be sent";
+    default:
+      return "request failed (" + httplib::to_string(e) + ")";
+  }
+}
+
 PeerReport fetch_one(const PeerAddress& peer, std::chrono::milliseconds timeout) {
   PeerReport out;
   out.worker_id = peer.worker_id;
@@ -52,7 +69,7 @@ Result<std::string> http_get(const std::string& url, const std::string& path,
   set_timeout(client, timeout);
   client.set_keep_alive(false);
   auto res = client.Get(path);
-  if (!res) return Status(StatusCode::kUnavailable, url + ": " + httplib::to_string(res.error()));
+  if (!res) return Status(StatusCode::kUnavailable, url + ": " + describe(res.error(), timeout));
   if (res->status != 200) {
     return Status(StatusCode::kUnavailable,
                   url + path + " answered HTTP " + std::to_string(res->status));
