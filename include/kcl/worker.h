@@ -97,6 +97,15 @@ struct WorkerConfig {
   // free port (see Worker::http_url()). Default empty: off. When on, every metric point also
   // goes to the endpoint's Prometheus registry (and still to Dependencies::metrics).
   std::string http_address;
+  // What this worker tells the other workers its endpoint is, for the fleet view (every
+  // worker's /status shows the whole fleet's lag, records/s and health by fetching each
+  // peer's /status.json?scope=local): "HOST", "HOST:PORT", "[IPv6]:PORT" or "http://...";
+  // without a port (or with port 0), the port the endpoint listens on. Default empty: the
+  // listening address (127.0.0.1 for a bare port or 0.0.0.0), which other hosts cannot
+  // reach: set it when the workers run on several hosts. Published once, in the worker's
+  // coordination-table entry at each registration (LeaseAssignment::kLeader; worker-takes
+  // keeps no directory, and its fleet view has the lease table plus this worker's figures).
+  std::string http_advertise_address;
   // Publishing the metrics to CloudWatch (EMF lines or PutMetricData) under the Java KCL's
   // names; off by default (kcl/cloudwatch_config.h).
   CloudWatchMetricsConfig cloudwatch;

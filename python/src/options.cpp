@@ -288,6 +288,7 @@ const Table<kcl::WorkerConfig>& worker_table() {
       c.initial_position = to_initial_position(v);
     };
     KCL_PY_TEXT(t, "http_address", http_address);
+    KCL_PY_TEXT(t, "http_advertise_address", http_advertise_address);
     lift(t, lease_table(), &kcl::WorkerConfig::leases);
     lift(t, retrieval_table(), &kcl::WorkerConfig::retrieval);
     lift(t, processing_table(), &kcl::WorkerConfig::processing);

@@ -83,6 +83,16 @@ class AssignmentStrategy {
   // The last step of a graceful stop, after the leases were handed back and stop().
   virtual Status leave() = 0;
   virtual AssignmentReport report() const = 0;
+
+  // The fleet view's directory (observability/status_server.h): where this worker serves its
+  // status endpoint, published before start() (leader-based: in its coordination-table entry,
+  // written once at each registration, so it costs no write of its own).
+  virtual void set_status_url(std::string /*url*/) {}
+  // Every worker's published status endpoint (worker id, url), this one's included;
+  // kFailedPrecondition when the strategy keeps no directory (worker-takes).
+  virtual Result<std::vector<std::pair<std::string, std::string>>> status_urls() {
+    return Status(StatusCode::kFailedPrecondition, "this assignment keeps no directory");
+  }
 };
 
 // What a strategy is made from. Everything must outlive it; `coordination` may be null (then

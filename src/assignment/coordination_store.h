@@ -46,6 +46,9 @@ struct WorkerEntry {
   // (request_recheck); the worker remembers the last value it acted on.
   std::int64_t recheck = 0;
   bool draining = false;  // shutting down: the leader assigns it nothing more
+  // Where the worker serves its status endpoint ("http://HOST:PORT"), for the fleet view of
+  // the other workers; written once at registration (never by a heartbeat); empty: none.
+  std::string status_url;
   // Lease key -> KB/s processed recently, for balancing by load (one decimal).
   std::map<std::string, double> lease_kbps;
   // Lease keys the leader wants this worker to look at (assigned to it, or to be handed
@@ -101,7 +104,8 @@ class CoordinationStore {
   // The leader entry alone (empty when there is none).
   virtual Result<std::optional<LeaderEntry>> read_leader(Consistency consistency) = 0;
 
-  // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, empty inbox),
+  // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, empty inbox,
+  // lease_count and status_url from `entry`),
   // replacing any earlier entry of that id. kConditionFailed when the entry already is this
   // incarnation's: an earlier attempt whose answer was lost landed (and may have received
   // posts since, which a second write would wipe).

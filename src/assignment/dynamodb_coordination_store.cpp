@@ -66,6 +66,8 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
   KCL_ASSIGN_OR_RETURN(w.lease_count, get_n(item, key, "leaseCount"));
   KCL_ASSIGN_OR_RETURN(auto digest, get_s(item, key, "leaseDigest"));
   w.lease_digest = digest.value_or("");
+  KCL_ASSIGN_OR_RETURN(auto url, get_s(item, key, "statusUrl"));
+  w.status_url = url.value_or("");
   KCL_ASSIGN_OR_RETURN(w.recheck, get_n(item, key, "recheck"));
   if (auto it = item.find("leaseKbps"); it != item.end()) {
     if (it->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
@@ -271,6 +273,7 @@ Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry
   item.emplace("incarnation", AttributeValue::S(entry.incarnation));
   item.emplace("heartbeat", AttributeValue::N(0LL));
   item.emplace("leaseCount", AttributeValue::N(static_cast<long long>(entry.lease_count)));
+  if (!entry.status_url.empty()) item.emplace("statusUrl", AttributeValue::S(entry.status_url));
   Expression not_yet;
   not_yet.names["#inc"] = "incarnation";
   not_yet.values[":inc"] = AttributeValue::S(entry.incarnation);
@@ -281,6 +284,7 @@ Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry
   fresh.worker_id = entry.worker_id;
   fresh.incarnation = entry.incarnation;
   fresh.lease_count = entry.lease_count;
+  fresh.status_url = entry.status_url;
   return fresh;
 }
 

@@ -41,6 +41,7 @@ std::size_t entry_bytes(const WorkerEntry& w) {
   for (const auto& [key, kbps] : w.lease_kbps) n += 1 + key.size() + 4;
   n += 5 + 3;
   for (const auto& key : w.inbox) n += 1 + key.size();
+  if (!w.status_url.empty()) n += 9 + w.status_url.size();
   return n;
 }
 
@@ -119,6 +120,7 @@ Result<WorkerEntry> InMemoryCoordinationStore::register_worker(const WorkerEntry
   fresh.worker_id = entry.worker_id;
   fresh.incarnation = entry.incarnation;
   fresh.lease_count = entry.lease_count;
+  fresh.status_url = entry.status_url;
   workers_[entry.worker_id] = fresh;
   return fresh;
 }

@@ -31,6 +31,11 @@ class LeaderAssignment final : public AssignmentStrategy {
   void stop() override { runner_.stop(); }
   Status leave() override { return agent_.leave(); }
   AssignmentReport report() const override;
+  void set_status_url(std::string url) override {
+    agent_.membership().set_status_url(std::move(url));
+  }
+  // One eventually consistent read of the coordination table.
+  Result<std::vector<std::pair<std::string, std::string>>> status_urls() override;
 
   AssignmentAgent& agent() { return agent_; }
 

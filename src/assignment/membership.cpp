@@ -168,6 +168,11 @@ Membership::RenewResult Membership::renew() {
 // received since) is kept: the store then answers kConditionFailed, which confirms it. The
 // hold of a registration confirmed that way counts from the start of its first attempt: the
 // leader may have seen it since it landed, which was no earlier.
+void Membership::set_status_url(std::string url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_url_ = std::move(url);
+}
+
 Membership::RenewResult Membership::register_incarnation(Clock::MonoTime start,
                                                          std::int64_t lease_count,
                                                          std::uint64_t generation,
@@ -181,6 +186,7 @@ Membership::RenewResult Membership::register_incarnation(Clock::MonoTime start,
       registering_since_ = start;
     }
     fresh.incarnation = registering_;
+    fresh.status_url = status_url_;
   }
   fresh.lease_count = lease_count;
   auto written = store_.register_worker(fresh);

@@ -113,6 +113,10 @@ class Membership {
   // held briefly), so a worker that stops leading without leaving registers anew.
   void set_held_by_lock(bool held);
 
+  // The status endpoint each new incarnation's entry names (WorkerEntry::status_url); set
+  // before the first renew() so the first registration carries it.
+  void set_status_url(std::string url);
+
   // The current incarnation's entry as last written or read; empty when not a member.
   std::optional<WorkerEntry> entry() const;
   // When the hold lapses unless renewed; empty when not a member.
@@ -146,6 +150,7 @@ class Membership {
   std::uint64_t generation_ = 0;                    // guarded by mu_: bumped per incarnation
   std::uint64_t incarnations_ = 0;                  // guarded by mu_
   bool draining_ = false;                           // guarded by mu_
+  std::string status_url_;                          // guarded by mu_
   std::string registering_;  // guarded by mu_: the incarnation being registered, until it is
   Clock::MonoTime registering_since_{};  // guarded by mu_: its first attempt's start
 };

@@ -1,5 +1,6 @@
-// The /status page: plain HTML, CSS and a small script that polls /status.json. Nothing is
-// loaded from elsewhere.
+// The /status page: plain HTML, CSS and a small script that polls /status.json (the fleet
+// view) and draws the workers' health and every shard, grouped (by worker, stream or state),
+// sortable by any column, laggiest first. Nothing is loaded from elsewhere.
 #include "observability/status_server.h"
 
 namespace kcl::observability {
@@ -13,15 +14,20 @@ std::string_view status_page_html() {
  body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
  header{background:#1d2330;color:#fff;padding:12px 20px;display:flex;gap:24px;align-items:baseline;flex-wrap:wrap}
  header h1{font-size:18px;margin:0}
- header span{opacity:.8}
+ header span{opacity:.85}
  main{padding:16px 20px}
  h2{font-size:15px;margin:18px 0 8px}
  table{border-collapse:collapse;background:#fff;box-shadow:0 1px 2px #0002;width:100%}
- th,td{padding:6px 10px;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:middle}
- th{background:#eef0f4;font-weight:600}
- td.num{text-align:right;font-variant-numeric:tabular-nums}
+ th,td{padding:5px 10px;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:middle}
+ th{background:#eef0f4;font-weight:600;cursor:pointer;user-select:none;white-space:nowrap}
+ th.sorted::after{content:" \25BC";font-size:10px}
+ th.sorted.asc::after{content:" \25B2"}
+ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
  code{font-size:12px}
- td:first-child,td:nth-child(3){white-space:nowrap}
+ td.id{white-space:nowrap}
+ tr.group td{background:#e8ecf3;font-weight:600;cursor:pointer}
+ tr.group td span{font-weight:400;color:#445;margin-left:14px}
+ .controls{display:flex;gap:16px;align-items:center;margin:8px 0;flex-wrap:wrap}
  .note{color:#667;font-size:12px;margin-top:6px}
  .state{padding:2px 8px;border-radius:10px;font-size:12px;white-space:nowrap}
  .reading{background:#d7f5dd;color:#125c22}
@@ -30,28 +36,43 @@ std::string_view status_page_html() {
  .unassigned{background:#fde0dd;color:#8a1c12}
  .handing{background:#dde8fd;color:#123e8a}
  .self{font-weight:600}
- .ok{color:#1a7f37}.bad{color:#c62828}
+ .ok{color:#1a7f37}.bad{color:#c62828}.warn{color:#a05a00}
  #error{color:#c62828}
- svg{display:block}
+ svg{display:inline-block;vertical-align:middle;margin-right:6px}
+ td.rate{white-space:nowrap}
 </style></head>
 <body>
 <header><h1>kcl-cpp</h1>
  <span>application <b id="app">-</b></span><span>stream <b id="stream">-</b></span>
  <span>this worker <b id="self">-</b></span><span id="health">-</span>
- <span id="updated">loading...</span></header>
+ <span id="fleet">-</span><span id="updated">loading...</span></header>
 <main>
 <div id="error"></div>
 <h2>Workers</h2>
-<table id="workers"><thead><tr><th>Worker</th><th>Leases</th></tr></thead><tbody></tbody></table>
+<table id="workers"><thead><tr><th data-key="worker_id">Worker</th><th data-key="leases">Leases</th>
+<th data-key="health">Health</th><th data-key="cpu">CPU</th><th data-key="rss">RSS</th>
+<th data-key="threads">Threads</th><th data-key="version">Version</th><th data-key="age">Report age</th>
+<th data-key="url">Endpoint</th></tr></thead><tbody></tbody></table>
 <h2>Shards</h2>
-<table id="shards"><thead><tr><th>Shard</th><th>State</th><th>Owner</th><th>Checkpoint</th>
-<th>Parents</th><th>Children</th><th>Behind latest</th><th>Records/s (last minutes)</th></tr></thead>
-<tbody></tbody></table>
-<p class="note">From the lease table, read by this worker every few seconds. Lag and records/s
-are known for this worker's shards; open another worker's /status for its own.</p>
+<div class="controls">
+ <label>Group by <select id="group"><option value="owner">worker</option>
+  <option value="stream">stream</option><option value="state">state</option>
+  <option value="">nothing</option></select></label>
+ <label>Filter <input id="filter" placeholder="shard, worker or state" size="24"></label>
+ <span class="note" id="counts"></span>
+</div>
+<table id="shards"><thead><tr><th data-key="shard_id">Shard</th><th data-key="state">State</th>
+<th data-key="owner">Owner</th><th data-key="lag">Behind latest</th><th data-key="rate">Records/s (last minutes)</th>
+<th data-key="progress">Last progress</th><th data-key="consumer_state">Consumer</th>
+<th data-key="parents">Parents</th><th data-key="children">Children</th><th data-key="checkpoint">Checkpoint</th></tr></thead></table>
+<p class="note">Shards and owners from the lease table; lag, records/s, last progress and
+consumer state as each shard's owner reports them; health as each worker reports it
+(<span id="directory">-</span>). Click a column to sort, a group to fold it.</p>
 </main>
 <script>
 "use strict";
+let last = null;
+const ui = {shardKey: "lag", shardAsc: false, workerKey: "worker_id", workerAsc: true, folded: new Set()};
 function el(tag, text, cls) {
   const e = document.createElement(tag);
   if (text !== undefined && text !== null) e.textContent = text;
@@ -59,10 +80,9 @@ function el(tag, text, cls) {
   return e;
 }
 function spark(values) {
-  const w = 160, h = 28, ns = "http://www.w3.org/2000/svg";
+  const w = 140, h = 24, ns = "http://www.w3.org/2000/svg";
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("width", w); svg.setAttribute("height", h);
-  svg.setAttribute("class", "spark");
   if (!values || values.length < 2) return svg;
   const max = Math.max(1, ...values);
   const pts = values.map((v, i) =>
@@ -74,7 +94,52 @@ function spark(values) {
   svg.appendChild(line);
   return svg;
 }
-function render(s) {
+function ms(v) {
+  if (v === null || v === undefined) return "-";
+  return v < 1000 ? v + " ms" : v < 60000 ? (v / 1000).toFixed(1) + " s" : (v / 60000).toFixed(1) + " min";
+}
+function mib(b) { return b ? (b / 1048576).toFixed(0) + " MiB" : "-"; }
+function rate(sh) { const r = sh.records_per_second || []; return r.length ? r[r.length - 1] : null; }
+function shardValue(sh, key, now) {
+  switch (key) {
+    case "lag": return sh.millis_behind;
+    case "rate": return rate(sh);
+    case "progress": return sh.last_progress_ms ? now - sh.last_progress_ms : null;
+    case "parents": return (sh.parents || []).join(",");
+    case "children": return (sh.children || []).join(",");
+    default: return sh[key] === undefined ? null : sh[key];
+  }
+}
+function workerValue(w, key) {
+  const p = w.health ? w.health.process : null;
+  switch (key) {
+    case "health": return w.health ? (w.health.live ? 1 : 0) + (w.health.ready ? 1 : 0) : -1;
+    case "cpu": return p ? p.cpu_percent : null;
+    case "rss": return p ? p.rss_bytes : null;
+    case "threads": return p ? p.threads : null;
+    case "version": return w.health ? w.health.version : null;
+    case "age": return w.age_ms === undefined ? null : w.age_ms;
+    case "url": return w.status_url;
+    default: return w[key];
+  }
+}
+// Sorts by `value`; missing values last whatever the direction.
+function sortBy(list, value, asc) {
+  return list.slice().sort((a, b) => {
+    const x = value(a), y = value(b);
+    if (x === y) return 0;
+    if (x === null || x === undefined) return 1;
+    if (y === null || y === undefined) return -1;
+    const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
+    return asc ? c : -c;
+  });
+}
+function markSorted(table, key, asc) {
+  for (const th of document.querySelectorAll(table + " th")) {
+    th.className = th.dataset.key === key ? "sorted" + (asc ? " asc" : "") : "";
+  }
+}
+function renderHeader(s) {
   document.getElementById("app").textContent = s.application;
   document.getElementById("stream").textContent = s.stream;
   document.getElementById("self").textContent = s.worker_id;
@@ -83,39 +148,115 @@ function render(s) {
   hl.textContent = (s.health.live ? "live" : "FAILED") + ", " + (s.health.ready ? "ready" : "not ready") +
     (warnings.length ? "; " + warnings.join("; ") : "");
   hl.className = s.health.live && s.health.ready && !warnings.length ? "ok" : "bad";
-  document.getElementById("updated").textContent =
-    "updated " + new Date(s.generated_at_ms).toLocaleTimeString();
+  const f = s.fleet || {};
+  const fl = document.getElementById("fleet");
+  fl.textContent = (f.workers_reachable || 0) + "/" + (f.workers || 0) + " workers reporting, " +
+    (f.shards_with_figures || 0) + "/" + (f.shards || 0) + " shards with figures, oldest report " + ms(f.oldest_report_ms);
+  fl.className = f.workers_reachable === f.workers ? "" : "warn";
+  document.getElementById("directory").textContent = "peers from " + (f.directory || "-");
+  document.getElementById("updated").textContent = "updated " + new Date(s.generated_at_ms).toLocaleTimeString();
   document.getElementById("error").textContent = s.error || "";
+}
+function renderWorkers(s) {
   const wb = document.querySelector("#workers tbody");
   wb.replaceChildren();
-  for (const w of s.workers) {
+  for (const w of sortBy(s.workers, x => workerValue(x, ui.workerKey), ui.workerAsc)) {
     const tr = el("tr"); tr.dataset.worker = w.worker_id;
-    tr.appendChild(el("td", w.worker_id + (w.self ? " (this worker)" : ""), w.self ? "self" : ""));
+    tr.appendChild(el("td", w.worker_id + (w.self ? " (this worker)" : ""), w.self ? "self id" : "id"));
     tr.appendChild(el("td", String(w.leases), "num"));
+    const h = w.health, p = h ? h.process : null;
+    if (h) {
+      const warn = (h.warnings || []).length;
+      tr.appendChild(el("td", (h.live ? "live" : "FAILED") + ", " + (h.ready ? "ready" : "not ready") +
+        (warn ? ", " + warn + " warning(s): " + h.warnings.join("; ") : ""), h.live && h.ready && !warn ? "ok" : "bad"));
+    } else {
+      tr.appendChild(el("td", "unreachable: " + (w.error || "?"), "bad"));
+    }
+    tr.appendChild(el("td", p && p.cpu_percent !== null ? p.cpu_percent.toFixed(0) + " %" : "-", "num"));
+    tr.appendChild(el("td", p ? mib(p.rss_bytes) : "-", "num"));
+    tr.appendChild(el("td", p ? String(p.threads) : "-", "num"));
+    tr.appendChild(el("td", h ? h.version : "-"));
+    tr.appendChild(el("td", w.age_ms === undefined ? "-" : ms(w.age_ms), "num"));
+    tr.appendChild(el("td", w.status_url || "-"));
     wb.appendChild(tr);
   }
-  const sb = document.querySelector("#shards tbody");
-  sb.replaceChildren();
-  for (const sh of s.shards) {
-    const tr = el("tr"); tr.dataset.shard = sh.shard_id; tr.dataset.owner = sh.owner;
-    tr.appendChild(el("td", sh.shard_id));
-    const st = el("td"); st.appendChild(el("span", sh.state, "state " + sh.state.split(" ")[0]));
-    tr.appendChild(st);
-    tr.appendChild(el("td", (sh.owner || "-") + (sh.handoff_to ? " \u2192 " + sh.handoff_to : ""),
-                      sh.owner === s.worker_id ? "self" : ""));
-    const cp = el("td"); cp.appendChild(el("code", sh.checkpoint)); tr.appendChild(cp);
-    tr.appendChild(el("td", sh.parents.join(", ") || "-"));
-    tr.appendChild(el("td", sh.children.join(", ") || "-"));
-    tr.appendChild(el("td", sh.millis_behind === null ? "-" : sh.millis_behind + " ms", "num"));
-    const rt = el("td");
-    const r = sh.records_per_second;
-    rt.appendChild(spark(r));
-    if (r.length) rt.appendChild(el("span", r[r.length - 1].toFixed(1) + "/s"));
-    tr.appendChild(rt);
-    sb.appendChild(tr);
+  markSorted("#workers", ui.workerKey, ui.workerAsc);
+}
+function shardRow(s, sh, now) {
+  const tr = el("tr"); tr.dataset.shard = sh.shard_id; tr.dataset.owner = sh.owner;
+  tr.appendChild(el("td", sh.shard_id, "id"));
+  const st = el("td"); st.appendChild(el("span", sh.state, "state " + sh.state.split(" ")[0]));
+  tr.appendChild(st);
+  tr.appendChild(el("td", (sh.owner || "-") + (sh.handoff_to ? " \u2192 " + sh.handoff_to : ""),
+                    sh.owner === s.worker_id ? "self id" : "id"));
+  tr.appendChild(el("td", sh.millis_behind === null || sh.millis_behind === undefined ? "-" : sh.millis_behind + " ms", "num"));
+  const rt = el("td", null, "rate");
+  rt.appendChild(spark(sh.records_per_second));
+  const r = rate(sh);
+  if (r !== null) rt.appendChild(el("span", r.toFixed(1) + "/s"));
+  tr.appendChild(rt);
+  tr.appendChild(el("td", sh.last_progress_ms ? ms(Math.max(0, now - sh.last_progress_ms)) + " ago" : "-", "num"));
+  tr.appendChild(el("td", sh.consumer_state || "-"));
+  tr.appendChild(el("td", (sh.parents || []).join(", ") || "-"));
+  tr.appendChild(el("td", (sh.children || []).join(", ") || "-"));
+  const cp = el("td"); cp.appendChild(el("code", sh.checkpoint)); tr.appendChild(cp);
+  return tr;
+}
+function groupRow(name, rows, cols) {
+  const tr = el("tr", null, "group"); tr.dataset.group = name;
+  const td = el("td"); td.colSpan = cols;
+  td.appendChild(document.createTextNode((ui.folded.has(name) ? "\u25B8 " : "\u25BE ") + (name || "(none)")));
+  const lags = rows.map(x => x.millis_behind).filter(v => v !== null && v !== undefined);
+  const total = rows.reduce((a, x) => a + (rate(x) || 0), 0);
+  td.appendChild(el("span", rows.length + " shards, max behind " + (lags.length ? Math.max(...lags) + " ms" : "-") +
+                    ", " + total.toFixed(1) + " records/s"));
+  tr.appendChild(td);
+  tr.onclick = () => { ui.folded.has(name) ? ui.folded.delete(name) : ui.folded.add(name); render(last); };
+  return tr;
+}
+function renderShards(s) {
+  const table = document.getElementById("shards");
+  for (const b of table.querySelectorAll("tbody")) b.remove();
+  const now = s.generated_at_ms, q = document.getElementById("filter").value.trim().toLowerCase();
+  const shown = s.shards.filter(sh => !q || [sh.shard_id, sh.owner, sh.state, sh.stream || ""].some(v => (v || "").toLowerCase().includes(q)));
+  const sorted = sortBy(shown, x => shardValue(x, ui.shardKey, now), ui.shardAsc);
+  const by = document.getElementById("group").value;
+  const groups = new Map();
+  for (const sh of sorted) {
+    const g = by ? (sh[by] || "") : "";
+    if (!groups.has(g)) groups.set(g, []);
+    groups.get(g).push(sh);
   }
+  // Groups in the order of their first (most urgent) shard.
+  for (const [name, rows] of groups) {
+    const body = el("tbody");
+    if (by) body.appendChild(groupRow(name, rows, 10));
+    if (!by || !ui.folded.has(name)) for (const sh of rows) body.appendChild(shardRow(s, sh, now));
+    table.appendChild(body);
+  }
+  document.getElementById("counts").textContent = shown.length + " of " + s.shards.length + " shards";
+  markSorted("#shards", ui.shardKey, ui.shardAsc);
+}
+function render(s) {
+  if (!s) return;
+  last = s;
+  renderHeader(s);
+  renderWorkers(s);
+  renderShards(s);
   document.body.dataset.generated = String(s.generated_at_ms);
 }
+function sortable(table, keyName, ascName, numericDesc) {
+  document.querySelector(table + " thead").addEventListener("click", e => {
+    const k = e.target.dataset.key; if (!k) return;
+    if (ui[keyName] === k) ui[ascName] = !ui[ascName];
+    else { ui[keyName] = k; ui[ascName] = !numericDesc.includes(k); }
+    render(last);
+  });
+}
+sortable("#shards", "shardKey", "shardAsc", ["lag", "rate", "progress"]);
+sortable("#workers", "workerKey", "workerAsc", ["leases", "cpu", "rss", "threads", "age"]);
+document.getElementById("group").onchange = () => render(last);
+document.getElementById("filter").oninput = () => render(last);
 let interval = 3000;
 async function poll() {
   try {

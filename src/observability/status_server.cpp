@@ -10,6 +10,10 @@
 #include <set>
 
 #include "leases/stream_identifier.h"
+#include "observability/fleet_figures.h"
+#include "observability/local_figures.h"
+#include "observability/peer_fetch.h"
+#include "observability/process_figures.h"
 
 namespace kcl::observability {
 
@@ -57,6 +61,9 @@ std::vector<std::string> StatusServerConfig::validate() const {
   if (io_timeout < std::chrono::milliseconds(100) || io_timeout > std::chrono::minutes(1)) {
     out.push_back("io_timeout must be between 100 ms and 1 min");
   }
+  if (peer_timeout < std::chrono::milliseconds(50) || peer_timeout > std::chrono::seconds(10)) {
+    out.push_back("peer_timeout must be between 50 ms and 10 s");
+  }
   return out;
 }
 
@@ -102,43 +109,6 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
 
 namespace {
 
-// This worker's per-shard series from the registry: records processed so far and the lag.
-struct ShardSeries {
-  std::map<std::string, double> totals;
-  std::map<std::string, double> lag;
-  std::map<std::string, double> dead_lettered;
-};
-
-ShardSeries shard_series(const metrics::MetricsRegistry& registry) {
-  ShardSeries out;
-  for (const auto& s : registry.snapshot()) {
-    std::string shard, stream;
-    for (const auto& [k, v] : s.labels) {
-      if (k == "shard") shard = v;
-      if (k == "stream") stream = v;
-    }
-    if (shard.empty()) continue;
-    const std::string plain_shard = shard;
-    if (!stream.empty()) shard = stream + "/" + shard;  // ShardView::series_key
-    if (s.family == "kcl_records_processed_total") out.totals[shard] += s.value;
-    if (s.family == "kcl_millis_behind_latest") out.lag[shard] = s.value;
-    if (s.family == "kcl_records_dead_lettered_total") {
-      // Always labelled with its stream: found under either key a shard view may use.
-      out.dead_lettered[shard] += s.value;
-      if (shard != plain_shard) out.dead_lettered[plain_shard] += s.value;
-    }
-  }
-  return out;
-}
-
-json workers_json(const FleetView& view, const std::string& self) {
-  json workers = json::array();
-  for (const auto& [w, n] : view.workers) {
-    workers.push_back({{"worker_id", w}, {"leases", n}, {"self", w == self}});
-  }
-  return workers;
-}
-
 // /healthz and /readyz: 200 or 503 with {"status": ..., "reason": why not}.
 void health_response(httplib::Response& res, bool ok, const char* good, const char* bad,
                      const std::string& reason) {
@@ -181,6 +151,8 @@ void set_error_handlers(httplib::Server& srv) {
 }  // namespace
 
 struct StatusServer::Impl {
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
   StatusServerConfig config;
   StatusSources sources;
   httplib::Server server;
@@ -189,93 +161,170 @@ struct StatusServer::Impl {
 
   std::mutex stop_mu;
   std::condition_variable stop_cv;
-  bool stopping = false;
+  bool stopping = false;  // guarded by stop_mu
+  bool wake = false;      // guarded by stop_mu: a request wants a fleet view now
 
-  // Records/s history per shard of this worker (refresher thread only).
-  std::map<std::string, double> last_totals;
-  std::map<std::string, std::deque<double>> rates;
-  std::chrono::steady_clock::time_point last_sample{};
+  // One refresh at a time (the refresher's, or refresh() called by a test); guards the
+  // refresher's state below.
+  std::mutex refresh_mu;
+  std::unique_ptr<LocalFigures> figures;
+  ProcessSampler process;
+  std::vector<PeerAddress> directory;
+  std::string directory_note;
+  SteadyTime directory_at{};
 
-  mutable std::mutex snap_mu;  // guards `snapshot` (a pointer swap; readers copy the pointer)
+  // Until when (steady clock, ms since its epoch) the refresher gathers the fleet view.
+  std::atomic<std::int64_t> fleet_wanted_until{0};
+
+  mutable std::mutex snap_mu;  // guards the snapshots (pointer swaps; readers copy them)
+  std::condition_variable snap_cv;
   std::shared_ptr<const std::string> snapshot = std::make_shared<const std::string>("{}");
+  std::shared_ptr<const std::string> local_snapshot = std::make_shared<const std::string>("{}");
+  SteadyTime gathered_at{};  // when the last gathered fleet view was made
 
-  std::shared_ptr<const std::string> current() const {
+  static std::int64_t steady_ms(SteadyTime t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  }
+  static std::int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  std::shared_ptr<const std::string> current(bool local) const {
     std::lock_guard<std::mutex> lock(snap_mu);
+    return local ? local_snapshot : snapshot;
+  }
+
+  // The fleet view for a request: one gathered no longer ago than two refreshes, waiting for
+  // the next refresh when there is none (the first request after a quiet minute).
+  std::shared_ptr<const std::string> fleet_for_request() {
+    const auto now = std::chrono::steady_clock::now();
+    fleet_wanted_until.store(steady_ms(now + std::chrono::minutes(1)));
+    std::unique_lock<std::mutex> lock(snap_mu);
+    if (gathered_at + 2 * config.refresh_interval < now) {
+      {
+        std::lock_guard<std::mutex> s(stop_mu);
+        wake = true;
+      }
+      stop_cv.notify_all();
+      snap_cv.wait_for(lock, 2 * config.peer_timeout + config.refresh_interval,
+                       [&] { return gathered_at >= now; });
+    }
     return snapshot;
   }
 
-  void refresh() {
-    const auto now = std::chrono::steady_clock::now();
-    const ShardSeries series = shard_series(*sources.registry);
-    sample_rates(now, series.totals);
-
-    json out;
-    out["application"] = sources.application;
-    out["stream"] = sources.stream;
-    out["worker_id"] = sources.worker_id;
-    out["refresh_interval_ms"] = config.refresh_interval.count();
-    out["generated_at_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-    HealthState h = sources.health();
-    out["health"] = {{"live", h.live}, {"ready", h.ready}, {"warnings", h.warnings}};
-    auto leases = sources.list_leases();
-    if (!leases.ok()) {
-      out["error"] = "reading the lease table: " + leases.status().to_string();
-      out["shards"] = json::array();
-      out["workers"] = json::array();
-    } else {
-      FleetView view = fleet_view(*leases);
-      out["shards"] = shards_json(view, series);
-      out["workers"] = workers_json(view, sources.worker_id);
-    }
-    auto text = std::make_shared<const std::string>(out.dump());
-    std::lock_guard<std::mutex> lock(snap_mu);
-    snapshot = std::move(text);
-  }
-
-  // Records/s per shard since the last sample, keeping `history` worth of samples.
-  void sample_rates(std::chrono::steady_clock::time_point now,
-                    const std::map<std::string, double>& totals) {
-    const std::size_t keep = static_cast<std::size_t>(std::max<long long>(
-        2,
-        config.history.count() * 1000 / std::max<long long>(1, config.refresh_interval.count())));
-    if (last_sample != std::chrono::steady_clock::time_point{}) {
-      double secs = std::chrono::duration<double>(now - last_sample).count();
-      for (const auto& [shard, total] : totals) {
-        double before = last_totals.count(shard) ? last_totals[shard] : 0;
-        auto& q = rates[shard];
-        q.push_back(secs > 0 ? (total - before) / secs : 0);
-        while (q.size() > keep) q.pop_front();
+  // The shards this worker reads: its consumers when the worker says, else the lease table's.
+  std::vector<OwnShard> own_shards(const FleetView& view) const {
+    std::map<std::string, const ShardView*> by_key;
+    for (const auto& s : view.shards) by_key[s.shard_id] = &s;
+    std::vector<OwnShard> own;
+    if (sources.shard_states) {
+      for (const auto& [key, state] : sources.shard_states()) {
+        auto it = by_key.find(key);
+        own.push_back({key, it != by_key.end() ? it->second->series_key : key, state});
       }
+      return own;
     }
-    last_totals = totals;
-    last_sample = now;
-  }
-
-  // Every shard; lag, records/s and records dead-lettered for this worker's own.
-  json shards_json(const FleetView& view, const ShardSeries& series) const {
-    const std::map<std::string, double>& lag = series.lag;
-    json shards = json::array();
     for (const auto& s : view.shards) {
-      json j = {{"shard_id", s.shard_id},     {"owner", s.owner},
-                {"checkpoint", s.checkpoint}, {"parents", s.parents},
-                {"children", s.children},     {"state", s.state},
-                {"millis_behind", nullptr},   {"records_per_second", json::array()},
-                {"dead_lettered", nullptr}};
-      if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
-      if (!s.stream.empty()) j["stream"] = s.stream;
-      if (s.owner == sources.worker_id) {
-        if (auto it = lag.find(s.series_key); it != lag.end()) j["millis_behind"] = it->second;
-        auto dl = series.dead_lettered.find(s.series_key);
-        j["dead_lettered"] = dl == series.dead_lettered.end() ? 0 : dl->second;
-        if (auto it = rates.find(s.series_key); it != rates.end()) {
-          j["records_per_second"] = std::vector<double>(it->second.begin(), it->second.end());
-        }
-      }
-      shards.push_back(std::move(j));
+      if (s.owner == sources.worker_id) own.push_back({s.shard_id, s.series_key, ""});
     }
-    return shards;
+    return own;
+  }
+
+  LocalReport local_report(const HealthState& h, const FleetView& view, SteadyTime now,
+                           std::int64_t now_ms) {
+    LocalReport r;
+    r.generated_at_ms = now_ms;
+    r.worker.worker_id = sources.worker_id;
+    r.worker.version = KCL_VERSION_STRING;
+    r.worker.live = h.live;
+    r.worker.ready = h.ready;
+    r.worker.warnings = h.warnings;
+    r.worker.process = process.sample();
+    r.shards = figures->sample(*sources.registry, own_shards(view), now, now_ms);
+    return r;
+  }
+
+  // The peers' addresses, read at most every 5 s; the last list when a read fails.
+  const std::vector<PeerAddress>& peer_directory(SteadyTime now) {
+    if (!sources.peers) {
+      directory_note = sources.peers_note;
+      return directory;
+    }
+    if (directory_at != SteadyTime{} && now - directory_at < std::chrono::seconds(5)) {
+      return directory;
+    }
+    directory_at = now;
+    auto read = sources.peers();
+    if (read.ok()) {
+      directory = std::move(read).value();
+      directory_note = sources.peers_note;
+    } else {
+      directory_note = sources.peers_note +
+                       " (reading it failed, the last list is used: " + read.status().to_string() +
+                       ")";
+    }
+    return directory;
+  }
+
+  // The other workers' reports; this worker's own entry (its published address, no report).
+  std::vector<PeerReport> gather_peers(SteadyTime now) {
+    std::vector<PeerAddress> others;
+    PeerReport self;
+    self.worker_id = sources.worker_id;
+    for (const auto& p : peer_directory(now)) {
+      if (p.worker_id != sources.worker_id) others.push_back(p);
+      if (p.worker_id == sources.worker_id) self.url = p.url;
+    }
+    auto reports = fetch_peer_reports(others, config.peer_timeout);
+    reports.push_back(std::move(self));
+    return reports;
+  }
+
+  json header(const HealthState& h, std::int64_t now_ms, const char* scope) const {
+    return {{"scope", scope},
+            {"application", sources.application},
+            {"stream", sources.stream},
+            {"worker_id", sources.worker_id},
+            {"refresh_interval_ms", config.refresh_interval.count()},
+            {"generated_at_ms", now_ms},
+            {"health", {{"live", h.live}, {"ready", h.ready}, {"warnings", h.warnings}}}};
+  }
+
+  void refresh() {
+    std::lock_guard<std::mutex> one_at_a_time(refresh_mu);
+    const auto now = std::chrono::steady_clock::now();
+    const std::int64_t now_ms = wall_ms();
+    const HealthState h = sources.health();
+    auto leases = sources.list_leases();
+    const FleetView view = leases.ok() ? fleet_view(*leases) : FleetView{};
+    const LocalReport local = local_report(h, view, now, now_ms);
+
+    json local_out = header(h, now_ms, "local");
+    local_out.update(json(local));
+    const bool gather = fleet_wanted_until.load() > steady_ms(now);
+    FleetSources fs;
+    fs.now_ms = now_ms;
+    std::vector<PeerReport> peers;
+    if (gather) {
+      peers = gather_peers(now);
+      fs.directory = directory_note;
+    } else {
+      fs.directory = "not gathered (nobody asked for the fleet view in the last minute)";
+    }
+    json out = header(h, now_ms, "fleet");
+    if (!leases.ok()) out["error"] = "reading the lease table: " + leases.status().to_string();
+    out.update(fleet_json(view, sources.worker_id, &local, peers, fs));
+    auto text = std::make_shared<const std::string>(out.dump());
+    auto local_text = std::make_shared<const std::string>(local_out.dump());
+    {
+      std::lock_guard<std::mutex> lock(snap_mu);
+      snapshot = std::move(text);
+      local_snapshot = std::move(local_text);
+      if (gather) gathered_at = now;
+    }
+    snap_cv.notify_all();
   }
 
   void add_routes() {
@@ -291,9 +340,10 @@ struct StatusServer::Impl {
       HealthState h = sources.health();
       health_response(res, h.ready, "ready", "not ready", h.ready_reason);
     });
-    srv.Get("/status.json", [this](const httplib::Request&, httplib::Response& res) {
+    srv.Get("/status.json", [this](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Cache-Control", "no-store");
-      res.set_content(*current(), "application/json");
+      const bool local = req.get_param_value("scope") == "local";
+      res.set_content(local ? *current(true) : *fleet_for_request(), "application/json");
     });
     auto page = [](const httplib::Request&, httplib::Response& res) {
       res.set_content(std::string(status_page_html()), "text/html; charset=utf-8");
@@ -305,10 +355,11 @@ struct StatusServer::Impl {
   void refresh_loop() {
     std::unique_lock<std::mutex> lock(stop_mu);
     while (!stopping) {
+      wake = false;
       lock.unlock();
       refresh();
       lock.lock();
-      stop_cv.wait_for(lock, config.refresh_interval, [&] { return stopping; });
+      stop_cv.wait_for(lock, config.refresh_interval, [&] { return stopping || wake; });
     }
   }
 };
@@ -329,7 +380,9 @@ std::string StatusServer::url() const {
   return "http://" + host + ":" + std::to_string(port_);
 }
 
-std::string StatusServer::status_json() const { return *impl_->current(); }
+std::string StatusServer::status_json() const { return *impl_->current(false); }
+
+std::string StatusServer::local_json() const { return *impl_->current(true); }
 
 void StatusServer::refresh() { impl_->refresh(); }
 
@@ -345,6 +398,9 @@ Status StatusServer::start() {
   }
   auto [host, port] = parse_http_address(impl_->config.address).value();
   Impl& im = *impl_;
+  im.figures = std::make_unique<LocalFigures>(
+      static_cast<std::size_t>(im.config.history.count() * 1000 /
+                               std::max<long long>(1, im.config.refresh_interval.count())));
   httplib::Server& srv = im.server;
   set_io_limits(srv, im.config);
   im.add_routes();

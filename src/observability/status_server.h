@@ -3,14 +3,22 @@
 //   GET /metrics      Prometheus text exposition 0.0.4 of a MetricsRegistry
 //   GET /healthz      200 {"status":"live"} unless the worker failed (503 + reason)
 //   GET /readyz       200 once shards are synced and leases may be held; else 503 + reason
-//   GET /status.json  the fleet as seen in the lease table (every shard, owner, checkpoint,
-//                     lineage, state; this worker's lag and records/s), and the workers
-//   GET /status       a self-refreshing HTML page of the same (no external resources)
+//   GET /status.json  the fleet: every shard of the lease table (owner, checkpoint, lineage,
+//                     state) with the figures its owner reports (lag, records/s, last
+//                     progress, consumer state), and every worker with its health (live,
+//                     ready, warnings, CPU, RSS, threads, version) or why it cannot be reached
+//   GET /status.json?scope=local
+//                     this worker's own report (fleet_figures.h): what its peers fetch
+//   GET /status       a self-refreshing HTML page of the fleet view (no external resources)
 //
 // The lease table is read by the server's own timer thread into a snapshot every
 // `refresh_interval`; requests only read snapshots (never a lock held by a consumer, never a
-// DynamoDB call on a request). Limits: request headers up to 8 KiB (431 beyond), no request
-// bodies, read/write timeouts, a fixed number of request threads; anything else is 404/405.
+// DynamoDB call on a request). The fleet view is gathered by the same thread while someone
+// asks for it (a request in the last minute): the peers' addresses from `StatusSources::peers`
+// (cached 5 s), their reports fetched at once within `peer_timeout` (peer_fetch.h). A
+// request that finds no gathered view younger than two refreshes waits for the next one (up
+// to 2 x peer_timeout). Limits: request headers up to 8 KiB (431 beyond), no request bodies,
+// read/write timeouts, a fixed number of request threads; anything else is 404/405.
 //
 // Thread safety: start() and stop() from one thread; everything else is internal.
 #pragma once
@@ -61,12 +69,22 @@ struct StatusServerConfig {
   // Read and write timeout per request (also the keep-alive wait, rounded to seconds).
   // Default 2 s, range 100 ms..1 min.
   std::chrono::milliseconds io_timeout{2000};
+  // Connect and answer timeout for each peer's report in the fleet view. Default 1 s,
+  // range 50 ms..10 s.
+  std::chrono::milliseconds peer_timeout{1000};
 
   std::vector<std::string> validate() const;
 };
 
 // Host and port from an address as StatusServerConfig::address describes it.
 Result<std::pair<std::string, int>> parse_http_address(std::string_view address);
+
+// A worker and the status endpoint it published ("http://HOST:PORT"; empty: none).
+struct PeerAddress {
+  std::string worker_id;
+  std::string url;
+  bool operator==(const PeerAddress&) const = default;
+};
 
 // Where the server's data comes from; every function is called on the server's threads.
 struct StatusSources {
@@ -76,6 +94,14 @@ struct StatusSources {
   std::shared_ptr<metrics::MetricsRegistry> registry;       // required
   std::function<Result<std::vector<Lease>>()> list_leases;  // required
   std::function<HealthState()> health;                      // required
+  // Lease key -> the state of this worker's consumer of it ("processing", ...). Optional:
+  // without it, this worker's shards are those the lease table names it the owner of.
+  std::function<std::map<std::string, std::string>()> shard_states;
+  // The fleet's workers and the status endpoints they published (this one included).
+  // Optional: without it, or when it fails, the fleet view has this worker's figures only
+  // and says why (`peers_note`, or the error).
+  std::function<Result<std::vector<PeerAddress>>()> peers;
+  std::string peers_note = "no directory of the workers' status endpoints";
 };
 
 // One shard as shown on the page (from the last snapshot).
@@ -89,9 +115,7 @@ struct ShardView {
   std::string checkpoint;
   std::vector<std::string> parents;
   std::vector<std::string> children;
-  std::string state;                    // "waiting on parent", "reading", "ended", "unassigned"
-  std::optional<double> millis_behind;  // only for this worker's shards
-  std::vector<double> rate;             // records/s samples, oldest first (this worker's shards)
+  std::string state;  // "waiting on parent", "reading", "handing off", "ended", "unassigned"
 };
 
 class StatusServer {
@@ -110,6 +134,8 @@ class StatusServer {
 
   // The JSON of /status.json (from the last snapshot), for tests and `kcl status`.
   std::string status_json() const;
+  // The JSON of /status.json?scope=local (from the last snapshot).
+  std::string local_json() const;
   // Takes a snapshot now (the timer does this on its own).
   void refresh();
 

@@ -16,23 +16,45 @@ namespace kcl::observability {
 
 using metrics::TeeMetricsSink;
 
+// What the endpoint shows, besides its registry.
+struct EndpointSources {
+  std::string application;
+  std::string stream;
+  std::string worker_id;
+  std::shared_ptr<leases::LeaseStore> store;  // required
+  std::function<HealthState()> health;        // required
+  // As StatusSources' (optional).
+  std::function<std::map<std::string, std::string>()> shard_states;
+  std::function<Result<std::vector<PeerAddress>>()> peers;
+  std::string peers_note;
+};
+
+// The URL peers are told to fetch this endpoint at: `advertise` ("HOST", "HOST:PORT",
+// "[IPv6]:PORT" or "http://..."; a missing or 0 port is the bound one), or the bound URL
+// when `advertise` is empty.
+std::string advertised_url(const std::string& advertise, int bound_port,
+                           const std::string& bound_url);
+
 class WorkerEndpoint {
  public:
-  // `user_sink` (may be null) keeps receiving every point.
-  WorkerEndpoint(std::string address, std::shared_ptr<MetricsSink> user_sink);
+  // `user_sink` (may be null) keeps receiving every point. `advertise`: as advertised_url's.
+  WorkerEndpoint(std::string address, std::shared_ptr<MetricsSink> user_sink,
+                 std::string advertise = {});
   ~WorkerEndpoint();
 
   // The sink the worker should report to.
   std::shared_ptr<MetricsSink> sink() const { return sink_; }
   const std::shared_ptr<metrics::MetricsRegistry>& registry() const { return registry_; }
 
-  Status start(std::string application, std::string stream, std::string worker_id,
-               std::shared_ptr<leases::LeaseStore> store, std::function<HealthState()> health);
+  Status start(EndpointSources sources);
   void stop();
   std::string url() const { return server_ ? server_->url() : std::string(); }
+  // What the worker publishes for its peers (advertised_url()); empty before start().
+  std::string advertised() const;
 
  private:
   std::string address_;
+  std::string advertise_;
   std::shared_ptr<metrics::MetricsRegistry> registry_;
   std::shared_ptr<MetricsSink> sink_;
   std::unique_ptr<StatusServer> server_;

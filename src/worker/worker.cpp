@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -74,8 +75,8 @@ class Worker::Impl final : public leases::LeaseListener {
     clock_ = deps_.clock ? deps_.clock : &SystemClock::instance();
     done_ = done_promise_.get_future().share();
     if (!config_.http_address.empty()) {
-      endpoint_ =
-          std::make_unique<observability::WorkerEndpoint>(config_.http_address, deps_.metrics);
+      endpoint_ = std::make_unique<observability::WorkerEndpoint>(
+          config_.http_address, deps_.metrics, config_.http_advertise_address);
       metrics_ = endpoint_->sink();
     }
   }
@@ -186,6 +187,10 @@ class Worker::Impl final : public leases::LeaseListener {
   }
   Status make_clients();
   void make_assignment();
+  // The HTTP endpoint, and its address published for the fleet view.
+  Status start_endpoint();
+  // Lease key -> this worker's consumer state, for the status page.
+  std::map<std::string, std::string> shard_states() const;
   // The steps of start(): tables, the first shard sync, the consumers' context, the threads.
   Status prepare_tables();
   Status initial_sync();
@@ -340,6 +345,49 @@ void Worker::Impl::make_assignment() {
   assignment_->held().set_listener(this);
 }
 
+Status Worker::Impl::start_endpoint() {
+  observability::EndpointSources src;
+  src.application = config_.leases.application_name;
+  src.stream = stream_label();
+  src.worker_id = config_.leases.worker_id;
+  src.store = store_;
+  src.health = [this] { return health(); };
+  src.shard_states = [this] { return shard_states(); };
+  if (config_.leases.assignment == LeaseAssignment::kLeader) {
+    src.peers = [this]() -> Result<std::vector<observability::PeerAddress>> {
+      auto urls = assignment_->status_urls();
+      if (!urls.ok()) return urls.status();
+      std::vector<observability::PeerAddress> out;
+      for (auto& [id, url] : *urls) out.push_back({std::move(id), std::move(url)});
+      return out;
+    };
+    src.peers_note = "the workers' entries in the coordination table";
+  } else {
+    src.peers_note =
+        "none: worker-takes assignment keeps no directory of the workers' status endpoints, so "
+        "lag and records/s are shown for this worker's shards only";
+  }
+  if (Status s = endpoint_->start(std::move(src)); !s.ok()) return s;
+  assignment_->set_status_url(endpoint_->advertised());
+  log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics (published as " +
+                           endpoint_->advertised() + ")");
+  return Status::Ok();
+}
+
+std::map<std::string, std::string> Worker::Impl::shard_states() const {
+  std::map<std::string, std::string> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, c] : consumers_) {
+    std::string state(lifecycle::to_string(c->state()));
+    for (char& ch : state) ch = ch == '_' ? ' ' : static_cast<char>(std::tolower(ch));
+    out[key] = std::move(state);
+  }
+  for (const auto& [key, r] : failures_) {
+    out[key] = "failing (" + std::to_string(r.consecutive) + " in a row)";
+  }
+  return out;
+}
+
 Status Worker::Impl::start_cloudwatch() {
   const CloudWatchMetricsConfig& cw = config_.cloudwatch;
   if (cw.mode == CloudWatchMetricsMode::kOff || cw.level == MetricsLevel::kNone) {
@@ -426,10 +474,7 @@ Status Worker::Impl::start() {
   if (Status s = make_clients(); !s.ok()) return fail(s);
   make_assignment();
   if (endpoint_) {
-    Status s = endpoint_->start(config_.leases.application_name, stream_label(),
-                                config_.leases.worker_id, store_, [this] { return health(); });
-    if (!s.ok()) return fail(s);
-    log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics");
+    if (Status s = start_endpoint(); !s.ok()) return fail(s);
   }
   if (config_.retrieval.mode == RetrievalMode::kFanOut && !internals_.records_source_factory) {
     if (Status s = start_fanout(); !s.ok()) return fail(s);

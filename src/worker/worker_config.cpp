@@ -77,6 +77,16 @@ std::vector<std::string> WorkerConfig::validate() const {
       problems.push_back(a.status().message());
     }
   }
+  if (!http_advertise_address.empty()) {
+    if (http_address.empty()) {
+      problems.push_back("http_advertise_address is set, but http_address (the endpoint) is off");
+    }
+    if (http_advertise_address.find_first_of(" \t\r\n/?#") != std::string::npos &&
+        http_advertise_address.rfind("http://", 0) != 0) {
+      problems.push_back("http_advertise_address '" + http_advertise_address +
+                         "': expected HOST, HOST:PORT, [IPv6]:PORT or http://HOST:PORT");
+    }
+  }
   const ProcessingConfig& p = processing;
   if (p.thread_pool_size < 1 || p.thread_pool_size > 256) {
     problems.push_back("processing.thread_pool_size is " + std::to_string(p.thread_pool_size) +

@@ -49,6 +49,7 @@ struct ConsumeFlags {
   long long max_records = 0;
   long long checkpoint_interval_ms = 5000;
   std::string http;
+  std::string http_advertise;
   std::string cloudwatch_metrics;
   std::string metrics_level = "DETAILED";
   std::string log_format = "text";
@@ -312,6 +313,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   }
   config.aws = g.aws_config();
   config.http_address = f.http;
+  config.http_advertise_address = f.http_advertise;
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
   config.retrieval.consumer_name = f.consumer_name;
   // Every logger of the process (the worker's, the library's and say()) takes the format
@@ -439,7 +441,13 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
       ->check(CLI::Range(0LL, 3600000LL));
   cmd->add_option("--http", f->http,
                   "Serve /metrics (Prometheus), /healthz, /readyz, /status and /status.json on "
-                  "[HOST:]PORT (a port alone: 127.0.0.1)");
+                  "[HOST:]PORT (a port alone: 127.0.0.1). Every worker's /status and "
+                  "/status.json show the whole fleet (each worker's lag, records/s and health, "
+                  "fetched from the others' endpoints)");
+  cmd->add_option("--http-advertise", f->http_advertise,
+                  "The address the other workers fetch this worker's figures at: HOST, "
+                  "HOST:PORT or http://HOST:PORT (default: the --http address; set it when the "
+                  "workers run on several hosts)");
   cmd->add_option("--cloudwatch-metrics", f->cloudwatch_metrics,
                   "Publish metrics to CloudWatch under the Java KCL's names: emf (Embedded "
                   "Metric Format lines on stderr), emf:FILE (appended to FILE) or put "

@@ -24,9 +24,11 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   WorkerEntry a;
   a.worker_id = "worker-a";
   a.incarnation = "inc-1";
+  a.status_url = "http://127.0.0.1:9400";
   auto registered = store.register_worker(a);
   ASSERT_TRUE(registered.ok()) << registered.status();
   EXPECT_EQ(registered->heartbeat, 0);
+  EXPECT_EQ(registered->status_url, a.status_url);
   EXPECT_EQ(store.register_worker(a).status().code(), StatusCode::kConditionFailed)
       << "a registration sent again after its answer was lost leaves the entry alone";
   WorkerEntry report;
@@ -58,6 +60,8 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
             (std::vector<std::string>{"shardId-000000000001", "shardId-000000000002",
                                       "shardId-000000000003"}));
   EXPECT_EQ(own->self->heartbeat, 2) << "posts leave the heartbeat alone";
+  EXPECT_EQ(own->self->status_url, "http://127.0.0.1:9400")
+      << "the status endpoint written at registration stays through heartbeats and posts";
   ASSERT_TRUE(store.clear_inbox(*beat, {"shardId-000000000001", "shardId-000000000002"}).ok());
   own = store.read_own("worker-a", Consistency::kStrong);
   ASSERT_TRUE(own.ok() && own->self);
