@@ -29,6 +29,7 @@ std::string_view status_page_html() {
  .waiting{background:#fff1c7;color:#6b5200}
  .unassigned{background:#fde0dd;color:#8a1c12}
  .handing{background:#dde8fd;color:#123e8a}
+ .stalled{background:#c62828;color:#fff;margin-left:4px}
  .self{font-weight:600}
  .ok{color:#1a7f37}.bad{color:#c62828}
  #error{color:#c62828}
@@ -100,6 +101,11 @@ function render(s) {
     const tr = el("tr"); tr.dataset.shard = sh.shard_id; tr.dataset.owner = sh.owner;
     tr.appendChild(el("td", sh.shard_id));
     const st = el("td"); st.appendChild(el("span", sh.state, "state " + sh.state.split(" ")[0]));
+    if (sh.stalled) {
+      const x = el("span", "stalled: " + sh.stalled.cause, "state stalled");
+      x.title = sh.stalled.detail + " (since " + new Date(sh.stalled.since_ms).toISOString() + ")";
+      st.appendChild(x);
+    }
     tr.appendChild(st);
     tr.appendChild(el("td", (sh.owner || "-") + (sh.handoff_to ? " \u2192 " + sh.handoff_to : ""),
                       sh.owner === s.worker_id ? "self" : ""));

@@ -141,6 +141,29 @@ void health_response(httplib::Response& res, bool ok, const char* good, const ch
   res.set_content(body.dump(), "application/json");
 }
 
+json stalled_json(const StalledShard& s) {
+  return {{"cause", s.cause}, {"detail", s.detail}, {"since_ms", s.since_ms}};
+}
+
+// /readyz: 503 while not ready; ready but with stalled shards, 200 "degraded" naming them.
+void readiness_response(httplib::Response& res, const HealthState& h) {
+  if (!h.ready || h.stalled.empty()) {
+    health_response(res, h.ready, "ready", "not ready", h.ready_reason);
+    return;
+  }
+  json stalled = json::array();
+  for (const StalledShard& s : h.stalled) {
+    json j = stalled_json(s);
+    j["shard"] = s.shard;
+    stalled.push_back(std::move(j));
+  }
+  json body = {{"status", "degraded"},
+               {"reason", std::to_string(h.stalled.size()) + " shard(s) stalled"},
+               {"stalled", std::move(stalled)}};
+  res.status = 200;
+  res.set_content(body.dump(), "application/json");
+}
+
 void set_io_limits(httplib::Server& srv, const StatusServerConfig& config) {
   const int threads = config.threads;
   srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -219,7 +242,8 @@ struct StatusServer::Impl {
       out["workers"] = json::array();
     } else {
       FleetView view = fleet_view(*leases);
-      out["shards"] = shards_json(view, series.lag);
+      report_unheld(view);
+      out["shards"] = shards_json(view, series.lag, h.stalled);
       out["workers"] = workers_json(view, sources.worker_id);
     }
     auto text = std::make_shared<const std::string>(out.dump());
@@ -246,14 +270,29 @@ struct StatusServer::Impl {
     last_sample = now;
   }
 
-  // Every shard; lag and records/s for this worker's own.
-  json shards_json(const FleetView& view, const std::map<std::string, double>& lag) const {
+  // Leases no worker holds (not ended), as the gauge kcl_leases_unheld: the same figure on
+  // every worker (the whole table), for the "leases unheld" alert.
+  void report_unheld(const FleetView& view) const {
+    double unheld = 0;
+    for (const auto& s : view.shards) unheld += s.owner.empty() && s.state != "ended" ? 1 : 0;
+    sources.registry->gauge("fleet.leases_unheld", unheld, {});
+  }
+
+  // Every shard; lag, records/s and a stall for this worker's own.
+  json shards_json(const FleetView& view, const std::map<std::string, double>& lag,
+                   const std::vector<StalledShard>& stalled) const {
+    std::map<std::string, const StalledShard*> stalled_by_key;
+    for (const StalledShard& s : stalled) stalled_by_key[s.shard] = &s;
     json shards = json::array();
     for (const auto& s : view.shards) {
       json j = {{"shard_id", s.shard_id},     {"owner", s.owner},
                 {"checkpoint", s.checkpoint}, {"parents", s.parents},
                 {"children", s.children},     {"state", s.state},
-                {"millis_behind", nullptr},   {"records_per_second", json::array()}};
+                {"millis_behind", nullptr},   {"records_per_second", json::array()},
+                {"stalled", nullptr}};
+      if (auto it = stalled_by_key.find(s.shard_id); it != stalled_by_key.end()) {
+        j["stalled"] = stalled_json(*it->second);
+      }
       if (!s.handoff_to.empty()) j["handoff_to"] = s.handoff_to;
       if (!s.stream.empty()) j["stream"] = s.stream;
       if (s.owner == sources.worker_id) {
@@ -277,8 +316,7 @@ struct StatusServer::Impl {
       health_response(res, h.live, "live", "failed", h.live_reason);
     });
     srv.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-      HealthState h = sources.health();
-      health_response(res, h.ready, "ready", "not ready", h.ready_reason);
+      readiness_response(res, sources.health());
     });
     srv.Get("/status.json", [this](const httplib::Request&, httplib::Response& res) {
       res.set_header("Cache-Control", "no-store");

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -48,6 +49,8 @@ struct ConsumeFlags {
   std::string log_format = "text";
   bool fan_out = false;
   std::string consumer_name;
+  long long stall_threshold_ms = 60000;
+  std::string hold_while_exists;
 };
 
 // --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
@@ -134,15 +137,22 @@ class Output {
 // batch comes, and when the shard has been idle (ProcessingConfig::empty_batch_interval is the
 // interval, so the last records of a burst are checkpointed within about two intervals even
 // if nothing follows). Records not printed because of --max are never checkpointed.
+// With --hold-while-exists FILE, a batch with records waits while FILE exists before it is
+// printed: a processor stuck on purpose, to rehearse the stall alerts (docs/operations).
 class PrintingProcessor final : public RecordProcessor {
  public:
-  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream)
-      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream) {}
+  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
+                    std::string hold_file)
+      : out_(out),
+        interval_(checkpoint_interval),
+        name_stream_(name_stream),
+        hold_file_(std::move(hold_file)) {}
   void initialize(const InitializationInput& input) override {
     last_checkpoint_ = std::chrono::steady_clock::now();
     if (name_stream_) stream_ = input.stream_name;
   }
   void process_records(const ProcessRecordsInput& input) override {
+    if (!input.records.empty()) hold_while_file_exists();
     const long long printed = out_.write(input.records, stream_);
     if (printed < 0) throw std::runtime_error("cannot write to standard output");
     if (printed > 0) {
@@ -170,6 +180,13 @@ class PrintingProcessor final : public RecordProcessor {
   void shutdown_requested(Checkpointer& checkpointer) override { check(checkpoint(checkpointer)); }
 
  private:
+  void hold_while_file_exists() const {
+    if (hold_file_.empty()) return;
+    std::error_code ec;
+    while (std::filesystem::exists(hold_file_, ec) && !stop_requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
   Status checkpoint(Checkpointer& checkpointer) {
     if (!last_printed_ || last_printed_ == checkpointed_) return Status::Ok();
     Status s = checkpointer.checkpoint(last_printed_->sequence_number(),
@@ -185,7 +202,8 @@ class PrintingProcessor final : public RecordProcessor {
   Output& out_;
   const std::chrono::milliseconds interval_;
   const bool name_stream_;
-  std::string stream_;  // printed in each line when the worker reads several streams
+  const std::string hold_file_;  // --hold-while-exists
+  std::string stream_;           // printed in each line when the worker reads several streams
   std::chrono::steady_clock::time_point last_checkpoint_{};
   std::optional<ExtendedSequenceNumber> last_printed_;
   std::optional<ExtendedSequenceNumber> checkpointed_;
@@ -193,16 +211,21 @@ class PrintingProcessor final : public RecordProcessor {
 
 class PrintingFactory final : public RecordProcessorFactory {
  public:
-  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream)
-      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream) {}
+  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
+                  std::string hold_file)
+      : out_(out),
+        interval_(checkpoint_interval),
+        name_stream_(name_stream),
+        hold_file_(std::move(hold_file)) {}
   std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_);
+    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_, hold_file_);
   }
 
  private:
   Output& out_;
   const std::chrono::milliseconds interval_;
   const bool name_stream_;
+  const std::string hold_file_;
 };
 
 std::string join_names(const std::vector<std::string>& names) {
@@ -274,6 +297,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   }
   config.aws = g.aws_config();
   config.http_address = f.http;
+  config.processing.stall_threshold = std::chrono::milliseconds(f.stall_threshold_ms);
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
   config.retrieval.consumer_name = f.consumer_name;
   // Every logger of the process (the worker's, the library's and say()) takes the format
@@ -285,9 +309,9 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   }
 
   Output out(f.raw, f.max_records);
-  Worker worker(
-      config, std::make_shared<PrintingFactory>(
-                  out, std::chrono::milliseconds(f.checkpoint_interval_ms), config.multi_stream()));
+  Worker worker(config, std::make_shared<PrintingFactory>(
+                            out, std::chrono::milliseconds(f.checkpoint_interval_ms),
+                            config.multi_stream(), f.hold_while_exists));
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
@@ -393,6 +417,16 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                 "is found or registered at start");
   cmd->add_option("--consumer-name", f->consumer_name,
                   "The stream consumer for --fan-out (default: the application name)");
+  cmd->add_option("--stall-threshold-ms", f->stall_threshold_ms,
+                  "Flag a shard stalled (log, kcl_shard_stalled, /status.json, /readyz "
+                  "\"degraded\") when something keeps it from progressing this long: a "
+                  "processor callback running, reads throttled or failing, a parent not "
+                  "finished, checkpoints rejected, records waiting (default 60000; 1000 to "
+                  "3600000, or 0 = off). A shard idle at the tip is never stalled")
+      ->check(CLI::Range(0LL, 3600000LL));
+  cmd->add_option("--hold-while-exists", f->hold_while_exists,
+                  "Rehearsal aid: before printing a batch, wait while FILE exists (a processor "
+                  "stuck on purpose, to try the stall alerts); remove FILE to go on");
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
 }
