@@ -224,13 +224,15 @@ TEST_F(WorkerStallTest, RejectedCheckpointsAreFlaggedWithTheError) {
     }
   };
   auto w = start(stall_config("w1"), script);
-  ASSERT_TRUE(wait_delivered("c1"));
+  // (The delivery is logged before the processor's hook runs: wait for the rejection itself.)
   stall_test::Time began;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ASSERT_TRUE(first_rejection.has_value());
-    began = *first_rejection;
-  }
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first_rejection) began = *first_rejection;
+        return first_rejection.has_value();
+      },
+      30s));
   expect_flagged(shard, "checkpoint_rejected", began);
   auto line = tlog_->find({"shard " + shard + " stalled (checkpoint_rejected)"});
   ASSERT_TRUE(line);
