@@ -14,6 +14,8 @@ apt_packages=(
   clang-format procps iproute2 util-linux
   # independent checkers used by the tests: the Prometheus text parser, a real browser
   python3 python3-prometheus-client chromium
+  # Prometheus and promtool: the alert rules (docs/prometheus) are checked and fired in tests
+  prometheus
   # the kcl Python package (python/): bindings, headers and its pytest suite
   pybind11-dev python3-dev python3-pytest python3-mypy
 )

@@ -63,6 +63,14 @@ struct ProcessingConfig {
   // callProcessRecordsEvenForEmptyRecordList, on a timer. Default 0 = never (only batches
   // with records are delivered); otherwise 100 ms..1 h.
   std::chrono::milliseconds empty_batch_interval{0};
+  // A shard is flagged stalled (a log line, the gauge kcl_shard_stalled{shard,cause}, its
+  // `stalled` field in /status.json, /readyz "degraded") when it makes no progress for this
+  // long although something is known to be in its way: a processor callback running, reads
+  // failing in a row (throttled, a fan-out subscription failing), a parent shard not
+  // finished, checkpoints rejected, or records waiting (millisBehindLatest > 0 or a batch
+  // fetched) with none delivered. A shard idle at the tip of the stream is never stalled.
+  // Default 60 s, range 1 s..1 h; 0 = off.
+  std::chrono::milliseconds stall_threshold{60000};
 };
 
 }  // namespace kcl

@@ -260,6 +260,7 @@ Table<kcl::ProcessingConfig> processing_table() {
   KCL_PY_DURATION(t, "scheduler_interval", scheduler_interval);
   KCL_PY_DURATION(t, "shutdown_timeout", shutdown_timeout);
   KCL_PY_DURATION(t, "empty_batch_interval", empty_batch_interval);
+  KCL_PY_DURATION(t, "stall_threshold", stall_threshold);
   return t;
 }
 

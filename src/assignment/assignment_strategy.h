@@ -59,10 +59,22 @@ struct FailingCalls {
   Status last;
 };
 
+// A lease held by no live worker as this worker sees it (worker-takes: its counter has not
+// moved for the failover time and no one has taken it).
+struct UnheldLease {
+  std::string lease_key;
+  std::string owner;      // the worker named in the lease, not seen alive
+  Clock::MonoTime since;  // when its counter last moved, as this worker saw it
+};
+
 struct AssignmentReport {
   std::string strategy;  // "leader" or "worker-takes"
   bool leading = false;  // leader-based: this worker holds the leader lock
   std::vector<FailingCalls> failing;
+  // Worker-takes: leases whose owner stopped renewing, left by the last take pass (this
+  // worker at its maximum, say). Leader-based: empty (the leader moves a silent worker's
+  // leases; KclNoLeader covers a fleet without one).
+  std::vector<UnheldLease> unheld;
 };
 
 class AssignmentStrategy {

@@ -145,6 +145,9 @@ void LeaseTaker::classify(const std::vector<Lease>& leases, TakeView& view,
     const auto since = view.now - view.seen[i]->changed_at;
     if (since >= config_.failover_time) {
       view.available.push_back(&lease);
+      if (!lease.checkpoint.is_shard_end()) {
+        result.orphaned.push_back({lease.lease_key, *lease.lease_owner, view.seen[i]->changed_at});
+      }
     } else {
       ++view.counts[*lease.lease_owner];
       if (since > suspect_after) {
@@ -270,6 +273,9 @@ TakePassResult LeaseTaker::run_take_pass() {
       steal(leases, view, target, needed, result);
     }
   }
+  std::erase_if(result.orphaned, [&](const OrphanedLease& o) {
+    return std::find(result.taken.begin(), result.taken.end(), o.lease_key) != result.taken.end();
+  });
   return result;
 }
 

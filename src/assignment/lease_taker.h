@@ -62,16 +62,25 @@
 
 namespace kcl::assignment {
 
+// A lease (not ended) owned by another worker whose counter has not moved for the failover
+// time: no live worker holds it, unless some worker takes it.
+struct OrphanedLease {
+  std::string lease_key;
+  std::string owner;
+  Clock::MonoTime since;  // when this worker last saw its counter change
+};
+
 struct TakePassResult {
-  Status status;                    // failure of the scan, or the first write failure
-  int leases_seen = 0;              // leases in the table
-  int workers_seen = 0;             // workers counted for the target (including this one)
-  int target = 0;                   // this worker's share
-  int held_before = 0;              // leases held when the pass started
-  int available = 0;                // free or expired leases seen
-  std::vector<std::string> taken;   // free or expired leases taken
-  std::vector<std::string> stolen;  // leases taken from another live worker
-  int failed_conditions = 0;        // takes that lost a race
+  Status status;                        // failure of the scan, or the first write failure
+  int leases_seen = 0;                  // leases in the table
+  int workers_seen = 0;                 // workers counted for the target (including this one)
+  int target = 0;                       // this worker's share
+  int held_before = 0;                  // leases held when the pass started
+  int available = 0;                    // free or expired leases seen
+  std::vector<std::string> taken;       // free or expired leases taken
+  std::vector<std::string> stolen;      // leases taken from another live worker
+  std::vector<OrphanedLease> orphaned;  // expired leases of others this pass did not take
+  int failed_conditions = 0;            // takes that lost a race
   // The pass stopped below the target because of the start-up ramp. Informational: do not
   // pass again early because of it. The ramp works by giving workers that start at about the
   // same time one take interval to become visible (by owning leases) before anyone takes

@@ -39,6 +39,10 @@ Clock::MonoTime WorkerTakesAssignment::renew_step() {
 
 Clock::MonoTime WorkerTakesAssignment::take_step() {
   TakePassResult r = taker_.run_take_pass();
+  if (r.status.ok()) {
+    std::lock_guard<std::mutex> lock(report_mu_);
+    orphaned_ = std::move(r.orphaned);
+  }
   // Not sooner after a pass cut short by the ramp: see TakePassResult::limited_by_ramp.
   auto next = clock_.now() + jittered(config_.effective_take_interval());
   // A lease looks abandoned: look again the moment it expires.
@@ -49,6 +53,8 @@ Clock::MonoTime WorkerTakesAssignment::take_step() {
 AssignmentReport WorkerTakesAssignment::report() const {
   AssignmentReport r;
   r.strategy = "worker-takes";
+  std::lock_guard<std::mutex> lock(report_mu_);
+  for (const OrphanedLease& o : orphaned_) r.unheld.push_back({o.lease_key, o.owner, o.since});
   return r;
 }
 

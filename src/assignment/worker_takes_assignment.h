@@ -61,6 +61,8 @@ class WorkerTakesAssignment final : public AssignmentStrategy {
   LeaseTaker taker_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
+  mutable std::mutex report_mu_;
+  std::vector<OrphanedLease> orphaned_;  // guarded by report_mu_: the last take pass's
   StepRunner runner_;
 };
 

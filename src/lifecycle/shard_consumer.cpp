@@ -35,12 +35,17 @@ std::string_view to_string(ConsumerState s) noexcept {
 class FetchTask final : public Task {
  public:
   FetchTask(std::shared_ptr<retrieval::RecordsSource> source, std::weak_ptr<Task> consumer,
-            TaskPool& pool, const Clock& clock)
-      : source_(std::move(source)), consumer_(std::move(consumer)), pool_(pool), clock_(clock) {}
+            TaskPool& pool, const Clock& clock, std::shared_ptr<ReadHealth> health)
+      : source_(std::move(source)),
+        consumer_(std::move(consumer)),
+        pool_(pool),
+        clock_(clock),
+        health_(std::move(health)) {}
 
   std::optional<SteadyTime> run() override {
     if (stopped_.load()) return std::nullopt;
     const retrieval::FetchStep step = source_->fetch_step();
+    note_outcome(step.outcome);
     const bool finished = source_->finished();
     if (step.records_queued > 0 || finished || step.outcome == retrieval::FetchOutcome::kShardEnd) {
       if (auto c = consumer_.lock()) pool_.schedule_now(c);
@@ -52,10 +57,25 @@ class FetchTask final : public Task {
   void stop() { stopped_.store(true); }
 
  private:
+  // Reads failing in a row (a cause of a stall): a backoff continues the series, an answer
+  // ends it.
+  void note_outcome(retrieval::FetchOutcome outcome) {
+    using retrieval::FetchOutcome;
+    if (outcome == FetchOutcome::kRetrying) {
+      (void)health_->failures.failed(Status(StatusCode::kUnavailable, source_->last_retry_reason()),
+                                     clock_.now());
+    } else if (outcome == FetchOutcome::kRecords || outcome == FetchOutcome::kNoRecords ||
+               outcome == FetchOutcome::kShardEnd) {
+      (void)health_->failures.succeeded(clock_.now());
+      health_->answers.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
   std::shared_ptr<retrieval::RecordsSource> source_;
   std::weak_ptr<Task> consumer_;
   TaskPool& pool_;
   const Clock& clock_;
+  std::shared_ptr<ReadHealth> health_;
   std::atomic<bool> stopped_{false};
 };
 
@@ -67,7 +87,10 @@ ShardConsumer::ShardConsumer(ConsumerContext& ctx, Lease lease)
                                                              : leases::lease_stream_name(lease)),
       component_("consumer " + lease.lease_key),
       tenure_(ctx.held->tenure_of(lease.lease_key)),
-      lease_(std::move(lease)) {
+      lease_(std::move(lease)),
+      created_at_(ctx.clock->now()),
+      reads_(std::make_shared<ReadHealth>(
+          ctx.retrieval.mode == RetrievalMode::kFanOut ? "SubscribeToShard" : "GetRecords")) {
   tags_.push_back(MetricTag{"shard", shard_id_});
   // Several streams: the stream too (one stream's metrics keep the labels they always had).
   if (!leases::lease_stream_identifier(lease_).empty())
@@ -107,6 +130,7 @@ void ShardConsumer::request_shutdown(std::chrono::milliseconds drain) {
 
 template <typename F>
 bool ShardConsumer::call_processor(const char* what, F&& f) {
+  callback_name_.store(what);
   callback_started_ns_.store(
       std::chrono::duration_cast<std::chrono::nanoseconds>(ctx_.clock->now().time_since_epoch())
           .count());
@@ -155,7 +179,8 @@ void ShardConsumer::rewind_delivered(const std::optional<ExtendedSequenceNumber>
   // prepare_checkpoint() made in the failed call can no longer be committed: it named
   // records that were not processed).
   auto fresh = checkpointer_->rewound(previous);
-  processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*fresh);
+  processor_checkpointer_ =
+      std::make_unique<ProcessorCheckpointer>(*fresh, &checkpoint_failures_, ctx_.clock);
   checkpointer_ = std::move(fresh);
   last_delivered_ = previous;
 }
@@ -220,12 +245,20 @@ std::optional<SteadyTime> ShardConsumer::run() {
 
 std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
   if (!lease_.parent_shard_ids.empty()) {
-    auto finished = shardsync::parents_finished(*ctx_.store, lease_);
-    if (!finished.ok()) {
-      log(LogLevel::kWarn, "could not read the parents' leases: " + finished.status().to_string());
+    auto unfinished = shardsync::unfinished_parent(*ctx_.store, lease_);
+    if (!unfinished.ok()) {
+      log(LogLevel::kWarn,
+          "could not read the parents' leases: " + unfinished.status().to_string());
       return ctx_.clock->now() + ctx_.processing.parent_check_interval;
     }
-    if (!*finished) return ctx_.clock->now() + ctx_.processing.parent_check_interval;
+    if (const std::optional<Lease>& parent = *unfinished) {
+      const std::string owner = parent->actual_owner().value_or("");
+      note_parent_wait(
+          "waiting for parent " + parent->lease_key + " (" +
+          (owner.empty() ? std::string("held by no worker") : "held by worker " + owner) +
+          ", checkpoint " + parent->checkpoint.to_string() + ", not SHARD_END)");
+      return ctx_.clock->now() + ctx_.processing.parent_check_interval;
+    }
     log(LogLevel::kInfo, "parents finished; starting");
   }
   state_.store(ConsumerState::kInitializing);
@@ -244,7 +277,8 @@ std::optional<Status> ShardConsumer::load_checkpoint() {
   lease_ = std::move(stored).value();
   checkpointer_ = std::make_unique<checkpoint::ShardCheckpointer>(
       *ctx_.held, lease_key_, *tenure_, lease_.checkpoint, lease_.pending_checkpoint);
-  processor_checkpointer_ = std::make_unique<ProcessorCheckpointer>(*checkpointer_);
+  processor_checkpointer_ =
+      std::make_unique<ProcessorCheckpointer>(*checkpointer_, &checkpoint_failures_, ctx_.clock);
   return std::nullopt;
 }
 
@@ -298,7 +332,9 @@ void ShardConsumer::start_fetching(const retrieval::StartPosition& position) {
     fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, stream_, shard_id_,
                                                          position, ctx_.retrieval, *ctx_.clock);
   }
-  fetch_task_ = std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock);
+  fetch_task_ =
+      std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock, reads_);
+  source_.store(fetcher_.get());
   fetcher_->set_wakeup([task = std::weak_ptr<FetchTask>(fetch_task_), pool = ctx_.pool] {
     if (auto t = task.lock()) pool->schedule_now(t);
   });
@@ -472,10 +508,12 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
   }
   if (pending_) {
     if (!pending_->records.empty()) {
+      batch_in_hand_.store(true);
       if (auto again = deliver_pending()) return again;
     }
     const bool ended = pending_->shard_end;
     pending_.reset();
+    batch_in_hand_.store(false);
     if (ended) {
       checkpointer_->shard_ended(last_delivered_);
       state_.store(ConsumerState::kShardEnd);

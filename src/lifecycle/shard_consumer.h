@@ -62,6 +62,7 @@
 #include <optional>
 #include <string>
 
+#include "base/failure_series.h"
 #include "checkpoint/shard_checkpointer.h"
 #include "kcl/initial_position.h"
 #include "kcl/logging.h"
@@ -74,11 +75,20 @@
 #include "lifecycle/batch_bisector.h"
 #include "lifecycle/paced_processor.h"
 #include "lifecycle/processor_checkpointer.h"
+#include "lifecycle/stall_detector.h"
 #include "lifecycle/task_pool.h"
 #include "retrieval/records_source.h"
 #include "retrieval/shard_fetcher.h"
 
 namespace kcl::lifecycle {
+
+// How a shard's reads are going, kept by its fetch task for stall_signal(): failures in a row,
+// and answers received (each one, with records or without, is the source moving on).
+struct ReadHealth {
+  explicit ReadHealth(std::string what) : failures(std::move(what)) {}
+  base::FailureSeries failures;
+  std::atomic<std::uint64_t> answers{0};
+};
 
 enum class ConsumerState {
   kWaitingOnParents,
@@ -161,6 +171,13 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   bool hung_reported() const { return hung_reported_.load(); }
   void mark_hung_reported() { hung_reported_.store(true); }
 
+  // What is in this shard's way now (lifecycle/stall_detector.h), most telling first: a
+  // processor callback running, checkpoints rejected in a row, a parent not finished, reads
+  // failing in a row, records waiting with none delivered. Nothing while records are being
+  // delivered or the shard is idle at the tip (no lag, nothing fetched, nothing in hand).
+  // From one thread only (the worker's scheduler).
+  std::optional<StallSignal> stall_signal(SteadyTime now);
+
  private:
   std::optional<SteadyTime> step_waiting_on_parents();
   std::optional<SteadyTime> step_initializing();
@@ -200,6 +217,14 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   // records delivered before that batch, `previous` (see step_processing).
   void rewind_delivered(const std::optional<ExtendedSequenceNumber>& previous);
   void log(LogLevel level, const std::string& message) const;
+  // The parts of stall_signal().
+  std::optional<StallSignal> callback_signal(SteadyTime now) const;
+  std::optional<StallSignal> checkpoint_signal() const;
+  std::optional<StallSignal> parent_signal() const;
+  std::optional<StallSignal> reads_signal() const;
+  std::optional<StallSignal> waiting_signal(SteadyTime now);
+  // Which parent holds a waiting child back, in words (step_waiting_on_parents).
+  void note_parent_wait(std::string detail);
   // Runs a processor callback, catching exceptions; returns false if it threw.
   template <typename F>
   bool call_processor(const char* what, F&& f);
@@ -226,7 +251,21 @@ class ShardConsumer final : public Task, public std::enable_shared_from_this<Sha
   std::atomic<std::int64_t> drain_until_ns_{INT64_MAX};
   std::atomic<std::int64_t> callback_started_ns_{0};
   std::atomic<bool> hung_reported_{false};
+  std::atomic<const char*> callback_name_{""};  // the callback running, while one is
   std::atomic<std::uint64_t> delivered_{0};
+  // For stall_signal(), read from the scheduler's thread.
+  const SteadyTime created_at_;
+  std::atomic<retrieval::RecordsSource*> source_{nullptr};  // fetcher_, once made
+  std::atomic<bool> batch_in_hand_{false};                  // pending_ holds records
+  base::FailureSeries checkpoint_failures_{"checkpoint"};
+  std::shared_ptr<ReadHealth> reads_;  // shared with the fetch task
+  mutable std::mutex parent_mu_;
+  std::string parent_wait_;  // guarded by parent_mu_: why the parents are not finished
+  // The scheduler's own (stall_signal()): records delivered and answers read at its last
+  // look, and since when records have been waiting with neither moving.
+  std::uint64_t seen_delivered_ = 0;
+  std::uint64_t seen_answers_ = 0;
+  std::optional<SteadyTime> waiting_since_;
 
   // Owned by the thread running the step.
   std::unique_ptr<RecordProcessor> processor_;

@@ -67,6 +67,13 @@ constexpr Known kKnown[] = {
      "AWS requests by service, operation and outcome (ok, throttled, error)."},
     {"aws.retries", "kcl_aws_retries_total", "AWS requests sent again after a retryable failure."},
     {"worker.consumers", "kcl_shard_consumers", "Shard consumers running in this worker."},
+    {"shard.stalled", "kcl_shard_stalled",
+     "1 while a shard of this worker is stalled, labelled with the cause; 0 once it is not."},
+    {"worker.shards_stalled", "kcl_shards_stalled", "Shards of this worker stalled now."},
+    {"fleet.leases_unheld", "kcl_leases_unheld",
+     "Leases (not ended) no worker holds, from this worker's last read of the lease table."},
+    {"leader.is_leader", "kcl_leader_is_leader",
+     "1 while this worker holds the leader lock (leader-based assignment only)."},
 };
 
 void append_number(std::string& out, double v) {

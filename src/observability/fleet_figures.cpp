@@ -35,7 +35,11 @@ void to_json(json& j, const ShardFigures& f) {
            {"records_per_second", f.records_per_second},
            {"last_progress_ms", or_null(f.last_progress_ms)},
            {"consumer_state", f.consumer_state},
-           {"dead_lettered", f.dead_lettered}};
+           {"dead_lettered", f.dead_lettered},
+           {"stalled", f.stalled ? json{{"cause", f.stalled->cause},
+                                        {"detail", f.stalled->detail},
+                                        {"since_ms", f.stalled->since_ms}}
+                                 : json(nullptr)}};
 }
 
 void from_json(const json& j, ShardFigures& f) {
@@ -45,6 +49,14 @@ void from_json(const json& j, ShardFigures& f) {
   read(j, "last_progress_ms", f.last_progress_ms);
   read(j, "consumer_state", f.consumer_state);
   read(j, "dead_lettered", f.dead_lettered);
+  if (auto it = j.find("stalled"); it != j.end() && it->is_object()) {
+    StalledShard s;
+    s.shard = f.shard_id;
+    read(*it, "cause", s.cause);
+    read(*it, "detail", s.detail);
+    read(*it, "since_ms", s.since_ms);
+    f.stalled = std::move(s);
+  }
 }
 
 void to_json(json& j, const ProcessFigures& p) {

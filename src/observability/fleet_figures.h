@@ -33,6 +33,8 @@ struct ShardFigures {
   std::string consumer_state;  // "processing", "initializing", ...; empty when not known
   // Records of the shard handed to the dead-letter sink by this worker so far.
   double dead_lettered = 0;
+  // Set while the worker flags the shard stalled (its `shard` is the lease key).
+  std::optional<StalledShard> stalled;
 };
 
 // The worker process, as /proc shows it.

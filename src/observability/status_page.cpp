@@ -35,6 +35,7 @@ std::string_view status_page_html() {
  .waiting{background:#fff1c7;color:#6b5200}
  .unassigned{background:#fde0dd;color:#8a1c12}
  .handing{background:#dde8fd;color:#123e8a}
+ .stalled{background:#c62828;color:#fff;margin-left:4px}
  .self{font-weight:600}
  .ok{color:#1a7f37}.bad{color:#c62828}.warn{color:#a05a00}
  #error{color:#c62828}
@@ -186,6 +187,11 @@ function shardRow(s, sh, now) {
   const tr = el("tr"); tr.dataset.shard = sh.shard_id; tr.dataset.owner = sh.owner;
   tr.appendChild(el("td", sh.shard_id, "id"));
   const st = el("td"); st.appendChild(el("span", sh.state, "state " + sh.state.split(" ")[0]));
+  if (sh.stalled) {
+    const x = el("span", "stalled: " + sh.stalled.cause, "state stalled");
+    x.title = sh.stalled.detail + " (since " + new Date(sh.stalled.since_ms).toISOString() + ")";
+    st.appendChild(x);
+  }
   tr.appendChild(st);
   tr.appendChild(el("td", (sh.owner || "-") + (sh.handoff_to ? " \u2192 " + sh.handoff_to : ""),
                     sh.owner === s.worker_id ? "self id" : "id"));

@@ -118,6 +118,29 @@ void health_response(httplib::Response& res, bool ok, const char* good, const ch
   res.set_content(body.dump(), "application/json");
 }
 
+json stalled_json(const StalledShard& s) {
+  return {{"cause", s.cause}, {"detail", s.detail}, {"since_ms", s.since_ms}};
+}
+
+// /readyz: 503 while not ready; ready but with stalled shards, 200 "degraded" naming them.
+void readiness_response(httplib::Response& res, const HealthState& h) {
+  if (!h.ready || h.stalled.empty()) {
+    health_response(res, h.ready, "ready", "not ready", h.ready_reason);
+    return;
+  }
+  json stalled = json::array();
+  for (const StalledShard& s : h.stalled) {
+    json j = stalled_json(s);
+    j["shard"] = s.shard;
+    stalled.push_back(std::move(j));
+  }
+  json body = {{"status", "degraded"},
+               {"reason", std::to_string(h.stalled.size()) + " shard(s) stalled"},
+               {"stalled", std::move(stalled)}};
+  res.status = 200;
+  res.set_content(body.dump(), "application/json");
+}
+
 void set_io_limits(httplib::Server& srv, const StatusServerConfig& config) {
   const int threads = config.threads;
   srv.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -243,7 +266,20 @@ struct StatusServer::Impl {
     r.worker.warnings = h.warnings;
     r.worker.process = process.sample();
     r.shards = figures->sample(*sources.registry, own_shards(view), now, now_ms);
+    std::map<std::string, const StalledShard*> stalled;
+    for (const StalledShard& s : h.stalled) stalled[s.shard] = &s;
+    for (ShardFigures& f : r.shards) {
+      if (auto it = stalled.find(f.shard_id); it != stalled.end()) f.stalled = *it->second;
+    }
     return r;
+  }
+
+  // Leases no worker holds (not ended), as the gauge kcl_leases_unheld: the same figure on
+  // every worker (the whole table), for the "leases unheld" alert.
+  void report_unheld(const FleetView& view) const {
+    double unheld = 0;
+    for (const auto& s : view.shards) unheld += s.owner.empty() && s.state != "ended" ? 1 : 0;
+    sources.registry->gauge("fleet.leases_unheld", unheld, {});
   }
 
   // The peers' addresses, read at most every 5 s; the last list when a read fails.
@@ -299,6 +335,7 @@ struct StatusServer::Impl {
     const HealthState h = sources.health();
     auto leases = sources.list_leases();
     const FleetView view = leases.ok() ? fleet_view(*leases) : FleetView{};
+    if (leases.ok()) report_unheld(view);
     const LocalReport local = local_report(h, view, now, now_ms);
 
     json local_out = header(h, now_ms, "local");
@@ -337,8 +374,7 @@ struct StatusServer::Impl {
       health_response(res, h.live, "live", "failed", h.live_reason);
     });
     srv.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-      HealthState h = sources.health();
-      health_response(res, h.ready, "ready", "not ready", h.ready_reason);
+      readiness_response(res, sources.health());
     });
     srv.Get("/status.json", [this](const httplib::Request& req, httplib::Response& res) {
       res.set_header("Cache-Control", "no-store");

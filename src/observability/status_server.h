@@ -42,6 +42,14 @@
 
 namespace kcl::observability {
 
+// A shard of this worker flagged stalled (lifecycle/stall_detector.h).
+struct StalledShard {
+  std::string shard;  // the lease key
+  std::string cause;
+  std::string detail;
+  std::int64_t since_ms = 0;  // wall clock (Unix epoch ms) when what is in its way began
+};
+
 // What the worker says about itself.
 struct HealthState {
   bool live = true;
@@ -51,6 +59,9 @@ struct HealthState {
   // Live and ready, but something keeps failing (e.g. "membership heartbeat failing for
   // 3.2 s, 7 times in a row: ..."); shown on the status page.
   std::vector<std::string> warnings;
+  // Shards of this worker that are stalled: /readyz answers 200 "degraded" with them, and
+  // /status.json gives each its `stalled` object.
+  std::vector<StalledShard> stalled;
 };
 
 struct StatusServerConfig {

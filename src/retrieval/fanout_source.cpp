@@ -133,6 +133,7 @@ FetchStep FanOutSource::subscribe() {
   if (!request.ok()) {
     const StatusCode c = request.status().code();
     if (c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded) {
+      note_retry_reason("SubscribeToShard: " + request.status().to_string());
       return backoff(FetchOutcome::kRetrying, "error");
     }
     return fail(request.status());
@@ -199,6 +200,7 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
     // Another subscription of this consumer and shard is open, or one ended less than 5 s
     // ago: wait past that window (with jitter, so shards do not come back together).
     in_use_.fetch_add(1);
+    note_retry_reason("SubscribeToShard: ResourceInUseException");
     const auto jitter = milliseconds(std::uniform_int_distribution<int>(0, 1000)(rng_));
     return resubscribe_after(config_.fanout_in_use_backoff + jitter, FetchOutcome::kRetrying,
                              "in_use");
@@ -219,6 +221,7 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
     return fail(Status(code, "SubscribeToShard: " + what));
   }
   // InternalFailure, throttling, KMS errors...: transient; subscribe again after a backoff.
+  note_retry_reason("SubscribeToShard: " + what);
   return backoff(FetchOutcome::kRetrying, "error");
 }
 
@@ -368,7 +371,10 @@ FetchStep FanOutSource::on_http_error(Drained& drained) {
   r.body = std::move(drained.error_body);
   const aws::AwsErrorBody e = aws::parse_aws_error(r);
   if (!e.type.empty()) return on_service_error(e.type, e.message);
-  if (r.status >= 500 || r.status == 429) return backoff(FetchOutcome::kRetrying, "error");
+  if (r.status >= 500 || r.status == 429) {
+    note_retry_reason("SubscribeToShard answered HTTP " + std::to_string(r.status));
+    return backoff(FetchOutcome::kRetrying, "error");
+  }
   return fail(Status(StatusCode::kInternal, "SubscribeToShard answered HTTP " +
                                                 std::to_string(r.status) + ": " +
                                                 aws::sanitize_snippet(r.body)));
@@ -376,6 +382,7 @@ FetchStep FanOutSource::on_http_error(Drained& drained) {
 
 FetchStep FanOutSource::stream_lost() {
   streams_lost_.fetch_add(1);
+  note_retry_reason("the subscription's event stream broke off");
   return backoff(FetchOutcome::kRetrying, "lost");
 }
 

@@ -18,7 +18,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "kcl/clock.h"
@@ -55,6 +57,10 @@ class QueuedRecordsSource : public RecordsSource {
   std::uint64_t corrupt_aggregates() const noexcept override {
     return corrupt_.load(std::memory_order_relaxed);
   }
+  std::string last_retry_reason() const override {
+    std::lock_guard<std::mutex> lock(retry_mu_);
+    return retry_reason_;
+  }
 
  protected:
   // The prefetch bounds (RetrievalConfig::max_prefetch_records / max_prefetch_bytes).
@@ -69,6 +75,11 @@ class QueuedRecordsSource : public RecordsSource {
   void push_batch(FetchedBatch batch) { queue_.push(std::move(batch)); }
   void set_millis_behind(std::int64_t millis) noexcept {
     millis_behind_.store(millis, std::memory_order_relaxed);
+  }
+  // A transient failure the next kRetrying step backs off from (last_retry_reason()).
+  void note_retry_reason(std::string reason) {
+    std::lock_guard<std::mutex> lock(retry_mu_);
+    retry_reason_ = std::move(reason);
   }
   void count_corrupt(std::uint64_t aggregates) noexcept {
     corrupt_.fetch_add(aggregates, std::memory_order_relaxed);
@@ -96,6 +107,8 @@ class QueuedRecordsSource : public RecordsSource {
   std::atomic<bool> shard_ended_{false};
   std::atomic<std::int64_t> millis_behind_{0};
   std::atomic<std::uint64_t> corrupt_{0};
+  mutable std::mutex retry_mu_;  // guards retry_reason_
+  std::string retry_reason_;
 };
 
 }  // namespace kcl::retrieval

@@ -114,6 +114,9 @@ class RecordsSource {
   virtual std::int64_t millis_behind_latest() const noexcept = 0;
   // Aggregates that failed to deaggregate (delivered as they came).
   virtual std::uint64_t corrupt_aggregates() const noexcept = 0;
+  // The last transient failure (the one a kRetrying step backs off from), in words; empty
+  // before the first.
+  virtual std::string last_retry_reason() const { return {}; }
   // A push source calls `wake` (from any thread) when data arrives between steps; a polling
   // source never needs to.
   virtual void set_wakeup(std::function<void()> wake) { (void)wake; }

@@ -207,6 +207,7 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
       // The shared backoff of aws/retry.h (full jitter), with the records path's own base
       // and cap; the fetcher is rescheduled after it instead of sleeping.
       throttles_.fetch_add(1, std::memory_order_relaxed);
+      note_retry_reason(status.to_string());
       if (consecutive_failures_ < 1'000'000) ++consecutive_failures_;
       RetryConfig backoff;
       backoff.base_delay = config_.throttle_backoff_base;

@@ -205,6 +205,12 @@ bool parents_finished(const Lease& lease, const std::vector<Lease>& leases) {
 }
 
 Result<bool> parents_finished(leases::LeaseStore& store, const Lease& lease) {
+  auto unfinished = unfinished_parent(store, lease);
+  if (!unfinished.ok()) return unfinished.status();
+  return !unfinished->has_value();
+}
+
+Result<std::optional<Lease>> unfinished_parent(leases::LeaseStore& store, const Lease& lease) {
   const std::string_view stream = leases::lease_stream_identifier(lease);
   for (const std::string& id : lease.parent_shard_ids) {
     if (id.empty()) continue;
@@ -215,9 +221,9 @@ Result<bool> parents_finished(leases::LeaseStore& store, const Lease& lease) {
       return got.status().with_context("reading parent lease " + parent + " of " + lease.lease_key +
                                        ": ");
     }
-    if (got->has_value() && !(*got)->checkpoint.is_shard_end()) return false;
+    if (got->has_value() && !(*got)->checkpoint.is_shard_end()) return std::move(*got);
   }
-  return true;
+  return std::optional<Lease>();
 }
 
 std::vector<Lease> leases_to_create(const std::vector<kinesis::Shard>& listing,

@@ -22,6 +22,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,9 @@ bool parents_finished(const Lease& lease, const std::vector<Lease>& leases);
 // The same with each parent's lease read consistently from the store (what the shard
 // consumer uses before a child starts). Errors: those of LeaseStore::get_lease.
 Result<bool> parents_finished(leases::LeaseStore& store, const Lease& lease);
+// The first parent lease (read consistently) that is not finished; nothing when every parent
+// is. Errors: those of LeaseStore::get_lease.
+Result<std::optional<Lease>> unfinished_parent(leases::LeaseStore& store, const Lease& lease);
 
 // The leases to create so that every shard that still needs reading has one, in creation
 // order (parents before children: create them in this order, and stop at the first

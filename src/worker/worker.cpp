@@ -27,6 +27,7 @@
 #include "leases/dynamodb_lease_store.h"
 #include "leases/load_meter.h"
 #include "lifecycle/shard_consumer.h"
+#include "lifecycle/stall_detector.h"
 #include "lifecycle/task_pool.h"
 #include "metrics/tee_sink.h"
 #include "observability/worker_endpoint.h"
@@ -124,6 +125,8 @@ class Worker::Impl final : public leases::LeaseListener {
   }
   std::string http_url() const { return endpoint_ ? endpoint_->url() : std::string(); }
   observability::HealthState health() const;
+  // This worker's stalled shards, with wall-clock times, for /readyz and /status.json.
+  std::vector<observability::StalledShard> stalled_shards() const;
   WorkerStats stats() const;
 
   // LeaseListener: called on the lease threads; quick, no blocking on the coordinator.
@@ -212,6 +215,12 @@ class Worker::Impl final : public leases::LeaseListener {
     return names.empty() ? "(streams from the stream tracker)" : names;
   }
   void check_hung();
+  // Asks every consumer what is in its way and reports stalls that begin, last or end
+  // (scheduler thread only; lifecycle/stall_detector.h).
+  void check_stalls();
+  void report_stall(const lifecycle::StallEvent& e, Clock::MonoTime now);
+  // The leader-based strategy's "am I the leader" as a gauge (the "no leader" alert).
+  void report_leading();
   // A shard's consumer failed: restart it later; report the cause once, then repeats of the
   // same cause only as counts (requires mu_).
   void on_consumer_failed(const std::string& shard, const Status& failure, std::uint64_t delivered);
@@ -262,11 +271,13 @@ class Worker::Impl final : public leases::LeaseListener {
     int consecutive = 0;
     std::uint64_t delivered = 0;  // by this shard's consumers so far
   };
-  std::map<std::string, FailureRecord> failures_;  // guarded: shards whose last consumer failed
-  bool shutdown_requested_ = false;                // guarded
-  bool sync_requested_ = false;                    // guarded
-  bool wake_ = false;                              // guarded: see wake_scheduler()
-  Status fatal_;                                   // guarded: why the worker stops on its own
+  std::map<std::string, FailureRecord> failures_;     // guarded: shards whose last consumer failed
+  std::unique_ptr<lifecycle::StallDetector> stalls_;  // scheduler thread; null when off
+  std::vector<lifecycle::ShardStall> stalled_;        // guarded: stalls_->stalled(), copied
+  bool shutdown_requested_ = false;                   // guarded
+  bool sync_requested_ = false;                       // guarded
+  bool wake_ = false;                                 // guarded: see wake_scheduler()
+  Status fatal_;                                      // guarded: why the worker stops on its own
   std::once_flag shutdown_once_;
   std::promise<Status> done_promise_;
   std::shared_future<Status> done_;
@@ -295,6 +306,7 @@ observability::HealthState Worker::Impl::health() const {
                            " times in a row: " + f.last.to_string());
     }
   }
+  if (h.ready) h.stalled = stalled_shards();
   if (!h.ready) {
     h.ready_reason = !h.live ? "the worker failed: " + h.live_reason
                      : done_.wait_for(std::chrono::seconds(0)) == std::future_status::ready
@@ -302,6 +314,24 @@ observability::HealthState Worker::Impl::health() const {
                          : "starting: syncing shards to leases, or shutting down";
   }
   return h;
+}
+
+std::vector<observability::StalledShard> Worker::Impl::stalled_shards() const {
+  std::vector<lifecycle::ShardStall> stalled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled = stalled_;
+  }
+  const auto mono_now = clock_->now();
+  const auto wall_now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  std::vector<observability::StalledShard> out;
+  for (const auto& s : stalled) {
+    const auto ago = std::chrono::duration_cast<std::chrono::milliseconds>(mono_now - s.since);
+    out.push_back({s.shard, s.cause, s.detail, wall_now_ms - ago.count()});
+  }
+  return out;
 }
 
 Status Worker::Impl::make_clients() {
@@ -748,6 +778,67 @@ void Worker::Impl::check_hung() {
   }
 }
 
+void Worker::Impl::check_stalls() {
+  if (config_.processing.stall_threshold.count() == 0) return;
+  if (!stalls_)
+    stalls_ = std::make_unique<lifecycle::StallDetector>(config_.processing.stall_threshold);
+  const Clock::MonoTime now = clock_->now();
+  std::map<std::string, std::optional<lifecycle::StallSignal>> signals;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, c] : consumers_) {
+      if (!c->done()) signals[key] = c->stall_signal(now);
+    }
+  }
+  // Leases another worker named as owner stopped renewing, and no one took.
+  for (const assignment::UnheldLease& u : assignment_->report().unheld) {
+    if (signals.count(u.lease_key)) continue;
+    signals[u.lease_key] = lifecycle::StallSignal{
+        lifecycle::kStallNoLiveOwner,
+        "lease held by worker " + u.owner + ", which stopped renewing it " +
+            lifecycle::seconds_text(now - u.since) + " ago; no live worker holds it",
+        u.since};
+  }
+  const std::vector<lifecycle::StallEvent> events = stalls_->look(now, signals);
+  std::vector<lifecycle::ShardStall> stalled = stalls_->stalled();
+  metrics_->gauge("worker.shards_stalled", static_cast<double>(stalled.size()), {});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stalled_ = std::move(stalled);
+  }
+  for (const auto& e : events) report_stall(e, now);
+}
+
+// A stall is logged when it begins, at its 3rd look and each power of ten while it lasts
+// (base/repeat_report.h), and when it ends; the gauge is 1 while it lasts.
+void Worker::Impl::report_stall(const lifecycle::StallEvent& e, Clock::MonoTime now) {
+  const lifecycle::ShardStall& s = e.stall;
+  const MetricTag tags[] = {{"shard", s.shard}, {"cause", s.cause}};
+  const std::string lasted = lifecycle::seconds_text(now - s.since);
+  switch (e.kind) {
+    case lifecycle::StallEvent::Kind::kStarted:
+      metrics_->gauge("shard.stalled", 1, MetricTags(tags, 2));
+      log(LogLevel::kWarn,
+          "shard " + s.shard + " stalled (" + s.cause + ") for " + lasted + ": " + s.detail);
+      break;
+    case lifecycle::StallEvent::Kind::kContinues:
+      log(LogLevel::kWarn, "shard " + s.shard + " still stalled (" + s.cause + ") after " + lasted +
+                               " (look " + std::to_string(s.looks) + "): " + s.detail);
+      break;
+    case lifecycle::StallEvent::Kind::kEnded:
+      metrics_->gauge("shard.stalled", 0, MetricTags(tags, 2));
+      log(LogLevel::kInfo, "shard " + s.shard + " no longer stalled (" + s.cause + ", " + lasted +
+                               " since it began)");
+      break;
+  }
+}
+
+void Worker::Impl::report_leading() {
+  const assignment::AssignmentReport r = assignment_->report();
+  if (r.strategy != "leader") return;
+  metrics_->gauge("leader.is_leader", r.leading ? 1 : 0, {});
+}
+
 Clock::MonoTime Worker::Impl::next_scheduler_look_locked() const {
   const Clock::MonoTime now = clock_->now();
   Clock::MonoTime next = now + config_.processing.scheduler_interval;
@@ -786,6 +877,8 @@ void Worker::Impl::scheduler_loop() {
       reconcile();
     }
     check_hung();
+    check_stalls();
+    report_leading();
   }
   graceful_stop();
 }

@@ -121,6 +121,10 @@ std::vector<std::string> WorkerConfig::validate() const {
               milliseconds(10000));
   check_range(problems, "processing.shutdown_timeout", p.shutdown_timeout, milliseconds(1000),
               milliseconds(3600000));
+  if (p.stall_threshold.count() != 0) {
+    check_range(problems, "processing.stall_threshold", p.stall_threshold, milliseconds(1000),
+                milliseconds(3600000));  // or 0 = off
+  }
   if (p.empty_batch_interval.count() != 0) {
     check_range(problems, "processing.empty_batch_interval", p.empty_batch_interval,
                 milliseconds(100), milliseconds(3600000));

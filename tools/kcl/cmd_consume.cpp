@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -57,6 +58,8 @@ struct ConsumeFlags {
   std::string consumer_name;
   DeadLetterOptions dead_letter;
   std::string reject_matching;
+  long long stall_threshold_ms = 60000;
+  std::string hold_while_exists;
 };
 
 // --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
@@ -143,16 +146,23 @@ class Output {
 // batch comes, and when the shard has been idle (ProcessingConfig::empty_batch_interval is the
 // interval, so the last records of a burst are checkpointed within about two intervals even
 // if nothing follows). Records not printed because of --max are never checkpointed.
+// With --hold-while-exists FILE, a batch with records waits while FILE exists before it is
+// printed: a processor stuck on purpose, to rehearse the stall alerts (docs/operations).
 class PrintingProcessor final : public RecordProcessor {
  public:
   PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
-                    const std::optional<std::regex>& reject)
-      : out_(out), interval_(checkpoint_interval), name_stream_(name_stream), reject_(reject) {}
+                    const std::optional<std::regex>& reject, std::string hold_file)
+      : out_(out),
+        interval_(checkpoint_interval),
+        name_stream_(name_stream),
+        reject_(reject),
+        hold_file_(std::move(hold_file)) {}
   void initialize(const InitializationInput& input) override {
     last_checkpoint_ = std::chrono::steady_clock::now();
     if (name_stream_) stream_ = input.stream_name;
   }
   void process_records(const ProcessRecordsInput& input) override {
+    if (!input.records.empty()) hold_while_file_exists();
     refuse_rejected(input.records);
     const long long printed = out_.write(input.records, stream_);
     if (printed < 0) throw std::runtime_error("cannot write to standard output");
@@ -181,6 +191,13 @@ class PrintingProcessor final : public RecordProcessor {
   void shutdown_requested(Checkpointer& checkpointer) override { check(checkpoint(checkpointer)); }
 
  private:
+  void hold_while_file_exists() const {
+    if (hold_file_.empty()) return;
+    std::error_code ec;
+    while (std::filesystem::exists(hold_file_, ec) && !stop_requested()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
   Status checkpoint(Checkpointer& checkpointer) {
     if (!last_printed_ || last_printed_ == checkpointed_) return Status::Ok();
     Status s = checkpointer.checkpoint(last_printed_->sequence_number(),
@@ -207,7 +224,8 @@ class PrintingProcessor final : public RecordProcessor {
   const std::chrono::milliseconds interval_;
   const bool name_stream_;
   const std::optional<std::regex>& reject_;
-  std::string stream_;  // printed in each line when the worker reads several streams
+  const std::string hold_file_;  // --hold-while-exists
+  std::string stream_;           // printed in each line when the worker reads several streams
   std::chrono::steady_clock::time_point last_checkpoint_{};
   std::optional<ExtendedSequenceNumber> last_printed_;
   std::optional<ExtendedSequenceNumber> checkpointed_;
@@ -216,13 +234,14 @@ class PrintingProcessor final : public RecordProcessor {
 class PrintingFactory final : public RecordProcessorFactory {
  public:
   PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
-                  std::optional<std::regex> reject)
+                  std::optional<std::regex> reject, std::string hold_file)
       : out_(out),
         interval_(checkpoint_interval),
         name_stream_(name_stream),
-        reject_(std::move(reject)) {}
+        reject_(std::move(reject)),
+        hold_file_(std::move(hold_file)) {}
   std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_, reject_);
+    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_, reject_, hold_file_);
   }
 
  private:
@@ -230,6 +249,7 @@ class PrintingFactory final : public RecordProcessorFactory {
   const std::chrono::milliseconds interval_;
   const bool name_stream_;
   const std::optional<std::regex> reject_;
+  const std::string hold_file_;
 };
 
 // --reject-matching as a regular expression (ECMAScript), or why it is not one.
@@ -314,6 +334,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.aws = g.aws_config();
   config.http_address = f.http;
   config.http_advertise_address = f.http_advertise;
+  config.processing.stall_threshold = std::chrono::milliseconds(f.stall_threshold_ms);
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
   config.retrieval.consumer_name = f.consumer_name;
   // Every logger of the process (the worker's, the library's and say()) takes the format
@@ -341,7 +362,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   Output out(f.raw, f.max_records);
   Worker worker(config, std::make_shared<PrintingFactory>(
                             out, std::chrono::milliseconds(f.checkpoint_interval_ms),
-                            config.multi_stream(), std::move(*reject)));
+                            config.multi_stream(), std::move(*reject), f.hold_while_exists));
   install_stop_signals();
   Status s = worker.start();
   if (!s.ok()) return report_error("consume", s);
@@ -462,6 +483,16 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                 "is found or registered at start");
   cmd->add_option("--consumer-name", f->consumer_name,
                   "The stream consumer for --fan-out (default: the application name)");
+  cmd->add_option("--stall-threshold-ms", f->stall_threshold_ms,
+                  "Flag a shard stalled (log, kcl_shard_stalled, /status.json, /readyz "
+                  "\"degraded\") when something keeps it from progressing this long: a "
+                  "processor callback running, reads throttled or failing, a parent not "
+                  "finished, checkpoints rejected, records waiting (default 60000; 1000 to "
+                  "3600000, or 0 = off). A shard idle at the tip is never stalled")
+      ->check(CLI::Range(0LL, 3600000LL));
+  cmd->add_option("--hold-while-exists", f->hold_while_exists,
+                  "Rehearsal aid: before printing a batch, wait while FILE exists (a processor "
+                  "stuck on purpose, to try the stall alerts); remove FILE to go on");
   cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
   cmd->add_option("--dead-letter-file", f->dead_letter.file,
                   "Poison records: a batch that fails --max-attempts times is bisected and each "

@@ -47,6 +47,8 @@ struct Script {
   int initialize_throws = 0;  // initialize throws this many times
   bool checkpoint_each_batch = true;
   bool checkpoint_on_shutdown = true;
+  // Each batch's checkpoint names this sequence number instead of the batch's last record.
+  std::string checkpoint_sequence;
   std::vector<Status> checkpoints;  // results of the checkpoints written
 };
 
@@ -64,7 +66,11 @@ class ScriptedProcessor final : public RecordProcessor {
     s_.events.push_back("process " + std::to_string(input.records.size()));
     for (const Record& r : input.records) s_.data.emplace_back(r.data());
     if (s_.throws && s_.throws(input.records)) throw std::runtime_error("scripted failure");
-    if (s_.checkpoint_each_batch) s_.checkpoints.push_back(input.checkpointer.checkpoint());
+    if (!s_.checkpoint_sequence.empty()) {
+      s_.checkpoints.push_back(input.checkpointer.checkpoint(s_.checkpoint_sequence, 0));
+    } else if (s_.checkpoint_each_batch) {
+      s_.checkpoints.push_back(input.checkpointer.checkpoint());
+    }
   }
   void lease_lost() override { s_.events.push_back("lease_lost"); }
   void shard_ended(Checkpointer& cp) override {
@@ -676,6 +682,104 @@ TEST_F(DeadLetterConsumerTest, ADeadLetteredLastRecordMayBeCheckpointedOnceAccep
       *c, [&] { return c->done(); }, 3));
   EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(3)));
   EXPECT_EQ(box_.letters[0].attempts, 2 + 1 + 2);
+}
+
+}  // namespace
+}  // namespace kcl::lifecycle
+
+namespace kcl::lifecycle {
+namespace {
+
+// stall_signal(): what the worker's stall detector sees of a consumer.
+TEST_F(ShardConsumerTest, AShardIdleAtTheTipSignalsNothing) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 3; }));
+  for (int i = 0; i < 10; ++i) {
+    step(*c);
+    fetch_clock_.advance(1s);
+    auto s = c->stall_signal(fetch_clock_.now());
+    EXPECT_FALSE(s.has_value()) << s->cause << ": " << s->detail;
+  }
+}
+
+TEST_F(ShardConsumerTest, RecordsBehindTheTipWithNoneDeliveredSignalNoProgressSinceTheyWaited) {
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  script_.throws = [](std::span<const Record>) { return true; };  // never gets through
+  fake_->set_millis_behind(5000);
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "process 3") >= 1; }));
+  const auto first_look = fetch_clock_.now();
+  auto s = c->stall_signal(first_look);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, kStallNoProgress);
+  EXPECT_EQ(s->since, first_look);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "process 3") >= 3; }));
+  s = c->stall_signal(fetch_clock_.now());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->since, first_look) << "still waiting since the first look";
+  EXPECT_NE(s->detail.find("5000 ms behind the tip"), std::string::npos) << s->detail;
+}
+
+TEST_F(ShardConsumerTest, ReadsFailingInARowSignalThrottledWithTheLastError) {
+  add_lease(kShard);
+  fake_->add_records(2, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
+  fake_->fail_next("GetRecords", FakeKinesis::throttled(), 1000);
+  ASSERT_TRUE(drive(*c, [&] { return fake_->calls_of("GetRecords").size() > 6; }));
+  auto s = c->stall_signal(fetch_clock_.now());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, kStallThrottled);
+  EXPECT_NE(s->detail.find("GetRecords failed"), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("times in a row"), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("Rate exceeded"), std::string::npos) << s->detail;
+  EXPECT_LT(s->since, fetch_clock_.now());
+}
+
+TEST_F(ShardConsumerTest, AChildWaitingOnItsParentSignalsWhichParentAndItsHolder) {
+  const std::string parent = "shardId-000000000003";
+  add_lease(parent, ExtendedSequenceNumber(seq_number(1)));
+  add_lease(kShard, ExtendedSequenceNumber::trim_horizon(), {parent});
+  auto c = consumer();  // takes both leases: the parent is held by w1
+  ASSERT_TRUE(c);
+  for (int i = 0; i < 3; ++i) last_next_ = c->run();
+  auto s = c->stall_signal(fetch_clock_.now());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, kStallWaitingForParent);
+  EXPECT_NE(s->detail.find("waiting for parent " + parent), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("held by worker w1"), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("checkpoint " + seq_number(1)), std::string::npos) << s->detail;
+}
+
+TEST_F(ShardConsumerTest, ARejectedCheckpointSignalsUntilOneIsAccepted) {
+  add_lease(kShard);
+  fake_->add_records(2, "r");
+  // A checkpoint past the records delivered is refused.
+  script_.checkpoint_sequence = seq_number(50);
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
+  ASSERT_FALSE(script_.checkpoints.empty());
+  ASSERT_FALSE(script_.checkpoints.back().ok());
+  auto s = c->stall_signal(fetch_clock_.now());
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->cause, kStallCheckpointRejected);
+  EXPECT_NE(s->detail.find("rejected: " + script_.checkpoints.back().to_string()),
+            std::string::npos)
+      << s->detail;
+  // The next batch's checkpoint is accepted: nothing in the way any more.
+  script_.checkpoint_sequence.clear();
+  fake_->add_records(1, "s");
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 3; }));
+  ASSERT_TRUE(script_.checkpoints.back().ok()) << script_.checkpoints.back();
+  auto after = c->stall_signal(fetch_clock_.now());
+  EXPECT_FALSE(after.has_value()) << after->cause << ": " << after->detail;
 }
 
 }  // namespace

@@ -20,6 +20,29 @@ Lease lease(std::string key, std::optional<std::string> owner, ExtendedSequenceN
   return l;
 }
 
+// Sources serving `leases` for worker w1 of application "app" on stream "s".
+StatusSources sources(std::shared_ptr<metrics::MetricsRegistry> registry, std::vector<Lease> leases,
+                      std::function<HealthState()> health) {
+  StatusSources src;
+  src.application = "app";
+  src.stream = "s";
+  src.worker_id = "w1";
+  src.registry = std::move(registry);
+  src.list_leases = [leases = std::move(leases)] { return Result<std::vector<Lease>>(leases); };
+  src.health = std::move(health);
+  return src;
+}
+
+// A server on a free loopback port, started; null when it did not start.
+std::unique_ptr<StatusServer> serving(StatusSources src) {
+  StatusServerConfig cfg;
+  cfg.address = "127.0.0.1:0";
+  auto server = std::make_unique<StatusServer>(cfg, std::move(src));
+  Status s = server->start();
+  EXPECT_TRUE(s.ok()) << s;
+  return s.ok() ? std::move(server) : nullptr;
+}
+
 TEST(StatusServer, ParsesAddresses) {
   EXPECT_EQ(parse_http_address("9400").value(), std::make_pair(std::string("127.0.0.1"), 9400));
   EXPECT_EQ(parse_http_address(":9400").value(), std::make_pair(std::string("127.0.0.1"), 9400));
@@ -72,30 +95,65 @@ TEST(StatusServer, FleetViewOfAMultiStreamTable) {
   EXPECT_EQ(by_key.at("123456789012:orders:1700000000:shardId-0")->stream, "orders");
 }
 
+// A stalled shard of this worker: /readyz 200 "degraded" naming it, its `stalled` object in
+// /status.json (null for the others), and the unheld-leases gauge from the same read.
+TEST(StatusServer, StalledShardsDegradeReadinessAndShowInStatusJson) {
+  auto registry = std::make_shared<metrics::MetricsRegistry>();
+  StatusSources src = sources(
+      registry,
+      {lease("q", "w1", ExtendedSequenceNumber("123")),
+       lease("r", "w1", ExtendedSequenceNumber("7")),
+       lease("free", std::nullopt, ExtendedSequenceNumber::latest()),
+       lease("done", std::nullopt, ExtendedSequenceNumber::shard_end())},
+      [] {
+        HealthState h;
+        h.ready = true;
+        h.stalled.push_back({"q", "processor_callback", "process_records running for 75 s", 1234});
+        return h;
+      });
+  auto started = serving(src);
+  ASSERT_TRUE(started);
+  StatusServer& server = *started;
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/readyz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  auto ready = nlohmann::json::parse(r->body);
+  EXPECT_EQ(ready["status"], "degraded");
+  ASSERT_EQ(ready["stalled"].size(), 1u);
+  EXPECT_EQ(ready["stalled"][0]["shard"], "q");
+  EXPECT_EQ(ready["stalled"][0]["cause"], "processor_callback");
+  EXPECT_EQ(ready["stalled"][0]["since_ms"], 1234);
+
+  server.refresh();
+  auto j = nlohmann::json::parse(server.status_json());
+  std::map<std::string, nlohmann::json> stalled;
+  for (const auto& s : j["shards"]) stalled[s["shard_id"]] = s["stalled"];
+  EXPECT_EQ(stalled["q"], (nlohmann::json{{"cause", "processor_callback"},
+                                          {"detail", "process_records running for 75 s"},
+                                          {"since_ms", 1234}}));
+  EXPECT_TRUE(stalled["r"].is_null());
+  EXPECT_TRUE(stalled["free"].is_null());
+  r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->body.find("kcl_leases_unheld 1\n"), std::string::npos) << r->body;
+  server.stop();
+}
+
 TEST(StatusServer, EndpointsAnswerFromSnapshots) {
   auto registry = std::make_shared<metrics::MetricsRegistry>();
   MetricTag tag{"shard", "q"};
   registry->count("consumer.records_processed", 42, MetricTags(&tag, 1));
   std::atomic<bool> ready{false};
-  StatusSources src;
-  src.application = "app";
-  src.stream = "s";
-  src.worker_id = "w1";
-  src.registry = registry;
-  src.list_leases = [] {
-    return Result<std::vector<Lease>>(
-        std::vector<Lease>{lease("q", "w1", ExtendedSequenceNumber("123"))});
-  };
-  src.health = [&] {
+  StatusSources src = sources(registry, {lease("q", "w1", ExtendedSequenceNumber("123"))}, [&] {
     HealthState h;
     h.ready = ready.load();
     if (!h.ready) h.ready_reason = "syncing shards";
     return h;
-  };
-  StatusServerConfig cfg;
-  cfg.address = "127.0.0.1:0";
-  StatusServer server(cfg, src);
-  ASSERT_TRUE(server.start().ok());
+  });
+  auto started = serving(src);
+  ASSERT_TRUE(started);
+  StatusServer& server = *started;
   httplib::Client c("127.0.0.1", server.port());
 
   auto r = c.Get("/readyz");
