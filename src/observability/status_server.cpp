@@ -269,7 +269,18 @@ struct StatusServer::Impl {
     std::map<std::string, const StalledShard*> stalled;
     for (const StalledShard& s : h.stalled) stalled[s.shard] = &s;
     for (ShardFigures& f : r.shards) {
-      if (auto it = stalled.find(f.shard_id); it != stalled.end()) f.stalled = *it->second;
+      if (auto it = stalled.find(f.shard_id); it != stalled.end()) {
+        f.stalled = *it->second;
+        stalled.erase(it);
+      }
+    }
+    // A stall this worker sees on a shard it does not read (a lease held by no live worker):
+    // reported with no other figure, so any worker's view shows it.
+    for (const auto& [key, s] : stalled) {
+      ShardFigures f;
+      f.shard_id = key;
+      f.stalled = *s;
+      r.shards.push_back(std::move(f));
     }
     return r;
   }
