@@ -65,7 +65,8 @@ std::string_view status_page_html() {
 <table id="shards"><thead><tr><th data-key="shard_id">Shard</th><th data-key="state">State</th>
 <th data-key="owner">Owner</th><th data-key="lag">Behind latest</th><th data-key="rate">Records/s (last minutes)</th>
 <th data-key="progress">Last progress</th><th data-key="consumer_state">Consumer</th>
-<th data-key="parents">Parents</th><th data-key="children">Children</th><th data-key="checkpoint">Checkpoint</th></tr></thead></table>
+<th data-key="parents">Parents</th><th data-key="children">Children</th><th data-key="checkpoint">Checkpoint</th>
+<th data-key="dead_lettered">Dead-lettered</th></tr></thead></table>
 <p class="note">Shards and owners from the lease table; lag, records/s, last progress and
 consumer state as each shard's owner reports them; health as each worker reports it
 (<span id="directory">-</span>). Click a column to sort, a group to fold it.</p>
@@ -206,6 +207,7 @@ function shardRow(s, sh, now) {
   tr.appendChild(el("td", (sh.parents || []).join(", ") || "-"));
   tr.appendChild(el("td", (sh.children || []).join(", ") || "-"));
   const cp = el("td"); cp.appendChild(el("code", sh.checkpoint)); tr.appendChild(cp);
+  tr.appendChild(el("td", sh.dead_lettered ? String(sh.dead_lettered) : "-", sh.dead_lettered ? "num bad" : "num"));
   return tr;
 }
 function groupRow(name, rows, cols) {
@@ -236,7 +238,7 @@ function renderShards(s) {
   // Groups in the order of their first (most urgent) shard.
   for (const [name, rows] of groups) {
     const body = el("tbody");
-    if (by) body.appendChild(groupRow(name, rows, 10));
+    if (by) body.appendChild(groupRow(name, rows, 11));
     if (!by || !ui.folded.has(name)) for (const sh of rows) body.appendChild(shardRow(s, sh, now));
     table.appendChild(body);
   }
@@ -259,7 +261,7 @@ function sortable(table, keyName, ascName, numericDesc) {
     render(last);
   });
 }
-sortable("#shards", "shardKey", "shardAsc", ["lag", "rate", "progress"]);
+sortable("#shards", "shardKey", "shardAsc", ["lag", "rate", "progress", "dead_lettered"]);
 sortable("#workers", "workerKey", "workerAsc", ["leases", "cpu", "rss", "threads", "age"]);
 document.getElementById("group").onchange = () => render(last);
 document.getElementById("filter").oninput = () => render(last);
