@@ -76,11 +76,16 @@ struct LeaseConfig {
   std::chrono::milliseconds poll_interval{1000};
 
   // kLeader: how often a worker with nothing in progress reads the leader lock (eventually
-  // consistent; half a read unit). Its own entry then comes back with each heartbeat (at no
-  // read cost), and a heartbeat that brings a post wakes the poll at once. Default 0 =
-  // max(poll_interval, failover_time / 2); range poll_interval..failover_time. Sets how long
-  // a lapsed lock can go unnoticed (a new leader is elected within failover_time + this of
-  // the old one's crash) and, with renew_interval, most of an idle worker's read cost
+  // consistent; half a read unit); one holding many leases reads it more often, within a
+  // budget of 2 read units per lease and 12.5 per worker and minute (from 6 leases on, every
+  // 2.4 s with the defaults). Its own entry then comes back with each heartbeat (at no read
+  // cost), and a heartbeat that brings a post wakes the poll at once. The leader calls the
+  // workers' attention in the lock when something is about to move (a join, a post, a
+  // heartbeat overdue): a worker that reads it polls its entry every poll_interval for a
+  // failover time. Default 0 = max(poll_interval, failover_time / 2); range
+  // poll_interval..failover_time. Sets how soon an idle worker acts on a post, how long a
+  // lapsed lock can go unnoticed (a new leader is elected within failover_time + this of the
+  // old one's crash) and, with renew_interval, most of an idle worker's read cost
   // (docs/cost-model.md).
   std::chrono::milliseconds idle_poll_interval{0};
 

@@ -147,7 +147,7 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
   heartbeats_.record(r.status);
   bool ok = r.status.ok();
 
-  if (!renew_lock()) ok = false;
+  if (!renew_lock(false)) ok = false;
   const milliseconds interval = config_.effective_renew_interval();
   // A failed renewal is tried again soon: many more tries fit before the hold lapses
   // (renew_interval is at most half the hold), so a quarter of the calls failing rarely costs
@@ -157,7 +157,7 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
 
 // Renews the leader lock when this worker holds it; false when the renewal failed (and the
 // lock is still held until its deadline).
-bool AssignmentAgent::renew_lock() {
+bool AssignmentAgent::renew_lock(bool attention) {
   std::optional<LeaderEntry> held;
   std::optional<Clock::MonoTime> basis;
   {
@@ -167,7 +167,8 @@ bool AssignmentAgent::renew_lock() {
   }
   if (!held) return true;
   const auto start = clock_.now();
-  auto renewed = coordination_.renew_leadership(*held);
+  auto renewed =
+      attention ? coordination_.call_attention(*held) : coordination_.renew_leadership(*held);
   if (!renewed.ok() && renewed.status().code() == StatusCode::kConditionFailed) {
     // Conditional on owner and incarnation only (coordination_store.h): someone else holds
     // the lock now.
@@ -303,7 +304,11 @@ bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
     auto owner_of = [](const std::optional<LeaderEntry>& e) {
       return e ? e->owner : std::optional<std::string>();
     };
-    if (owner_of(lock_seen_) != owner_of(seen)) active_until_ = now + config_.failover_time;
+    // The leader calls attention when something is about to move.
+    if (owner_of(lock_seen_) != owner_of(seen) ||
+        (lock_seen_ && seen && lock_seen_->attention != seen->attention)) {
+      active_until_ = now + config_.failover_time;
+    }
     lock_seen_ = seen;
     if (taken_from_ && !lock_held_ &&
         (!seen || seen->owner != config_.worker_id || seen->owner_incarnation != incarnation)) {
@@ -382,33 +387,44 @@ Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, millisec
     confirming = taken_from_.has_value();
     busy_ = unfinished || adopter_.has_pending_incoming() || !held_.pending_handoffs().empty();
   }
-  next_lock_read_ = now + config_.effective_idle_poll_interval();
+  schedule_lock_read(now);
   const bool hurry = busy_ || confirming;
   return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
 }
 
-// The idle poll's read budget: at most kIdleUnitsPerLeaseMinute read units per held lease and
-// minute. Reading the own entry and the lock eventually consistent costs one unit; the lock
-// alone half. A worker holding many leases can afford to look often (and has more at stake
-// in a move); one holding few reads the lock alone, every idle_poll_interval, and learns of
-// posts from its heartbeats' answers.
-constexpr double kIdleUnitsPerLeaseMinute = 4.0;
+// The idle poll's read budget, for reading the lock (eventually consistent: half a unit),
+// which is how an idle worker hears that something is about to move (LeaderEntry::attention):
+// kIdleUnitsPerLeaseMinute read units per held lease and minute, at most
+// kIdleUnitsPerWorkerMinute. A worker holding a few leases looks more often as it holds more
+// (it has more at stake in a move), up to every 2.4 s from 6 leases on; one holding 1 or 2
+// reads every idle_poll_interval.
+constexpr double kIdleUnitsPerLeaseMinute = 2.0;
+constexpr double kIdleUnitsPerWorkerMinute = 12.5;
 
-std::optional<milliseconds> AssignmentAgent::idle_entry_poll_interval() const {
+milliseconds AssignmentAgent::idle_lock_read_interval() const {
+  const milliseconds idle = config_.effective_idle_poll_interval();
   const auto leases = static_cast<double>(held_.held_count());
-  if (leases <= 0) return std::nullopt;
-  const milliseconds budget(static_cast<long long>(60000.0 / kIdleUnitsPerLeaseMinute / leases));
-  if (budget > config_.effective_idle_poll_interval()) return std::nullopt;
-  return std::max(budget, config_.poll_interval);
+  if (leases <= 0) return idle;
+  const double units = std::min(kIdleUnitsPerLeaseMinute * leases, kIdleUnitsPerWorkerMinute);
+  const milliseconds budget(static_cast<long long>(60000.0 * 0.5 / units));
+  return std::clamp(budget, std::min(config_.poll_interval, idle), idle);
+}
+
+// The next read of the lock while idle: within idle_lock_read_interval, and no later than when
+// the lock, unchanged since it was last seen to change, would have lapsed (so a lapse is
+// noticed failover_time after the last change was first seen, not up to an interval later).
+void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
+  Clock::MonoTime next = now + jittered(idle_lock_read_interval());
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::MonoTime lapse = lock_changed_at_ + config_.failover_time;
+  if (lock_seen_ && lock_seen_->owner && lapse > now && lapse < next) next = lapse;
+  next_lock_read_ = next;
 }
 
 // Nothing in progress: the entry as the last heartbeat returned it (acted on once), and the
-// lock every idle_poll_interval (not on the leader, whose renewals return it); a worker whose
-// read budget allows it (idle_entry_poll_interval) reads its entry with the lock, sooner.
+// lock every idle_lock_read_interval (not on the leader, whose renewals return it). A lock
+// that calls for attention makes the worker active: its next poll, at once, reads its entry.
 Clock::MonoTime AssignmentAgent::idle_poll(const WorkerEntry& entry) {
-  if (auto often = idle_entry_poll_interval(); often && !leading_.load()) {
-    return active_poll(entry, *often);
-  }
   const std::pair<std::string, std::int64_t> version{entry.incarnation, entry.heartbeat};
   if (version != heartbeat_seen_) {
     heartbeat_seen_ = version;
@@ -420,14 +436,14 @@ Clock::MonoTime AssignmentAgent::idle_poll(const WorkerEntry& entry) {
     }
   }
   const auto now = clock_.now();
-  const milliseconds idle = config_.effective_idle_poll_interval();
-  if (leading_.load()) return now + jittered(idle);
+  if (leading_.load()) return now + jittered(config_.effective_idle_poll_interval());
   if (now >= next_lock_read_) {
     auto seen = coordination_.read_leader(Consistency::kEventual);
     polls_.record(seen.status());
     if (!seen.ok()) return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
     if (observe_lock(*seen, entry.incarnation, now)) try_lead(*seen, now);
-    next_lock_read_ = now + jittered(idle);
+    schedule_lock_read(now);
+    if (poll_active()) return now;
   }
   return next_lock_read_;
 }
@@ -465,6 +481,8 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   if (begin) leader_.begin(previous);
   LeaderPassResult r = leader_.run_pass();
   passes_.record(r.status);
+  // One write (a renewal of the lock) tells every idle worker at its next read of the lock.
+  if (r.attention && leading_.load()) (void)renew_lock(true);
   // What the leader assigned to (or asked of) itself needs no round trip through its inbox
   // (the next poll clears the inbox; looking at a key twice changes nothing).
   std::vector<std::string> mine = std::move(self_keys_left_);
@@ -478,6 +496,9 @@ Clock::MonoTime AssignmentAgent::leader_step() {
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
   }
   if (!mine.empty()) {
+    // A lease handed to the leader by another worker comes in when that worker lets go: the
+    // poll watches for it (poll_leases) while active.
+    note_activity();
     LookResult looked = adopter_.look_at(mine);
     std::sort(looked.handled.begin(), looked.handled.end());
     self_keys_left_.clear();

@@ -12,9 +12,12 @@
 //                    it has not moved for failover_time (conditional on what was read).
 //                    While something is in progress (see poll_active) it reads this worker's
 //                    entry and the lock every poll_interval and notices a fenced membership;
-//                    otherwise it reads only the lock, every idle_poll_interval, and takes
-//                    its own entry from the last heartbeat's answer (a heartbeat that brings
-//                    a post wakes it at once). Reads are eventually consistent, except while
+//                    otherwise it reads only the lock (every idle_poll_interval, sooner with
+//                    many leases: idle_lock_read_interval) and takes its own entry from the
+//                    last heartbeat's answer (a heartbeat that brings a post wakes it at
+//                    once). A lock whose attention moved (the leader saw a join, a heartbeat
+//                    overdue, or posted leases) makes it active at once. Reads are
+//                    eventually consistent, except while
 //                    confirming a take of the lock whose answer was lost, and an entry that
 //                    reads as gone or replaced is confirmed by a strongly consistent read.
 //  leader_step()     on the leader: one LeaseLeader pass.
@@ -87,7 +90,8 @@ class AssignmentAgent {
   // Stops leading (the incarnation goes too unless `graceful`).
   void stop_leading(const Status& why, bool abandon_incarnation);
   void try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now);
-  bool renew_lock();
+  // Renews the lock this worker holds (and calls the workers' attention when `attention`).
+  bool renew_lock(bool attention);
   std::optional<std::string> assign_veto() const;
   // False when some keys could not be looked at (they stay in the inbox).
   bool look_at_inbox(const WorkerEntry& self);
@@ -101,9 +105,9 @@ class AssignmentAgent {
   // busy), and the poll while nothing is in progress.
   Clock::MonoTime active_poll(const WorkerEntry& before, std::chrono::milliseconds interval);
   Clock::MonoTime idle_poll(const WorkerEntry& entry);
-  // How often an idle worker may read its entry with the lock within its read budget; empty
-  // when it reads the lock alone.
-  std::optional<std::chrono::milliseconds> idle_entry_poll_interval() const;
+  // How often an idle worker reads the lock, within its read budget.
+  std::chrono::milliseconds idle_lock_read_interval() const;
+  void schedule_lock_read(Clock::MonoTime now);
   std::chrono::milliseconds leader_idle_interval(const LeaderPassResult& r) const;
   // Whether `self` (as a heartbeat returned it) holds something not yet acted on.
   bool has_news(const WorkerEntry& self) const;

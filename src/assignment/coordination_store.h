@@ -67,6 +67,10 @@ struct LeaderEntry {
   // Bumped by any worker that changed the set of leases (created or deleted some), so the
   // leader reads the lease table again without waiting for its periodic scan.
   std::int64_t leases_version = 0;
+  // Bumped by the leader when something is about to move (a worker joined, one has missed a
+  // heartbeat and may be fenced, leases were posted): idle workers read the lock alone, and
+  // one that sees this move polls its own entry at poll_interval for a failover time.
+  std::int64_t attention = 0;
   bool operator==(const LeaderEntry&) const = default;
 };
 
@@ -138,6 +142,8 @@ class CoordinationStore {
   // `held` only, for the same reason as heartbeat(): a worker taking the lock over writes
   // its own name, so a renewal of the old holder can never land after that.
   virtual Result<LeaderEntry> renew_leadership(const LeaderEntry& held) = 0;
+  // As renew_leadership, and attention + 1 (LeaderEntry::attention).
+  virtual Result<LeaderEntry> call_attention(const LeaderEntry& held) = 0;
   // Removes the owner (counter + 1), conditional on the counter and owner of `held`, so
   // another worker may lead at once.
   virtual Status release_leadership(const LeaderEntry& held) = 0;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "assignment/lease_load_text.h"
 #include "base/status_macros.h"
 
 namespace kcl::assignment {
@@ -69,9 +70,15 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
   KCL_ASSIGN_OR_RETURN(auto url, get_s(item, key, "statusUrl"));
   w.status_url = url.value_or("");
   KCL_ASSIGN_OR_RETURN(w.recheck, get_n(item, key, "recheck"));
-  if (auto it = item.find("leaseKbps"); it != item.end()) {
-    if (it->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
-    for (const auto& [lease, v] : it->second.m()) {
+  if (auto it = item.find("leaseLoad"); it != item.end()) {
+    if (it->second.type() != Type::kS) return bad(key, "leaseLoad", "is not a string");
+    auto load = decode_lease_load(it->second.s());
+    if (!load.ok()) return bad(key, "leaseLoad", load.status().message());
+    w.lease_kbps = std::move(*load);
+  } else if (auto old = item.find("leaseKbps"); old != item.end()) {
+    // As written before leaseLoad (a map of lease key -> KB/s).
+    if (old->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
+    for (const auto& [lease, v] : old->second.m()) {
       if (v.type() != Type::kN) return bad(key, "leaseKbps." + lease, "is not a number");
       w.lease_kbps[lease] = std::strtod(v.s().c_str(), nullptr);
     }
@@ -95,6 +102,7 @@ Result<LeaderEntry> leader_from_item(const Item& item) {
   l.owner_incarnation = inc.value_or("");
   KCL_ASSIGN_OR_RETURN(l.counter, get_n(item, kLeaderKey, "leaderCounter"));
   KCL_ASSIGN_OR_RETURN(l.leases_version, get_n(item, kLeaderKey, "leasesVersion"));
+  KCL_ASSIGN_OR_RETURN(l.attention, get_n(item, kLeaderKey, "attention"));
   return l;
 }
 
@@ -307,20 +315,22 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
   u.names["#hb"] = "heartbeat";
   u.names["#lc"] = "leaseCount";
   u.names["#dr"] = "draining";
-  u.names["#tp"] = "leaseKbps";
+  u.names["#old"] = "leaseKbps";  // the earlier form of leaseLoad
   u.names["#dg"] = "leaseDigest";
   u.values[":dg"] = AttributeValue::S(report.lease_digest.empty() ? "-" : report.lease_digest);
   u.values[":one"] = AttributeValue::N(1LL);
   u.values[":count"] = AttributeValue::N(static_cast<long long>(report.lease_count));
   u.values[":dr"] = AttributeValue::Bool(report.draining);
-  Item kbps;
-  for (const auto& [lease, v] : report.lease_kbps) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f", v);
-    kbps.emplace(lease, AttributeValue::N(std::string(text)));
+  u.expression = "SET #lc = :count, #dr = :dr, #dg = :dg";
+  std::string remove = " REMOVE #old";
+  u.names["#ll"] = "leaseLoad";
+  if (report.lease_kbps.empty()) {
+    remove += ", #ll";
+  } else {
+    u.values[":ll"] = AttributeValue::S(encode_lease_load(report.lease_kbps));
+    u.expression += ", #ll = :ll";
   }
-  u.values[":tp"] = AttributeValue::M(std::move(kbps));
-  u.expression = "SET #lc = :count, #dr = :dr, #tp = :tp, #dg = :dg ADD #hb :one";
+  u.expression += remove + " ADD #hb :one";
   const std::string key = worker_key(held.worker_id);
   KCL_ASSIGN_OR_RETURN(auto written, update("heartbeat of worker " + held.worker_id, key,
                                             std::move(u), same_incarnation(held, false), true));
@@ -419,19 +429,34 @@ Result<LeaderEntry> DynamoDbCoordinationStore::acquire_leadership(
   return leader_from_item(*written.attributes);
 }
 
-Result<LeaderEntry> DynamoDbCoordinationStore::renew_leadership(const LeaderEntry& held) {
+Result<LeaderEntry> DynamoDbCoordinationStore::renew_lock(const LeaderEntry& held, bool attention) {
   Expression u;
   u.names["#lc"] = "leaderCounter";
   u.values[":one"] = AttributeValue::N(1LL);
   u.expression = "ADD #lc :one";
-  KCL_ASSIGN_OR_RETURN(auto written, update("renewing the leader lock", std::string(kLeaderKey),
-                                            std::move(u), same_holder(held), true));
+  if (attention) {
+    u.names["#at"] = "attention";
+    u.expression += ", #at :one";
+  }
+  KCL_ASSIGN_OR_RETURN(
+      auto written,
+      update(attention ? "calling the workers' attention" : "renewing the leader lock",
+             std::string(kLeaderKey), std::move(u), same_holder(held), true));
   if (!written.attributes) {
     LeaderEntry l = held;
     l.counter += 1;
+    if (attention) l.attention += 1;
     return l;
   }
   return leader_from_item(*written.attributes);
+}
+
+Result<LeaderEntry> DynamoDbCoordinationStore::renew_leadership(const LeaderEntry& held) {
+  return renew_lock(held, false);
+}
+
+Result<LeaderEntry> DynamoDbCoordinationStore::call_attention(const LeaderEntry& held) {
+  return renew_lock(held, true);
 }
 
 Status DynamoDbCoordinationStore::release_leadership(const LeaderEntry& held) {

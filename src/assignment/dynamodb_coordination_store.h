@@ -61,12 +61,15 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
                                          std::string_view worker_id,
                                          std::string_view incarnation) override;
   Result<LeaderEntry> renew_leadership(const LeaderEntry& held) override;
+  Result<LeaderEntry> call_attention(const LeaderEntry& held) override;
   Status release_leadership(const LeaderEntry& held) override;
   Status note_leases_changed() override;
 
   const std::string& table_name() const { return table_; }
 
  private:
+  // A renewal of the lock held, with attention + 1 when `attention`.
+  Result<LeaderEntry> renew_lock(const LeaderEntry& held, bool attention);
   Result<dynamodb::WriteResult> update(std::string_view what, const std::string& key,
                                        dynamodb::Expression update,
                                        const dynamodb::Expression& condition, bool return_new);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "assignment/lease_load_text.h"
 #include "base/status_macros.h"
 
 namespace kcl::assignment {
@@ -37,8 +38,7 @@ std::size_t entry_bytes(const WorkerEntry& w) {
   std::size_t n = 3 + 15 + w.worker_id.size() + 8 + w.worker_id.size() + 11 + w.incarnation.size();
   n += 9 + number_bytes(w.heartbeat) + 10 + number_bytes(w.lease_count);
   n += 11 + w.lease_digest.size() + 7 + number_bytes(w.recheck) + 8 + 1;
-  n += 9 + 3;
-  for (const auto& [key, kbps] : w.lease_kbps) n += 1 + key.size() + 4;
+  if (!w.lease_kbps.empty()) n += 9 + encode_lease_load(w.lease_kbps).size();
   n += 5 + 3;
   for (const auto& key : w.inbox) n += 1 + key.size();
   if (!w.status_url.empty()) n += 9 + w.status_url.size();
@@ -48,7 +48,8 @@ std::size_t entry_bytes(const WorkerEntry& w) {
 std::size_t lock_bytes(const std::optional<LeaderEntry>& l) {
   if (!l) return 0;
   return 3 + 14 + 9 + l->owner.value_or("").size() + 16 + l->owner_incarnation.size() + 13 +
-         number_bytes(l->counter) + 13 + number_bytes(l->leases_version);
+         number_bytes(l->counter) + 13 + number_bytes(l->leases_version) +
+         (l->attention ? 9 + number_bytes(l->attention) : 0);
 }
 
 double units_of(std::size_t bytes, double unit_bytes) {
@@ -243,6 +244,14 @@ Result<LeaderEntry> InMemoryCoordinationStore::acquire_leadership(
 }
 
 Result<LeaderEntry> InMemoryCoordinationStore::renew_leadership(const LeaderEntry& held) {
+  return renew_lock(held, false);
+}
+
+Result<LeaderEntry> InMemoryCoordinationStore::call_attention(const LeaderEntry& held) {
+  return renew_lock(held, true);
+}
+
+Result<LeaderEntry> InMemoryCoordinationStore::renew_lock(const LeaderEntry& held, bool attention) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(held.owner.value_or("")));
   count_write_locked(1);
@@ -252,6 +261,7 @@ Result<LeaderEntry> InMemoryCoordinationStore::renew_leadership(const LeaderEntr
     return condition_failed("leader: the lock changed hands");
   }
   leader_->counter += 1;
+  if (attention) leader_->attention += 1;
   return *leader_;
 }
 

@@ -48,6 +48,7 @@ class InMemoryCoordinationStore final : public CoordinationStore {
                                          std::string_view worker_id,
                                          std::string_view incarnation) override;
   Result<LeaderEntry> renew_leadership(const LeaderEntry& held) override;
+  Result<LeaderEntry> call_attention(const LeaderEntry& held) override;
   Status release_leadership(const LeaderEntry& held) override;
   Status note_leases_changed() override;
 
@@ -62,6 +63,7 @@ class InMemoryCoordinationStore final : public CoordinationStore {
   std::optional<LeaderEntry> peek_leader() const;
 
  private:
+  Result<LeaderEntry> renew_lock(const LeaderEntry& held, bool attention);
   Status fault_locked(std::string_view worker_id);
   void count_read_locked(Consistency consistency, std::int64_t items, double units);
   void count_write_locked(double units);

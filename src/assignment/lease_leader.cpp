@@ -1,6 +1,7 @@
 #include "assignment/lease_leader.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "assignment/assignment_planner.h"
 #include "assignment/lease_digest.h"
@@ -71,9 +72,12 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
       } else if (inserted) {
         log(LogLevel::kInfo, "worker " + w.worker_id + " joined");
       }
+      // Leases may be handed off to it soon: their owners should be listening.
+      if (w.worker_id != config_.worker_id) attention_due_ = true;
     }
     if (inserted || o.entry.incarnation != w.incarnation || o.entry.heartbeat != w.heartbeat) {
       o.changed_at = now;
+      o.suspected = false;
     }
     o.entry = w;
     if (w.worker_id == config_.worker_id && self_report_) {
@@ -162,11 +166,19 @@ Status LeaseLeader::fence_previous_leader(LeaderPassResult& r, bool& changed) {
   return Status::Ok();
 }
 
-// Silent workers: fenced once unchanged for failover_time on this clock.
+// Silent workers: fenced once unchanged for failover_time on this clock. One whose heartbeat
+// is a quarter of the slack overdue may be fenced soon: the workers' attention is called then,
+// so those that will take its leases poll their entries by the time it is.
 Status LeaseLeader::fence_silent(LeaderPassResult& r, bool& changed) {
   const auto now = clock_.now();
+  const auto renew = config_.effective_renew_interval();
+  const auto suspect_after = renew + (config_.failover_time - renew) / 4;
   for (auto it = workers_.begin(); it != workers_.end();) {
     Observed& o = it->second;
+    if (it->first != config_.worker_id && !o.suspected && now - o.changed_at >= suspect_after) {
+      o.suspected = true;
+      attention_due_ = true;
+    }
     if (it->first == config_.worker_id || now - o.changed_at < config_.failover_time) {
       ++it;
       continue;
@@ -419,6 +431,7 @@ void LeaseLeader::post(std::map<std::string, std::vector<std::string>>& inbox,
     // A failed condition: the worker registered again meanwhile (its new incarnation is
     // compared with the table like any other). Any other failure: the post may be lost; the
     // worker learns of its leases when its reported digest is next compared (reconcile).
+    if (s.ok()) attention_due_ = true;
     if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
       posts_.failed(s.with_context("posting to worker " + worker + ": "));
       unposted_[worker] = Unposted{unique, check};  // posted again next pass (idempotent)
@@ -655,6 +668,7 @@ LeaderPassResult LeaseLeader::run_pass() {
     r.posted_to_self = self->second;
   }
   r.recheck_self = recheck.count(config_.worker_id) > 0;
+  r.attention = std::exchange(attention_due_, false);
   finish_pass(r);
   return r;
 }

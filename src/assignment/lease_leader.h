@@ -27,7 +27,9 @@
 // by this leader's reads.
 //
 // Reads per pass: the worker entries; the lease table only as above. Writes: only for
-// changes (fences, assignments, handoffs, inbox posts).
+// changes (fences, assignments, handoffs, inbox posts), and one call for the workers'
+// attention in a pass that saw a join, posted to another worker, or found a heartbeat
+// overdue (LeaderPassResult::attention): idle workers read only the lock (assignment_agent.h).
 //
 // Thread safety: one thread runs begin/run_pass/end; stats() from any thread.
 #pragma once
@@ -68,6 +70,10 @@ struct LeaderPassResult {
   // (what a recheck asks of another worker).
   std::vector<std::string> posted_to_self;
   bool recheck_self = false;
+  // Something is about to move that workers reading only the lock should hear of soon (a
+  // worker joined, one missed a heartbeat, leases were posted): the leader calls their
+  // attention (CoordinationStore::call_attention).
+  bool attention = false;
   // Leases this pass assigned to the leader itself, as the assigning write left them, with
   // when that write started: the leader holds them as they are, without reading and taking
   // each again (LeaseAdopter::adopt_written).
@@ -128,6 +134,8 @@ class LeaseLeader {
       bool reread = false;  // leases of its unfinished handoffs read again
     };
     std::optional<Mismatch> mismatch;
+    // Its heartbeat is overdue and the workers' attention was called for it (once per value).
+    bool suspected = false;
   };
   struct Unknown {  // a lease whose owner is neither live nor fenced by this leader
     std::int64_t counter = 0;
@@ -202,6 +210,7 @@ class LeaseLeader {
   std::optional<Clock::MonoTime> last_change_;  // membership changed (join, leave, fence)
   std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
   bool first_settle_ = false;                   // a new term, not yet settled
+  bool attention_due_ = false;                  // LeaderPassResult::attention of this pass
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 

@@ -163,6 +163,45 @@ TEST_F(DynamoDbLeaseStoreTest, CoordinationTableAsTheInMemoryOne) {
   testing::check_coordination_store_contract(store);
 }
 
+// An entry whose load figures are in the earlier form (leaseKbps, a map) is read; the next
+// heartbeat writes them as leaseLoad (one short string, so 50 leases' figures and the rest of
+// the entry stay within one write unit) and removes the map.
+TEST_F(DynamoDbLeaseStoreTest, CoordinationEntryLoadFiguresMoveToTheShortForm) {
+  LeaseConfig c = config(kcl::testing::unique_name("coordload"));
+  tables_.push_back(c.effective_coordinator_table_name());
+  assignment::DynamoDbCoordinationStore store(client_, c);
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  auto old_form = dynamodb::item_from_json(nlohmann::json::parse(R"({
+      "key": {"S": "kcl-cpp/worker/w1"}, "workerId": {"S": "w1"}, "incarnation": {"S": "i1"},
+      "heartbeat": {"N": "4"}, "leaseCount": {"N": "2"},
+      "leaseKbps": {"M": {"shardId-000000000001": {"N": "12.5"},
+                          "shardId-000000000002": {"N": "0.0"}}}})"));
+  ASSERT_TRUE(old_form.ok()) << old_form.status();
+  ASSERT_TRUE(client_->put_item(store.table_name(), *old_form).ok());
+  auto all = store.read_all(assignment::Consistency::kStrong);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->workers.size(), 1u);
+  const std::map<std::string, double> before = {{"shardId-000000000001", 12.5},
+                                                {"shardId-000000000002", 0.0}};
+  EXPECT_EQ(all->workers[0].lease_kbps, before);
+
+  assignment::WorkerEntry report;
+  report.lease_count = 50;
+  for (int i = 0; i < 50; ++i) report.lease_kbps[testing::shard(1000 + i)] = 123.4;
+  auto beat = store.heartbeat(all->workers[0], report);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_EQ(beat->lease_kbps, report.lease_kbps);
+  auto raw = client_->get_item(store.table_name(), [] {
+    Item k;
+    k.emplace("key", AttributeValue::S("kcl-cpp/worker/w1"));
+    return k;
+  }());
+  ASSERT_TRUE(raw.ok() && raw->has_value()) << raw.status();
+  EXPECT_FALSE((**raw).count("leaseKbps"));
+  ASSERT_TRUE((**raw).count("leaseLoad"));
+  EXPECT_LT((**raw).at("leaseLoad").s().size(), 700u) << "50 leases' figures";
+}
+
 TEST_F(DynamoDbLeaseStoreTest, LoadsItemsWrittenInTheJavaKclFormat) {
   auto store = ready_store();
   // Written by hand exactly as the Java KCL 2.x writes them.

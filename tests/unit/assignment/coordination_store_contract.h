@@ -105,6 +105,19 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   EXPECT_EQ(all->leader->leases_version, 1);
   auto renewed2 = store.renew_leadership(*renewed);
   ASSERT_TRUE(renewed2.ok()) << renewed2.status();
+  // A call for attention is a renewal that also moves attention, which every reader sees.
+  EXPECT_EQ(renewed2->attention, 0);
+  renewed2 = store.call_attention(*renewed2);
+  ASSERT_TRUE(renewed2.ok()) << renewed2.status();
+  EXPECT_EQ(renewed2->attention, 1);
+  EXPECT_EQ(renewed2->counter, renewed->counter + 2);
+  lock_read = store.read_leader(Consistency::kStrong);
+  ASSERT_TRUE(lock_read.ok() && lock_read->has_value()) << lock_read.status();
+  EXPECT_EQ(**lock_read, *renewed2);
+  LeaderEntry other_holder = *renewed2;
+  other_holder.owner_incarnation = "inc-0";
+  EXPECT_EQ(store.call_attention(other_holder).status().code(), StatusCode::kConditionFailed)
+      << "only the holder calls attention";
   // Taken over on what was seen (the lock lapsed), by another worker.
   auto taken = store.acquire_leadership(*all->leader, "worker-b", "inc-b");
   EXPECT_EQ(taken.status().code(), StatusCode::kConditionFailed) << "the holder renewed since";

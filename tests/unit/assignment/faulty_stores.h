@@ -162,6 +162,10 @@ class FaultyCoordinationStore final : public CoordinationStore {
     return faults_.call<Result<LeaderEntry>>("renew_leadership", held.owner.value_or(""),
                                              [&] { return inner_.renew_leadership(held); });
   }
+  Result<LeaderEntry> call_attention(const LeaderEntry& held) override {
+    return faults_.call<Result<LeaderEntry>>("call_attention", held.owner.value_or(""),
+                                             [&] { return inner_.call_attention(held); });
+  }
   Status release_leadership(const LeaderEntry& held) override {
     return faults_.call<Status>("release_leadership", held.owner.value_or(""),
                                 [&] { return inner_.release_leadership(held); });

@@ -357,5 +357,30 @@ TEST_F(LeaderAssignmentTest, AGracefulLeaveHandsEverythingOverAtOnce) {
   EXPECT_EQ(violations_, 0);
 }
 
+// An idle worker reads only the lock; the leader calls its attention there when it posts, so a
+// lease assigned to it is taken within a read of the lock (idle_poll_interval, 1 s here), not
+// at its next heartbeat's answer (renew_interval, 5 s).
+TEST_F(LeaderAssignmentTest, AnIdleWorkerHearsOfAPostAtItsNextReadOfTheLock) {
+  testing::add_free_leases(leases_, 2);
+  auto tweak = [](LeaseConfig& c) { c.idle_poll_interval = 1s; };
+  Node& a = start("a", tweak);
+  Node& b = start("b", tweak);
+  ASSERT_TRUE(run_until([&] { return a.held() == 1 && b.held() == 1; }, 15s));
+  run_for(20s);  // every worker idle again
+  Node& follower = a.agent->leading() ? b : a;
+  for (int i = 2; i < 4; ++i) {
+    Lease l;
+    l.lease_key = shard(i);
+    leases_.put(l);
+  }
+  ASSERT_TRUE(coordination_.note_leases_changed().ok());
+  const auto created = clock_.now();
+  ASSERT_TRUE(run_until([&] { return follower.held() == 2; }, 15s));
+  const auto took = clock_.now() - created;
+  // The leader's idle pass (up to 2 s), then one read of the lock (1 s) and of the entry.
+  EXPECT_LE(took, 3s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  EXPECT_EQ(violations_, 0);
+}
+
 }  // namespace
 }  // namespace kcl::leases

@@ -490,7 +490,8 @@ TEST(LeaderLivenessScriptedTest, ALeaderWhoseRenewalsFailStopsAssigningBeforeIts
     FleetWorker& leader = *fleet.leader();
     leader.coordination_view.faults().set_script([&](std::string_view op, std::string_view) {
       InjectedFault f;
-      if (op != "heartbeat" && op != "renew_leadership") return f;
+      // A call for attention renews the lock too.
+      if (op != "heartbeat" && op != "renew_leadership" && op != "call_attention") return f;
       if (cut) {
         f.when = InjectedFault::When::kBefore;
       } else {
