@@ -16,6 +16,8 @@
 //                                           an error answer instead of the stream
 //   {"corrupt": true}                       an event whose message CRC is wrong
 //   {"resetMidMessage": true}               half a message, then RST_STREAM
+//   {"eventInPieces": {"event": {...}, "pieces": N, "gapMs": G}}  an event written in N
+//                                           pieces, G ms apart (20 unless given)
 //   {"sleepMs": N}
 //   {"flood": {"events": N, "records": M, "bytes": B, "from": S}}  N events of M records of
 //                                           B bytes as fast as the stream takes them; logs
@@ -87,6 +89,13 @@ async function play(stream, actions) {
       await sleep(50);
       stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
       return;
+    } else if (a.eventInPieces) {
+      const m = eventMessage(a.eventInPieces.event, false);
+      const n = a.eventInPieces.pieces;
+      for (let i = 0; i < n; ++i) {
+        stream.write(m.subarray(Math.floor((m.length * i) / n), Math.floor((m.length * (i + 1)) / n)));
+        await sleep(a.eventInPieces.gapMs || 20);
+      }
     } else if (a.sleepMs) await sleep(a.sleepMs);
     else if (a.flood) {
       const f = a.flood;
