@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Fan-out beside polling: throughput, CPU per record and put-to-delivery latency of
-`kcl consume`, the same stream read both ways in the same run, on kinesis-local or on a
-scripted server that serves records as AWS does.
+"""Fan-out beside polling: `kcl consume`'s CPU per record, throughput and latency, same run.
+
+The same stream read both ways in the same run, on kinesis-local or on a scripted server
+that serves records as AWS does.
 
 Run inside a network namespace of its own (kinesis-local listens on every interface):
 
@@ -101,7 +102,9 @@ def main():
     ap.add_argument("--latency-records", type=int, default=100)
     ap.add_argument("--marginal", action="store_true",
                     help="also read a stream of twice --records records: CPU per extra record")
-    ap.add_argument("--server", choices=("kinesis-local", "scripted"), default="kinesis-local")
+    ap.add_argument("--server", choices=("kinesis-local", "scripted"), default="kinesis-local",
+                    help="kinesis-local (in a network namespace: unshare -n) or "
+                         "bench/fanout_server.js with dynalite")
     ap.add_argument("--record-bytes", type=int, default=0,
                     help="record size (100 on kinesis-local, 1000 on the scripted server)")
     ap.add_argument("--repeat", type=int, default=1, help="read each stream this many times")
