@@ -64,6 +64,8 @@ class FanOutSource::Handler final : public aws::StreamHandler {
     in_->headers = headers;
   }
 
+  // The source is woken only when a message is complete (or the stream is corrupt): the
+  // pieces of a large event (16 KB HTTP/2 frames) do not each wake it for nothing.
   bool on_data(std::string_view bytes) override {
     {
       std::lock_guard<std::mutex> lock(in_->mu);
@@ -84,6 +86,7 @@ class FanOutSource::Handler final : public aws::StreamHandler {
         in_->messages.push_back(std::move(m));
       }
       if (!s.ok()) in_->decode_error = std::move(s);
+      if (decoded_.empty() && s.ok()) return true;
     }
     if (in_->wake) in_->wake();
     return true;

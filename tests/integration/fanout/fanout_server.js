@@ -16,6 +16,8 @@
 //                                           an error answer instead of the stream
 //   {"corrupt": true}                       an event whose message CRC is wrong
 //   {"resetMidMessage": true}               half a message, then RST_STREAM
+//   {"eventInPieces": {"event": {...}, "pieces": N, "gapMs": G}}  an event written in N
+//                                           pieces, G ms apart (20 unless given)
 //   {"sleepMs": N}
 //   {"flood": {"events": N, "records": M, "bytes": B, "from": S}}  N events of M records of
 //                                           B bytes as fast as the stream takes them; logs
@@ -26,7 +28,8 @@
 // StartingPosition) and per flood ("flood" with written / paused counts) to --log.
 'use strict';
 const http2 = require('http2');
-const zlib = require('zlib');
+const path = require('path');
+const {message} = require(path.join(__dirname, '../../../tools/emulators/event_stream.js'));
 const fs = require('fs');
 
 const args = process.argv.slice(2);
@@ -35,33 +38,6 @@ const script = JSON.parse(fs.readFileSync(arg('--script'), 'utf8'));
 const logPath = arg('--log');
 const log = (o) => fs.appendFileSync(logPath, JSON.stringify(o) + '\n');
 
-function header(name, value) {
-  const n = Buffer.from(name, 'utf8');
-  const v = Buffer.from(value, 'utf8');
-  const b = Buffer.alloc(1 + n.length + 1 + 2 + v.length);
-  b.writeUInt8(n.length, 0);
-  n.copy(b, 1);
-  b.writeUInt8(7, 1 + n.length);  // string
-  b.writeUInt16BE(v.length, 2 + n.length);
-  v.copy(b, 4 + n.length);
-  return b;
-}
-
-function message(headers, payload, corrupt) {
-  const hs = Buffer.concat(Object.entries(headers).map(([k, v]) => header(k, v)));
-  const p = Buffer.from(payload, 'utf8');
-  const total = 12 + hs.length + p.length + 4;
-  const m = Buffer.alloc(total);
-  m.writeUInt32BE(total, 0);
-  m.writeUInt32BE(hs.length, 4);
-  m.writeUInt32BE(zlib.crc32(m.subarray(0, 8)), 8);
-  hs.copy(m, 12);
-  p.copy(m, 12 + hs.length);
-  let crc = zlib.crc32(m.subarray(0, total - 4));
-  if (corrupt) crc = (crc ^ 0xdeadbeef) >>> 0;
-  m.writeUInt32BE(crc, total - 4);
-  return m;
-}
 
 function eventMessage(ev, corrupt) {
   const body = {
@@ -113,6 +89,13 @@ async function play(stream, actions) {
       await sleep(50);
       stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
       return;
+    } else if (a.eventInPieces) {
+      const m = eventMessage(a.eventInPieces.event, false);
+      const n = a.eventInPieces.pieces;
+      for (let i = 0; i < n; ++i) {
+        stream.write(m.subarray(Math.floor((m.length * i) / n), Math.floor((m.length * (i + 1)) / n)));
+        await sleep(a.eventInPieces.gapMs || 20);
+      }
     } else if (a.sleepMs) await sleep(a.sleepMs);
     else if (a.flood) {
       const f = a.flood;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -317,6 +318,22 @@ TEST_F(FanOutSourceTest, PlainHttp2WithPriorKnowledgeWorksForLocalEndpoints) {
   auto s = source();
   ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 3; }));
   EXPECT_EQ(data_, names({0, 1, 2}));
+}
+
+// An event that arrives in many pieces (HTTP/2 frames of at most 16 KB carry a large one)
+// wakes the source when it is whole, not at each piece.
+TEST_F(FanOutSourceTest, AnEventArrivingInPiecesWakesTheSourceOnlyWhenWhole) {
+  json pieces = {{"event", event({0, 1, 2}, 2)["event"]}, {"pieces", 8}, {"gapMs", 30}};
+  serve(json::array({json::array({{{"initial", true}}, {{"eventInPieces", pieces}},
+                                  {{"hold", true}}})}));
+  auto wakes = std::make_shared<std::atomic<int>>(0);
+  auto s = source();
+  s->set_wakeup([wakes] { wakes->fetch_add(1); });
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 3; }));
+  EXPECT_EQ(data_, names({0, 1, 2}));
+  // The initial response and the event: two whole messages, eight pieces of the event.
+  EXPECT_LE(wakes->load(), 2);
+  EXPECT_GE(wakes->load(), 1);
 }
 
 TEST_F(FanOutSourceTest, ShardEndHandsOverTheChildShards) {
