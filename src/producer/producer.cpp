@@ -12,6 +12,7 @@
 #include "aws/json_text.h"
 #include "aws/retry.h"
 #include "base/background_once.h"
+#include "base/cache_prefetch.h"
 #include "base/failure_series.h"
 #include "base/status_macros.h"
 #include "kinesis/put_records_request.h"
@@ -33,6 +34,9 @@ constexpr std::size_t kMaxRecordBytes = 1u << 20;
 constexpr std::size_t kHashKeyDigits = 39;
 // The most items of answered records kept for new records.
 constexpr std::size_t kMaxSpareItems = 10000;
+// How many records ahead a loop over a call's or a queue's records asks for their cache
+// lines (base/cache_prefetch.h): the records were last written on another thread.
+constexpr std::size_t kPrefetchAhead = 8;
 
 // kInvalidArgument listing every problem of `config`; OK when it is valid.
 Status check_config(const ProducerConfig& config) {
@@ -254,6 +258,15 @@ class Producer::Impl {
     }
   }
 
+  // The cache lines of items[i] (none past the end).
+  static void prefetch_item(const std::vector<std::unique_ptr<Item>>& items, std::size_t i) {
+    if (i < items.size()) base::prefetch_object(items[i].get());
+  }
+  // The bytes of items[i]'s data (its item's lines asked for earlier).
+  static void prefetch_data(const std::vector<std::unique_ptr<Item>>& items, std::size_t i) {
+    if (i < items.size()) base::prefetch_bytes(items[i]->data.data(), items[i]->data.size());
+  }
+
   // Checks a record and fills `item` with it and its hash key; kInvalidArgument when Kinesis
   // would refuse it.
   static Status fill(Item& item, std::string pk, std::string data, std::string ehk) {
@@ -352,6 +365,9 @@ class Producer::Impl {
       wake_ = true;
       cv_.notify_all();
     }
+    // The item the next record will fill, last written by a request thread: its lines come
+    // while the next put() checks and hashes its record.
+    if (!spare_items_.empty()) base::prefetch_object(spare_items_.back().get(), /*for_write=*/true);
   }
 
   bool on_own_thread() const { return current_producer == this; }
@@ -597,6 +613,7 @@ class Producer::Impl {
     KeySet* ordered_keys = ordered ? &call_keys_ : nullptr;
     const auto shard = static_cast<std::uint32_t>(call.shards.size());
     while (!q.items.empty() && call.entries.size() < kMaxCallRecords) {
+      if (q.items.size() > kPrefetchAhead) base::prefetch_object(q.items[kPrefetchAhead].get());
       if (ordered && call_keys_.contains(q.items.front()->key_id)) break;
       const Plan plan = plan_record(q, ordered_keys);
       if (call.bytes + plan.bytes > kMaxCallBytes) break;
@@ -659,6 +676,8 @@ class Producer::Impl {
     kinesis::PutRecordsRequest request(config_.stream_name);
     request.reserve(call.entries.size(), call.bytes);
     for (const Entry& e : call.entries) {
+      prefetch_item(call.items, e.first + 2 * kPrefetchAhead);
+      prefetch_data(call.items, e.first + kPrefetchAhead);
       const Item& first = *call.items[e.first];
       if (e.aggregated()) {
         request.add(e.aggregate, first.pk, producer::hash_key_to_string(first.hash));
@@ -844,6 +863,7 @@ class Producer::Impl {
       if (!r.ok) continue;
       const Entry& e = call.entries[i];
       for (std::uint32_t k = 0; k < e.count; ++k) {
+        prefetch_item(call.items, e.first + k + kPrefetchAhead);
         std::unique_ptr<Item>& item = call.items[e.first + k];
         const bool last = k + 1 == e.count;
         PutResult pr;
