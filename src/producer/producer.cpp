@@ -361,13 +361,13 @@ class Producer::Impl {
     const bool fills_call =
         (!config_.aggregate && queued_records_ == kMaxCallRecords) ||
         (queued_bytes_ >= kMaxCallBytes && queued_bytes_ - bytes < kMaxCallBytes);
-    if (!wake_ && ((first_of_shard && deadline < next_wake_) || fills_call)) {
-      wake_ = true;
-      cv_.notify_all();
-    }
+    const bool wake_sender = !wake_ && ((first_of_shard && deadline < next_wake_) || fills_call);
+    if (wake_sender) wake_ = true;
     // The item the next record will fill, last written by a request thread: its lines come
     // while the next put() checks and hashes its record.
     if (!spare_items_.empty()) base::prefetch_object(spare_items_.back().get(), /*for_write=*/true);
+    lock.unlock();
+    if (wake_sender) cv_.notify_all();  // after the lock: woken under it, it would wait for it
   }
 
   bool on_own_thread() const { return current_producer == this; }
@@ -708,7 +708,10 @@ class Producer::Impl {
           ++stats_.put_records_calls;
           stats_.kinesis_records_sent += call.entries.size();
           requests_.push_back(std::move(call));
+          // Woken after the lock is let go, the request thread does not wait for it at once.
+          lock.unlock();
           request_cv_.notify_one();
+          lock.lock();
           continue;
         }
       }
@@ -761,10 +764,14 @@ class Producer::Impl {
       keep_spares(answered);
       buffered_records_ -= resolved;
       buffered_bytes_ -= bytes;
+      wake_ = true;
+      // The putters, flush() and the sender are woken after the lock is let go: woken under
+      // it, each would only block on it (two more context switches each).
+      lock.unlock();
       space_cv_.notify_all();
       done_cv_.notify_all();
-      wake_ = true;
       cv_.notify_all();
+      lock.lock();
     }
   }
 
