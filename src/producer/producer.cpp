@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <variant>
 
 #include "aws/json_text.h"
 #include "aws/retry.h"
@@ -153,9 +154,13 @@ class Producer::Impl {
   void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
            PutRecordCallback record_cb, std::promise<Result<PutResult>>* promise) {
     Item staged;  // moved into a kept item under the lock
-    staged.callback = std::move(cb);
-    staged.record_callback = std::move(record_cb);
-    if (promise != nullptr) staged.promise.emplace(std::move(*promise));
+    if (record_cb) {
+      staged.answer.emplace<PutRecordCallback>(std::move(record_cb));
+    } else if (cb) {
+      staged.answer.emplace<PutCallback>(std::move(cb));
+    } else if (promise != nullptr) {
+      staged.answer.emplace<std::promise<Result<PutResult>>>(std::move(*promise));
+    }
     Status checked = fill(staged, std::move(pk), std::move(data), std::move(ehk));
     if (!checked.ok()) return resolve(staged, std::move(checked));
     enqueue(staged);
@@ -186,17 +191,20 @@ class Producer::Impl {
   }
 
  private:
+  // How a record is answered: nothing (a spare item), a callback, a callback that takes the
+  // record back, or a future's promise. One of them, so an item is three cache lines, not
+  // four.
+  using Answer = std::variant<std::monostate, PutCallback, PutRecordCallback,
+                              std::promise<Result<PutResult>>>;
   struct Item {
-    std::string pk, data, ehk;
+    // What the sender reads of a queued record first, together on one line.
     HashKey hash = 0;
     std::uint64_t key_id = 0;  // the partition key's hash, for the ordered check (KeySet)
     std::size_t bytes = 0;
-    int attempts = 0;
     Clock::MonoTime enqueued{};
-    // How the record is answered: one of these.
-    PutCallback callback;
-    PutRecordCallback record_callback;
-    std::optional<std::promise<Result<PutResult>>> promise;
+    int attempts = 0;
+    std::string pk, data, ehk;
+    Answer answer;
   };
   struct ShardQueue {
     ShardQueue(std::string shard_id, ShardRate r) : id(std::move(shard_id)), rate(r) {}
@@ -248,13 +256,13 @@ class Producer::Impl {
   using ShardOutcomes = std::vector<std::pair<bool, bool>>;
 
   static void resolve(Item& item, Result<PutResult> result) {
-    if (item.record_callback) {
-      item.record_callback(std::move(result), UserRecord{std::move(item.pk), std::move(item.data),
-                                                         std::move(item.ehk)});
-    } else if (item.callback) {
-      item.callback(std::move(result));
-    } else if (item.promise) {
-      item.promise->set_value(std::move(result));
+    if (auto* record_cb = std::get_if<PutRecordCallback>(&item.answer)) {
+      (*record_cb)(std::move(result),
+                   UserRecord{std::move(item.pk), std::move(item.data), std::move(item.ehk)});
+    } else if (auto* cb = std::get_if<PutCallback>(&item.answer)) {
+      (*cb)(std::move(result));
+    } else if (auto* promise = std::get_if<std::promise<Result<PutResult>>>(&item.answer)) {
+      promise->set_value(std::move(result));
     }
   }
 
@@ -388,9 +396,7 @@ class Producer::Impl {
       std::string().swap(item->data);
       std::string().swap(item->pk);
       std::string().swap(item->ehk);
-      item->callback = nullptr;
-      item->record_callback = nullptr;
-      item->promise.reset();
+      item->answer.emplace<std::monostate>();
       item->attempts = 0;
     }
   }
