@@ -601,6 +601,10 @@ class Producer::Impl {
   Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
     Call call;
     if (!call_due(now, wake)) return call;
+    // Room for what it may take, at once (not grown a record at a time).
+    call.entries.reserve(std::min(queued_records_, kMaxCallRecords));
+    const std::size_t most_items = config_.aggregate ? kMaxSpareItems : kMaxCallRecords;
+    call.items.reserve(std::min(queued_records_, most_items));
     for (auto& [id, q] : shards_) {
       if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
       if (take_from_shard(q, now, call, wake)) ++q.in_flight;
