@@ -194,8 +194,8 @@ class Producer::Impl {
   // How a record is answered: nothing (a spare item), a callback, a callback that takes the
   // record back, or a future's promise. One of them, so an item is three cache lines, not
   // four.
-  using Answer = std::variant<std::monostate, PutCallback, PutRecordCallback,
-                              std::promise<Result<PutResult>>>;
+  using Answer =
+      std::variant<std::monostate, PutCallback, PutRecordCallback, std::promise<Result<PutResult>>>;
   struct Item {
     // What the sender reads of a queued record first, together on one line.
     HashKey hash = 0;
