@@ -8,10 +8,12 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <variant>
 
 #include "aws/json_text.h"
 #include "aws/retry.h"
 #include "base/background_once.h"
+#include "base/cache_prefetch.h"
 #include "base/failure_series.h"
 #include "base/status_macros.h"
 #include "kinesis/put_records_request.h"
@@ -33,6 +35,9 @@ constexpr std::size_t kMaxRecordBytes = 1u << 20;
 constexpr std::size_t kHashKeyDigits = 39;
 // The most items of answered records kept for new records.
 constexpr std::size_t kMaxSpareItems = 10000;
+// How many records ahead a loop over a call's or a queue's records asks for their cache
+// lines (base/cache_prefetch.h): the records were last written on another thread.
+constexpr std::size_t kPrefetchAhead = 8;
 
 // kInvalidArgument listing every problem of `config`; OK when it is valid.
 Status check_config(const ProducerConfig& config) {
@@ -149,9 +154,13 @@ class Producer::Impl {
   void put(std::string pk, std::string data, std::string ehk, PutCallback cb,
            PutRecordCallback record_cb, std::promise<Result<PutResult>>* promise) {
     Item staged;  // moved into a kept item under the lock
-    staged.callback = std::move(cb);
-    staged.record_callback = std::move(record_cb);
-    if (promise != nullptr) staged.promise.emplace(std::move(*promise));
+    if (record_cb) {
+      staged.answer.emplace<PutRecordCallback>(std::move(record_cb));
+    } else if (cb) {
+      staged.answer.emplace<PutCallback>(std::move(cb));
+    } else if (promise != nullptr) {
+      staged.answer.emplace<std::promise<Result<PutResult>>>(std::move(*promise));
+    }
     Status checked = fill(staged, std::move(pk), std::move(data), std::move(ehk));
     if (!checked.ok()) return resolve(staged, std::move(checked));
     enqueue(staged);
@@ -182,17 +191,20 @@ class Producer::Impl {
   }
 
  private:
+  // How a record is answered: nothing (a spare item), a callback, a callback that takes the
+  // record back, or a future's promise. One of them, so an item is three cache lines, not
+  // four.
+  using Answer =
+      std::variant<std::monostate, PutCallback, PutRecordCallback, std::promise<Result<PutResult>>>;
   struct Item {
-    std::string pk, data, ehk;
+    // What the sender reads of a queued record first, together on one line.
     HashKey hash = 0;
     std::uint64_t key_id = 0;  // the partition key's hash, for the ordered check (KeySet)
     std::size_t bytes = 0;
-    int attempts = 0;
     Clock::MonoTime enqueued{};
-    // How the record is answered: one of these.
-    PutCallback callback;
-    PutRecordCallback record_callback;
-    std::optional<std::promise<Result<PutResult>>> promise;
+    int attempts = 0;
+    std::string pk, data, ehk;
+    Answer answer;
   };
   struct ShardQueue {
     ShardQueue(std::string shard_id, ShardRate r) : id(std::move(shard_id)), rate(r) {}
@@ -244,14 +256,23 @@ class Producer::Impl {
   using ShardOutcomes = std::vector<std::pair<bool, bool>>;
 
   static void resolve(Item& item, Result<PutResult> result) {
-    if (item.record_callback) {
-      item.record_callback(std::move(result), UserRecord{std::move(item.pk), std::move(item.data),
-                                                         std::move(item.ehk)});
-    } else if (item.callback) {
-      item.callback(std::move(result));
-    } else if (item.promise) {
-      item.promise->set_value(std::move(result));
+    if (auto* record_cb = std::get_if<PutRecordCallback>(&item.answer)) {
+      (*record_cb)(std::move(result),
+                   UserRecord{std::move(item.pk), std::move(item.data), std::move(item.ehk)});
+    } else if (auto* cb = std::get_if<PutCallback>(&item.answer)) {
+      (*cb)(std::move(result));
+    } else if (auto* promise = std::get_if<std::promise<Result<PutResult>>>(&item.answer)) {
+      promise->set_value(std::move(result));
     }
+  }
+
+  // The cache lines of items[i] (none past the end).
+  static void prefetch_item(const std::vector<std::unique_ptr<Item>>& items, std::size_t i) {
+    if (i < items.size()) base::prefetch_object(items[i].get());
+  }
+  // The bytes of items[i]'s data (its item's lines asked for earlier).
+  static void prefetch_data(const std::vector<std::unique_ptr<Item>>& items, std::size_t i) {
+    if (i < items.size()) base::prefetch_bytes(items[i]->data.data(), items[i]->data.size());
   }
 
   // Checks a record and fills `item` with it and its hash key; kInvalidArgument when Kinesis
@@ -348,10 +369,13 @@ class Producer::Impl {
     const bool fills_call =
         (!config_.aggregate && queued_records_ == kMaxCallRecords) ||
         (queued_bytes_ >= kMaxCallBytes && queued_bytes_ - bytes < kMaxCallBytes);
-    if (!wake_ && ((first_of_shard && deadline < next_wake_) || fills_call)) {
-      wake_ = true;
-      cv_.notify_all();
-    }
+    const bool wake_sender = !wake_ && ((first_of_shard && deadline < next_wake_) || fills_call);
+    if (wake_sender) wake_ = true;
+    // The item the next record will fill, last written by a request thread: its lines come
+    // while the next put() checks and hashes its record.
+    if (!spare_items_.empty()) base::prefetch_object(spare_items_.back().get(), /*for_write=*/true);
+    lock.unlock();
+    if (wake_sender) cv_.notify_all();  // after the lock: woken under it, it would wait for it
   }
 
   bool on_own_thread() const { return current_producer == this; }
@@ -372,9 +396,7 @@ class Producer::Impl {
       std::string().swap(item->data);
       std::string().swap(item->pk);
       std::string().swap(item->ehk);
-      item->callback = nullptr;
-      item->record_callback = nullptr;
-      item->promise.reset();
+      item->answer.emplace<std::monostate>();
       item->attempts = 0;
     }
   }
@@ -579,6 +601,10 @@ class Producer::Impl {
   Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
     Call call;
     if (!call_due(now, wake)) return call;
+    // Room for what it may take, at once (not grown a record at a time).
+    call.entries.reserve(std::min(queued_records_, kMaxCallRecords));
+    const std::size_t most_items = config_.aggregate ? kMaxSpareItems : kMaxCallRecords;
+    call.items.reserve(std::min(queued_records_, most_items));
     for (auto& [id, q] : shards_) {
       if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
       if (take_from_shard(q, now, call, wake)) ++q.in_flight;
@@ -597,6 +623,7 @@ class Producer::Impl {
     KeySet* ordered_keys = ordered ? &call_keys_ : nullptr;
     const auto shard = static_cast<std::uint32_t>(call.shards.size());
     while (!q.items.empty() && call.entries.size() < kMaxCallRecords) {
+      if (q.items.size() > kPrefetchAhead) base::prefetch_object(q.items[kPrefetchAhead].get());
       if (ordered && call_keys_.contains(q.items.front()->key_id)) break;
       const Plan plan = plan_record(q, ordered_keys);
       if (call.bytes + plan.bytes > kMaxCallBytes) break;
@@ -659,6 +686,8 @@ class Producer::Impl {
     kinesis::PutRecordsRequest request(config_.stream_name);
     request.reserve(call.entries.size(), call.bytes);
     for (const Entry& e : call.entries) {
+      prefetch_item(call.items, e.first + 2 * kPrefetchAhead);
+      prefetch_data(call.items, e.first + kPrefetchAhead);
       const Item& first = *call.items[e.first];
       if (e.aggregated()) {
         request.add(e.aggregate, first.pk, producer::hash_key_to_string(first.hash));
@@ -689,7 +718,10 @@ class Producer::Impl {
           ++stats_.put_records_calls;
           stats_.kinesis_records_sent += call.entries.size();
           requests_.push_back(std::move(call));
+          // Woken after the lock is let go, the request thread does not wait for it at once.
+          lock.unlock();
           request_cv_.notify_one();
+          lock.lock();
           continue;
         }
       }
@@ -742,10 +774,14 @@ class Producer::Impl {
       keep_spares(answered);
       buffered_records_ -= resolved;
       buffered_bytes_ -= bytes;
+      wake_ = true;
+      // The putters, flush() and the sender are woken after the lock is let go: woken under
+      // it, each would only block on it (two more context switches each).
+      lock.unlock();
       space_cv_.notify_all();
       done_cv_.notify_all();
-      wake_ = true;
       cv_.notify_all();
+      lock.lock();
     }
   }
 
@@ -844,6 +880,7 @@ class Producer::Impl {
       if (!r.ok) continue;
       const Entry& e = call.entries[i];
       for (std::uint32_t k = 0; k < e.count; ++k) {
+        prefetch_item(call.items, e.first + k + kPrefetchAhead);
         std::unique_ptr<Item>& item = call.items[e.first + k];
         const bool last = k + 1 == e.count;
         PutResult pr;
