@@ -100,8 +100,9 @@ struct LeaseConfig {
   // assigned in one pass, with no handoffs; a worker that comes later gets its share by
   // handoffs (graceful: nothing is read twice). A new leader starts unsettled, and while
   // unsettled it reads the workers' entries every settle_time / 4. A fleet that keeps
-  // changing is taken as settled after failover_time / 2. Default 200 ms (a single worker's
-  // first record about half a second after start); range 0..failover_time / 2. Raise it
+  // changing is taken as settled after failover_time / 2; a worker's own registration counts
+  // from when it was written. Default 200 ms (a single worker's first record about 0.35 s
+  // after start on the emulators); range 0..failover_time / 2. Raise it
   // when a fleet's workers start further apart and a cold start should move nothing.
   std::chrono::milliseconds settle_time{200};
 

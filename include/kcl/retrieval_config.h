@@ -22,9 +22,11 @@ struct RetrievalConfig {
   // maximum), range 1..10000.
   int max_records_per_call = 10000;
 
-  // Least time between the starts of two calls for one shard (GetRecords and
-  // GetShardIterator alike). Default 200 ms, i.e. at most 5 calls/s per shard, the service
-  // limit; range 0..60 s. Below 200 ms, AWS throttles a shard that is behind.
+  // Least time between the starts of two calls of one kind for one shard (two GetRecords, or
+  // a call after a failed one; the service limits GetRecords and GetShardIterator each on its
+  // own, so a new iterator is used at once). Default 200 ms, i.e. at most 5 GetRecords/s per
+  // shard, the service limit; range 0..60 s. Below 200 ms, AWS throttles a shard that is
+  // behind.
   std::chrono::milliseconds min_call_interval{200};
 
   // Pause after a response that shows the shard caught up (no records and

@@ -136,6 +136,10 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
     log(LogLevel::kInfo, "joined the fleet (membership incarnation " +
                              std::to_string(membership_.incarnations()) + ")");
     note_activity();
+    if (auto entry = membership_.entry()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered_ = std::make_pair(entry->incarnation, clock_.now());
+    }
   }
   // A heartbeat's answer is this worker's entry: one that brings a post (or a recheck)
   // wakes the poll, which acts on it without reading the entry again.
@@ -262,6 +266,7 @@ void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::Mo
   terms_.fetch_add(1);
   membership_.set_leader_basis(start);
   membership_.set_held_by_lock(true);
+  if (wake_leader_) wake_leader_();  // the leader step looks at the flag only every 50 ms
   metrics_.count("leader.elected", 1, {});
   log(LogLevel::kInfo,
       "became the leader" + std::string(seen && seen->owner && !ours
@@ -479,6 +484,10 @@ Clock::MonoTime AssignmentAgent::leader_step() {
     return clock_.now() + std::min(interval, milliseconds(50));
   }
   if (begin) leader_.begin(previous);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (registered_) leader_.note_own_registration(registered_->first, registered_->second);
+  }
   LeaderPassResult r = leader_.run_pass();
   passes_.record(r.status);
   // One write (a renewal of the lock) tells every idle worker at its next read of the lock.
@@ -509,8 +518,12 @@ Clock::MonoTime AssignmentAgent::leader_step() {
     }
   }
   if (leader_.first_settling()) {
+    // The membership is read every settle_time / 4 meanwhile, and once more the moment it
+    // would be settled.
     const milliseconds quick = std::max(milliseconds(10), config_.settle_time / 4);
-    return clock_.now() + jittered(std::min(interval, quick));
+    const auto next = clock_.now() + jittered(std::min(interval, quick));
+    const auto settles = leader_.settles_at();
+    return settles && *settles > clock_.now() ? std::min(next, *settles) : next;
   }
   return clock_.now() + jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
 }

@@ -72,6 +72,8 @@ class AssignmentAgent {
   Status leave();
   // Called (from the heartbeat step) when the poll step should run now; may be empty.
   void set_poll_waker(std::function<void()> wake) { wake_poll_ = std::move(wake); }
+  // Called when this worker becomes the leader, so the leader step runs now; may be empty.
+  void set_leader_waker(std::function<void()> wake) { wake_leader_ = std::move(wake); }
 
   bool leading() const { return leading_.load(); }
   std::uint64_t leader_terms() const { return terms_.load(); }
@@ -151,6 +153,9 @@ class AssignmentAgent {
   Clock::MonoTime next_lock_read_{};
   Clock::MonoTime active_until_{};  // guarded by mu_
   std::function<void()> wake_poll_;
+  std::function<void()> wake_leader_;
+  // guarded by mu_: this worker's latest registration (incarnation, when it was answered)
+  std::optional<std::pair<std::string, Clock::MonoTime>> registered_;
   // leader thread only: keys the leader assigned to itself and could not look at yet
   std::vector<std::string> self_keys_left_;
   std::atomic<bool> leading_{false};

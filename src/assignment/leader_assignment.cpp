@@ -12,6 +12,7 @@ LeaderAssignment::LeaderAssignment(const LeaseConfig& config, const AssignmentPa
               {[this] { return agent_.heartbeat_step(); }, [this] { return agent_.poll_step(); },
                [this] { return agent_.leader_step(); }}) {
   agent_.set_poll_waker([this] { runner_.wake(1); });
+  agent_.set_leader_waker([this] { runner_.wake(2); });
 }
 
 LeaderAssignment::~LeaderAssignment() { runner_.stop(); }

@@ -65,6 +65,10 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
     Observed& o = it->second;
     if (inserted || o.entry.incarnation != w.incarnation) {
       changed = true;
+      const bool own = own_registration_ && w.worker_id == config_.worker_id &&
+                       w.incarnation == own_registration_->first;
+      const auto at = own ? std::min(own_registration_->second, now) : now;
+      changed_at_ = changed_at_ ? std::max(*changed_at_, at) : at;
       o.short_since_heartbeat.reset();
       o.mismatch.reset();
       if (dead_.erase(w.worker_id)) {
@@ -102,6 +106,7 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
     log(LogLevel::kInfo, "worker " + it->first + " left");
     if (it->first != config_.worker_id) dead_.insert(it->first);
     changed = true;
+    changed_at_ = now;
     scan_needed_ = true;
     it = workers_.erase(it);
   }
@@ -162,6 +167,7 @@ Status LeaseLeader::fence_previous_leader(LeaderPassResult& r, bool& changed) {
   workers_.erase(it);
   ++r.fenced;
   changed = true;
+  changed_at_ = clock_.now();
   fence_previous_.reset();
   return Status::Ok();
 }
@@ -196,6 +202,7 @@ Status LeaseLeader::fence_silent(LeaderPassResult& r, bool& changed) {
     dead_.insert(it->first);
     ++r.fenced;
     changed = true;
+    changed_at_ = now;
     it = workers_.erase(it);
   }
   return Status::Ok();
@@ -236,9 +243,12 @@ Status LeaseLeader::scan_if_due(LeaderPassResult& r) {
 bool LeaseLeader::settled(bool changed) {
   const auto now = clock_.now();
   if (changed || !last_change_) {
-    last_change_ = now;
-    if (!burst_start_) burst_start_ = now;
+    // A fence or a leave changed it now; a join when the entry was first seen, or (this
+    // worker's own) when it registered.
+    last_change_ = changed_at_ && changed_at_ <= now ? *changed_at_ : now;
+    if (!burst_start_) burst_start_ = *last_change_;
   }
+  changed_at_.reset();
   const bool settled = !burst_start_ || now - *last_change_ >= config_.settle_time ||
                        now - *burst_start_ >= config_.failover_time / 2;
   if (settled) {
@@ -246,6 +256,11 @@ bool LeaseLeader::settled(bool changed) {
     first_settle_ = false;
   }
   return settled;
+}
+
+std::optional<Clock::MonoTime> LeaseLeader::settles_at() const {
+  if (!burst_start_ || !last_change_) return std::nullopt;
+  return std::min(*last_change_ + config_.settle_time, *burst_start_ + config_.failover_time / 2);
 }
 
 Status LeaseLeader::scan(LeaderPassResult& r) {

@@ -114,6 +114,14 @@ class LeaseLeader {
   // A new leader, until the membership first settles: it reads the membership every
   // settle_time / 4 meanwhile (a fleet starting, or one whose leader just changed).
   bool first_settling() const { return first_settle_; }
+  // When the membership will count as settled if nothing changes meanwhile; empty when it is.
+  std::optional<Clock::MonoTime> settles_at() const;
+  // This worker's own registration (incarnation, when its write was answered): when the
+  // leader first sees that entry, the membership changed then, not when it looked (a worker
+  // that starts alone is settled settle_time after it registered).
+  void note_own_registration(std::string incarnation, Clock::MonoTime at) {
+    own_registration_ = std::make_pair(std::move(incarnation), at);
+  }
   LeaderStats stats() const;
   // Inbox posts (assignments, handoffs, reposts) that failed in a row.
   const ReportedSeries& posts_series() const { return posts_; }
@@ -211,6 +219,8 @@ class LeaseLeader {
   std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
   bool first_settle_ = false;                   // a new term, not yet settled
   bool attention_due_ = false;                  // LeaderPassResult::attention of this pass
+  std::optional<Clock::MonoTime> changed_at_;   // the latest membership change of this pass
+  std::optional<std::pair<std::string, Clock::MonoTime>> own_registration_;
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 

@@ -124,6 +124,11 @@ Clock::MonoTime ShardFetcher::earliest_next_call() const {
   return *last_call_start_ + config_.min_call_interval;
 }
 
+Clock::MonoTime ShardFetcher::earliest_next_records_call() const {
+  if (!last_records_call_start_) return Clock::MonoTime{};
+  return *last_records_call_start_ + config_.min_call_interval;
+}
+
 FetchStep ShardFetcher::step_get_iterator() {
   auto response = client_.get_shard_iterator(stream_, shard_id_, iterator_position(),
                                              call_options(config_.iterator_request_timeout));
@@ -140,7 +145,7 @@ FetchStep ShardFetcher::step_get_iterator() {
   }
   iterator_ = std::move(**response);
   state_ = State::kReading;
-  next_due_ = earliest_next_call();
+  next_due_ = earliest_next_records_call();
   return FetchStep{FetchOutcome::kGotIterator, next_due_};
 }
 
@@ -152,8 +157,10 @@ FetchStep ShardFetcher::step_get_records() {
   FetchedBatch batch;
   BatchBuilder builder(result, shard_id_, batch,
                        static_cast<std::size_t>(config_.max_records_per_call));
-  Status got = client_.get_records(iterator_, config_.max_records_per_call, result,
-                                   call_options(config_.get_records_timeout), &builder);
+  const aws::CallOptions options = call_options(config_.get_records_timeout);
+  last_records_call_start_ = last_call_start_;
+  Status got =
+      client_.get_records(iterator_, config_.max_records_per_call, result, options, &builder);
   if (!got.ok()) {
     // Whatever the parser handed over before it failed goes with `batch`; the body too.
     result.buffer.reset();
@@ -185,7 +192,7 @@ FetchStep ShardFetcher::step_get_records() {
   iterator_ = std::move(*result.next_shard_iterator);
   if (delivered > 0) push_batch(std::move(batch));
 
-  next_due_ = earliest_next_call();
+  next_due_ = earliest_next_records_call();
   const bool caught_up = !fetched_any && result.millis_behind_latest == 0;
   if (caught_up) next_due_ = std::max(next_due_, clock_.now() + config_.idle_time_between_calls);
   return FetchStep{delivered > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords, next_due_,

@@ -12,7 +12,9 @@
 //   schedule again at step.next_step_at                            │
 //   take_batch() ◀─────────────────────────────────────────────────┘
 //
-// Pacing (see RetrievalConfig): call starts are at least min_call_interval apart; after a
+// Pacing (see RetrievalConfig): starts of calls of one kind are at least min_call_interval
+// apart (a new iterator is used at once; a call after a failure waits for the interval from
+// the failed one); after a
 // response with records or MillisBehindLatest > 0 the next call is due at once (subject to
 // the interval); after an empty, caught-up response it waits idle_time_between_calls;
 // transient failures (throttling, 5xx, timeouts, after the AWS client's own retries) back
@@ -126,6 +128,9 @@ class ShardFetcher final : public QueuedRecordsSource {
   // Where the next GetShardIterator points (the start, or after the last record fetched).
   kinesis::IteratorPosition iterator_position() const;
   Clock::MonoTime earliest_next_call() const;
+  // GetRecords calls are paced among themselves: the service limits each call per shard on
+  // its own (5 GetRecords and 5 GetShardIterator a second), so a new iterator is used at once.
+  Clock::MonoTime earliest_next_records_call() const;
 
   kinesis::KinesisClient& client_;
   const std::string stream_;
@@ -137,10 +142,11 @@ class ShardFetcher final : public QueuedRecordsSource {
   // ---- owned by the fetch_step() caller ----
   State state_ = State::kNew;
   std::string iterator_;
-  std::string last_fetched_sequence_;  // of the last Kinesis record fetched
-  bool resume_filter_ = false;         // dropping records <= the starting checkpoint
-  std::optional<Clock::MonoTime> last_call_start_;
-  Clock::MonoTime next_due_{};     // earliest time of the next call
+  std::string last_fetched_sequence_;               // of the last Kinesis record fetched
+  bool resume_filter_ = false;                      // dropping records <= the starting checkpoint
+  std::optional<Clock::MonoTime> last_call_start_;  // of either call
+  std::optional<Clock::MonoTime> last_records_call_start_;  // of the last GetRecords
+  Clock::MonoTime next_due_{};                              // earliest time of the next call
   int consecutive_failures_ = 0;   // transient failures in a row (the backoff exponent)
   int consecutive_malformed_ = 0;  // malformed responses in a row (give up past the cap)
   std::mt19937_64 rng_;

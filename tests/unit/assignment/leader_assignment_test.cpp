@@ -382,5 +382,18 @@ TEST_F(LeaderAssignmentTest, AnIdleWorkerHearsOfAPostAtItsNextReadOfTheLock) {
   EXPECT_EQ(violations_, 0);
 }
 
+// A worker that starts alone is settled settle_time after its own registration, not after its
+// leader step first saw its entry: it holds every lease about settle_time after start.
+TEST_F(LeaderAssignmentTest, ALoneWorkerIsAssignedSettleTimeAfterItRegistered) {
+  testing::add_free_leases(leases_, 4);
+  const auto started = clock_.now();
+  Node& a = start("a", [](LeaseConfig& c) { c.settle_time = 200ms; });
+  a.next_lead = clock_.now() + 100ms;  // its leader step first runs (and looks) 100 ms late
+  ASSERT_TRUE(run_until([&] { return a.held() == 4; }, 5s));
+  const auto took = clock_.now() - started;
+  EXPECT_LE(took, 230ms) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  EXPECT_GE(took, 200ms) << "never before settle_time";
+}
+
 }  // namespace
 }  // namespace kcl::leases

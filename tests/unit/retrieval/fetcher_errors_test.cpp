@@ -41,9 +41,16 @@ TEST(FetcherErrorsTest, ExpiredIteratorResumesAfterTheLastFetchedRecord) {
   ASSERT_EQ(its.size(), 2u);
   EXPECT_EQ(its[1].body.at("ShardIteratorType"), "AFTER_SEQUENCE_NUMBER");
   EXPECT_EQ(its[1].body.at("StartingSequenceNumber"), seq_number(199));
-  // The new iterator was asked for no sooner than min_call_interval after the failed call.
+  // The new iterator was asked for no sooner than min_call_interval after the failed call,
+  // and GetRecords calls stay that far apart.
   const auto calls = h.fake->calls();
-  for (std::size_t i = 1; i < calls.size(); ++i) EXPECT_GE(calls[i].at - calls[i - 1].at, 200ms);
+  for (std::size_t i = 1; i < calls.size(); ++i) {
+    if (calls[i].operation == "GetShardIterator") {
+      EXPECT_GE(calls[i].at - calls[i - 1].at, 200ms);
+    }
+  }
+  const auto pages = h.fake->calls_of("GetRecords");
+  for (std::size_t i = 1; i < pages.size(); ++i) EXPECT_GE(pages[i].at - pages[i - 1].at, 200ms);
 }
 
 TEST(FetcherErrorsTest, ExpiredIteratorBeforeAnyRecordRestartsFromTheStart) {

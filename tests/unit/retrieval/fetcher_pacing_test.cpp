@@ -15,7 +15,7 @@ using testing::expect_all_in_order;
 using testing::FakeKinesis;
 using testing::FetcherHarness;
 
-TEST(FetcherPacingTest, NeverTwoCallsWithinMinCallInterval) {
+TEST(FetcherPacingTest, NeverTwoCallsOfOneKindWithinMinCallInterval) {
   FetcherHarness h;
   h.fake->add_records(3000);
   RetrievalConfig cfg;
@@ -36,34 +36,42 @@ TEST(FetcherPacingTest, NeverTwoCallsWithinMinCallInterval) {
   }
   expect_all_in_order(out, 3000);
 
-  const auto calls = h.fake->calls();
-  ASSERT_EQ(calls.size(), 1u + 30u);  // one iterator, 30 pages
-  for (std::size_t i = 1; i < calls.size(); ++i) {
-    EXPECT_GE(calls[i].at - calls[i - 1].at, 200ms) << "calls " << i - 1 << " and " << i;
+  ASSERT_EQ(h.fake->calls().size(), 1u + 30u);  // one iterator, 30 pages
+  const auto pages = h.fake->calls_of("GetRecords");
+  ASSERT_EQ(pages.size(), 30u);
+  for (std::size_t i = 1; i < pages.size(); ++i) {
+    EXPECT_GE(pages[i].at - pages[i - 1].at, 200ms) << "GetRecords " << i - 1 << " and " << i;
   }
-  EXPECT_EQ(f->calls_made(), calls.size());
+  // The service limits GetShardIterator and GetRecords each on its own: the new iterator is
+  // used at once (the next step after it).
+  EXPECT_LE(pages[0].at - h.fake->calls_of("GetShardIterator")[0].at, 7ms);
+  EXPECT_EQ(f->calls_made(), 31u);
 }
 
 TEST(FetcherPacingTest, SteppingAgainWithoutTimePassingMakesNoCall) {
   FetcherHarness h;
   h.fake->add_records(10);
   auto f = h.make(StartPosition::trim_horizon());
+  FetchStep it = f->fetch_step();
+  EXPECT_EQ(it.outcome, FetchOutcome::kGotIterator);
+  EXPECT_EQ(it.next_step_at, Clock::MonoTime{}) << "the first GetRecords is due at once";
   FetchStep first = f->fetch_step();
-  EXPECT_EQ(first.outcome, FetchOutcome::kGotIterator);
+  EXPECT_EQ(first.outcome, FetchOutcome::kRecords);
   EXPECT_EQ(first.next_step_at, h.clock.now() + 200ms);
+  h.fake->add_records(10);
   for (int i = 0; i < 10; ++i) {
     FetchStep s = f->fetch_step();
     EXPECT_EQ(s.outcome, FetchOutcome::kNotDue);
     EXPECT_EQ(s.next_step_at, first.next_step_at);
   }
-  EXPECT_EQ(h.fake->call_count(), 1u);
+  EXPECT_EQ(h.fake->call_count(), 2u);
   h.clock.advance(199ms);
   EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kNotDue);
   h.clock.advance(1ms);
   FetchStep got = f->fetch_step();
   EXPECT_EQ(got.outcome, FetchOutcome::kRecords);
   EXPECT_EQ(got.records_queued, 10u);
-  EXPECT_EQ(h.fake->call_count(), 2u);
+  EXPECT_EQ(h.fake->call_count(), 3u);
 }
 
 TEST(FetcherPacingTest, RepollsAtOnceWhenBehindAndIdlesWhenCaughtUp) {
@@ -76,44 +84,44 @@ TEST(FetcherPacingTest, RepollsAtOnceWhenBehindAndIdlesWhenCaughtUp) {
 
   FetchStep s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kGotIterator);
-  EXPECT_EQ(s.next_step_at, t0 + 200ms);
+  EXPECT_EQ(s.next_step_at, Clock::MonoTime{}) << "the new iterator is used at once";
   h.advance_to(s);
 
   s = f->fetch_step();  // 100 records, 150 behind
   ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
   EXPECT_EQ(s.records_queued, 100u);
   EXPECT_EQ(f->millis_behind_latest(), 5000);
-  EXPECT_EQ(s.next_step_at, t0 + 400ms) << "behind: due again after min_call_interval";
+  EXPECT_EQ(s.next_step_at, t0 + 200ms) << "behind: due again after min_call_interval";
   h.advance_to(s);
 
   s = f->fetch_step();  // 100 more
   ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
-  EXPECT_EQ(s.next_step_at, t0 + 600ms);
+  EXPECT_EQ(s.next_step_at, t0 + 400ms);
   h.advance_to(s);
 
   s = f->fetch_step();  // the last 50: MillisBehindLatest 0, but records came back
   ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
   EXPECT_EQ(s.records_queued, 50u);
   EXPECT_EQ(f->millis_behind_latest(), 0);
-  EXPECT_EQ(s.next_step_at, t0 + 800ms);
+  EXPECT_EQ(s.next_step_at, t0 + 600ms);
   h.advance_to(s);
 
   s = f->fetch_step();  // nothing: caught up
   ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
-  EXPECT_EQ(s.next_step_at, t0 + 800ms + 1s) << "caught up: idle_time_between_calls";
+  EXPECT_EQ(s.next_step_at, t0 + 600ms + 1s) << "caught up: idle_time_between_calls";
   EXPECT_EQ(f->queued_batches(), 3u) << "an empty response makes no batch";
   h.advance_to(s);
 
   s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
-  EXPECT_EQ(s.next_step_at, t0 + 1800ms + 1s);
+  EXPECT_EQ(s.next_step_at, t0 + 1600ms + 1s);
   h.advance_to(s);
 
   // A new record: fetched at the next (idle-paced) call, then straight back to fast polling.
   h.fake->add_record("late");
   s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
-  EXPECT_EQ(s.next_step_at, t0 + 2800ms + 200ms);
+  EXPECT_EQ(s.next_step_at, t0 + 2600ms + 200ms);
   h.advance_to(s);
 
   // An empty response that says the shard is behind: poll again soon, still no batch.
@@ -123,7 +131,7 @@ TEST(FetcherPacingTest, RepollsAtOnceWhenBehindAndIdlesWhenCaughtUp) {
   ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
   EXPECT_EQ(f->millis_behind_latest(), 3000);
   EXPECT_EQ(f->queued_batches(), batches);
-  EXPECT_EQ(s.next_step_at, t0 + 3000ms + 200ms);
+  EXPECT_EQ(s.next_step_at, t0 + 2800ms + 200ms);
 }
 
 TEST(FetcherPacingTest, IdleTimeMeasuredFromTheResponse) {
