@@ -49,16 +49,22 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
-def peak_rss_mb(pid):
-    """The process's own high-water RSS (VmHWM of its address space), or None once it exited."""
+def proc_status_field(pid, name):
+    """A number field of /proc/PID/status ("VmHWM", "Threads"), or None once it exited."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
+                if line.startswith(name + ":"):
+                    return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def peak_rss_mb(pid):
+    """The process's own high-water RSS (VmHWM of its address space), or None once it exited."""
+    hwm = proc_status_field(pid, "VmHWM")
+    return None if hwm is None else hwm / 1024.0
 
 
 @contextlib.contextmanager
@@ -94,6 +100,7 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
     reader = threading.Thread(target=lambda: errs.append(p.stderr.read()), daemon=True)
     reader.start()
     rss = 0.0
+    threads = 0
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
@@ -101,6 +108,7 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
         hwm = peak_rss_mb(p.pid)
         if hwm is not None:
             rss = max(rss, hwm)
+        threads = max(threads, proc_status_field(p.pid, "Threads") or 0)
         if stop_when is not None and stop_when(p.pid) and p.returncode is None:
             p.terminate()
             p.returncode = -1  # asked to stop (the real status comes from wait4 below)
@@ -115,6 +123,7 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
         "wall_s": wall,
         "cpu_s": ru.ru_utime + ru.ru_stime,
         "rss_mb": rss,
+        "threads_max": threads,  # the most threads seen at once (polled every 10 ms)
         "emulator_cpu_s": proc_cpu_seconds(emulator_pid) - emu_before,
     }
 

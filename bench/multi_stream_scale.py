@@ -6,8 +6,9 @@ Starts kinesalite (with room for the shards) and dynalite on loopback, creates b
 puts --records-per-lease records per lease on average with `kcl put`, then runs
 `kcl consume --from trim-horizon --max N` on each layout in turn (a fresh application each
 time, so it creates every lease and reads every shard) and prints, per layout, the wall time
-until it printed every record, its CPU time (user + system, from wait4) and peak RSS, and
-each per lease, with the multi-stream run's ratio to the one-stream run.
+until it printed every record, its CPU time (user + system, from wait4), peak RSS and the
+most threads it ran at once, CPU and RSS also per lease, with the multi-stream run's ratio to
+the one-stream run.
 
   python3 bench/multi_stream_scale.py [--build-dir build/release] [--leases 1000]
                                       [--streams 50] [--records-per-lease 5] [--repeat 1]
@@ -86,7 +87,8 @@ def main():
                 print(f"{name:12s} {args.leases} leases  wall {r['wall_s']:6.1f} s  cpu "
                       f"{r['cpu_s']:6.2f} s ({r['cpu_s'] * 1e3 / args.leases:.2f} ms/lease)  "
                       f"rss {r['rss_mb']:6.1f} MB ({r['rss_mb'] * 1024 / args.leases:.1f} "
-                      f"KB/lease)  emulator cpu {r['emulator_cpu_s']:6.1f} s", flush=True)
+                      f"KB/lease)  threads {r['threads_max']}  emulator cpu "
+                      f"{r['emulator_cpu_s']:6.1f} s", flush=True)
         medians = {n: sorted(rs, key=lambda r: r["cpu_s"])[len(rs) // 2]
                    for n, rs in results.items()}
         base, multi = medians["one stream"], medians[f"{args.streams} streams"]
