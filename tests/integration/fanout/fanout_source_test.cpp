@@ -324,8 +324,8 @@ TEST_F(FanOutSourceTest, PlainHttp2WithPriorKnowledgeWorksForLocalEndpoints) {
 // wakes the source when it is whole, not at each piece.
 TEST_F(FanOutSourceTest, AnEventArrivingInPiecesWakesTheSourceOnlyWhenWhole) {
   json pieces = {{"event", event({0, 1, 2}, 2)["event"]}, {"pieces", 8}, {"gapMs", 30}};
-  serve(json::array({json::array({{{"initial", true}}, {{"eventInPieces", pieces}},
-                                  {{"hold", true}}})}));
+  serve(json::array(
+      {json::array({{{"initial", true}}, {{"eventInPieces", pieces}}, {{"hold", true}}})}));
   auto wakes = std::make_shared<std::atomic<int>>(0);
   auto s = source();
   s->set_wakeup([wakes] { wakes->fetch_add(1); });
