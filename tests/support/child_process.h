@@ -34,6 +34,19 @@ inline std::vector<std::string> emulator_environment(const AwsConfig& aws) {
           "PATH=/usr/bin:/bin"};
 }
 
+// The lines of a file some process may still be writing, each ended by its newline. A last
+// line without one is still being written (a child's stdout flushes at buffer boundaries,
+// mid-line) and is left for a later read.
+inline std::vector<std::string> finished_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) {
+    if (in.eof()) break;  // no newline after it
+    out.push_back(l);
+  }
+  return out;
+}
+
 class ChildProcess {
  public:
   // Starts argv[0] (a path) with `env`; its stdout goes to `stdout_path`, its stderr to
@@ -89,12 +102,8 @@ class ChildProcess {
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
-  std::vector<std::string> lines() const {
-    std::ifstream in(out_path_);
-    std::vector<std::string> out;
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  }
+  // The lines of stdout finished so far (finished_lines).
+  std::vector<std::string> lines() const { return finished_lines(out_path_); }
 
  private:
   std::string out_path_;

@@ -67,8 +67,9 @@ class PutMetricDataTest : public ::testing::Test {
 
   std::vector<nlohmann::json> requests() const {
     std::vector<nlohmann::json> out;
-    std::ifstream in(log_);
-    for (std::string l; std::getline(in, l);) out.push_back(nlohmann::json::parse(l));
+    for (const std::string& l : testing::finished_lines(log_)) {
+      out.push_back(nlohmann::json::parse(l));
+    }
     return out;
   }
 

@@ -171,8 +171,7 @@ class FanOutSourceTest : public ::testing::Test {
 
   std::vector<json> log_lines(const std::string& key) const {
     std::vector<json> out;
-    std::ifstream in(log_);
-    for (std::string l; std::getline(in, l);) {
+    for (const std::string& l : testing::finished_lines(log_)) {
       json j = json::parse(l, nullptr, false);
       if (j.is_object() && j.contains(key)) out.push_back(j);
     }

@@ -27,6 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ChildProcess;
 using testing::eventually;
+using testing::finished_lines;
 
 std::string node_modules() {
   const char* env = std::getenv("KCL_NODE_MODULES");
@@ -101,13 +102,6 @@ class MultiLangTest : public ::testing::Test {
                         base_ + ".daemon.out");
   }
 
-  std::vector<std::string> lines(const std::string& path) {
-    std::ifstream in(path);
-    std::vector<std::string> out;
-    for (std::string l; std::getline(in, l);) out.push_back(l);
-    return out;
-  }
-
   std::map<std::string, std::string> checkpoints() {
     LeaseConfig lc;
     lc.application_name = app_;
@@ -132,10 +126,10 @@ TEST_F(MultiLangTest, AnAwsKclNodeProcessorGetsEveryRecordAndCheckpoints) {
   ChildProcess d = daemon(
       properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js"), out);
   ASSERT_TRUE(d.started());
-  ASSERT_TRUE(eventually([&] { return lines(out).size() >= 60; }, 120s))
-      << lines(out).size() << " records written by the children";
+  ASSERT_TRUE(eventually([&] { return finished_lines(out).size() >= 60; }, 120s))
+      << finished_lines(out).size() << " records written by the children";
   std::set<std::string> data;
-  for (const auto& l : lines(out)) data.insert(l.substr(l.rfind(' ') + 1));
+  for (const auto& l : finished_lines(out)) data.insert(l.substr(l.rfind(' ') + 1));
   EXPECT_EQ(data.size(), 60u);
   ASSERT_TRUE(eventually(
       [&] {
@@ -169,11 +163,11 @@ TEST_F(MultiLangTest, StreamNamesReadsSeveralStreamsAndTellsEachChildItsStream) 
                         "streamNames = " + stream_ + ", " + second),
              out);
   ASSERT_TRUE(d.started());
-  ASSERT_TRUE(eventually([&] { return lines(out).size() >= 30; }, 120s))
-      << lines(out).size() << " records written by the children";
+  ASSERT_TRUE(eventually([&] { return finished_lines(out).size() >= 30; }, 120s))
+      << finished_lines(out).size() << " records written by the children";
   EXPECT_EQ(d.stop(), 0);
   std::map<std::string, int> per_stream;
-  for (const auto& l : lines(out)) {
+  for (const auto& l : finished_lines(out)) {
     const std::string stream = l.substr(0, l.find('/'));
     const std::string data = l.substr(l.rfind(' ') + 1);
     ++per_stream[stream];
@@ -190,7 +184,7 @@ TEST_F(MultiLangTest, TwoDaemonsShareTheShardsOneSurvivesTheOthersKillAndARestar
       properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js");
   auto distinct = [&] {
     std::set<std::string> data;
-    for (const auto& l : lines(out)) data.insert(l.substr(l.rfind(' ') + 1));
+    for (const auto& l : finished_lines(out)) data.insert(l.substr(l.rfind(' ') + 1));
     return data;
   };
   put(60);
@@ -213,12 +207,12 @@ TEST_F(MultiLangTest, TwoDaemonsShareTheShardsOneSurvivesTheOthersKillAndARestar
       60s));
   EXPECT_EQ(b.stop(), 0);
   // A restarted daemon resumes after the checkpoints: only the new records reach it.
-  const std::size_t before = lines(out).size();
+  const std::size_t before = finished_lines(out).size();
   put(20, 100);
   ChildProcess c = daemon(props, out);
   ASSERT_TRUE(eventually([&] { return distinct().size() >= 120; }, 120s)) << distinct().size();
   EXPECT_EQ(c.stop(), 0);
-  EXPECT_EQ(lines(out).size() - before, 20u) << "nothing before the checkpoints again";
+  EXPECT_EQ(finished_lines(out).size() - before, 20u) << "nothing before the checkpoints again";
 }
 
 TEST_F(MultiLangTest, AChildThatBreaksTheProtocolIsReplacedAndTheDaemonGoesOn) {
@@ -252,9 +246,9 @@ for line in sys.stdin:
 )";
   ChildProcess d = daemon(properties("python3 " + script + " " + marker + " " + out), out);
   ASSERT_TRUE(d.started());
-  ASSERT_TRUE(eventually([&] { return lines(out).size() >= 10; }, 120s))
-      << "the replacement children got every record: " << lines(out).size();
-  const std::vector<std::string> got = lines(out);
+  ASSERT_TRUE(eventually([&] { return finished_lines(out).size() >= 10; }, 120s))
+      << "the replacement children got every record: " << finished_lines(out).size();
+  const std::vector<std::string> got = finished_lines(out);
   const std::set<std::string> seqs(got.begin(), got.end());
   EXPECT_EQ(seqs.size(), 10u);
   EXPECT_EQ(d.stop(), 0) << "the daemon did not exit because of one child";
@@ -296,9 +290,11 @@ for line in sys.stdin:
                                       << "maxAttemptsBeforeDeadLetter = 2\n";
   ChildProcess d = daemon(props, out);
   ASSERT_TRUE(d.started());
-  ASSERT_TRUE(eventually([&] { return lines(dead).size() == 1 && lines(out).size() >= 39; }, 120s))
-      << "dead letters " << lines(dead).size() << ", records " << lines(out).size();
-  auto letter = nlohmann::json::parse(lines(dead).at(0));
+  ASSERT_TRUE(eventually(
+      [&] { return finished_lines(dead).size() == 1 && finished_lines(out).size() >= 39; }, 120s))
+      << "dead letters " << finished_lines(dead).size() << ", records "
+      << finished_lines(out).size();
+  auto letter = nlohmann::json::parse(finished_lines(dead).at(0));
   auto data = aws::base64_decode(letter["data"].get<std::string>());
   ASSERT_TRUE(data.ok());
   EXPECT_EQ(*data, "r4");
@@ -306,7 +302,7 @@ for line in sys.stdin:
   EXPECT_NE(letter["error"].get<std::string>().find("process_records threw"), std::string::npos)
       << letter["error"];
   std::set<std::string> got;
-  for (const std::string& l : lines(out)) got.insert(l.substr(l.find(' ') + 1));
+  for (const std::string& l : finished_lines(out)) got.insert(l.substr(l.find(' ') + 1));
   EXPECT_EQ(got.size(), 39u);
   EXPECT_EQ(got.count("r4"), 0u);
   const std::string shard = letter["shard_id"];
