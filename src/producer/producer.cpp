@@ -38,6 +38,8 @@ constexpr std::size_t kMaxSpareItems = 10000;
 // How many records ahead a loop over a call's or a queue's records asks for their cache
 // lines (base/cache_prefetch.h): the records were last written on another thread.
 constexpr std::size_t kPrefetchAhead = 8;
+// The most bytes of a record's data asked for ahead.
+constexpr std::size_t kPrefetchDataBytes = 512;
 
 // kInvalidArgument listing every problem of `config`; OK when it is valid.
 Status check_config(const ProducerConfig& config) {
@@ -266,13 +268,19 @@ class Producer::Impl {
     }
   }
 
-  // The cache lines of items[i] (none past the end).
-  static void prefetch_item(const std::vector<std::unique_ptr<Item>>& items, std::size_t i) {
+  // The cache lines of items[i] (none past the end): a call's or a shard queue's.
+  template <class Items>
+  static void prefetch_item(const Items& items, std::size_t i) {
     if (i < items.size()) base::prefetch_object(items[i].get());
   }
-  // The bytes of items[i]'s data (its item's lines asked for earlier).
-  static void prefetch_data(const std::vector<std::unique_ptr<Item>>& items, std::size_t i) {
-    if (i < items.size()) base::prefetch_bytes(items[i]->data.data(), items[i]->data.size());
+  // The first bytes of items[i]'s data (its item's lines asked for earlier); a large
+  // record's rest comes as the hardware sees it read in order.
+  template <class Items>
+  static void prefetch_data(const Items& items, std::size_t i) {
+    if (i < items.size()) {
+      base::prefetch_bytes(items[i]->data.data(),
+                           std::min(items[i]->data.size(), kPrefetchDataBytes));
+    }
   }
 
   // Checks a record and fills `item` with it and its hash key; kInvalidArgument when Kinesis
@@ -657,9 +665,14 @@ class Producer::Impl {
     const std::size_t own_keys = first.pk.size() + kHashKeyDigits;
     const std::size_t limit =
         config_.aggregation_max_bytes - std::min(own_keys, config_.aggregation_max_bytes);
-    for (const auto& it : q.items) {
-      if (ordered_keys != nullptr && ordered_keys->contains(it->key_id)) break;
-      if (!agg_.add_within(it->pk, it->ehk, it->data, limit)) break;
+    // The records were written on the putting thread: their items' lines and their bytes
+    // are asked for ahead of the copy into the aggregate.
+    for (std::size_t i = 0; i < q.items.size(); ++i) {
+      prefetch_item(q.items, i + 2 * kPrefetchAhead);
+      prefetch_data(q.items, i + kPrefetchAhead);
+      const Item& it = *q.items[i];
+      if (ordered_keys != nullptr && ordered_keys->contains(it.key_id)) break;
+      if (!agg_.add_within(it.pk, it.ehk, it.data, limit)) break;
     }
     if (agg_.count() < 2) return Plan{1, first.bytes};
     return Plan{agg_.count(), agg_.size() + own_keys};
