@@ -239,10 +239,12 @@ Status LeaseLeader::scan_if_due(LeaderPassResult& r) {
 }
 
 // Settling (see the header): true when the membership has not changed for settle_time, or
-// has kept changing for failover_time / 2. A new leader starts unsettled.
-bool LeaseLeader::settled(bool changed) {
+// has kept changing for failover_time / 2. A new leader starts unsettled. A change noted by
+// a pass that ended early (changed_at_ is kept until here) counts at the next pass that gets
+// this far.
+bool LeaseLeader::settled() {
   const auto now = clock_.now();
-  if (changed || !last_change_) {
+  if (changed_at_ || !last_change_) {
     // A fence or a leave changed it now; a join when the entry was first seen, or (this
     // worker's own) when it registered.
     last_change_ = changed_at_ && changed_at_ <= now ? *changed_at_ : now;
@@ -665,7 +667,7 @@ LeaderPassResult LeaseLeader::run_pass() {
   if (!r.status.ok()) return r;
   for (const auto& [id, o] : workers_) known.workers.push_back(o.entry);
   known.leases = &cache_;
-  known.settled = settled(changed);
+  known.settled = settled();
   if (config_.max_leases_per_worker != std::numeric_limits<int>::max()) {
     known.max_leases_per_worker = config_.max_leases_per_worker;
   }

@@ -165,7 +165,7 @@ class LeaseLeader {
   std::vector<std::string> find_orphans(Status& status);
   bool judge_known(const Lease& lease, std::vector<std::string>& orphans, Status& status);
   bool judge_unknown(const Lease& lease, std::vector<std::string>& orphans, Status& status);
-  bool settled(bool changed);
+  bool settled();
   void execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r);
   bool hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r);
   bool assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
@@ -219,7 +219,7 @@ class LeaseLeader {
   std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
   bool first_settle_ = false;                   // a new term, not yet settled
   bool attention_due_ = false;                  // LeaderPassResult::attention of this pass
-  std::optional<Clock::MonoTime> changed_at_;   // the latest membership change of this pass
+  std::optional<Clock::MonoTime> changed_at_;   // the latest membership change not yet settled()
   std::optional<std::pair<std::string, Clock::MonoTime>> own_registration_;
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -100,7 +101,7 @@ class Fleet {
     if (std::getenv("KCL_TEST_TRACE")) trace_ = std::make_unique<TraceLogger>(clock_);
   }
 
-  FleetWorker& start(const std::string& id) {
+  FleetWorker& start(const std::string& id, const std::function<void(LeaseConfig&)>& tweak = {}) {
     auto w = std::make_unique<FleetWorker>(id, leases_, coordination_);
     LeaseConfig c;
     c.application_name = "liveness";
@@ -108,6 +109,7 @@ class Fleet {
     c.assignment = LeaseAssignment::kLeader;
     c.failover_time = o_.failover;
     c.interval_jitter = 0.1;
+    if (tweak) tweak(c);
     const std::uint64_t seed = o_.seed * 1000 + workers_.size();
     w->coordination_view.faults().set_script(
         testing::random_faults(seed * 7 + 1, o_.coordination_fault_rate));
@@ -429,6 +431,53 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
                        "its posts went through again (the extra lease went to "
                     << owner << ")";
   EXPECT_LE(*took, bound);
+  EXPECT_EQ(fleet.double_holds(), 0);
+}
+
+// A worker joins while the leader's reads of the lease table fail, so the passes that see the
+// join end early. The join still counts for settling: nothing is handed to the newcomer
+// before settle_time after the leader first saw it (a burst of joins is balanced once, not
+// at every join).
+TEST(LeaderLivenessScriptedTest, AJoinSeenByAPassThatEndedEarlyStillWaitsForTheFleetToSettle) {
+  FleetOptions o;
+  o.leases = 12;
+  o.workers = 0;
+  Fleet fleet(o);
+  bool scans_fail = false;
+  auto scan_faults = [&](std::string_view op, std::string_view) {
+    InjectedFault f;
+    if (scans_fail && op == "list_leases") f.when = InjectedFault::When::kBefore;
+    return f;
+  };
+  auto slow_settle = [](LeaseConfig& c) { c.settle_time = 2s; };
+  for (const char* id : {"a", "b"})
+    fleet.start(id, slow_settle).lease_view.faults().set_script(scan_faults);
+  ASSERT_TRUE(fleet.run_until(
+      [&] {
+        return fleet.worker("a").coordinator->held_count() == 6 &&
+               fleet.worker("b").coordinator->held_count() == 6;
+      },
+      30s));
+
+  // Every pass now wants a scan (the lease set changed) and fails at it.
+  scans_fail = true;
+  ASSERT_TRUE(fleet.worker("a").coordination_view.note_leases_changed().ok());
+  fleet.start("c", slow_settle);
+  const auto c_started = fleet.clock().now();
+  fleet.run_for(1500ms);  // the leader sees c in this time, at a pass that fails
+  scans_fail = false;
+
+  auto moving_to_c = [&] {
+    for (const Lease& l : fleet.leases().snapshot()) {
+      if (l.lease_owner == "c" || l.checkpoint_owner == "c") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(fleet.run_until(moving_to_c, 20s)) << "c never got a lease";
+  EXPECT_GE(fleet.clock().now() - c_started, 2s)
+      << "a lease was handed to c before the fleet settled after its join";
+  ASSERT_TRUE(
+      fleet.run_until([&] { return fleet.worker("c").coordinator->held_count() == 4; }, 20s));
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
