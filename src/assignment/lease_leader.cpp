@@ -39,6 +39,9 @@ void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   last_scan_.reset();
   last_change_.reset();
   burst_start_.reset();
+  // A change an earlier term noted but never settled does not count: this term starts
+  // unsettled at its first pass, whenever that change was.
+  changed_at_.reset();
   first_settle_ = true;
   leases_version_.reset();
   fence_previous_.reset();
