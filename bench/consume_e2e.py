@@ -49,22 +49,20 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
-def proc_status_field(pid, name):
-    """A number field of /proc/PID/status ("VmHWM", "Threads"), or None once it exited."""
+def peak_rss_mb_and_threads(pid):
+    """From one read of /proc/PID/status: the process's own high-water RSS in MB (VmHWM of its
+    address space) and its threads now, or (None, None) once it exited."""
+    fields = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith(name + ":"):
-                    return int(line.split()[1])
+                name, _, value = line.partition(":")
+                if name in ("VmHWM", "Threads"):
+                    fields[name] = int(value.split()[0])
     except OSError:
-        pass
-    return None
-
-
-def peak_rss_mb(pid):
-    """The process's own high-water RSS (VmHWM of its address space), or None once it exited."""
-    hwm = proc_status_field(pid, "VmHWM")
-    return None if hwm is None else hwm / 1024.0
+        return None, None
+    hwm = fields.get("VmHWM")
+    return (None if hwm is None else hwm / 1024.0), fields.get("Threads")
 
 
 @contextlib.contextmanager
@@ -105,10 +103,10 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
-        hwm = peak_rss_mb(p.pid)
+        hwm, now_threads = peak_rss_mb_and_threads(p.pid)
         if hwm is not None:
             rss = max(rss, hwm)
-        threads = max(threads, proc_status_field(p.pid, "Threads") or 0)
+        threads = max(threads, now_threads or 0)
         if stop_when is not None and stop_when(p.pid) and p.returncode is None:
             p.terminate()
             p.returncode = -1  # asked to stop (the real status comes from wait4 below)
