@@ -9,6 +9,12 @@ lines of --size bytes, and puts it into a fresh stream of --shards shards with, 
   aggregated  the same with --aggregate (KPL aggregates)
   js          bench/producer_peer.js: PutRecords of 500 records, 4 calls in flight, through
               @aws-sdk/client-kinesis (the peer, the run's baseline)
+  client      the floor under the producer (bench_put_records_floor client): calls of 500
+              lines through kcl-cpp's Kinesis client alone (JSON body, SigV4, libcurl, the
+              answer parsed), one at a time at kcl put's pace (a call every 125 ms for 4
+              shards); the CPU of its sending thread only
+  curl        the same bodies, built beforehand, posted by libcurl alone (no signing, no
+              parsing): what moving the bytes costs here
 Each one's CPU time (user + system) comes from wait4() on its process, so kinesalite's CPU is
 not counted (it is printed for scale); its peak RSS is its VmHWM, polled while it runs. The
 table gives each one's CPU per record and the peer's CPU per record divided by it (how many
@@ -48,7 +54,7 @@ def main():
     ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--only", default="plain,aggregated,js")
+    ap.add_argument("--only", default="plain,aggregated,js,client,curl")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--large", type=int, default=0,
                     help="also put an input of this many records with kcl put (RSS check)")
@@ -59,8 +65,12 @@ def main():
     args = ap.parse_args()
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
     peer = os.path.join(ROOT, "bench", "producer_peer.js")
+    floor = os.path.join(args.build_dir, "bench", "bench_put_records_floor")
     if not os.access(kcl, os.X_OK):
         sys.exit(f"producer_e2e: {kcl} not found; build first (cmake --build {args.build_dir})")
+    if {"client", "curl"} & set(args.only.split(",")) and not os.access(floor, os.X_OK):
+        sys.exit(f"producer_e2e: {floor} not found; build it (cmake --build {args.build_dir} "
+                 "--target bench_put_records_floor) or leave client,curl out of --only")
     if not os.path.isdir(os.path.join(ROOT, "node_modules", "@aws-sdk", "client-kinesis")):
         sys.exit("producer_e2e: node_modules/@aws-sdk/client-kinesis is missing; run "
                  "scripts/install-deps.sh")
@@ -100,6 +110,10 @@ def main():
                 return [kcl, "put", "--stream", stream, "--file", path, "--quiet", "--aggregate"]
             if name == "js":
                 return ["node", peer, stream, path]
+            if name in ("client", "curl"):
+                # kcl put's pace: each shard takes 1,000 records/s, a call carries 500.
+                pause_ms = max(1, round(500 / (args.shards * 1000) * 1000))
+                return [floor, name, stream, path, str(pause_ms)]
             sys.exit(f"producer_e2e: unknown run {name} in --only")
 
         def run(name, count, rep):
@@ -108,9 +122,16 @@ def main():
             with open(out_path, "w") as out:
                 r = run_measured(wrap + command(name, fresh_stream(), inputs[count]), env,
                                  emu.pid, stdout=out)
+            if name in ("client", "curl"):
+                # The floor counts its sending thread only (no start-up, no file reading).
+                with open(out_path) as f:
+                    floor_run = json.loads(f.read().splitlines()[-1])
+                r["cpu_s"] = floor_run["thread_cpu_ms"] / 1e3
+                r["us_per_call"] = floor_run["us_per_call"]
             print(f"{name:10s} {count:8d} records  wall {r['wall_s']:6.2f} s  cpu "
                   f"{r['cpu_s']:6.2f} s  {r['cpu_s'] * 1e6 / count:6.2f} us/record  rss "
-                  f"{r['rss_mb']:6.1f} MB  kinesalite cpu {r['emulator_cpu_s']:6.2f} s",
+                  f"{r['rss_mb']:6.1f} MB  kinesalite cpu {r['emulator_cpu_s']:6.2f} s" +
+                  (f"  {r['us_per_call']:6.1f} us/call" if "us_per_call" in r else ""),
                   flush=True)
             return r
 
