@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -24,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/cache_prefetch.h"
 #include "commands.h"
 #include "kcl/producer.h"
 #include "line_reader.h"
@@ -118,6 +120,9 @@ class Failures {
 // fill with the next lines: a line costs no allocation once a buffer's worth went round.
 class SpareStrings {
  public:
+  // The most bytes of a spare string asked for ahead.
+  static constexpr std::size_t kPrefetchBytes = 256;
+
   // Called by the producer's threads.
   void give(std::string s) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -132,6 +137,14 @@ class SpareStrings {
     if (stock_.empty()) return std::string(line);
     std::string s = std::move(stock_.back());
     stock_.pop_back();
+    // The next spare's bytes were last touched about a buffer's worth of records ago, on a
+    // request thread: they are asked for, to be written, while this record is put (writing
+    // them cold was about a fifth of this thread's CPU).
+    if (!stock_.empty()) {
+      const std::string& next = stock_.back();
+      base::prefetch_bytes(next.data(), std::min<std::size_t>(next.capacity(), kPrefetchBytes),
+                           /*for_write=*/true);
+    }
     s.assign(line);
     return s;
   }
