@@ -110,8 +110,13 @@ void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) 
   }
   if (!was) return;
   membership_.set_held_by_lock(false);
-  metrics_.count("leader.lost", 1, {});
-  log(LogLevel::kWarn, "no longer the leader: " + why.message());
+  // Handing the lock back at shutdown is planned: neither a warning nor a loss.
+  if (why.code() == StatusCode::kCancelled) {
+    log(LogLevel::kInfo, "gave up the leader lock: " + why.message());
+  } else {
+    metrics_.count("leader.lost", 1, {});
+    log(LogLevel::kWarn, "no longer the leader: " + why.message());
+  }
   if (abandon_incarnation) {
     // The next leader may fence this incarnation at once (it is named in the lock).
     membership_.abandon(

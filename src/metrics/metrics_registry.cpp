@@ -52,7 +52,9 @@ constexpr Known kKnown[] = {
     {"membership.lost", "kcl_membership_lost_total",
      "Times this worker lost its membership (fenced or not renewed in time): every lease goes."},
     {"leader.elected", "kcl_leader_elected_total", "Times this worker became the leader."},
-    {"leader.lost", "kcl_leader_lost_total", "Times this worker stopped being the leader."},
+    {"leader.lost", "kcl_leader_lost_total",
+     "Times this worker lost the leader lock (not counted when it hands the lock back at "
+     "shutdown)."},
     {"leader.workers", "kcl_leader_workers", "Live workers the leader sees (on the leader)."},
     {"leader.assigned", "kcl_leader_assigned_total",
      "Free or orphaned leases the leader assigned (on the leader)."},
