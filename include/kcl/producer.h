@@ -105,6 +105,10 @@ struct ProducerConfig {
   // How long shutdown() (and the destructor) waits for the records still buffered to be
   // sent; what is left after it fails with kCancelled. Default 30 s, range 0..1 h.
   std::chrono::milliseconds close_timeout{30000};
+  // Whether a written record's PutResult carries its shard_id and sequence_number. Default
+  // true. false leaves both empty (the other fields stay), for callers that only need to
+  // know a record was written: its answer is then parsed without two strings a record.
+  bool report_positions = true;
   // Every problem with this configuration, in plain words; empty when valid.
   std::vector<std::string> validate() const;
 };

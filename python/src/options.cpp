@@ -331,6 +331,7 @@ const Table<kcl::ProducerConfig>& producer_table() {
     KCL_PY_NUMBER(t, "shard_bytes_per_second", shard_bytes_per_second);
     KCL_PY_NUMBER(t, "shard_records_per_second", shard_records_per_second);
     KCL_PY_DURATION(t, "close_timeout", close_timeout);
+    KCL_PY_BOOL(t, "report_positions", report_positions);
     return t;
   }();
   return table;

@@ -180,6 +180,17 @@ def test_put_async(emulators, names):
     assert len({(r.sequence_number, r.sub_sequence_number) for r in results}) == 50
 
 
+def test_without_positions_a_record_is_written_with_an_empty_position(emulators, names):
+    stream = names("s")
+    emulators.kinesis.create_stream(stream, 1)
+    with kcl.Producer(stream=stream, report_positions=False, aggregate=False,
+                      **producer_options(emulators)) as producer:
+        results = [f.result(timeout=30) for f in [producer.put("k", b"%d" % i) for i in range(5)]]
+    assert [(r.shard_id, r.sequence_number) for r in results] == [("", "")] * 5
+    with pytest.raises(kcl.ConfigError, match="report_positions"):
+        kcl.Producer(stream=stream, report_positions="no", **producer_options(emulators))
+
+
 def test_a_stream_that_does_not_exist(emulators):
     with pytest.raises(kcl.NotFoundError, match="no-such-stream"):
         kcl.Producer(stream="no-such-stream", **producer_options(emulators))

@@ -537,9 +537,23 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 
 namespace {
 
-// One entry of a PutRecords answer; `path` names it in errors.
+// The index of `id` in `ids`, added when new; `last` is the index found before (a call's
+// records come shard by shard, so it is usually the same).
+std::uint32_t shard_index(std::vector<std::string>& ids, std::string_view id, std::uint32_t& last) {
+  if (last < ids.size() && ids[last] == id) return last;
+  for (std::uint32_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] == id) return last = k;
+  }
+  ids.emplace_back(id);
+  return last = static_cast<std::uint32_t>(ids.size() - 1);
+}
+
+// One entry of a PutRecords answer into out.records[i]; `path` names it in errors. Its
+// position's strings are kept only with `keep_positions`.
 Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::size_t i,
-                               PutRecordsEntryResult& res) {
+                               bool keep_positions, PutRecordsResult& out,
+                               std::uint32_t& last_shard) {
+  PutRecordsEntryResult& res = out.records[i];
   auto path = [i](std::string_view field) {
     return "Records[" + std::to_string(i) + "]" + std::string(field);
   };
@@ -547,23 +561,29 @@ Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::siz
   if (e.get_object().get(o)) return r.bad(path(": not an object"));
   std::string_view s;
   dom::element v;
-  auto opt_str = [&](std::string_view key, std::string& out) -> Status {
+  auto opt_str = [&](std::string_view key, std::string& field) -> Status {
     if (o.at_key(key).get(v) || v.is_null()) return Status::Ok();
     if (v.get_string().get(s)) return r.bad(path("." + std::string(key) + ": not a string"));
-    out.assign(s);
+    field.assign(s);
     return Status::Ok();
   };
   KCL_RETURN_IF_ERROR(opt_str("ErrorCode", res.error_code));
   KCL_RETURN_IF_ERROR(opt_str("ErrorMessage", res.error_message));
   if (!res.error_code.empty()) return Status::Ok();
-  for (auto [key, out] :
-       {std::pair<std::string_view, std::string*>{"SequenceNumber", &res.sequence_number},
-        {"ShardId", &res.shard_id}}) {
+  auto required_str = [&](std::string_view key, std::string_view& text) -> Status {
     if (o.at_key(key).get(v) || v.is_null())
       return r.bad(path("." + std::string(key) + ": missing"));
-    if (v.get_string().get(s)) return r.bad(path("." + std::string(key) + ": not a string"));
-    out->assign(s);
+    if (v.get_string().get(text)) return r.bad(path("." + std::string(key) + ": not a string"));
+    return Status::Ok();
+  };
+  std::string_view sequence_number, shard_id;
+  KCL_RETURN_IF_ERROR(required_str("SequenceNumber", sequence_number));
+  KCL_RETURN_IF_ERROR(required_str("ShardId", shard_id));
+  if (keep_positions) {
+    res.sequence_number.assign(sequence_number);
+    res.shard_id.assign(shard_id);
   }
+  res.shard = shard_index(out.shard_ids, shard_id, last_shard);
   res.ok = true;
   return Status::Ok();
 }
@@ -573,6 +593,7 @@ Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::siz
 Result<PutRecordsResult> KinesisClient::put_records(PutRecordsRequest request,
                                                     const aws::CallOptions& options) {
   const std::size_t sent = request.records();
+  const bool keep_positions = request.keeps_positions();
   KCL_ASSIGN_OR_RETURN(std::string body,
                        client_->call("PutRecords", std::move(request).take_body(), options));
   ResponseReader r(*client_, "PutRecords");
@@ -590,8 +611,9 @@ Result<PutRecordsResult> KinesisClient::put_records(PutRecordsRequest request,
   out.records.resize(sent);
   std::size_t i = 0;
   int counted_failures = 0;
+  std::uint32_t last_shard = 0;
   for (dom::element e : arr) {
-    KCL_RETURN_IF_ERROR(parse_put_records_entry(r, e, i, out.records[i]));
+    KCL_RETURN_IF_ERROR(parse_put_records_entry(r, e, i, keep_positions, out, last_shard));
     if (!out.records[i].ok) ++counted_failures;
     ++i;
   }

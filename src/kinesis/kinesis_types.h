@@ -150,15 +150,18 @@ struct PutRecordsEntry {
 
 struct PutRecordsEntryResult {
   bool ok = false;
-  std::string shard_id;
-  std::string sequence_number;
-  std::string error_code;  // e.g. ProvisionedThroughputExceededException
+  std::uint32_t shard = 0;      // when ok: its shard id's index in PutRecordsResult::shard_ids
+  std::string shard_id;         // when ok (empty when the request did not keep positions)
+  std::string sequence_number;  // likewise
+  std::string error_code;       // e.g. ProvisionedThroughputExceededException
   std::string error_message;
 };
 
 struct PutRecordsResult {
   int failed_record_count = 0;
   std::vector<PutRecordsEntryResult> records;  // same order as the request
+  // The shard ids the service wrote to, each once, in the order they first appear.
+  std::vector<std::string> shard_ids;
 };
 
 struct PutRecordResult {

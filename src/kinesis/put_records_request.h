@@ -29,12 +29,19 @@ class PutRecordsRequest {
   void add(std::string_view data, std::string_view partition_key,
            std::string_view explicit_hash_key = {});
   std::size_t records() const { return records_; }
+  // Whether the answer's per-record shard ids and sequence numbers are kept as strings
+  // (PutRecordsEntryResult::shard_id, sequence_number). Default true. With false they are
+  // checked but left empty (each entry still names its shard through
+  // PutRecordsEntryResult::shard): two allocations a record fewer.
+  void keep_positions(bool keep) { keep_positions_ = keep; }
+  bool keeps_positions() const { return keep_positions_; }
   // The finished body (the request is spent afterwards).
   std::string take_body() &&;
 
  private:
   std::string body_;
   std::size_t records_ = 0;
+  bool keep_positions_ = true;
 };
 
 }  // namespace kcl::kinesis

@@ -698,6 +698,7 @@ class Producer::Impl {
   kinesis::PutRecordsRequest request_of(const Call& call) const {
     kinesis::PutRecordsRequest request(config_.stream_name);
     request.reserve(call.entries.size(), call.bytes);
+    request.keep_positions(config_.report_positions);
     for (const Entry& e : call.entries) {
       prefetch_item(call.items, e.first + 2 * kPrefetchAhead);
       prefetch_data(call.items, e.first + kPrefetchAhead);
@@ -856,7 +857,7 @@ class Producer::Impl {
       if (!result.ok()) {
         failure = result.status();
       } else if (const auto& r = result->records[i]; r.ok) {
-        succeeded(call, e, r);
+        succeeded(call, e, result->shard_ids[r.shard]);
         outcomes[e.shard].first = true;
         continue;
       } else {
@@ -875,10 +876,10 @@ class Producer::Impl {
 
   // Requires mu_. Counts the records of an entry the service took (they are answered by
   // resolve_succeeded() after the lock), and asks for a new shard map when the service put
-  // them on another shard than the map said.
-  void succeeded(const Call& call, const Entry& e, const kinesis::PutRecordsEntryResult& r) {
+  // them on another shard (`written_to`) than the map said.
+  void succeeded(const Call& call, const Entry& e, const std::string& written_to) {
     const std::string& predicted = call.shards[e.shard];
-    if (!predicted.empty() && r.shard_id != predicted) refresh_needed_ = true;
+    if (!predicted.empty() && written_to != predicted) refresh_needed_ = true;
     stats_.records_succeeded += e.count;
   }
 

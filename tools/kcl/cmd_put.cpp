@@ -239,6 +239,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   config.aggregate = o.aggregate;
   config.linger = std::chrono::milliseconds(o.linger_ms);
   config.max_attempts = o.max_attempts;
+  config.report_positions = false;  // nothing prints where a record went
   // Streaming: the input is read as fast as the producer takes it, so the buffer bounds the
   // memory whatever the size of the input.
   config.max_buffered_records = o.aggregate ? kBufferedRecordsAggregated : kBufferedRecords;

@@ -591,6 +591,26 @@ TEST_F(ScriptedProducerTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
   EXPECT_GE(script.list_shards_calls.load(), 2);
 }
 
+// report_positions = false: a written record resolves without its shard and sequence number,
+// and a record the service put on a shard the map did not predict still refreshes the map.
+TEST_F(ScriptedProducerTest, WithoutPositionsARecordResolvesAndAStaleMapStillRefreshes) {
+  script.answer_shard = "shardId-000000000009";
+  config.linger = 1ms;
+  config.report_positions = false;
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
+  auto r = producer->put("k", "v").get();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->shard_id.empty());
+  EXPECT_TRUE(r->sequence_number.empty());
+  EXPECT_EQ(r->attempts, 1);
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (script.list_shards_calls.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GE(script.list_shards_calls.load(), 2);
+  EXPECT_EQ(script.accepted(), std::vector<std::string>{"v"});
+}
+
 TEST_F(ScriptedProducerTest, ClosingWithoutTimeToSendCancelsWhatIsLeftOnce) {
   config.linger = 60s;
   config.close_timeout = 0ms;

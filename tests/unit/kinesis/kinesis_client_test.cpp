@@ -369,6 +369,55 @@ TEST_F(KinesisClientTest, PutRecordsPerRecordResults) {
   EXPECT_EQ(b["Records"][2]["ExplicitHashKey"], "99");
 }
 
+// Without positions the answer is still checked whole, its strings are not kept, and each
+// entry names its shard through the answer's list of shard ids.
+TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
+  const std::string answer = R"({"FailedRecordCount":1,"Records":[
+      {"SequenceNumber":"1","ShardId":"shardId-0"},
+      {"ErrorCode":"ProvisionedThroughputExceededException","ErrorMessage":"slow down"},
+      {"SequenceNumber":"3","ShardId":"shardId-1"},
+      {"SequenceNumber":"4","ShardId":"shardId-0"}]})";
+  fake->responses.push_back(answer);
+  PutRecordsRequest request("s");
+  for (const char* d : {"a", "b", "c", "d"}) request.add(d, "k");
+  request.keep_positions(false);
+  auto r = client.put_records(std::move(request), aws::CallOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->failed_record_count, 1);
+  ASSERT_EQ(r->records.size(), 4u);
+  EXPECT_EQ(r->shard_ids, (std::vector<std::string>{"shardId-0", "shardId-1"}));
+  for (std::size_t i : {0u, 2u, 3u}) {
+    EXPECT_TRUE(r->records[i].ok) << i;
+    EXPECT_TRUE(r->records[i].shard_id.empty()) << i;
+    EXPECT_TRUE(r->records[i].sequence_number.empty()) << i;
+  }
+  EXPECT_EQ(r->records[0].shard, 0u);
+  EXPECT_EQ(r->records[2].shard, 1u);
+  EXPECT_EQ(r->records[3].shard, 0u);
+  EXPECT_FALSE(r->records[1].ok);
+  EXPECT_EQ(r->records[1].error_code, "ProvisionedThroughputExceededException");
+
+  // Kept (the default): the same indexes beside the strings.
+  fake->responses.push_back(answer);
+  PutRecordsRequest kept("s");
+  for (const char* d : {"a", "b", "c", "d"}) kept.add(d, "k");
+  auto k = client.put_records(std::move(kept), aws::CallOptions{});
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->records[3].shard_id, "shardId-0");
+  EXPECT_EQ(k->records[3].sequence_number, "4");
+  EXPECT_EQ(k->records[2].shard, 1u);
+
+  // A success without its sequence number is malformed either way.
+  fake->responses.push_back(std::string(R"({"Records":[{"ShardId":"shardId-0"}]})"));
+  PutRecordsRequest bad("s");
+  bad.add("a", "k");
+  bad.keep_positions(false);
+  auto b = client.put_records(std::move(bad), aws::CallOptions{});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("Records[0].SequenceNumber: missing"), std::string::npos)
+      << b.status();
+}
+
 TEST_F(KinesisClientTest, PutRecordsResultCountMismatchIsMalformed) {
   fake->responses.push_back(
       std::string(R"({"FailedRecordCount":0,"Records":[{"SequenceNumber":"1","ShardId":"s"}]})"));
