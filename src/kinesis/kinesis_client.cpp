@@ -8,6 +8,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -537,22 +538,48 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 
 namespace {
 
-// The index of `id` in `ids`, added when new; `last` is the index found before (a call's
-// records come shard by shard, so it is usually the same).
-std::uint32_t shard_index(std::vector<std::string>& ids, std::string_view id, std::uint32_t& last) {
-  if (last < ids.size() && ids[last] == id) return last;
-  for (std::uint32_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] == id) return last = k;
+// Numbers the distinct shard ids of one answer into `ids`. A producer's call holds its
+// records shard by shard, so the id is usually the one before; a few are searched in order,
+// and past kSearched a map keeps an answer spread over many shards linear.
+class ShardIndexer {
+ public:
+  explicit ShardIndexer(std::vector<std::string>& ids) : ids_(ids) {}
+  std::uint32_t index_of(std::string_view id) {
+    if (last_ < ids_.size() && ids_[last_] == id) return last_;
+    if (ids_.size() <= kSearched) {
+      for (std::uint32_t k = 0; k < ids_.size(); ++k) {
+        if (ids_[k] == id) return last_ = k;
+      }
+    } else if (auto it = map_.find(id); it != map_.end()) {
+      return last_ = it->second;
+    }
+    last_ = static_cast<std::uint32_t>(ids_.size());
+    ids_.emplace_back(id);
+    if (ids_.size() > kSearched) {
+      if (map_.empty()) {
+        for (std::uint32_t k = 0; k < ids_.size(); ++k) map_.emplace(ids_[k], k);
+      } else {
+        map_.emplace(ids_.back(), last_);
+      }
+    }
+    return last_;
   }
-  ids.emplace_back(id);
-  return last = static_cast<std::uint32_t>(ids.size() - 1);
-}
+
+ private:
+  static constexpr std::size_t kSearched = 8;
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::vector<std::string>& ids_;
+  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> map_;
+  std::uint32_t last_ = 0;
+};
 
 // One entry of a PutRecords answer into out.records[i]; `path` names it in errors. Its
 // position's strings are kept only with `keep_positions`.
 Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::size_t i,
-                               bool keep_positions, PutRecordsResult& out,
-                               std::uint32_t& last_shard) {
+                               bool keep_positions, PutRecordsResult& out, ShardIndexer& shards) {
   PutRecordsEntryResult& res = out.records[i];
   auto path = [i](std::string_view field) {
     return "Records[" + std::to_string(i) + "]" + std::string(field);
@@ -583,7 +610,7 @@ Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::siz
     res.sequence_number.assign(sequence_number);
     res.shard_id.assign(shard_id);
   }
-  res.shard = shard_index(out.shard_ids, shard_id, last_shard);
+  res.shard = shards.index_of(shard_id);
   res.ok = true;
   return Status::Ok();
 }
@@ -611,9 +638,9 @@ Result<PutRecordsResult> KinesisClient::put_records(PutRecordsRequest request,
   out.records.resize(sent);
   std::size_t i = 0;
   int counted_failures = 0;
-  std::uint32_t last_shard = 0;
+  ShardIndexer shards(out.shard_ids);
   for (dom::element e : arr) {
-    KCL_RETURN_IF_ERROR(parse_put_records_entry(r, e, i, keep_positions, out, last_shard));
+    KCL_RETURN_IF_ERROR(parse_put_records_entry(r, e, i, keep_positions, out, shards));
     if (!out.records[i].ok) ++counted_failures;
     ++i;
   }

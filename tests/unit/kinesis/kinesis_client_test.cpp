@@ -407,6 +407,25 @@ TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
   EXPECT_EQ(k->records[3].sequence_number, "4");
   EXPECT_EQ(k->records[2].shard, 1u);
 
+  // An answer spread over many shards, some seen again out of order.
+  std::string many = R"({"Records":[)";
+  PutRecordsRequest spread("s");
+  const int order[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 3, 11, 0, 12, 9};
+  for (std::size_t i = 0; i < std::size(order); ++i) {
+    if (i > 0) many += ',';
+    many += R"({"SequenceNumber":"1","ShardId":"shardId-)" + std::to_string(order[i]) + "\"}";
+    spread.add("x", "k");
+  }
+  many += "]}";
+  fake->responses.push_back(many);
+  spread.keep_positions(false);
+  auto m = client.put_records(std::move(spread), aws::CallOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->shard_ids.size(), 13u);
+  for (std::size_t i = 0; i < std::size(order); ++i) {
+    EXPECT_EQ(m->shard_ids[m->records[i].shard], "shardId-" + std::to_string(order[i])) << i;
+  }
+
   // A success without its sequence number is malformed either way.
   fake->responses.push_back(std::string(R"({"Records":[{"ShardId":"shardId-0"}]})"));
   PutRecordsRequest bad("s");
