@@ -539,34 +539,20 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 namespace {
 
 // Numbers the distinct shard ids of one answer into `ids`. A producer's call holds its
-// records shard by shard, so the id is usually the one before; a few are searched in order,
-// and past kSearched a map keeps an answer spread over many shards linear.
+// records shard by shard, so the id is usually the one before; others are looked up.
 class ShardIndexer {
  public:
   explicit ShardIndexer(std::vector<std::string>& ids) : ids_(ids) {}
   std::uint32_t index_of(std::string_view id) {
     if (last_ < ids_.size() && ids_[last_] == id) return last_;
-    if (ids_.size() <= kSearched) {
-      for (std::uint32_t k = 0; k < ids_.size(); ++k) {
-        if (ids_[k] == id) return last_ = k;
-      }
-    } else if (auto it = map_.find(id); it != map_.end()) {
-      return last_ = it->second;
-    }
+    if (auto it = map_.find(id); it != map_.end()) return last_ = it->second;
     last_ = static_cast<std::uint32_t>(ids_.size());
     ids_.emplace_back(id);
-    if (ids_.size() > kSearched) {
-      if (map_.empty()) {
-        for (std::uint32_t k = 0; k < ids_.size(); ++k) map_.emplace(ids_[k], k);
-      } else {
-        map_.emplace(ids_.back(), last_);
-      }
-    }
+    map_.emplace(ids_.back(), last_);
     return last_;
   }
 
  private:
-  static constexpr std::size_t kSearched = 8;
   struct Hash {
     using is_transparent = void;
     std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

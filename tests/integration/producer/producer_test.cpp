@@ -28,6 +28,7 @@
 #include "retrieval/kpl_deaggregator.h"
 #include "support/captured_log.h"
 #include "support/emulators.h"
+#include "support/eventually.h"
 #include "support/local_http_server.h"
 
 namespace kcl::producer {
@@ -584,11 +585,8 @@ TEST_F(ScriptedProducerTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {
   auto r = producer->put("k", "v").get();
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->shard_id, "shardId-000000000009");
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (script.list_shards_calls.load() < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  EXPECT_GE(script.list_shards_calls.load(), 2);
+  EXPECT_TRUE(testing::eventually([&] { return script.list_shards_calls.load() >= 2; }, 30s))
+      << script.list_shards_calls.load() << " ListShards calls";
 }
 
 // report_positions = false: a written record resolves without its shard and sequence number,
@@ -603,11 +601,8 @@ TEST_F(ScriptedProducerTest, WithoutPositionsARecordResolvesAndAStaleMapStillRef
   EXPECT_TRUE(r->shard_id.empty());
   EXPECT_TRUE(r->sequence_number.empty());
   EXPECT_EQ(r->attempts, 1);
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
-  while (script.list_shards_calls.load() < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  EXPECT_GE(script.list_shards_calls.load(), 2);
+  EXPECT_TRUE(testing::eventually([&] { return script.list_shards_calls.load() >= 2; }, 30s))
+      << script.list_shards_calls.load() << " ListShards calls";
   EXPECT_EQ(script.accepted(), std::vector<std::string>{"v"});
 }
 
