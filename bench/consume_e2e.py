@@ -65,6 +65,35 @@ def peak_rss_mb_and_threads(pid):
     return (None if hwm is None else hwm / 1024.0), fields.get("Threads")
 
 
+def thread_cpu_seconds(pid, seen):
+    """Reads the CPU time of each of PID's threads now (schedstat: nanoseconds on a CPU, not
+    the tick-sampled utime/stime) into seen[tid] = (name, seconds); a thread that ended keeps
+    its last reading."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        seen[tid] = (name, ns / 1e9)
+
+
+def cpu_by_thread_name(seen):
+    """{thread name: (CPU seconds of the threads of that name, how many)} from
+    thread_cpu_seconds() readings."""
+    out = {}
+    for name, secs in seen.values():
+        total, count = out.get(name, (0.0, 0))
+        out[name] = (total + secs, count + 1)
+    return out
+
+
 @contextlib.contextmanager
 def local_emulators(**extra_env):
     """kinesalite and dynalite on loopback (tools/emulators/serve.js) for the length of the
@@ -99,10 +128,12 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
     reader.start()
     rss = 0.0
     threads = 0
+    per_thread = {}
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
+        thread_cpu_seconds(p.pid, per_thread)
         hwm, now_threads = peak_rss_mb_and_threads(p.pid)
         if hwm is not None:
             rss = max(rss, hwm)
@@ -122,6 +153,11 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
         "cpu_s": ru.ru_utime + ru.ru_stime,
         "rss_mb": rss,
         "threads_max": threads,  # the most threads seen at once (polled every 10 ms)
+        # CPU seconds by thread name, as last seen (polled every 10 ms: a thread's last 10 ms
+        # before the process ended can be missing)
+        "threads_cpu_s": {name: round(secs, 3)
+                          for name, (secs, _) in cpu_by_thread_name(per_thread).items()},
+        "threads_by_name": {name: n for name, (_, n) in cpu_by_thread_name(per_thread).items()},
         "emulator_cpu_s": proc_cpu_seconds(emulator_pid) - emu_before,
     }
 

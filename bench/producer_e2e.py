@@ -133,6 +133,15 @@ def main():
                   f"{r['rss_mb']:6.1f} MB  kinesalite cpu {r['emulator_cpu_s']:6.2f} s" +
                   (f"  {r['us_per_call']:6.1f} us/call" if "us_per_call" in r else ""),
                   flush=True)
+            if name in ("plain", "aggregated") and not args.wrap:
+                # kcl put's threads by name: the reading thread (the program's own name), the
+                # producer's sender and request threads.
+                print(f"{'':10s} threads: " + ", ".join(
+                    f"{thread} {secs * 1e3:.0f} ms" +
+                    (f" ({r['threads_by_name'][thread]})" if r['threads_by_name'][thread] > 1
+                     else "")
+                    for thread, secs in sorted(r["threads_cpu_s"].items(),
+                                               key=lambda kv: -kv[1])), flush=True)
             return r
 
         names = args.only.split(",")

@@ -8,9 +8,9 @@ LeaderAssignment::LeaderAssignment(const LeaseConfig& config, const AssignmentPa
       held_(*parts.store, config, *parts.clock, *parts.metrics, hold_),
       agent_(*parts.coordination, *parts.store, held_, *hold_, parts.load, config, *parts.clock,
              *parts.metrics, parts.logger, parts.seed),
-      runner_(*parts.clock,
-              {[this] { return agent_.heartbeat_step(); }, [this] { return agent_.poll_step(); },
-               [this] { return agent_.leader_step(); }}) {
+      runner_(*parts.clock, {{"kcl-heartbeat", [this] { return agent_.heartbeat_step(); }},
+                             {"kcl-assign-poll", [this] { return agent_.poll_step(); }},
+                             {"kcl-leader", [this] { return agent_.leader_step(); }}}) {
   agent_.set_poll_waker([this] { runner_.wake(1); });
   agent_.set_leader_waker([this] { runner_.wake(2); });
 }

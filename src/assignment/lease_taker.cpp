@@ -4,6 +4,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/thread_name.h"
+
 namespace kcl::assignment {
 
 using leases::HeldSummary;
@@ -77,6 +79,7 @@ void LeaseTaker::renew_all(const std::vector<std::string>& keys, RenewPassResult
   threads.reserve(lanes);
   for (std::size_t t = 0; t < lanes; ++t) {
     threads.emplace_back([&] {
+      base::name_this_thread("kcl-renew-lane");
       for (std::size_t i = next++; i < keys.size(); i = next++) renew_one(keys[i]);
     });
   }

@@ -1,5 +1,7 @@
 #include "assignment/step_runner.h"
 
+#include "base/thread_name.h"
+
 namespace kcl::assignment {
 
 StepRunner::StepRunner(const Clock& clock, std::vector<Step> steps)
@@ -12,7 +14,12 @@ void StepRunner::start() {
   if (started_) return;
   started_ = true;
   stopping_ = false;
-  for (std::size_t i = 0; i < steps_.size(); ++i) threads_.emplace_back([this, i] { loop(i); });
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    threads_.emplace_back([this, i] {
+      base::name_this_thread(steps_[i].thread_name);
+      loop(i);
+    });
+  }
 }
 
 void StepRunner::stop() {
@@ -46,7 +53,7 @@ void StepRunner::loop(std::size_t index) {
       if (stopping_) return;
       woken_[index] = false;
     }
-    const Clock::MonoTime next = steps_[index]();
+    const Clock::MonoTime next = steps_[index].run();
     std::unique_lock<std::mutex> lock(mu_);
     if (clock_.wait_until(lock, cv_, next, [&] { return stopping_ || woken_[index]; }) &&
         stopping_) {

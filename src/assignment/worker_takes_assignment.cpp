@@ -16,7 +16,8 @@ WorkerTakesAssignment::WorkerTakesAssignment(const LeaseConfig& config,
             std::make_shared<RenewalHold>(config)),
       taker_(held_, *parts.store, config, *parts.clock, *parts.metrics, parts.seed),
       rng_(parts.seed ^ 0x5851f42d4c957f2dULL),
-      runner_(*parts.clock, {[this] { return renew_step(); }, [this] { return take_step(); }}) {}
+      runner_(*parts.clock, {{"kcl-lease-renew", [this] { return renew_step(); }},
+                             {"kcl-lease-take", [this] { return take_step(); }}}) {}
 
 WorkerTakesAssignment::~WorkerTakesAssignment() { runner_.stop(); }
 

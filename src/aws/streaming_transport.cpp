@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/thread_name.h"
+
 namespace kcl::aws {
 
 struct StreamingTransport::Stream {
@@ -85,7 +87,10 @@ StreamingTransport::StreamingTransport(HttpConfig config) : config_(std::move(co
   // Streams per connection before a second connection is opened.
   curl_multi_setopt(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 500L);
   multi_ = multi;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    base::name_this_thread("kcl-fanout-io");
+    run();
+  });
 }
 
 StreamingTransport::~StreamingTransport() {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/thread_name.h"
 #include "kcl/status.h"
 
 namespace kcl::base {
@@ -30,7 +31,10 @@ class BackgroundOnce {
     if (!thread_.joinable()) {
       auto task = std::make_shared<std::packaged_task<Status()>>(call);
       result_ = task->get_future().share();
-      thread_ = std::thread([task] { (*task)(); });
+      thread_ = std::thread([task] {
+        name_this_thread("kcl-shutdown");
+        (*task)();
+      });
     }
     return result_;
   }

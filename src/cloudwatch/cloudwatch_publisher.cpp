@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/repeat_report.h"
+#include "base/thread_name.h"
 
 namespace kcl::cloudwatch {
 
@@ -50,7 +51,10 @@ Status CloudWatchPublisher::start() {
     return Status(StatusCode::kFailedPrecondition, "PutMetricData publishing has no client");
   }
   started_ = true;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    base::name_this_thread("kcl-cloudwatch");
+    run();
+  });
   return Status::Ok();
 }
 

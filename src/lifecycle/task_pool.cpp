@@ -1,5 +1,7 @@
 #include "lifecycle/task_pool.h"
 
+#include "base/thread_name.h"
+
 namespace kcl::lifecycle {
 
 namespace {
@@ -8,10 +10,15 @@ thread_local const TaskPool* current_pool = nullptr;
 
 bool TaskPool::on_pool_thread() const { return current_pool == this; }
 
-TaskPool::TaskPool(int threads, const Clock& clock) : clock_(clock) {
+TaskPool::TaskPool(int threads, const Clock& clock, std::string thread_name) : clock_(clock) {
   if (threads < 0) threads = 0;
   threads_.reserve(static_cast<std::size_t>(threads));
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, thread_name] {
+      base::name_this_thread(thread_name);
+      loop();
+    });
+  }
 }
 
 TaskPool::~TaskPool() { stop(); }

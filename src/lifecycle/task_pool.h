@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -48,7 +49,9 @@ class TaskPool {
  public:
   // Times are read from, and waits run on, `clock` (which must outlive the pool). `threads`
   // 0: no threads (run_due()).
-  explicit TaskPool(int threads, const Clock& clock = SystemClock::instance());
+  // Its threads show `thread_name` in top -H (15 bytes at most).
+  explicit TaskPool(int threads, const Clock& clock = SystemClock::instance(),
+                    std::string thread_name = "kcl-task");
   ~TaskPool();  // stop()
   TaskPool(const TaskPool&) = delete;
   TaskPool& operator=(const TaskPool&) = delete;

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/thread_name.h"
+
 extern char** environ;
 
 namespace kcl::multilang {
@@ -41,7 +43,10 @@ class StderrPump {
   };
   StderrPump() {
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
-    std::thread([this] { run(); }).detach();
+    std::thread([this] {
+      base::name_this_thread("kcl-child-err");
+      run();
+    }).detach();
   }
   static void emit(Source& s, std::string line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

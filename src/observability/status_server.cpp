@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/thread_name.h"
 #include "leases/stream_identifier.h"
 #include "observability/fleet_figures.h"
 #include "observability/local_figures.h"
@@ -464,8 +465,14 @@ Status StatusServer::start() {
                       " (address in use or not available on this machine)");
   }
   im.refresh();
-  im.listener = std::thread([&srv] { srv.listen_after_bind(); });
-  im.refresher = std::thread([&im] { im.refresh_loop(); });
+  im.listener = std::thread([&srv] {
+    base::name_this_thread("kcl-status-http");
+    srv.listen_after_bind();
+  });
+  im.refresher = std::thread([&im] {
+    base::name_this_thread("kcl-status-scan");
+    im.refresh_loop();
+  });
   return Status::Ok();
 }
 

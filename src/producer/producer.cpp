@@ -16,6 +16,7 @@
 #include "base/cache_prefetch.h"
 #include "base/failure_series.h"
 #include "base/status_macros.h"
+#include "base/thread_name.h"
 #include "kinesis/put_records_request.h"
 #include "producer/key_set.h"
 #include "producer/kpl_aggregator.h"
@@ -111,9 +112,15 @@ class Producer::Impl {
                                   config_.stream_name + "': " + s.message());
     }
     refreshes_ = 0;
-    sender_ = std::thread([this] { send_loop(); });
+    sender_ = std::thread([this] {
+      base::name_this_thread("kcl-put-send");
+      send_loop();
+    });
     for (int i = 0; i < config_.max_concurrent_requests; ++i) {
-      requesters_.emplace_back([this] { request_loop(); });
+      requesters_.emplace_back([this] {
+        base::name_this_thread("kcl-put-call");
+        request_loop();
+      });
     }
     return Status::Ok();
   }

@@ -20,6 +20,7 @@
 #include "base/jitter.h"
 #include "base/repeat_report.h"
 #include "base/status_macros.h"
+#include "base/thread_name.h"
 #include "cloudwatch/cloudwatch_publisher.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
@@ -513,7 +514,10 @@ Status Worker::Impl::start() {
   if (Status s = initial_sync(); !s.ok()) return fail(s);
   make_consumer_context();
   assignment_->start();
-  scheduler_ = std::thread([this] { scheduler_loop(); });
+  scheduler_ = std::thread([this] {
+    base::name_this_thread("kcl-scheduler");
+    scheduler_loop();
+  });
   scheduler_id_.store(scheduler_.get_id());
   ready_.store(true);
   return Status::Ok();
@@ -555,7 +559,8 @@ Status Worker::Impl::initial_sync() {
 }
 
 void Worker::Impl::make_consumer_context() {
-  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_);
+  pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_,
+                                                "kcl-shard-task");
   ctx_.stream = config_.stream_name;
   ctx_.kinesis = kinesis_.get();
   ctx_.store = store_.get();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/cache_prefetch.h"
+#include "base/thread_name.h"
 #include "commands.h"
 #include "kcl/producer.h"
 #include "line_reader.h"
@@ -210,6 +211,7 @@ Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutPro
 std::thread start_progress_line(const Producer& producer, const PutProgress& progress,
                                 const std::atomic<bool>& reading) {
   return std::thread([&] {
+    base::name_this_thread("kcl-progress");
     auto last = std::chrono::steady_clock::now();
     std::uint64_t last_sent = 0;
     while (reading.load()) {

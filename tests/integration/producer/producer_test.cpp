@@ -30,6 +30,7 @@
 #include "support/emulators.h"
 #include "support/eventually.h"
 #include "support/local_http_server.h"
+#include "support/thread_names.h"
 
 namespace kcl::producer {
 namespace {
@@ -576,6 +577,19 @@ TEST_F(ScriptedProducerTest, FailFastWhenTheBufferIsFull) {
   EXPECT_NE(rejected.status().message().find("buffer full"), std::string::npos);
   ASSERT_TRUE(producer->flush(30s).ok());
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(futures[static_cast<std::size_t>(i)].get().ok());
+}
+
+TEST_F(ScriptedProducerTest, ItsThreadsAreNamedAndGoneAfterShutdown) {
+  config.max_concurrent_requests = 3;
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
+  auto named = [](const std::string& name, int count) {
+    return testing::eventually([&] { return testing::thread_names()[name] == count; });
+  };
+  EXPECT_TRUE(named("kcl-put-send", 1)) << testing::thread_names()["kcl-put-send"];
+  EXPECT_TRUE(named("kcl-put-call", 3)) << testing::thread_names()["kcl-put-call"];
+  ASSERT_TRUE(producer->shutdown().ok());
+  EXPECT_EQ(testing::thread_names().count("kcl-put-send"), 0u);
+  EXPECT_EQ(testing::thread_names().count("kcl-put-call"), 0u);
 }
 
 TEST_F(ScriptedProducerTest, ARecordOnAnUnexpectedShardRefreshesTheShardMap) {

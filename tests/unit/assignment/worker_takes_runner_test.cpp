@@ -8,6 +8,7 @@
 #include "assignment/worker_takes_assignment.h"
 #include "leases/in_memory_lease_store.h"
 #include "support/eventually.h"
+#include "support/thread_names.h"
 #include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {
@@ -46,6 +47,11 @@ TEST(WorkerTakesAssignmentTest, TakesRenewsBalancesAndFailsOver) {
   leases::HeldLeases& b = rb.held();
   ra.start();
   ASSERT_TRUE(eventually([&] { return a.held_count() == 6; }));
+  // Each step on a thread of its own, named for what it does (top -H).
+  EXPECT_TRUE(eventually([] {
+    auto names = kcl::testing::thread_names();
+    return names["kcl-lease-renew"] == 1 && names["kcl-lease-take"] == 1;
+  }));
   // Renewals keep it: after many failover times A still holds everything.
   const auto counter = store.peek(leases::testing::shard(0))->lease_counter;
   ASSERT_TRUE(eventually(

@@ -14,6 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "support/eventually.h"
+#include "support/thread_names.h"
+
 namespace kcl::lifecycle {
 namespace {
 
@@ -224,6 +227,15 @@ TEST(TaskPoolTest, OneIdleThreadWaitsForTheNextDeadlineNotEveryThread) {
   // About one timed wait per run (a spurious or early wake-up may add a few); with every
   // idle thread waiting for the deadline it was about kThreads per run.
   EXPECT_LT(clock.timed_waits.load(), 2 * kRuns) << "timed waits for " << kRuns << " runs";
+}
+
+TEST(TaskPoolTest, ItsThreadsCarryTheGivenName) {
+  TaskPool pool(2, SystemClock::instance(), "kcl-test-pool");
+  EXPECT_TRUE(kcl::testing::eventually([] {
+    return kcl::testing::thread_names()["kcl-test-pool"] == 2;
+  })) << kcl::testing::thread_names()["kcl-test-pool"];
+  pool.stop();
+  EXPECT_EQ(kcl::testing::thread_names().count("kcl-test-pool"), 0u);
 }
 
 }  // namespace

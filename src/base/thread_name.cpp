@@ -1,0 +1,22 @@
+#include "base/thread_name.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace kcl::base {
+
+void name_this_thread(std::string_view name) noexcept {
+  char buf[kMaxThreadNameBytes + 1] = {};
+  std::memcpy(buf, name.data(), std::min(name.size(), kMaxThreadNameBytes));
+  (void)pthread_setname_np(pthread_self(), buf);
+}
+
+std::string this_thread_name() {
+  char buf[64] = {};
+  if (pthread_getname_np(pthread_self(), buf, sizeof buf) != 0) return std::string();
+  return std::string(buf);
+}
+
+}  // namespace kcl::base
