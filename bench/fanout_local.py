@@ -20,7 +20,9 @@ Run inside a network namespace of its own (kinesis-local listens on every interf
 With --marginal, a second stream of twice --records records is loaded and both consumers read
 it too; the difference of the two runs' CPU over --records is what one more record costs each
 way, without the start-up (finding the stream consumer, taking leases) that a short run's
-figure carries.
+figure carries; it is also split by the consumer's threads (they name themselves:
+kcl-shard-task for fetching and processing, kcl-fanout-io for fan-out's HTTP/2 transport,
+...), read from /proc/PID/task/*/schedstat every 10 ms while the consumer runs.
 kinesis-local is an emulator: it answers GetRecords at its own pace and pushes fan-out events
 once a second, so the figures say how kcl-cpp behaves against it, not what AWS would give.
 
@@ -44,6 +46,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from consume_e2e import cpu_by_thread_name, thread_cpu_seconds  # noqa: E402
 
 
 def wait_port(port, timeout=60):
@@ -155,12 +159,19 @@ def main():
             start = time.monotonic()
             p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                  stderr=open(os.path.join(work, "%s-%d.err" % (mode, count)), "w"))
-            _, status, ru = os.wait4(p.pid, 0)
+            seen = {}  # the CPU of each of its threads, by name, as last seen (every 10 ms)
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                thread_cpu_seconds(p.pid, seen)
+                time.sleep(0.01)
             wall = time.monotonic() - start
             if os.waitstatus_to_exitcode(status) != 0:
                 sys.exit("fanout_local: %s exited %d" % (" ".join(cmd),
                                                          os.waitstatus_to_exitcode(status)))
-            return wall, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw
+            by_name = {name: secs for name, (secs, _) in cpu_by_thread_name(seen).items()}
+            return wall, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw, by_name
 
         results = throughput(a, read_all, stream)
         if a.server == "kinesis-local":
@@ -242,30 +253,43 @@ def throughput(a, read_all, stream):
     samples = {"polling": [], "fan-out": []}
     for rep in range(a.repeat):
         for mode in ("polling", "fan-out"):
-            wall, cpu, waits = read_all(mode, stream, a.records)
+            wall, cpu, waits, threads = read_all(mode, stream, a.records)
             sample = {"wall_s": wall, "records_per_s": a.records / wall,
                       "cpu_us_per_record": cpu * 1e6 / a.records, "waits": waits}
             print("%-8s throughput: %7.0f records/s (wall %.2f s incl. start-up), %.2f us CPU "
                   "per record, %d waits" % (mode, a.records / wall, wall,
                                             cpu * 1e6 / a.records, waits), flush=True)
             if a.marginal:
-                wall2, cpu2, waits2 = read_all(mode, stream + "-2x", 2 * a.records)
+                wall2, cpu2, waits2, threads2 = read_all(mode, stream + "-2x", 2 * a.records)
                 extra = (cpu2 - cpu) * 1e6 / a.records
+                # The same difference thread by thread (kcl consume's threads name themselves:
+                # kcl-shard-task, kcl-fanout-io, ... and "kcl" for the thread writing stdout).
+                by_thread = {name: (threads2.get(name, 0) - threads.get(name, 0)) * 1e6 /
+                             a.records for name in set(threads) | set(threads2)}
+                sample.update({"extra_us_" + name: v for name, v in by_thread.items()})
                 sample.update({"cpu_us_per_extra_record": extra,
                                "cpu_ms_per_run": (cpu - extra * a.records / 1e6) * 1e3})
                 print("%-8s %d records: wall %.2f s, %.2f us CPU per record, %d waits; one "
                       "more record costs %.2f us, the rest of a %d-record run %.0f ms" %
                       (mode, 2 * a.records, wall2, cpu2 * 1e6 / (2 * a.records), waits2, extra,
                        a.records, sample["cpu_ms_per_run"]), flush=True)
+                print("%-8s one more record by thread: %s" % (mode, ", ".join(
+                    "%s %.2f us" % kv for kv in sorted(by_thread.items(), key=lambda kv: -kv[1])
+                    if abs(kv[1]) >= 0.005)), flush=True)
             samples[mode].append(sample)
-    results = {mode: {k: statistics.median(s[k] for s in ss) for k in ss[0]}
-               for mode, ss in samples.items()}
+    results = {mode: {k: statistics.median(s.get(k, 0) for s in ss)
+                      for k in set().union(*ss)} for mode, ss in samples.items()}
     if a.marginal:
         base = results["polling"]["cpu_us_per_extra_record"]
         fan = results["fan-out"]["cpu_us_per_extra_record"]
         ratio = "fan-out = %.2f x polling" % (fan / base) if base > 0 else "no ratio (too noisy)"
         print("one more record, median of %d: polling (baseline) %.2f us, fan-out %.2f us: %s" %
               (a.repeat, base, fan, ratio), flush=True)
+        for mode in ("polling", "fan-out"):
+            print("  %-8s by thread (medians): %s" % (mode, ", ".join(
+                "%s %.2f us" % (k[len("extra_us_"):], v)
+                for k, v in sorted(results[mode].items(), key=lambda kv: -kv[1])
+                if k.startswith("extra_us_") and abs(v) >= 0.005)), flush=True)
     return results
 
 
