@@ -148,6 +148,7 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"consume_e2e: {' '.join(cmd)} exited {p.returncode}:\n{err}")
+    by_name = cpu_by_thread_name(per_thread)
     return {
         "wall_s": wall,
         "cpu_s": ru.ru_utime + ru.ru_stime,
@@ -155,9 +156,8 @@ def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=No
         "threads_max": threads,  # the most threads seen at once (polled every 10 ms)
         # CPU seconds by thread name, as last seen (polled every 10 ms: a thread's last 10 ms
         # before the process ended can be missing)
-        "threads_cpu_s": {name: round(secs, 3)
-                          for name, (secs, _) in cpu_by_thread_name(per_thread).items()},
-        "threads_by_name": {name: n for name, (_, n) in cpu_by_thread_name(per_thread).items()},
+        "threads_cpu_s": {name: round(secs, 3) for name, (secs, _) in by_name.items()},
+        "threads_by_name": {name: n for name, (_, n) in by_name.items()},
         "emulator_cpu_s": proc_cpu_seconds(emulator_pid) - emu_before,
     }
 

@@ -78,10 +78,9 @@ void LeaseTaker::renew_all(const std::vector<std::string>& keys, RenewPassResult
   std::vector<std::thread> threads;
   threads.reserve(lanes);
   for (std::size_t t = 0; t < lanes; ++t) {
-    threads.emplace_back([&] {
-      base::name_this_thread("kcl-renew-lane");
+    threads.push_back(base::named_thread("kcl-renew-lane", [&] {
       for (std::size_t i = next++; i < keys.size(); i = next++) renew_one(keys[i]);
-    });
+    }));
   }
   for (auto& t : threads) t.join();
 }

@@ -15,10 +15,7 @@ void StepRunner::start() {
   started_ = true;
   stopping_ = false;
   for (std::size_t i = 0; i < steps_.size(); ++i) {
-    threads_.emplace_back([this, i] {
-      base::name_this_thread(steps_[i].thread_name);
-      loop(i);
-    });
+    threads_.push_back(base::named_thread(steps_[i].thread_name, [this, i] { loop(i); }));
   }
 }
 

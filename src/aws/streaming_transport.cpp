@@ -87,10 +87,7 @@ StreamingTransport::StreamingTransport(HttpConfig config) : config_(std::move(co
   // Streams per connection before a second connection is opened.
   curl_multi_setopt(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, 500L);
   multi_ = multi;
-  thread_ = std::thread([this] {
-    base::name_this_thread("kcl-fanout-io");
-    run();
-  });
+  thread_ = base::named_thread("kcl-fanout-io", [this] { run(); });
 }
 
 StreamingTransport::~StreamingTransport() {

@@ -31,10 +31,7 @@ class BackgroundOnce {
     if (!thread_.joinable()) {
       auto task = std::make_shared<std::packaged_task<Status()>>(call);
       result_ = task->get_future().share();
-      thread_ = std::thread([task] {
-        name_this_thread("kcl-shutdown");
-        (*task)();
-      });
+      thread_ = named_thread("kcl-shutdown", [task] { (*task)(); });
     }
     return result_;
   }

@@ -13,10 +13,4 @@ void name_this_thread(std::string_view name) noexcept {
   (void)pthread_setname_np(pthread_self(), buf);
 }
 
-std::string this_thread_name() {
-  char buf[64] = {};
-  if (pthread_getname_np(pthread_self(), buf, sizeof buf) != 0) return std::string();
-  return std::string(buf);
-}
-
 }  // namespace kcl::base

@@ -51,10 +51,7 @@ Status CloudWatchPublisher::start() {
     return Status(StatusCode::kFailedPrecondition, "PutMetricData publishing has no client");
   }
   started_ = true;
-  thread_ = std::thread([this] {
-    base::name_this_thread("kcl-cloudwatch");
-    run();
-  });
+  thread_ = base::named_thread("kcl-cloudwatch", [this] { run(); });
   return Status::Ok();
 }
 

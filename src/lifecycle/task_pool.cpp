@@ -14,10 +14,7 @@ TaskPool::TaskPool(int threads, const Clock& clock, std::string thread_name) : c
   if (threads < 0) threads = 0;
   threads_.reserve(static_cast<std::size_t>(threads));
   for (int i = 0; i < threads; ++i) {
-    threads_.emplace_back([this, thread_name] {
-      base::name_this_thread(thread_name);
-      loop();
-    });
+    threads_.push_back(base::named_thread(thread_name, [this] { loop(); }));
   }
 }
 

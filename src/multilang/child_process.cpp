@@ -43,10 +43,7 @@ class StderrPump {
   };
   StderrPump() {
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
-    std::thread([this] {
-      base::name_this_thread("kcl-child-err");
-      run();
-    }).detach();
+    base::named_thread("kcl-child-err", [this] { run(); }).detach();
   }
   static void emit(Source& s, std::string line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -91,12 +91,7 @@ std::vector<PeerReport> fetch_peer_reports(const std::vector<PeerAddress>& peers
       std::min<std::size_t>(peers.size(), static_cast<std::size_t>(std::max(1, parallel)));
   std::vector<std::thread> threads;
   threads.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    threads.emplace_back([&] {
-      base::name_this_thread("kcl-peer-fetch");
-      work();
-    });
-  }
+  for (std::size_t i = 0; i < n; ++i) threads.push_back(base::named_thread("kcl-peer-fetch", work));
   for (auto& t : threads) t.join();
   return out;
 }

@@ -465,14 +465,8 @@ Status StatusServer::start() {
                       " (address in use or not available on this machine)");
   }
   im.refresh();
-  im.listener = std::thread([&srv] {
-    base::name_this_thread("kcl-status-http");
-    srv.listen_after_bind();
-  });
-  im.refresher = std::thread([&im] {
-    base::name_this_thread("kcl-status-scan");
-    im.refresh_loop();
-  });
+  im.listener = base::named_thread("kcl-status-http", [&srv] { srv.listen_after_bind(); });
+  im.refresher = base::named_thread("kcl-status-scan", [&im] { im.refresh_loop(); });
   return Status::Ok();
 }
 

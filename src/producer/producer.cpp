@@ -112,15 +112,9 @@ class Producer::Impl {
                                   config_.stream_name + "': " + s.message());
     }
     refreshes_ = 0;
-    sender_ = std::thread([this] {
-      base::name_this_thread("kcl-put-send");
-      send_loop();
-    });
+    sender_ = base::named_thread("kcl-put-send", [this] { send_loop(); });
     for (int i = 0; i < config_.max_concurrent_requests; ++i) {
-      requesters_.emplace_back([this] {
-        base::name_this_thread("kcl-put-call");
-        request_loop();
-      });
+      requesters_.push_back(base::named_thread("kcl-put-call", [this] { request_loop(); }));
     }
     return Status::Ok();
   }

@@ -514,10 +514,7 @@ Status Worker::Impl::start() {
   if (Status s = initial_sync(); !s.ok()) return fail(s);
   make_consumer_context();
   assignment_->start();
-  scheduler_ = std::thread([this] {
-    base::name_this_thread("kcl-scheduler");
-    scheduler_loop();
-  });
+  scheduler_ = base::named_thread("kcl-scheduler", [this] { scheduler_loop(); });
   scheduler_id_.store(scheduler_.get_id());
   ready_.store(true);
   return Status::Ok();

@@ -1,5 +1,5 @@
-// thread_names(): how many of this process's threads carry each name, as the kernel shows
-// them (/proc/self/task/TID/comm: what top -H and ps -L print).
+// Thread names as the kernel shows them (/proc/self/task/TID/comm: what top -H and ps -L
+// print): one thread's, and how many of this process's threads carry each name.
 #pragma once
 
 #include <dirent.h>
@@ -10,15 +10,22 @@
 
 namespace kcl::testing {
 
+// The name of this process's thread `tid` ("" once it ended).
+inline std::string thread_name_of(const std::string& tid) {
+  std::ifstream in("/proc/self/task/" + tid + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 inline std::map<std::string, int> thread_names() {
   std::map<std::string, int> names;
   DIR* dir = ::opendir("/proc/self/task");
   if (dir == nullptr) return names;
   while (const dirent* e = ::readdir(dir)) {
     if (e->d_name[0] == '.') continue;
-    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/comm");
-    std::string name;
-    if (std::getline(in, name)) ++names[name];
+    const std::string name = thread_name_of(e->d_name);
+    if (!name.empty()) ++names[name];
   }
   ::closedir(dir);
   return names;

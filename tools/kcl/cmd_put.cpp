@@ -210,8 +210,7 @@ Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutPro
 // On a terminal: a progress line a second until `reading` turns false.
 std::thread start_progress_line(const Producer& producer, const PutProgress& progress,
                                 const std::atomic<bool>& reading) {
-  return std::thread([&] {
-    base::name_this_thread("kcl-progress");
+  return base::named_thread("kcl-progress", [&] {
     auto last = std::chrono::steady_clock::now();
     std::uint64_t last_sent = 0;
     while (reading.load()) {
