@@ -74,6 +74,7 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
       changed_at_ = changed_at_ ? std::max(*changed_at_, at) : at;
       o.short_since_heartbeat.reset();
       o.mismatch.reset();
+      if (!inserted) o.registered_again = true;
       if (dead_.erase(w.worker_id)) {
         log(LogLevel::kInfo, "worker " + w.worker_id + " registered again");
       } else if (inserted) {
@@ -509,6 +510,25 @@ void LeaseLeader::repost_shortfall(const std::string& id, Observed& o,
   ++r.reposted;
 }
 
+// A worker registered again (its membership ended: its hold lapsed, or it was fenced): a
+// registration writes a new entry, so keys posted to the old one (by this leader just before,
+// or by the one before it) are gone, and the new incarnation learns of the leases it had
+// held from its own list of those it gave up, not of those assigned or handed to it meanwhile.
+// Everything the table gives it is posted now, to the new entry: it looks at each (one read)
+// and adopts what is its own. Without this it would read such a lease only once the
+// difference between its digest and the table had lasted two heartbeats, a scan and a repost.
+void LeaseLeader::repost_to_new_incarnation(const std::string& id, Observed& o, Inbox& inbox,
+                                            LeaderPassResult& r) {
+  o.mismatch.reset();
+  std::vector<std::string> keys = involving(id);
+  if (keys.empty()) return;
+  auto& posted = inbox[id];
+  posted.insert(posted.end(), keys.begin(), keys.end());
+  ++r.reposted;
+  log(LogLevel::kInfo, "worker " + id + " registered again: posted it the " +
+                           std::to_string(keys.size()) + " leases the table gives it");
+}
+
 // A worker reports, in each heartbeat, the digest of the leases it holds or is taking over;
 // the table gives it the leases it owns (handed to it or not) and those it is handing off.
 // They differ for a moment after every assignment or handoff. When they still differ two of
@@ -529,6 +549,11 @@ void LeaseLeader::reconcile(std::map<std::string, std::vector<std::string>>& inb
   for (auto& [id, o] : workers_) {
     if (o.entry.draining) {
       o.mismatch.reset();
+      o.registered_again = false;
+      continue;
+    }
+    if (std::exchange(o.registered_again, false)) {
+      repost_to_new_incarnation(id, o, inbox, r);
       continue;
     }
     if (o.entry.lease_digest.empty()) {
@@ -609,22 +634,32 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
   }
 }
 
-// A graceful handoff from a live owner; false when the store failed.
+// A graceful handoff from a live owner; false when the store failed. A write that failed is
+// followed by a fresh read, as in assign(): a handoff that landed although its answer was
+// lost (or the client's retry of it found the condition failed) is told to both workers now;
+// otherwise neither would hear of it until what they report had differed from the table for
+// two heartbeats and a scan.
 bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r) {
   auto started = leases_.initiate_handoff(seen, move.to);
-  if (started.ok()) {
-    cache_[move.lease_key] = *started;
-    inbox[*move.from].push_back(move.lease_key);
-    inbox[move.to].push_back(move.lease_key);
-    ++r.handoffs;
-    return true;
+  if (!started.ok()) {
+    const Status failure = started.status();
+    auto fresh = reread(move.lease_key);
+    const bool landed = fresh.ok() && *fresh && (**fresh).lease_owner == move.to &&
+                        (**fresh).checkpoint_owner == move.from;
+    if (!landed) {
+      if (failure.code() == StatusCode::kConditionFailed) {
+        scan_needed_ = true;  // the table moved on: read it again next pass
+        return true;
+      }
+      r.status = failure;
+      return false;
+    }
   }
-  if (started.status().code() == StatusCode::kConditionFailed) {
-    scan_needed_ = true;  // the table moved on: read it again next pass
-    return true;
-  }
-  r.status = started.status();
-  return false;
+  inbox[*move.from].push_back(move.lease_key);
+  inbox[move.to].push_back(move.lease_key);
+  if (started.ok()) cache_[move.lease_key] = *started;  // else reread() cached what landed
+  ++r.handoffs;
+  return true;
 }
 
 // The end of a pass: a fenced worker whose leases have all moved is forgotten; the pass is

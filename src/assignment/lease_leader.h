@@ -12,9 +12,12 @@
 //  3. plans (assignment_planner.h) and carries the plan out: free and orphaned leases are
 //     assigned (take_lease for the new owner, conditional on a fresh read when the old owner
 //     was fenced), excess leases of live workers are handed off gracefully
-//     (initiate_handoff), and each worker concerned gets the lease keys in its inbox;
-//  4. posts again the leases a worker should hold but does not report (its leaseCount) over
-//     two heartbeats, which repairs an inbox post lost with a leader.
+//     (initiate_handoff), and each worker concerned gets the lease keys in its inbox; a
+//     take or handoff whose answer was lost is read again and, when it landed, posted too;
+//  4. posts again the leases a worker should hold but does not report (its lease digest)
+//     over two heartbeats, which repairs an inbox post lost with a leader; and, at once,
+//     everything the table gives a worker seen registered again (a registration writes a
+//     new entry, so what was posted to the old one is gone).
 // While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
 // rebalancing wait until the membership has not changed for settle_time (at most
 // failover_time / 2 in all; the membership is read every settle_time / 4 meanwhile), so a
@@ -144,6 +147,9 @@ class LeaseLeader {
     std::optional<Mismatch> mismatch;
     // Its heartbeat is overdue and the workers' attention was called for it (once per value).
     bool suspected = false;
+    // Seen registered again (a new incarnation of a worker already observed): what was posted
+    // to its old entry is gone, so everything the table gives it is posted at the next pass.
+    bool registered_again = false;
   };
   struct Unknown {  // a lease whose owner is neither live nor fenced by this leader
     std::int64_t counter = 0;
@@ -187,6 +193,8 @@ class LeaseLeader {
   void repost_shortfall(const std::string& id, Observed& o,
                         std::map<std::string, std::vector<std::string>>& inbox,
                         LeaderPassResult& r);
+  void repost_to_new_incarnation(const std::string& id, Observed& o, Inbox& inbox,
+                                 LeaderPassResult& r);
   void post(std::map<std::string, std::vector<std::string>>& inbox, std::set<std::string>& recheck);
 
   leases::LeaseStore& leases_;
