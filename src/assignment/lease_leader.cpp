@@ -525,8 +525,9 @@ void LeaseLeader::repost_to_new_incarnation(const std::string& id, Observed& o, 
   auto& posted = inbox[id];
   posted.insert(posted.end(), keys.begin(), keys.end());
   ++r.reposted;
-  log(LogLevel::kInfo, "worker " + id + " registered again: posted it the " +
-                           std::to_string(keys.size()) + " leases the table gives it");
+  log(LogLevel::kInfo, "worker " + id + " registered again: posted it what the table gives it (" +
+                           std::to_string(keys.size()) +
+                           (keys.size() == 1 ? " lease)" : " leases)"));
 }
 
 // A worker reports, in each heartbeat, the digest of the leases it holds or is taking over;
