@@ -637,16 +637,16 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
 
 // A graceful handoff from a live owner; false when the store failed. A write that failed is
 // followed by a fresh read, as in assign(): a handoff that landed although its answer was
-// lost (or the client's retry of it found the condition failed) is told to both workers now;
-// otherwise neither would hear of it until what they report had differed from the table for
-// two heartbeats and a scan.
+// lost (or the client's retry of it found the condition failed), or has even been completed
+// since, is told to both workers now; otherwise neither would hear of it until what they
+// report had differed from the table for two heartbeats and a scan.
 bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r) {
   auto started = leases_.initiate_handoff(seen, move.to);
   if (!started.ok()) {
     const Status failure = started.status();
     auto fresh = reread(move.lease_key);
     const bool landed = fresh.ok() && *fresh && (**fresh).lease_owner == move.to &&
-                        (**fresh).checkpoint_owner == move.from;
+                        (!(**fresh).checkpoint_owner || (**fresh).checkpoint_owner == move.from);
     if (!landed) {
       if (failure.code() == StatusCode::kConditionFailed) {
         scan_needed_ = true;  // the table moved on: read it again next pass
