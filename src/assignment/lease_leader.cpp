@@ -297,7 +297,8 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
 // a condition that failed because the cache was stale is tried once more while the lease is
 // still an orphan, and a take whose answer was lost (it may have landed) is recognised by the
 // owner it wrote. A lease the read finds owned by a live worker is posted to it either way:
-// the post is how that worker learns of it. Returns false when the pass should stop.
+// the post is how that worker learns of it; when the read fails too, the worker it was for is
+// told anyway. Returns false when the pass should stop.
 bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
   Lease seen = cache_.at(move.lease_key);
   const auto start = clock_.now();
@@ -306,6 +307,9 @@ bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
     const Status failure = taken.status();
     auto fresh = reread(move.lease_key);
     if (!fresh.ok()) {
+      // Whether the take landed is unknown: the worker is told anyway (it looks at the lease
+      // and adopts it only if the table gives it to it).
+      inbox[move.to].push_back(move.lease_key);
       r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
       return false;
     }
@@ -638,13 +642,22 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
 // A graceful handoff from a live owner; false when the store failed. A write that failed is
 // followed by a fresh read, as in assign(): a handoff that landed although its answer was
 // lost (or the client's retry of it found the condition failed), or has even been completed
-// since, is told to both workers now; otherwise neither would hear of it until what they
-// report had differed from the table for two heartbeats and a scan.
+// since, or that may have landed (the read failed too) is told to both workers now;
+// otherwise neither would hear of it until what they report had differed from the table for
+// two heartbeats and a scan.
 bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r) {
   auto started = leases_.initiate_handoff(seen, move.to);
   if (!started.ok()) {
     const Status failure = started.status();
     auto fresh = reread(move.lease_key);
+    if (!fresh.ok()) {
+      // Whether it landed is unknown: both are told anyway (a post only makes a worker look
+      // at the lease), and the pass stops.
+      inbox[*move.from].push_back(move.lease_key);
+      inbox[move.to].push_back(move.lease_key);
+      r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
+      return false;
+    }
     const bool landed = fresh.ok() && *fresh && (**fresh).lease_owner == move.to &&
                         (!(**fresh).checkpoint_owner || (**fresh).checkpoint_owner == move.from);
     if (!landed) {
