@@ -10,8 +10,8 @@
 //  - safety: no lease is held by two running workers at once (but for an old owner that is
 //    completing a handoff: its consumer has stopped).
 // The seeded runs take seeds 1-12; KCL_TEST_SEEDS=N runs seeds 1..N and prints each run's
-// longest silent owner and takeover (for their distribution: the note of a change says which
-// command it ran).
+// longest silent owner and takeover, to compare their distribution before and after a change
+// (docs/benchmarks.md, "Liveness under injected faults").
 #include <gtest/gtest.h>
 
 #include <algorithm>
