@@ -488,7 +488,10 @@ Clock::MonoTime AssignmentAgent::leader_step() {
     // Not leading: only this flag to look at (no I/O), often, so a new leader starts at once.
     return clock_.now() + std::min(interval, milliseconds(50));
   }
-  if (begin) leader_.begin(previous);
+  if (begin) {
+    leader_.begin(previous);
+    term_check_due_ = true;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (registered_) leader_.note_own_registration(registered_->first, registered_->second);
@@ -504,8 +507,25 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   for (const auto& [lease, start] : r.taken_for_self) {
     if (!adopter_.adopt_written(lease, start)) mine.push_back(lease.lease_key);
   }
+  bool merge = r.recheck_self;
   if (r.recheck_self) {
     for (std::string& k : adopter_.claimed_keys()) mine.push_back(std::move(k));
+  }
+  // A new term: what the previous leader posted to this worker may have been lost with it,
+  // and this worker's own entry is not read while it leads. Once the term has read the lease
+  // table, what the table gives this worker and it does not claim is looked at now (nothing,
+  // almost always), not two renew intervals later when its digest is compared.
+  if (term_check_due_ && leader_.scanned_in_term()) {
+    term_check_due_ = false;
+    const std::vector<std::string> claimed = adopter_.claimed_keys();  // sorted
+    for (std::string& k : leader_.leases_involving(config_.worker_id)) {
+      if (!std::binary_search(claimed.begin(), claimed.end(), k)) {
+        mine.push_back(std::move(k));
+        merge = true;
+      }
+    }
+  }
+  if (merge) {
     std::sort(mine.begin(), mine.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
   }

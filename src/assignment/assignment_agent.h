@@ -158,6 +158,9 @@ class AssignmentAgent {
   std::optional<std::pair<std::string, Clock::MonoTime>> registered_;
   // leader thread only: keys the leader assigned to itself and could not look at yet
   std::vector<std::string> self_keys_left_;
+  // leader thread only: a term began, and what the table gives this worker is still to be
+  // compared with what it claims
+  bool term_check_due_ = false;
   std::atomic<bool> leading_{false};
   std::atomic<std::uint64_t> terms_{0};
 };

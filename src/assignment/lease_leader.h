@@ -117,6 +117,12 @@ class LeaseLeader {
   // A new leader, until the membership first settles: it reads the membership every
   // settle_time / 4 meanwhile (a fleet starting, or one whose leader just changed).
   bool first_settling() const { return first_settle_; }
+  // Whether this term has read the lease table yet; the leases it gives `worker` (as owner
+  // or as the owner handing off), as this leader last read or wrote them, sorted.
+  bool scanned_in_term() const { return last_scan_.has_value(); }
+  std::vector<std::string> leases_involving(const std::string& worker) const {
+    return involving(worker);
+  }
   // When the membership will count as settled if nothing changes meanwhile; empty when it is.
   std::optional<Clock::MonoTime> settles_at() const;
   // This worker's own registration (incarnation, when its write was answered): when the

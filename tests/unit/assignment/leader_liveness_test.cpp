@@ -559,6 +559,58 @@ TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
   }
 }
 
+// A post lost with the leader, to the worker that leads next: the leader assigns a new lease
+// to b, its post to b fails, and it is killed before its next pass would post it again. b
+// takes the lock; its first pass reads the table, and b looks at once at what the table gives
+// it and it does not claim, instead of after two of its renew intervals (10 s with the
+// default failover time) and a scan.
+TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorkerLeadsNext) {
+  FleetOptions o;
+  o.leases = 4;
+  o.workers = 0;
+  Fleet fleet(o);
+  fleet.start("a");
+  ASSERT_TRUE(
+      fleet.run_until([&] { return fleet.worker("a").coordinator->held_count() == 4; }, 20s));
+  ASSERT_TRUE(fleet.worker("a").agent->leading());
+  fleet.start("b");
+  fleet.start("c");
+  ASSERT_TRUE(fleet.run_until(
+      [&] {
+        return fleet.worker("a").coordinator->held_count() == 2 &&
+               fleet.worker("b").coordinator->held_count() == 1 &&
+               fleet.worker("c").coordinator->held_count() == 1;
+      },
+      30s));
+
+  // The new lease goes to b or c (a holds the extra one already); its post fails.
+  FleetWorker& a = fleet.worker("a");
+  std::string target;
+  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+    InjectedFault f;
+    if (target.empty() && op == "post_to_inbox") {
+      target = std::string(subject);
+      f.when = InjectedFault::When::kBefore;
+    }
+    return f;
+  });
+  Lease extra;
+  extra.lease_key = testing::shard(4);
+  fleet.leases().put(extra);
+  ASSERT_TRUE(a.coordination_view.note_leases_changed().ok());
+  ASSERT_TRUE(fleet.run_until([&] { return !target.empty(); }, 10s));
+  fleet.kill(a);
+  ASSERT_EQ(fleet.leases().peek(extra.lease_key)->lease_owner, target);
+  ASSERT_TRUE(fleet.run_until([&] { return fleet.leader() != nullptr; }, 20s));
+  ASSERT_EQ(fleet.leader()->id, target) << "the scenario needs the lease's owner to lead next";
+  FleetWorker& owner = fleet.worker(target);
+  auto took = fleet.run_until([&] { return owner.coordinator->holds(extra.lease_key); }, 30s);
+  ASSERT_TRUE(took) << target << " never read the lease whose post was lost with the leader";
+  EXPECT_LE(*took, 500ms) << target << " read the lease " << took->count()
+                          << " ms after it became the leader";
+  EXPECT_EQ(fleet.double_holds(), 0);
+}
+
 // A worker joins while the leader's reads of the lease table fail, so the passes that see the
 // join end early. The join still counts for settling: nothing is handed to the newcomer
 // before settle_time after the leader first saw it (a burst of joins is balanced once, not
