@@ -454,6 +454,16 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
+// Starts worker a alone and runs until it holds the fleet's `leases`.
+void start_a_alone(Fleet& fleet, int leases) {
+  fleet.start("a");
+  ASSERT_TRUE(fleet.run_until(
+      [&] {
+        return fleet.worker("a").coordinator->held_count() == static_cast<std::size_t>(leases);
+      },
+      20s));
+}
+
 // Starts workers a and b and runs until they hold the fleet's `leases` between them.
 void start_a_and_b(Fleet& fleet, int leases) {
   fleet.start("a");
@@ -569,9 +579,7 @@ TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorker
   o.leases = 4;
   o.workers = 0;
   Fleet fleet(o);
-  fleet.start("a");
-  ASSERT_TRUE(
-      fleet.run_until([&] { return fleet.worker("a").coordinator->held_count() == 4; }, 20s));
+  ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
   ASSERT_TRUE(fleet.worker("a").agent->leading());
   fleet.start("b");
   fleet.start("c");
@@ -667,9 +675,7 @@ TEST(LeaderLivenessScriptedTest, ATakeThatLandedUnseenIsTakenAgainAtOnce) {
   o.leases = 4;
   o.workers = 0;
   Fleet fleet(o);
-  fleet.start("a");
-  ASSERT_TRUE(
-      fleet.run_until([&] { return fleet.worker("a").coordinator->held_count() == 4; }, 20s));
+  ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
   int landed_unseen = 0;
   std::optional<Clock::MonoTime> first_take;
   FleetWorker& b = fleet.start("b");
