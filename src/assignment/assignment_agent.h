@@ -20,7 +20,11 @@
 //                    eventually consistent, except while
 //                    confirming a take of the lock whose answer was lost, and an entry that
 //                    reads as gone or replaced is confirmed by a strongly consistent read.
-//  leader_step()     on the leader: one LeaseLeader pass.
+//  leader_step()     on the leader: one LeaseLeader pass; then it looks at the leases the
+//                    pass assigned or posted to this worker (no round trip through its
+//                    inbox) and, once per term after the table was read, at those the table
+//                    gives this worker and it does not claim (a post the previous leader made
+//                    to it may have been lost with that leader).
 //
 // Each step returns when it wants to run again. leave() is the last step of a graceful
 // shutdown, after the leases were handed back: the lock is released (so another worker leads
