@@ -507,7 +507,6 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   for (const auto& [lease, start] : r.taken_for_self) {
     if (!adopter_.adopt_written(lease, start)) mine.push_back(lease.lease_key);
   }
-  bool merge = r.recheck_self;
   if (r.recheck_self) {
     for (std::string& k : adopter_.claimed_keys()) mine.push_back(std::move(k));
   }
@@ -519,17 +518,12 @@ Clock::MonoTime AssignmentAgent::leader_step() {
     term_check_due_ = false;
     const std::vector<std::string> claimed = adopter_.claimed_keys();  // sorted
     for (std::string& k : leader_.leases_involving(config_.worker_id)) {
-      if (!std::binary_search(claimed.begin(), claimed.end(), k)) {
-        mine.push_back(std::move(k));
-        merge = true;
-      }
+      if (!std::binary_search(claimed.begin(), claimed.end(), k)) mine.push_back(std::move(k));
     }
   }
-  if (merge) {
+  if (!mine.empty()) {
     std::sort(mine.begin(), mine.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-  }
-  if (!mine.empty()) {
     // A lease handed to the leader by another worker comes in when that worker lets go: the
     // poll watches for it (poll_leases) while active.
     note_activity();

@@ -658,7 +658,7 @@ bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, Le
       r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
       return false;
     }
-    const bool landed = fresh.ok() && *fresh && (**fresh).lease_owner == move.to &&
+    const bool landed = *fresh && (**fresh).lease_owner == move.to &&
                         (!(**fresh).checkpoint_owner || (**fresh).checkpoint_owner == move.from);
     if (!landed) {
       if (failure.code() == StatusCode::kConditionFailed) {

@@ -396,6 +396,16 @@ std::uint64_t seeds_to_run() {
 INSTANTIATE_TEST_SUITE_P(Seeds, LeaderLivenessTest,
                          ::testing::Range<std::uint64_t>(1, seeds_to_run() + 1));
 
+// Adds a free lease for shard `n` and has `w` note that leases changed (as a shard sync
+// that created one would), so the leader reads the table at its next pass.
+Lease add_lease(Fleet& fleet, FleetWorker& w, int n) {
+  Lease l;
+  l.lease_key = testing::shard(n);
+  fleet.leases().put(l);
+  EXPECT_TRUE(w.coordination_view.note_leases_changed().ok());
+  return l;
+}
+
 // The soak's 89 s: a worker that holds one lease too many (a handoff whose post it never got)
 // and one too few (an assignment whose post it never got) reports the right number of leases,
 // so a repair that compares counts never sees it. Here the leader's posts to b fail for 15 s
@@ -428,10 +438,7 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
   const auto dropped_at = fleet.clock().now();
   fleet.start("c").coordination_view.faults().set_script(posts_to_b_lost);
   fleet.run_for(5s);  // c gets its share: one lease handed from a, one from b
-  Lease extra;
-  extra.lease_key = testing::shard(4);
-  fleet.leases().put(extra);
-  ASSERT_TRUE(fleet.worker("a").coordination_view.note_leases_changed().ok());
+  const Lease extra = add_lease(fleet, fleet.worker("a"), 4);
   ASSERT_TRUE(fleet.run_until(
       [&] { return fleet.leases().peek(extra.lease_key)->lease_owner.has_value(); }, 10s));
   const std::string owner = *fleet.leases().peek(extra.lease_key)->lease_owner;
@@ -507,10 +514,7 @@ TEST(LeaderLivenessScriptedTest, ALeasePostedJustBeforeTheWorkerRegistersAgainIs
     }
     return InjectedFault{};
   });
-  Lease extra;
-  extra.lease_key = testing::shard(3);
-  fleet.leases().put(extra);
-  ASSERT_TRUE(leader->coordination_view.note_leases_changed().ok());
+  const Lease extra = add_lease(fleet, *leader, 3);
   ASSERT_TRUE(fleet.run_until([&] { return posted.has_value(); }, 10s));
   ASSERT_EQ(fleet.leases().peek(extra.lease_key)->lease_owner, target.id);
 
@@ -602,10 +606,7 @@ TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorker
     }
     return f;
   });
-  Lease extra;
-  extra.lease_key = testing::shard(4);
-  fleet.leases().put(extra);
-  ASSERT_TRUE(a.coordination_view.note_leases_changed().ok());
+  const Lease extra = add_lease(fleet, a, 4);
   ASSERT_TRUE(fleet.run_until([&] { return !target.empty(); }, 10s));
   fleet.kill(a);
   ASSERT_EQ(fleet.leases().peek(extra.lease_key)->lease_owner, target);
