@@ -298,8 +298,8 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
 // still an orphan, and a take whose answer was lost (it may have landed) is recognised by the
 // owner it wrote. A lease the read finds owned by a live worker is posted to it either way:
 // the post is how that worker learns of it; when the read fails too, the worker it was for is
-// told anyway. Returns false when the pass should stop.
-bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
+// told anyway.
+LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
   Lease seen = cache_.at(move.lease_key);
   const auto start = clock_.now();
   auto taken = leases_.take_lease(seen, move.to);
@@ -311,9 +311,9 @@ bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
       // and adopts it only if the table gives it to it).
       inbox[move.to].push_back(move.lease_key);
       r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
-      return false;
+      return MoveOutcome::kStoreDown;
     }
-    if (!*fresh) return true;  // deleted meanwhile
+    if (!*fresh) return MoveOutcome::kDone;  // deleted meanwhile
     const Lease& now = **fresh;
     const bool still_orphan =
         !now.checkpoint_owner && (!now.lease_owner || dead_.count(*now.lease_owner));
@@ -324,14 +324,14 @@ bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
       inbox[*now.lease_owner].push_back(move.lease_key);
       unknown_.erase(move.lease_key);
       if (*now.lease_owner == move.to) ++r.assigned;
-      return true;
+      return MoveOutcome::kDone;
     } else if (!still_orphan) {
-      return true;  // an unknown owner's lease that moved: not expired
+      return MoveOutcome::kDone;  // an unknown owner's lease that moved: not expired
     }
     if (!taken.ok()) {
-      if (taken.status().code() == StatusCode::kConditionFailed) return true;
-      r.status = taken.status();
-      return false;
+      if (taken.status().code() == StatusCode::kConditionFailed) return MoveOutcome::kDone;
+      r.status = taken.status();  // still an orphan: the next pass assigns it
+      return MoveOutcome::kFailed;
     }
   }
   cache_[move.lease_key] = *taken;
@@ -342,7 +342,7 @@ bool LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
     inbox[move.to].push_back(move.lease_key);
   }
   ++r.assigned;
-  return true;
+  return MoveOutcome::kDone;
 }
 
 Result<std::optional<Lease>> LeaseLeader::reread(const std::string& key) {
@@ -625,27 +625,37 @@ Status LeaseLeader::authorised() const {
 
 // Step 5: carries the plan out. Rebalancing (handoffs) waits for the fleet to settle and for
 // the weights of leases just moved; assignments go now. Stops when this worker may no longer
-// act as leader, or the store fails.
+// act as leader, or the store fails. A write that failed for one lease while the store still
+// answered leaves that lease to the next pass (r.status reports the failure, which brings
+// that pass soon) and goes on with the others: a dead worker's other leases need not wait for
+// it. Two such failures in a row and the store is failing: the pass stops.
 void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r) {
+  int failed_in_a_row = 0;
   for (const Move& move : plan.moves) {
     // A leader whose renewals lapse stops before another could fence it (see AssignmentAgent).
-    r.status = authorised();
-    if (!r.status.ok()) return;
-    auto cached = cache_.find(move.lease_key);
-    if (cached == cache_.end() || (move.handoff && !rebalance)) continue;
-    if (!(move.handoff ? hand_off(move, cached->second, inbox, r) : assign(move, inbox, r))) {
+    Status allowed = authorised();
+    if (!allowed.ok()) {
+      r.status = std::move(allowed);
       return;
     }
+    auto cached = cache_.find(move.lease_key);
+    if (cached == cache_.end() || (move.handoff && !rebalance)) continue;
+    const MoveOutcome outcome =
+        move.handoff ? hand_off(move, cached->second, inbox, r) : assign(move, inbox, r);
+    if (outcome == MoveOutcome::kStoreDown) return;
+    failed_in_a_row = outcome == MoveOutcome::kFailed ? failed_in_a_row + 1 : 0;
+    if (failed_in_a_row == 2) return;
   }
 }
 
-// A graceful handoff from a live owner; false when the store failed. A write that failed is
-// followed by a fresh read, as in assign(): a handoff that landed although its answer was
-// lost (or the client's retry of it found the condition failed), or has even been completed
-// since, or that may have landed (the read failed too) is told to both workers now;
-// otherwise neither would hear of it until what they report had differed from the table for
-// two heartbeats and a scan.
-bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r) {
+// A graceful handoff from a live owner (see MoveOutcome). A write that failed is followed
+// by a fresh read, as in assign(): a handoff that landed although its answer was lost (or
+// the client's retry of it found the condition failed), or has even been completed since, or
+// that may have landed (the read failed too) is told to both workers now; otherwise neither
+// would hear of it until what they report had differed from the table for two heartbeats and
+// a scan.
+LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox,
+                                               LeaderPassResult& r) {
   auto started = leases_.initiate_handoff(seen, move.to);
   if (!started.ok()) {
     const Status failure = started.status();
@@ -656,24 +666,24 @@ bool LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox, Le
       inbox[*move.from].push_back(move.lease_key);
       inbox[move.to].push_back(move.lease_key);
       r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
-      return false;
+      return MoveOutcome::kStoreDown;
     }
     const bool landed = *fresh && (**fresh).lease_owner == move.to &&
                         (!(**fresh).checkpoint_owner || (**fresh).checkpoint_owner == move.from);
     if (!landed) {
       if (failure.code() == StatusCode::kConditionFailed) {
         scan_needed_ = true;  // the table moved on: read it again next pass
-        return true;
+        return MoveOutcome::kDone;
       }
-      r.status = failure;
-      return false;
+      r.status = failure;  // the next pass plans it again
+      return MoveOutcome::kFailed;
     }
   }
   inbox[*move.from].push_back(move.lease_key);
   inbox[move.to].push_back(move.lease_key);
   if (started.ok()) cache_[move.lease_key] = *started;  // else reread() cached what landed
   ++r.handoffs;
-  return true;
+  return MoveOutcome::kDone;
 }
 
 // The end of a pass: a fenced worker whose leases have all moved is forgotten; the pass is

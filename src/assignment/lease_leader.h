@@ -14,6 +14,9 @@
 //     was fenced), excess leases of live workers are handed off gracefully
 //     (initiate_handoff), and each worker concerned gets the lease keys in its inbox; a
 //     take or handoff whose answer was lost is read again and, when it landed, posted too;
+//     a write that failed for one lease leaves that lease to the next pass and the pass goes
+//     on with the others (it stops when two moves in a row fail, or a write and the read
+//     after it both fail: the store is failing, not the lease);
 //  4. posts again the leases a worker should hold but does not report (its lease digest)
 //     over two heartbeats, which repairs an inbox post lost with a leader; and, at once,
 //     everything the table gives a worker seen registered again (a registration writes a
@@ -178,9 +181,13 @@ class LeaseLeader {
   bool judge_known(const Lease& lease, std::vector<std::string>& orphans, Status& status);
   bool judge_unknown(const Lease& lease, std::vector<std::string>& orphans, Status& status);
   bool settled();
+  // What carrying out one move came to: done (or nothing to do), its write failed while the
+  // store still answered (the lease waits for the next pass; the others go on), or the store
+  // failed twice over (the write and the read after it: the pass stops).
+  enum class MoveOutcome { kDone, kFailed, kStoreDown };
   void execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r);
-  bool hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r);
-  bool assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
+  MoveOutcome hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r);
+  MoveOutcome assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
   void finish_pass(const LeaderPassResult& r);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);

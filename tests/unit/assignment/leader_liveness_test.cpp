@@ -667,6 +667,59 @@ TEST(LeaderLivenessScriptedTest, AJoinSeenByAPassThatEndedEarlyStillWaitsForTheF
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
+// A dead worker's leases move in one pass even when the write for one of them fails: that
+// lease waits for the next pass, the others do not wait with it. (Under a quarter of the
+// store's calls failing, a pass that stopped at its first failed write left a killed leader's
+// leases unassigned for 2.7 s more than a pass that goes on: seed 93 of the test above.) Two
+// failed writes in a row stop the pass: a failing store is not written to lease after lease.
+TEST(LeaderLivenessScriptedTest, AWriteThatFailsForOneLeaseDoesNotHoldUpTheOthers) {
+  for (const int failing : {1, 2}) {
+    SCOPED_TRACE(std::to_string(failing) + " failed takes in a row");
+    FleetOptions o;
+    o.leases = 6;
+    o.workers = 0;
+    Fleet fleet(o);
+    ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
+    FleetWorker& a = fleet.worker("a");
+    ASSERT_TRUE(a.agent->leading());
+    ASSERT_TRUE(fleet.run_until(
+        [&] {
+          return a.coordinator->held_count() == 3 &&
+                 fleet.worker("b").coordinator->held_count() == 3;
+        },
+        20s));
+    int takes = 0;
+    std::optional<Clock::MonoTime> first_take;
+    a.lease_view.faults().set_script([&](std::string_view op, std::string_view) {
+      InjectedFault f;
+      if (op != "take_lease") return f;
+      if (++takes == 1) first_take = fleet.clock().now();
+      if (takes <= failing) f.when = InjectedFault::When::kBefore;
+      return f;
+    });
+    fleet.kill(fleet.worker("b"));
+    ASSERT_TRUE(fleet.run_until([&] { return first_take.has_value(); }, 20s));
+    auto owned_by_a = [&](std::size_t n) {
+      return [&fleet, n] {
+        std::size_t owned = 0;
+        for (const Lease& l : fleet.leases().snapshot()) owned += l.lease_owner == "a" ? 1 : 0;
+        return owned >= n;
+      };
+    };
+    const auto same_pass = fleet.run_until(owned_by_a(6 - failing), 10s);
+    ASSERT_TRUE(same_pass) << "a never took b's other leases";
+    if (failing == 1) {
+      EXPECT_LT(*same_pass, 100ms) << "b's other leases waited " << same_pass->count()
+                                   << " ms for the next pass after one failed take";
+    } else {
+      EXPECT_GE(*same_pass, 100ms) << "the pass went on writing after two failed takes in a row";
+    }
+    ASSERT_TRUE(fleet.run_until(owned_by_a(6), 10s)) << "the failed lease was never taken";
+    EXPECT_EQ(takes, failing + 3) << "each of b's leases taken once, besides the failed takes";
+    EXPECT_EQ(fleet.double_holds(), 0);
+  }
+}
+
 // A take whose first attempt landed unseen: the client's retry finds the counter moved and
 // reports the condition failed, while the table now names the worker. It reads the lease again
 // and takes it on that read, at once, rather than leaving it unread until the leader notices
