@@ -711,6 +711,20 @@ void LeaseLeader::finish_pass(const LeaderPassResult& r) {
   if (r.handoffs) metrics_.count("leader.handoffs", r.handoffs, {});
 }
 
+// A pass that failed before it planned (the store failed): the posts that failed before go
+// again now all the same, rather than waiting for a pass that gets this far. A post is only
+// a hint (the worker adopts what the table gives it), so a stale view of the workers does no
+// harm; meanwhile a worker whose post was lost would not hear of a lease handed to it.
+LeaderPassResult LeaseLeader::end_failed_pass(LeaderPassResult& r) {
+  if (!unposted_.empty()) {
+    Inbox none;
+    std::set<std::string> recheck;
+    post(none, recheck);  // the leader's own keys are never among them
+    r.attention = std::exchange(attention_due_, false);
+  }
+  return r;
+}
+
 LeaderPassResult LeaseLeader::run_pass() {
   LeaderPassResult r;
   if (!active_) return r;
@@ -723,10 +737,10 @@ LeaderPassResult LeaseLeader::run_pass() {
   bool changed = false;
   r.status = observe(r, changed);
   if (r.status.ok()) r.status = scan_if_due(r);
-  if (!r.status.ok()) return r;
+  if (!r.status.ok()) return end_failed_pass(r);
   LeaderKnowledge known;
   known.orphans = find_orphans(r.status);
-  if (!r.status.ok()) return r;
+  if (!r.status.ok()) return end_failed_pass(r);
   for (const auto& [id, o] : workers_) known.workers.push_back(o.entry);
   known.leases = &cache_;
   known.settled = settled();

@@ -720,6 +720,41 @@ TEST(LeaderLivenessScriptedTest, AWriteThatFailsForOneLeaseDoesNotHoldUpTheOther
   }
 }
 
+// A post that failed goes again at the leader's next pass even when that pass fails before
+// it plans (its read of the workers fails). Seed 65 at a quarter of the calls failing: the
+// post of four handoffs to a joining worker failed, the leader's next passes failed until it
+// lost the lock, and the worker read those leases 9 s later, when the next leader compared
+// its digest with the table over two heartbeats.
+TEST(LeaderLivenessScriptedTest, AFailedPostGoesAgainWhileTheLeadersPassesFail) {
+  FleetOptions o;
+  o.leases = 4;
+  o.workers = 0;
+  Fleet fleet(o);
+  ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
+  FleetWorker& a = fleet.worker("a");
+  ASSERT_TRUE(a.agent->leading());
+  bool reads_fail = false;
+  std::optional<Clock::MonoTime> post_failed;
+  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+    InjectedFault f;
+    if (op == "post_to_inbox" && subject == "c" && !post_failed) {
+      post_failed = fleet.clock().now();
+      reads_fail = true;  // from now on every pass fails at its first step
+      f.when = InjectedFault::When::kBefore;
+    } else if (op == "read_all" && reads_fail) {
+      f.when = InjectedFault::When::kBefore;
+    }
+    return f;
+  });
+  FleetWorker& c = fleet.start("c");
+  ASSERT_TRUE(fleet.run_until([&] { return post_failed.has_value(); }, 20s))
+      << "the leader never posted to c";
+  auto took = fleet.run_until([&] { return c.coordinator->held_count() == 1; }, 10s);
+  ASSERT_TRUE(took) << "c did not read the lease handed to it while the leader's passes failed";
+  EXPECT_LT(*took, 1500ms);
+  EXPECT_EQ(fleet.double_holds(), 0);
+}
+
 // A take whose first attempt landed unseen: the client's retry finds the counter moved and
 // reports the condition failed, while the table now names the worker. It reads the lease again
 // and takes it on that read, at once, rather than leaving it unread until the leader notices
