@@ -35,6 +35,12 @@ void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   // another failover time. The leases are read again.
   cache_.clear();
   unposted_.clear();
+  // Posts an earlier term failed to deliver are given up with it (the digest comparison
+  // repairs what they carried): they are no longer failing.
+  if (!posts_failing_.empty()) {
+    posts_failing_.clear();
+    posts_.succeeded();
+  }
   scan_needed_ = true;
   last_scan_.reset();
   last_change_.reset();
@@ -310,7 +316,7 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, Lea
       // Whether the take landed is unknown: the worker is told anyway (it looks at the lease
       // and adopts it only if the table gives it to it).
       inbox[move.to].push_back(move.lease_key);
-      r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
+      note_failure(r, failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure);
       return MoveOutcome::kStoreDown;
     }
     if (!*fresh) return MoveOutcome::kDone;  // deleted meanwhile
@@ -330,7 +336,7 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, Lea
     }
     if (!taken.ok()) {
       if (taken.status().code() == StatusCode::kConditionFailed) return MoveOutcome::kDone;
-      r.status = taken.status();  // still an orphan: the next pass assigns it
+      note_failure(r, taken.status());  // still an orphan: the next pass assigns it
       return MoveOutcome::kFailed;
     }
   }
@@ -447,7 +453,12 @@ void LeaseLeader::post(std::map<std::string, std::vector<std::string>>& inbox,
     const bool check = recheck.count(worker) > 0;
     // The leader's own keys go straight to it (LeaderPassResult::posted_to_self).
     if (worker == config_.worker_id) continue;
-    if (it == workers_.end() || (keys.empty() && !check)) continue;
+    if (it == workers_.end()) {
+      // It left or was fenced: nothing is owed to it, so its failed posts are not failing.
+      if (posts_failing_.erase(worker) && posts_failing_.empty()) posts_.succeeded();
+      continue;
+    }
+    if (keys.empty() && !check) continue;
     std::vector<std::string> unique = keys;
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
@@ -617,6 +628,10 @@ void LeaseLeader::reconcile(std::map<std::string, std::vector<std::string>>& inb
   }
 }
 
+void LeaseLeader::note_failure(LeaderPassResult& r, Status failure) {
+  if (r.status.ok()) r.status = std::move(failure);
+}
+
 Status LeaseLeader::authorised() const {
   if (!authority_) return Status::Ok();
   if (auto why = authority_()) return Status(StatusCode::kUnavailable, "not assigning: " + *why);
@@ -635,7 +650,7 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
     // A leader whose renewals lapse stops before another could fence it (see AssignmentAgent).
     Status allowed = authorised();
     if (!allowed.ok()) {
-      r.status = std::move(allowed);
+      note_failure(r, std::move(allowed));
       return;
     }
     auto cached = cache_.find(move.lease_key);
@@ -665,9 +680,10 @@ LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& se
       // at the lease), and the pass stops.
       inbox[*move.from].push_back(move.lease_key);
       inbox[move.to].push_back(move.lease_key);
-      r.status = failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure;
+      note_failure(r, failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure);
       return MoveOutcome::kStoreDown;
     }
+    if (!*fresh) return MoveOutcome::kDone;  // deleted meanwhile
     const bool landed = *fresh && (**fresh).lease_owner == move.to &&
                         (!(**fresh).checkpoint_owner || (**fresh).checkpoint_owner == move.from);
     if (!landed) {
@@ -675,7 +691,7 @@ LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& se
         scan_needed_ = true;  // the table moved on: read it again next pass
         return MoveOutcome::kDone;
       }
-      r.status = failure;  // the next pass plans it again
+      note_failure(r, failure);  // the next pass plans it again
       return MoveOutcome::kFailed;
     }
   }
@@ -720,7 +736,13 @@ LeaderPassResult LeaseLeader::end_failed_pass(LeaderPassResult& r) {
     Inbox none;
     std::set<std::string> recheck;
     post(none, recheck);  // the leader's own keys are never among them
+    // A post that went through calls for attention; so, a pass early, does a join or an
+    // overdue heartbeat this pass's observe() noted.
     r.attention = std::exchange(attention_due_, false);
+  }
+  if (r.fenced) {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.fenced += r.fenced;  // fences made before the pass failed
   }
   return r;
 }

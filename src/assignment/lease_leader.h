@@ -17,10 +17,10 @@
 //     a write that failed for one lease leaves that lease to the next pass and the pass goes
 //     on with the others (it stops when two moves in a row fail, or a write and the read
 //     after it both fail: the store is failing, not the lease);
-//  4. posts again what earlier posts failed to deliver (at the next pass, even one that fails
-//     before it plans: a post is only a hint); the leases a worker should hold but does not
-//     report (its lease digest) over two heartbeats, which repairs an inbox post lost with a
-//     leader; and, at once, everything the table gives a worker seen registered again (a
+//  4. posts again what earlier posts failed to deliver (at the next pass while it may lead,
+//     even one that fails before it plans: a post is only a hint); the leases a worker should hold
+//     but does not report (its lease digest) over two heartbeats, which repairs an inbox post lost
+//     with a leader; and, at once, everything the table gives a worker seen registered again (a
 //     registration writes a new entry, so what was posted to the old one is gone).
 // While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
 // rebalancing wait until the membership has not changed for settle_time (at most
@@ -63,7 +63,7 @@
 namespace kcl::assignment {
 
 struct LeaderPassResult {
-  Status status;          // the first failure (the pass stopped or skipped a step)
+  Status status;          // the first failure (the pass stopped, or left a move to the next)
   int workers = 0;        // live workers seen
   int leases = 0;         // assignable leases (not at SHARD_END)
   bool scanned = false;   // the lease table was read
@@ -191,6 +191,8 @@ class LeaseLeader {
   MoveOutcome assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
   void finish_pass(const LeaderPassResult& r);
   LeaderPassResult end_failed_pass(LeaderPassResult& r);
+  // Keeps `failure` in r.status unless an earlier one is there.
+  static void note_failure(LeaderPassResult& r, Status failure);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);
   // Leases that involve `worker` in the cache: owned by it (handed to it or not) or being

@@ -755,6 +755,37 @@ TEST(LeaderLivenessScriptedTest, AFailedPostGoesAgainWhileTheLeadersPassesFail) 
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
+// A worker whose posts kept failing and that is then gone (killed, so fenced) is owed nothing:
+// the leader's inbox posts are not reported failing for good (the status page's failing
+// calls, the coordination.failing_calls gauge).
+TEST(LeaderLivenessScriptedTest, PostsToAWorkerThatIsGoneAreNotReportedFailingForGood) {
+  FleetOptions o;
+  o.leases = 4;
+  o.workers = 0;
+  Fleet fleet(o);
+  ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
+  FleetWorker& a = fleet.worker("a");
+  ASSERT_TRUE(a.agent->leading());
+  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+    InjectedFault f;
+    if (subject == "c" && (op == "post_to_inbox" || op == "request_recheck")) {
+      f.when = InjectedFault::When::kBefore;
+    }
+    return f;
+  });
+  FleetWorker& c = fleet.start("c");
+  auto posts_failing = [&] {
+    for (const FailingCalls& f : a.agent->failing_calls()) {
+      if (f.operation == "inbox_post") return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(fleet.run_until(posts_failing, 20s)) << "no post to c failed";
+  fleet.kill(c);
+  EXPECT_TRUE(fleet.run_until([&] { return !posts_failing(); }, 20s))
+      << "the leader's posts were still reported failing 20 s after c was gone";
+}
+
 // A take whose first attempt landed unseen: the client's retry finds the counter moved and
 // reports the condition failed, while the table now names the worker. It reads the lease again
 // and takes it on that read, at once, rather than leaving it unread until the leader notices
