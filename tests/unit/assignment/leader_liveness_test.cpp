@@ -406,15 +406,22 @@ Lease add_lease(Fleet& fleet, FleetWorker& w, int n) {
   return l;
 }
 
+// A fleet of `leases` leases and no workers yet, without random faults: a scripted test
+// starts its workers and injects its own faults.
+FleetOptions scripted_fleet(int leases) {
+  FleetOptions o;
+  o.leases = leases;
+  o.workers = 0;
+  return o;
+}
+
 // The soak's 89 s: a worker that holds one lease too many (a handoff whose post it never got)
 // and one too few (an assignment whose post it never got) reports the right number of leases,
 // so a repair that compares counts never sees it. Here the leader's posts to b fail for 15 s
 // while c joins (one of b's leases is handed to c) and a new lease is assigned to b; then
 // they go through again. b must read the new lease, and let the old one go, soon after.
 TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaired) {
-  FleetOptions o;
-  o.leases = 4;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   bool drop_posts_to_b = false;
   auto posts_to_b_lost = [&](std::string_view op, std::string_view subject) {
@@ -484,6 +491,12 @@ void start_a_and_b(Fleet& fleet, int leases) {
       20s));
 }
 
+// start_a_and_b(), then checks that a, which started first, leads.
+void start_a_and_b_led_by_a(Fleet& fleet, int leases) {
+  ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, leases));
+  ASSERT_TRUE(fleet.worker("a").agent->leading());
+}
+
 // The fault suite's R7: after an outage the new leader assigns a lease to a worker whose
 // membership has just ended, posting it to that worker's old entry; the worker then registers
 // again, and its new entry starts with an empty inbox. The leader sees the new incarnation at
@@ -492,9 +505,7 @@ void start_a_and_b(Fleet& fleet, int leases) {
 // gives it has lasted two heartbeats, a scan and a repost (several seconds, and never if the
 // leader dies first).
 TEST(LeaderLivenessScriptedTest, ALeasePostedJustBeforeTheWorkerRegistersAgainIsReadAtOnce) {
-  FleetOptions o;
-  o.leases = 3;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(3);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
   FleetWorker* leader = fleet.leader();
@@ -537,9 +548,7 @@ TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
     for (const bool reread_fails : {false, true}) {
       SCOPED_TRACE("fault kind " + std::to_string(static_cast<int>(when)) +
                    (reread_fails ? ", the read after it failing" : ""));
-      FleetOptions o;
-      o.leases = 4;
-      o.workers = 0;
+      const FleetOptions o = scripted_fleet(4);
       Fleet fleet(o);
       ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
       FleetWorker* leader = fleet.leader();
@@ -579,9 +588,7 @@ TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
 // it and it does not claim, instead of after two of its renew intervals (10 s with the
 // default failover time) and a scan.
 TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorkerLeadsNext) {
-  FleetOptions o;
-  o.leases = 4;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
   ASSERT_TRUE(fleet.worker("a").agent->leading());
@@ -625,9 +632,7 @@ TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorker
 // before settle_time after the leader first saw it (a burst of joins is balanced once, not
 // at every join).
 TEST(LeaderLivenessScriptedTest, AJoinSeenByAPassThatEndedEarlyStillWaitsForTheFleetToSettle) {
-  FleetOptions o;
-  o.leases = 12;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(12);
   Fleet fleet(o);
   bool scans_fail = false;
   auto scan_faults = [&](std::string_view op, std::string_view) {
@@ -675,13 +680,10 @@ TEST(LeaderLivenessScriptedTest, AJoinSeenByAPassThatEndedEarlyStillWaitsForTheF
 TEST(LeaderLivenessScriptedTest, AWriteThatFailsForOneLeaseDoesNotHoldUpTheOthers) {
   for (const int failing : {1, 2}) {
     SCOPED_TRACE(std::to_string(failing) + " failed takes in a row");
-    FleetOptions o;
-    o.leases = 6;
-    o.workers = 0;
+    const FleetOptions o = scripted_fleet(6);
     Fleet fleet(o);
-    ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
+    ASSERT_NO_FATAL_FAILURE(start_a_and_b_led_by_a(fleet, o.leases));
     FleetWorker& a = fleet.worker("a");
-    ASSERT_TRUE(a.agent->leading());
     ASSERT_TRUE(fleet.run_until(
         [&] {
           return a.coordinator->held_count() == 3 &&
@@ -726,13 +728,10 @@ TEST(LeaderLivenessScriptedTest, AWriteThatFailsForOneLeaseDoesNotHoldUpTheOther
 // lost the lock, and the worker read those leases 9 s later, when the next leader compared
 // its digest with the table over two heartbeats.
 TEST(LeaderLivenessScriptedTest, AFailedPostGoesAgainWhileTheLeadersPassesFail) {
-  FleetOptions o;
-  o.leases = 4;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
-  ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
+  ASSERT_NO_FATAL_FAILURE(start_a_and_b_led_by_a(fleet, o.leases));
   FleetWorker& a = fleet.worker("a");
-  ASSERT_TRUE(a.agent->leading());
   bool reads_fail = false;
   std::optional<Clock::MonoTime> post_failed;
   a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
@@ -759,13 +758,10 @@ TEST(LeaderLivenessScriptedTest, AFailedPostGoesAgainWhileTheLeadersPassesFail) 
 // the leader's inbox posts are not reported failing for good (the status page's failing
 // calls, the coordination.failing_calls gauge).
 TEST(LeaderLivenessScriptedTest, PostsToAWorkerThatIsGoneAreNotReportedFailingForGood) {
-  FleetOptions o;
-  o.leases = 4;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
-  ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
+  ASSERT_NO_FATAL_FAILURE(start_a_and_b_led_by_a(fleet, o.leases));
   FleetWorker& a = fleet.worker("a");
-  ASSERT_TRUE(a.agent->leading());
   a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
     InjectedFault f;
     if (subject == "c" && (op == "post_to_inbox" || op == "request_recheck")) {
@@ -791,9 +787,7 @@ TEST(LeaderLivenessScriptedTest, PostsToAWorkerThatIsGoneAreNotReportedFailingFo
 // and takes it on that read, at once, rather than leaving it unread until the leader notices
 // the difference between what it reports and what the table gives it.
 TEST(LeaderLivenessScriptedTest, ATakeThatLandedUnseenIsTakenAgainAtOnce) {
-  FleetOptions o;
-  o.leases = 4;
-  o.workers = 0;
+  const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
   int landed_unseen = 0;
@@ -829,9 +823,7 @@ TEST(LeaderLivenessScriptedTest, ATakeThatLandedUnseenIsTakenAgainAtOnce) {
 TEST(LeaderLivenessScriptedTest, ALeaderWhoseRenewalsFailStopsAssigningBeforeItsHoldLapses) {
   for (const milliseconds join_after : {0ms, 300ms, 600ms, 900ms, 1200ms, 1500ms}) {
     SCOPED_TRACE("c joins " + std::to_string(join_after.count()) + " ms after the cut");
-    FleetOptions o;
-    o.leases = 6;
-    o.workers = 0;
+    const FleetOptions o = scripted_fleet(6);
     Fleet fleet(o);
     bool cut = false;
     Clock::MonoTime last_heartbeat{}, last_lock_renewal{};
