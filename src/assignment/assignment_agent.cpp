@@ -517,7 +517,7 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   if (term_check_due_ && leader_.scanned_in_term()) {
     term_check_due_ = false;
     const std::vector<std::string> claimed = adopter_.claimed_keys();  // sorted
-    for (std::string& k : leader_.leases_involving(config_.worker_id)) {
+    for (std::string& k : leader_.involving(config_.worker_id)) {
       if (!std::binary_search(claimed.begin(), claimed.end(), k)) mine.push_back(std::move(k));
     }
   }

@@ -684,7 +684,7 @@ LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& se
       return MoveOutcome::kStoreDown;
     }
     if (!*fresh) return MoveOutcome::kDone;  // deleted meanwhile
-    const bool landed = *fresh && (**fresh).lease_owner == move.to &&
+    const bool landed = (**fresh).lease_owner == move.to &&
                         (!(**fresh).checkpoint_owner || (**fresh).checkpoint_owner == move.from);
     if (!landed) {
       if (failure.code() == StatusCode::kConditionFailed) {

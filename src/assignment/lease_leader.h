@@ -18,10 +18,11 @@
 //     on with the others (it stops when two moves in a row fail, or a write and the read
 //     after it both fail: the store is failing, not the lease);
 //  4. posts again what earlier posts failed to deliver (at the next pass while it may lead,
-//     even one that fails before it plans: a post is only a hint); the leases a worker should hold
-//     but does not report (its lease digest) over two heartbeats, which repairs an inbox post lost
-//     with a leader; and, at once, everything the table gives a worker seen registered again (a
-//     registration writes a new entry, so what was posted to the old one is gone).
+//     even one that fails before it plans: a post is only a hint); the leases a worker
+//     should hold but does not report (its lease digest) over two heartbeats, which repairs
+//     an inbox post lost with a leader; and, at once, everything the table gives a worker
+//     seen registered again (a registration writes a new entry, so what was posted to the
+//     old one is gone).
 // While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
 // rebalancing wait until the membership has not changed for settle_time (at most
 // failover_time / 2 in all; the membership is read every settle_time / 4 meanwhile), so a
@@ -121,12 +122,11 @@ class LeaseLeader {
   // A new leader, until the membership first settles: it reads the membership every
   // settle_time / 4 meanwhile (a fleet starting, or one whose leader just changed).
   bool first_settling() const { return first_settle_; }
-  // Whether this term has read the lease table yet; the leases it gives `worker` (as owner
-  // or as the owner handing off), as this leader last read or wrote them, sorted.
+  // Whether this term has read the lease table yet.
   bool scanned_in_term() const { return last_scan_.has_value(); }
-  std::vector<std::string> leases_involving(const std::string& worker) const {
-    return involving(worker);
-  }
+  // Leases that involve `worker`, as this leader last read or wrote them: owned by it
+  // (handed to it or not) or being handed off by it. Sorted.
+  std::vector<std::string> involving(const std::string& worker) const;
   // When the membership will count as settled if nothing changes meanwhile; empty when it is.
   std::optional<Clock::MonoTime> settles_at() const;
   // This worker's own registration (incarnation, when its write was answered): when the
@@ -195,9 +195,6 @@ class LeaseLeader {
   static void note_failure(LeaderPassResult& r, Status failure);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);
-  // Leases that involve `worker` in the cache: owned by it (handed to it or not) or being
-  // handed off by it. Sorted.
-  std::vector<std::string> involving(const std::string& worker) const;
   // The digest `worker` should report (LeaseAdopter::claimed_digest) as the cache has it.
   std::string expected_digest(const std::string& worker) const;
   // Finds workers whose reported leases differ from what the table gives them and repairs
