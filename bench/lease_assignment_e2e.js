@@ -21,7 +21,9 @@
 //             ($0.125 per million read units, $0.625 per million write units)
 //
 //   node bench/lease_assignment_e2e.js [--build-dir build/release] [--modes leader,worker-takes]
-//                                      [--steady-s 60] [--skip-steady] [--streams N]
+//                                      [--steady-s 60] [--skip-steady] [--streams N] [--http]
+//   --http: the steady fleet's workers serve their HTTP endpoint (/metrics, /status), as
+//           production fleets do; it must add no DynamoDB call while nobody looks at it
 'use strict'
 
 const {spawn} = require('child_process')
@@ -41,9 +43,10 @@ function parseArgs(argv) {
     else if (a === '--modes') o.modes = argv[++i].split(',')
     else if (a === '--steady-s') o.steadyS = Number(argv[++i])
     else if (a === '--skip-steady') o.skipSteady = true
+    else if (a === '--http') o.http = true
     else if (a === '--streams' && [1, 2, 4, 8].includes(Number(argv[i + 1]))) o.streams = Number(argv[++i])
     else {
-      process.stderr.write('usage: lease_assignment_e2e.js [--build-dir D] [--modes leader,worker-takes] [--steady-s S] [--skip-steady] [--streams 1|2|4|8]\n')
+      process.stderr.write('usage: lease_assignment_e2e.js [--build-dir D] [--modes leader,worker-takes] [--steady-s S] [--skip-steady] [--streams 1|2|4|8] [--http]\n')
       process.exit(2)
     }
   }
@@ -131,13 +134,14 @@ function startCountingProxy(upstream) {
 }
 
 class ConsumeWorker {
-  constructor(kcl, env, {stream, app, id, mode}) {
+  constructor(kcl, env, {stream, app, id, mode, http}) {
     this.id = id
     this.printed = []  // "shard seq" of every record printed
     this.taken = []    // {key, at} from "lease ... taken" log lines
     const streams = Array.isArray(stream) ? stream : [stream]
     this.proc = spawn(kcl, ['consume', ...streams.flatMap((s) => ['--stream', s]), '--app', app,
-                            '--worker-id', id, '--from', 'trim-horizon', '--assignment', mode],
+                            '--worker-id', id, '--from', 'trim-horizon', '--assignment', mode,
+                            ...(http ? ['--http', '127.0.0.1:0'] : [])],
                       {env, stdio: ['ignore', 'pipe', 'pipe']})
     readline.createInterface({input: this.proc.stdout}).on('line', (line) => {
       try {
@@ -247,7 +251,7 @@ async function joinAndTakeover(kcl, env, urls, mode, streamCount = 1) {
   return {mode, joinS, flips, duplicates, takeoverS, printed: a.printed.length + b.printed.length}
 }
 
-async function steady(kcl, env, urls, mode, seconds) {
+async function steady(kcl, env, urls, mode, seconds, http) {
   const stream = `las-${mode}-${Date.now() % 100000}`
   const app = `${stream}-app`
   await createStream(urls.kinesis, stream, 24)
@@ -255,7 +259,9 @@ async function steady(kcl, env, urls, mode, seconds) {
   const wenv = Object.assign({}, env, {AWS_ENDPOINT_URL_DYNAMODB: proxy.url})
   const prod = producer(urls.kinesis, stream, 24)  // about one record per shard per second
   const workers = []
-  for (let i = 0; i < 12; i++) workers.push(new ConsumeWorker(kcl, wenv, {stream, app, id: `s-${i}`, mode}))
+  for (let i = 0; i < 12; i++) {
+    workers.push(new ConsumeWorker(kcl, wenv, {stream, app, id: `s-${i}`, mode, http}))
+  }
   const ok = await until(async () => {
     const o = await owners(urls.dynamodb, app).catch(() => null)
     if (!o || o.pending) return false
@@ -322,7 +328,7 @@ async function main() {
                     ` (of ${j.printed}), takeover after SIGKILL ${j.takeoverS === null ? 'not within 120 s' : j.takeoverS.toFixed(1) + ' s'}`)
       }
       if (!o.skipSteady) {
-        const s = await steady(kcl, env, urls, mode, o.steadyS)
+        const s = await steady(kcl, env, urls, mode, o.steadyS, o.http)
         console.log(steadyLine(s))
       }
     }

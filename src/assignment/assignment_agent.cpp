@@ -44,6 +44,16 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseS
 // take the lock and fence it, with time left for a write in flight to land. It goes on
 // when a renewal succeeds again.
 std::optional<std::string> AssignmentAgent::assign_veto() const {
+  // A pass in flight when this worker began to stop, or lost the lock, makes no more moves.
+  if (adopter_.taking_stopped()) return "this worker is stopping";
+  if (!leading_.load()) return "this worker no longer leads";
+  return hold_veto();
+}
+
+// A worker whose own renewals have not succeeded for half the slack between its renew
+// interval and the failover time starts nothing new: neither a leader's moves nor a tenure of
+// its own (its hold lapses soon; what it would adopt now another worker may get in a moment).
+std::optional<std::string> AssignmentAgent::hold_veto() const {
   auto deadline = membership_.deadline();
   if (!deadline) return "this worker is not a member of the fleet";
   const auto slack = (config_.failover_time - config_.effective_renew_interval()) / 2;
@@ -60,7 +70,6 @@ std::optional<std::string> AssignmentAgent::assign_veto() const {
 WorkerEntry AssignmentAgent::heartbeat_report() {
   WorkerEntry report;
   report.lease_count = static_cast<std::int64_t>(held_.held_count());
-  report.lease_digest = adopter_.claimed_digest();
   if (load_) {
     std::vector<std::string> keys;
     for (const Lease& l : held_.held_leases()) keys.push_back(l.lease_key);
@@ -78,8 +87,7 @@ void AssignmentAgent::membership_ended(const Status& reason) {
 
 std::vector<FailingCalls> AssignmentAgent::failing_calls() const {
   std::vector<FailingCalls> out;
-  for (const ReportedSeries* s :
-       {&heartbeats_, &lock_renewals_, &polls_, &passes_, &leader_.posts_series()}) {
+  for (const ReportedSeries* s : {&heartbeats_, &lock_renewals_, &polls_, &passes_}) {
     if (auto since = s->series().since()) {
       out.push_back(
           {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
@@ -146,10 +154,10 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
       registered_ = std::make_pair(entry->incarnation, clock_.now());
     }
   }
-  // A heartbeat's answer is this worker's entry: one that brings a post (or a recheck)
-  // wakes the poll, which acts on it without reading the entry again.
+  // A heartbeat's answer is this worker's entry: one that brings a post wakes the poll, which
+  // acts on it without reading the entry again.
   if (auto entry = membership_.entry();
-      wake_poll_ && (r.registered || (entry && (!entry->inbox.empty() || entry->recheck > 0)))) {
+      wake_poll_ && (r.registered || (entry && !entry->inbox.empty()))) {
     wake_poll_();
   }
   if (r.abandoned) stop_leading(Status(StatusCode::kLeaseLost, "membership lost"), false);
@@ -205,29 +213,13 @@ bool AssignmentAgent::renew_lock(bool attention) {
   return false;
 }
 
-// Acts on the lease keys the leader posted. When the leader asked for a recheck (what this
-// worker reports holding differs from what the table gives it, see lease_leader.h), every
-// lease it holds or is taking over is looked at too: one the table gives to someone else is
-// let go, one it gives to this worker is adopted.
+// Acts on the lease keys of the leader's last post (a hint), once per post.
 bool AssignmentAgent::look_at_inbox(const WorkerEntry& self) {
-  const bool recheck = self.recheck > 0 && (self.incarnation != recheck_seen_.first ||
-                                            self.recheck > recheck_seen_.second);
-  if (self.inbox.empty() && !recheck) return true;
-  std::vector<std::string> keys = self.inbox;
-  if (recheck) {
-    for (std::string& k : adopter_.claimed_keys()) keys.push_back(std::move(k));
-    std::sort(keys.begin(), keys.end());
-    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (self.inbox.empty() || (self.incarnation == inbox_seen_.first && self.inbox == inbox_seen_.second)) {
+    return true;
   }
-  LookResult looked = adopter_.look_at(keys);
-  if (recheck && looked.status.ok()) recheck_seen_ = {self.incarnation, self.recheck};
-  std::vector<std::string> handled;
-  for (const std::string& k : looked.handled) {
-    if (std::binary_search(self.inbox.begin(), self.inbox.end(), k)) handled.push_back(k);
-  }
-  if (!handled.empty()) {
-    if (auto entry = membership_.entry()) (void)coordination_.clear_inbox(*entry, handled);
-  }
+  LookResult looked = adopter_.look_at(self.inbox);
+  if (looked.status.ok()) inbox_seen_ = {self.incarnation, self.inbox};
   return looked.status.ok();
 }
 
@@ -296,6 +288,19 @@ bool AssignmentAgent::poll_leases(const WorkerEntry& self) {
   return done;
 }
 
+// Finds the leases the table gives this worker (LeaseAdopter::discover): the way a worker
+// learns its leases that depends on nothing the leader sends. One that moved makes the polls
+// active. False when keys were left to look at again.
+bool AssignmentAgent::discover_leases() {
+  if (hold_veto()) return true;  // its membership lapses soon, or registers anew
+  LookResult looked = adopter_.discover();
+  polls_.record(looked.status);
+  if (!looked.gained.empty() || !looked.lost.empty() || !looked.handoffs_requested.empty()) {
+    note_activity();
+  }
+  return looked.status.ok();
+}
+
 // The lock as the poll read it: notes when it last changed, forgets a take of it whose answer
 // was lost when the lock shows another holder, and says whether to try to lead: when nobody
 // leads, when it names this worker (an earlier incarnation that stopped, or this one's take
@@ -350,9 +355,9 @@ bool AssignmentAgent::poll_active() {
 }
 
 bool AssignmentAgent::has_news(const WorkerEntry& self) const {
-  const bool recheck = self.recheck > 0 && (self.incarnation != recheck_seen_.first ||
-                                            self.recheck > recheck_seen_.second);
-  return !self.inbox.empty() || recheck || !adopter_.given_up().empty();
+  const bool posted = !self.inbox.empty() && (self.incarnation != inbox_seen_.first ||
+                                              self.inbox != inbox_seen_.second);
+  return posted || !adopter_.given_up().empty();
 }
 
 Clock::MonoTime AssignmentAgent::poll_step() {
@@ -389,7 +394,8 @@ Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, millisec
     if (has_news(*view->self)) note_activity();
     heartbeat_seen_ = {view->self->incarnation, view->self->heartbeat};
   }
-  const bool unfinished = view->self && !poll_leases(*view->self);
+  bool unfinished = view->self && !poll_leases(*view->self);
+  unfinished = !discover_leases() || unfinished;
   const auto now = clock_.now();
   if (observe_lock(view->leader, before.incarnation, now)) try_lead(view->leader, now);
   {
@@ -410,6 +416,10 @@ Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, millisec
 // reads every idle_poll_interval.
 constexpr double kIdleUnitsPerLeaseMinute = 2.0;
 constexpr double kIdleUnitsPerWorkerMinute = 12.5;
+// One idle read in this many finds the worker's leases in the table (discover_leases) rather
+// than reading the lock: a lease the table gives a live idle worker is read within this many
+// idle_lock_read_intervals whatever became of the leader's post.
+constexpr int kReadsPerDiscovery = 3;
 
 milliseconds AssignmentAgent::idle_lock_read_interval() const {
   const milliseconds idle = config_.effective_idle_poll_interval();
@@ -446,7 +456,26 @@ Clock::MonoTime AssignmentAgent::idle_poll(const WorkerEntry& entry) {
     }
   }
   const auto now = clock_.now();
-  if (leading_.load()) return now + jittered(config_.effective_idle_poll_interval());
+  if (leading_.load()) {
+    // The leader's renewals return the lock; its leases it finds as every worker does.
+    if (now >= next_discovery_) {
+      next_discovery_ = now + jittered(kReadsPerDiscovery * idle_lock_read_interval());
+      (void)discover_leases();
+    }
+    return std::min(next_discovery_, now + jittered(config_.effective_idle_poll_interval()));
+  }
+  // Every kReadsPerDiscovery-th idle read finds the leases the table gives this worker
+  // instead of reading the lock (the same half read unit), unless the lock would lapse now.
+  const bool lapse_read = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lock_seen_ && lock_seen_->owner && now >= lock_changed_at_ + config_.failover_time;
+  }();
+  if (now >= next_lock_read_ && !lapse_read && ++idle_reads_ % kReadsPerDiscovery == 0) {
+    const bool done = discover_leases();
+    schedule_lock_read(now);
+    if (!done) return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
+    return poll_active() ? now : next_lock_read_;
+  }
   if (now >= next_lock_read_) {
     auto seen = coordination_.read_leader(Consistency::kEventual);
     polls_.record(seen.status());
@@ -483,15 +512,13 @@ Clock::MonoTime AssignmentAgent::leader_step() {
       begin = true;
     }
   }
-  if (!leading_.load()) {
+  if (!leading_.load() || adopter_.taking_stopped()) {
+    // Not leading, or stopping (a stopping leader assigns nothing more; see drain()).
     if (leader_.active()) leader_.end();
     // Not leading: only this flag to look at (no I/O), often, so a new leader starts at once.
     return clock_.now() + std::min(interval, milliseconds(50));
   }
-  if (begin) {
-    leader_.begin(previous);
-    term_check_due_ = true;
-  }
+  if (begin) leader_.begin(previous);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (registered_) leader_.note_own_registration(registered_->first, registered_->second);
@@ -500,41 +527,12 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   passes_.record(r.status);
   // One write (a renewal of the lock) tells every idle worker at its next read of the lock.
   if (r.attention && leading_.load()) (void)renew_lock(true);
-  // What the leader assigned to (or asked of) itself needs no round trip through its inbox
-  // (the next poll clears the inbox; looking at a key twice changes nothing).
-  std::vector<std::string> mine = std::move(self_keys_left_);
-  mine.insert(mine.end(), r.posted_to_self.begin(), r.posted_to_self.end());
-  for (const auto& [lease, start] : r.taken_for_self) {
-    if (!adopter_.adopt_written(lease, start)) mine.push_back(lease.lease_key);
-  }
-  if (r.recheck_self) {
-    for (std::string& k : adopter_.claimed_keys()) mine.push_back(std::move(k));
-  }
-  // A new term: what the previous leader posted to this worker may have been lost with it,
-  // and this worker's own entry is not read while it leads. Once the term has read the lease
-  // table, what the table gives this worker and it does not claim is looked at now (nothing,
-  // almost always), not two renew intervals later when its digest is compared.
-  if (term_check_due_ && leader_.scanned_in_term()) {
-    term_check_due_ = false;
-    const std::vector<std::string> claimed = adopter_.claimed_keys();  // sorted
-    for (std::string& k : leader_.involving(config_.worker_id)) {
-      if (!std::binary_search(claimed.begin(), claimed.end(), k)) mine.push_back(std::move(k));
-    }
-  }
-  if (!mine.empty()) {
-    std::sort(mine.begin(), mine.end());
-    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
-    // A lease handed to the leader by another worker comes in when that worker lets go: the
-    // poll watches for it (poll_leases) while active.
+  // What this pass moved to or from the leader it looks at at once, as another worker does
+  // with a post; like every worker it also finds its leases in the table (discover_leases),
+  // its polls active meanwhile.
+  if (!r.self_keys.empty()) {
     note_activity();
-    LookResult looked = adopter_.look_at(mine);
-    std::sort(looked.handled.begin(), looked.handled.end());
-    self_keys_left_.clear();
-    for (std::string& k : mine) {
-      if (!std::binary_search(looked.handled.begin(), looked.handled.end(), k)) {
-        self_keys_left_.push_back(std::move(k));  // looked at again next pass
-      }
-    }
+    if (!hold_veto()) (void)adopter_.look_at(r.self_keys);
   }
   if (leader_.first_settling()) {
     // The membership is read every settle_time / 4 meanwhile, and once more the moment it
@@ -547,11 +545,30 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   return clock_.now() + jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
 }
 
+// A graceful stop begins. Nothing more is adopted, and the leader learns at once (a heartbeat
+// saying draining) that this worker takes nothing more. A leader assigns nothing more either:
+// once that heartbeat has landed (its hold then counts from it, not from the lock) it hands
+// the lock back, so another worker leads at once; when the heartbeat failed it keeps the lock
+// but runs no pass (leader_step), and leave() releases it.
 void AssignmentAgent::drain() {
   note_activity();
   adopter_.stop_taking();
   membership_.set_draining();
-  (void)membership_.renew();
+  const Membership::RenewResult r = membership_.renew();
+  if (!r.status.ok() || r.abandoned) return;
+  std::optional<LeaderEntry> held;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = lock_held_;
+  }
+  if (!held) return;
+  stop_leading(Status(StatusCode::kCancelled, "shutting down: another worker leads from now"),
+               false);
+  Status s = coordination_.release_leadership(*held);
+  if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
+    log(LogLevel::kWarn, "handing the leader lock back: " + s.to_string() +
+                             " (another worker leads once it lapses)");
+  }
 }
 
 Status AssignmentAgent::leave() {
@@ -567,6 +584,11 @@ Status AssignmentAgent::leave() {
     stop_leading(Status(StatusCode::kCancelled, "shutting down"), false);
   }
   Status s = membership_.leave();
+  if (first.ok() && !s.ok()) first = s;
+  // A lease assigned to this worker after its last look (a pass that planned before it saw
+  // this worker draining) is handed back, so a fleet stopped at any moment leaves no lease
+  // owned by a worker that is gone.
+  s = adopter_.hand_back_unread();
   if (first.ok() && !s.ok()) first = s;
   return first;
 }

@@ -7,28 +7,35 @@
 //                    renews the leader lock. A leader that loses its lock, or cannot renew it
 //                    in time, gives up its incarnation (every lease), because the next leader
 //                    may fence that incarnation at once.
-//  poll_step()       acts on the lease keys the leader posted (LeaseAdopter::look_at), checks
-//                    handoffs waiting to come in, and takes the lock when nobody holds it or
-//                    it has not moved for failover_time (conditional on what was read).
-//                    While something is in progress (see poll_active) it reads this worker's
-//                    entry and the lock every poll_interval and notices a fenced membership;
-//                    otherwise it reads only the lock (every idle_poll_interval, sooner with
-//                    many leases: idle_lock_read_interval) and takes its own entry from the
-//                    last heartbeat's answer (a heartbeat that brings a post wakes it at
-//                    once). A lock whose attention moved (the leader saw a join, a heartbeat
-//                    overdue, or posted leases) makes it active at once. Reads are
-//                    eventually consistent, except while
-//                    confirming a take of the lock whose answer was lost, and an entry that
-//                    reads as gone or replaced is confirmed by a strongly consistent read.
-//  leader_step()     on the leader: one LeaseLeader pass; then it looks at the leases the
-//                    pass assigned or posted to this worker (no round trip through its
-//                    inbox) and, once per term after the table was read, at those the table
-//                    gives this worker and it does not claim (a post the previous leader made
-//                    to it may have been lost with that leader).
+//  poll_step()       finds the leases the table gives this worker (LeaseAdopter::discover: a
+//                    Query of the lease table's owner index) and acts on what differs from
+//                    what it claims; acts on the keys of the leader's last post (a hint to
+//                    look sooner); checks handoffs waiting to come in; and takes the lock
+//                    when nobody holds it or it has not moved for failover_time (conditional
+//                    on what was read). While something is in progress (see poll_active) it
+//                    reads this worker's entry and the lock, and discovers, every
+//                    poll_interval; otherwise it reads the lock (every idle_poll_interval,
+//                    sooner with many leases: idle_lock_read_interval), every third read a
+//                    discover instead (the same half read unit), and takes its own entry
+//                    from the last heartbeat's answer (a heartbeat that brings a post wakes
+//                    it at once). A lock whose attention moved (the leader saw a join, a
+//                    heartbeat overdue, or posted leases) makes it active at once. Reads are
+//                    eventually consistent, except while confirming a take of the lock whose
+//                    answer was lost, and an entry that reads as gone or replaced is
+//                    confirmed by a strongly consistent read.
+//  leader_step()     on the leader: one LeaseLeader pass; then it looks at once at the keys
+//                    of the pass's moves that concern this worker (as another worker does
+//                    with a post); its own leases it finds in the table like every worker.
 //
-// Each step returns when it wants to run again. leave() is the last step of a graceful
-// shutdown, after the leases were handed back: the lock is released (so another worker leads
-// at once) and the entry removed.
+// Liveness: a lease the table gives a live worker is read within kReadsPerDiscovery of its
+// idle reads (15 s with the defaults), or a poll_interval while something moves, whatever
+// became of the leader's posts, calls for attention or the leader itself. A worker whose own
+// renewals have failed for half the slack before its hold lapses adopts nothing new.
+//
+// Each step returns when it wants to run again. drain() begins a graceful stop (a stopping
+// leader hands the lock over and assigns nothing more); leave() is its last step, after the
+// leases were handed back: the lock is released if still held, the entry removed, and
+// whatever the table gave this worker after its last look handed back.
 //
 // Thread safety: each step from one thread at a time (different steps may run at once);
 // leave() after the steps stopped; accessors from any thread.
@@ -99,9 +106,11 @@ class AssignmentAgent {
   // Renews the lock this worker holds (and calls the workers' attention when `attention`).
   bool renew_lock(bool attention);
   std::optional<std::string> assign_veto() const;
+  std::optional<std::string> hold_veto() const;
   // False when some keys could not be looked at (they stay in the inbox).
   bool look_at_inbox(const WorkerEntry& self);
   bool poll_leases(const WorkerEntry& self);
+  bool discover_leases();
   bool observe_lock(const std::optional<LeaderEntry>& seen, const std::string& incarnation,
                     Clock::MonoTime now);
   // Something changed: polls stay at poll_interval for the next failover_time.
@@ -148,23 +157,22 @@ class AssignmentAgent {
   // guarded by mu_: the lock as seen before a take whose answer was lost
   std::optional<LeaderEntry> taken_from_;
   std::uint64_t term_started_ = 0;  // guarded by mu_: term that leader_ began
-  // poll thread only: the (incarnation, recheck) of the last recheck acted on
-  std::pair<std::string, std::int64_t> recheck_seen_;
+  // poll thread only: the (incarnation, inbox) of the last post acted on
+  std::pair<std::string, std::vector<std::string>> inbox_seen_;
   // poll thread only: the busy state the last poll left behind, the (incarnation,
   // heartbeat) of the last heartbeat answer acted on, when the lock is next read while idle
   bool busy_ = false;
   std::pair<std::string, std::int64_t> heartbeat_seen_;
   Clock::MonoTime next_lock_read_{};
+  // poll thread only: idle reads so far (every kReadsPerDiscovery-th finds the leases the
+  // table gives this worker), and when the leader next does
+  std::uint64_t idle_reads_ = 0;
+  Clock::MonoTime next_discovery_{};
   Clock::MonoTime active_until_{};  // guarded by mu_
   std::function<void()> wake_poll_;
   std::function<void()> wake_leader_;
   // guarded by mu_: this worker's latest registration (incarnation, when it was answered)
   std::optional<std::pair<std::string, Clock::MonoTime>> registered_;
-  // leader thread only: keys the leader assigned to itself and could not look at yet
-  std::vector<std::string> self_keys_left_;
-  // leader thread only: a term began, and what the table gives this worker is still to be
-  // compared with what it claims
-  bool term_check_due_ = false;
   std::atomic<bool> leading_{false};
   std::atomic<std::uint64_t> terms_{0};
 };

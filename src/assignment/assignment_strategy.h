@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,9 @@ struct UnheldLease {
 
 struct AssignmentReport {
   std::string strategy;  // "leader" or "worker-takes"
-  bool leading = false;  // leader-based: this worker holds the leader lock
+  // Whether this worker holds the leader lock (the gauge kcl_leader_is_leader); empty when
+  // the strategy has no leader (worker-takes).
+  std::optional<bool> leading;
   std::vector<FailingCalls> failing;
   // Worker-takes: leases whose owner stopped renewing, left by the last take pass (this
   // worker at its maximum, say). Leader-based: empty (the leader moves a silent worker's
@@ -95,15 +98,20 @@ class AssignmentStrategy {
   // The last step of a graceful stop, after the leases were handed back and stop().
   virtual Status leave() = 0;
   virtual AssignmentReport report() const = 0;
+  // Whether this worker runs the periodic shard sync now: leader-based, only while it leads
+  // (one worker lists the shards); worker-takes, every worker.
+  virtual bool runs_periodic_shard_sync() const = 0;
 
   // The fleet view's directory (observability/status_server.h): where this worker serves its
   // status endpoint, published before start() (leader-based: in its coordination-table entry,
   // written once at each registration, so it costs no write of its own).
   virtual void set_status_url(std::string /*url*/) {}
-  // Every worker's published status endpoint (worker id, url), this one's included;
-  // kFailedPrecondition when the strategy keeps no directory (worker-takes).
-  virtual Result<std::vector<std::pair<std::string, std::string>>> status_urls() {
-    return Status(StatusCode::kFailedPrecondition, "this assignment keeps no directory");
+  // Where the directory comes from, or why there is none, in words for the fleet view.
+  virtual std::string directory_note() const = 0;
+  // Every worker's published status endpoint (worker id, url), this one's included; empty
+  // when the strategy keeps no directory (worker-takes).
+  virtual std::optional<Result<std::vector<std::pair<std::string, std::string>>>> status_urls() {
+    return std::nullopt;
   }
 };
 

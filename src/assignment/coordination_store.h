@@ -1,6 +1,7 @@
 // CoordinationStore: the small table beside the lease table that leader-based assignment
 // needs (LeaseAssignment::kLeader): one entry per running worker (its membership: a heartbeat
-// counter and an inbox of lease keys to look at) and one leader entry (the leader lock).
+// counter, and an inbox where the leader hints at lease keys to look at) and one leader entry
+// (the leader lock).
 // Two implementations with identical semantics: DynamoDbCoordinationStore (a DynamoDB table,
 // by default "<lease table>-CoordinatorState", hash key "key" (S)) and
 // InMemoryCoordinationStore (deterministic tests and the simulation).
@@ -38,21 +39,15 @@ struct WorkerEntry {
   std::string incarnation;
   std::int64_t heartbeat = 0;    // bumped by the worker every renew interval
   std::int64_t lease_count = 0;  // leases it held at its last heartbeat
-  // lease_set_digest() of the keys of the leases it held or was taking over (handoffs to it
-  // not finished yet) at its last heartbeat; empty from a worker that does not report it.
-  // The leader compares it with what the lease table gives that worker (lease_leader.h).
-  std::string lease_digest;
-  // Bumped by the leader to ask the worker to compare everything it holds with the table
-  // (request_recheck); the worker remembers the last value it acted on.
-  std::int64_t recheck = 0;
   bool draining = false;  // shutting down: the leader assigns it nothing more
   // Where the worker serves its status endpoint ("http://HOST:PORT"), for the fleet view of
   // the other workers; written once at registration (never by a heartbeat); empty: none.
   std::string status_url;
   // Lease key -> KB/s processed recently, for balancing by load (one decimal).
   std::map<std::string, double> lease_kbps;
-  // Lease keys the leader wants this worker to look at (assigned to it, or to be handed
-  // off by it). The worker removes the keys it has handled.
+  // Lease keys the leader's last post asked this worker to look at (assigned to it, or to be
+  // handed off by it): a hint that saves it waiting for its next look at the table (a worker
+  // finds its leases in the lease table whatever becomes of a post). Sorted.
   std::vector<std::string> inbox;
   bool operator==(const WorkerEntry&) const = default;
 };
@@ -114,8 +109,8 @@ class CoordinationStore {
   // incarnation's: an earlier attempt whose answer was lost landed (and may have received
   // posts since, which a second write would wipe).
   virtual Result<WorkerEntry> register_worker(const WorkerEntry& entry) = 0;
-  // heartbeat + 1 (an atomic increment), and leaseCount, leaseDigest, draining and leaseKbps
-  // from `report` (its lease_count, lease_digest, draining and lease_kbps), conditional on
+  // heartbeat + 1 (an atomic increment), and leaseCount, draining and leaseKbps from
+  // `report` (its lease_count, draining and lease_kbps), conditional on
   // the incarnation of `held` only: a heartbeat whose answer was lost (it may have landed)
   // does not make the next one fail, and every heartbeat that lands moves the value, which
   // is what fence_worker() is conditional on.
@@ -126,12 +121,10 @@ class CoordinationStore {
   virtual Status fence_worker(const WorkerEntry& seen) = 0;
   // Removes this worker's own entry (graceful leave), conditional on its incarnation.
   virtual Status deregister_worker(const WorkerEntry& held) = 0;
-  // Adds lease keys to a worker's inbox, conditional on its incarnation (`seen`).
+  // Sets a worker's inbox to `keys` (replacing the last post's), conditional on its
+  // incarnation (`seen`). Never written by the worker itself, and no sign of its life: the
+  // leader times silence by the heartbeat alone.
   virtual Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) = 0;
-  // As post_to_inbox, and recheck + 1: the worker is to compare what it holds with the table.
-  virtual Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) = 0;
-  // Removes lease keys from this worker's inbox, conditional on its incarnation.
-  virtual Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) = 0;
 
   // Takes the leader lock: conditional on the entry being as `seen` (counter and owner), or
   // absent when `seen` is empty. Bumps the counter.

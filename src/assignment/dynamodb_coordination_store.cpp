@@ -65,11 +65,8 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
   w.incarnation = std::move(*inc);
   KCL_ASSIGN_OR_RETURN(w.heartbeat, get_n(item, key, "heartbeat"));
   KCL_ASSIGN_OR_RETURN(w.lease_count, get_n(item, key, "leaseCount"));
-  KCL_ASSIGN_OR_RETURN(auto digest, get_s(item, key, "leaseDigest"));
-  w.lease_digest = digest.value_or("");
   KCL_ASSIGN_OR_RETURN(auto url, get_s(item, key, "statusUrl"));
   w.status_url = url.value_or("");
-  KCL_ASSIGN_OR_RETURN(w.recheck, get_n(item, key, "recheck"));
   if (auto it = item.find("leaseLoad"); it != item.end()) {
     if (it->second.type() != Type::kS) return bad(key, "leaseLoad", "is not a string");
     auto load = decode_lease_load(it->second.s());
@@ -316,13 +313,12 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
   u.names["#lc"] = "leaseCount";
   u.names["#dr"] = "draining";
   u.names["#old"] = "leaseKbps";  // the earlier form of leaseLoad
-  u.names["#dg"] = "leaseDigest";
-  u.values[":dg"] = AttributeValue::S(report.lease_digest.empty() ? "-" : report.lease_digest);
+  u.names["#dg"] = "leaseDigest";  // written by earlier versions; no longer kept
   u.values[":one"] = AttributeValue::N(1LL);
   u.values[":count"] = AttributeValue::N(static_cast<long long>(report.lease_count));
   u.values[":dr"] = AttributeValue::Bool(report.draining);
-  u.expression = "SET #lc = :count, #dr = :dr, #dg = :dg";
-  std::string remove = " REMOVE #old";
+  u.expression = "SET #lc = :count, #dr = :dr";
+  std::string remove = " REMOVE #old, #dg";
   u.names["#ll"] = "leaseLoad";
   if (report.lease_kbps.empty()) {
     remove += ", #ll";
@@ -340,7 +336,6 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
     w.lease_count = report.lease_count;
     w.draining = report.draining;
     w.lease_kbps = report.lease_kbps;
-    w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
     return w;
   }
   return worker_from_item(*written.attributes, key);
@@ -363,41 +358,19 @@ Status DynamoDbCoordinationStore::deregister_worker(const WorkerEntry& held) {
 
 Status DynamoDbCoordinationStore::post_to_inbox(const WorkerEntry& seen,
                                                 const std::vector<std::string>& keys) {
-  return update_inbox(seen, "ADD", keys);
-}
-
-Status DynamoDbCoordinationStore::request_recheck(const WorkerEntry& seen,
-                                                  const std::vector<std::string>& keys) {
-  Expression u;
-  u.names["#rc"] = "recheck";
-  u.values[":one"] = AttributeValue::N(1LL);
-  u.expression = "ADD #rc :one";
-  if (!keys.empty()) {
-    u.names["#in"] = "inbox";
-    u.values[":keys"] = AttributeValue::SS(keys);
-    u.expression += ", #in :keys";
-  }
-  auto written = update("recheck of worker " + seen.worker_id, worker_key(seen.worker_id),
-                        std::move(u), same_incarnation(seen, false), false);
-  return written.status();
-}
-
-Status DynamoDbCoordinationStore::clear_inbox(const WorkerEntry& held,
-                                              const std::vector<std::string>& keys) {
-  return update_inbox(held, "DELETE", keys);
-}
-
-// Adds `keys` to (ADD) or removes them from (DELETE) the inbox string set of `entry`'s
-// incarnation.
-Status DynamoDbCoordinationStore::update_inbox(const WorkerEntry& entry, std::string_view verb,
-                                               const std::vector<std::string>& keys) {
-  if (keys.empty()) return Status::Ok();
+  std::vector<std::string> unique = keys;  // a string set holds no value twice
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
   Expression u;
   u.names["#in"] = "inbox";
-  u.values[":keys"] = AttributeValue::SS(keys);
-  u.expression = std::string(verb) + " #in :keys";
-  auto written = update("inbox of worker " + entry.worker_id, worker_key(entry.worker_id),
-                        std::move(u), same_incarnation(entry, false), false);
+  if (unique.empty()) {
+    u.expression = "REMOVE #in";
+  } else {
+    u.values[":keys"] = AttributeValue::SS(std::move(unique));
+    u.expression = "SET #in = :keys";
+  }
+  auto written = update("inbox of worker " + seen.worker_id, worker_key(seen.worker_id),
+                        std::move(u), same_incarnation(seen, false), false);
   return written.status();
 }
 

@@ -55,8 +55,6 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   Status fence_worker(const WorkerEntry& seen) override;
   Status deregister_worker(const WorkerEntry& held) override;
   Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
-  Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
-  Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) override;
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view worker_id,
                                          std::string_view incarnation) override;
@@ -73,8 +71,6 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   Result<dynamodb::WriteResult> update(std::string_view what, const std::string& key,
                                        dynamodb::Expression update,
                                        const dynamodb::Expression& condition, bool return_new);
-  Status update_inbox(const WorkerEntry& entry, std::string_view verb,
-                      const std::vector<std::string>& keys);
 
   std::shared_ptr<dynamodb::DynamoDbClient> client_;
   // Heartbeats and lock renewals: one attempt, a deadline well inside the renew interval,

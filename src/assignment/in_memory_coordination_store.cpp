@@ -37,7 +37,7 @@ std::size_t number_bytes(std::int64_t v) { return 1 + (std::to_string(v).size() 
 std::size_t entry_bytes(const WorkerEntry& w) {
   std::size_t n = 3 + 15 + w.worker_id.size() + 8 + w.worker_id.size() + 11 + w.incarnation.size();
   n += 9 + number_bytes(w.heartbeat) + 10 + number_bytes(w.lease_count);
-  n += 11 + w.lease_digest.size() + 7 + number_bytes(w.recheck) + 8 + 1;
+  n += 8 + 1;
   if (!w.lease_kbps.empty()) n += 9 + encode_lease_load(w.lease_kbps).size();
   n += 5 + 3;
   for (const auto& key : w.inbox) n += 1 + key.size();
@@ -143,7 +143,6 @@ Result<WorkerEntry> InMemoryCoordinationStore::heartbeat(const WorkerEntry& held
   w.lease_count = report.lease_count;
   w.draining = report.draining;
   w.lease_kbps = report.lease_kbps;
-  w.lease_digest = report.lease_digest.empty() ? "-" : report.lease_digest;
   count_write_locked(units_of(entry_bytes(w), 1024));
   return w;
 }
@@ -182,16 +181,6 @@ Status InMemoryCoordinationStore::deregister_worker(const WorkerEntry& held) {
 
 Status InMemoryCoordinationStore::post_to_inbox(const WorkerEntry& seen,
                                                 const std::vector<std::string>& keys) {
-  return post(seen, keys, false);
-}
-
-Status InMemoryCoordinationStore::request_recheck(const WorkerEntry& seen,
-                                                  const std::vector<std::string>& keys) {
-  return post(seen, keys, true);
-}
-
-Status InMemoryCoordinationStore::post(const WorkerEntry& seen,
-                                       const std::vector<std::string>& keys, bool recheck) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(fault_locked(""));
   ++stats_.inbox_posts;
@@ -201,26 +190,10 @@ Status InMemoryCoordinationStore::post(const WorkerEntry& seen,
     return condition_failed("inbox: not that incarnation's entry");
   }
   auto& inbox = it->second.inbox;
-  for (const auto& k : keys) {
-    if (std::find(inbox.begin(), inbox.end(), k) == inbox.end()) inbox.push_back(k);
-  }
+  inbox = keys;
   std::sort(inbox.begin(), inbox.end());
-  if (recheck) it->second.recheck += 1;
+  inbox.erase(std::unique(inbox.begin(), inbox.end()), inbox.end());
   count_write_locked(units_of(entry_bytes(it->second), 1024));
-  return Status::Ok();
-}
-
-Status InMemoryCoordinationStore::clear_inbox(const WorkerEntry& held,
-                                              const std::vector<std::string>& keys) {
-  std::lock_guard<std::mutex> lock(mu_);
-  KCL_RETURN_IF_ERROR(fault_locked(held.worker_id));
-  count_write_locked(1);
-  auto it = find_incarnation_locked(held);
-  if (it == workers_.end()) return condition_failed("inbox: not this incarnation's entry");
-  auto& inbox = it->second.inbox;
-  std::erase_if(inbox, [&](const std::string& k) {
-    return std::find(keys.begin(), keys.end(), k) != keys.end();
-  });
   return Status::Ok();
 }
 

@@ -42,8 +42,6 @@ class InMemoryCoordinationStore final : public CoordinationStore {
   Status fence_worker(const WorkerEntry& seen) override;
   Status deregister_worker(const WorkerEntry& held) override;
   Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
-  Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
-  Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) override;
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view worker_id,
                                          std::string_view incarnation) override;
@@ -68,7 +66,6 @@ class InMemoryCoordinationStore final : public CoordinationStore {
   void count_read_locked(Consistency consistency, std::int64_t items, double units);
   void count_write_locked(double units);
   Status condition_failed(std::string_view what);
-  Status post(const WorkerEntry& seen, const std::vector<std::string>& keys, bool recheck);
   std::map<std::string, WorkerEntry, std::less<>>::iterator find_incarnation_locked(
       const WorkerEntry& entry);
 

@@ -25,12 +25,13 @@ AssignmentReport LeaderAssignment::report() const {
   return r;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> LeaderAssignment::status_urls() {
+std::optional<Result<std::vector<std::pair<std::string, std::string>>>>
+LeaderAssignment::status_urls() {
   auto view = coordination_->read_all(Consistency::kEventual);
-  if (!view.ok()) return view.status().with_context("reading the coordination table: ");
+  if (!view.ok()) return {view.status().with_context("reading the coordination table: ")};
   std::vector<std::pair<std::string, std::string>> out;
   for (const WorkerEntry& w : view->workers) out.emplace_back(w.worker_id, w.status_url);
-  return out;
+  return {std::move(out)};
 }
 
 }  // namespace kcl::assignment

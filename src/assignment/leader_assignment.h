@@ -34,8 +34,12 @@ class LeaderAssignment final : public AssignmentStrategy {
   void set_status_url(std::string url) override {
     agent_.membership().set_status_url(std::move(url));
   }
+  bool runs_periodic_shard_sync() const override { return agent_.leading(); }
+  std::string directory_note() const override {
+    return "the workers' entries in the coordination table";
+  }
   // One eventually consistent read of the coordination table.
-  Result<std::vector<std::pair<std::string, std::string>>> status_urls() override;
+  std::optional<Result<std::vector<std::pair<std::string, std::string>>>> status_urls() override;
 
   AssignmentAgent& agent() { return agent_; }
 

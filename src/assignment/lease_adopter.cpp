@@ -1,8 +1,8 @@
 #include "assignment/lease_adopter.h"
 
 #include <algorithm>
+#include <iterator>
 
-#include "assignment/lease_digest.h"
 
 namespace kcl::assignment {
 
@@ -63,19 +63,6 @@ bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
     }
     current = *now;
   }
-}
-
-bool LeaseAdopter::adopt_written(const Lease& lease, Clock::MonoTime start) {
-  if (stopped_.load() || lease.lease_owner != worker_id() || lease.checkpoint_owner) return false;
-  if (held_.holds(lease.lease_key)) return true;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    incoming_.erase(lease.lease_key);
-    given_up_.erase(lease.lease_key);
-  }
-  metrics_.count("leases.taken", 1, {});
-  held_.gain(lease, start);
-  return true;
 }
 
 bool LeaseAdopter::evict(const Lease& lease, LookResult& result) {
@@ -153,8 +140,42 @@ LookResult LeaseAdopter::look_at(const std::vector<std::string>& keys) {
     if (!look_at_one(key, result)) break;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (const std::string& key : result.handled) given_up_.erase(key);
+  for (const std::string& key : keys) unfinished_.insert(key);
+  for (const std::string& key : result.handled) {
+    given_up_.erase(key);
+    unfinished_.erase(key);
+  }
   return result;
+}
+
+LookResult LeaseAdopter::discover() {
+  auto owned = store_.owned_lease_keys(worker_id());
+  if (!owned.ok()) {
+    LookResult failed;
+    failed.status =
+        owned.status().with_context("finding the leases the table gives this worker: ");
+    return failed;
+  }
+  const std::vector<std::string> claimed = claimed_keys();  // sorted
+  std::vector<std::string> differ;
+  std::set_difference(owned->begin(), owned->end(), claimed.begin(), claimed.end(),
+                      std::back_inserter(differ));
+  {
+    // Keys an earlier look did not finish (a read or a take failed): the lease may have moved
+    // on since (a handoff from this worker that it never read, to complete).
+    std::lock_guard<std::mutex> lock(mu_);
+    differ.insert(differ.end(), unfinished_.begin(), unfinished_.end());
+  }
+  for (const leases::HeldSummary& h : held_.summaries()) {
+    if (h.current && !h.handing_off &&
+        !std::binary_search(owned->begin(), owned->end(), h.lease_key)) {
+      differ.push_back(h.lease_key);
+    }
+  }
+  if (differ.empty()) return {};
+  std::sort(differ.begin(), differ.end());
+  differ.erase(std::unique(differ.begin(), differ.end()), differ.end());
+  return look_at(differ);
 }
 
 bool LeaseAdopter::has_pending_incoming() const {
@@ -198,6 +219,21 @@ LookResult LeaseAdopter::poll_incoming_handoffs() {
   return result;
 }
 
+Status LeaseAdopter::hand_back_unread() {
+  auto owned = store_.owned_lease_keys(worker_id());
+  if (!owned.ok()) return owned.status().with_context("reading the leases of this worker: ");
+  LookResult result;
+  for (const std::string& key : *owned) {
+    if (held_.holds(key)) continue;
+    auto read = store_.get_lease(key);
+    if (!read.ok()) return read.status().with_context("reading lease " + key + ": ");
+    const std::optional<Lease>& lease = *read;
+    if (!lease || lease->lease_owner != worker_id() || lease->checkpoint_owner) continue;
+    if (!evict(*lease, result)) return result.status.with_context("handing back " + key + ": ");
+  }
+  return Status::Ok();
+}
+
 void LeaseAdopter::membership_ended(const std::vector<std::string>& lost) {
   std::lock_guard<std::mutex> lock(mu_);
   given_up_.insert(lost.begin(), lost.end());
@@ -222,22 +258,6 @@ std::vector<std::string> LeaseAdopter::claimed_keys() const {
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;
-}
-
-std::string LeaseAdopter::claimed_digest() const {
-  std::vector<std::string> marked;
-  std::set<std::string> held_keys;
-  for (const leases::HeldSummary& h : held_.summaries()) {
-    if (!h.current) continue;
-    held_keys.insert(h.lease_key);
-    marked.push_back(
-        lease_claim_mark(h.lease_key, h.handing_off ? LeaseClaim::kHandingOff : LeaseClaim::kHeld));
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [key, in] : incoming_) {
-    if (!held_keys.count(key)) marked.push_back(lease_claim_mark(key, LeaseClaim::kIncoming));
-  }
-  return lease_set_digest(std::move(marked));
 }
 
 }  // namespace kcl::assignment

@@ -1,6 +1,7 @@
 // LeaseAdopter: a worker's side of leader-based assignment for the leases themselves: it
-// reads the leases the leader posted to this worker and acts on each, and tells the leader
-// (through the heartbeat's digest) what it holds.
+// finds the leases the table gives this worker (discover: a Query of the owner index, on a
+// period and whenever something moves; the keys the leader posts are a hint to look sooner)
+// and acts on each.
 //
 //  - Gain. A lease assigned to this worker (leaseOwner = it, no checkpointOwner) is adopted
 //    with take_lease (counter + 1, conditional on what was read), which fences any earlier
@@ -20,9 +21,8 @@
 //    first when the worker registers again: those the table still gives it are adopted at
 //    once (a fence moves them elsewhere first, and every take is conditional, so at most one
 //    worker gets each).
-//  - What it claims: the keys of its held leases and of those handed to it, each marked held,
-//    handing off or incoming (claimed_digest, lease_digest.h), which the leader compares
-//    with the table (lease_leader.h).
+//  - What it claims: the keys of its held leases and of those handed to it (claimed_keys),
+//    which discover() compares with the keys the table gives it.
 //
 // Thread safety: all methods may be called from any thread.
 #pragma once
@@ -46,7 +46,7 @@ namespace kcl::assignment {
 // What look_at() / poll_incoming_handoffs() did.
 struct LookResult {
   Status status;                     // the first failure (the keys not handled are retried)
-  std::vector<std::string> handled;  // keys looked at to the end (clear them from the inbox)
+  std::vector<std::string> handled;  // keys looked at to the end
   std::vector<std::string> gained;
   std::vector<std::string> handoffs_requested;
   std::vector<std::string> lost;
@@ -61,10 +61,13 @@ class LeaseAdopter {
 
   // Reads each lease and acts on it (see the header).
   LookResult look_at(const std::vector<std::string>& keys);
-  // A lease the leader (this worker) just assigned to itself, as its conditional write left
-  // it (leaseOwner = this worker, the counter it wrote), written from `start` on: held as it
-  // is. False when it is not taken that way (shutting down: look_at hands it back).
-  bool adopt_written(const Lease& lease, Clock::MonoTime start);
+  // How a worker learns its leases whatever became of the leader's posts: reads the keys of
+  // the leases the table gives this worker (LeaseStore::owned_lease_keys: one Query of the
+  // owner index) and looks at each one that differs from what it claims: one it does not
+  // hold is adopted (or waited for, when it is handed to it), one it holds that the table no
+  // longer names it the owner of is read (a handoff to note, or a loss); so is every key an
+  // earlier look did not finish.
+  LookResult discover();
   // Checks the leases handed to this worker whose old owner has not finished yet.
   LookResult poll_incoming_handoffs();
   bool has_pending_incoming() const;
@@ -72,11 +75,14 @@ class LeaseAdopter {
   void membership_ended(const std::vector<std::string>& lost);
   // The leases given up when the membership last ended, not looked at since.
   std::vector<std::string> given_up() const;
-  // The held leases and those handed to this worker, sorted; and their marked digest.
+  // The held leases and those handed to this worker, sorted.
   std::vector<std::string> claimed_keys() const;
-  std::string claimed_digest() const;
   // Graceful shutdown: nothing more is adopted; an assigned lease is handed straight back.
   void stop_taking() { stopped_.store(true); }
+  // The last step of a graceful stop, when nothing is held any more: reads the leases the
+  // table gives this worker and hands back each one assigned to it (one whose handoff to it
+  // is still pending is left to its old owner, who completes or keeps it).
+  Status hand_back_unread();
   bool taking_stopped() const { return stopped_.load(); }
 
  private:
@@ -105,6 +111,8 @@ class LeaseAdopter {
   mutable std::mutex mu_;
   std::map<std::string, Incoming, std::less<>> incoming_;  // guarded by mu_
   std::set<std::string, std::less<>> given_up_;            // guarded by mu_
+  // guarded by mu_: keys a look did not finish (looked at again by the next discover())
+  std::set<std::string, std::less<>> unfinished_;
 };
 
 }  // namespace kcl::assignment

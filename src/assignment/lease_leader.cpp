@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "assignment/assignment_planner.h"
-#include "assignment/lease_digest.h"
 #include "base/status_macros.h"
 
 namespace kcl::assignment {
@@ -17,8 +16,7 @@ LeaseLeader::LeaseLeader(leases::LeaseStore& leases, CoordinationStore& coordina
       config_(config),
       clock_(clock),
       metrics_(metrics),
-      logger_(logger),
-      posts_("inbox_post", "inbox post", "leader " + config.worker_id, logger, metrics, clock) {}
+      logger_(logger) {}
 
 void LeaseLeader::log(LogLevel level, const std::string& message) const {
   if (logger_ && logger_->enabled(level)) {
@@ -34,13 +32,7 @@ void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   // soon after (its own membership lapsed, say) fences the silent at once instead of waiting
   // another failover time. The leases are read again.
   cache_.clear();
-  unposted_.clear();
-  // Posts an earlier term failed to deliver are given up with it (the digest comparison
-  // repairs what they carried): they are no longer failing.
-  if (!posts_failing_.empty()) {
-    posts_failing_.clear();
-    posts_.succeeded();
-  }
+  assigned_counter_.clear();
   scan_needed_ = true;
   last_scan_.reset();
   last_change_.reset();
@@ -56,7 +48,11 @@ void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   }
 }
 
-void LeaseLeader::end() { active_ = false; }
+void LeaseLeader::end() {
+  active_ = false;
+  // Only the leader reports the fleet's unheld leases; a worker that led before reports 0.
+  metrics_.gauge("fleet.leases_unheld", 0, {});
+}
 
 LeaderStats LeaseLeader::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
@@ -78,9 +74,6 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
                        w.incarnation == own_registration_->first;
       const auto at = own ? std::min(own_registration_->second, now) : now;
       changed_at_ = changed_at_ ? std::max(*changed_at_, at) : at;
-      o.short_since_heartbeat.reset();
-      o.mismatch.reset();
-      if (!inserted) o.registered_again = true;
       if (dead_.erase(w.worker_id)) {
         log(LogLevel::kInfo, "worker " + w.worker_id + " registered again");
       } else if (inserted) {
@@ -101,7 +94,6 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
         self_reported_at_ = now;
       }
       o.entry.lease_count = self_report_taken_.lease_count;
-      o.entry.lease_digest = self_report_taken_.lease_digest;
       o.entry.lease_kbps = self_report_taken_.lease_kbps;
     }
   }
@@ -132,13 +124,12 @@ bool LeaseLeader::misses_a_known_worker(const CoordinationView& view) const {
 }
 
 // Whether the next pass should come soon (leader_poll_interval) rather than at the idle
-// interval: something is moving (the last pass failed, assigned, handed off, fenced or
-// reposted, or its plan was not balanced), a handoff is pending, the fleet has not settled, a
-// post failed, a scan is due, or a worker has missed a heartbeat (it may be dying: its silence
+// interval: something is moving (the last pass failed, assigned, handed off or fenced, or its
+// plan was not balanced), a handoff is pending, the fleet has not settled, a scan is due, or a worker has missed a heartbeat (it may be dying: its silence
 // is then timed from the leader's next reads, not up to an idle interval late).
 bool LeaseLeader::wants_attention(const LeaderPassResult& r) const {
-  if (!r.status.ok() || !r.balanced || r.assigned || r.handoffs || r.fenced || r.reposted ||
-      burst_start_ || scan_needed_ || !unposted_.empty() || !dead_.empty()) {
+  if (!r.status.ok() || !r.balanced || r.assigned || r.handoffs || r.fenced || burst_start_ ||
+      scan_needed_ || !dead_.empty()) {
     return true;
   }
   for (const auto& [key, lease] : cache_) {
@@ -282,6 +273,10 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
   std::map<std::string, Lease> fresh;
   for (Lease& l : *listed) fresh.emplace(l.lease_key, std::move(l));
   cache_ = std::move(fresh);
+  std::erase_if(assigned_counter_, [&](const auto& a) {
+    auto c = cache_.find(a.first);
+    return c == cache_.end() || c->second.lease_counter != a.second;
+  });
   for (auto it = unknown_.begin(); it != unknown_.end();) {
     auto c = cache_.find(it->first);
     if (c == cache_.end()) {
@@ -307,7 +302,6 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
 // told anyway.
 LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
   Lease seen = cache_.at(move.lease_key);
-  const auto start = clock_.now();
   auto taken = leases_.take_lease(seen, move.to);
   if (!taken.ok()) {
     const Status failure = taken.status();
@@ -341,12 +335,9 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, Lea
     }
   }
   cache_[move.lease_key] = *taken;
+  assigned_counter_[move.lease_key] = taken->lease_counter;
   unknown_.erase(move.lease_key);
-  if (move.to == config_.worker_id) {
-    r.taken_for_self.emplace_back(*taken, start);
-  } else {
-    inbox[move.to].push_back(move.lease_key);
-  }
+  inbox[move.to].push_back(move.lease_key);
   ++r.assigned;
   return MoveOutcome::kDone;
 }
@@ -439,192 +430,18 @@ std::vector<std::string> LeaseLeader::find_orphans(Status& status) {
   return orphans;
 }
 
-void LeaseLeader::post(std::map<std::string, std::vector<std::string>>& inbox,
-                       std::set<std::string>& recheck) {
-  // What earlier posts failed to deliver goes again.
-  for (auto& [worker, pending] : unposted_) {
-    auto& keys = inbox[worker];
-    keys.insert(keys.end(), pending.keys.begin(), pending.keys.end());
-    if (pending.recheck) recheck.insert(worker);
-  }
-  unposted_.clear();
+// Hints: each worker a move concerns gets the keys of this pass's moves in its inbox (one
+// write, replacing the last post) and looks at them at once, rather than at its next look at
+// the table. A post that fails is not sent again: the worker finds its leases in the table
+// all the same (LeaseAdopter::discover). The leader looks at its own at once (the agent).
+void LeaseLeader::post(const Inbox& inbox) {
   for (const auto& [worker, keys] : inbox) {
     auto it = workers_.find(worker);
-    const bool check = recheck.count(worker) > 0;
-    // The leader's own keys go straight to it (LeaderPassResult::posted_to_self).
-    if (worker == config_.worker_id) continue;
-    if (it == workers_.end()) {
-      // It left or was fenced: nothing is owed to it, so its failed posts are not failing.
-      if (posts_failing_.erase(worker) && posts_failing_.empty()) posts_.succeeded();
-      continue;
-    }
-    if (keys.empty() && !check) continue;
+    if (worker == config_.worker_id || keys.empty() || it == workers_.end()) continue;
     std::vector<std::string> unique = keys;
     std::sort(unique.begin(), unique.end());
     unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    Status s = check ? coordination_.request_recheck(it->second.entry, unique)
-                     : coordination_.post_to_inbox(it->second.entry, unique);
-    // A failed condition: the worker registered again meanwhile (its new incarnation is
-    // compared with the table like any other). Any other failure: the post may be lost; the
-    // worker learns of its leases when its reported digest is next compared (reconcile).
-    if (s.ok()) attention_due_ = true;
-    if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
-      posts_.failed(s.with_context("posting to worker " + worker + ": "));
-      unposted_[worker] = Unposted{unique, check};  // posted again next pass (idempotent)
-      posts_failing_.insert(worker);
-    } else if (posts_failing_.erase(worker) && posts_failing_.empty()) {
-      posts_.succeeded();  // every worker posts failed to has been reached since
-    }
-  }
-}
-
-std::vector<std::string> LeaseLeader::involving(const std::string& worker) const {
-  std::vector<std::string> keys;
-  for (const auto& [key, lease] : cache_) {
-    if (lease.lease_owner == worker || lease.checkpoint_owner == worker) keys.push_back(key);
-  }
-  return keys;  // cache_ is sorted by key
-}
-
-std::string LeaseLeader::expected_digest(const std::string& worker) const {
-  std::vector<std::string> marked;
-  for (const auto& [key, lease] : cache_) {
-    if (lease.lease_owner == worker) {
-      marked.push_back(lease_claim_mark(
-          key, lease.checkpoint_owner ? LeaseClaim::kIncoming : LeaseClaim::kHeld));
-    } else if (lease.checkpoint_owner == worker) {
-      marked.push_back(lease_claim_mark(key, LeaseClaim::kHandingOff));
-    }
-  }
-  return lease_set_digest(std::move(marked));
-}
-
-void LeaseLeader::repost_shortfall(const std::string& id, Observed& o,
-                                   std::map<std::string, std::vector<std::string>>& inbox,
-                                   LeaderPassResult& r) {
-  std::vector<std::string> mine;
-  for (const auto& [key, lease] : cache_) {
-    if (lease.lease_owner == id && !lease.checkpoint_owner) mine.push_back(key);
-  }
-  if (o.entry.lease_count >= static_cast<std::int64_t>(mine.size())) {
-    o.short_since_heartbeat.reset();
-    return;
-  }
-  if (!o.short_since_heartbeat) {
-    o.short_since_heartbeat = o.entry.heartbeat;
-    return;
-  }
-  // Short over two heartbeats (it had time to adopt), at most once per failover time.
-  const auto now = clock_.now();
-  if (o.entry.heartbeat == *o.short_since_heartbeat) return;
-  if (o.last_repost && now - *o.last_repost < config_.failover_time) return;
-  o.last_repost = now;
-  o.short_since_heartbeat.reset();
-  auto& keys = inbox[id];
-  keys.insert(keys.end(), mine.begin(), mine.end());
-  ++r.reposted;
-}
-
-// A worker registered again (its membership ended: its hold lapsed, or it was fenced): a
-// registration writes a new entry, so keys posted to the old one (by this leader just before,
-// or by the one before it) are gone, and the new incarnation learns of the leases it had
-// held from its own list of those it gave up, not of those assigned or handed to it meanwhile.
-// Everything the table gives it is posted now, to the new entry: it looks at each (one read)
-// and adopts what is its own. Without this it would read such a lease only once the
-// difference between its digest and the table had lasted two heartbeats, a scan and a repost.
-void LeaseLeader::repost_to_new_incarnation(const std::string& id, Observed& o, Inbox& inbox,
-                                            LeaderPassResult& r) {
-  o.mismatch.reset();
-  std::vector<std::string> keys = involving(id);
-  if (keys.empty()) return;
-  auto& posted = inbox[id];
-  posted.insert(posted.end(), keys.begin(), keys.end());
-  ++r.reposted;
-  log(LogLevel::kInfo, "worker " + id + " registered again: posted it what the table gives it (" +
-                           std::to_string(keys.size()) +
-                           (keys.size() == 1 ? " lease)" : " leases)"));
-}
-
-// A worker reports, in each heartbeat, the digest of the leases it holds or is taking over;
-// the table gives it the leases it owns (handed to it or not) and those it is handing off.
-// They differ for a moment after every assignment or handoff. When they still differ two of
-// its heartbeats after the difference was first seen (it had time to act on a post):
-//  1. the leases of its unfinished handoffs are read again (the cache does not see a handoff
-//     completed by its old owner);
-//  2. then, if the cache is older than the difference, the table is read again;
-//  3. then it is posted every lease the table gives it, with a recheck: it looks at those
-//     and at every lease it holds, adopting what is its own and letting go of what is not.
-// Reposts to one worker are at least failover_time apart. So a lease assigned to a live
-// worker whose post was lost (or whose take's answer the leader lost), or handed to it while
-// the post went missing, is read within about two of its heartbeats, a leader pass and a
-// poll; and a worker that still reads a lease the table gives to another (a handoff it never
-// heard of) lets go of it as soon.
-void LeaseLeader::reconcile(std::map<std::string, std::vector<std::string>>& inbox,
-                            std::set<std::string>& recheck, LeaderPassResult& r) {
-  const auto now = clock_.now();
-  for (auto& [id, o] : workers_) {
-    if (o.entry.draining) {
-      o.mismatch.reset();
-      o.registered_again = false;
-      continue;
-    }
-    if (std::exchange(o.registered_again, false)) {
-      repost_to_new_incarnation(id, o, inbox, r);
-      continue;
-    }
-    if (o.entry.lease_digest.empty()) {
-      repost_shortfall(id, o, inbox, r);
-      continue;
-    }
-    std::vector<std::string> expected = involving(id);
-    std::string digest = expected_digest(id);
-    if (digest == o.entry.lease_digest) {
-      o.mismatch.reset();
-      continue;
-    }
-    if (!o.mismatch || o.mismatch->expected != digest) {
-      o.mismatch = Observed::Mismatch{digest, o.entry.heartbeat, now, false};
-      continue;
-    }
-    // The leader's own entry is not written while it leads (its report is read from it
-    // directly): for it, two renew intervals stand for two heartbeats.
-    const bool self = id == config_.worker_id && self_report_;
-    if (self ? now - o.mismatch->since < config_.effective_renew_interval() * 2
-             : o.entry.heartbeat < o.mismatch->heartbeat + 2) {
-      continue;
-    }
-    if (!o.mismatch->reread) {
-      o.mismatch->reread = true;
-      bool reread_any = false;
-      for (const std::string& key : expected) {
-        auto c = cache_.find(key);
-        if (c == cache_.end() || !c->second.checkpoint_owner) continue;
-        if (!reread(key).ok()) return;  // the next pass goes on
-        reread_any = true;
-      }
-      if (reread_any) {
-        expected = involving(id);
-        digest = expected_digest(id);
-        if (digest == o.entry.lease_digest) {
-          o.mismatch.reset();
-          continue;
-        }
-        o.mismatch->expected = digest;
-      }
-    }
-    if (!last_scan_ || *last_scan_ < o.mismatch->since) {
-      scan_needed_ = true;  // the next pass reads the table
-      continue;
-    }
-    if (o.last_repost && now - *o.last_repost < config_.failover_time) continue;
-    o.last_repost = now;
-    auto& keys = inbox[id];
-    keys.insert(keys.end(), expected.begin(), expected.end());
-    recheck.insert(id);
-    ++r.reposted;
-    log(LogLevel::kInfo, "worker " + id + " reports holding " + o.entry.lease_digest +
-                             " where the table gives it " + digest +
-                             ": asked it to compare its leases with the table");
+    if (coordination_.post_to_inbox(it->second.entry, unique).ok()) attention_due_ = true;
   }
 }
 
@@ -669,8 +486,26 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
 // that may have landed (the read failed too) is told to both workers now; otherwise neither
 // would hear of it until what they report had differed from the table for two heartbeats and
 // a scan.
-LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& seen, Inbox& inbox,
+LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& cached, Inbox& inbox,
                                                LeaderPassResult& r) {
+  Lease seen = cached;
+  if (auto a = assigned_counter_.find(move.lease_key); a != assigned_counter_.end()) {
+    // Assigned by this leader: hand it off only once its owner has taken it (its take moved
+    // the counter past the one the assignment wrote). An owner that never read it would not
+    // finish the handoff, and the receiver would wait handoff_timeout.
+    auto fresh = reread(move.lease_key);
+    if (!fresh.ok()) {
+      note_failure(r, fresh.status());
+      return MoveOutcome::kFailed;
+    }
+    if (!*fresh) return MoveOutcome::kDone;  // deleted meanwhile
+    if ((**fresh).lease_owner == move.from && (**fresh).lease_counter == a->second) {
+      r.balanced = false;  // the next pass comes soon and tries again
+      return MoveOutcome::kDone;
+    }
+    assigned_counter_.erase(a);
+    seen = **fresh;
+  }
   auto started = leases_.initiate_handoff(seen, move.to);
   if (!started.ok()) {
     const Status failure = started.status();
@@ -723,26 +558,23 @@ void LeaseLeader::finish_pass(const LeaderPassResult& r) {
     stats_.handoffs += r.handoffs;
   }
   metrics_.gauge("leader.workers", r.workers, {});
+  // Leases not ended that no live worker holds, as this pass left them (free, or owned by a
+  // worker this leader fenced): kcl_leases_unheld, for the "leases unheld" alert.
+  int unheld = 0;
+  for (const auto& [key, lease] : cache_) {
+    const auto owner = lease.actual_owner();
+    if (!lease.checkpoint.is_shard_end() && (!owner || dead_.count(*owner))) ++unheld;
+  }
+  metrics_.gauge("fleet.leases_unheld", unheld, {});
   if (r.assigned) metrics_.count("leader.assigned", r.assigned, {});
   if (r.handoffs) metrics_.count("leader.handoffs", r.handoffs, {});
 }
 
-// A pass that failed before it planned (the store failed): the posts that failed before go
-// again now all the same, rather than waiting for a pass that gets this far. A post is only
-// a hint (the worker adopts what the table gives it), so a stale view of the workers does no
-// harm; meanwhile a worker whose post was lost would not hear of a lease handed to it.
+// A pass that failed before it planned (the store failed): the fences it made are counted.
 LeaderPassResult LeaseLeader::end_failed_pass(LeaderPassResult& r) {
-  if (!unposted_.empty()) {
-    Inbox none;
-    std::set<std::string> recheck;
-    post(none, recheck);  // the leader's own keys are never among them
-    // A post that went through calls for attention; so, a pass early, does a join or an
-    // overdue heartbeat this pass's observe() noted.
-    r.attention = std::exchange(attention_due_, false);
-  }
   if (r.fenced) {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.fenced += r.fenced;  // fences made before the pass failed
+    stats_.fenced += r.fenced;
   }
   return r;
 }
@@ -776,13 +608,8 @@ LeaderPassResult LeaseLeader::run_pass() {
   r.balanced = plan.moves.empty() && rebalance;
   Inbox inbox;
   execute(plan, rebalance, inbox, r);
-  std::set<std::string> recheck;
-  reconcile(inbox, recheck, r);
-  post(inbox, recheck);
-  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) {
-    r.posted_to_self = self->second;
-  }
-  r.recheck_self = recheck.count(config_.worker_id) > 0;
+  post(inbox);
+  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) r.self_keys = self->second;
   r.attention = std::exchange(attention_due_, false);
   finish_pass(r);
   return r;

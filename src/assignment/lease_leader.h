@@ -12,17 +12,13 @@
 //  3. plans (assignment_planner.h) and carries the plan out: free and orphaned leases are
 //     assigned (take_lease for the new owner, conditional on a fresh read when the old owner
 //     was fenced), excess leases of live workers are handed off gracefully
-//     (initiate_handoff), and each worker concerned gets the lease keys in its inbox; a
-//     take or handoff whose answer was lost is read again and, when it landed, posted too;
-//     a write that failed for one lease leaves that lease to the next pass and the pass goes
-//     on with the others (it stops when two moves in a row fail, or a write and the read
-//     after it both fail: the store is failing, not the lease);
-//  4. posts again what earlier posts failed to deliver (at the next pass while it may lead,
-//     even one that fails before it plans: a post is only a hint); the leases a worker
-//     should hold but does not report (its lease digest) over two heartbeats, which repairs
-//     an inbox post lost with a leader; and, at once, everything the table gives a worker
-//     seen registered again (a registration writes a new entry, so what was posted to the
-//     old one is gone).
+//     (initiate_handoff); a take or handoff whose answer was lost is read again; a write that
+//     failed for one lease leaves that lease to the next pass and the pass goes on with the
+//     others (it stops when two moves in a row fail, or a write and the read after it both
+//     fail: the store is failing, not the lease);
+//  4. posts each worker concerned the keys of its moves (a hint, one write, never sent
+//     again): the table is the truth, and every worker finds the leases it gives it by
+//     reading the table (LeaseAdopter::discover), the leader's own included.
 // While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
 // rebalancing wait until the membership has not changed for settle_time (at most
 // failover_time / 2 in all; the membership is read every settle_time / 4 meanwhile), so a
@@ -37,7 +33,9 @@
 // Reads per pass: the worker entries; the lease table only as above. Writes: only for
 // changes (fences, assignments, handoffs, inbox posts), and one call for the workers'
 // attention in a pass that saw a join, posted to another worker, or found a heartbeat
-// overdue (LeaderPassResult::attention): idle workers read only the lock (assignment_agent.h).
+// overdue (LeaderPassResult::attention): idle workers mostly read only the lock
+// (assignment_agent.h). A worker's silence is timed from the last change of its heartbeat
+// this leader saw, on its own clock: nothing the leader writes (a post) moves a heartbeat.
 //
 // Thread safety: one thread runs begin/run_pass/end; stats() from any thread.
 #pragma once
@@ -53,7 +51,6 @@
 
 #include "assignment/assignment_planner.h"
 #include "assignment/coordination_store.h"
-#include "assignment/reported_series.h"
 #include "kcl/clock.h"
 #include "kcl/lease.h"
 #include "kcl/lease_config.h"
@@ -71,21 +68,14 @@ struct LeaderPassResult {
   int fenced = 0;         // workers fenced this pass
   int assigned = 0;       // leases assigned (free or orphaned)
   int handoffs = 0;       // graceful handoffs started
-  int reposted = 0;       // workers whose leases were posted again
   bool balanced = false;  // the plan had nothing to move
-  // Lease keys this pass gave the leader itself (it acts on them at once; they are not
-  // written to its inbox), and whether it is to compare everything it holds with the table
-  // (what a recheck asks of another worker).
-  std::vector<std::string> posted_to_self;
-  bool recheck_self = false;
+  // The keys of this pass's moves that concern the leader itself (what a post tells another
+  // worker): it looks at them at once.
+  std::vector<std::string> self_keys;
   // Something is about to move that workers reading only the lock should hear of soon (a
   // worker joined, one missed a heartbeat, leases were posted): the leader calls their
   // attention (CoordinationStore::call_attention).
   bool attention = false;
-  // Leases this pass assigned to the leader itself, as the assigning write left them, with
-  // when that write started: the leader holds them as they are, without reading and taking
-  // each again (LeaseAdopter::adopt_written).
-  std::vector<std::pair<Lease, Clock::MonoTime>> taken_for_self;
 };
 
 struct LeaderStats {
@@ -111,7 +101,7 @@ class LeaseLeader {
   // (its own renewals have not succeeded for too long, see AssignmentAgent), or nothing.
   using Authority = std::function<std::optional<std::string>()>;
   void set_authority(Authority authority) { authority_ = std::move(authority); }
-  // What this worker's heartbeat would report now (lease count, digest, loads, draining):
+  // What this worker's heartbeat would report now (lease count, loads, draining):
   // the leader does not write its own entry while it leads, so this stands in for it.
   using SelfReport = std::function<WorkerEntry()>;
   void set_self_report(SelfReport report) { self_report_ = std::move(report); }
@@ -124,9 +114,6 @@ class LeaseLeader {
   bool first_settling() const { return first_settle_; }
   // Whether this term has read the lease table yet.
   bool scanned_in_term() const { return last_scan_.has_value(); }
-  // Leases that involve `worker`, as this leader last read or wrote them: owned by it
-  // (handed to it or not) or being handed off by it. Sorted.
-  std::vector<std::string> involving(const std::string& worker) const;
   // When the membership will count as settled if nothing changes meanwhile; empty when it is.
   std::optional<Clock::MonoTime> settles_at() const;
   // This worker's own registration (incarnation, when its write was answered): when the
@@ -136,30 +123,15 @@ class LeaseLeader {
     own_registration_ = std::make_pair(std::move(incarnation), at);
   }
   LeaderStats stats() const;
-  // Inbox posts (assignments, handoffs, reposts) that failed in a row.
-  const ReportedSeries& posts_series() const { return posts_; }
 
  private:
   struct Observed {
     WorkerEntry entry;
+    // When this leader first saw its (incarnation, heartbeat) as it is: silence is timed from
+    // here.
     Clock::MonoTime changed_at;
-    // Lease-count repair (workers that report no lease digest): the heartbeat at which a
-    // shortfall was first seen.
-    std::optional<std::int64_t> short_since_heartbeat;
-    std::optional<Clock::MonoTime> last_repost;
-    // Digest repair: what the table gives the worker differs from what it reports.
-    struct Mismatch {
-      std::string expected;        // the digest of what the table gives it
-      std::int64_t heartbeat = 0;  // its heartbeat when first seen
-      Clock::MonoTime since;
-      bool reread = false;  // leases of its unfinished handoffs read again
-    };
-    std::optional<Mismatch> mismatch;
     // Its heartbeat is overdue and the workers' attention was called for it (once per value).
     bool suspected = false;
-    // Seen registered again (a new incarnation of a worker already observed): what was posted
-    // to its old entry is gone, so everything the table gives it is posted at the next pass.
-    bool registered_again = false;
   };
   struct Unknown {  // a lease whose owner is neither live nor fenced by this leader
     std::int64_t counter = 0;
@@ -187,7 +159,7 @@ class LeaseLeader {
   // failed twice over (the write and the read after it: the pass stops).
   enum class MoveOutcome { kDone, kFailed, kStoreDown };
   void execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r);
-  MoveOutcome hand_off(const Move& move, const Lease& seen, Inbox& inbox, LeaderPassResult& r);
+  MoveOutcome hand_off(const Move& move, const Lease& cached, Inbox& inbox, LeaderPassResult& r);
   MoveOutcome assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
   void finish_pass(const LeaderPassResult& r);
   LeaderPassResult end_failed_pass(LeaderPassResult& r);
@@ -195,21 +167,7 @@ class LeaseLeader {
   static void note_failure(LeaderPassResult& r, Status failure);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);
-  // The digest `worker` should report (LeaseAdopter::claimed_digest) as the cache has it.
-  std::string expected_digest(const std::string& worker) const;
-  // Finds workers whose reported leases differ from what the table gives them and repairs
-  // it: re-reads their unfinished handoffs, then the table, then posts them what they should
-  // hold with a recheck (see the header).
-  void reconcile(std::map<std::string, std::vector<std::string>>& inbox,
-                 std::set<std::string>& recheck, LeaderPassResult& r);
-  // For a worker that reports no digest: posts again what it should hold when it reports
-  // fewer leases over two heartbeats.
-  void repost_shortfall(const std::string& id, Observed& o,
-                        std::map<std::string, std::vector<std::string>>& inbox,
-                        LeaderPassResult& r);
-  void repost_to_new_incarnation(const std::string& id, Observed& o, Inbox& inbox,
-                                 LeaderPassResult& r);
-  void post(std::map<std::string, std::vector<std::string>>& inbox, std::set<std::string>& recheck);
+  void post(const Inbox& inbox);
 
   leases::LeaseStore& leases_;
   CoordinationStore& coordination_;
@@ -231,11 +189,9 @@ class LeaseLeader {
   std::set<std::string> dead_;  // fenced by this leader, leases still to move
   std::map<std::string, Lease> cache_;
   std::map<std::string, Unknown> unknown_;
-  struct Unposted {
-    std::vector<std::string> keys;
-    bool recheck = false;
-  };
-  std::map<std::string, Unposted> unposted_;  // posts that failed: tried again next pass
+  // Leases this term assigned, with the counter the assigning take wrote: not handed off
+  // until their owner's own take has moved it (hand_off()).
+  std::map<std::string, std::int64_t> assigned_counter_;
   bool scan_needed_ = true;
   std::optional<Clock::MonoTime> last_change_;  // membership changed (join, leave, fence)
   std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
@@ -246,8 +202,6 @@ class LeaseLeader {
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 
-  ReportedSeries posts_;
-  std::set<std::string> posts_failing_;  // workers whose last post failed
   mutable std::mutex stats_mu_;
   LeaderStats stats_;
 };

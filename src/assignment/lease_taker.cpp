@@ -275,9 +275,14 @@ TakePassResult LeaseTaker::run_take_pass() {
       steal(leases, view, target, needed, result);
     }
   }
-  std::erase_if(result.orphaned, [&](const OrphanedLease& o) {
-    return std::find(result.taken.begin(), result.taken.end(), o.lease_key) != result.taken.end();
-  });
+  auto taken = [&](const std::string& key) {
+    return std::find(result.taken.begin(), result.taken.end(), key) != result.taken.end();
+  };
+  std::erase_if(result.orphaned, [&](const OrphanedLease& o) { return taken(o.lease_key); });
+  result.unheld = static_cast<int>(result.orphaned.size());
+  for (const Lease& l : leases) {
+    if (!l.lease_owner && !l.checkpoint.is_shard_end() && !taken(l.lease_key)) ++result.unheld;
+  }
   return result;
 }
 

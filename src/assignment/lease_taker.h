@@ -81,6 +81,9 @@ struct TakePassResult {
   std::vector<std::string> stolen;      // leases taken from another live worker
   std::vector<OrphanedLease> orphaned;  // expired leases of others this pass did not take
   int failed_conditions = 0;            // takes that lost a race
+  // Leases not ended that no live worker holds after the pass (free, or expired, and not
+  // taken by it): the gauge kcl_leases_unheld.
+  int unheld = 0;
   // The pass stopped below the target because of the start-up ramp. Informational: do not
   // pass again early because of it. The ramp works by giving workers that start at about the
   // same time one take interval to become visible (by owning leases) before anyone takes

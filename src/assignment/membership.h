@@ -70,7 +70,7 @@ class MembershipHold final : public leases::HoldPolicy {
 class Membership {
  public:
   struct Callbacks {
-    // What the next heartbeat reports: lease_count, lease_digest and lease_kbps.
+    // What the next heartbeat reports: lease_count and lease_kbps.
     std::function<WorkerEntry()> report;
     // The membership ended (abandoned, fenced or left): give every lease up with `reason`.
     // Called with no lock of the membership held.

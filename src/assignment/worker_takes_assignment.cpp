@@ -12,6 +12,7 @@ WorkerTakesAssignment::WorkerTakesAssignment(const LeaseConfig& config,
                                              const AssignmentParts& parts)
     : config_(config),
       clock_(*parts.clock),
+      metrics_(*parts.metrics),
       held_(*parts.store, config, *parts.clock, *parts.metrics,
             std::make_shared<RenewalHold>(config)),
       taker_(held_, *parts.store, config, *parts.clock, *parts.metrics, parts.seed),
@@ -41,6 +42,7 @@ Clock::MonoTime WorkerTakesAssignment::renew_step() {
 Clock::MonoTime WorkerTakesAssignment::take_step() {
   TakePassResult r = taker_.run_take_pass();
   if (r.status.ok()) {
+    metrics_.gauge("fleet.leases_unheld", r.unheld, {});
     std::lock_guard<std::mutex> lock(report_mu_);
     orphaned_ = std::move(r.orphaned);
   }

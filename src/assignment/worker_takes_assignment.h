@@ -46,6 +46,11 @@ class WorkerTakesAssignment final : public AssignmentStrategy {
   void leases_changed() override {}
   void stop() override { runner_.stop(); }
   Status leave() override { return Status::Ok(); }
+  bool runs_periodic_shard_sync() const override { return true; }
+  std::string directory_note() const override {
+    return "none: worker-takes assignment keeps no directory of the workers' status endpoints, "
+           "so lag and records/s are shown for this worker's shards only";
+  }
   AssignmentReport report() const override;
 
   LeaseTaker& taker() { return taker_; }
@@ -57,6 +62,7 @@ class WorkerTakesAssignment final : public AssignmentStrategy {
 
   const LeaseConfig config_;
   const Clock& clock_;
+  MetricsSink& metrics_;
   leases::HeldLeases held_;
   LeaseTaker taker_;
   std::mutex rng_mu_;

@@ -220,6 +220,28 @@ Result<TableDescription> parse_table(std::string_view op, const json& t) {
     }
   }
   KCL_ASSIGN_OR_RETURN(d.item_count, optional_count(op, t, "ItemCount", "Table"));
+  if (const json* gsis = member_of(t, "GlobalSecondaryIndexes")) {
+    if (!gsis->is_array()) return malformed(op, "Table.GlobalSecondaryIndexes is not an array");
+    for (const auto& g : *gsis) {
+      constexpr const char* where = "Table.GlobalSecondaryIndexes element";
+      if (!g.is_object()) return malformed(op, std::string(where) + " is not an object");
+      GlobalSecondaryIndex index;
+      KCL_ASSIGN_OR_RETURN(index.index_name, required_string(op, g, "IndexName", where));
+      if (member_of(g, "IndexStatus")) {
+        KCL_ASSIGN_OR_RETURN(index.index_status, required_string(op, g, "IndexStatus", where));
+      }
+      if (const json* ks = member_of(g, "KeySchema"); ks && ks->is_array()) {
+        for (const auto& e : *ks) {
+          if (!e.is_object()) return malformed(op, std::string(where) + " key is not an object");
+          KeySchemaElement k;
+          KCL_ASSIGN_OR_RETURN(k.attribute_name, required_string(op, e, "AttributeName", where));
+          KCL_ASSIGN_OR_RETURN(k.key_type, required_string(op, e, "KeyType", where));
+          index.key_schema.push_back(std::move(k));
+        }
+      }
+      d.global_secondary_indexes.push_back(std::move(index));
+    }
+  }
   return d;
 }
 
@@ -357,15 +379,35 @@ Status DynamoDbClient::create_table(const CreateTableRequest& request) {
     ad.push_back({{"AttributeName", a.attribute_name}, {"AttributeType", a.attribute_type}});
   }
   body["AttributeDefinitions"] = std::move(ad);
+  const bool provisioned = request.billing_mode == "PROVISIONED";
+  const json throughput = {{"ReadCapacityUnits", request.read_capacity_units},
+                           {"WriteCapacityUnits", request.write_capacity_units}};
+  if (!request.global_secondary_indexes.empty()) {
+    json gsis = json::array();
+    for (const auto& g : request.global_secondary_indexes) {
+      if (g.index_name.empty() || g.key_schema.empty()) {
+        return invalid(op, "a global secondary index needs a name and a key schema");
+      }
+      json keys = json::array();
+      for (const auto& k : g.key_schema) {
+        keys.push_back({{"AttributeName", k.attribute_name}, {"KeyType", k.key_type}});
+      }
+      json index{{"IndexName", g.index_name},
+                 {"KeySchema", std::move(keys)},
+                 {"Projection", {{"ProjectionType", g.projection_type}}}};
+      if (provisioned) index["ProvisionedThroughput"] = throughput;
+      gsis.push_back(std::move(index));
+    }
+    body["GlobalSecondaryIndexes"] = std::move(gsis);
+  }
   if (request.billing_mode == "PAY_PER_REQUEST" || request.billing_mode.empty()) {
     body["BillingMode"] = "PAY_PER_REQUEST";
-  } else if (request.billing_mode == "PROVISIONED") {
+  } else if (provisioned) {
     if (request.read_capacity_units < 1 || request.write_capacity_units < 1) {
       return invalid(op, "PROVISIONED billing needs read and write capacity units of at least 1");
     }
     body["BillingMode"] = "PROVISIONED";
-    body["ProvisionedThroughput"] = {{"ReadCapacityUnits", request.read_capacity_units},
-                                     {"WriteCapacityUnits", request.write_capacity_units}};
+    body["ProvisionedThroughput"] = throughput;
   } else {
     return invalid(op, "billing mode must be PAY_PER_REQUEST or PROVISIONED, not '" +
                            request.billing_mode + "'");
@@ -478,7 +520,7 @@ Result<ScanPage> DynamoDbClient::scan_page(std::string_view table,
   if (limit < 0) return invalid(op, "limit must not be negative");
   json body{{"TableName", table}, {"ConsistentRead", consistent_read}};
   if (limit > 0) body["Limit"] = limit;
-  return scan(std::move(body), exclusive_start_key);
+  return read_page(op, std::move(body), exclusive_start_key);
 }
 
 Result<ScanPage> DynamoDbClient::scan_page_filtered(std::string_view table,
@@ -493,11 +535,27 @@ Result<ScanPage> DynamoDbClient::scan_page_filtered(std::string_view table,
   json body{{"TableName", table}, {"FilterExpression", filter.expression}};
   if (!projection.empty()) body["ProjectionExpression"] = projection;
   placeholders.write(body);
-  return scan(std::move(body), exclusive_start_key);
+  return read_page(op, std::move(body), exclusive_start_key);
 }
 
-Result<ScanPage> DynamoDbClient::scan(json body, const std::optional<Item>& exclusive_start_key) {
-  constexpr std::string_view op = "Scan";
+Result<ScanPage> DynamoDbClient::query_page(std::string_view table, std::string_view index,
+                                            const Expression& key_condition,
+                                            const std::optional<Item>& exclusive_start_key) {
+  constexpr std::string_view op = "Query";
+  KCL_RETURN_IF_ERROR(check_table(op, table));
+  if (index.empty()) return invalid(op, "the index name is empty");
+  if (key_condition.expression.empty()) return invalid(op, "the key condition is empty");
+  Placeholders placeholders(op);
+  KCL_RETURN_IF_ERROR(placeholders.add(key_condition, "key condition"));
+  json body{{"TableName", table},
+            {"IndexName", index},
+            {"KeyConditionExpression", key_condition.expression}};
+  placeholders.write(body);
+  return read_page(op, std::move(body), exclusive_start_key);
+}
+
+Result<ScanPage> DynamoDbClient::read_page(std::string_view op, json body,
+                                           const std::optional<Item>& exclusive_start_key) {
   if (exclusive_start_key) {
     if (exclusive_start_key->empty()) return invalid(op, "exclusive start key is empty");
     body["ExclusiveStartKey"] = item_to_json(*exclusive_start_key);
@@ -523,7 +581,8 @@ Result<ScanPage> DynamoDbClient::scan(json body, const std::optional<Item>& excl
     return malformed(op, "LastEvaluatedKey is empty");
   }
   if (member_of(response, "ScannedCount")) {
-    KCL_ASSIGN_OR_RETURN(page.scanned_count, optional_count(op, response, "ScannedCount", "Scan"));
+    KCL_ASSIGN_OR_RETURN(page.scanned_count,
+                         optional_count(op, response, "ScannedCount", op));
   } else {
     page.scanned_count = static_cast<long long>(page.items.size());
   }

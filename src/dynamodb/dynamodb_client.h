@@ -33,10 +33,20 @@ struct AttributeDefinition {
   std::string attribute_type;  // S, N, B
 };
 
+// A global secondary index, as created with a table (its attributes must be among the
+// table's attribute_definitions) or as DescribeTable tells it.
+struct GlobalSecondaryIndex {
+  std::string index_name;
+  std::vector<KeySchemaElement> key_schema;
+  std::string projection_type = "KEYS_ONLY";  // KEYS_ONLY, INCLUDE or ALL
+  std::string index_status;                   // described only: CREATING, ACTIVE, ...
+};
+
 struct CreateTableRequest {
   std::string table_name;
   std::vector<KeySchemaElement> key_schema;
   std::vector<AttributeDefinition> attribute_definitions;
+  std::vector<GlobalSecondaryIndex> global_secondary_indexes;
   // PAY_PER_REQUEST (default) or PROVISIONED (then the capacities below are sent).
   std::string billing_mode = "PAY_PER_REQUEST";
   long long read_capacity_units = 0;
@@ -50,6 +60,7 @@ struct TableDescription {
   std::vector<AttributeDefinition> attribute_definitions;
   std::string billing_mode;
   long long item_count = 0;
+  std::vector<GlobalSecondaryIndex> global_secondary_indexes;
 };
 
 // A condition or update expression with its placeholders.
@@ -124,6 +135,12 @@ class DynamoDbClient {
                                       const Expression& filter, std::string_view projection = {});
   // Every item, following LastEvaluatedKey.
   Result<std::vector<Item>> scan_all(std::string_view table, bool consistent_read = false);
+  // One page of a Query of the global secondary index `index` of `table` (always eventually
+  // consistent: DynamoDB reads an index no other way) for the items that match
+  // `key_condition` (a KeyConditionExpression).
+  Result<ScanPage> query_page(std::string_view table, std::string_view index,
+                              const Expression& key_condition,
+                              const std::optional<Item>& exclusive_start_key);
 
   aws::AwsJsonClient& raw() { return *client_; }
 
@@ -141,8 +158,9 @@ class DynamoDbClient {
   std::shared_ptr<DynamoDbClient> with_call_options(const aws::CallOptions& options) const;
 
  private:
-  // Sends a Scan request `body` (from `exclusive_start_key` on) and reads its page.
-  Result<ScanPage> scan(nlohmann::json body, const std::optional<Item>& exclusive_start_key);
+  // Sends a Scan or Query request `body` (from `exclusive_start_key` on) and reads its page.
+  Result<ScanPage> read_page(std::string_view op, nlohmann::json body,
+                             const std::optional<Item>& exclusive_start_key);
 
   CallContext context() { return CallContext{*client_, options_, metrics_.get()}; }
 

@@ -13,6 +13,30 @@ namespace {
 using dynamodb::AttributeValue;
 using dynamodb::Expression;
 
+// The Java KCL 3.x's index of leases by owner (DynamoDBLeaseRefresher): every 3.x and 3.5
+// table has it; kcl-cpp creates it with every new table.
+constexpr std::string_view kOwnerIndex = "LeaseOwnerToLeaseKeyIndex";
+
+bool describes_owner_index(const dynamodb::TableDescription& t) {
+  for (const auto& g : t.global_secondary_indexes) {
+    if (g.index_name != kOwnerIndex) continue;
+    const bool keyed = !g.key_schema.empty() && g.key_schema[0].attribute_name == attr::kLeaseOwner &&
+                       g.key_schema[0].key_type == "HASH";
+    return keyed && (g.index_status.empty() || g.index_status == "ACTIVE");
+  }
+  return false;
+}
+
+// The lease keys of a page of items holding at least leaseKey (S).
+void collect_lease_keys(const std::vector<dynamodb::Item>& items, std::vector<std::string>& keys) {
+  for (const auto& item : items) {
+    auto it = item.find(std::string(attr::kLeaseKey));
+    if (it != item.end() && it->second.type() == AttributeValue::Type::kS) {
+      keys.push_back(it->second.s());
+    }
+  }
+}
+
 std::string describe_key_schema(const dynamodb::TableDescription& t) {
   std::string out;
   for (const auto& k : t.key_schema) {
@@ -106,6 +130,7 @@ Status DynamoDbLeaseStore::create_table_if_not_exists() {
   auto described = client_->describe_table(table);
   if (described.ok()) {
     KCL_RETURN_IF_ERROR(verify_key_schema(*described));
+    owner_index_.store(describes_owner_index(*described));
     if (described->table_status == "ACTIVE") return Status::Ok();
     if (described->table_status == "DELETING") {
       return Status(StatusCode::kFailedPrecondition,
@@ -115,7 +140,13 @@ Status DynamoDbLeaseStore::create_table_if_not_exists() {
     dynamodb::CreateTableRequest request;
     request.table_name = table;
     request.key_schema = {{std::string(attr::kLeaseKey), "HASH"}};
-    request.attribute_definitions = {{std::string(attr::kLeaseKey), "S"}};
+    request.attribute_definitions = {{std::string(attr::kLeaseKey), "S"},
+                                     {std::string(attr::kLeaseOwner), "S"}};
+    dynamodb::GlobalSecondaryIndex by_owner;
+    by_owner.index_name = std::string(kOwnerIndex);
+    by_owner.key_schema = {{std::string(attr::kLeaseOwner), "HASH"},
+                           {std::string(attr::kLeaseKey), "RANGE"}};
+    request.global_secondary_indexes.push_back(std::move(by_owner));
     if (options_.billing_mode == BillingMode::kProvisioned) {
       request.billing_mode = "PROVISIONED";
       request.read_capacity_units = options_.read_capacity_units;
@@ -133,6 +164,7 @@ Status DynamoDbLeaseStore::create_table_if_not_exists() {
   }
   auto active = client_->wait_until_active(table, options_.table_active_timeout);
   if (!active.ok()) return active.status().with_context("waiting for lease table " + table + ": ");
+  owner_index_.store(describes_owner_index(*active));
   return verify_key_schema(*active);
 }
 
@@ -159,6 +191,37 @@ Result<std::vector<Lease>> DynamoDbLeaseStore::list_leases() {
   std::lock_guard<std::mutex> lock(scan_mu_);
   last_scan_ = std::move(summary);
   return out;
+}
+
+Result<std::vector<std::string>> DynamoDbLeaseStore::owned_lease_keys(std::string_view owner) {
+  Expression match;
+  match.expression = "#o = :o";
+  match.names["#o"] = std::string(attr::kLeaseOwner);
+  match.values[":o"] = AttributeValue::S(std::string(owner));
+  const bool indexed = owner_index_.load();
+  if (!indexed) {
+    match.names["#k"] = std::string(attr::kLeaseKey);
+  }
+  std::vector<std::string> keys;
+  std::optional<dynamodb::Item> start;
+  do {
+    auto page = indexed ? client_->query_page(options_.table_name, kOwnerIndex, match, start)
+                        : client_->scan_page_filtered(options_.table_name, start, match, "#k, #o");
+    if (!page.ok()) {
+      return page.status().with_context(indexed ? "querying the leases of " + std::string(owner) +
+                                                      " by index: "
+                                                : "scanning for the leases of " +
+                                                      std::string(owner) + ": ");
+    }
+    collect_lease_keys(page->items, keys);
+    if (page->last_evaluated_key && start && *page->last_evaluated_key == *start) {
+      return Status(StatusCode::kInternal, "reading the leases of " + std::string(owner) +
+                                               ": LastEvaluatedKey repeats the start key");
+    }
+    start = std::move(page->last_evaluated_key);
+  } while (start);
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 void DynamoDbLeaseStore::report_unreadable(const std::vector<std::string>& unreadable) {

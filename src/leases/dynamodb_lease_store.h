@@ -63,10 +63,17 @@ class DynamoDbLeaseStore final : public LeaseStore {
   DynamoDbLeaseStore(std::shared_ptr<dynamodb::DynamoDbClient> client, const LeaseConfig& config);
 
   // Describes the table; creates it when missing (hash key leaseKey S, the configured billing
-  // mode) and waits until ACTIVE. An existing table whose key schema is anything but
+  // mode, and the Java KCL 3.x's index LeaseOwnerToLeaseKeyIndex: hash leaseOwner, range
+  // leaseKey, keys only) and waits until ACTIVE. An existing table is used as it is: its
+  // index, if it has one, is used and never changed; one without (a Java KCL 2.x table) is
+  // not given one (owned_lease_keys() then scans). An existing table whose key schema is anything but
   // leaseKey (S) as the only key is kFailedPrecondition, before anything is written.
   Status create_table_if_not_exists() override;
   Result<std::vector<Lease>> list_leases() override;
+  // A Query of LeaseOwnerToLeaseKeyIndex where the table has it (ACTIVE), else a filtered
+  // scan (billed for every item it reads).
+  Result<std::vector<std::string>> owned_lease_keys(std::string_view owner) override;
+  bool has_owner_index() const override { return owner_index_.load(); }
   Result<std::optional<Lease>> get_lease(std::string_view lease_key) override;
   Status create_lease_if_not_exists(const Lease& lease) override;
   Result<Lease> take_lease(const Lease& seen, std::string_view new_owner) override;
@@ -99,6 +106,8 @@ class DynamoDbLeaseStore final : public LeaseStore {
   DynamoDbLeaseStoreOptions options_;
   // Set once an item with an entityType was seen: new leases carry entityType "LEASE".
   std::atomic<bool> uses_entity_type_{false};
+  // The table has LeaseOwnerToLeaseKeyIndex, ACTIVE (known from create_table_if_not_exists).
+  std::atomic<bool> owner_index_{false};
   mutable std::mutex scan_mu_;  // guards the three below
   LeaseScanSummary last_scan_;
   std::vector<std::string> reported_unreadable_;  // the set last reported

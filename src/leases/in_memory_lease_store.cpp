@@ -80,7 +80,32 @@ void InMemoryLeaseStore::count_write_locked(const Lease* item) {
   stats_.write_units += units(item ? estimated_item_size(*item) : 100, 1024);
 }
 
+void InMemoryLeaseStore::count_index_write_locked(const std::optional<std::string>& before,
+                                                  const std::optional<std::string>& after) {
+  if (before == after) return;
+  const int writes = (before ? 1 : 0) + (after ? 1 : 0);
+  stats_.index_writes += writes;
+  stats_.write_units += writes;
+}
+
 Status InMemoryLeaseStore::create_table_if_not_exists() { return Status::Ok(); }
+
+Result<std::vector<std::string>> InMemoryLeaseStore::owned_lease_keys(std::string_view owner) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (take_fault_locked(false) != FaultPoint::kNone) return fault_status_locked("Query");
+  std::vector<std::string> keys;
+  std::size_t bytes = 0;
+  for (const auto& [key, lease] : items_) {
+    if (!lease.lease_owner || *lease.lease_owner != owner) continue;
+    keys.push_back(key);
+    // An index item holds the table's key and the index's: names and values.
+    bytes += std::string_view("leaseKey").size() + key.size() +
+             std::string_view("leaseOwner").size() + owner.size();
+  }
+  ++stats_.queries;
+  stats_.read_units += 0.5 * std::max(1.0, std::ceil(static_cast<double>(bytes) / 4096.0));
+  return keys;
+}
 
 Result<std::vector<Lease>> InMemoryLeaseStore::list_leases() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -124,6 +149,7 @@ Status InMemoryLeaseStore::create_lease_if_not_exists(const Lease& lease) {
     ++stats_.failed_conditions;
     return Status(StatusCode::kAlreadyExists, "lease " + lease.lease_key + " already exists");
   }
+  count_index_write_locked(std::nullopt, lease.lease_owner);
   Lease& stored = it->second;
   std::sort(stored.parent_shard_ids.begin(), stored.parent_shard_ids.end());
   std::sort(stored.child_shard_ids.begin(), stored.child_shard_ids.end());
@@ -166,6 +192,7 @@ Result<Lease> InMemoryLeaseStore::conditional_update(std::string_view operation,
   }
   Lease updated = bumped(item);
   mutate(updated);
+  count_index_write_locked(item.lease_owner, updated.lease_owner);
   item = updated;
   if (fault == FaultPoint::kAfter) return fault_status_locked(operation);
   return updated;
@@ -247,6 +274,7 @@ Result<Lease> InMemoryLeaseStore::initiate_handoff(const Lease& seen, std::strin
                             "the owner changed or a handoff is already pending");
   }
   item.checkpoint_owner = item.lease_owner;
+  count_index_write_locked(item.lease_owner, std::string(new_owner));
   item.lease_owner = std::string(new_owner);
   ++stats_.owner_changes;
   Lease written = item;
@@ -297,7 +325,10 @@ Status InMemoryLeaseStore::delete_lease(std::string_view lease_key) {
   if (fault == FaultPoint::kBefore) return fault_status_locked("DeleteItem");
   auto it = items_.find(lease_key);
   count_write_locked(it == items_.end() ? nullptr : &it->second);
-  if (it != items_.end()) items_.erase(it);
+  if (it != items_.end()) {
+    count_index_write_locked(it->second.lease_owner, std::nullopt);
+    items_.erase(it);
+  }
   if (fault == FaultPoint::kAfter) return fault_status_locked("DeleteItem");
   return Status::Ok();
 }

@@ -37,12 +37,17 @@ struct LeaseStoreStats {
   std::int64_t checkpoints = 0;    // update_checkpoint calls
   std::int64_t failed_conditions = 0;
   std::int64_t owner_changes = 0;  // successful takes that changed the owner
+  std::int64_t queries = 0;        // owned_lease_keys calls (a Query of the owner index)
+  // Writes of the owner index (LeaseOwnerToLeaseKeyIndex): DynamoDB writes an index item
+  // whenever leaseOwner is set, changed (a delete and a put: two) or removed; each is billed
+  // as a write unit of the table (included in write_units).
+  std::int64_t index_writes = 0;
   std::int64_t injected_faults = 0;
   double read_units = 0;   // estimated RCU
   double write_units = 0;  // estimated WCU
 
-  // Requests DynamoDB would receive: scan pages + gets + writes.
-  std::int64_t requests() const { return scan_pages + gets + writes; }
+  // Requests DynamoDB would receive: scan pages + queries + gets + writes.
+  std::int64_t requests() const { return scan_pages + queries + gets + writes; }
 };
 
 // DynamoDB's size of a lease item in bytes (attribute names plus values), as the serializer
@@ -55,6 +60,9 @@ class InMemoryLeaseStore final : public LeaseStore {
 
   Status create_table_if_not_exists() override;
   Result<std::vector<Lease>> list_leases() override;
+  // Counted as a Query of the owner index (keys only): half a read unit per 4 KB of the
+  // index items it returns, at least half a unit.
+  Result<std::vector<std::string>> owned_lease_keys(std::string_view owner) override;
   Result<std::optional<Lease>> get_lease(std::string_view lease_key) override;
   Status create_lease_if_not_exists(const Lease& lease) override;
   Result<Lease> take_lease(const Lease& seen, std::string_view new_owner) override;
@@ -95,6 +103,9 @@ class InMemoryLeaseStore final : public LeaseStore {
   Status fault_status_locked(std::string_view operation) const;
   Status condition_failed(std::string_view operation, std::string_view key, std::string_view why);
   void count_write_locked(const Lease* item);
+  // The owner index's writes when leaseOwner goes from `before` to `after`.
+  void count_index_write_locked(const std::optional<std::string>& before,
+                                const std::optional<std::string>& after);
   template <typename Mutate>
   Result<Lease> conditional_update(std::string_view operation, const Lease& expected,
                                    bool require_owner_match, Mutate mutate);

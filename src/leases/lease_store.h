@@ -18,6 +18,7 @@
 // Thread safety: implementations are safe to call from many threads at once.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,24 @@ class LeaseStore {
 
   // Every lease in the table (a full scan; may lag recent writes by a moment in DynamoDB).
   virtual Result<std::vector<Lease>> list_leases() = 0;
+
+  // The keys of the leases whose leaseOwner is `owner`, sorted: how a worker finds the
+  // leases the table gives it. May lag recent writes by a moment (DynamoDB: a Query of the
+  // lease table's LeaseOwnerToLeaseKeyIndex where it has one, else a filtered scan). This
+  // default filters list_leases().
+  virtual Result<std::vector<std::string>> owned_lease_keys(std::string_view owner) {
+    auto all = list_leases();
+    if (!all.ok()) return all.status();
+    std::vector<std::string> keys;
+    for (const Lease& l : *all) {
+      if (l.lease_owner && *l.lease_owner == owner) keys.push_back(l.lease_key);
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  }
+  // Whether owned_lease_keys() reads an index (a few small items) rather than the whole
+  // table: a worker looks for its leases more often when it is cheap.
+  virtual bool has_owner_index() const { return true; }
 
   // One lease, read consistently; an empty optional when there is no such lease.
   virtual Result<std::optional<Lease>> get_lease(std::string_view lease_key) = 0;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -110,6 +111,15 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
 
 namespace {
 
+// The key of a shard's series in this worker's metrics: the shard id, or "<stream>/<shard id>"
+// for a multi-stream lease key (as ShardView::series_key).
+std::string series_key_of(const std::string& lease_key) {
+  Lease l;
+  l.lease_key = lease_key;
+  const std::string stream = leases::lease_stream_name(l);
+  return stream.empty() ? lease_key : stream + "/" + std::string(leases::lease_shard_id(l));
+}
+
 // /healthz and /readyz: 200 or 503 with {"status": ..., "reason": why not}.
 void health_response(httplib::Response& res, bool ok, const char* good, const char* bad,
                      const std::string& reason) {
@@ -199,6 +209,7 @@ struct StatusServer::Impl {
 
   // Until when (steady clock, ms since its epoch) the refresher gathers the fleet view.
   std::atomic<std::int64_t> fleet_wanted_until{0};
+  std::atomic<std::uint64_t> table_reads{0};  // reads of the lease table so far
 
   mutable std::mutex snap_mu;  // guards the snapshots (pointer swaps; readers copy them)
   std::condition_variable snap_cv;
@@ -238,15 +249,13 @@ struct StatusServer::Impl {
     return snapshot;
   }
 
-  // The shards this worker reads: its consumers when the worker says, else the lease table's.
+  // The shards this worker reads: its consumers when the worker says (no read of the table),
+  // else the lease table's.
   std::vector<OwnShard> own_shards(const FleetView& view) const {
-    std::map<std::string, const ShardView*> by_key;
-    for (const auto& s : view.shards) by_key[s.shard_id] = &s;
     std::vector<OwnShard> own;
     if (sources.shard_states) {
       for (const auto& [key, state] : sources.shard_states()) {
-        auto it = by_key.find(key);
-        own.push_back({key, it != by_key.end() ? it->second->series_key : key, state});
+        own.push_back({key, series_key_of(key), state});
       }
       return own;
     }
@@ -284,14 +293,6 @@ struct StatusServer::Impl {
       r.shards.push_back(std::move(f));
     }
     return r;
-  }
-
-  // Leases no worker holds (not ended), as the gauge kcl_leases_unheld: the same figure on
-  // every worker (the whole table), for the "leases unheld" alert.
-  void report_unheld(const FleetView& view) const {
-    double unheld = 0;
-    for (const auto& s : view.shards) unheld += s.owner.empty() && s.state != "ended" ? 1 : 0;
-    sources.registry->gauge("fleet.leases_unheld", unheld, {});
   }
 
   // The peers' addresses, read at most every 5 s; the last list when a read fails.
@@ -340,19 +341,27 @@ struct StatusServer::Impl {
             {"health", {{"live", h.live}, {"ready", h.ready}, {"warnings", h.warnings}}}};
   }
 
+  // Reads the lease table only for a fleet view someone asked for in the last minute, or
+  // when this worker's own shards are known from nowhere else (no shard_states): a worker
+  // whose page nobody looks at reads nothing (its figures come from its consumers and its
+  // metrics registry).
   void refresh() {
     std::lock_guard<std::mutex> one_at_a_time(refresh_mu);
     const auto now = std::chrono::steady_clock::now();
     const std::int64_t now_ms = wall_ms();
     const HealthState h = sources.health();
-    auto leases = sources.list_leases();
-    const FleetView view = leases.ok() ? fleet_view(*leases) : FleetView{};
-    if (leases.ok()) report_unheld(view);
+    const bool gather = fleet_wanted_until.load() > steady_ms(now);
+    std::optional<Result<std::vector<Lease>>> leases;
+    if (gather || !sources.shard_states) {
+      leases = sources.list_leases();
+      table_reads.fetch_add(1);
+    }
+    const bool listed = leases && leases->ok();
+    const FleetView view = listed ? fleet_view(**leases) : FleetView{};
     const LocalReport local = local_report(h, view, now, now_ms);
 
     json local_out = header(h, now_ms, "local");
     local_out.update(json(local));
-    const bool gather = fleet_wanted_until.load() > steady_ms(now);
     FleetSources fs;
     fs.now_ms = now_ms;
     std::vector<PeerReport> peers;
@@ -363,7 +372,9 @@ struct StatusServer::Impl {
       fs.directory = "not gathered (nobody asked for the fleet view in the last minute)";
     }
     json out = header(h, now_ms, "fleet");
-    if (!leases.ok()) out["error"] = "reading the lease table: " + leases.status().to_string();
+    if (leases && !leases->ok()) {
+      out["error"] = "reading the lease table: " + leases->status().to_string();
+    }
     out.update(fleet_json(view, sources.worker_id, &local, peers, fs));
     auto text = std::make_shared<const std::string>(out.dump());
     auto local_text = std::make_shared<const std::string>(local_out.dump());
@@ -433,6 +444,8 @@ std::string StatusServer::status_json() const { return *impl_->current(false); }
 std::string StatusServer::local_json() const { return *impl_->current(true); }
 
 void StatusServer::refresh() { impl_->refresh(); }
+
+std::uint64_t StatusServer::table_reads() const { return impl_->table_reads.load(); }
 
 Status StatusServer::start() {
   auto problems = impl_->config.validate();

@@ -11,11 +11,14 @@
 //                     this worker's own report (fleet_figures.h): what its peers fetch
 //   GET /status       a self-refreshing HTML page of the fleet view (no external resources)
 //
-// The lease table is read by the server's own timer thread into a snapshot every
-// `refresh_interval`; requests only read snapshots (never a lock held by a consumer, never a
-// DynamoDB call on a request). The fleet view is gathered by the same thread while someone
-// asks for it (a request in the last minute): the peers' addresses from `StatusSources::peers`
-// (cached 5 s), their reports fetched at once within `peer_timeout` (peer_fetch.h). A
+// The server's own timer thread makes a snapshot every `refresh_interval`; requests only
+// read snapshots (never a lock held by a consumer, never a DynamoDB call on a request). This
+// worker's own report comes from what it already has (its consumers' states, its metrics
+// registry): no read of any table. The fleet view, and with it the one read of the lease
+// table, is gathered by the same thread only while someone asks for it (a request in the last
+// minute): the lease table, the peers' addresses from `StatusSources::peers` (cached 5 s),
+// their reports fetched at once within `peer_timeout` (peer_fetch.h). A worker whose page
+// nobody looks at reads no table. A
 // request that finds no gathered view younger than two refreshes waits for the next one (up
 // to 2 x peer_timeout). Limits: request headers up to 8 KiB (431 beyond), no request bodies,
 // read/write timeouts, a fixed number of request threads; anything else is 404/405.
@@ -149,6 +152,9 @@ class StatusServer {
   std::string local_json() const;
   // Takes a snapshot now (the timer does this on its own).
   void refresh();
+  // How many times the lease table was read so far: only for a fleet view someone asked for
+  // in the last minute, or when the sources give no shard_states (refresh()).
+  std::uint64_t table_reads() const;
 
  private:
   struct Impl;

@@ -384,20 +384,18 @@ Status Worker::Impl::start_endpoint() {
   src.store = store_;
   src.health = [this] { return health(); };
   src.shard_states = [this] { return shard_states(); };
-  if (config_.leases.assignment == LeaseAssignment::kLeader) {
+  if (assignment_->status_urls()) {
     src.peers = [this]() -> Result<std::vector<observability::PeerAddress>> {
       auto urls = assignment_->status_urls();
-      if (!urls.ok()) return urls.status();
+      if (!urls || !urls->ok()) {
+        return urls ? urls->status() : Status(StatusCode::kFailedPrecondition, "no directory");
+      }
       std::vector<observability::PeerAddress> out;
-      for (auto& [id, url] : *urls) out.push_back({std::move(id), std::move(url)});
+      for (auto& [id, url] : **urls) out.push_back({std::move(id), std::move(url)});
       return out;
     };
-    src.peers_note = "the workers' entries in the coordination table";
-  } else {
-    src.peers_note =
-        "none: worker-takes assignment keeps no directory of the workers' status endpoints, so "
-        "lag and records/s are shown for this worker's shards only";
   }
+  src.peers_note = assignment_->directory_note();
   if (Status s = endpoint_->start(std::move(src)); !s.ok()) return s;
   assignment_->set_status_url(endpoint_->advertised());
   log(LogLevel::kInfo, "serving " + endpoint_->url() + "/status and /metrics (published as " +
@@ -537,9 +535,7 @@ Status Worker::Impl::initial_sync() {
   streams_ = std::make_unique<worker::StreamSet>(
       config_, *kinesis_, *store_, *metrics_, *clock_,
       [this](LogLevel level, const std::string& message) { log(level, message); });
-  if (config_.leases.assignment == LeaseAssignment::kLeader) {
-    streams_->set_periodic_gate([this] { return assignment_->report().leading; });
-  }
+  streams_->set_periodic_gate([this] { return assignment_->runs_periodic_shard_sync(); });
   Result<worker::StreamSet::Turn> synced = Status(StatusCode::kInternal, "not synced");
   (void)retry_at_start("initial shard sync", [&] {
     synced = streams_->start();
@@ -837,8 +833,7 @@ void Worker::Impl::report_stall(const lifecycle::StallEvent& e, Clock::MonoTime 
 
 void Worker::Impl::report_leading() {
   const assignment::AssignmentReport r = assignment_->report();
-  if (r.strategy != "leader") return;
-  metrics_->gauge("leader.is_leader", r.leading ? 1 : 0, {});
+  if (r.leading) metrics_->gauge("leader.is_leader", *r.leading ? 1 : 0, {});
 }
 
 Clock::MonoTime Worker::Impl::next_scheduler_look_locked() const {

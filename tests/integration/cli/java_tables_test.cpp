@@ -107,6 +107,19 @@ class JavaTablesTest : public CliTest {
     ASSERT_TRUE(active.ok()) << active.status();
   }
 
+  // The Java KCL 3.x's index of the lease table is there as Java made it (used, never
+  // dropped or changed).
+  void expect_owner_index_unchanged() {
+    auto d = ddb_->describe_table(app_);
+    ASSERT_TRUE(d.ok()) << d.status();
+    ASSERT_EQ(d->global_secondary_indexes.size(), 1u);
+    const auto& index = d->global_secondary_indexes[0];
+    EXPECT_EQ(index.index_name, "LeaseOwnerToLeaseKeyIndex");
+    ASSERT_EQ(index.key_schema.size(), 2u);
+    EXPECT_EQ(index.key_schema[0].attribute_name, "leaseOwner");
+    EXPECT_EQ(index.key_schema[1].attribute_name, "leaseKey");
+  }
+
   void put(const std::string& table, const Item& i) {
     auto written = ddb_->put_item(table, i);
     ASSERT_TRUE(written.ok()) << written.status();
@@ -224,6 +237,7 @@ TEST_F(JavaTablesTest, TheJava35SingleTableLayoutIsTakenOverAndLeftAsItWas) {
   for (const Item& i : others) put(app_, i);
 
   consume_and_check();
+  expect_owner_index_unchanged();
   expect_unchanged(app_, "leaseKey", others);
   check_leases_read_as_java(tagged);
   // A Java 3.5 fleet reads a "<app>-CoordinatorState" table as a 3.0-3.4 one still to
@@ -262,6 +276,7 @@ TEST_F(JavaTablesTest, TheJava30To34TableSetIsTakenOverAndLeftAsItWas) {
   for (const Item& i : metrics) put(app_ + "-WorkerMetricStats", i);
 
   consume_and_check();
+  expect_owner_index_unchanged();
   expect_unchanged(app_ + "-CoordinatorState", "key", coordinator);
   expect_unchanged(app_ + "-WorkerMetricStats", "wid", metrics);
   check_leases_read_as_java(tagged);

@@ -87,6 +87,80 @@ TEST_F(DynamoDbLeaseStoreTest, CreatesThePayPerRequestTableOnFirstStart) {
   EXPECT_TRUE(again.create_table_if_not_exists().ok());
 }
 
+// Three leases for worker-a, one for worker-b, one free, in `store`.
+void add_owned_leases(DynamoDbLeaseStore& store) {
+  const std::vector<std::pair<std::string, std::optional<std::string>>> owners = {
+      {"shardId-000000000003", "worker-a"}, {"shardId-000000000001", "worker-a"},
+      {"shardId-000000000002", "worker-b"}, {"shardId-000000000004", std::nullopt},
+      {"shardId-000000000000", "worker-a"}};
+  for (const auto& [key, owner] : owners) {
+    Lease l;
+    l.lease_key = key;
+    ASSERT_TRUE(store.create_lease_if_not_exists(l).ok());
+    if (owner) {
+      ASSERT_TRUE(store.take_lease(store.get_lease(key)->value(), *owner).ok());
+    }
+  }
+}
+
+// A table kcl-cpp creates carries the Java KCL 3.x's LeaseOwnerToLeaseKeyIndex (hash
+// leaseOwner, range leaseKey, keys only), and a worker finds its leases with a Query of it.
+TEST_F(DynamoDbLeaseStoreTest, ANewTableHasTheOwnerIndexAndAWorkerQueriesItsLeases) {
+  std::string table = kcl::testing::unique_name("leases-gsi");
+  DynamoDbLeaseStore store(client_, config(table));
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  EXPECT_TRUE(store.has_owner_index());
+  auto d = client_->describe_table(table);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->global_secondary_indexes.size(), 1u);
+  const dynamodb::GlobalSecondaryIndex& index = d->global_secondary_indexes[0];
+  EXPECT_EQ(index.index_name, "LeaseOwnerToLeaseKeyIndex");
+  ASSERT_EQ(index.key_schema.size(), 2u);
+  EXPECT_EQ(index.key_schema[0].attribute_name, "leaseOwner");
+  EXPECT_EQ(index.key_schema[0].key_type, "HASH");
+  EXPECT_EQ(index.key_schema[1].attribute_name, "leaseKey");
+  EXPECT_EQ(index.key_schema[1].key_type, "RANGE");
+  ASSERT_NO_FATAL_FAILURE(add_owned_leases(store));
+  auto owned = store.owned_lease_keys("worker-a");
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  EXPECT_EQ(*owned, (std::vector<std::string>{"shardId-000000000000", "shardId-000000000001",
+                                              "shardId-000000000003"}));
+  EXPECT_EQ(store.owned_lease_keys("worker-b").value(),
+            std::vector<std::string>{"shardId-000000000002"});
+  EXPECT_TRUE(store.owned_lease_keys("nobody").value().empty());
+  // A lease handed back leaves the index.
+  auto l1 = store.get_lease("shardId-000000000001");
+  ASSERT_TRUE(l1.ok() && l1->has_value());
+  ASSERT_TRUE(store.evict_lease(**l1).ok());
+  EXPECT_EQ(store.owned_lease_keys("worker-a").value(),
+            (std::vector<std::string>{"shardId-000000000000", "shardId-000000000003"}));
+}
+
+// A table without the index (as the Java KCL 2.x made them) is used as it is, never given an
+// index: a worker finds its leases with a filtered scan instead (dynalite cannot add an
+// index to a table; DynamoDB could, but kcl-cpp changes no table it did not create).
+TEST_F(DynamoDbLeaseStoreTest, ATableWithoutTheOwnerIndexIsScannedAndLeftAsItIs) {
+  std::string table = kcl::testing::unique_name("leases-2x");
+  tables_.push_back(table);
+  dynamodb::CreateTableRequest req;
+  req.table_name = table;
+  req.key_schema = {{"leaseKey", "HASH"}};
+  req.attribute_definitions = {{"leaseKey", "S"}};
+  ASSERT_TRUE(client_->create_table(req).ok());
+  ASSERT_TRUE(client_->wait_until_active(table, 30000ms).ok());
+  DynamoDbLeaseStore store(client_, config(table));
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  EXPECT_FALSE(store.has_owner_index());
+  ASSERT_NO_FATAL_FAILURE(add_owned_leases(store));
+  auto owned = store.owned_lease_keys("worker-a");
+  ASSERT_TRUE(owned.ok()) << owned.status();
+  EXPECT_EQ(*owned, (std::vector<std::string>{"shardId-000000000000", "shardId-000000000001",
+                                              "shardId-000000000003"}));
+  auto d = client_->describe_table(table);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->global_secondary_indexes.empty()) << "the table was changed";
+}
+
 TEST_F(DynamoDbLeaseStoreTest, ProvisionedCapacityIsAnOption) {
   std::string table = kcl::testing::unique_name("leases-prov");
   LeaseConfig c = config(table);

@@ -144,14 +144,6 @@ class FaultyCoordinationStore final : public CoordinationStore {
     return faults_.call<Status>("post_to_inbox", seen.worker_id,
                                 [&] { return inner_.post_to_inbox(seen, keys); });
   }
-  Status request_recheck(const WorkerEntry& seen, const std::vector<std::string>& keys) override {
-    return faults_.call<Status>("request_recheck", seen.worker_id,
-                                [&] { return inner_.request_recheck(seen, keys); });
-  }
-  Status clear_inbox(const WorkerEntry& held, const std::vector<std::string>& keys) override {
-    return faults_.call<Status>("clear_inbox", held.worker_id,
-                                [&] { return inner_.clear_inbox(held, keys); });
-  }
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view id,
                                          std::string_view incarnation) override {
@@ -189,6 +181,10 @@ class FaultyLeaseStore final : public LeaseStore {
   Result<std::vector<Lease>> list_leases() override {
     return faults_.call<Result<std::vector<Lease>>>("list_leases", "",
                                                     [&] { return inner_.list_leases(); });
+  }
+  Result<std::vector<std::string>> owned_lease_keys(std::string_view owner) override {
+    return faults_.call<Result<std::vector<std::string>>>(
+        "owned_lease_keys", owner, [&] { return inner_.owned_lease_keys(owner); });
   }
   Result<std::optional<Lease>> get_lease(std::string_view key) override {
     return faults_.call<Result<std::optional<Lease>>>("get_lease", key,

@@ -323,22 +323,75 @@ TEST_F(LeaderAssignmentTest, LeasesOfAnUnknownOwnerAreTakenOnlyOnceTheirCounterS
   EXPECT_EQ(leases_.peek(shard(1))->lease_owner, std::optional<std::string>("java-worker-alive"));
 }
 
-TEST_F(LeaderAssignmentTest, ALeaseAssignedWithoutAPostIsFoundThroughTheLeaseCount) {
+// A lease the table gives a worker is read by that worker whatever the leader told it: here
+// no post, no leasesVersion bump and no scan of the leader's (30 s apart) tell anyone of it,
+// and the worker finds it by reading the leases the table gives it (every third idle read:
+// within 3 x idle_lock_read_interval, 15 s with the defaults, plus jitter).
+TEST_F(LeaderAssignmentTest, ALeaseTheTableGivesAWorkerIsReadWithoutAnyPost) {
   testing::add_free_leases(leases_, 2);
   Node& a = start("a");
   Node& b = start("b");
   ASSERT_TRUE(run_until([&] { return a.held() == 1 && b.held() == 1; }, 15s));
-  // A third lease assigned to b in the table, its inbox post lost (a leader crashed between
-  // the two writes).
+  run_for(12s);  // every worker idle again
+  Node& follower = a.agent->leading() ? b : a;
   Lease extra;
   extra.lease_key = shard(2);
   leases_.put(extra);
-  ASSERT_TRUE(leases_.take_lease(extra, "b").ok());
-  ASSERT_TRUE(coordination_.note_leases_changed().ok());
-  ASSERT_TRUE(run_until([&] { return b.coordinator->holds(shard(2)); }, 30s))
-      << "b never adopted the lease the table gives it";
+  ASSERT_TRUE(leases_.take_lease(extra, follower.id).ok());
+  const auto assigned = clock_.now();
+  ASSERT_TRUE(run_until([&] { return follower.coordinator->holds(shard(2)); }, 30s))
+      << follower.id << " never adopted the lease the table gives it";
+  const auto took = clock_.now() - assigned;
+  EXPECT_LE(took, 16s) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
   EXPECT_EQ(violations_, 0);
 }
+
+// A fleet stopped gracefully at any moment, here while a dead worker's leases are being
+// moved, leaves no lease owned by a worker that stopped: a worker that is stopping is
+// assigned nothing, a stopping leader hands the lock over and assigns nothing more, and each
+// worker hands back, as it leaves, whatever was assigned to it after its last look. (What the
+// dead worker still owns stays in its name; the next fleet takes it once its counter has not
+// moved for the failover time.) The parameter: when the stop begins, in ms after the dead
+// worker was fenced.
+class FleetStopTest : public LeaderAssignmentTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(FleetStopTest, AFleetStoppedWhileADeadWorkersLeasesMoveLeavesNoLeaseOwnedByIt) {
+  testing::add_free_leases(leases_, 6);
+  Node& a = start("a");
+  Node& b = start("b");
+  Node& c = start("c");
+  ASSERT_TRUE(run_until([&] { return a.held() == 2 && b.held() == 2 && c.held() == 2; }, 20s));
+  Node& dead = c.agent->leading() ? a : c;  // a follower dies: the leader reassigns
+  dead.running = false;
+  auto fenced = [&] {
+    auto view = coordination_.read_all(Consistency::kStrong);
+    if (!view.ok()) return false;
+    for (const WorkerEntry& w : view->workers) {
+      if (w.worker_id == dead.id) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(run_until(fenced, 30s));
+  run_for(std::chrono::milliseconds(GetParam()));
+  std::vector<Node*> stopping;
+  for (auto& n : nodes_) {
+    if (n->running) stopping.push_back(n.get());
+  }
+  for (Node* n : stopping) n->agent->drain();
+  run_for(1500ms);  // the consumers stop meanwhile; the steps go on
+  for (Node* n : stopping) {
+    ASSERT_TRUE(n->coordinator->release_all().ok());
+    n->running = false;
+  }
+  for (Node* n : stopping) EXPECT_TRUE(n->agent->leave().ok());
+  for (const Lease& l : leases_.snapshot()) {
+    if (!l.lease_owner) continue;
+    EXPECT_EQ(*l.lease_owner, dead.id) << l.lease_key << " still owned by " << *l.lease_owner;
+  }
+  EXPECT_EQ(violations_, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(StopMoments, FleetStopTest, ::testing::Range(0, 3001, 250));
 
 TEST_F(LeaderAssignmentTest, AGracefulLeaveHandsEverythingOverAtOnce) {
   testing::add_free_leases(leases_, 6);

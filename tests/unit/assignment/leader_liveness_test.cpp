@@ -367,6 +367,7 @@ class LeaderLivenessTest : public ::testing::TestWithParam<std::uint64_t> {
                    static_cast<long long>(fleet.longest_silent_owner().count()),
                    fleet.longest_silent_what().c_str(),
                    static_cast<long long>(fleet.longest_takeover().count()));
+      if (std::getenv("KCL_TEST_TRACE")) std::fprintf(stderr, "%s", fleet.takeover_table().c_str());
     }
     EXPECT_LE(fleet.longest_silent_owner(), bound)
         << "a running worker owned " << fleet.longest_silent_what() << " in the table for "
@@ -426,7 +427,7 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
   bool drop_posts_to_b = false;
   auto posts_to_b_lost = [&](std::string_view op, std::string_view subject) {
     InjectedFault f;
-    if (drop_posts_to_b && subject == "b" && (op == "post_to_inbox" || op == "request_recheck")) {
+    if (drop_posts_to_b && subject == "b" && op == "post_to_inbox") {
       f.when = InjectedFault::When::kBefore;
     }
     return f;
@@ -582,12 +583,11 @@ TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
   }
 }
 
-// A post lost with the leader, to the worker that leads next: the leader assigns a new lease
-// to b, its post to b fails, and it is killed before its next pass would post it again. b
-// takes the lock; its first pass reads the table, and b looks at once at what the table gives
-// it and it does not claim, instead of after two of its renew intervals (10 s with the
-// default failover time) and a scan.
-TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorkerLeadsNext) {
+// A post lost with the leader: the leader assigns a new lease, its post fails, and it is
+// killed before its next pass. Whoever leads next, the lease's owner finds it in the table
+// (LeaseAdopter::discover) within three of its idle reads (1.5 s each here, jittered), not
+// after the digest of what it holds had differed from the table for two heartbeats.
+TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderDoesNotLeaveTheLeaseUnread) {
   const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
@@ -617,13 +617,11 @@ TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderIsReadAtOnceWhenItsWorker
   ASSERT_TRUE(fleet.run_until([&] { return !target.empty(); }, 10s));
   fleet.kill(a);
   ASSERT_EQ(fleet.leases().peek(extra.lease_key)->lease_owner, target);
-  ASSERT_TRUE(fleet.run_until([&] { return fleet.leader() != nullptr; }, 20s));
-  ASSERT_EQ(fleet.leader()->id, target) << "the scenario needs the lease's owner to lead next";
   FleetWorker& owner = fleet.worker(target);
   auto took = fleet.run_until([&] { return owner.coordinator->holds(extra.lease_key); }, 30s);
   ASSERT_TRUE(took) << target << " never read the lease whose post was lost with the leader";
-  EXPECT_LE(*took, 500ms) << target << " read the lease " << took->count()
-                          << " ms after it became the leader";
+  EXPECT_LE(*took, 5200ms) << target << " read the lease " << took->count()
+                           << " ms after the leader was killed";
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
@@ -717,17 +715,19 @@ TEST(LeaderLivenessScriptedTest, AWriteThatFailsForOneLeaseDoesNotHoldUpTheOther
       EXPECT_GE(*same_pass, 100ms) << "the pass went on writing after two failed takes in a row";
     }
     ASSERT_TRUE(fleet.run_until(owned_by_a(6), 10s)) << "the failed lease was never taken";
-    EXPECT_EQ(takes, failing + 3) << "each of b's leases taken once, besides the failed takes";
+    // Each of b's leases assigned once by the leader's pass (besides the failed takes), then
+    // adopted once by a as any worker adopts what the table gives it.
+    EXPECT_EQ(takes, failing + 3 + 3) << "each of b's leases assigned once and adopted once";
     EXPECT_EQ(fleet.double_holds(), 0);
   }
 }
 
-// A post that failed goes again at the leader's next pass even when that pass fails before
-// it plans (its read of the workers fails). Seed 65 at a quarter of the calls failing: the
-// post of four handoffs to a joining worker failed, the leader's next passes failed until it
-// lost the lock, and the worker read those leases 9 s later, when the next leader compared
-// its digest with the table over two heartbeats.
-TEST(LeaderLivenessScriptedTest, AFailedPostGoesAgainWhileTheLeadersPassesFail) {
+// A post that failed is not needed: the worker finds what the table gives it, even while the
+// leader's passes all fail (their read of the workers fails). Seed 65 at a quarter of the
+// calls failing, before the table was the truth: the post of four handoffs to a joining
+// worker failed, the leader's next passes failed until it lost the lock, and the worker read
+// those leases 9 s later.
+TEST(LeaderLivenessScriptedTest, ALostPostDoesNotMatterWhileTheLeadersPassesFail) {
   const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_and_b_led_by_a(fleet, o.leases));
@@ -752,34 +752,6 @@ TEST(LeaderLivenessScriptedTest, AFailedPostGoesAgainWhileTheLeadersPassesFail) 
   ASSERT_TRUE(took) << "c did not read the lease handed to it while the leader's passes failed";
   EXPECT_LT(*took, 1500ms);
   EXPECT_EQ(fleet.double_holds(), 0);
-}
-
-// A worker whose posts kept failing and that is then gone (killed, so fenced) is owed nothing:
-// the leader's inbox posts are not reported failing for good (the status page's failing
-// calls, the coordination.failing_calls gauge).
-TEST(LeaderLivenessScriptedTest, PostsToAWorkerThatIsGoneAreNotReportedFailingForGood) {
-  const FleetOptions o = scripted_fleet(4);
-  Fleet fleet(o);
-  ASSERT_NO_FATAL_FAILURE(start_a_and_b_led_by_a(fleet, o.leases));
-  FleetWorker& a = fleet.worker("a");
-  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
-    InjectedFault f;
-    if (subject == "c" && (op == "post_to_inbox" || op == "request_recheck")) {
-      f.when = InjectedFault::When::kBefore;
-    }
-    return f;
-  });
-  FleetWorker& c = fleet.start("c");
-  auto posts_failing = [&] {
-    for (const FailingCalls& f : a.agent->failing_calls()) {
-      if (f.operation == "inbox_post") return true;
-    }
-    return false;
-  };
-  ASSERT_TRUE(fleet.run_until(posts_failing, 20s)) << "no post to c failed";
-  fleet.kill(c);
-  EXPECT_TRUE(fleet.run_until([&] { return !posts_failing(); }, 20s))
-      << "the leader's posts were still reported failing 20 s after c was gone";
 }
 
 // A take whose first attempt landed unseen: the client's retry finds the counter moved and
@@ -843,8 +815,12 @@ TEST(LeaderLivenessScriptedTest, ALeaderWhoseRenewalsFailStopsAssigningBeforeIts
       }
       return f;
     });
+    // The leader's assigning writes (a take for another worker, a handoff); not the takes
+    // of a new incarnation of its own adopting what it had to give up.
     leader.lease_view.faults().set_script([&](std::string_view op, std::string_view) {
-      if (op == "take_lease" || op == "initiate_handoff") last_write = fleet.clock().now();
+      if ((op == "take_lease" || op == "initiate_handoff") && leader.agent->leading()) {
+        last_write = fleet.clock().now();
+      }
       return InjectedFault{};
     });
     ASSERT_TRUE(fleet.run_until(

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 namespace kcl::observability {
@@ -95,8 +96,8 @@ TEST(StatusServer, FleetViewOfAMultiStreamTable) {
   EXPECT_EQ(by_key.at("123456789012:orders:1700000000:shardId-0")->stream, "orders");
 }
 
-// A stalled shard of this worker: /readyz 200 "degraded" naming it, its `stalled` object in
-// /status.json (null for the others), and the unheld-leases gauge from the same read.
+// A stalled shard of this worker: /readyz 200 "degraded" naming it, and its `stalled` object
+// in /status.json (null for the others).
 TEST(StatusServer, StalledShardsDegradeReadinessAndShowInStatusJson) {
   auto registry = std::make_shared<metrics::MetricsRegistry>();
   StatusSources src = sources(
@@ -134,9 +135,49 @@ TEST(StatusServer, StalledShardsDegradeReadinessAndShowInStatusJson) {
                                           {"since_ms", 1234}}));
   EXPECT_TRUE(stalled["r"].is_null());
   EXPECT_TRUE(stalled["free"].is_null());
-  r = c.Get("/metrics");
+  server.stop();
+}
+
+// A worker's endpoint reads the lease table only for a fleet view someone asked for: its own
+// report comes from its consumers (shard_states) and registry. Refreshes with nobody looking
+// read nothing; a request for the fleet view reads the table, and the local report names the
+// worker's shards (a multi-stream key with its stream's series) without any read.
+TEST(StatusServer, ReadsTheLeaseTableOnlyForAFleetViewSomeoneAskedFor) {
+  auto registry = std::make_shared<metrics::MetricsRegistry>();
+  const std::string ms = "123456789012:orders:1700000000:shardId-7";
+  auto listed = std::make_shared<std::atomic<int>>(0);
+  StatusSources src = sources(registry, {lease("q", "w1", ExtendedSequenceNumber("123"))}, [] {
+    HealthState h;
+    h.ready = true;
+    return h;
+  });
+  src.list_leases = [listed] {
+    listed->fetch_add(1);
+    return Result<std::vector<Lease>>(std::vector<Lease>{lease("q", "w1", ExtendedSequenceNumber("1"))});
+  };
+  src.shard_states = [ms] {
+    return std::map<std::string, std::string>{{"q", "processing"}, {ms, "processing"}};
+  };
+  auto started = serving(src);
+  ASSERT_TRUE(started);
+  StatusServer& server = *started;
+  for (int i = 0; i < 3; ++i) server.refresh();
+  EXPECT_EQ(listed->load(), 0);
+  EXPECT_EQ(server.table_reads(), 0u);
+  auto local = nlohmann::json::parse(server.local_json());
+  std::map<std::string, std::string> states;
+  for (const auto& s : local["shards"]) states[s["shard_id"]] = s["consumer_state"];
+  EXPECT_EQ(states["q"], "processing");
+  EXPECT_EQ(states[ms], "processing");
+
+  httplib::Client c("127.0.0.1", server.port());
+  auto r = c.Get("/status.json");
   ASSERT_TRUE(r);
-  EXPECT_NE(r->body.find("kcl_leases_unheld 1\n"), std::string::npos) << r->body;
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(listed->load(), 1);
+  auto fleet = nlohmann::json::parse(r->body);
+  ASSERT_FALSE(fleet["shards"].empty()) << r->body;
+  EXPECT_EQ(fleet["shards"][0]["shard_id"], "q");
   server.stop();
 }
 
