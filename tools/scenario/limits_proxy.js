@@ -299,11 +299,14 @@ async function startLimitsProxy(upstreams, opts = {}) {
     if (!k) a.keys.set(key, (k = {calls: 0, throttled: 0, arrivals: new Meter(), admitted: new Meter(), meters: {}}))
     return k
   }
-  // One call arrived (counted whether admitted or not).
-  function arrive(api, key, now) {
+  // One call arrived (counted whether admitted or not). A call touching several keys (a
+  // PutRecords over several shards) counts once for the API (whole) and once for each key.
+  function arrive(api, key, now, whole = true) {
     const a = apiStats(api)
-    a.calls++
-    a.all.add(now, 1)
+    if (whole) {
+      a.calls++
+      a.all.add(now, 1)
+    }
     const k = keyStats(api, key)
     k.calls++
     k.arrivals.add(now, 1)
@@ -553,12 +556,9 @@ async function startLimitsProxy(upstreams, opts = {}) {
       callsWin.add(now, 1)
     }
     admitted(api, key, now)
-    let body = raw
-    if (data.Limit == null || Number(data.Limit) > limit.getRecordsMaxRecords) {
-      // AWS answers at most 10,000 records (a Limit above that is refused by validation; the
-      // emulator keeps its own check, so only a missing Limit is filled in).
-      if (data.Limit == null) body = Buffer.from(JSON.stringify({...data, Limit: limit.getRecordsMaxRecords}))
-    }
+    // AWS answers at most 10,000 records: a missing Limit becomes that (a Limit above it is
+    // refused by the emulator's own validation, as by AWS's).
+    const body = data.Limit == null ? Buffer.from(JSON.stringify({...data, Limit: limit.getRecordsMaxRecords})) : raw
     const r = await forwardP(up, req, body)
     if (r.status !== 200) return reply(res, r.status, r.headers, r.body)
     let out
@@ -663,8 +663,10 @@ async function startLimitsProxy(upstreams, opts = {}) {
         results[i] = {ErrorCode: 'ProvisionedThroughputExceededException', ErrorMessage: rateMsg(shard, stream, map.account)}
       }
     }
+    apiStats(api).calls++
+    apiStats(api).all.add(now, 1)
     for (const [key, k] of keys) {
-      arrive(api, key, now)
+      arrive(api, key, now, false)
       if (k.records) {
         admitted(api, key, now)
         measure(api, key, 'records', now, k.records)
@@ -992,7 +994,7 @@ function limitsMarkdown() {
   return lines.join('\n') + '\n'
 }
 
-module.exports = {startLimitsProxy, LIMITS, limitsMarkdown, ddbItemSize, Window}
+module.exports = {startLimitsProxy, LIMITS, limitsMarkdown, ddbItemSize}
 
 if (require.main === module) {
   const args = process.argv.slice(2)

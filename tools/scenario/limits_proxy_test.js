@@ -315,6 +315,7 @@ test('the stats endpoint reports calls, throttles and peak rates by API and key'
   assert.ok(dss.keys.account.peakPerSecond >= 21)
   assert.equal(dss.keys.account.peakAdmittedPerSecond, 20)
   assert.ok(dss.throttled >= 1)
+  assert.equal(st.apis['kinesis.PutRecords'].calls, 6, 'six PutRecords calls, however many shards each touched')
   const put = st.apis['kinesis.PutRecords'].keys[`${STREAM}/${SHARD0}`]
   assert.equal(put.records.peakPerSecond, 1000)
   assert.ok(put.throttledRecords.total >= 502)
