@@ -53,7 +53,7 @@ function raw(endpoint, service, op, body) {
       res.on('data', (c) => chunks.push(c))
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString()
-        resolve({status: res.statusCode, headers: res.headers, body: text ? JSON.parse(text) : {}})
+        resolve({status: res.statusCode, headers: res.headers, body: text ? JSON.parse(text) : {}, raw: Buffer.concat(chunks)})
       })
     })
     req.on('error', reject)
@@ -250,6 +250,7 @@ test('Scan of a table over 1 MB comes in pages of at most 1 MB, LastEvaluatedKey
       const r = await raw(endpoint, 'dynamodb', 'Scan', {TableName: 'limits-scan', ...(start ? {ExclusiveStartKey: start} : {})})
       assert.equal(r.status, 200)
       assert.equal(r.body.ConsumedCapacity, undefined, 'capacity the caller did not ask for is not in the answer')
+      assert.equal(r.headers['x-amz-crc32'], String(require('zlib').crc32(r.raw)), 'the CRC32 of the rewritten answer')
       sizes.push(r.body.Items.reduce((a, it) => a + ddbItemSize(it), 0))
       for (const it of r.body.Items) seen.push(it.k.S)
       start = r.body.LastEvaluatedKey
