@@ -110,67 +110,99 @@ after(() => {
 
 const k = () => proxy.urls.kinesis
 const d = () => proxy.urls.dynamodb
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+let putCalls = 0  // PutRecords calls sent through the main proxy
+const putRecords = (body) => {
+  putCalls++
+  return raw(k(), 'kinesis', 'PutRecords', body)
+}
+
+// A per-second limit can only be judged when the calls fitted in one second. attempt(n)
+// makes its calls and returns false when they took too long (a loaded machine: the window
+// slid), true after its assertions passed; a slow attempt is tried again once its window has
+// passed. Slowness only ever lets more calls through, so a quick attempt must show the limit.
+async function inOneSecond(what, attempt) {
+  for (let n = 0; n < 4; n++) {
+    if (await attempt(n)) return
+    await sleep(1100)
+  }
+  assert.fail(`${what}: four attempts each took over a second; the machine is too loaded to judge a per-second limit`)
+}
 
 test('six GetRecords on one shard within a second: the sixth is throttled as AWS does', async () => {
-  const it = await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
-  assert.equal(it.status, 200)
-  let iterator = it.body.ShardIterator
-  const t0 = Date.now()
-  const answers = []
-  for (let i = 0; i < 6; i++) {
-    const r = await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: iterator})
-    answers.push(r)
-    if (r.status === 200) iterator = r.body.NextShardIterator
-  }
-  assert.ok(Date.now() - t0 < 1000, 'the six calls took over a second; the test cannot judge the limit')
-  assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200, 400])
-  const last = answers[5]
-  assert.equal(last.body.__type, 'ProvisionedThroughputExceededException')
-  assert.equal(last.headers['x-amzn-errortype'], 'ProvisionedThroughputExceededException')
-  assert.match(last.body.message, /Rate exceeded for shard shardId-000000000000 in stream limits-test under account \d{12}\./)
+  let iterator = null
+  await inOneSecond('GetRecords', async () => {
+    const it = await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
+    assert.equal(it.status, 200)
+    iterator = it.body.ShardIterator
+    const t0 = Date.now()
+    const answers = []
+    for (let i = 0; i < 6; i++) {
+      const r = await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: iterator})
+      answers.push(r)
+      if (r.status === 200) iterator = r.body.NextShardIterator
+    }
+    if (Date.now() - t0 >= 950) return false
+    assert.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200, 200, 400])
+    const last = answers[5]
+    assert.equal(last.body.__type, 'ProvisionedThroughputExceededException')
+    assert.equal(last.headers['x-amzn-errortype'], 'ProvisionedThroughputExceededException')
+    assert.match(last.body.message, /Rate exceeded for shard shardId-000000000000 in stream limits-test under account \d{12}\./)
+    return true
+  })
   // The other shard is not affected.
   const other = await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD1, ShardIteratorType: 'LATEST'})
   assert.equal(other.status, 200)
   assert.equal((await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: other.body.ShardIterator})).status, 200)
   // A second later the shard serves again.
-  await new Promise((r) => setTimeout(r, 1050))
+  await sleep(1050)
   assert.equal((await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: iterator})).status, 200)
 })
 
 test('GetShardIterator: five a second per shard, the sixth throttled', async () => {
-  const statuses = []
-  for (let i = 0; i < 6; i++) {
-    statuses.push((await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD1,
-      ShardIteratorType: 'TRIM_HORIZON'})).status)
-  }
-  assert.deepEqual(statuses, [200, 200, 200, 200, 200, 400])
+  await sleep(1050)  // the previous test asked one of shard 1
+  await inOneSecond('GetShardIterator', async () => {
+    const t0 = Date.now()
+    const statuses = []
+    for (let i = 0; i < 6; i++) {
+      statuses.push((await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD1,
+        ShardIteratorType: 'TRIM_HORIZON'})).status)
+    }
+    if (Date.now() - t0 >= 950) return false
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 400])
+    return true
+  })
 })
 
 test('PutRecords past 1,000 records a second on a shard: per-record throttles, nothing written for them', async () => {
   const batch = (n, shard, tag) => Array.from({length: n}, (_, i) => ({
     PartitionKey: `${tag}-${i}`, ExplicitHashKey: ranges[shard], Data: Buffer.from(`rec ${tag} ${i}`).toString('base64')}))
-  const answers = []
-  for (let c = 0; c < 3; c++) answers.push(await raw(k(), 'kinesis', 'PutRecords', {StreamName: STREAM, Records: batch(500, SHARD0, 'c' + c)}))
-  assert.deepEqual(answers.map((a) => a.status), [200, 200, 200])
-  assert.equal(answers[0].body.FailedRecordCount, 0)
-  assert.equal(answers[1].body.FailedRecordCount, 0)
-  assert.equal(answers[2].body.FailedRecordCount, 500)
-  for (const r of answers[2].body.Records) {
-    assert.equal(r.ErrorCode, 'ProvisionedThroughputExceededException')
-    assert.match(r.ErrorMessage, /Rate exceeded for shard shardId-000000000000 in stream limits-test under account \d{12}\./)
-    assert.equal(r.SequenceNumber, undefined)
-  }
-  // A mixed call: records for the throttled shard fail, the others pass, in their places.
-  const mixed = [...batch(2, SHARD0, 'm0'), ...batch(2, SHARD1, 'm1')]
-  const m = await raw(k(), 'kinesis', 'PutRecords', {StreamName: STREAM, Records: mixed})
-  assert.equal(m.status, 200)
-  assert.equal(m.body.FailedRecordCount, 2)
-  assert.deepEqual(m.body.Records.map((r) => r.ErrorCode || r.ShardId),
-    ['ProvisionedThroughputExceededException', 'ProvisionedThroughputExceededException', SHARD1, SHARD1])
-  // The emulator holds the 1,000 admitted records only (read straight from it).
-  const it = await aws.kinesis(emu.kinesis, 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
-  const got = await aws.kinesis(emu.kinesis, 'GetRecords', {ShardIterator: it.ShardIterator})
-  assert.equal(got.Records.filter((r) => /^rec c/.test(Buffer.from(r.Data, 'base64').toString())).length, 1000)
+  await inOneSecond('PutRecords records', async (n) => {
+    // Three calls of 500 records for shard 0 at once (the proxy admits each as it arrives),
+    // then a call with records for both shards.
+    const t0 = Date.now()
+    const burst = await Promise.all([0, 1, 2].map((c) => putRecords({StreamName: STREAM, Records: batch(500, SHARD0, `a${n}c${c}`)})))
+    const mixed = await putRecords({StreamName: STREAM, Records: [...batch(2, SHARD0, `a${n}m0`), ...batch(2, SHARD1, `a${n}m1`)]})
+    if (Date.now() - t0 >= 950) return false
+    assert.deepEqual(burst.map((a) => a.status), [200, 200, 200])
+    assert.deepEqual(burst.map((a) => a.body.FailedRecordCount).sort(), [0, 0, 500])
+    for (const r of burst.find((a) => a.body.FailedRecordCount === 500).body.Records) {
+      assert.equal(r.ErrorCode, 'ProvisionedThroughputExceededException')
+      assert.match(r.ErrorMessage, /Rate exceeded for shard shardId-000000000000 in stream limits-test under account \d{12}\./)
+      assert.equal(r.SequenceNumber, undefined)
+    }
+    // Records for the throttled shard fail, the others pass, each in its place.
+    assert.equal(mixed.status, 200)
+    assert.equal(mixed.body.FailedRecordCount, 2)
+    assert.deepEqual(mixed.body.Records.map((r) => r.ErrorCode || r.ShardId),
+      ['ProvisionedThroughputExceededException', 'ProvisionedThroughputExceededException', SHARD1, SHARD1])
+    // The emulator holds the 1,000 admitted records of the burst only (read straight from it).
+    const it = await aws.kinesis(emu.kinesis, 'GetShardIterator', {StreamName: STREAM, ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
+    const got = await aws.kinesis(emu.kinesis, 'GetRecords', {ShardIterator: it.ShardIterator})
+    const mine = new RegExp(`^rec a${n}`)
+    assert.equal(got.Records.filter((r) => mine.test(Buffer.from(r.Data, 'base64').toString())).length, 1000)
+    return true
+  })
 })
 
 test('PutRecords past 1 MiB a second on a shard (partition-key hashing): the bytes limit throttles', async () => {
@@ -182,58 +214,99 @@ test('PutRecords past 1 MiB a second on a shard (partition-key hashing): the byt
     const h = BigInt('0x' + crypto.createHash('md5').update('pk' + i).digest('hex'))
     if (h >= BigInt(ranges[SHARD1])) keys.push('pk' + i)
   }
-  await new Promise((r) => setTimeout(r, 1050))  // the mixed call above used shard 1
-  const a = await raw(k(), 'kinesis', 'PutRecords', {StreamName: STREAM, Records: keys.slice(0, 2).map((pk) => ({PartitionKey: pk, Data: big}))})
-  const b = await raw(k(), 'kinesis', 'PutRecords', {StreamName: STREAM, Records: keys.slice(2, 4).map((pk) => ({PartitionKey: pk, Data: big}))})
-  assert.equal(a.body.FailedRecordCount, 0)
-  assert.deepEqual(a.body.Records.map((r) => r.ShardId), [SHARD1, SHARD1])
-  assert.equal(b.body.FailedRecordCount, 2)
-  // PutRecord (one record) is refused as a whole.
-  const one = await raw(k(), 'kinesis', 'PutRecord', {StreamName: STREAM, PartitionKey: keys[0], Data: big})
-  assert.equal(one.status, 400)
-  assert.equal(one.body.__type, 'ProvisionedThroughputExceededException')
+  await sleep(1050)  // the previous test wrote to shard 1
+  await inOneSecond('PutRecords bytes', async () => {
+    const t0 = Date.now()
+    const a = await putRecords({StreamName: STREAM, Records: keys.slice(0, 2).map((pk) => ({PartitionKey: pk, Data: big}))})
+    const b = await putRecords({StreamName: STREAM, Records: keys.slice(2, 4).map((pk) => ({PartitionKey: pk, Data: big}))})
+    // PutRecord (one record) is refused as a whole.
+    const one = await raw(k(), 'kinesis', 'PutRecord', {StreamName: STREAM, PartitionKey: keys[0], Data: big})
+    if (Date.now() - t0 >= 950) return false
+    assert.equal(a.body.FailedRecordCount, 0)
+    assert.deepEqual(a.body.Records.map((r) => r.ShardId), [SHARD1, SHARD1])
+    assert.equal(b.body.FailedRecordCount, 2)
+    assert.equal(one.status, 400)
+    assert.equal(one.body.__type, 'ProvisionedThroughputExceededException')
+    return true
+  })
 })
 
-test('a GetRecords answer over 10 MiB is cut, and reads of the shard are refused for seconds after it', async () => {
-  const stream = 'limits-big'
+// Creates a one-shard stream straight on the emulator and writes n records of `bytes` bytes.
+async function bigStream(stream, n, bytes) {
   await aws.kinesis(emu.kinesis, 'CreateStream', {StreamName: stream, ShardCount: 1})
   for (let i = 0; i < 100; i++) {
     const s = await aws.kinesis(emu.kinesis, 'DescribeStreamSummary', {StreamName: stream})
     if (s.StreamDescriptionSummary.StreamStatus === 'ACTIVE') break
-    await new Promise((r) => setTimeout(r, 50))
+    await sleep(50)
   }
-  const mb = Buffer.alloc(1000 * 1000, 1).toString('base64')
-  for (let i = 0; i < 11; i++) await aws.kinesis(emu.kinesis, 'PutRecord', {StreamName: stream, PartitionKey: 'p' + i, Data: mb})
-  const it = await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: stream, ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
+  const data = Buffer.alloc(bytes, 1).toString('base64')
+  for (let i = 0; i < n; i++) await aws.kinesis(emu.kinesis, 'PutRecord', {StreamName: stream, PartitionKey: 'p' + i, Data: data})
+}
+
+test('a GetRecords answer over 10 MiB is cut at 10 MiB; the next iterator goes on after it', async () => {
+  await bigStream('limits-big', 11, 1000 * 1000)
+  const it = await raw(k(), 'kinesis', 'GetShardIterator', {StreamName: 'limits-big', ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
   const first = await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: it.body.ShardIterator})
   assert.equal(first.status, 200)
   assert.equal(first.body.Records.length, 10, '10 records of 1,000,000 bytes fit in 10 MiB, the 11th does not')
-  const next = await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: first.body.NextShardIterator})
-  assert.equal(next.status, 400)
-  assert.equal(next.body.__type, 'ProvisionedThroughputExceededException')
-  await new Promise((r) => setTimeout(r, 2000))
-  assert.equal((await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: first.body.NextShardIterator})).status, 400,
-    'still refused 2 s after a 10 MiB answer')
-  // The rest of the shard, later, from where the cut answer stopped.
-  await new Promise((r) => setTimeout(r, 3000))
-  const rest = await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: first.body.NextShardIterator})
+  // The rest, once the shard serves again (a 10 MiB answer refuses its reads for 4-5 s).
+  let rest
+  for (let i = 0; i < 40; i++) {
+    rest = await raw(k(), 'kinesis', 'GetRecords', {ShardIterator: first.body.NextShardIterator})
+    if (rest.status === 200) break
+    assert.equal(rest.body.__type, 'ProvisionedThroughputExceededException')
+    await sleep(250)
+  }
   assert.equal(rest.status, 200)
-  assert.equal(rest.body.Records.length, 1)
-  assert.equal(rest.body.Records[0].PartitionKey, 'p10')
+  assert.deepEqual(rest.body.Records.map((r) => r.PartitionKey), ['p10'])
+})
+
+test('after a large GetRecords answer the shard refuses reads for answer/rate seconds', async () => {
+  // The 2 MiB/s rule with smaller figures (1 MiB answers, 200 KB/s), so that moving the
+  // answer does not take long: 1,000,000 bytes from a full one-second bucket refuse the
+  // shard's reads for 5 - 1 = 4 s.
+  const scaled = await startProxy(emu, ['--limit', 'getRecordsMaxBytes=1048576', '--limit', 'getRecordsBytesPerShard=200000'])
+  await bigStream('limits-debt', 11, 100 * 1000)
+  const it = await raw(scaled.urls.kinesis, 'kinesis', 'GetShardIterator', {StreamName: 'limits-debt', ShardId: SHARD0, ShardIteratorType: 'TRIM_HORIZON'})
+  const sent = Date.now()
+  const first = await raw(scaled.urls.kinesis, 'kinesis', 'GetRecords', {ShardIterator: it.body.ShardIterator})
+  const received = Date.now()
+  assert.equal(first.status, 200)
+  assert.equal(first.body.Records.length, 10, '10 records of 100,000 bytes fit in 1 MiB, the 11th does not')
+  let ok = null
+  let refused = 0
+  while (ok === null && Date.now() - sent < 10000) {
+    const r = await raw(scaled.urls.kinesis, 'kinesis', 'GetRecords', {ShardIterator: first.body.NextShardIterator})
+    if (r.status === 200) ok = Date.now()
+    else {
+      assert.equal(r.body.__type, 'ProvisionedThroughputExceededException')
+      refused++
+      await sleep(100)
+    }
+  }
+  assert.ok(ok !== null, 'the shard never served again')
+  // Refused from the answer (at most `received`) until at least 4 s after it (at least `sent`).
+  assert.ok(ok - received >= 4000 - (received - sent) - 150, `served again ${ok - received} ms after the answer arrived`)
+  assert.ok(ok - sent <= 4000 + 1500, `still refused ${ok - sent} ms after the call`)
+  assert.ok(refused >= 10)
+  scaled.child.stdin.end()
 })
 
 test('DescribeStreamSummary 21 times in a second: LimitExceededException (400) for the 21st', async () => {
-  const statuses = []
-  let lastBody = null
-  const t0 = Date.now()
-  for (let i = 0; i < 21; i++) {
-    const r = await raw(k(), 'kinesis', 'DescribeStreamSummary', {StreamName: STREAM})
-    statuses.push(r.status)
-    lastBody = r.body
-  }
-  assert.ok(Date.now() - t0 < 1000, 'the 21 calls took over a second; the test cannot judge the limit')
-  assert.deepEqual(statuses, [...Array(20).fill(200), 400])
-  assert.equal(lastBody.__type, 'LimitExceededException')
+  await inOneSecond('DescribeStreamSummary', async () => {
+    const statuses = []
+    let lastBody = null
+    const t0 = Date.now()
+    for (let i = 0; i < 21; i++) {
+      const r = await raw(k(), 'kinesis', 'DescribeStreamSummary', {StreamName: STREAM})
+      statuses.push(r.status)
+      lastBody = r.body
+    }
+    if (Date.now() - t0 >= 950) return false
+    assert.deepEqual(statuses, [...Array(20).fill(200), 400])
+    assert.equal(lastBody.__type, 'LimitExceededException')
+    return true
+  })
 })
 
 test('Scan of a table over 1 MB comes in pages of at most 1 MB, LastEvaluatedKey between them', async () => {
@@ -292,18 +365,23 @@ test('BatchWriteItem of 26 requests is refused; 25 are taken', async () => {
 
 test('DynamoDB past 1,000 write units a second on a table: unprocessed items, then ProvisionedThroughputExceededException', async () => {
   const blob = 'z'.repeat(50 * 1024)  // ~50 write units each
-  const items = Array.from({length: 25}, (_, i) => ({PutRequest: {Item: {k: {S: 'u' + i}, v: {S: blob}}}}))
-  const r = await raw(d(), 'dynamodb', 'BatchWriteItem', {RequestItems: {'limits-units': items}})
-  assert.equal(r.status, 200)
-  const unprocessed = (r.body.UnprocessedItems['limits-units'] || []).length
-  assert.ok(unprocessed >= 4 && unprocessed <= 6, `${unprocessed} requests left unprocessed (1,000 units admit 20-21 of 25)`)
-  const put = await raw(d(), 'dynamodb', 'PutItem', {TableName: 'limits-units', Item: {k: {S: 'one'}}})
-  assert.equal(put.status, 400)
-  assert.equal(put.body.__type, 'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException')
-  assert.equal(put.body.ThrottlingReasons[0].reason, 'TableWriteKeyRangeThroughputExceeded')
-  assert.ok(put.headers['x-amz-crc32'], 'DynamoDB answers carry a CRC32')
+  await inOneSecond('write units', async (n) => {
+    const items = Array.from({length: 25}, (_, i) => ({PutRequest: {Item: {k: {S: `u${n}-${i}`}, v: {S: blob}}}}))
+    const t0 = Date.now()
+    const r = await raw(d(), 'dynamodb', 'BatchWriteItem', {RequestItems: {'limits-units': items}})
+    const put = await raw(d(), 'dynamodb', 'PutItem', {TableName: 'limits-units', Item: {k: {S: 'one'}}})
+    if (Date.now() - t0 >= 950) return false
+    assert.equal(r.status, 200)
+    const unprocessed = (r.body.UnprocessedItems['limits-units'] || []).length
+    assert.ok(unprocessed >= 4 && unprocessed <= 6, `${unprocessed} requests left unprocessed (1,000 units admit 20-21 of 25)`)
+    assert.equal(put.status, 400)
+    assert.equal(put.body.__type, 'com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException')
+    assert.equal(put.body.ThrottlingReasons[0].reason, 'TableWriteKeyRangeThroughputExceeded')
+    assert.ok(put.headers['x-amz-crc32'], 'DynamoDB answers carry a CRC32')
+    return true
+  })
   // Reads of the table are not affected by its writes.
-  assert.equal((await raw(d(), 'dynamodb', 'GetItem', {TableName: 'limits-units', Key: {k: {S: 'u0'}}})).status, 200)
+  assert.equal((await raw(d(), 'dynamodb', 'GetItem', {TableName: 'limits-units', Key: {k: {S: 'one'}}})).status, 200)
 })
 
 test('the stats endpoint reports calls, throttles and peak rates by API and key', async () => {
@@ -316,10 +394,10 @@ test('the stats endpoint reports calls, throttles and peak rates by API and key'
   assert.ok(dss.keys.account.peakPerSecond >= 21)
   assert.equal(dss.keys.account.peakAdmittedPerSecond, 20)
   assert.ok(dss.throttled >= 1)
-  assert.equal(st.apis['kinesis.PutRecords'].calls, 6, 'six PutRecords calls, however many shards each touched')
+  assert.equal(st.apis['kinesis.PutRecords'].calls, putCalls, 'each PutRecords call once, however many shards it touched')
   const put = st.apis['kinesis.PutRecords'].keys[`${STREAM}/${SHARD0}`]
   assert.equal(put.records.peakPerSecond, 1000)
-  assert.ok(put.throttledRecords.total >= 502)
+  assert.ok(put.throttledRecords.total >= 500)
   assert.ok(st.apis['dynamodb.BatchWriteItem'].keys['limits-units'].writeUnits.peakPerSecond <= 1000 + 51)
   assert.ok(st.throttles >= 5)
   assert.equal(st.limits.getRecordsCallsPerShard, 5)
