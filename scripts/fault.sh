@@ -12,6 +12,9 @@
 #   bash scripts/fault.sh --storm [MINUTES] # a quarter of the coordination table's calls
 #                                          # failing while workers (the leader among them)
 #                                          # are SIGKILLed one after another (default 4)
+#   bash scripts/fault.sh --limits         # through the AWS-limits proxy as well
+#                                          # (tools/scenario/limits_proxy.js; also after
+#                                          # --soak / --storm)
 #   bash scripts/fault.sh --seed 7         # other flags go to run.js
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

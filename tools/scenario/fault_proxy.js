@@ -41,6 +41,7 @@
 'use strict'
 
 const http = require('http')
+const proxyHttp = require('./lib/proxy_http')
 
 const KINDS = [
   'error500',
@@ -126,47 +127,12 @@ async function startFaultProxy(upstreams, opts = {}) {
 
   function makeServer(service, upstream) {
     const up = new URL(upstream)
-    const sockets = new Set()
-    const server = http.createServer((req, res) => {
-      const chunks = []
-      req.on('data', (c) => chunks.push(c))
-      req.on('end', () => handle(service, up, req, res, Buffer.concat(chunks)))
-      req.on('error', () => {})
-    })
-    server.keepAliveTimeout = 60000
-    server.on('connection', (s) => {
-      sockets.add(s)
-      s.on('close', () => sockets.delete(s))
-    })
-    server.on('clientError', (err, socket) => socket.destroy())
+    const {server, sockets} = proxyHttp.bufferingServer((req, res, body) => handle(service, up, req, res, body))
     return {service, server, sockets, port: 0}
   }
 
-  function forward(up, req, body, cb) {
-    const headers = {...req.headers, host: up.host}
-    delete headers.connection
-    const r = http.request(
-      {host: up.hostname, port: up.port, method: req.method, path: req.url, headers, agent},
-      (res) => {
-        const chunks = []
-        res.on('data', (c) => chunks.push(c))
-        res.on('end', () => cb(null, res.statusCode, res.headers, Buffer.concat(chunks)))
-        res.on('error', (e) => cb(e))
-      }
-    )
-    r.on('error', (e) => cb(e))
-    r.end(body)
-  }
-
-  function reply(res, status, headers, body) {
-    if (res.destroyed || res.writableEnded) return
-    const h = {...headers}
-    delete h['transfer-encoding']
-    delete h.connection
-    h['content-length'] = body.length
-    res.writeHead(status, h)
-    res.end(body)
-  }
+  const forward = (up, req, body, cb) => proxyHttp.forward(agent, up, req, body, cb)
+  const reply = proxyHttp.reply
 
   function respondError(res, service, status, type, message) {
     const body = Buffer.from(errorBody(service, type, message))

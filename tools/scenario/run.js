@@ -5,7 +5,10 @@
 //   node tools/scenario/run.js --profile short [--build-dir DIR] [--seed N]
 //   node tools/scenario/run.js --profile soak --minutes 30 [--build-dir DIR] [--seed N]
 //   options: --out DIR (run directory; default BUILD_DIR/scenario/<profile>-<time>),
-//            --faults / --no-faults (override the profile), --quiet
+//            --faults / --no-faults (override the profile), --quiet,
+//            --limits (the AWS-limits proxy, limits_proxy.js, in front of the emulators:
+//            workers, fault proxy and producer reach them through it; its counts go to
+//            limits.json in the run directory), --limits-scale F (its per-second limits x F)
 //
 // What it does: starts kinesalite + dynalite (tools/emulators/serve.js, on a stdin pipe so
 // they die with the runner), creates a stream, runs a producer (records {"key","n"} with a
@@ -28,6 +31,7 @@ const fs = require('fs')
 const path = require('path')
 const {spawn} = require('child_process')
 const net = require('net')
+const http = require('http')
 const aws = require('./lib/aws')
 const {startFaultProxy, KINDS, prng} = require('./fault_proxy')
 const {check, summaryLine} = require('./checker')
@@ -39,7 +43,7 @@ const repo = path.resolve(__dirname, '..', '..')
 
 function parseArgs(argv) {
   const o = {profile: 'demo', buildDir: path.join(repo, 'build', 'release'), minutes: null, seed: null,
-    out: null, faults: null, quiet: false}
+    out: null, faults: null, quiet: false, limits: false, limitsScale: 1}
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     const v = () => {
@@ -54,6 +58,12 @@ function parseArgs(argv) {
     else if (a === '--faults') o.faults = true
     else if (a === '--no-faults') o.faults = false
     else if (a === '--quiet') o.quiet = true
+    else if (a === '--limits') o.limits = true
+    else if (a === '--limits-scale') {
+      o.limits = true
+      o.limitsScale = Number(v())
+      if (!(o.limitsScale > 0)) usage('--limits-scale takes a number > 0')
+    }
     else if (a === '-h' || a === '--help') usage(null)
     else usage('unknown argument: ' + a)
   }
@@ -65,7 +75,7 @@ function usage(problem) {
   if (problem) process.stderr.write('run.js: ' + problem + '\n')
   process.stderr.write(
     'usage: node tools/scenario/run.js --profile demo|short|soak|storm [--minutes N] [--build-dir DIR]\n' +
-      '         [--seed N] [--out DIR] [--faults|--no-faults] [--quiet]\n'
+      '         [--seed N] [--out DIR] [--faults|--no-faults] [--quiet] [--limits] [--limits-scale F]\n'
   )
   process.exit(problem ? 2 : 0)
 }
@@ -231,15 +241,13 @@ function runCommand(cmd, args, env, timeoutMs = 60000) {
 
 // ---------------------------------------------------------------------- the emulators --
 
-function startEmulators() {
+// Starts a node script that prints one JSON line when it is ready (the emulators, the limits
+// proxy) on a stdin pipe, so that it dies with the runner; resolves {child, urls}.
+function startJsonLineChild(script, args, what) {
   return new Promise((resolve, reject) => {
-    const child = track(
-      spawn(process.execPath, [path.join(repo, 'tools', 'emulators', 'serve.js')], {
-        stdio: ['pipe', 'pipe', 'inherit'],
-      })
-    )
+    const child = track(spawn(process.execPath, [script, ...args], {stdio: ['pipe', 'pipe', 'inherit']}))
     let buf = ''
-    const timer = setTimeout(() => reject(new Error('the emulators did not start within 30 s')), 30000)
+    const timer = setTimeout(() => reject(new Error(`${what} did not start within 30 s`)), 30000)
     child.stdout.on('data', (d) => {
       buf += d
       const nl = buf.indexOf('\n')
@@ -252,7 +260,33 @@ function startEmulators() {
         }
       }
     })
-    child.on('exit', (code) => reject(new Error('the emulators exited with ' + code)))
+    child.on('exit', (code) => reject(new Error(`${what} exited with ${code}`)))
+  })
+}
+
+const startEmulators = () => startJsonLineChild(path.join(repo, 'tools', 'emulators', 'serve.js'), [], 'the emulators')
+
+// The limits proxy (limits_proxy.js) in front of the emulators; it writes its counts to
+// statsOut when it stops.
+const startLimits = (urls, scale, statsOut) =>
+  startJsonLineChild(path.join(__dirname, 'limits_proxy.js'),
+    ['--kinesis', urls.kinesis, '--dynamodb', urls.dynamodb, '--scale', String(scale), '--stats-out', statsOut],
+    'the limits proxy')
+
+// The limits proxy's counts, read from its stats endpoint.
+function fetchJson(url) {
+  return new Promise((resolve, reject) => {
+    http.get(url, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => {
+        try {
+          resolve(JSON.parse(Buffer.concat(chunks).toString()))
+        } catch (e) {
+          reject(new Error(`${url}: not JSON`))
+        }
+      })
+    }).on('error', reject)
   })
 }
 
@@ -760,6 +794,14 @@ async function main() {
   const emu = await startEmulators()
   const urls = emu.urls
   say(`emulators: kinesis ${urls.kinesis}, dynamodb ${urls.dynamodb}`)
+  // What the system under test reaches: the emulators, or the limits proxy in front of them.
+  let front = urls
+  let limits = null
+  if (o.limits) {
+    limits = await startLimits(urls, o.limitsScale, path.join(dir, 'limits.json'))
+    front = limits.urls
+    say(`limits proxy (AWS limits x ${o.limitsScale}): kinesis ${front.kinesis}, dynamodb ${front.dynamodb}, stats ${front.stats}`)
+  }
   const stream = `scenario-${p.name}`
   const app = `scenario-${p.name}-app`
   const baseEnv = {...process.env, AWS_ACCESS_KEY_ID: 'AKIDSCENARIO', AWS_SECRET_ACCESS_KEY: 'scenario-secret',
@@ -768,11 +810,12 @@ async function main() {
   delete baseEnv.AWS_PROFILE
   delete baseEnv.AWS_ENDPOINT_URL
   const directEnv = {...baseEnv, AWS_ENDPOINT_URL_KINESIS: urls.kinesis, AWS_ENDPOINT_URL_DYNAMODB: urls.dynamodb}
+  const frontEnv = {...baseEnv, AWS_ENDPOINT_URL_KINESIS: front.kinesis, AWS_ENDPOINT_URL_DYNAMODB: front.dynamodb}
 
   let proxy = null
-  let workerEnv = directEnv
+  let workerEnv = frontEnv
   if (p.faults || p.specials) {
-    proxy = await startFaultProxy(urls, {
+    proxy = await startFaultProxy(front, {
       seed: p.seed, rates: p.faultRates || {}, forced: p.requireAllFaults ? forcedFaults() : [],
       stallMs: p.stallMs, latencyMs: [100, 700], rejectAccessKeys: ['AKIDWRONG'], enabled: false,
     })
@@ -791,7 +834,7 @@ async function main() {
   if (created.code !== 0) throw new Error('kcl create-stream failed: ' + created.stderr)
   say(`stream ${stream} created with ${p.shards} shards (kcl create-stream)`)
 
-  const producer = new Producer(urls.kinesis, stream, p.keys, p.rate, path.join(dir, 'produced.jsonl'))
+  const producer = new Producer(front.kinesis, stream, p.keys, p.rate, path.join(dir, 'produced.jsonl'))
   producer.start()
   const poller = new LeasePoller(urls.dynamodb, app, path.join(dir, 'leases.jsonl'), p.pollMs)
   poller.start()
@@ -936,6 +979,17 @@ async function main() {
     fs.writeFileSync(path.join(dir, 'faults.json'), JSON.stringify({kinds: p.faults ? KINDS : [], counts: proxy.counts()}, null, 1))
     proxy.close()
   }
+  let limitStats = null
+  if (limits) {
+    try {
+      limitStats = await fetchJson(front.stats)
+    } catch (e) {
+      say(`limits proxy: cannot read its stats (${e.message})`)
+    }
+    const exited = new Promise((resolve) => limits.child.once('exit', resolve))
+    limits.child.stdin.end()  // it writes limits.json and exits
+    await Promise.race([exited, sleep(5000)])
+  }
   fs.closeSync(eventsFd)
   for (const t of timers) clearTimeout(t)
   emu.child.stdin.end()
@@ -943,6 +997,7 @@ async function main() {
 
   const report = check(dir)
   report.workerLogs = summariseWorkerLogs(dir)
+  if (limitStats) report.limits = summariseLimits(limitStats)
   if (p.selftest && !report.violationCount) {
     // Plant violations in copies of this run and make sure the checker sees each one.
     const results = selftest(dir)
@@ -958,6 +1013,13 @@ async function main() {
   const seconds = (Date.now() - started) / 1000
   printReport(p, report, dir, seconds)
   return report.violationCount ? 1 : 0
+}
+
+// The limits proxy's counts in short: calls, throttles and the highest per-key rate of each API.
+function summariseLimits(st) {
+  const apis = {}
+  for (const [api, a] of Object.entries(st.apis)) apis[api] = {calls: a.calls, throttled: a.throttled, peakPerKey: a.peakPerKey}
+  return {throttles: st.throttles, scale: st.scale, apis}
 }
 
 // Counts the library's ERROR and WARN lines in the workers' stderr, by message pattern.
@@ -1034,6 +1096,11 @@ function printReport(p, r, dir, seconds) {
   if (r.faultCounts && r.faultsInjected) {
     out.push(`faults injected: ${r.faultsInjected} (${Object.entries(r.faultKinds).map(([k, v]) => `${k} ${v}`).join(', ')}); ` +
       `${r.faultCounts.requests} requests through the proxy`)
+  }
+  if (r.limits) {
+    const busy = Object.entries(r.limits.apis).filter(([, a]) => a.throttled || a.calls >= 50)
+      .map(([api, a]) => `${api} ${a.calls}${a.throttled ? ` (${a.throttled} throttled)` : ''} peak ${a.peakPerKey}/s`)
+    out.push(`limits proxy (AWS limits x ${r.limits.scale}): ${r.limits.throttles} throttles; ${busy.join(', ')}`)
   }
   if (r.takeoverBoundS) {
     out.push(`leases a live worker owned but did not read within ${r.takeoverBoundS} s: ${r.silentOwners}`)
