@@ -164,7 +164,13 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
   heartbeats_.record(r.status);
   bool ok = r.status.ok();
 
-  if (!renew_lock(false)) ok = false;
+  // A call for attention that failed goes with this renewal (it is how idle workers hear
+  // that something moved; their own look at the table is the slower way).
+  if (renew_lock(attention_pending_.load())) {
+    attention_pending_.store(false);
+  } else {
+    ok = false;
+  }
   const milliseconds interval = config_.effective_renew_interval();
   // A failed renewal is tried again soon: many more tries fit before the hold lapses
   // (renew_interval is at most half the hold), so a quarter of the calls failing rarely costs
@@ -378,6 +384,8 @@ Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, millisec
   // bound on this worker's hold too early); an entry that reads as gone or replaced ends the
   // membership, so that too is read again strongly consistent first.
   const Consistency first = confirming ? Consistency::kStrong : Consistency::kEventual;
+  // The leases the table gives this worker first: that read does not depend on the other.
+  const bool discovered = discover_leases();
   auto view = coordination_.read_own(config_.worker_id, first);
   if (view.ok() && first == Consistency::kEventual &&
       (!view->self || view->self->incarnation != before.incarnation)) {
@@ -394,8 +402,7 @@ Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, millisec
     if (has_news(*view->self)) note_activity();
     heartbeat_seen_ = {view->self->incarnation, view->self->heartbeat};
   }
-  bool unfinished = view->self && !poll_leases(*view->self);
-  unfinished = !discover_leases() || unfinished;
+  const bool unfinished = !discovered || (view->self && !poll_leases(*view->self));
   const auto now = clock_.now();
   if (observe_lock(view->leader, before.incarnation, now)) try_lead(view->leader, now);
   {
@@ -418,8 +425,11 @@ constexpr double kIdleUnitsPerLeaseMinute = 2.0;
 constexpr double kIdleUnitsPerWorkerMinute = 12.5;
 // One idle read in this many finds the worker's leases in the table (discover_leases) rather
 // than reading the lock: a lease the table gives a live idle worker is read within this many
-// idle_lock_read_intervals whatever became of the leader's post.
-constexpr int kReadsPerDiscovery = 3;
+// idle_lock_read_intervals whatever became of the leader's post and call for attention. Not
+// more often: a read of the lock not made can delay by one interval the moment a lapsed lock
+// is noticed (the leader's crash), and the calls for attention (kept until one lands) and a
+// new leader's first pass make workers look at the table at once in the usual cases.
+constexpr int kReadsPerDiscovery = 5;
 
 milliseconds AssignmentAgent::idle_lock_read_interval() const {
   const milliseconds idle = config_.effective_idle_poll_interval();
@@ -526,7 +536,10 @@ Clock::MonoTime AssignmentAgent::leader_step() {
   LeaderPassResult r = leader_.run_pass();
   passes_.record(r.status);
   // One write (a renewal of the lock) tells every idle worker at its next read of the lock.
-  if (r.attention && leading_.load()) (void)renew_lock(true);
+  // Kept when it fails: the next renewal calls it (heartbeat_step).
+  if ((r.attention || attention_pending_.load()) && leading_.load()) {
+    attention_pending_.store(!renew_lock(true));
+  }
   // What this pass moved to or from the leader it looks at at once, as another worker does
   // with a post; like every worker it also finds its leases in the table (discover_leases),
   // its polls active meanwhile.

@@ -15,7 +15,7 @@
 //                    on what was read). While something is in progress (see poll_active) it
 //                    reads this worker's entry and the lock, and discovers, every
 //                    poll_interval; otherwise it reads the lock (every idle_poll_interval,
-//                    sooner with many leases: idle_lock_read_interval), every third read a
+//                    sooner with many leases: idle_lock_read_interval), every fifth read a
 //                    discover instead (the same half read unit), and takes its own entry
 //                    from the last heartbeat's answer (a heartbeat that brings a post wakes
 //                    it at once). A lock whose attention moved (the leader saw a join, a
@@ -27,9 +27,10 @@
 //                    of the pass's moves that concern this worker (as another worker does
 //                    with a post); its own leases it finds in the table like every worker.
 //
-// Liveness: a lease the table gives a live worker is read within kReadsPerDiscovery of its
-// idle reads (15 s with the defaults), or a poll_interval while something moves, whatever
-// became of the leader's posts, calls for attention or the leader itself. A worker whose own
+// Liveness: a lease the table gives a live worker is read within kReadsPerDiscovery (5) of its
+// idle reads (25 s with the defaults, 7.5 s at a 3 s failover), or a poll_interval while
+// something moves (a call for attention, kept until it lands; a new leader's first pass),
+// whatever became of the leader's posts or the leader itself. A worker whose own
 // renewals have failed for half the slack before its hold lapses adopts nothing new.
 //
 // Each step returns when it wants to run again. drain() begins a graceful stop (a stopping
@@ -174,6 +175,8 @@ class AssignmentAgent {
   // guarded by mu_: this worker's latest registration (incarnation, when it was answered)
   std::optional<std::pair<std::string, Clock::MonoTime>> registered_;
   std::atomic<bool> leading_{false};
+  // A call for the workers' attention failed: the next lock renewal makes it.
+  std::atomic<bool> attention_pending_{false};
   std::atomic<std::uint64_t> terms_{0};
 };
 

@@ -585,7 +585,8 @@ TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
 
 // A post lost with the leader: the leader assigns a new lease, its post fails, and it is
 // killed before its next pass. Whoever leads next, the lease's owner finds it in the table
-// (LeaseAdopter::discover) within three of its idle reads (1.5 s each here, jittered), not
+// (LeaseAdopter::discover) within five of its idle reads (1.5 s each here, jittered; sooner
+// when the next leader's first pass calls every worker's attention), not
 // after the digest of what it holds had differed from the table for two heartbeats.
 TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderDoesNotLeaveTheLeaseUnread) {
   const FleetOptions o = scripted_fleet(4);
@@ -620,7 +621,7 @@ TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderDoesNotLeaveTheLeaseUnrea
   FleetWorker& owner = fleet.worker(target);
   auto took = fleet.run_until([&] { return owner.coordinator->holds(extra.lease_key); }, 30s);
   ASSERT_TRUE(took) << target << " never read the lease whose post was lost with the leader";
-  EXPECT_LE(*took, 5200ms) << target << " read the lease " << took->count()
+  EXPECT_LE(*took, 8300ms) << target << " read the lease " << took->count()
                            << " ms after the leader was killed";
   EXPECT_EQ(fleet.double_holds(), 0);
 }
