@@ -152,7 +152,7 @@ class Record:
 
     @property
     def timestamp_millis(self) -> int:
-        return int(self._r.approximate_arrival_timestamp.timestamp() * 1000)
+        return round(self._r.approximate_arrival_timestamp.timestamp() * 1000)
 
     @property
     def approximate_arrival_timestamp(self) -> datetime.datetime:

@@ -17,7 +17,7 @@
 #include "errors.h"
 #include "gil.h"
 #include "kcl/worker.h"
-#include "multilang/properties.h"
+#include "kcl/multilang.h"
 #include "options.h"
 #include "py_logger.h"
 #include "records.h"
@@ -199,21 +199,19 @@ class PyWorker {
 };
 
 // The MultiLangDaemon properties file `text` (read from `origin`), as `kcl multilang` reads
-// it (src/multilang/properties.h). Raises kcl.ConfigError listing every problem.
-kcl::multilang::MultiLangSettings settings_of(const std::string& text, const std::string& origin) {
-  auto props = kcl::multilang::parse_properties(text, origin);
-  if (!props.ok()) raise_config_error({props.status().message()});
-  auto settings = kcl::multilang::settings_from_properties(*props);
+// it (kcl/multilang.h). Raises kcl.ConfigError listing every problem.
+kcl::MultiLangProperties settings_of(const std::string& text, const std::string& origin) {
+  auto settings = kcl::read_multilang_properties(text, origin);
   if (!settings.ok()) raise_config_error({settings.status().message()});
   return std::move(settings).value();
 }
 
 // What the in-process runner (kcl.kclpy) needs besides the worker configuration.
 py::dict multilang_properties(const std::string& text, const std::string& origin) {
-  kcl::multilang::MultiLangSettings s = settings_of(text, origin);
+  kcl::MultiLangProperties s = settings_of(text, origin);
   py::dict d;
-  d["command"] = s.child.command;
-  d["response_timeout"] = std::chrono::duration<double>(s.child.response_timeout).count();
+  d["command"] = s.command;
+  d["response_timeout"] = std::chrono::duration<double>(s.response_timeout).count();
   d["dead_letter_file"] = s.dead_letter_file;
   d["dead_letter_stream"] = s.dead_letter_stream;
   d["ignored_keys"] = s.ignored_keys;
