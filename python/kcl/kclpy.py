@@ -29,6 +29,10 @@ MultiLangDaemon answers (``ShutdownException`` once the lease is lost,
 amazon_kclpy, an exception a processor raises is written to the log with its traceback and
 the batch counts as processed; ``sys.exit()`` in a processor is a processor failure (by
 default the same batch is delivered again; see kcl.Worker's ``on_processor_error``).
+
+``python3 -m kcl.kclpy --child app.py`` runs the same program as a child of ``kcl multilang``
+instead (one process per shard): the same modules, with ``KCLProcess.run()`` speaking the
+MultiLangDaemon protocol on stdin/stdout.
 """
 from __future__ import annotations
 

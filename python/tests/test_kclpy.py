@@ -1,8 +1,8 @@
 """kcl.kclpy: amazon_kclpy applications, written here as their users write them, run in process
 by `python3 -m kcl.kclpy app.properties` against the emulators: a version 3 processor through
 a shard split and SIGTERM, an original-interface processor in two runners of which one is
-SIGKILLed, checkpoint errors named as the MultiLangDaemon names them, and processors that
-raise or exit."""
+SIGKILLed, checkpoint errors named as the MultiLangDaemon names them, processors that raise
+or exit, and the same program as the children of `kcl multilang` (--child)."""
 from __future__ import annotations
 
 import base64
@@ -438,3 +438,40 @@ def test_throttling_and_other_failures_map_as_the_daemon_maps_them():
     assert kclpy._error_name(kcl.InternalError("?")) == "KinesisClientLibDependencyException"
     e = kclpy.CheckpointError("ThrottlingException")
     assert e.value == "ThrottlingException" and str(e) == "'ThrottlingException'"
+
+
+def test_the_same_program_as_a_kcl_multilang_child(emulators, names, tmp_path):
+    """--child: kcl-cpp's amazon_kclpy child side, each shard's program in its own process
+    under `kcl multilang`, speaking the MultiLangDaemon protocol."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 2)
+    put = emulators.kinesis.put_records(stream, [("key-%d" % i, b"r%03d" % i)
+                                                 for i in range(30)])
+    out = str(tmp_path / "out")
+    props = write_app(tmp_path, V3_APP, stream, app, executableName="%s -m kcl.kclpy --child %s"
+                      % (sys.executable, tmp_path / "app.py"))
+    env = emulators.env()
+    env["KCLPY_TEST_OUT"] = out
+    p = subprocess.Popen([os.environ["KCL_CLI"], "multilang", props], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len([e for e in events(out) if e["e"] == "record"]) >= 30,
+                   what="the children's records")
+        last = {}
+        for r in put:
+            last[r["ShardId"]] = r["SequenceNumber"]
+        wait_until(lambda: {k: v["checkpoint"] for k, v in
+                            emulators.dynamodb.leases(app).items()} == last,
+                   what="the children's checkpoints")
+        err = stop(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    evs = events(out)
+    records = [e for e in evs if e["e"] == "record"]
+    assert sorted(e["data"] for e in records) == ["r%03d" % i for i in range(30)]
+    assert all(base64.b64decode(e["b64"]).decode() == e["data"] for e in records)
+    pids = {e["pid"] for e in evs if e["e"] == "initialize"}
+    assert len(pids) == 2 and p.pid not in pids, "a child process per shard"
+    assert {e["shard"] for e in evs if e["e"] == "shutdown_requested"} == set(last)
