@@ -17,7 +17,8 @@ bench/consume_e2e.py --marginal). Then the peak RSS of one Python process holdin
 
   python3 bench/python_consume.py [--build-dir build/release] [--records 50000] [--shards 4]
                                   [--size 100] [--rss-shards 8] [--python /usr/bin/python3]
-                                  [--repeat 3]
+                                  [--repeat 3] [--installed]
+  (--installed: the package pip installed for --python, e.g. --python ~/kcl-venv/bin/python)
 """
 import argparse
 import json
@@ -146,6 +147,8 @@ class Bench:
 
     def python_env(self):
         env = dict(self.env)
+        if getattr(self.args, "installed", False):
+            return env  # the package installed for --python (a venv's, from pip)
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [os.path.join(self.args.build_dir, "python"), env.get("PYTHONPATH")]))
         return env
@@ -244,6 +247,9 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3")
     ap.add_argument("--repeat", type=int, default=3,
                     help="run every consumer this many times (medians kept)")
+    ap.add_argument("--installed", action="store_true",
+                    help="the kcl package installed for --python (e.g. a venv's, by pip) "
+                         "instead of the build tree's")
     args = ap.parse_args()
     with local_emulators(KCL_LOG_LEVEL="warn") as (env, emu), \
             tempfile.TemporaryDirectory() as work:

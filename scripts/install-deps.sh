@@ -16,8 +16,9 @@ apt_packages=(
   python3 python3-prometheus-client chromium
   # Prometheus and promtool: the alert rules (docs/prometheus) are checked and fired in tests
   prometheus
-  # the kcl Python package (python/): bindings, headers and its pytest suite
-  pybind11-dev python3-dev python3-pytest python3-mypy
+  # the kcl Python package (python/): bindings, headers, its pytest suite, and what pip,
+  # venvs and `python3 -m build` need to install it offline
+  pybind11-dev python3-dev python3-pytest python3-mypy python3-venv python3-pip python3-build
 )
 # Node.js and npm run the emulators; any installed node >= 14 will do (some images ship a
 # node build that bundles npm, which conflicts with Debian's npm package).

@@ -15,7 +15,7 @@ import argparse
 import logging
 import threading
 import time
-from typing import Dict, List, Sequence
+from typing import Dict
 
 import kcl
 
@@ -35,7 +35,7 @@ class Counter(kcl.RecordProcessor):
         self.shard = input.shard_id
         logging.info("%s: starting after %s", self.shard, input.sequence_number)
 
-    def process_records(self, records: Sequence[kcl.Record],
+    def process_records(self, records: kcl.RecordBatch,
                         checkpointer: kcl.Checkpointer) -> None:
         with counts_lock:
             counts[self.shard] = counts.get(self.shard, 0) + len(records)
@@ -63,6 +63,9 @@ def main() -> None:
                         processor_factory=lambda: Counter(a.checkpoint_every),
                         initial_position=a.start)
     worker.run()  # until Ctrl-C / SIGTERM
+    stats: kcl.WorkerStats = worker.stats()
+    logging.info("delivered %d records; %d processor failures, %d dead-lettered",
+                 stats.records_delivered, stats.processor_failures, stats.records_dead_lettered)
     with counts_lock:
         for shard, n in sorted(counts.items()):
             print("%s %d" % (shard, n))

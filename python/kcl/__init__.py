@@ -17,14 +17,17 @@ from . import _logging  # noqa: F401  (imported by the extension module)
 import collections.abc as _abc
 
 from ._kcl import Checkpointer, PulledRecord, PutResult, Record, RecordBatch
+from ._kcl import __version__
 from ._processor import InitializationInput, RecordProcessor
 from ._producer import Producer, producer_options
 from ._pull import PullConsumer, pull_options
+from ._stats import FailingShard, ProducerStats, PullStats, WorkerStats
 from ._worker import Worker, worker_options
 
 _abc.Sequence.register(RecordBatch)
 
 __all__ = [
+    "__version__", "WorkerStats", "FailingShard", "PullStats", "ProducerStats",
     "Worker", "worker_options", "PullConsumer", "pull_options", "PulledRecord", "Producer",
     "producer_options", "PutResult", "RecordProcessor", "InitializationInput", "Record", "RecordBatch",
     "Checkpointer", "errors", "KclError", "ConfigError", "LeaseLostError", "UnavailableError",

@@ -6,7 +6,7 @@ import contextlib
 import signal
 import threading
 import weakref
-from typing import Any, Callable, Dict, Iterator, TypeVar, Union
+from typing import Any, Callable, Iterator, TypeVar, Union
 
 from . import _kcl
 
@@ -57,9 +57,6 @@ class Consumer:
     def begin_shutdown(self) -> None:
         """Begins the graceful stop and returns at once (safe from any thread)."""
         self._core.begin_shutdown()
-
-    def stats(self) -> Dict[str, Any]:
-        return dict(self._core.stats())
 
     @property
     def worker_id(self) -> str:

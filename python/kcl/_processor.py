@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple
+
+if TYPE_CHECKING:
+    from ._kcl import Checkpointer, RecordBatch
 
 _log = logging.getLogger("kcl.processor")
 
@@ -19,6 +22,13 @@ class InitializationInput:
 
     __slots__ = ("shard_id", "stream_name", "sequence_number", "sub_sequence_number",
                  "pending_checkpoint", "pending_checkpoint_state")
+
+    shard_id: str
+    stream_name: str
+    sequence_number: str
+    sub_sequence_number: int
+    pending_checkpoint: Optional[Tuple[str, int]]
+    pending_checkpoint_state: Optional[str]
 
     def __init__(self, shard_id: str, stream_name: str, sequence_number: str,
                  sub_sequence_number: int, pending_checkpoint: Optional[Tuple[str, int]],
@@ -59,7 +69,7 @@ class RecordProcessor:
     def initialize(self, input: InitializationInput) -> None:  # noqa: A002
         """The shard starts; ``input`` says where delivery begins."""
 
-    def process_records(self, records: Sequence[Any], checkpointer: Any) -> None:
+    def process_records(self, records: "RecordBatch", checkpointer: "Checkpointer") -> None:
         """A batch of records (a kcl.RecordBatch: a read-only sequence of kcl.Record) in shard
         order; checkpoint with ``checkpointer``. Keep ``list(records)`` to hold on to them."""
         raise NotImplementedError("RecordProcessor.process_records must be overridden")
@@ -67,12 +77,12 @@ class RecordProcessor:
     def lease_lost(self) -> None:
         """Another worker holds the shard now; do not checkpoint (it would be refused)."""
 
-    def shard_ended(self, checkpointer: Any) -> None:
+    def shard_ended(self, checkpointer: "Checkpointer") -> None:
         """The shard was read to its end. Checkpoints (SHARD_END) by default; an override must
         call ``checkpointer.checkpoint()`` too, or the shard's children never start."""
         checkpointer.checkpoint()
 
-    def shutdown_requested(self, checkpointer: Any) -> None:
+    def shutdown_requested(self, checkpointer: "Checkpointer") -> None:
         """The worker is stopping: checkpoint what has been processed."""
 
 
@@ -97,6 +107,10 @@ class ProcessorAdapter:
 
     def process_records(self, records: Sequence[Any], checkpointer: Any,
                         millis_behind_latest: int) -> Optional[str]:
+        with_lag = getattr(self._processor, "_process_records_with_lag", None)
+        if with_lag is not None:  # kcl.kclpy's processors also pass on millisBehindLatest
+            return self._call("process_records", with_lag, records, checkpointer,
+                              millis_behind_latest)
         return self._call("process_records", self._processor.process_records, records,
                           checkpointer)
 

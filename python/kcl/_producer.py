@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 from . import _kcl
 from ._kcl import PutResult
 from ._lifecycle import track
+from ._stats import ProducerStats
 
 if TYPE_CHECKING:  # asyncio is imported when first used: it costs a third of `import kcl`
     import asyncio
@@ -59,8 +60,9 @@ class Producer:
         buffered then fail with CancelledError (and this raises DeadlineExceededError)."""
         self._core.shutdown()
 
-    def stats(self) -> Dict[str, int]:
-        return self._core.stats()
+    def stats(self) -> ProducerStats:
+        """The producer's figures (kcl.ProducerStats)."""
+        return ProducerStats._from_core(self._core.stats())
 
     def __enter__(self) -> "Producer":
         return self

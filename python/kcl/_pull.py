@@ -7,6 +7,7 @@ from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
 from . import _kcl
 from ._kcl import PulledRecord
 from ._lifecycle import Consumer, sigterm_calls, track
+from ._stats import PullStats
 
 
 class PullConsumer(Consumer):
@@ -36,9 +37,13 @@ class PullConsumer(Consumer):
         consumer stops); None on timeout and once the consumer is stopping."""
         return self._core.next(timeout)
 
-    def next_batch(self, max: int = 500, timeout: float = 1.0) -> List[PulledRecord]:  # noqa: A002
-        """Up to `max` records (at least one unless `timeout` passes first)."""
-        return self._core.next_batch(max, timeout)
+    def next_batch(self, max_records: int = 500, timeout: float = 1.0) -> List[PulledRecord]:
+        """Up to `max_records` records (at least one unless `timeout` passes first)."""
+        return self._core.next_batch(max_records, timeout)
+
+    def stats(self) -> PullStats:
+        """The consumer's figures (kcl.PullStats)."""
+        return PullStats._from_core(self._core.stats())
 
     def __iter__(self) -> Iterator[PulledRecord]:
         """Records until the consumer stops. SIGTERM (on the main thread) begins a graceful

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Optional
 from . import _kcl
 from ._lifecycle import Consumer, sigterm_calls, track
 from ._processor import RecordProcessor, adapter_factory
+from ._stats import WorkerStats
 from .errors import ConfigError
 
 
@@ -35,6 +36,27 @@ class Worker(Consumer):
         self._core: _kcl._Worker = _kcl._Worker(adapter_factory(processor_factory), opts)
         track(self)
 
+    @classmethod
+    def from_properties(cls, path: str, processor_factory: Callable[[], RecordProcessor],
+                        **options: Any) -> "Worker":
+        """A worker configured by a MultiLangDaemon properties file, read as `kcl multilang`
+        reads it (streamName, applicationName, initialPositionInStream, regionName,
+        failoverTimeMillis, ...; executableName is not used here), then by ``options``
+        (kcl.Worker's keywords). Raises kcl.ConfigError naming the file's problems."""
+        if processor_factory is None or not callable(processor_factory):
+            raise ConfigError(["option 'processor_factory' is required: a callable returning "
+                               "a kcl.RecordProcessor"])
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(["cannot read the properties file %s: %s" % (path, e)]) from e
+        worker = cls.__new__(cls)
+        worker._core = _kcl._Worker.from_properties(adapter_factory(processor_factory), text,
+                                                    path, dict(options))
+        track(worker)
+        return worker
+
     def run(self) -> None:
         """start(), then blocks until the worker stops. Ctrl-C (KeyboardInterrupt) and SIGTERM
         begin a graceful shutdown (final checkpoints, leases handed back) and run() returns
@@ -49,6 +71,10 @@ class Worker(Consumer):
             self._core.wait()
             return True
         return bool(self._core.wait_for(timeout))
+
+    def stats(self) -> WorkerStats:
+        """The worker's figures (kcl.WorkerStats)."""
+        return WorkerStats._from_core(self._core.stats())
 
     def shutdown(self) -> None:
         """Graceful stop; blocks until done. Inside a processor callback use

@@ -6,6 +6,8 @@ InvalidArgumentError mean fix the input, and so on.
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from typing import Dict, List, Optional
 
 
@@ -85,8 +87,10 @@ class DeadlineExceededError(KclError, TimeoutError):
     code = "DEADLINE_EXCEEDED"
 
 
-class CancelledError(KclError):
-    """Abandoned because of shutdown."""
+class CancelledError(KclError, concurrent.futures.CancelledError, asyncio.CancelledError):
+    """Abandoned because of shutdown. Also an asyncio.CancelledError and a
+    concurrent.futures.CancelledError, so code written for either catches it (a producer
+    future cancelled at shutdown, an awaited put_async())."""
     code = "CANCELLED"
 
 

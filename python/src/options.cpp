@@ -346,8 +346,7 @@ const Table<kcl::ProducerConfig>& producer_table() {
 // Applies every option of `options`; raises ConfigError naming each bad or unknown one and
 // then each rule config.validate() finds broken.
 template <typename C>
-C config_from(const py::dict& options, const Table<C>& table) {
-  C config;
+C config_from(const py::dict& options, const Table<C>& table, C config = {}) {
   std::vector<std::string> problems;
   for (auto [key, value] : options) {
     const std::string name = py::str(key);
@@ -379,6 +378,9 @@ py::list names_of(const Table<C>& table) {
 
 kcl::WorkerConfig worker_config_from(const py::dict& options) {
   return config_from(options, worker_table());
+}
+kcl::WorkerConfig worker_config_from(const py::dict& options, kcl::WorkerConfig base) {
+  return config_from(options, worker_table(), std::move(base));
 }
 kcl::PullConsumerConfig pull_config_from(const py::dict& options) {
   return config_from(options, pull_table());

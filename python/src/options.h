@@ -17,6 +17,8 @@ namespace kclpy {
 namespace py = pybind11;
 
 kcl::WorkerConfig worker_config_from(const py::dict& options);
+// `options` applied over `base` (a configuration read from elsewhere, e.g. a properties file).
+kcl::WorkerConfig worker_config_from(const py::dict& options, kcl::WorkerConfig base);
 kcl::PullConsumerConfig pull_config_from(const py::dict& options);
 kcl::ProducerConfig producer_config_from(const py::dict& options);
 // The option names each accepts (for the stubs' and docs' checks).

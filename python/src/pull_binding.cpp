@@ -170,7 +170,7 @@ void bind_pull(py::module_& m) {
       .def(py::init<const py::dict&>())
       .def("start", &PyPullConsumer::start)
       .def("next", &PyPullConsumer::next, py::arg("timeout") = py::none())
-      .def("next_batch", &PyPullConsumer::next_batch, py::arg("max"), py::arg("timeout"))
+      .def("next_batch", &PyPullConsumer::next_batch, py::arg("max_records"), py::arg("timeout"))
       .def("stopping", &PyPullConsumer::stopping)
       .def("shutdown", &PyPullConsumer::shutdown)
       .def("begin_shutdown", &PyPullConsumer::begin_shutdown)

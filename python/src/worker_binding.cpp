@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "errors.h"
 #include "gil.h"
 #include "kcl/worker.h"
+#include "kcl/multilang.h"
 #include "options.h"
 #include "py_logger.h"
 #include "records.h"
@@ -128,6 +130,7 @@ py::dict stats_of(const kcl::WorkerStats& s) {
   d["records_delivered"] = s.records_delivered;
   d["processor_failures"] = s.processor_failures;
   d["corrupt_aggregates"] = s.corrupt_aggregates;
+  d["records_dead_lettered"] = s.records_dead_lettered;
   py::list failing;
   for (const kcl::FailingShard& f : s.failing_shards) {
     py::dict x;
@@ -143,8 +146,9 @@ py::dict stats_of(const kcl::WorkerStats& s) {
 
 class PyWorker {
  public:
-  PyWorker(py::object make_adapter, const py::dict& options) {
-    kcl::WorkerConfig config = worker_config_from(options);
+  PyWorker(py::object make_adapter, const py::dict& options)
+      : PyWorker(std::move(make_adapter), worker_config_from(options)) {}
+  PyWorker(py::object make_adapter, kcl::WorkerConfig config) {
     kcl::Dependencies deps;
     logger_ = std::make_shared<PyLogger>();
     deps.logger = logger_;
@@ -194,11 +198,46 @@ class PyWorker {
   std::unique_ptr<kcl::Worker> worker_;
 };
 
+// The MultiLangDaemon properties file `text` (read from `origin`), as `kcl multilang` reads
+// it (kcl/multilang.h). Raises kcl.ConfigError listing every problem.
+kcl::MultiLangProperties settings_of(const std::string& text, const std::string& origin) {
+  auto settings = kcl::read_multilang_properties(text, origin);
+  if (!settings.ok()) raise_config_error({settings.status().message()});
+  return std::move(settings).value();
+}
+
+// What the in-process runner (kcl.kclpy) needs besides the worker configuration.
+py::dict multilang_properties(const std::string& text, const std::string& origin) {
+  kcl::MultiLangProperties s = settings_of(text, origin);
+  py::dict d;
+  d["command"] = s.command;
+  d["response_timeout"] = std::chrono::duration<double>(s.response_timeout).count();
+  d["dead_letter_file"] = s.dead_letter_file;
+  d["dead_letter_stream"] = s.dead_letter_stream;
+  d["ignored_keys"] = s.ignored_keys;
+  d["warnings"] = s.warnings;
+  d["stream_name"] = s.worker.stream_name;
+  d["application_name"] = s.worker.leases.application_name;
+  py::list streams;
+  for (const kcl::StreamConfig& sc : s.worker.streams) streams.append(sc.name);
+  d["streams"] = streams;
+  return d;
+}
+
+// A worker configured by a properties file, then by `options` (kcl.Worker's keywords).
+std::unique_ptr<PyWorker> worker_from_properties(py::object make_adapter, const std::string& text,
+                                                 const std::string& origin,
+                                                 const py::dict& options) {
+  kcl::WorkerConfig config = worker_config_from(options, settings_of(text, origin).worker);
+  return std::make_unique<PyWorker>(std::move(make_adapter), std::move(config));
+}
+
 }  // namespace
 
 void bind_worker(py::module_& m) {
   py::class_<PyWorker>(m, "_Worker")
       .def(py::init<py::object, const py::dict&>())
+      .def_static("from_properties", &worker_from_properties)
       .def("start", &PyWorker::start)
       .def("wait", &PyWorker::wait)
       .def("shutdown", &PyWorker::shutdown)
@@ -208,6 +247,7 @@ void bind_worker(py::module_& m) {
       .def_property_readonly("worker_id", &PyWorker::worker_id)
       .def_property_readonly("http_url", &PyWorker::http_url);
   m.def("worker_option_names", &worker_option_names);
+  m.def("multilang_properties", &multilang_properties);
 }
 
 }  // namespace kclpy

@@ -44,8 +44,8 @@ def test_aggregated_records_are_read_back_by_the_cpp_consumer(emulators, names):
         stats = producer.stats()
     assert all(isinstance(r, kcl.PutResult) for r in results)
     assert any(r.aggregated and r.sub_sequence_number > 0 for r in results)
-    assert stats["records_succeeded"] == 2001
-    assert stats["kinesis_records_sent"] < 200, "small records share aggregates"
+    assert stats.records_succeeded == 2001
+    assert stats.kinesis_records_sent < 200, "small records share aggregates"
     read = tail(emulators, stream)
     got = {(r["sequenceNumber"], r["subSequenceNumber"]): base64.b64decode(r["data"])
            for r in read}
@@ -140,7 +140,7 @@ def test_partial_failures_are_retried_and_every_record_written_once(emulators, n
     finally:
         proxy.close()
     assert proxy.failed > 0
-    assert stats["records_retried"] >= proxy.failed
+    assert stats.records_retried >= proxy.failed
     assert any(r.attempts > 1 for r in results)
     read = tail(emulators, stream)
     assert sorted(base64.b64decode(r["data"]) for r in read) == [b"p%04d" % i for i in range(300)]

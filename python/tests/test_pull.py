@@ -76,7 +76,7 @@ def check_watermark(emulators, app, consumer, finish, order, by_shard, held, hel
     time.sleep(0.3)  # several checkpoint intervals: it must not pass the held record
     assert emulators.dynamodb.leases(app)[held_shard]["checkpoint"] == below
     stats = consumer.stats()
-    assert stats["unacked"] == 1 and stats["acked"] == 799
+    assert stats.unacked == 1 and stats.acked == 799
     held[0].ack()
     with pytest.raises(kcl.FailedPreconditionError):
         held[0].ack()

@@ -57,7 +57,7 @@ def test_every_record_reaches_a_processor_and_is_checkpointed(emulators, names, 
     running = Running(worker)
     wait_until(lambda: sum(len(v) for v in sink.values()) >= 300, what="300 records")
     # A batch is counted as delivered once its callback has returned.
-    wait_until(lambda: worker.stats()["records_delivered"] >= 300, what="300 counted")
+    wait_until(lambda: worker.stats().records_delivered >= 300, what="300 counted")
     stats = worker.stats()
     running.stop()
 
@@ -67,7 +67,7 @@ def test_every_record_reaches_a_processor_and_is_checkpointed(emulators, names, 
         assert all(s == shard for (_, _, _, s) in recs)
         seqs = [int(q) for (q, _, _, _) in recs]
         assert seqs == sorted(seqs), "records of a shard in shard order"
-    assert stats["records_delivered"] == 300
+    assert stats.records_delivered == 300
     # Every shard's checkpoint is its last record.
     last = {}
     for p in put:

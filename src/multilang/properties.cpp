@@ -1,5 +1,7 @@
 #include "multilang/properties.h"
 
+#include "kcl/multilang.h"
+
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -438,3 +440,24 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
 }
 
 }  // namespace kcl::multilang
+
+namespace kcl {
+
+Result<MultiLangProperties> read_multilang_properties(std::string_view text,
+                                                      std::string_view origin) {
+  auto props = multilang::parse_properties(std::string(text), std::string(origin));
+  if (!props.ok()) return props.status();
+  auto settings = multilang::settings_from_properties(*props);
+  if (!settings.ok()) return settings.status();
+  MultiLangProperties out;
+  out.worker = std::move(settings->worker);
+  out.command = std::move(settings->child.command);
+  out.response_timeout = settings->child.response_timeout;
+  out.dead_letter_file = std::move(settings->dead_letter_file);
+  out.dead_letter_stream = std::move(settings->dead_letter_stream);
+  out.ignored_keys = std::move(settings->ignored_keys);
+  out.warnings = std::move(settings->warnings);
+  return out;
+}
+
+}  // namespace kcl

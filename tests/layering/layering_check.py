@@ -22,6 +22,7 @@ PUBLIC_HEADER_AREA = {
     "worker.h": "worker",
     "pull_consumer.h": "pull",
     "producer.h": "producer",
+    "multilang.h": "multilang",
 }
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
       "Credentials come from the standard AWS chain (environment, ~/.aws files, web identity,\n"
       "container, instance metadata). Endpoints: --endpoint-url or AWS_ENDPOINT_URL,\n"
       "AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB."};
+  app.set_version_flag("--version", "kcl " KCL_VERSION_STRING);
   app.require_subcommand(1);
   app.fallthrough();  // global flags may also follow the subcommand
   kcl::cli::GlobalOptions global;

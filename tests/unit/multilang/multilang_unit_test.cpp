@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kcl/multilang.h"
 #include "multilang/multilang_processor.h"
 #include "multilang/properties.h"
 #include "support/emulators.h"
@@ -103,6 +104,33 @@ TEST(PropertiesTest, DeadLetterKeysNameTheSinkAndTheAttempts) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("maxAttemptsBeforeDeadLetter"), std::string::npos)
       << bad.status();
+}
+
+// The public reader (kcl/multilang.h), which the Python runner kcl.kclpy uses: the file's
+// text to the worker's configuration, the child's command and the rest, or every problem.
+TEST(PropertiesTest, ThePublicReaderTakesTheFileText) {
+  auto ok = kcl::read_multilang_properties(
+      "executableName = python3 -m app.main\nstreamName = orders\napplicationName = audit\n"
+      "failoverTimeMillis = 4000\ntimeoutInSeconds = 7\ndeadLetterFile = /tmp/p.jsonl\n"
+      "someFutureKey = 1\n",
+      "app.properties");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->command, (std::vector<std::string>{"python3", "-m", "app.main"}));
+  EXPECT_EQ(ok->worker.stream_name, "orders");
+  EXPECT_EQ(ok->worker.leases.application_name, "audit");
+  EXPECT_EQ(ok->worker.leases.failover_time, 4000ms);
+  EXPECT_EQ(ok->response_timeout, 7000ms);
+  EXPECT_EQ(ok->dead_letter_file, "/tmp/p.jsonl");
+  EXPECT_EQ(ok->ignored_keys, (std::vector<std::string>{"someFutureKey"}));
+  auto line = kcl::read_multilang_properties("streamName = s\nno separator\n", "bad.properties");
+  ASSERT_FALSE(line.ok());
+  EXPECT_EQ(line.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(line.status().message().find("bad.properties line 2"), std::string::npos)
+      << line.status();
+  auto keys = kcl::read_multilang_properties("streamName = s\n", "k.properties");
+  ASSERT_FALSE(keys.ok());
+  EXPECT_NE(keys.status().message().find("executableName is required"), std::string::npos);
+  EXPECT_NE(keys.status().message().find("applicationName is required"), std::string::npos);
 }
 
 // streamNames (kcl-cpp's own): several streams through one lease table; one name is the
