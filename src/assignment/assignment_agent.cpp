@@ -221,7 +221,8 @@ bool AssignmentAgent::renew_lock(bool attention) {
 
 // Acts on the lease keys of the leader's last post (a hint), once per post.
 bool AssignmentAgent::look_at_inbox(const WorkerEntry& self) {
-  if (self.inbox.empty() || (self.incarnation == inbox_seen_.first && self.inbox == inbox_seen_.second)) {
+  if (self.inbox.empty() ||
+      (self.incarnation == inbox_seen_.first && self.inbox == inbox_seen_.second)) {
     return true;
   }
   LookResult looked = adopter_.look_at(self.inbox);
@@ -361,8 +362,8 @@ bool AssignmentAgent::poll_active() {
 }
 
 bool AssignmentAgent::has_news(const WorkerEntry& self) const {
-  const bool posted = !self.inbox.empty() && (self.incarnation != inbox_seen_.first ||
-                                              self.inbox != inbox_seen_.second);
+  const bool posted = !self.inbox.empty() &&
+                      (self.incarnation != inbox_seen_.first || self.inbox != inbox_seen_.second);
   return posted || !adopter_.given_up().empty();
 }
 

@@ -39,7 +39,7 @@ struct WorkerEntry {
   std::string incarnation;
   std::int64_t heartbeat = 0;    // bumped by the worker every renew interval
   std::int64_t lease_count = 0;  // leases it held at its last heartbeat
-  bool draining = false;  // shutting down: the leader assigns it nothing more
+  bool draining = false;         // shutting down: the leader assigns it nothing more
   // Where the worker serves its status endpoint ("http://HOST:PORT"), for the fleet view of
   // the other workers; written once at registration (never by a heartbeat); empty: none.
   std::string status_url;

@@ -312,7 +312,7 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
   u.names["#hb"] = "heartbeat";
   u.names["#lc"] = "leaseCount";
   u.names["#dr"] = "draining";
-  u.names["#old"] = "leaseKbps";  // the earlier form of leaseLoad
+  u.names["#old"] = "leaseKbps";   // the earlier form of leaseLoad
   u.names["#dg"] = "leaseDigest";  // written by earlier versions; no longer kept
   u.values[":one"] = AttributeValue::N(1LL);
   u.values[":count"] = AttributeValue::N(static_cast<long long>(report.lease_count));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <iterator>
 
-
 namespace kcl::assignment {
 
 LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
@@ -152,8 +151,7 @@ LookResult LeaseAdopter::discover() {
   auto owned = store_.owned_lease_keys(worker_id());
   if (!owned.ok()) {
     LookResult failed;
-    failed.status =
-        owned.status().with_context("finding the leases the table gives this worker: ");
+    failed.status = owned.status().with_context("finding the leases the table gives this worker: ");
     return failed;
   }
   const std::vector<std::string> claimed = claimed_keys();  // sorted

@@ -125,8 +125,9 @@ bool LeaseLeader::misses_a_known_worker(const CoordinationView& view) const {
 
 // Whether the next pass should come soon (leader_poll_interval) rather than at the idle
 // interval: something is moving (the last pass failed, assigned, handed off or fenced, or its
-// plan was not balanced), a handoff is pending, the fleet has not settled, a scan is due, or a worker has missed a heartbeat (it may be dying: its silence
-// is then timed from the leader's next reads, not up to an idle interval late).
+// plan was not balanced), a handoff is pending, the fleet has not settled, a scan is due, or a
+// worker has missed a heartbeat (it may be dying: its silence is then timed from the leader's next
+// reads, not up to an idle interval late).
 bool LeaseLeader::wants_attention(const LeaderPassResult& r) const {
   if (!r.status.ok() || !r.balanced || r.assigned || r.handoffs || r.fenced || burst_start_ ||
       scan_needed_ || !dead_.empty()) {

@@ -581,8 +581,7 @@ Result<ScanPage> DynamoDbClient::read_page(std::string_view op, json body,
     return malformed(op, "LastEvaluatedKey is empty");
   }
   if (member_of(response, "ScannedCount")) {
-    KCL_ASSIGN_OR_RETURN(page.scanned_count,
-                         optional_count(op, response, "ScannedCount", op));
+    KCL_ASSIGN_OR_RETURN(page.scanned_count, optional_count(op, response, "ScannedCount", op));
   } else {
     page.scanned_count = static_cast<long long>(page.items.size());
   }

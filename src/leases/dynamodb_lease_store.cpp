@@ -20,7 +20,8 @@ constexpr std::string_view kOwnerIndex = "LeaseOwnerToLeaseKeyIndex";
 bool describes_owner_index(const dynamodb::TableDescription& t) {
   for (const auto& g : t.global_secondary_indexes) {
     if (g.index_name != kOwnerIndex) continue;
-    const bool keyed = !g.key_schema.empty() && g.key_schema[0].attribute_name == attr::kLeaseOwner &&
+    const bool keyed = !g.key_schema.empty() &&
+                       g.key_schema[0].attribute_name == attr::kLeaseOwner &&
                        g.key_schema[0].key_type == "HASH";
     return keyed && (g.index_status.empty() || g.index_status == "ACTIVE");
   }
@@ -208,10 +209,9 @@ Result<std::vector<std::string>> DynamoDbLeaseStore::owned_lease_keys(std::strin
     auto page = indexed ? client_->query_page(options_.table_name, kOwnerIndex, match, start)
                         : client_->scan_page_filtered(options_.table_name, start, match, "#k, #o");
     if (!page.ok()) {
-      return page.status().with_context(indexed ? "querying the leases of " + std::string(owner) +
-                                                      " by index: "
-                                                : "scanning for the leases of " +
-                                                      std::string(owner) + ": ");
+      return page.status().with_context(
+          indexed ? "querying the leases of " + std::string(owner) + " by index: "
+                  : "scanning for the leases of " + std::string(owner) + ": ");
     }
     collect_lease_keys(page->items, keys);
     if (page->last_evaluated_key && start && *page->last_evaluated_key == *start) {

@@ -66,8 +66,8 @@ class DynamoDbLeaseStore final : public LeaseStore {
   // mode, and the Java KCL 3.x's index LeaseOwnerToLeaseKeyIndex: hash leaseOwner, range
   // leaseKey, keys only) and waits until ACTIVE. An existing table is used as it is: its
   // index, if it has one, is used and never changed; one without (a Java KCL 2.x table) is
-  // not given one (owned_lease_keys() then scans). An existing table whose key schema is anything but
-  // leaseKey (S) as the only key is kFailedPrecondition, before anything is written.
+  // not given one (owned_lease_keys() then scans). An existing table whose key schema is anything
+  // but leaseKey (S) as the only key is kFailedPrecondition, before anything is written.
   Status create_table_if_not_exists() override;
   Result<std::vector<Lease>> list_leases() override;
   // A Query of LeaseOwnerToLeaseKeyIndex where the table has it (ACTIVE), else a filtered

@@ -1,13 +1,13 @@
 #include "multilang/properties.h"
 
-#include "kcl/multilang.h"
-
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <optional>
 #include <set>
 #include <sstream>
+
+#include "kcl/multilang.h"
 
 namespace kcl::multilang {
 

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "base/thread_name.h"

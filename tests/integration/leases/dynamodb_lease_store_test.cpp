@@ -90,8 +90,10 @@ TEST_F(DynamoDbLeaseStoreTest, CreatesThePayPerRequestTableOnFirstStart) {
 // Three leases for worker-a, one for worker-b, one free, in `store`.
 void add_owned_leases(DynamoDbLeaseStore& store) {
   const std::vector<std::pair<std::string, std::optional<std::string>>> owners = {
-      {"shardId-000000000003", "worker-a"}, {"shardId-000000000001", "worker-a"},
-      {"shardId-000000000002", "worker-b"}, {"shardId-000000000004", std::nullopt},
+      {"shardId-000000000003", "worker-a"},
+      {"shardId-000000000001", "worker-a"},
+      {"shardId-000000000002", "worker-b"},
+      {"shardId-000000000004", std::nullopt},
       {"shardId-000000000000", "worker-a"}};
   for (const auto& [key, owner] : owners) {
     Lease l;

@@ -153,7 +153,8 @@ TEST(StatusServer, ReadsTheLeaseTableOnlyForAFleetViewSomeoneAskedFor) {
   });
   src.list_leases = [listed] {
     listed->fetch_add(1);
-    return Result<std::vector<Lease>>(std::vector<Lease>{lease("q", "w1", ExtendedSequenceNumber("1"))});
+    return Result<std::vector<Lease>>(
+        std::vector<Lease>{lease("q", "w1", ExtendedSequenceNumber("1"))});
   };
   src.shard_states = [ms] {
     return std::map<std::string, std::string>{{"q", "processing"}, {ms, "processing"}};
