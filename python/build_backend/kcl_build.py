@@ -78,6 +78,9 @@ def _metadata() -> str:
     p = _project()
     lines = ["Metadata-Version: 2.1", "Name: %s" % p["name"], "Version: %s" % version(),
              "Summary: %s" % p.get("description", "")]
+    licence = p.get("license")
+    if isinstance(licence, dict) and licence.get("text"):
+        lines.append("License: %s" % licence["text"])
     if "requires-python" in p:
         lines.append("Requires-Python: %s" % p["requires-python"])
     for keyword in p.get("keywords", []) or []:  # type: ignore[union-attr]
@@ -97,6 +100,9 @@ def _dist_info_files() -> List[Tuple[str, bytes]]:
                            "Root-Is-Purelib: false\nTag: %s\n" % wheel_tag()).encode()),
         (info + "/top_level.txt", b"kcl\n"),
     ]
+    licence = ROOT / "LICENSE"
+    if licence.is_file():
+        files.append((info + "/LICENSE", licence.read_bytes()))
     scripts = dict(_project().get("scripts", {}) or {})  # type: ignore[call-overload]
     if scripts:
         text = "[console_scripts]\n" + "".join("%s = %s\n" % kv for kv in scripts.items())

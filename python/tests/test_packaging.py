@@ -64,6 +64,7 @@ def check_installed(python: str, elsewhere: str, env: Dict[str, str]) -> None:
     show = run([python, "-m", "pip", "show", "kcl-cpp"], elsewhere, env)
     assert "Version: %s" % cmake_version() in show, show
     assert re.search(r"Summary: .*Kinesis", show), show
+    assert "License: Apache-2.0" in show, show
     files = run([python, "-m", "pip", "show", "-f", "kcl-cpp"], elsewhere, env)
     assert "kcl/_kcl" in files and "kcl/py.typed" in files, files
 
