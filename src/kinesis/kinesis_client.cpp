@@ -8,7 +8,6 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -16,6 +15,7 @@
 #include "aws/json_text.h"
 #include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
+#include "kinesis/shard_indexer.h"
 
 namespace kcl::kinesis {
 namespace {
@@ -27,22 +27,6 @@ double to_epoch_seconds(std::chrono::system_clock::time_point tp) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count();
   // Millisecond precision is what Kinesis keeps; keep microseconds and let the service round.
   return static_cast<double>(us) / 1e6;
-}
-
-const char* iterator_type_name(IteratorType t) {
-  switch (t) {
-    case IteratorType::kTrimHorizon:
-      return "TRIM_HORIZON";
-    case IteratorType::kLatest:
-      return "LATEST";
-    case IteratorType::kAtSequenceNumber:
-      return "AT_SEQUENCE_NUMBER";
-    case IteratorType::kAfterSequenceNumber:
-      return "AFTER_SEQUENCE_NUMBER";
-    case IteratorType::kAtTimestamp:
-      return "AT_TIMESTAMP";
-  }
-  return "TRIM_HORIZON";
 }
 
 const char* shard_filter_name(ShardFilterType t) {
@@ -537,30 +521,6 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 }
 
 namespace {
-
-// Numbers the distinct shard ids of one answer into `ids`. A producer's call holds its
-// records shard by shard, so the id is usually the one before; others are looked up.
-class ShardIndexer {
- public:
-  explicit ShardIndexer(std::vector<std::string>& ids) : ids_(ids) {}
-  std::uint32_t index_of(std::string_view id) {
-    if (last_ < ids_.size() && ids_[last_] == id) return last_;
-    if (auto it = map_.find(id); it != map_.end()) return last_ = it->second;
-    last_ = static_cast<std::uint32_t>(ids_.size());
-    ids_.emplace_back(id);
-    map_.emplace(ids_.back(), last_);
-    return last_;
-  }
-
- private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::vector<std::string>& ids_;
-  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> map_;
-  std::uint32_t last_ = 0;
-};
 
 // One entry of a PutRecords answer into out.records[i]; `path` names it in errors. Its
 // position's strings are kept only with `keep_positions`.
