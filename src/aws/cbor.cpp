@@ -177,4 +177,45 @@ void Writer::integer(std::int64_t v) {
   }
 }
 
+bool read_error_body(std::string_view body, std::string& type, std::string& message,
+                     std::string& why) {
+  std::string copy(body);
+  Reader r(copy.data(), copy.size());
+  auto failed = [&](std::string_view where) {
+    why = std::string(where) + ": " + r.error() + " (byte " + std::to_string(r.offset()) + ")";
+    return false;
+  };
+  Head h;
+  if (!r.head(h)) return failed("top level");
+  if (h.major == Major::kTag && h.arg == kTagSelfDescribed && !r.head(h)) {
+    return failed("top level");
+  }
+  if (h.major != Major::kMap) return r.fail("not a map"), failed("top level");
+  for (std::uint64_t i = 0;; ++i) {
+    if (h.indefinite ? r.take_break() : i == h.arg) break;
+    Head name_head;
+    std::string_view name;
+    if (!r.head(name_head)) return failed("a member name");
+    if (name_head.major != Major::kText) {
+      return r.fail("a member name that is not a text string"), failed("top level");
+    }
+    if (!r.string_body(name_head, name)) return failed("a member name");
+    std::string* into = name == "__type"                         ? &type
+                        : name == "message" || name == "Message" ? &message
+                                                                 : nullptr;
+    Head value;
+    if (!r.head(value)) return failed(name);
+    if (into == nullptr || value.is_null()) {
+      if (!r.skip_body(value)) return failed(name);
+      continue;
+    }
+    std::string_view text;
+    if (value.major != Major::kText) return r.fail("not a text string"), failed(name);
+    if (!r.string_body(value, text)) return failed(name);
+    into->assign(text);
+  }
+  if (!r.at_end()) return r.fail("trailing bytes after the top-level map"), failed("top level");
+  return true;
+}
+
 }  // namespace kcl::aws::cbor

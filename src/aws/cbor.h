@@ -220,4 +220,10 @@ class Writer {
   std::string& out_;
 };
 
+// An AWS error answer in CBOR: a map whose "__type" and "message" (or "Message") members are
+// text strings (either may be absent or null; other members are skipped). Returns false when
+// the body is not that, with `why` naming what is wrong.
+bool read_error_body(std::string_view body, std::string& type, std::string& message,
+                     std::string& why);
+
 }  // namespace kcl::aws::cbor

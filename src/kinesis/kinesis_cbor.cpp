@@ -11,7 +11,6 @@
 #include "aws/base64.h"
 #include "aws/cbor.h"
 #include "aws/json_text.h"
-#include "aws/json_util.h"
 #include "kinesis/epoch_seconds.h"
 #include "kinesis/shard_indexer.h"
 
@@ -736,40 +735,6 @@ Status parse_put_record_cbor(std::string_view body, PutRecordResult& out) {
       (have_seq || f.at(r, "SequenceNumber", "missing"));
   if (!ok) {
     out = PutRecordResult{};
-    return f.take();
-  }
-  return Status::Ok();
-}
-
-Status parse_error_cbor(std::string_view body, CborErrorBody& out) {
-  out = CborErrorBody{};
-  std::string copy(body);
-  Reader r(copy.data(), copy.size());
-  Failure f("error");
-  Head top;
-  bool present = false;
-  const bool ok =
-      top_map(r, f, top) &&
-      walk_members(r, f, top, "",
-                   [&](std::string_view name) {
-                     if (equals(name, "__type")) {
-                       std::string raw;
-                       if (!text_into(
-                               r, f, [] { return std::string("__type"); }, raw, present)) {
-                         return Took::kFailed;
-                       }
-                       if (present) out.type = aws::normalize_error_type(raw);
-                       return Took::kRead;
-                     }
-                     if (equals(name, "message") || equals(name, "Message")) {
-                       return took(text_into(
-                           r, f, [&] { return std::string(name); }, out.message, present));
-                     }
-                     return Took::kUnknown;
-                   }) &&
-      end_of_answer(r, f);
-  if (!ok) {
-    out = CborErrorBody{};
     return f.take();
   }
   return Status::Ok();

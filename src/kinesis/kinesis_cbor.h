@@ -1,4 +1,5 @@
-// kinesis/kinesis_cbor.h: the Kinesis data calls in CBOR, as the AWS SDKs send them with
+// kinesis/kinesis_cbor.h: the Kinesis data calls in CBOR (errors: aws::cbor::read_error_body,
+// read by the client for any call), as the AWS SDKs send them with
 // Content-Type application/x-amz-cbor-1.1 (the X-Amz-Target is the JSON protocol's): the same
 // members as AWS JSON 1.1, with record data as CBOR byte strings (no base64) and numbers as
 // CBOR integers.
@@ -62,13 +63,5 @@ Status parse_subscribe_to_shard_initial_response_cbor(std::string_view payload);
 Status parse_put_records_cbor(std::string_view body, std::size_t sent, bool keep_positions,
                               PutRecordsResult& out);
 Status parse_put_record_cbor(std::string_view body, PutRecordResult& out);
-
-// An error answer's body: {"__type": "...", "message": "..."} (either may be absent; a
-// "Message" member is read as well). `type` keeps what follows a '#' ("ns#Type" -> "Type").
-struct CborErrorBody {
-  std::string type;
-  std::string message;
-};
-Status parse_error_cbor(std::string_view body, CborErrorBody& out);
 
 }  // namespace kcl::kinesis

@@ -15,6 +15,7 @@
 #include "aws/json_text.h"
 #include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
+#include "kinesis/kinesis_cbor.h"
 #include "kinesis/shard_indexer.h"
 
 namespace kcl::kinesis {
@@ -424,6 +425,11 @@ Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
 
 Result<aws::HttpRequest> KinesisClient::subscribe_to_shard_request(
     std::string_view consumer_arn, std::string_view shard_id, const IteratorPosition& position) {
+  if (wire_ == Wire::kCbor) {
+    KCL_ASSIGN_OR_RETURN(std::string request,
+                         cbor_subscribe_to_shard_request(consumer_arn, shard_id, position));
+    return client_->signed_request("SubscribeToShard", std::move(request), kCborContentType);
+  }
   json start = {{"Type", iterator_type_name(position.type)}};
   KCL_RETURN_IF_ERROR(
       add_position(start, position, "SequenceNumber", "Kinesis.SubscribeToShard", shard_id));
@@ -454,18 +460,23 @@ Result<std::optional<std::string>> KinesisClient::get_shard_iterator(
 }
 
 Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_iterator, int limit) {
-  json req = {{"ShardIterator", shard_iterator}};
-  if (limit > 0) req["Limit"] = limit;
-  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
-  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request)));
   GetRecordsResult out;
-  Status s = parse_get_records_response_in_place(std::move(body), out);
-  if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
+  KCL_RETURN_IF_ERROR(get_records(shard_iterator, limit, out, aws::CallOptions{}));
   return out;
 }
 
 Status KinesisClient::get_records(std::string_view shard_iterator, int limit, GetRecordsResult& out,
                                   const aws::CallOptions& options, RecordSink* sink) {
+  if (wire_ == Wire::kCbor) {
+    aws::CallOptions cbor = options;
+    cbor.content_type = kCborContentType;
+    KCL_ASSIGN_OR_RETURN(
+        std::string body,
+        client_->call("GetRecords", cbor_get_records_request(shard_iterator, limit), cbor));
+    Status s = parse_get_records_cbor_in_place(std::move(body), out, sink);
+    if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
+    return Status::Ok();
+  }
   json req = {{"ShardIterator", shard_iterator}};
   if (limit > 0) req["Limit"] = limit;
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
@@ -477,6 +488,22 @@ Status KinesisClient::get_records(std::string_view shard_iterator, int limit, Ge
 
 Result<PutRecordResult> KinesisClient::put_record(std::string_view stream,
                                                   const PutRecordsEntry& entry) {
+  if (wire_ == Wire::kCbor) {
+    if (!aws::is_valid_utf8(stream) || !aws::is_valid_utf8(entry.partition_key) ||
+        !aws::is_valid_utf8(entry.explicit_hash_key)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "Kinesis.PutRecord: request not serializable: the stream name, partition key "
+                    "or explicit hash key is not valid UTF-8");
+    }
+    aws::CallOptions cbor;
+    cbor.content_type = kCborContentType;
+    KCL_ASSIGN_OR_RETURN(std::string body,
+                         client_->call("PutRecord", cbor_put_record_request(stream, entry), cbor));
+    PutRecordResult out;
+    Status s = parse_put_record_cbor(body, out);
+    if (!s.ok()) return add_details(std::move(s), *client_, "PutRecord");
+    return out;
+  }
   json req = {{"StreamName", stream},
               {"Data", aws::base64_encode(entry.data)},
               {"PartitionKey", entry.partition_key}};
@@ -504,7 +531,7 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
                   "Kinesis.PutRecords: request not serializable: the stream name is not valid "
                   "UTF-8");
   }
-  PutRecordsRequest request(stream);
+  PutRecordsRequest request(stream, wire_);
   std::size_t bytes = 0;
   for (const auto& e : entries) bytes += e.data.size() + e.partition_key.size();
   request.reserve(entries.size(), bytes);
@@ -567,6 +594,16 @@ Result<PutRecordsResult> KinesisClient::put_records(PutRecordsRequest request,
                                                     const aws::CallOptions& options) {
   const std::size_t sent = request.records();
   const bool keep_positions = request.keeps_positions();
+  if (request.wire() == Wire::kCbor) {
+    aws::CallOptions cbor = options;
+    cbor.content_type = kCborContentType;
+    KCL_ASSIGN_OR_RETURN(std::string body,
+                         client_->call("PutRecords", std::move(request).take_body(), cbor));
+    PutRecordsResult out;
+    Status s = parse_put_records_cbor(body, sent, keep_positions, out);
+    if (!s.ok()) return add_details(std::move(s), *client_, "PutRecords");
+    return out;
+  }
   KCL_ASSIGN_OR_RETURN(std::string body,
                        client_->call("PutRecords", std::move(request).take_body(), options));
   ResponseReader r(*client_, "PutRecords");

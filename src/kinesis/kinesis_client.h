@@ -28,6 +28,13 @@ class KinesisClient {
  public:
   explicit KinesisClient(std::shared_ptr<aws::AwsJsonClient> client);
 
+  // The wire of the data calls (GetRecords, PutRecord, PutRecords made from entries,
+  // SubscribeToShard's request; a PutRecordsRequest carries its own): JSON (the default) or
+  // CBOR (kinesis/kinesis_cbor.h). The answers come back in the request's encoding. Set it
+  // before the client is shared between threads.
+  void set_wire(Wire wire) { wire_ = wire; }
+  Wire wire() const { return wire_; }
+
   // One page. Pass next_token from the previous page only (never invent one).
   Result<ListShardsPage> list_shards_page(std::string_view stream, const ShardFilter& filter,
                                           std::string_view next_token, int max_results = 1000);
@@ -97,6 +104,7 @@ class KinesisClient {
 
  private:
   std::shared_ptr<aws::AwsJsonClient> client_;
+  Wire wire_ = Wire::kJson;
 };
 
 // Parses a GetRecords response body (JSON) into `out`, base64-decoding each record's data.

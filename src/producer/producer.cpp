@@ -697,7 +697,7 @@ class Producer::Impl {
 
   // Without mu_ (the call's records belong to it while it is in flight): its request body.
   kinesis::PutRecordsRequest request_of(const Call& call) const {
-    kinesis::PutRecordsRequest request(config_.stream_name);
+    kinesis::PutRecordsRequest request(config_.stream_name, client_->wire());
     request.reserve(call.entries.size(), call.bytes);
     request.keep_positions(config_.report_positions);
     for (const Entry& e : call.entries) {

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "aws/cbor.h"
+#include "fake_json_client.h"
+#include "kinesis/kinesis_client.h"
 #include "kinesis/put_records_request.h"
 
 namespace kcl::kinesis {
@@ -548,22 +550,35 @@ TEST(KinesisCborAnswerTest, PutRecordsWithFailuresAndWithoutPositions) {
 }
 
 TEST(KinesisCborAnswerTest, Errors) {
-  CborErrorBody e;
-  Status s = parse_error_cbor(hex("a2") + t("__type") +
-                                  t("com.amazonaws.kinesis#ResourceNotFoundException") +
-                                  t("message") + t("Stream s not found"),
-                              e);
-  ASSERT_TRUE(s.ok()) << s.to_string();
-  EXPECT_EQ(e.type, "ResourceNotFoundException");
-  EXPECT_EQ(e.message, "Stream s not found");
-  s = parse_error_cbor(hex("a1") + t("Message") + t("m"), e);
-  ASSERT_TRUE(s.ok());
-  EXPECT_EQ(e.type, "");
-  EXPECT_EQ(e.message, "m");
-  s = parse_error_cbor(hex("a1") + t("__type") + hex("01"), e);
-  EXPECT_NE(s.message().find("__type: expected a text string, found an unsigned integer"),
-            std::string::npos)
-      << s.to_string();
+  std::string type, message, why;
+  ASSERT_TRUE(aws::cbor::read_error_body(hex("a2") + t("__type") +
+                                             t("com.amazonaws.kinesis#ResourceNotFoundException") +
+                                             t("message") + t("Stream s not found"),
+                                         type, message, why))
+      << why;
+  EXPECT_EQ(type, "com.amazonaws.kinesis#ResourceNotFoundException");
+  EXPECT_EQ(message, "Stream s not found");
+  type.clear();
+  message.clear();
+  ASSERT_TRUE(aws::cbor::read_error_body(
+      hex("bf") + t("Message") + t("m") + t("other") + hex("82 01 02") + t("__type") + hex("f6 ff"),
+      type, message, why))
+      << why;
+  EXPECT_EQ(type, "");
+  EXPECT_EQ(message, "m");
+  EXPECT_FALSE(aws::cbor::read_error_body(hex("a1") + t("__type") + hex("01"), type, message, why));
+  EXPECT_EQ(why, "__type: not a text string (byte 9)");
+  EXPECT_FALSE(aws::cbor::read_error_body(hex("a1") + t("__type"), type, message, why));
+  EXPECT_FALSE(aws::cbor::read_error_body("{\"__type\":\"x\"}", type, message, why));
+  EXPECT_EQ(why.rfind("top level: ", 0), 0u) << why;
+  EXPECT_FALSE(aws::cbor::read_error_body(hex("80"), type, message, why));
+  EXPECT_EQ(why, "top level: not a map (byte 1)");
+  EXPECT_FALSE(aws::cbor::read_error_body(hex("a0 00"), type, message, why));
+  // Every truncation of a valid body is refused.
+  const std::string body = hex("a2") + t("__type") + t("X") + t("message") + t("m");
+  for (std::size_t n = 0; n < body.size(); ++n) {
+    EXPECT_FALSE(aws::cbor::read_error_body(body.substr(0, n), type, message, why)) << n;
+  }
 }
 
 // ---- round trips through nlohmann::json's CBOR ----
@@ -679,6 +694,63 @@ TEST(KinesisCborRoundTripTest, PutRecordsAnswerThroughAnIndependentEncoder) {
     }
   }
   EXPECT_EQ(out.failed_record_count, failures);
+}
+
+// ---- the client on the CBOR wire ----
+
+std::string cbor_of(const json& j) {
+  const auto bytes = json::to_cbor(j);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+TEST(KinesisClientCborTest, DataCallsGoInCbor) {
+  auto fake = std::make_shared<fake::FakeJsonClient>();
+  KinesisClient client(fake);
+  EXPECT_EQ(client.wire(), Wire::kJson);
+  client.set_wire(Wire::kCbor);
+  const std::string data("\x00\x01\xfe\xff", 4);
+  const json record = {{"SequenceNumber", "7"},
+                       {"ApproximateArrivalTimestamp", 1700000000123},
+                       {"Data", json::binary({0, 1, 0xfe, 0xff})},
+                       {"PartitionKey", "k"}};
+  fake->responses.push_back(cbor_of({{"Records", {record}}, {"NextShardIterator", "next"}}));
+  fake->responses.push_back(
+      cbor_of({{"FailedRecordCount", 0},
+               {"Records", {{{"SequenceNumber", "8"}, {"ShardId", "shardId-000000000000"}}}}}));
+  fake->responses.push_back(cbor_of({{"SequenceNumber", "9"}, {"ShardId", "shardId-1"}}));
+
+  auto got = client.get_records("it", 100);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->records.size(), 1u);
+  EXPECT_EQ(got->records[0].data, data);
+  EXPECT_EQ(millis(got->records[0].approximate_arrival_timestamp), 1700000000123);
+  EXPECT_EQ(got->next_shard_iterator, "next");
+
+  auto put = client.put_records("s", {PutRecordsEntry{data, "k", ""}});
+  ASSERT_TRUE(put.ok()) << put.status().to_string();
+  EXPECT_EQ(put->records[0].sequence_number, "8");
+
+  auto one = client.put_record("s", PutRecordsEntry{data, "k", ""});
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(one->shard_id, "shardId-1");
+
+  ASSERT_EQ(fake->calls.size(), 3u);
+  for (const auto& c : fake->calls) EXPECT_EQ(c.content_type, kCborContentType) << c.operation;
+  EXPECT_EQ(fake->calls[0].body, json({{"ShardIterator", "it"}, {"Limit", 100}}));
+  const json sent_data = json::binary({0, 1, 0xfe, 0xff});
+  EXPECT_EQ(fake->calls[1].body["Records"][0]["Data"], sent_data);
+  EXPECT_EQ(fake->calls[2].body["Data"], sent_data);
+
+  // A malformed answer names the operation and the field, with the call's details.
+  fake->responses.push_back(cbor_of({{"Records", {{{"Data", 5}}}}}));
+  auto bad = client.get_records("it", 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("Kinesis.GetRecords: malformed CBOR response: "
+                                        "Records[0].Data: expected a byte string"),
+            std::string::npos)
+      << bad.status().to_string();
+  ASSERT_TRUE(bad.status().aws().has_value());
+  EXPECT_EQ(bad.status().aws()->operation, "Kinesis.GetRecords");
 }
 
 // ---- the decoder under bad answers ----
