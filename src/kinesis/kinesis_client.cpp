@@ -5,6 +5,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -186,6 +187,51 @@ Status add_details(Status s, const aws::AwsJsonClient& client, std::string_view 
 }
 
 }  // namespace
+
+Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string& reason) {
+  switch (configured) {
+    case KinesisWire::kCbor:
+      reason = "configured";
+      return Wire::kCbor;
+    case KinesisWire::kJson:
+      reason = "configured";
+      return Wire::kJson;
+    case KinesisWire::kAuto:
+      break;
+  }
+  // The host: between "://" and the next ':' or '/'.
+  std::string_view host = endpoint;
+  if (const std::size_t scheme = host.find("://"); scheme != std::string_view::npos) {
+    host.remove_prefix(scheme + 3);
+  }
+  host = host.substr(0, host.find_first_of(":/"));
+  std::string lower(host);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto ends_with = [&lower](std::string_view suffix) {
+    return lower.size() > suffix.size() &&
+           lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with(".amazonaws.com") || ends_with(".amazonaws.com.cn")) {
+    reason = "auto: " + std::string(host) + " is an AWS endpoint";
+    return Wire::kCbor;
+  }
+  reason = "auto: " + std::string(host) +
+           " is not an AWS endpoint (local emulators such as kinesalite read JSON only)";
+  return Wire::kJson;
+}
+
+bool parse_kinesis_wire(std::string_view text, KinesisWire& out) {
+  if (text == "auto") {
+    out = KinesisWire::kAuto;
+  } else if (text == "cbor") {
+    out = KinesisWire::kCbor;
+  } else if (text == "json") {
+    out = KinesisWire::kJson;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 KinesisClient::KinesisClient(std::shared_ptr<aws::AwsJsonClient> client)
     : client_(std::move(client)) {}

@@ -1045,3 +1045,33 @@ TEST(KinesisCborFuzzTest, RandomByteFlips) {
 
 }  // namespace
 }  // namespace kcl::kinesis
+
+namespace kcl::kinesis {
+namespace {
+
+TEST(KinesisWireChoiceTest, AutoIsCborOnAwsEndpointsOnly) {
+  std::string why;
+  EXPECT_EQ(choose_wire(KinesisWire::kAuto, "https://kinesis.us-east-1.amazonaws.com", why),
+            Wire::kCbor);
+  EXPECT_NE(why.find("kinesis.us-east-1.amazonaws.com is an AWS endpoint"), std::string::npos);
+  EXPECT_EQ(
+      choose_wire(KinesisWire::kAuto, "https://KINESIS.cn-north-1.amazonaws.com.cn:443/", why),
+      Wire::kCbor);
+  EXPECT_EQ(choose_wire(KinesisWire::kAuto, "http://127.0.0.1:4567", why), Wire::kJson);
+  EXPECT_NE(why.find("127.0.0.1 is not an AWS endpoint"), std::string::npos);
+  EXPECT_EQ(choose_wire(KinesisWire::kAuto, "https://amazonaws.com.evil.example", why),
+            Wire::kJson);
+  EXPECT_EQ(choose_wire(KinesisWire::kCbor, "http://127.0.0.1:4567", why), Wire::kCbor);
+  EXPECT_EQ(why, "configured");
+  EXPECT_EQ(choose_wire(KinesisWire::kJson, "https://kinesis.us-east-1.amazonaws.com", why),
+            Wire::kJson);
+  KinesisWire w = KinesisWire::kAuto;
+  EXPECT_TRUE(parse_kinesis_wire("cbor", w));
+  EXPECT_EQ(w, KinesisWire::kCbor);
+  EXPECT_TRUE(parse_kinesis_wire("json", w));
+  EXPECT_EQ(w, KinesisWire::kJson);
+  EXPECT_FALSE(parse_kinesis_wire("CBOR", w));
+}
+
+}  // namespace
+}  // namespace kcl::kinesis
