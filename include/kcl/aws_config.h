@@ -52,6 +52,19 @@ struct HttpConfig {
   // Proxies come from HTTPS_PROXY / HTTP_PROXY / NO_PROXY (libcurl reads them).
 };
 
+// How the Kinesis data calls (GetRecords, PutRecord(s), SubscribeToShard) are encoded; the
+// control-plane calls are JSON either way.
+enum class KinesisWire {
+  // CBOR on AWS endpoints (a host ending in .amazonaws.com or .amazonaws.com.cn), JSON
+  // elsewhere (local emulators: kinesalite reads JSON only). The choice is logged once.
+  kAuto,
+  // CBOR (application/x-amz-cbor-1.1, what the AWS SDK for Java sends): record data travels
+  // as raw bytes.
+  kCbor,
+  // AWS JSON 1.1: record data in base64.
+  kJson,
+};
+
 struct AwsConfig {
   // Region, e.g. "us-east-1". Empty = AWS_REGION, AWS_DEFAULT_REGION, then the profile's
   // `region` in ~/.aws/config.
@@ -69,6 +82,8 @@ struct AwsConfig {
   std::optional<StaticCredentials> credentials;
   RetryConfig retry;
   HttpConfig http;
+  // The Kinesis data calls' encoding. Default kAuto.
+  KinesisWire kinesis_wire = KinesisWire::kAuto;
 
   // Every problem with this configuration, in plain words; empty when valid.
   std::vector<std::string> validate() const;

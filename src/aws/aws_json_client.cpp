@@ -148,6 +148,7 @@ struct Call {
   std::string_view operation;  // "GetRecords"
   std::string op;              // "Kinesis.GetRecords", for messages
   std::string target;          // the X-Amz-Target header
+  std::string content_type;    // the Content-Type header
   std::string payload_hash;
   HttpRequest request;
   AwsErrorDetails details;
@@ -180,8 +181,9 @@ class JsonClient final : public AwsJsonClient {
     }
   }
 
-  Result<HttpRequest> signed_request(std::string_view operation, std::string json_body) override {
-    Call c = new_call(operation, std::move(json_body));
+  Result<HttpRequest> signed_request(std::string_view operation, std::string json_body,
+                                     std::string_view content_type) override {
+    Call c = new_call(operation, std::move(json_body), content_type);
     KCL_RETURN_IF_ERROR(check_usable(c, /*needs_transport=*/false));
     Credentials creds;
     std::string signature;
@@ -196,7 +198,7 @@ class JsonClient final : public AwsJsonClient {
   Result<std::string> call(std::string_view operation, std::string json_body,
                            const CallOptions& options) override {
     const CallBudget budget = budget_for(options);
-    Call c = new_call(operation, std::move(json_body));
+    Call c = new_call(operation, std::move(json_body), options.content_type);
     KCL_RETURN_IF_ERROR(check_usable(c, /*needs_transport=*/true));
     for (int attempt = 1;; ++attempt) {
       c.details.attempts = attempt;
@@ -218,9 +220,11 @@ class JsonClient final : public AwsJsonClient {
   }
 
  private:
-  Call new_call(std::string_view operation, std::string json_body) const {
+  Call new_call(std::string_view operation, std::string json_body,
+                std::string_view content_type) const {
     Call c;
     c.operation = operation;
+    c.content_type = content_type.empty() ? service_.content_type : std::string(content_type);
     c.op = service_.display_name + "." + std::string(operation);
     c.target = service_.target_prefix + "." + std::string(operation);
     c.details.operation = c.op;
@@ -407,7 +411,7 @@ class JsonClient final : public AwsJsonClient {
     SigningInput in;
     in.method = request.method;
     in.path = path_;
-    in.headers = {{"Host", host_}, {"Content-Type", service_.content_type}};
+    in.headers = {{"Host", host_}, {"Content-Type", c.content_type}};
     if (!service_.query_protocol) in.headers.emplace_back("X-Amz-Target", c.target);
     in.payload = request.body;
     in.payload_hash = c.payload_hash;

@@ -45,6 +45,9 @@ struct CallOptions {
   int max_attempts = 0;
   // Overrides the configured call deadline (all attempts and backoffs) when non-zero.
   std::chrono::milliseconds deadline{0};
+  // The request's Content-Type when not empty (e.g. "application/x-amz-cbor-1.1" for a body
+  // in CBOR); else the service's. An error answer is read in the encoding it names.
+  std::string_view content_type{};
 };
 
 class RetryPolicy;
@@ -61,9 +64,12 @@ class AwsJsonClient {
   // streaming call such as SubscribeToShard over aws::StreamingTransport). Errors: no
   // credentials, an unresolved endpoint; kFailedPrecondition for clients that cannot sign
   // (fakes).
-  virtual Result<HttpRequest> signed_request(std::string_view operation, std::string json_body) {
+  // `content_type` as in CallOptions.
+  virtual Result<HttpRequest> signed_request(std::string_view operation, std::string json_body,
+                                             std::string_view content_type = {}) {
     (void)operation;
     (void)json_body;
+    (void)content_type;
     return Status(StatusCode::kFailedPrecondition, "this client cannot sign requests");
   }
   virtual const std::string& endpoint() const = 0;

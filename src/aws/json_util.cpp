@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "aws/cbor.h"
 #include "aws/text.h"
 
 namespace kcl::aws {
@@ -97,6 +98,19 @@ AwsErrorBody parse_aws_error(const HttpResponse& response) {
   std::string_view body = trim(response.body);
   if (body.empty()) {
     e.empty_body = true;
+    return e;
+  }
+  if (e.content_type.find("cbor") != std::string::npos) {
+    // The CBOR protocol's errors: {"__type": ..., "message": ...} in CBOR (not trimmed:
+    // whitespace bytes are data there).
+    std::string type, why;
+    if (cbor::read_error_body(response.body, type, e.message, why)) {
+      e.body_is_json = true;  // structured: type and message are known
+      if (e.type.empty()) e.type = normalize_error_type(type);
+    } else {
+      e.body_is_json = false;
+      e.snippet = "CBOR error body unreadable: " + why;
+    }
     return e;
   }
   if (body.front() == '<') {

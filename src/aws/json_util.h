@@ -14,8 +14,9 @@ struct AwsErrorBody {
   std::string type;     // e.g. "ResourceNotFoundException"; empty when none was found
   std::string message;  // the service's message; empty when none
   bool empty_body = false;
-  bool body_is_json = false;  // a structured error (JSON, or the query protocol's XML); false
-                              // for HTML pages, plain text, truncated JSON
+  bool body_is_json = false;  // a structured error (JSON, the query protocol's XML, or CBOR
+                              // when the Content-Type says so); false for HTML pages, plain
+                              // text, truncated JSON or CBOR
   std::string snippet;        // when not JSON: the start of the body, sanitized (<= ~200 chars)
   std::string content_type;   // the response's Content-Type, sanitized
 };

@@ -420,12 +420,7 @@ class PooledState {
 // Parses out.buffer->body[offset, offset + size) (padded: the body's capacity reaches at
 // least SIMDJSON_PADDING past it) in place.
 Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size, RecordSink* sink) {
-  out.records.clear();
-  out.next_shard_iterator.reset();
-  out.continuation_sequence_number.reset();
-  out.millis_behind_latest = 0;
-  out.child_shards.clear();
-  out.payload_bytes = 0;
+  out.reset_answer();
   std::string& body = out.buffer->body;
   PooledState pooled;
   // A parser grown for every slightly larger answer would allocate (and fault in) its index
@@ -439,12 +434,7 @@ Status parse_buffer(GetRecordsResult& out, std::size_t offset, std::size_t size,
           pooled->parser.iterate(body.data() + offset, size, body.capacity() - offset).get(doc))
     return malformed_at("document", err);
   Status s = parse_document(doc, out, sink);
-  if (!s.ok()) {
-    out.records.clear();
-    out.next_shard_iterator.reset();
-    out.child_shards.clear();
-    out.payload_bytes = 0;
-  }
+  if (!s.ok()) out.reset_answer();
   return s;
 }
 
@@ -482,10 +472,9 @@ static_assert(aws::HttpResponse::kBodySlack >= simdjson::SIMDJSON_PADDING);
 Status parse_subscribe_to_shard_event_in_place(std::string&& buffer, std::size_t offset,
                                                std::size_t size, GetRecordsResult& out,
                                                RecordSink* sink) {
-  if (offset > buffer.size() || size > buffer.size() - offset) {
+  if (!range_within(buffer.size(), offset, size)) {
     out = GetRecordsResult{};
-    return Status(StatusCode::kInvalidArgument,
-                  "SubscribeToShardEvent: payload range outside its buffer");
+    return payload_range_error();
   }
   return parse_owned(std::move(buffer), offset, size, out, sink);
 }

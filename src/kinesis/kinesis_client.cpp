@@ -5,10 +5,10 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -16,6 +16,8 @@
 #include "aws/json_text.h"
 #include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
+#include "kinesis/kinesis_cbor.h"
+#include "kinesis/shard_indexer.h"
 
 namespace kcl::kinesis {
 namespace {
@@ -27,22 +29,6 @@ double to_epoch_seconds(std::chrono::system_clock::time_point tp) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count();
   // Millisecond precision is what Kinesis keeps; keep microseconds and let the service round.
   return static_cast<double>(us) / 1e6;
-}
-
-const char* iterator_type_name(IteratorType t) {
-  switch (t) {
-    case IteratorType::kTrimHorizon:
-      return "TRIM_HORIZON";
-    case IteratorType::kLatest:
-      return "LATEST";
-    case IteratorType::kAtSequenceNumber:
-      return "AT_SEQUENCE_NUMBER";
-    case IteratorType::kAfterSequenceNumber:
-      return "AFTER_SEQUENCE_NUMBER";
-    case IteratorType::kAtTimestamp:
-      return "AT_TIMESTAMP";
-  }
-  return "TRIM_HORIZON";
 }
 
 const char* shard_filter_name(ShardFilterType t) {
@@ -201,6 +187,51 @@ Status add_details(Status s, const aws::AwsJsonClient& client, std::string_view 
 }
 
 }  // namespace
+
+Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string& reason) {
+  switch (configured) {
+    case KinesisWire::kCbor:
+      reason = "configured";
+      return Wire::kCbor;
+    case KinesisWire::kJson:
+      reason = "configured";
+      return Wire::kJson;
+    case KinesisWire::kAuto:
+      break;
+  }
+  // The host: between "://" and the next ':' or '/'.
+  std::string_view host = endpoint;
+  if (const std::size_t scheme = host.find("://"); scheme != std::string_view::npos) {
+    host.remove_prefix(scheme + 3);
+  }
+  host = host.substr(0, host.find_first_of(":/"));
+  std::string lower(host);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto ends_with = [&lower](std::string_view suffix) {
+    return lower.size() > suffix.size() &&
+           lower.compare(lower.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends_with(".amazonaws.com") || ends_with(".amazonaws.com.cn")) {
+    reason = "auto: " + std::string(host) + " is an AWS endpoint";
+    return Wire::kCbor;
+  }
+  reason = "auto: " + std::string(host) +
+           " is not an AWS endpoint (local emulators such as kinesalite read JSON only)";
+  return Wire::kJson;
+}
+
+bool parse_kinesis_wire(std::string_view text, KinesisWire& out) {
+  if (text == "auto") {
+    out = KinesisWire::kAuto;
+  } else if (text == "cbor") {
+    out = KinesisWire::kCbor;
+  } else if (text == "json") {
+    out = KinesisWire::kJson;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 KinesisClient::KinesisClient(std::shared_ptr<aws::AwsJsonClient> client)
     : client_(std::move(client)) {}
@@ -440,6 +471,11 @@ Result<std::string> KinesisClient::get_shard_iterator(std::string_view stream,
 
 Result<aws::HttpRequest> KinesisClient::subscribe_to_shard_request(
     std::string_view consumer_arn, std::string_view shard_id, const IteratorPosition& position) {
+  if (wire_ == Wire::kCbor) {
+    KCL_ASSIGN_OR_RETURN(std::string request,
+                         cbor_subscribe_to_shard_request(consumer_arn, shard_id, position));
+    return client_->signed_request("SubscribeToShard", std::move(request), kCborContentType);
+  }
   json start = {{"Type", iterator_type_name(position.type)}};
   KCL_RETURN_IF_ERROR(
       add_position(start, position, "SequenceNumber", "Kinesis.SubscribeToShard", shard_id));
@@ -470,18 +506,23 @@ Result<std::optional<std::string>> KinesisClient::get_shard_iterator(
 }
 
 Result<GetRecordsResult> KinesisClient::get_records(std::string_view shard_iterator, int limit) {
-  json req = {{"ShardIterator", shard_iterator}};
-  if (limit > 0) req["Limit"] = limit;
-  KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
-  KCL_ASSIGN_OR_RETURN(std::string body, client_->call("GetRecords", std::move(request)));
   GetRecordsResult out;
-  Status s = parse_get_records_response_in_place(std::move(body), out);
-  if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
+  KCL_RETURN_IF_ERROR(get_records(shard_iterator, limit, out, aws::CallOptions{}));
   return out;
 }
 
 Status KinesisClient::get_records(std::string_view shard_iterator, int limit, GetRecordsResult& out,
                                   const aws::CallOptions& options, RecordSink* sink) {
+  if (wire_ == Wire::kCbor) {
+    aws::CallOptions cbor = options;
+    cbor.content_type = kCborContentType;
+    KCL_ASSIGN_OR_RETURN(
+        std::string body,
+        client_->call("GetRecords", cbor_get_records_request(shard_iterator, limit), cbor));
+    Status s = parse_get_records_cbor_in_place(std::move(body), out, sink);
+    if (!s.ok()) return add_details(std::move(s), *client_, "GetRecords");
+    return Status::Ok();
+  }
   json req = {{"ShardIterator", shard_iterator}};
   if (limit > 0) req["Limit"] = limit;
   KCL_ASSIGN_OR_RETURN(std::string request, dump(req, "GetRecords"));
@@ -493,6 +534,22 @@ Status KinesisClient::get_records(std::string_view shard_iterator, int limit, Ge
 
 Result<PutRecordResult> KinesisClient::put_record(std::string_view stream,
                                                   const PutRecordsEntry& entry) {
+  if (wire_ == Wire::kCbor) {
+    if (!aws::is_valid_utf8(stream) || !aws::is_valid_utf8(entry.partition_key) ||
+        !aws::is_valid_utf8(entry.explicit_hash_key)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "Kinesis.PutRecord: request not serializable: the stream name, partition key "
+                    "or explicit hash key is not valid UTF-8");
+    }
+    aws::CallOptions cbor;
+    cbor.content_type = kCborContentType;
+    KCL_ASSIGN_OR_RETURN(std::string body,
+                         client_->call("PutRecord", cbor_put_record_request(stream, entry), cbor));
+    PutRecordResult out;
+    Status s = parse_put_record_cbor(body, out);
+    if (!s.ok()) return add_details(std::move(s), *client_, "PutRecord");
+    return out;
+  }
   json req = {{"StreamName", stream},
               {"Data", aws::base64_encode(entry.data)},
               {"PartitionKey", entry.partition_key}};
@@ -520,7 +577,7 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
                   "Kinesis.PutRecords: request not serializable: the stream name is not valid "
                   "UTF-8");
   }
-  PutRecordsRequest request(stream);
+  PutRecordsRequest request(stream, wire_);
   std::size_t bytes = 0;
   for (const auto& e : entries) bytes += e.data.size() + e.partition_key.size();
   request.reserve(entries.size(), bytes);
@@ -537,30 +594,6 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 }
 
 namespace {
-
-// Numbers the distinct shard ids of one answer into `ids`. A producer's call holds its
-// records shard by shard, so the id is usually the one before; others are looked up.
-class ShardIndexer {
- public:
-  explicit ShardIndexer(std::vector<std::string>& ids) : ids_(ids) {}
-  std::uint32_t index_of(std::string_view id) {
-    if (last_ < ids_.size() && ids_[last_] == id) return last_;
-    if (auto it = map_.find(id); it != map_.end()) return last_ = it->second;
-    last_ = static_cast<std::uint32_t>(ids_.size());
-    ids_.emplace_back(id);
-    map_.emplace(ids_.back(), last_);
-    return last_;
-  }
-
- private:
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::vector<std::string>& ids_;
-  std::unordered_map<std::string, std::uint32_t, Hash, std::equal_to<>> map_;
-  std::uint32_t last_ = 0;
-};
 
 // One entry of a PutRecords answer into out.records[i]; `path` names it in errors. Its
 // position's strings are kept only with `keep_positions`.
@@ -607,6 +640,16 @@ Result<PutRecordsResult> KinesisClient::put_records(PutRecordsRequest request,
                                                     const aws::CallOptions& options) {
   const std::size_t sent = request.records();
   const bool keep_positions = request.keeps_positions();
+  if (request.wire() == Wire::kCbor) {
+    aws::CallOptions cbor = options;
+    cbor.content_type = kCborContentType;
+    KCL_ASSIGN_OR_RETURN(std::string body,
+                         client_->call("PutRecords", std::move(request).take_body(), cbor));
+    PutRecordsResult out;
+    Status s = parse_put_records_cbor(body, sent, keep_positions, out);
+    if (!s.ok()) return add_details(std::move(s), *client_, "PutRecords");
+    return out;
+  }
   KCL_ASSIGN_OR_RETURN(std::string body,
                        client_->call("PutRecords", std::move(request).take_body(), options));
   ResponseReader r(*client_, "PutRecords");

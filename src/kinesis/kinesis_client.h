@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "aws/aws_json_client.h"
+#include "kcl/aws_config.h"
 #include "kinesis/kinesis_types.h"
 #include "kinesis/put_records_request.h"
 
@@ -27,6 +28,13 @@ struct ListShardsPage {
 class KinesisClient {
  public:
   explicit KinesisClient(std::shared_ptr<aws::AwsJsonClient> client);
+
+  // The wire of the data calls (GetRecords, PutRecord, PutRecords made from entries,
+  // SubscribeToShard's request; a PutRecordsRequest carries its own): JSON (the default) or
+  // CBOR (kinesis/kinesis_cbor.h). The answers come back in the request's encoding. Set it
+  // before the client is shared between threads.
+  void set_wire(Wire wire) { wire_ = wire; }
+  Wire wire() const { return wire_; }
 
   // One page. Pass next_token from the previous page only (never invent one).
   Result<ListShardsPage> list_shards_page(std::string_view stream, const ShardFilter& filter,
@@ -97,7 +105,15 @@ class KinesisClient {
 
  private:
   std::shared_ptr<aws::AwsJsonClient> client_;
+  Wire wire_ = Wire::kJson;
 };
+
+// The wire `configured` means for a client of `endpoint` (KinesisWire::kAuto: CBOR on an AWS
+// host, *.amazonaws.com or *.amazonaws.com.cn, JSON elsewhere), and in `reason` why, for the
+// log line a program writes once at start.
+Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string& reason);
+// "cbor" / "json" / "auto" (what --wire and the configuration files take); false otherwise.
+bool parse_kinesis_wire(std::string_view text, KinesisWire& out);
 
 // Parses a GetRecords response body (JSON) into `out`, base64-decoding each record's data.
 // Fast path used by the client and by bench/. Errors: kInternal naming what was malformed.

@@ -12,8 +12,14 @@
 #include <vector>
 
 #include "kcl/record.h"
+#include "kcl/status.h"
 
 namespace kcl::kinesis {
+
+// How the data calls (GetRecords, PutRecord(s), SubscribeToShard) are encoded: AWS JSON 1.1
+// (record data in base64) or CBOR (application/x-amz-cbor-1.1, record data as raw bytes; see
+// kinesis/kinesis_cbor.h). The control-plane calls are JSON either way.
+enum class Wire { kJson, kCbor };
 
 struct HashKeyRange {
   std::string starting_hash_key;  // decimal, 128-bit
@@ -74,6 +80,23 @@ enum class IteratorType {
   kAfterSequenceNumber,
   kAtTimestamp,
 };
+
+// The name the API gives an iterator type ("TRIM_HORIZON", "AT_SEQUENCE_NUMBER", ...).
+inline const char* iterator_type_name(IteratorType t) {
+  switch (t) {
+    case IteratorType::kTrimHorizon:
+      return "TRIM_HORIZON";
+    case IteratorType::kLatest:
+      return "LATEST";
+    case IteratorType::kAtSequenceNumber:
+      return "AT_SEQUENCE_NUMBER";
+    case IteratorType::kAfterSequenceNumber:
+      return "AFTER_SEQUENCE_NUMBER";
+    case IteratorType::kAtTimestamp:
+      return "AT_TIMESTAMP";
+  }
+  return "TRIM_HORIZON";
+}
 
 struct IteratorPosition {
   IteratorType type = IteratorType::kTrimHorizon;
@@ -140,7 +163,27 @@ struct GetRecordsResult {
   std::vector<ChildShard> child_shards;
   bool shard_ended() const { return !next_shard_iterator.has_value(); }
   std::size_t payload_bytes = 0;  // sum of decoded data sizes
+  // Empties everything an answer sets (before a parse, and after a failed one); the buffer
+  // and the records vector's capacity stay.
+  void reset_answer() {
+    records.clear();
+    next_shard_iterator.reset();
+    continuation_sequence_number.reset();
+    millis_behind_latest = 0;
+    child_shards.clear();
+    payload_bytes = 0;
+  }
 };
+
+// Whether [offset, offset + size) lies within a buffer of `buffer_size` bytes (a
+// SubscribeToShardEvent's payload in its frame), and the error when it does not.
+inline bool range_within(std::size_t buffer_size, std::size_t offset, std::size_t size) {
+  return offset <= buffer_size && size <= buffer_size - offset;
+}
+inline Status payload_range_error() {
+  return Status(StatusCode::kInvalidArgument,
+                "SubscribeToShardEvent: payload range outside its buffer");
+}
 
 struct PutRecordsEntry {
   std::string data;

@@ -8,6 +8,9 @@
 //
 // Body: {"StreamName":"...","Records":[{"Data":"<base64>","PartitionKey":"...",
 //        "ExplicitHashKey":"..."},...]} (ExplicitHashKey only when given).
+// With Wire::kCbor the same members in CBOR (application/x-amz-cbor-1.1): a map of two,
+// Records an indefinite-length array (its count is known only at the end), each record a
+// map with Data as a byte string (the record's bytes as they are, no base64).
 //
 // Thread safety: a plain value (one thread at a time).
 #pragma once
@@ -16,16 +19,19 @@
 #include <string>
 #include <string_view>
 
+#include "kinesis/kinesis_types.h"
+
 namespace kcl::kinesis {
 
 class PutRecordsRequest {
  public:
-  explicit PutRecordsRequest(std::string_view stream);
+  explicit PutRecordsRequest(std::string_view stream, Wire wire = Wire::kJson);
+  Wire wire() const { return wire_; }
 
   // Makes room for `records` more records carrying `bytes` bytes of data and keys in all.
   void reserve(std::size_t records, std::size_t bytes);
-  // Appends one record. The keys must be valid UTF-8 (Kinesis takes Unicode keys); they are
-  // escaped as JSON requires.
+  // Appends one record. The keys must be valid UTF-8 (Kinesis takes Unicode keys); in JSON
+  // they are escaped as JSON requires.
   void add(std::string_view data, std::string_view partition_key,
            std::string_view explicit_hash_key = {});
   std::size_t records() const { return records_; }
@@ -39,7 +45,11 @@ class PutRecordsRequest {
   std::string take_body() &&;
 
  private:
+  void add_cbor(std::string_view data, std::string_view partition_key,
+                std::string_view explicit_hash_key);
+
   std::string body_;
+  Wire wire_ = Wire::kJson;
   std::size_t records_ = 0;
   bool keep_positions_ = true;
 };

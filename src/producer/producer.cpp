@@ -697,7 +697,7 @@ class Producer::Impl {
 
   // Without mu_ (the call's records belong to it while it is in flight): its request body.
   kinesis::PutRecordsRequest request_of(const Call& call) const {
-    kinesis::PutRecordsRequest request(config_.stream_name);
+    kinesis::PutRecordsRequest request(config_.stream_name, client_->wire());
     request.reserve(call.entries.size(), call.bytes);
     request.keep_positions(config_.report_positions);
     for (const Entry& e : call.entries) {
@@ -1047,6 +1047,12 @@ Result<std::unique_ptr<Producer>> Producer::create(ProducerConfig config, Depend
   }
   auto client = std::make_shared<kinesis::KinesisClient>(
       std::shared_ptr<aws::AwsJsonClient>(std::move(*raw)));
+  std::string why;
+  client->set_wire(kinesis::choose_wire(config.aws.kinesis_wire, client->raw().endpoint(), why));
+  const std::shared_ptr<Logger> logger = deps.logger ? deps.logger : make_default_logger();
+  logger->log(LogLevel::kInfo, "producer",
+              std::string("Kinesis data calls in ") +
+                  (client->wire() == kinesis::Wire::kCbor ? "CBOR" : "JSON") + " (" + why + ")");
   return producer::ProducerAccess::make(std::move(config), std::move(client), std::move(deps));
 }
 

@@ -7,6 +7,7 @@
 #include "aws/json_util.h"
 #include "aws/retry.h"
 #include "eventstream/event_stream.h"
+#include "kinesis/kinesis_cbor.h"
 #include "retrieval/resume.h"
 
 namespace kcl::retrieval {
@@ -318,8 +319,13 @@ std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std
   FetchedBatch batch;
   BatchBuilder builder(event_, shard_id_, batch,
                        std::min(m.payload_size / kMinRecordJsonBytes, kMaxRecordsReserved));
-  Status parsed = kinesis::parse_subscribe_to_shard_event_in_place(
-      std::move(m.frame), m.payload_offset, m.payload_size, event_, &builder);
+  // The payload's encoding is the one the subscription asked for, named by the event.
+  const bool cbor = m.string_header(":content-type").find("cbor") != std::string_view::npos;
+  Status parsed = cbor
+                      ? kinesis::parse_subscribe_to_shard_event_cbor_in_place(
+                            std::move(m.frame), m.payload_offset, m.payload_size, event_, &builder)
+                      : kinesis::parse_subscribe_to_shard_event_in_place(
+                            std::move(m.frame), m.payload_offset, m.payload_size, event_, &builder);
   if (!parsed.ok()) {
     // A malformed event: its records cannot be trusted (those handed over before the failure
     // go with `batch`, the frame with the buffer); subscribe again after the last good

@@ -345,6 +345,13 @@ Status Worker::Impl::make_clients() {
         auto raw, aws::make_aws_json_client(aws::kinesis_service(), config_.aws, &aws_parts));
     kinesis_ = std::make_shared<kinesis::KinesisClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+    std::string why;
+    kinesis_->set_wire(
+        kinesis::choose_wire(config_.aws.kinesis_wire, kinesis_->raw().endpoint(), why));
+    logger_->log(LogLevel::kInfo, "worker",
+                 std::string("Kinesis data calls in ") +
+                     (kinesis_->wire() == kinesis::Wire::kCbor ? "CBOR" : "JSON") + " (" + why +
+                     ")");
   }
   if (internals_.lease_store) {
     store_ = internals_.lease_store;

@@ -32,6 +32,12 @@ void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--ca-bundle", ca_bundle, "CA bundle file for TLS verification");
   app.add_flag("--no-verify-tls", no_verify_tls,
                "Do not verify TLS certificates (local testing only)");
+  app.add_option("--wire", wire,
+                 "Encoding of the Kinesis data calls (GetRecords, PutRecord(s), "
+                 "SubscribeToShard): cbor (record data as raw bytes, as the AWS SDK for Java "
+                 "sends), json (base64 data), or auto: CBOR on AWS endpoints, JSON elsewhere "
+                 "(default auto)")
+      ->check(CLI::IsMember({"auto", "cbor", "json"}));
 }
 
 AwsConfig GlobalOptions::aws_config() const {
@@ -41,6 +47,7 @@ AwsConfig GlobalOptions::aws_config() const {
   c.profile = profile;
   c.http.ca_bundle = ca_bundle;
   c.http.verify_tls = !no_verify_tls;
+  kinesis::parse_kinesis_wire(wire, c.kinesis_wire);  // --wire is checked by CLI11
   return c;
 }
 
@@ -58,8 +65,12 @@ Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions
   AwsConfig c = g.aws_config();
   KCL_RETURN_IF_ERROR(check_config(c));
   KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), c));
-  return std::make_unique<kinesis::KinesisClient>(
-      std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+  auto client =
+      std::make_unique<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+  // The choice is the one --help describes (no log line: the commands' stderr is theirs).
+  std::string why;
+  client->set_wire(kinesis::choose_wire(c.kinesis_wire, client->raw().endpoint(), why));
+  return client;
 }
 
 Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g) {

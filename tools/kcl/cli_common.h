@@ -34,6 +34,7 @@ struct GlobalOptions {
   std::string profile;
   std::string ca_bundle;
   bool no_verify_tls = false;
+  std::string wire = "auto";  // the Kinesis data calls' encoding: auto, cbor or json
   void add_to(CLI::App& app);
   AwsConfig aws_config() const;
 };

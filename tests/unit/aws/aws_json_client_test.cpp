@@ -494,6 +494,40 @@ TEST_F(LocalServerClientTest, TruncatedJsonErrorBody) {
   expect_clear_error(r.status(), server.url(), "ExpiredIteratorException", server.requests());
 }
 
+// A call in CBOR: its Content-Type is sent (and signed), and a CBOR error answer is read as
+// CBOR ({"__type": "...", "message": "..."}).
+TEST_F(LocalServerClientTest, CborCallAndCborErrorBody) {
+  std::string error_body = "\xa2\x66__type";
+  const std::string type = "com.amazonaws.kinesis#ResourceNotFoundException";
+  error_body += static_cast<char>(0x78);
+  error_body += static_cast<char>(type.size());
+  error_body += type + "\x67message\x72Stream s not found";
+  LocalHttpServer server([&](const ServedRequest&) {
+    CannedResponse resp;
+    resp.status = 400;
+    resp.headers = {{"Content-Type", "application/x-amz-cbor-1.1"}};
+    resp.body = error_body;
+    return resp;
+  });
+  CallOptions options;
+  options.content_type = "application/x-amz-cbor-1.1";
+  auto r = client_for(server.url())->call("GetRecords", std::string("\xa0", 1), options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound) << r.status();
+  EXPECT_TRUE(contains(r.status().message(), "Stream s not found")) << r.status();
+  EXPECT_EQ(r.status().aws()->error_type, "ResourceNotFoundException");
+  const auto served = server.requests();
+  ASSERT_EQ(served.size(), 1u);
+  EXPECT_EQ(served[0].header("content-type"), "application/x-amz-cbor-1.1");
+  EXPECT_TRUE(contains(served[0].header("authorization"), "content-type")) << "signed";
+
+  // A CBOR error body cut short: named, not read as JSON.
+  error_body.resize(20);
+  r = client_for(server.url())->call("GetRecords", std::string("\xa0", 1), options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(contains(r.status().message(), "CBOR error body unreadable")) << r.status();
+}
+
 TEST_F(LocalServerClientTest, MalformedJsonErrorBody) {
   LocalHttpServer server([](const ServedRequest&) {
     CannedResponse resp;

@@ -18,14 +18,18 @@ namespace kcl::kinesis::fake {
 
 struct Call {
   std::string operation;
-  nlohmann::json body;
+  nlohmann::json body;       // decoded from JSON, or from CBOR when content_type says so
+  std::string content_type;  // CallOptions::content_type (empty: the service's JSON)
 };
 
 class FakeJsonClient : public aws::AwsJsonClient {
  public:
   Result<std::string> call(std::string_view operation, std::string json_body,
-                           const aws::CallOptions& = {}) override {
-    calls.push_back({std::string(operation), nlohmann::json::parse(json_body)});
+                           const aws::CallOptions& options = {}) override {
+    const bool cbor = options.content_type.find("cbor") != std::string_view::npos;
+    calls.push_back({std::string(operation),
+                     cbor ? nlohmann::json::from_cbor(json_body) : nlohmann::json::parse(json_body),
+                     std::string(options.content_type)});
     if (handler) return handler(calls.back());
     if (responses.empty()) return Status(StatusCode::kInternal, "fake: no response scripted");
     auto r = std::move(responses.front());
