@@ -16,6 +16,7 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseS
                                  std::uint64_t seed)
     : coordination_(coordination),
       held_(held),
+      hold_(hold),
       load_(load),
       config_(config),
       clock_(clock),
@@ -38,6 +39,11 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseS
   leader_.set_self_report([this] { return heartbeat_report(); });
 }
 
+void AssignmentAgent::set_call_runner(CallRunner* runner) {
+  runner_ = runner;
+  membership_.set_call_runner(runner);
+}
+
 // A leader stops assigning once its own renewals (membership heartbeat, lock renewal) have
 // failed for half the slack between its renew interval and the failover time: well before
 // its hold lapses (at failover_time - lost_lease_margin) and so before any other worker may
@@ -53,8 +59,9 @@ std::optional<std::string> AssignmentAgent::assign_veto() const {
 // A worker whose own renewals have not succeeded for half the slack between its renew
 // interval and the failover time starts nothing new: neither a leader's moves nor a tenure of
 // its own (its hold lapses soon; what it would adopt now another worker may get in a moment).
+// Read from the hold basis (MembershipHold), which the leader's pass may ask from its lane.
 std::optional<std::string> AssignmentAgent::hold_veto() const {
-  auto deadline = membership_.deadline();
+  auto deadline = hold_.hold_deadline();
   if (!deadline) return "this worker is not a member of the fleet";
   const auto slack = (config_.failover_time - config_.effective_renew_interval()) / 2;
   const auto now = clock_.now();
@@ -103,19 +110,14 @@ void AssignmentAgent::log(LogLevel level, const std::string& message) const {
 }
 
 milliseconds AssignmentAgent::jittered(milliseconds base) {
-  std::lock_guard<std::mutex> lock(mu_);
   return base::jittered(base, config_.interval_jitter, rng_);
 }
 
 void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) {
-  bool was;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    was = lock_held_.has_value();
-    lock_held_.reset();
-    lock_basis_.reset();
-    leading_.store(false);
-  }
+  const bool was = lock_held_.has_value();
+  lock_held_.reset();
+  lock_basis_.reset();
+  leading_.store(false);
   if (!was) return;
   membership_.set_held_by_lock(false);
   // Handing the lock back at shutdown is planned: neither a warning nor a loss.
@@ -135,7 +137,7 @@ void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) 
   }
 }
 
-Clock::MonoTime AssignmentAgent::heartbeat_step() {
+CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
   // The leader's lock renewals hold its membership (Membership::set_held_by_lock): its own
   // entry is not written meanwhile (one write per renew interval saved), and what its
   // heartbeat would report the leader takes from this worker directly.
@@ -143,14 +145,13 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
   if (leading_.load() && !adopter_.taking_stopped()) {
     r.abandoned = membership_.check_lapse();
   } else {
-    r = membership_.renew();
+    r = co_await membership_.renew();
   }
   if (r.registered) {
     log(LogLevel::kInfo, "joined the fleet (membership incarnation " +
                              std::to_string(membership_.incarnations()) + ")");
     note_activity();
     if (auto entry = membership_.entry()) {
-      std::lock_guard<std::mutex> lock(mu_);
       registered_ = std::make_pair(entry->incarnation, clock_.now());
     }
   }
@@ -166,8 +167,8 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
 
   // A call for attention that failed goes with this renewal (it is how idle workers hear
   // that something moved; their own look at the table is the slower way).
-  if (renew_lock(attention_pending_.load())) {
-    attention_pending_.store(false);
+  if (co_await renew_lock(attention_pending_)) {
+    attention_pending_ = false;
   } else {
     ok = false;
   }
@@ -175,40 +176,33 @@ Clock::MonoTime AssignmentAgent::heartbeat_step() {
   // A failed renewal is tried again soon: many more tries fit before the hold lapses
   // (renew_interval is at most half the hold), so a quarter of the calls failing rarely costs
   // the membership.
-  return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 10));
+  co_return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 10));
 }
 
 // Renews the leader lock when this worker holds it; false when the renewal failed (and the
 // lock is still held until its deadline).
-bool AssignmentAgent::renew_lock(bool attention) {
-  std::optional<LeaderEntry> held;
-  std::optional<Clock::MonoTime> basis;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held = lock_held_;
-    basis = lock_basis_;
-  }
-  if (!held) return true;
+CallTask<bool> AssignmentAgent::renew_lock(bool attention) {
+  const std::optional<LeaderEntry> held = lock_held_;
+  const std::optional<Clock::MonoTime> basis = lock_basis_;
+  if (!held) co_return true;
   const auto start = clock_.now();
-  auto renewed =
-      attention ? coordination_.call_attention(*held) : coordination_.renew_leadership(*held);
+  auto renewed = co_await call(runner_, Lane::kRenew, [this, &held, attention] {
+    return attention ? coordination_.call_attention(*held) : coordination_.renew_leadership(*held);
+  });
   if (!renewed.ok() && renewed.status().code() == StatusCode::kConditionFailed) {
     // Conditional on owner and incarnation only (coordination_store.h): someone else holds
     // the lock now.
     lock_renewals_.succeeded();
     stop_leading(Status(StatusCode::kLeaseLost, "another worker took the leader lock"), true);
-    return true;
+    co_return true;
   }
   lock_renewals_.record(renewed.status());
   if (renewed.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!lock_held_ || lock_held_->counter != held->counter) return true;
-      lock_held_ = *renewed;
-      lock_basis_ = start;
-    }
+    if (!lock_held_ || lock_held_->counter != held->counter) co_return true;
+    lock_held_ = *renewed;
+    lock_basis_ = start;
     membership_.set_leader_basis(start);
-    return true;
+    co_return true;
   }
   if (basis &&
       clock_.now() >= *basis + config_.failover_time - config_.effective_lost_lease_margin()) {
@@ -216,57 +210,53 @@ bool AssignmentAgent::renew_lock(bool attention) {
                                                     renewed.status().to_string()),
                  true);
   }
-  return false;
+  co_return false;
 }
 
 // Acts on the lease keys of the leader's last post (a hint), once per post.
-bool AssignmentAgent::look_at_inbox(const WorkerEntry& self) {
+CallTask<bool> AssignmentAgent::look_at_inbox(WorkerEntry self) {
   if (self.inbox.empty() ||
       (self.incarnation == inbox_seen_.first && self.inbox == inbox_seen_.second)) {
-    return true;
+    co_return true;
   }
-  LookResult looked = adopter_.look_at(self.inbox);
+  LookResult looked = co_await adopter_call([this, &self] { return adopter_.look_at(self.inbox); });
   if (looked.status.ok()) inbox_seen_ = {self.incarnation, self.inbox};
-  return looked.status.ok();
+  co_return looked.status.ok();
 }
 
-void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now) {
+CallTask<Done> AssignmentAgent::try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now) {
   auto entry = membership_.entry();
-  if (!entry) return;
+  if (!entry) co_return Done{};
   const auto start = clock_.now();
   // Already ours (a take whose answer was lost): a renewal conditional on what was read makes
   // it this worker's with a basis it knows.
   const bool ours =
       seen && seen->owner == config_.worker_id && seen->owner_incarnation == entry->incarnation;
-  auto acquired =
-      ours ? coordination_.renew_leadership(*seen)
-           : coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
+  // On the poll lane, as the read that decided it (a stalled heartbeat does not hold it up).
+  auto acquired = co_await call(runner_, Lane::kPoll, [this, &seen, &entry, ours] {
+    return ours ? coordination_.renew_leadership(*seen)
+                : coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
+  });
   if (!acquired.ok()) {
-    if (ours) return;
+    if (ours) co_return Done{};
     // The table is unavailable, or the take landed and its answer was lost (a failed
     // condition too: the client's retry of a take that landed finds the lock changed). Then this
     // incarnation is named in the lock without knowing it, and the next leader may fence it
     // as soon as that lock lapses: so it holds its leases only as long as a leader holding a
     // lock taken at `start` would (until the poll learns whose the lock is). The poll that
     // finds the lock ours makes this worker the leader, fencing the holder it was taken from.
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      taken_from_ = seen;
-    }
+    taken_from_ = seen;
     membership_.set_leader_basis(start);
-    return;
+    co_return Done{};
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    lock_held_ = *acquired;
-    lock_basis_ = start;
-    lock_seen_ = *acquired;
-    lock_changed_at_ = now;
-    // The incarnation that led before is fenced by the new leader; never this one.
-    lock_previous_ = ours ? taken_from_ : seen;
-    taken_from_.reset();
-    leading_.store(true);
-  }
+  lock_held_ = *acquired;
+  lock_basis_ = start;
+  lock_seen_ = *acquired;
+  lock_changed_at_ = now;
+  // The incarnation that led before is fenced by the new leader; never this one.
+  lock_previous_ = ours ? taken_from_ : seen;
+  taken_from_.reset();
+  leading_.store(true);
   terms_.fetch_add(1);
   membership_.set_leader_basis(start);
   membership_.set_held_by_lock(true);
@@ -277,6 +267,7 @@ void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::Mo
                                             ? " (the lock of " + *seen->owner + " had lapsed)"
                                         : ours ? " (its take of the lock had landed unseen)"
                                                : ""));
+  co_return Done{};
 }
 
 // The leases side of a poll: what was given up when the membership last ended and is still
@@ -284,28 +275,37 @@ void AssignmentAgent::try_lead(const std::optional<LeaderEntry>& seen, Clock::Mo
 // conditional, so at most one worker gets each); then the inbox; then handoffs coming in,
 // and those going out (a receiver that took one anyway after handoff_timeout is noticed here,
 // even if no write of ours would notice). False when keys are left to look at again soon.
-bool AssignmentAgent::poll_leases(const WorkerEntry& self) {
+CallTask<bool> AssignmentAgent::poll_leases(WorkerEntry self) {
   bool done = true;
   if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
-    done = adopter_.look_at(given_up).status.ok();
+    done = (co_await adopter_call([this, &given_up] {
+             return adopter_.look_at(given_up);
+           })).status.ok();
   }
-  done = look_at_inbox(self) && done;
-  if (adopter_.has_pending_incoming()) (void)adopter_.poll_incoming_handoffs();
-  for (const auto& [key, to] : held_.pending_handoffs()) (void)held_.refresh_held(key);
-  return done;
+  done = (co_await look_at_inbox(self)) && done;
+  if (adopter_.has_pending_incoming()) {
+    (void)co_await adopter_call([this] { return adopter_.poll_incoming_handoffs(); });
+  }
+  if (!held_.pending_handoffs().empty()) {
+    co_await adopter_call([this] {
+      for (const auto& [key, to] : held_.pending_handoffs()) (void)held_.refresh_held(key);
+      return Done{};
+    });
+  }
+  co_return done;
 }
 
 // Finds the leases the table gives this worker (LeaseAdopter::discover): the way a worker
 // learns its leases that depends on nothing the leader sends. One that moved makes the polls
 // active. False when keys were left to look at again.
-bool AssignmentAgent::discover_leases() {
-  if (hold_veto()) return true;  // its membership lapses soon, or registers anew
-  LookResult looked = adopter_.discover();
+CallTask<bool> AssignmentAgent::discover_leases() {
+  if (hold_veto()) co_return true;  // its membership lapses soon, or registers anew
+  LookResult looked = co_await adopter_call([this] { return adopter_.discover(); });
   polls_.record(looked.status);
   if (!looked.gained.empty() || !looked.lost.empty() || !looked.handoffs_requested.empty()) {
     note_activity();
   }
-  return looked.status.ok();
+  co_return looked.status.ok();
 }
 
 // The lock as the poll read it: notes when it last changed, forgets a take of it whose answer
@@ -317,7 +317,6 @@ bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
   bool lead = false;
   bool clear_leader_basis = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
     if (!lock_seen_ || !seen || lock_seen_->counter != seen->counter ||
         lock_seen_->owner != seen->owner) {
       lock_changed_at_ = now;
@@ -348,16 +347,12 @@ bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
   return lead;
 }
 
-void AssignmentAgent::note_activity() {
-  std::lock_guard<std::mutex> lock(mu_);
-  active_until_ = clock_.now() + config_.failover_time;
-}
+void AssignmentAgent::note_activity() { active_until_ = clock_.now() + config_.failover_time; }
 
 // Active: the worker joined, saw a post or a new lock holder in the last failover_time, keys
 // wait to be looked at again, a handoff to or from it is pending, or a take of the lock
 // whose answer was lost is being confirmed.
 bool AssignmentAgent::poll_active() {
-  std::lock_guard<std::mutex> lock(mu_);
   return busy_ || taken_from_.has_value() || clock_.now() < active_until_;
 }
 
@@ -367,53 +362,57 @@ bool AssignmentAgent::has_news(const WorkerEntry& self) const {
   return posted || !adopter_.given_up().empty();
 }
 
-Clock::MonoTime AssignmentAgent::poll_step() {
-  auto before = membership_.entry();
-  if (!before) {
-    return clock_.now() + milliseconds(std::min<long long>(config_.poll_interval.count(), 50));
-  }
-  return poll_active() ? active_poll(*before, config_.poll_interval) : idle_poll(*before);
+bool AssignmentAgent::busy_after(bool unfinished) const {
+  return unfinished || adopter_.has_pending_incoming() || !held_.pending_handoffs().empty();
 }
 
-Clock::MonoTime AssignmentAgent::active_poll(const WorkerEntry& before, milliseconds interval) {
-  bool confirming;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    confirming = taken_from_.has_value();  // a take of the lock whose answer was lost
+CallTask<Clock::MonoTime> AssignmentAgent::poll_task() {
+  auto before = membership_.entry();
+  if (!before) {
+    co_return clock_.now() + milliseconds(std::min<long long>(config_.poll_interval.count(), 50));
   }
+  if (poll_active()) co_return co_await active_poll(*before, config_.poll_interval);
+  co_return co_await idle_poll(*before);
+}
+
+CallTask<Clock::MonoTime> AssignmentAgent::active_poll(WorkerEntry before, milliseconds interval) {
+  // a take of the lock whose answer was lost
+  const bool confirming = taken_from_.has_value();
   // Confirming a take needs the lock as it is (a stale read of the old holder would end the
   // bound on this worker's hold too early); an entry that reads as gone or replaced ends the
   // membership, so that too is read again strongly consistent first.
   const Consistency first = confirming ? Consistency::kStrong : Consistency::kEventual;
   // The leases the table gives this worker first: that read does not depend on the other.
-  const bool discovered = discover_leases();
-  auto view = coordination_.read_own(config_.worker_id, first);
+  const bool discovered = co_await discover_leases();
+  auto view = co_await call(runner_, Lane::kPoll, [this, first] {
+    return coordination_.read_own(config_.worker_id, first);
+  });
   if (view.ok() && first == Consistency::kEventual &&
       (!view->self || view->self->incarnation != before.incarnation)) {
-    view = coordination_.read_own(config_.worker_id, Consistency::kStrong);
+    view = co_await call(runner_, Lane::kPoll, [this] {
+      return coordination_.read_own(config_.worker_id, Consistency::kStrong);
+    });
   }
   polls_.record(view.status());
   // A failed read is tried again soon: a lease assigned meanwhile waits for it.
-  if (!view.ok()) return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
+  if (!view.ok()) co_return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
   if (membership_.observe_own(view->self, before.incarnation)) {
     stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
-    return clock_.now() + interval;
+    co_return clock_.now() + interval;
   }
+  bool unfinished = !discovered;
   if (view->self) {
     if (has_news(*view->self)) note_activity();
     heartbeat_seen_ = {view->self->incarnation, view->self->heartbeat};
+    // Keys left by the discovery come first: the rest waits for the next poll.
+    if (discovered) unfinished = !(co_await poll_leases(*view->self));
   }
-  const bool unfinished = !discovered || (view->self && !poll_leases(*view->self));
   const auto now = clock_.now();
-  if (observe_lock(view->leader, before.incarnation, now)) try_lead(view->leader, now);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    confirming = taken_from_.has_value();
-    busy_ = unfinished || adopter_.has_pending_incoming() || !held_.pending_handoffs().empty();
-  }
+  if (observe_lock(view->leader, before.incarnation, now)) co_await try_lead(view->leader, now);
+  busy_ = busy_after(unfinished);
   schedule_lock_read(now);
-  const bool hurry = busy_ || confirming;
-  return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
+  const bool hurry = busy_ || taken_from_.has_value();
+  co_return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
 }
 
 // The idle poll's read budget, for reading the lock (eventually consistent: half a unit),
@@ -446,7 +445,6 @@ milliseconds AssignmentAgent::idle_lock_read_interval() const {
 // noticed failover_time after the last change was first seen, not up to an interval later).
 void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
   Clock::MonoTime next = now + jittered(idle_lock_read_interval());
-  std::lock_guard<std::mutex> lock(mu_);
   const Clock::MonoTime lapse = lock_changed_at_ + config_.failover_time;
   if (lock_seen_ && lock_seen_->owner && lapse > now && lapse < next) next = lapse;
   next_lock_read_ = next;
@@ -455,15 +453,13 @@ void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
 // Nothing in progress: the entry as the last heartbeat returned it (acted on once), and the
 // lock every idle_lock_read_interval (not on the leader, whose renewals return it). A lock
 // that calls for attention makes the worker active: its next poll, at once, reads its entry.
-Clock::MonoTime AssignmentAgent::idle_poll(const WorkerEntry& entry) {
+CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
   const std::pair<std::string, std::int64_t> version{entry.incarnation, entry.heartbeat};
   if (version != heartbeat_seen_) {
     heartbeat_seen_ = version;
     if (has_news(entry)) {
       note_activity();
-      const bool unfinished = !poll_leases(entry);
-      std::lock_guard<std::mutex> lock(mu_);
-      busy_ = unfinished || adopter_.has_pending_incoming() || !held_.pending_handoffs().empty();
+      busy_ = busy_after(!(co_await poll_leases(entry)));
     }
   }
   const auto now = clock_.now();
@@ -471,31 +467,32 @@ Clock::MonoTime AssignmentAgent::idle_poll(const WorkerEntry& entry) {
     // The leader's renewals return the lock; its leases it finds as every worker does.
     if (now >= next_discovery_) {
       next_discovery_ = now + jittered(kReadsPerDiscovery * idle_lock_read_interval());
-      (void)discover_leases();
+      (void)co_await discover_leases();
     }
-    return std::min(next_discovery_, now + jittered(config_.effective_idle_poll_interval()));
+    co_return std::min(next_discovery_, now + jittered(config_.effective_idle_poll_interval()));
   }
   // Every kReadsPerDiscovery-th idle read finds the leases the table gives this worker
   // instead of reading the lock (the same half read unit), unless the lock would lapse now.
-  const bool lapse_read = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lock_seen_ && lock_seen_->owner && now >= lock_changed_at_ + config_.failover_time;
-  }();
+  const bool lapse_read =
+      lock_seen_ && lock_seen_->owner && now >= lock_changed_at_ + config_.failover_time;
   if (now >= next_lock_read_ && !lapse_read && ++idle_reads_ % kReadsPerDiscovery == 0) {
-    const bool done = discover_leases();
+    const bool done = co_await discover_leases();
     schedule_lock_read(now);
-    if (!done) return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
-    return poll_active() ? now : next_lock_read_;
+    if (!done) co_return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
+    co_return poll_active() ? now : next_lock_read_;
   }
   if (now >= next_lock_read_) {
-    auto seen = coordination_.read_leader(Consistency::kEventual);
+    auto seen = co_await call(runner_, Lane::kPoll,
+                              [this] { return coordination_.read_leader(Consistency::kEventual); });
     polls_.record(seen.status());
-    if (!seen.ok()) return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
-    if (observe_lock(*seen, entry.incarnation, now)) try_lead(*seen, now);
+    if (!seen.ok()) {
+      co_return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
+    }
+    if (observe_lock(*seen, entry.incarnation, now)) co_await try_lead(*seen, now);
     schedule_lock_read(now);
-    if (poll_active()) return now;
+    if (poll_active()) co_return now;
   }
-  return next_lock_read_;
+  co_return next_lock_read_;
 }
 
 // The leader's idle read budget: half a read unit per lease and minute for reading every
@@ -511,42 +508,38 @@ milliseconds AssignmentAgent::leader_idle_interval(const LeaderPassResult& r) co
                     config_.effective_leader_idle_poll_interval());
 }
 
-Clock::MonoTime AssignmentAgent::leader_step() {
+CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
   const milliseconds interval = config_.leader_poll_interval;
   std::optional<LeaderEntry> previous;
   bool begin = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (leading_.load() && term_started_ != terms_.load()) {
-      term_started_ = terms_.load();
-      previous = lock_previous_;
-      begin = true;
-    }
+  if (leading_.load() && term_started_ != terms_.load()) {
+    term_started_ = terms_.load();
+    previous = lock_previous_;
+    begin = true;
   }
   if (!leading_.load() || adopter_.taking_stopped()) {
     // Not leading, or stopping (a stopping leader assigns nothing more; see drain()).
     if (leader_.active()) leader_.end();
     // Not leading: only this flag to look at (no I/O), often, so a new leader starts at once.
-    return clock_.now() + std::min(interval, milliseconds(50));
+    co_return clock_.now() + std::min(interval, milliseconds(50));
   }
   if (begin) leader_.begin(previous);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (registered_) leader_.note_own_registration(registered_->first, registered_->second);
-  }
-  LeaderPassResult r = leader_.run_pass();
+  if (registered_) leader_.note_own_registration(registered_->first, registered_->second);
+  LeaderPassResult r = co_await call(runner_, Lane::kPass, [this] { return leader_.run_pass(); });
   passes_.record(r.status);
   // One write (a renewal of the lock) tells every idle worker at its next read of the lock.
   // Kept when it fails: the next renewal calls it (heartbeat_step).
-  if ((r.attention || attention_pending_.load()) && leading_.load()) {
-    attention_pending_.store(!renew_lock(true));
+  if ((r.attention || attention_pending_) && leading_.load()) {
+    attention_pending_ = !(co_await renew_lock(true));
   }
   // What this pass moved to or from the leader it looks at at once, as another worker does
   // with a post; like every worker it also finds its leases in the table (discover_leases),
   // its polls active meanwhile.
   if (!r.self_keys.empty()) {
     note_activity();
-    if (!hold_veto()) (void)adopter_.look_at(r.self_keys);
+    if (!hold_veto()) {
+      (void)co_await adopter_call([this, &r] { return adopter_.look_at(r.self_keys); });
+    }
   }
   if (leader_.first_settling()) {
     // The membership is read every settle_time / 4 meanwhile, and once more the moment it
@@ -554,9 +547,10 @@ Clock::MonoTime AssignmentAgent::leader_step() {
     const milliseconds quick = std::max(milliseconds(10), config_.settle_time / 4);
     const auto next = clock_.now() + jittered(std::min(interval, quick));
     const auto settles = leader_.settles_at();
-    return settles && *settles > clock_.now() ? std::min(next, *settles) : next;
+    co_return settles&&* settles > clock_.now() ? std::min(next, *settles) : next;
   }
-  return clock_.now() + jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
+  co_return clock_.now() +
+      jittered(leader_.wants_attention(r) ? interval : leader_idle_interval(r));
 }
 
 // A graceful stop begins. Nothing more is adopted, and the leader learns at once (a heartbeat
@@ -564,47 +558,42 @@ Clock::MonoTime AssignmentAgent::leader_step() {
 // once that heartbeat has landed (its hold then counts from it, not from the lock) it hands
 // the lock back, so another worker leads at once; when the heartbeat failed it keeps the lock
 // but runs no pass (leader_step), and leave() releases it.
-void AssignmentAgent::drain() {
+CallTask<Done> AssignmentAgent::drain_task() {
   note_activity();
   adopter_.stop_taking();
   membership_.set_draining();
-  const Membership::RenewResult r = membership_.renew();
-  if (!r.status.ok() || r.abandoned) return;
-  std::optional<LeaderEntry> held;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held = lock_held_;
-  }
-  if (!held) return;
+  const Membership::RenewResult r = co_await membership_.renew();
+  if (!r.status.ok() || r.abandoned) co_return Done{};
+  const std::optional<LeaderEntry> held = lock_held_;
+  if (!held) co_return Done{};
   stop_leading(Status(StatusCode::kCancelled, "shutting down: another worker leads from now"),
                false);
-  Status s = coordination_.release_leadership(*held);
+  Status s = co_await call(runner_, Lane::kRenew,
+                           [this, &held] { return coordination_.release_leadership(*held); });
   if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
     log(LogLevel::kWarn, "handing the leader lock back: " + s.to_string() +
                              " (another worker leads once it lapses)");
   }
+  co_return Done{};
 }
 
-Status AssignmentAgent::leave() {
-  std::optional<LeaderEntry> held;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held = lock_held_;
-  }
+CallTask<Status> AssignmentAgent::leave_task() {
+  const std::optional<LeaderEntry> held = lock_held_;
   Status first;
   if (held) {
-    Status s = coordination_.release_leadership(*held);
+    Status s = co_await call(runner_, Lane::kRenew,
+                             [this, &held] { return coordination_.release_leadership(*held); });
     if (!s.ok() && s.code() != StatusCode::kConditionFailed) first = s;
     stop_leading(Status(StatusCode::kCancelled, "shutting down"), false);
   }
-  Status s = membership_.leave();
+  Status s = co_await membership_.leave();
   if (first.ok() && !s.ok()) first = s;
   // A lease assigned to this worker after its last look (a pass that planned before it saw
   // this worker draining) is handed back, so a fleet stopped at any moment leaves no lease
   // owned by a worker that is gone.
-  s = adopter_.hand_back_unread();
+  s = co_await adopter_call([this] { return adopter_.hand_back_unread(); });
   if (first.ok() && !s.ok()) first = s;
-  return first;
+  co_return first;
 }
 
 }  // namespace kcl::assignment

@@ -1,7 +1,7 @@
 // AssignmentAgent: one worker's part in leader-based assignment (LeaseAssignment::kLeader),
-// as three explicit steps that LeaderAssignment runs on real time (a StepRunner, one thread
-// each, so a slow lease-table scan never delays a heartbeat) and tests and the simulation call
-// on a ManualClock:
+// as three steps written as coroutines (call_task.h) that LeaderAssignment's Coordinator runs
+// on one thread, their DynamoDB calls on I/O lanes (so a slow lease-table scan never delays a
+// heartbeat), and that tests and the simulation run inline on a ManualClock (*_step()):
 //
 //  heartbeat_step()  registers or renews the membership (membership.h); on the leader, also
 //                    renews the leader lock. A leader that loses its lock, or cannot renew it
@@ -38,14 +38,18 @@
 // leases were handed back: the lock is released if still held, the entry removed, and
 // whatever the table gave this worker after its last look handed back.
 //
-// Thread safety: each step from one thread at a time (different steps may run at once);
-// leave() after the steps stopped; accessors from any thread.
+// Thread safety: the agent's state (membership, leader lock, the poll's schedule, the
+// leader's view between passes) belongs to the thread that runs its steps: the coordinator
+// (coordinator.h), or the caller of the *_step() functions and of drain()/leave() when no
+// coordinator runs. Its calls touch only their requests and thread-safe stores; the adopter's
+// run on the poll lane, the leader's pass on the pass lane. Shared with other threads: the
+// held leases (HeldLeases), the hold basis (MembershipHold), and leading(), leader_terms(),
+// failing_calls(), which any thread may read.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -53,6 +57,7 @@
 #include <vector>
 
 #include "assignment/assignment_strategy.h"
+#include "assignment/call_task.h"
 #include "assignment/coordination_store.h"
 #include "assignment/lease_adopter.h"
 #include "assignment/lease_leader.h"
@@ -75,13 +80,22 @@ class AssignmentAgent {
                   const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
                   Logger* logger, std::uint64_t seed);
 
-  Clock::MonoTime heartbeat_step();
-  Clock::MonoTime poll_step();
-  Clock::MonoTime leader_step();
+  // The steps, each returning when it wants to run again.
+  CallTask<Clock::MonoTime> heartbeat_task();
+  CallTask<Clock::MonoTime> poll_task();
+  CallTask<Clock::MonoTime> leader_task();
   // Graceful shutdown begins: nothing more is adopted, and the leader learns at once (a
   // heartbeat) that this worker takes nothing more.
-  void drain();
-  Status leave();
+  CallTask<Done> drain_task();
+  CallTask<Status> leave_task();
+  // The same, run inline (no call runner): tests and the simulation.
+  Clock::MonoTime heartbeat_step() { return heartbeat_task().run_inline(); }
+  Clock::MonoTime poll_step() { return poll_task().run_inline(); }
+  Clock::MonoTime leader_step() { return leader_task().run_inline(); }
+  void drain() { (void)drain_task().run_inline(); }
+  Status leave() { return leave_task().run_inline(); }
+  // Where the calls run (the coordinator); null runs them inline.
+  void set_call_runner(CallRunner* runner);
   // Called (from the heartbeat step) when the poll step should run now; may be empty.
   void set_poll_waker(std::function<void()> wake) { wake_poll_ = std::move(wake); }
   // Called when this worker becomes the leader, so the leader step runs now; may be empty.
@@ -103,15 +117,20 @@ class AssignmentAgent {
   std::chrono::milliseconds jittered(std::chrono::milliseconds base);
   // Stops leading (the incarnation goes too unless `graceful`).
   void stop_leading(const Status& why, bool abandon_incarnation);
-  void try_lead(const std::optional<LeaderEntry>& seen, Clock::MonoTime now);
+  CallTask<Done> try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now);
   // Renews the lock this worker holds (and calls the workers' attention when `attention`).
-  bool renew_lock(bool attention);
+  CallTask<bool> renew_lock(bool attention);
   std::optional<std::string> assign_veto() const;
   std::optional<std::string> hold_veto() const;
+  // Runs `fn` on the adopter (its calls: the poll lane).
+  template <class Fn>
+  auto adopter_call(Fn fn) {
+    return call(runner_, Lane::kPoll, std::move(fn));
+  }
   // False when some keys could not be looked at (they stay in the inbox).
-  bool look_at_inbox(const WorkerEntry& self);
-  bool poll_leases(const WorkerEntry& self);
-  bool discover_leases();
+  CallTask<bool> look_at_inbox(WorkerEntry self);
+  CallTask<bool> poll_leases(WorkerEntry self);
+  CallTask<bool> discover_leases();
   bool observe_lock(const std::optional<LeaderEntry>& seen, const std::string& incarnation,
                     Clock::MonoTime now);
   // Something changed: polls stay at poll_interval for the next failover_time.
@@ -119,8 +138,10 @@ class AssignmentAgent {
   bool poll_active();
   // The poll that reads the own entry and the lock (next in `interval`, or sooner while
   // busy), and the poll while nothing is in progress.
-  Clock::MonoTime active_poll(const WorkerEntry& before, std::chrono::milliseconds interval);
-  Clock::MonoTime idle_poll(const WorkerEntry& entry);
+  CallTask<Clock::MonoTime> active_poll(WorkerEntry before, std::chrono::milliseconds interval);
+  CallTask<Clock::MonoTime> idle_poll(WorkerEntry entry);
+  // Whether a handoff to or from this worker waits, or keys wait to be looked at again.
+  bool busy_after(bool unfinished) const;
   // How often an idle worker reads the lock, within its read budget.
   std::chrono::milliseconds idle_lock_read_interval() const;
   void schedule_lock_read(Clock::MonoTime now);
@@ -134,6 +155,7 @@ class AssignmentAgent {
 
   CoordinationStore& coordination_;
   leases::HeldLeases& held_;
+  MembershipHold& hold_;
   leases::LoadMeter* load_;
   const LeaseConfig config_;
   const Clock& clock_;
@@ -148,35 +170,35 @@ class AssignmentAgent {
   ReportedSeries polls_;
   ReportedSeries passes_;
 
-  mutable std::mutex mu_;
-  std::mt19937_64 rng_;                        // guarded by mu_
-  std::optional<LeaderEntry> lock_held_;       // guarded by mu_
-  std::optional<Clock::MonoTime> lock_basis_;  // guarded by mu_: start of the last renewal
-  std::optional<LeaderEntry> lock_seen_;       // guarded by mu_: as last read
-  Clock::MonoTime lock_changed_at_{};          // guarded by mu_
-  std::optional<LeaderEntry> lock_previous_;   // guarded by mu_: before this worker took it
-  // guarded by mu_: the lock as seen before a take whose answer was lost
-  std::optional<LeaderEntry> taken_from_;
-  std::uint64_t term_started_ = 0;  // guarded by mu_: term that leader_ began
-  // poll thread only: the (incarnation, inbox) of the last post acted on
+  CallRunner* runner_ = nullptr;
+  std::mt19937_64 rng_;
+  std::optional<LeaderEntry> lock_held_;
+  std::optional<Clock::MonoTime> lock_basis_;  // start of the last renewal
+  std::optional<LeaderEntry> lock_seen_;       // as last read
+  Clock::MonoTime lock_changed_at_{};
+  std::optional<LeaderEntry> lock_previous_;  // before this worker took it
+  std::optional<LeaderEntry> taken_from_;  // the lock as seen before a take whose answer was lost
+  std::uint64_t term_started_ = 0;         // term that leader_ began
+  // the (incarnation, inbox) of the last post acted on
   std::pair<std::string, std::vector<std::string>> inbox_seen_;
-  // poll thread only: the busy state the last poll left behind, the (incarnation,
-  // heartbeat) of the last heartbeat answer acted on, when the lock is next read while idle
+  // the busy state the last poll left behind, the (incarnation, heartbeat) of the last
+  // heartbeat answer acted on, when the lock is next read while idle
   bool busy_ = false;
   std::pair<std::string, std::int64_t> heartbeat_seen_;
   Clock::MonoTime next_lock_read_{};
-  // poll thread only: idle reads so far (every kReadsPerDiscovery-th finds the leases the
-  // table gives this worker), and when the leader next does
+  // idle reads so far (every kReadsPerDiscovery-th finds the leases the table gives this
+  // worker), and when the leader next does
   std::uint64_t idle_reads_ = 0;
   Clock::MonoTime next_discovery_{};
-  Clock::MonoTime active_until_{};  // guarded by mu_
+  Clock::MonoTime active_until_{};
   std::function<void()> wake_poll_;
   std::function<void()> wake_leader_;
-  // guarded by mu_: this worker's latest registration (incarnation, when it was answered)
+  // this worker's latest registration (incarnation, when it was answered)
   std::optional<std::pair<std::string, Clock::MonoTime>> registered_;
-  std::atomic<bool> leading_{false};
   // A call for the workers' attention failed: the next lock renewal makes it.
-  std::atomic<bool> attention_pending_{false};
+  bool attention_pending_ = false;
+  // Read by other threads (the leader's pass on its lane, report()).
+  std::atomic<bool> leading_{false};
   std::atomic<std::uint64_t> terms_{0};
 };
 

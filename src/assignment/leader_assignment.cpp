@@ -8,14 +8,29 @@ LeaderAssignment::LeaderAssignment(const LeaseConfig& config, const AssignmentPa
       held_(*parts.store, config, *parts.clock, *parts.metrics, hold_),
       agent_(*parts.coordination, *parts.store, held_, *hold_, parts.load, config, *parts.clock,
              *parts.metrics, parts.logger, parts.seed),
-      runner_(*parts.clock, {{"kcl-heartbeat", [this] { return agent_.heartbeat_step(); }},
-                             {"kcl-assign-poll", [this] { return agent_.poll_step(); }},
-                             {"kcl-leader", [this] { return agent_.leader_step(); }}}) {
-  agent_.set_poll_waker([this] { runner_.wake(1); });
-  agent_.set_leader_waker([this] { runner_.wake(2); });
+      coordinator_(*parts.clock, {[this] { return agent_.heartbeat_task(); },
+                                  [this] { return agent_.poll_task(); },
+                                  [this] { return agent_.leader_task(); }}) {
+  agent_.set_poll_waker([this] { coordinator_.wake(1); });
+  agent_.set_leader_waker([this] { coordinator_.wake(2); });
 }
 
-LeaderAssignment::~LeaderAssignment() { runner_.stop(); }
+LeaderAssignment::~LeaderAssignment() { stop(); }
+
+void LeaderAssignment::start() {
+  agent_.set_call_runner(&coordinator_);
+  coordinator_.start();
+}
+
+void LeaderAssignment::drain() {
+  coordinator_.run_and_wait([this] { return agent_.drain_task(); });
+}
+
+// The agent's state is the caller's again once the coordinator stopped: leave() runs inline.
+void LeaderAssignment::stop() {
+  coordinator_.stop();
+  agent_.set_call_runner(nullptr);
+}
 
 AssignmentReport LeaderAssignment::report() const {
   AssignmentReport r;

@@ -1,7 +1,7 @@
 // LeaderAssignment: the leader-based strategy (LeaseAssignment::kLeader; see
 // assignment_strategy.h): this worker's held leases under the membership's hold
-// (MembershipHold), its AssignmentAgent (membership, leader, adopter) and the three threads
-// that run the agent's steps (heartbeat, poll, leader pass).
+// (MembershipHold), its AssignmentAgent, and the Coordinator whose one thread owns the agent's
+// state and runs its steps (heartbeat, poll, leader pass), their calls on three I/O lanes.
 //
 // Thread safety: as AssignmentStrategy; agent() for tests and the simulation, which drive the
 // steps themselves instead of start().
@@ -12,8 +12,8 @@
 #include "assignment/assignment_agent.h"
 #include "assignment/assignment_strategy.h"
 #include "assignment/coordination_store.h"
+#include "assignment/coordinator.h"
 #include "assignment/membership.h"
-#include "assignment/step_runner.h"
 
 namespace kcl::assignment {
 
@@ -25,10 +25,10 @@ class LeaderAssignment final : public AssignmentStrategy {
 
   leases::HeldLeases& held() override { return held_; }
   Status prepare() override { return coordination_->create_table_if_not_exists(); }
-  void start() override { runner_.start(); }
-  void drain() override { agent_.drain(); }
+  void start() override;
+  void drain() override;
   void leases_changed() override { (void)coordination_->note_leases_changed(); }
-  void stop() override { runner_.stop(); }
+  void stop() override;
   Status leave() override { return agent_.leave(); }
   AssignmentReport report() const override;
   void set_status_url(std::string url) override {
@@ -48,7 +48,7 @@ class LeaderAssignment final : public AssignmentStrategy {
   std::shared_ptr<MembershipHold> hold_;
   leases::HeldLeases held_;
   AssignmentAgent agent_;
-  StepRunner runner_;
+  Coordinator coordinator_;
 };
 
 }  // namespace kcl::assignment

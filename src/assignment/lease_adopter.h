@@ -24,7 +24,8 @@
 //  - What it claims: the keys of its held leases and of those handed to it (claimed_keys),
 //    which discover() compares with the keys the table gives it.
 //
-// Thread safety: all methods may be called from any thread.
+// Thread safety: all methods may be called from any thread (the agent runs the ones that call
+// the store on its poll lane, and tells it of a membership's end from the coordinator).
 #pragma once
 
 #include <atomic>

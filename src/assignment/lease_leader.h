@@ -37,7 +37,9 @@
 // (assignment_agent.h). A worker's silence is timed from the last change of its heartbeat
 // this leader saw, on its own clock: nothing the leader writes (a post) moves a heartbeat.
 //
-// Thread safety: one thread runs begin/run_pass/end; stats() from any thread.
+// Thread safety: one thread at a time runs begin/run_pass/end (the agent's leader step: the
+// pass on the pass lane, the rest on the coordinator, never at once); the authority and
+// self-report callbacks are called from run_pass's thread; stats() from any thread.
 #pragma once
 
 #include <cstdint>

@@ -54,44 +54,39 @@ std::string Membership::new_incarnation() {
   return text;
 }
 
-std::optional<Clock::MonoTime> Membership::basis_locked() const {
+std::optional<Clock::MonoTime> MembershipHold::hold_deadline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!basis_) return std::nullopt;
+  return leases::hold_deadline(*basis_, config_);
+}
+
+std::optional<Clock::MonoTime> Membership::basis() const {
   if (!entry_ || !heartbeat_basis_) return std::nullopt;
   if (held_by_lock_ && leader_basis_) return leader_basis_;
   if (leader_basis_) return std::min(*heartbeat_basis_, *leader_basis_);
   return heartbeat_basis_;
 }
 
-void Membership::publish_locked() { hold_.set_basis(basis_locked()); }
+void Membership::publish() { hold_.set_basis(basis()); }
 
 std::optional<Clock::MonoTime> Membership::deadline() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto basis = basis_locked();
-  if (!basis) return std::nullopt;
-  return leases::hold_deadline(*basis, config_);
+  auto b = basis();
+  if (!b) return std::nullopt;
+  return leases::hold_deadline(*b, config_);
 }
 
-std::optional<WorkerEntry> Membership::entry() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return entry_;
-}
+std::optional<WorkerEntry> Membership::entry() const { return entry_; }
 
-std::uint64_t Membership::incarnations() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return incarnations_;
-}
+std::uint64_t Membership::incarnations() const { return incarnations_; }
 
 void Membership::abandon(const Status& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!entry_) return;
-    end_locked();
-  }
+  if (!entry_) return;
+  end();
   metrics_.count("membership.lost", 1, {});
-  // Outside mu_: the leases are given up (their listener told).
-  if (callbacks_.ended) callbacks_.ended(reason);
+  if (callbacks_.ended) callbacks_.ended(reason);  // the leases are given up, listeners told
 }
 
-void Membership::end_locked() {
+void Membership::end() {
   entry_.reset();
   heartbeat_basis_.reset();
   leader_basis_.reset();
@@ -102,12 +97,7 @@ void Membership::end_locked() {
 
 bool Membership::check_lapse() {
   auto d = deadline();
-  bool member;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    member = entry_.has_value();
-  }
-  if (!member || (d && clock_.now() < *d)) return false;
+  if (!entry_ || (d && clock_.now() < *d)) return false;
   abandon(Status(StatusCode::kLeaseLost,
                  "worker " + config_.worker_id +
                      " could not renew its membership in time; its leases may be given to "
@@ -115,42 +105,40 @@ bool Membership::check_lapse() {
   return true;
 }
 
-Membership::RenewResult Membership::renew() {
-  std::lock_guard<std::mutex> one_at_a_time(renew_mu_);
+CallTask<Membership::RenewResult> Membership::renew() {
+  // One at a time: another renew() in flight (a drain's beside a heartbeat's) ends first;
+  // its answer is resumed before an empty call queued behind it on the same lane.
+  while (runner_ && renewing_) {
+    (void)co_await call(runner_, Lane::kRenew, [] { return Done{}; });
+  }
+  renewing_ = true;
   RenewResult result;
   if (check_lapse()) result.abandoned = true;
-  std::optional<WorkerEntry> held;
-  std::uint64_t generation;
-  bool draining;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held = entry_;
-    generation = generation_;
-    draining = draining_;
-  }
+  const std::optional<WorkerEntry> held = entry_;
+  const std::uint64_t generation = generation_;
   const auto start = clock_.now();
   WorkerEntry report = callbacks_.report ? callbacks_.report() : WorkerEntry{};
-  if (!held) return register_incarnation(start, report.lease_count, generation, result);
+  if (!held) {
+    result = co_await register_incarnation(start, report.lease_count, generation, result);
+    renewing_ = false;
+    co_return result;
+  }
   // Conditional on the incarnation only (coordination_store.h): a heartbeat whose answer was
   // lost does not make this one fail; only a fence (or a registration elsewhere) does.
-  report.draining = draining;
-  auto written = store_.heartbeat(*held, report);
+  report.draining = draining_;
+  auto written = co_await call(runner_, Lane::kRenew,
+                               [this, &held, &report] { return store_.heartbeat(*held, report); });
+  renewing_ = false;
   if (written.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (generation_ != generation) return result;  // abandoned meanwhile: ignore
+    if (generation_ != generation) co_return result;  // abandoned meanwhile: ignore
     entry_ = written.value();
     heartbeat_basis_ = start;
-    publish_locked();
-    return result;
+    publish();
+    co_return result;
   }
   result.status = written.status();
   if (written.status().code() == StatusCode::kConditionFailed) {
-    bool same;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      same = generation_ == generation;
-    }
-    if (same) {
+    if (generation_ == generation) {
       abandon(Status(StatusCode::kLeaseLost,
                      "worker " + config_.worker_id +
                          "'s membership was fenced by the leader (it was silent for the "
@@ -160,7 +148,7 @@ Membership::RenewResult Membership::renew() {
   } else if (check_lapse()) {
     result.abandoned = true;
   }
-  return result;
+  co_return result;
 }
 
 // Registers a new incarnation. One whose registration's answer was lost is registered again
@@ -168,62 +156,46 @@ Membership::RenewResult Membership::renew() {
 // received since) is kept: the store then answers kConditionFailed, which confirms it. The
 // hold of a registration confirmed that way counts from the start of its first attempt: the
 // leader may have seen it since it landed, which was no earlier.
-void Membership::set_status_url(std::string url) {
-  std::lock_guard<std::mutex> lock(mu_);
-  status_url_ = std::move(url);
-}
+void Membership::set_status_url(std::string url) { status_url_ = std::move(url); }
 
-Membership::RenewResult Membership::register_incarnation(Clock::MonoTime start,
-                                                         std::int64_t lease_count,
-                                                         std::uint64_t generation,
-                                                         RenewResult& result) {
+CallTask<Membership::RenewResult> Membership::register_incarnation(Clock::MonoTime start,
+                                                                   std::int64_t lease_count,
+                                                                   std::uint64_t generation,
+                                                                   RenewResult result) {
   WorkerEntry fresh;
   fresh.worker_id = config_.worker_id;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (registering_.empty()) {
-      registering_ = new_incarnation();
-      registering_since_ = start;
-    }
-    fresh.incarnation = registering_;
-    fresh.status_url = status_url_;
+  if (registering_.empty()) {
+    registering_ = new_incarnation();
+    registering_since_ = start;
   }
+  fresh.incarnation = registering_;
+  fresh.status_url = status_url_;
   fresh.lease_count = lease_count;
-  auto written = store_.register_worker(fresh);
+  auto written = co_await call(runner_, Lane::kRenew,
+                               [this, &fresh] { return store_.register_worker(fresh); });
   if (!written.ok() && written.status().code() != StatusCode::kConditionFailed) {
     result.status = written.status();
-    return result;
+    co_return result;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (generation_ != generation) return result;
+  if (generation_ != generation) co_return result;
   entry_ = written.ok() ? written.value() : fresh;
   registering_.clear();
   heartbeat_basis_ = written.ok() ? start : registering_since_;
   ++incarnations_;
-  publish_locked();
+  publish();
   result.registered = true;
-  return result;
+  co_return result;
 }
 
 bool Membership::observe_own(const std::optional<WorkerEntry>& seen,
                              const std::optional<std::string>& read_for) {
-  std::uint64_t generation;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!entry_ || !read_for || *read_for != entry_->incarnation) return false;
-    generation = generation_;
-    if (seen && seen->incarnation == entry_->incarnation) {
-      // Keep the inbox as read; the heartbeat value is only ever moved by us.
-      if (seen->heartbeat >= entry_->heartbeat) entry_->inbox = seen->inbox;
-      return false;
-    }
+  if (!entry_ || !read_for || *read_for != entry_->incarnation) return false;
+  if (seen && seen->incarnation == entry_->incarnation) {
+    // Keep the inbox as read; the heartbeat value is only ever moved by us.
+    if (seen->heartbeat >= entry_->heartbeat) entry_->inbox = seen->inbox;
+    return false;
   }
-  // Gone, or replaced: fenced (a read may race a registration of ours only within one
-  // generation, and the generation check keeps an older read from hurting a newer one).
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (generation_ != generation) return false;
-  }
+  // Gone, or replaced: fenced (the read was sent for the current incarnation).
   abandon(Status(StatusCode::kLeaseLost,
                  "worker " + config_.worker_id +
                      "'s membership entry was fenced by the leader; its leases are being given "
@@ -231,34 +203,27 @@ bool Membership::observe_own(const std::optional<WorkerEntry>& seen,
   return true;
 }
 
-Status Membership::leave() {
-  std::optional<WorkerEntry> held = entry();
-  if (!held) return Status::Ok();
-  Status s = store_.deregister_worker(*held);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    end_locked();
-  }
+CallTask<Status> Membership::leave() {
+  const std::optional<WorkerEntry> held = entry_;
+  if (!held) co_return Status::Ok();
+  Status s = co_await call(runner_, Lane::kRenew,
+                           [this, &held] { return store_.deregister_worker(*held); });
+  end();
   if (callbacks_.ended) callbacks_.ended(Status(StatusCode::kLeaseLost, "left"));
-  if (s.code() == StatusCode::kConditionFailed) return Status::Ok();  // already fenced
-  return s;
+  if (s.code() == StatusCode::kConditionFailed) co_return Status::Ok();  // already fenced
+  co_return s;
 }
 
-void Membership::set_draining() {
-  std::lock_guard<std::mutex> lock(mu_);
-  draining_ = true;
-}
+void Membership::set_draining() { draining_ = true; }
 
 void Membership::set_held_by_lock(bool held) {
-  std::lock_guard<std::mutex> lock(mu_);
   held_by_lock_ = held;
-  publish_locked();
+  publish();
 }
 
 void Membership::set_leader_basis(std::optional<Clock::MonoTime> basis) {
-  std::lock_guard<std::mutex> lock(mu_);
   leader_basis_ = basis;
-  if (basis_locked()) publish_locked();  // only ever moves a member's basis
+  if (this->basis()) publish();  // only ever moves a member's basis
 }
 
 }  // namespace kcl::assignment

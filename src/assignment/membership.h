@@ -24,7 +24,8 @@
 // sides measure intervals on their own monotonic clocks; only their rates must agree (to
 // well within the margin), as for the lease counters of LeaseAssignment::kWorkerTakes.
 //
-// Thread safety: all methods may be called from any thread.
+// Thread safety: MembershipHold from any thread. A Membership belongs to the thread that runs
+// the agent's steps (the coordinator, coordinator.h); its calls run on the membership lane.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,7 @@
 #include <random>
 #include <string>
 
+#include "assignment/call_task.h"
 #include "assignment/coordination_store.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
@@ -60,6 +62,8 @@ class MembershipHold final : public leases::HoldPolicy {
   explicit MembershipHold(const LeaseConfig& config) : config_(config) {}
   Clock::MonoTime deadline(const leases::HoldState& state) const override;
   void set_basis(std::optional<Clock::MonoTime> basis);
+  // When every lease is given up unless the basis moves; empty when not a member.
+  std::optional<Clock::MonoTime> hold_deadline() const;
 
  private:
   const LeaseConfig config_;
@@ -73,7 +77,6 @@ class Membership {
     // What the next heartbeat reports: lease_count and lease_kbps.
     std::function<WorkerEntry()> report;
     // The membership ended (abandoned, fenced or left): give every lease up with `reason`.
-    // Called with no lock of the membership held.
     std::function<void(const Status& reason)> ended;
   };
   // `store`, `hold`, `clock` and `metrics` must outlive the membership.
@@ -86,8 +89,12 @@ class Membership {
     bool abandoned = false;   // the incarnation was given up (fenced or lapsed)
   };
   // Registers a new incarnation when not a member, else heartbeats. Gives the incarnation up
-  // when its hold has lapsed or the entry was fenced.
-  RenewResult renew();
+  // when its hold has lapsed or the entry was fenced. One at a time (renewing()): two
+  // registrations at once would make two incarnations.
+  CallTask<RenewResult> renew();
+  bool renewing() const { return renewing_; }
+  // Where the calls run (null: inline).
+  void set_call_runner(CallRunner* runner) { runner_ = runner; }
   // The worker's entry as the poll read it: gone or of another incarnation means fenced.
   // `read_for` is the incarnation that was current when the read was sent (entry()); a read
   // sent before a registration says nothing about the new incarnation and is ignored.
@@ -101,7 +108,7 @@ class Membership {
   // nothing more). Call renew() to say it at once.
   void set_draining();
   // Graceful leave: removes the entry (after the leases were handed back).
-  Status leave();
+  CallTask<Status> leave();
 
   // The leader lock's part of the hold basis (empty when not leading).
   void set_leader_basis(std::optional<Clock::MonoTime> basis);
@@ -126,12 +133,12 @@ class Membership {
   std::uint64_t incarnations() const;
 
  private:
-  RenewResult register_incarnation(Clock::MonoTime start, std::int64_t lease_count,
-                                   std::uint64_t generation, RenewResult& result);
-  std::optional<Clock::MonoTime> basis_locked() const;
-  void publish_locked();
+  CallTask<RenewResult> register_incarnation(Clock::MonoTime start, std::int64_t lease_count,
+                                             std::uint64_t generation, RenewResult result);
+  std::optional<Clock::MonoTime> basis() const;
+  void publish();
   // Not a member any more: entry, bases and the hold go.
-  void end_locked();
+  void end();
   std::string new_incarnation();
 
   CoordinationStore& store_;
@@ -140,19 +147,19 @@ class Membership {
   const LeaseConfig config_;
   const Clock& clock_;
   MetricsSink& metrics_;
-  std::mutex renew_mu_;  // one renew() at a time: two heartbeats of one value would fence us
-  mutable std::mutex mu_;
-  std::mt19937_64 rng_;                             // guarded by mu_
-  std::optional<WorkerEntry> entry_;                // guarded by mu_
-  std::optional<Clock::MonoTime> heartbeat_basis_;  // guarded by mu_
-  std::optional<Clock::MonoTime> leader_basis_;     // guarded by mu_
-  bool held_by_lock_ = false;                       // guarded by mu_
-  std::uint64_t generation_ = 0;                    // guarded by mu_: bumped per incarnation
-  std::uint64_t incarnations_ = 0;                  // guarded by mu_
-  bool draining_ = false;                           // guarded by mu_
-  std::string status_url_;                          // guarded by mu_
-  std::string registering_;  // guarded by mu_: the incarnation being registered, until it is
-  Clock::MonoTime registering_since_{};  // guarded by mu_: its first attempt's start
+  CallRunner* runner_ = nullptr;
+  bool renewing_ = false;
+  std::mt19937_64 rng_;
+  std::optional<WorkerEntry> entry_;
+  std::optional<Clock::MonoTime> heartbeat_basis_;
+  std::optional<Clock::MonoTime> leader_basis_;
+  bool held_by_lock_ = false;
+  std::uint64_t generation_ = 0;  // bumped per incarnation
+  std::uint64_t incarnations_ = 0;
+  bool draining_ = false;
+  std::string status_url_;
+  std::string registering_;              // the incarnation being registered, until it is
+  Clock::MonoTime registering_since_{};  // its first attempt's start
 };
 
 }  // namespace kcl::assignment

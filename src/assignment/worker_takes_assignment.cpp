@@ -8,6 +8,17 @@ namespace kcl::assignment {
 
 using std::chrono::milliseconds;
 
+namespace {
+
+// A pass of worker-takes as one call on its lane: the passes share nothing but HeldLeases and
+// the store, so the coordinator only times them.
+CallTask<Clock::MonoTime> on_lane(CallRunner* runner, Lane lane,
+                                  std::function<Clock::MonoTime()> pass) {
+  co_return co_await call(runner, lane, std::move(pass));
+}
+
+}  // namespace
+
 WorkerTakesAssignment::WorkerTakesAssignment(const LeaseConfig& config,
                                              const AssignmentParts& parts)
     : config_(config),
@@ -17,8 +28,10 @@ WorkerTakesAssignment::WorkerTakesAssignment(const LeaseConfig& config,
             std::make_shared<RenewalHold>(config)),
       taker_(held_, *parts.store, config, *parts.clock, *parts.metrics, parts.seed),
       rng_(parts.seed ^ 0x5851f42d4c957f2dULL),
-      runner_(*parts.clock, {{"kcl-lease-renew", [this] { return renew_step(); }},
-                             {"kcl-lease-take", [this] { return take_step(); }}}) {}
+      runner_(*parts.clock,
+              {[this] { return on_lane(&runner_, Lane::kRenew, [this] { return renew_step(); }); },
+               [this] { return on_lane(&runner_, Lane::kPoll, [this] { return take_step(); }); }}) {
+}
 
 WorkerTakesAssignment::~WorkerTakesAssignment() { runner_.stop(); }
 

@@ -18,8 +18,8 @@
 #include <random>
 
 #include "assignment/assignment_strategy.h"
+#include "assignment/coordinator.h"
 #include "assignment/lease_taker.h"
-#include "assignment/step_runner.h"
 
 namespace kcl::assignment {
 
@@ -69,7 +69,7 @@ class WorkerTakesAssignment final : public AssignmentStrategy {
   std::mt19937_64 rng_;  // guarded by rng_mu_
   mutable std::mutex report_mu_;
   std::vector<OrphanedLease> orphaned_;  // guarded by report_mu_: the last take pass's
-  StepRunner runner_;
+  Coordinator runner_;  // the renew pass on its renew lane, the take pass on its poll lane
 };
 
 }  // namespace kcl::assignment
