@@ -68,6 +68,12 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
     present.insert(w.worker_id);
     auto [it, inserted] = workers_.try_emplace(w.worker_id);
     Observed& o = it->second;
+    // An older heartbeat of the incarnation seen (an eventually consistent read served by a
+    // replica that lags) says nothing new: a heartbeat only grows, and only the worker moves
+    // it. Taken as a change, it would restart the silence of a worker that died.
+    if (!inserted && o.entry.incarnation == w.incarnation && w.heartbeat < o.entry.heartbeat) {
+      continue;
+    }
     if (inserted || o.entry.incarnation != w.incarnation) {
       changed = true;
       const bool own = own_registration_ && w.worker_id == config_.worker_id &&

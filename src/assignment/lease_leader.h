@@ -35,7 +35,8 @@
 // attention in a pass that saw a join, posted to another worker, or found a heartbeat
 // overdue (LeaderPassResult::attention): idle workers mostly read only the lock
 // (assignment_agent.h). A worker's silence is timed from the last change of its heartbeat
-// this leader saw, on its own clock: nothing the leader writes (a post) moves a heartbeat.
+// this leader saw, on its own clock: nothing the leader writes (a post) moves a heartbeat, and
+// a read showing an older heartbeat of the same incarnation (a lagging replica) is no change.
 //
 // Thread safety: one thread at a time runs begin/run_pass/end (the agent's leader step: the
 // pass on the pass lane, the rest on the coordinator, never at once); the authority and

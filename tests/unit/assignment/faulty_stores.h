@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "assignment/coordination_store.h"
 #include "leases/lease_store.h"
@@ -114,9 +115,16 @@ class FaultyCoordinationStore final : public CoordinationStore {
 
   Status create_table_if_not_exists() override { return inner_.create_table_if_not_exists(); }
   Result<CoordinationView> read_all(Consistency c) override {
+    if (c == Consistency::kEventual && !stale_.empty()) {
+      CoordinationView v = std::move(stale_.front());
+      stale_.erase(stale_.begin());
+      return v;
+    }
     return faults_.call<Result<CoordinationView>>("read_all", "",
                                                   [&] { return inner_.read_all(c); });
   }
+  // The next eventually consistent read_all() answers `view` (a replica that lags).
+  void serve_stale(CoordinationView view) { stale_.push_back(std::move(view)); }
   Result<OwnView> read_own(std::string_view id, Consistency c) override {
     return faults_.call<Result<OwnView>>("read_own", id, [&] { return inner_.read_own(id, c); });
   }
@@ -170,6 +178,7 @@ class FaultyCoordinationStore final : public CoordinationStore {
  private:
   CoordinationStore& inner_;
   FaultPoint faults_;
+  std::vector<CoordinationView> stale_;
 };
 
 class FaultyLeaseStore final : public LeaseStore {

@@ -1,5 +1,6 @@
-// LeaseLeader's settling across passes and terms, driven pass by pass on a ManualClock over
-// in-memory stores: a membership change noted by a pass that ended early, and a new term.
+// LeaseLeader driven pass by pass on a ManualClock over in-memory stores: its settling across
+// passes and terms (a membership change noted by a pass that ended early, and a new term), and
+// how it times a worker's silence when an eventually consistent read is served stale.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -67,6 +68,56 @@ TEST(LeaseLeaderSettleTest, ANewTermStartsUnsettledWhateverAnEarlierTermLeftNote
   leader.begin(std::nullopt);
   ASSERT_TRUE(leader.run_pass().status.ok());
   EXPECT_TRUE(leader.first_settling()) << "a new term was settled at its first pass";
+}
+
+// A worker's silence is timed from the last heartbeat the leader saw change. An eventually
+// consistent read of the worker entries may be served by a replica that lags and show an older
+// heartbeat of the same incarnation; that is not a sign of life (a heartbeat only grows), so
+// the dead worker is still fenced failover_time after its last heartbeat was first seen.
+TEST(LeaseLeaderSilenceTest, AStaleReadOfAnOlderHeartbeatDoesNotRestartASilence) {
+  ManualClock clock;
+  InMemoryLeaseStore leases;
+  testing::add_free_leases(leases, 4);
+  InMemoryCoordinationStore table;
+  testing::FaultyCoordinationStore coordination(table);
+  LeaseConfig config;
+  config.application_name = "silence-test";
+  config.worker_id = "a";
+  config.assignment = LeaseAssignment::kLeader;
+  testing::RecordingMetrics metrics;
+  LeaseLeader leader(leases, coordination, config, clock, metrics, nullptr);
+  ASSERT_TRUE(table.register_worker(worker("a")).ok());
+  auto b = table.register_worker(worker("b"));
+  ASSERT_TRUE(b.ok());
+  WorkerEntry held = *b;
+  for (int i = 0; i < 3; ++i) {
+    auto next = table.heartbeat(held, WorkerEntry{});
+    ASSERT_TRUE(next.ok());
+    held = *next;
+  }
+  auto before_last = table.read_all(Consistency::kStrong);
+  ASSERT_TRUE(before_last.ok());  // b at its third heartbeat: what a lagging replica keeps
+  ASSERT_TRUE(table.heartbeat(held, WorkerEntry{}).ok());  // b's last heartbeat; then it dies
+
+  leader.begin(std::nullopt);
+  ASSERT_TRUE(leader.run_pass().status.ok());  // sees b's last heartbeat
+  const auto first_seen = clock.now();
+  clock.advance(config.failover_time / 2);
+  coordination.serve_stale(*before_last);
+  ASSERT_TRUE(leader.run_pass().status.ok());  // the lagging replica: an older heartbeat
+  clock.advance(100ms);
+  ASSERT_TRUE(leader.run_pass().status.ok());  // the last heartbeat again
+  int fenced = 0;
+  while (clock.now() - first_seen < config.failover_time + 200ms) {
+    clock.advance(50ms);
+    LeaderPassResult r = leader.run_pass();
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    fenced += r.fenced;
+  }
+  EXPECT_EQ(fenced, 1) << "b was not fenced within failover_time + 200 ms of its last heartbeat";
+  auto view = table.read_all(Consistency::kStrong);
+  ASSERT_TRUE(view.ok());
+  for (const WorkerEntry& w : view->workers) EXPECT_NE(w.worker_id, "b") << "b's entry is left";
 }
 
 }  // namespace
