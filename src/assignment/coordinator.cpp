@@ -114,11 +114,11 @@ void Coordinator::collect_ended() {
   }
   bool reported = false;
   for (auto it = asked_in_progress_.begin(); it != asked_in_progress_.end();) {
-    if (!it->first.done()) {
+    if (!it->task->done()) {
       ++it;
       continue;
     }
-    *it->second = true;
+    *it->asked.finished = true;
     reported = true;
     it = asked_in_progress_.erase(it);
   }
@@ -139,11 +139,12 @@ void Coordinator::loop() {
       continue;
     }
     if (!asked_.empty()) {
-      Asked asked = std::move(asked_.front());
+      asked_in_progress_.push_back({std::move(asked_.front()), std::nullopt});
       asked_.pop_front();
       lock.unlock();
-      asked_in_progress_.emplace_back(asked.make(), asked.finished);
-      asked_in_progress_.back().first.start();
+      AskedRunning& running = asked_in_progress_.back();
+      running.task.emplace(running.asked.make());
+      running.task->start();
       lock.lock();
       collect_ended();
       continue;

@@ -17,6 +17,7 @@
 #include <coroutine>
 #include <deque>
 #include <functional>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -81,7 +82,12 @@ class Coordinator final : public CallRunner {
   // tasks in progress.
   std::vector<std::optional<CallTask<Clock::MonoTime>>> in_progress_;
   std::vector<Clock::MonoTime> next_;
-  std::vector<std::pair<CallTask<Done>, bool*>> asked_in_progress_;
+  // (A task's maker is kept while it runs: a coroutine lambda's captures live in it.)
+  struct AskedRunning {
+    Asked asked;
+    std::optional<CallTask<Done>> task;
+  };
+  std::list<AskedRunning> asked_in_progress_;
   std::thread thread_;
   std::vector<std::thread> lanes_;
 };
