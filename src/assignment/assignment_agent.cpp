@@ -42,6 +42,7 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseS
 void AssignmentAgent::set_call_runner(CallRunner* runner) {
   runner_ = runner;
   membership_.set_call_runner(runner);
+  adopter_.set_call_runner(runner);
 }
 
 // A leader stops assigning once its own renewals (membership heartbeat, lock renewal) have
@@ -219,7 +220,7 @@ CallTask<bool> AssignmentAgent::look_at_inbox(WorkerEntry self) {
       (self.incarnation == inbox_seen_.first && self.inbox == inbox_seen_.second)) {
     co_return true;
   }
-  LookResult looked = co_await adopter_call([this, &self] { return adopter_.look_at(self.inbox); });
+  LookResult looked = co_await adopter_.look_at(self.inbox);
   if (looked.status.ok()) inbox_seen_ = {self.incarnation, self.inbox};
   co_return looked.status.ok();
 }
@@ -278,16 +279,14 @@ CallTask<Done> AssignmentAgent::try_lead(std::optional<LeaderEntry> seen, Clock:
 CallTask<bool> AssignmentAgent::poll_leases(WorkerEntry self) {
   bool done = true;
   if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
-    done = (co_await adopter_call([this, &given_up] {
-             return adopter_.look_at(given_up);
-           })).status.ok();
+    done = (co_await adopter_.look_at(std::move(given_up))).status.ok();
   }
   done = (co_await look_at_inbox(self)) && done;
   if (adopter_.has_pending_incoming()) {
-    (void)co_await adopter_call([this] { return adopter_.poll_incoming_handoffs(); });
+    (void)co_await adopter_.poll_incoming_handoffs();
   }
   if (!held_.pending_handoffs().empty()) {
-    co_await adopter_call([this] {
+    co_await call(runner_, Lane::kPoll, [this] {
       for (const auto& [key, to] : held_.pending_handoffs()) (void)held_.refresh_held(key);
       return Done{};
     });
@@ -300,7 +299,7 @@ CallTask<bool> AssignmentAgent::poll_leases(WorkerEntry self) {
 // active. False when keys were left to look at again.
 CallTask<bool> AssignmentAgent::discover_leases() {
   if (hold_veto()) co_return true;  // its membership lapses soon, or registers anew
-  LookResult looked = co_await adopter_call([this] { return adopter_.discover(); });
+  LookResult looked = co_await adopter_.discover();
   polls_.record(looked.status);
   if (!looked.gained.empty() || !looked.lost.empty() || !looked.handoffs_requested.empty()) {
     note_activity();
@@ -538,7 +537,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
   if (!r.self_keys.empty()) {
     note_activity();
     if (!hold_veto()) {
-      (void)co_await adopter_call([this, &r] { return adopter_.look_at(r.self_keys); });
+      (void)co_await adopter_.look_at(r.self_keys);
     }
   }
   if (leader_.first_settling()) {
@@ -591,7 +590,7 @@ CallTask<Status> AssignmentAgent::leave_task() {
   // A lease assigned to this worker after its last look (a pass that planned before it saw
   // this worker draining) is handed back, so a fleet stopped at any moment leaves no lease
   // owned by a worker that is gone.
-  s = co_await adopter_call([this] { return adopter_.hand_back_unread(); });
+  s = co_await adopter_.hand_back_unread();
   if (first.ok() && !s.ok()) first = s;
   co_return first;
 }

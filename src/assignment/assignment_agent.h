@@ -39,11 +39,12 @@
 // whatever the table gave this worker after its last look handed back.
 //
 // Thread safety: the agent's state (membership, leader lock, the poll's schedule, the
-// leader's view between passes) belongs to the thread that runs its steps: the coordinator
-// (coordinator.h), or the caller of the *_step() functions and of drain()/leave() when no
-// coordinator runs. Its calls touch only their requests and thread-safe stores; the adopter's
-// run on the poll lane, the leader's pass on the pass lane. Shared with other threads: the
-// held leases (HeldLeases), the hold basis (MembershipHold), and leading(), leader_terms(),
+// leases being adopted, the leader's view between passes) belongs to the thread that runs its
+// steps: the coordinator (coordinator.h), or the caller of the *_step() functions and of
+// drain()/leave() when no coordinator runs. Its calls touch only their requests and
+// thread-safe stores: reads and the adopter's takes on the poll lane, renewals on the renew
+// lane, the leader's pass on the pass lane. Shared with other threads: the held leases
+// (HeldLeases), the hold basis (MembershipHold), and leading(), leader_terms(),
 // failing_calls(), which any thread may read.
 #pragma once
 
@@ -122,11 +123,6 @@ class AssignmentAgent {
   CallTask<bool> renew_lock(bool attention);
   std::optional<std::string> assign_veto() const;
   std::optional<std::string> hold_veto() const;
-  // Runs `fn` on the adopter (its calls: the poll lane).
-  template <class Fn>
-  auto adopter_call(Fn fn) {
-    return call(runner_, Lane::kPoll, std::move(fn));
-  }
   // False when some keys could not be looked at (they stay in the inbox).
   CallTask<bool> look_at_inbox(WorkerEntry self);
   CallTask<bool> poll_leases(WorkerEntry self);

@@ -18,38 +18,36 @@ LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
 // table gives it to this worker).
 constexpr int kTakeAttempts = 3;
 
-bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
-  Lease current = seen;
+CallTask<bool> LeaseAdopter::adopt(Lease seen, LookResult& result) {
+  Lease current = std::move(seen);
   for (int attempt = 1;; ++attempt) {
     const auto start = clock_.now();
-    auto taken = store_.take_lease(current, worker_id());
+    auto taken = co_await call(
+        runner_, Lane::kPoll, [this, &current] { return store_.take_lease(current, worker_id()); });
     if (taken.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        incoming_.erase(current.lease_key);
-      }
+      incoming_.erase(current.lease_key);
       metrics_.count("leases.taken", 1, {});
       result.gained.push_back(current.lease_key);
       held_.gain(taken.value(), start);
-      return true;
+      co_return true;
     }
     if (taken.status().code() != StatusCode::kConditionFailed) {
       if (result.status.ok()) result.status = taken.status();
-      return false;
+      co_return false;
     }
     const MetricTag tag{"operation", "take"};
     metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
-    auto read = store_.get_lease(current.lease_key);
+    auto read = co_await get_lease(current.lease_key);
     if (!read.ok()) {
       if (result.status.ok()) {
         result.status =
             read.status().with_context("reading lease " + current.lease_key + " again: ");
       }
-      return false;
+      co_return false;
     }
     const std::optional<Lease>& now = *read;
     if (!now || now->lease_owner != worker_id() || now->checkpoint_owner || stopped_.load()) {
-      return true;
+      co_return true;
     }
     if (attempt == kTakeAttempts) {
       if (result.status.ok()) {
@@ -58,17 +56,22 @@ bool LeaseAdopter::adopt(const Lease& seen, LookResult& result) {
                                    std::to_string(kTakeAttempts) +
                                    " times while the table gives it to this worker");
       }
-      return false;
+      co_return false;
     }
     current = *now;
   }
 }
 
-bool LeaseAdopter::evict(const Lease& lease, LookResult& result) {
-  auto done = store_.evict_lease(lease);
-  if (done.ok() || done.status().code() == StatusCode::kConditionFailed) return true;
+CallTask<Result<std::optional<Lease>>> LeaseAdopter::get_lease(std::string key) {
+  co_return co_await call(runner_, Lane::kPoll, [this, &key] { return store_.get_lease(key); });
+}
+
+CallTask<bool> LeaseAdopter::evict(Lease lease, LookResult& result) {
+  auto done =
+      co_await call(runner_, Lane::kPoll, [this, &lease] { return store_.evict_lease(lease); });
+  if (done.ok() || done.status().code() == StatusCode::kConditionFailed) co_return true;
   if (result.status.ok()) result.status = done.status();
-  return false;
+  co_return false;
 }
 
 // A lease this worker holds: a handoff the leader started is noted; a lease the table gives
@@ -92,32 +95,32 @@ bool LeaseAdopter::act_on_held(const Lease& lease, LookResult& result) {
 }
 
 // A lease this worker does not hold: adopted, handed back, or waited for.
-bool LeaseAdopter::act_on_unheld(const Lease& lease, LookResult& result) {
+CallTask<bool> LeaseAdopter::act_on_unheld(Lease lease, LookResult& result) {
   const bool mine = lease.lease_owner == worker_id();
   if (lease.checkpoint_owner == worker_id()) {
     // Being handed off by this worker, which does not read it (an earlier incarnation did
     // and has stopped): nothing to finish, complete the handoff at once.
-    return evict(lease, result);
+    co_return co_await evict(lease, result);
   }
-  if (!mine) return true;
+  if (!mine) co_return true;
   if (stopped_.load()) {
     // Shutting down: hand an assigned lease straight back (free again, the leader moves it
     // on); one still being handed over is left to its old owner.
-    return lease.checkpoint_owner ? true : evict(lease, result);
+    if (lease.checkpoint_owner) co_return true;
+    co_return co_await evict(lease, result);
   }
-  if (!lease.checkpoint_owner) return adopt(lease, result);
+  if (!lease.checkpoint_owner) co_return co_await adopt(lease, result);
   // Handed to this worker; the old owner is still finishing (poll_incoming_handoffs).
-  std::lock_guard<std::mutex> lock(mu_);
   incoming_.try_emplace(lease.lease_key, Incoming{clock_.now(), *lease.checkpoint_owner});
-  return true;
+  co_return true;
 }
 
-bool LeaseAdopter::look_at_one(const std::string& key, LookResult& result) {
-  auto read = store_.get_lease(key);
+CallTask<bool> LeaseAdopter::look_at_one(std::string key, LookResult& result) {
+  auto read = co_await get_lease(key);
   if (!read.ok()) {
     if (result.status.ok())
       result.status = read.status().with_context("reading lease " + key + ": ");
-    return false;  // the rest stay in the inbox for the next poll
+    co_return false;  // the rest stay in the inbox for the next poll
   }
   bool done = true;
   if (!read->has_value()) {
@@ -127,120 +130,110 @@ bool LeaseAdopter::look_at_one(const std::string& key, LookResult& result) {
   } else if (held_.holds(key)) {
     done = act_on_held(**read, result);
   } else {
-    done = act_on_unheld(**read, result);
+    done = co_await act_on_unheld(**read, result);
   }
   if (done) result.handled.push_back(key);
-  return done;
+  co_return done;
 }
 
-LookResult LeaseAdopter::look_at(const std::vector<std::string>& keys) {
+CallTask<LookResult> LeaseAdopter::look_at(std::vector<std::string> keys) {
   LookResult result;
   for (const std::string& key : keys) {
-    if (!look_at_one(key, result)) break;
+    if (!(co_await look_at_one(key, result))) break;
   }
-  std::lock_guard<std::mutex> lock(mu_);
   for (const std::string& key : keys) unfinished_.insert(key);
   for (const std::string& key : result.handled) {
     given_up_.erase(key);
     unfinished_.erase(key);
   }
-  return result;
+  co_return result;
 }
 
-LookResult LeaseAdopter::discover() {
-  auto owned = store_.owned_lease_keys(worker_id());
+CallTask<LookResult> LeaseAdopter::discover() {
+  auto owned =
+      co_await call(runner_, Lane::kPoll, [this] { return store_.owned_lease_keys(worker_id()); });
   if (!owned.ok()) {
     LookResult failed;
     failed.status = owned.status().with_context("finding the leases the table gives this worker: ");
-    return failed;
+    co_return failed;
   }
   const std::vector<std::string> claimed = claimed_keys();  // sorted
   std::vector<std::string> differ;
   std::set_difference(owned->begin(), owned->end(), claimed.begin(), claimed.end(),
                       std::back_inserter(differ));
-  {
-    // Keys an earlier look did not finish (a read or a take failed): the lease may have moved
-    // on since (a handoff from this worker that it never read, to complete).
-    std::lock_guard<std::mutex> lock(mu_);
-    differ.insert(differ.end(), unfinished_.begin(), unfinished_.end());
-  }
+  // Keys an earlier look did not finish (a read or a take failed): the lease may have moved
+  // on since (a handoff from this worker that it never read, to complete).
+  differ.insert(differ.end(), unfinished_.begin(), unfinished_.end());
   for (const leases::HeldSummary& h : held_.summaries()) {
     if (h.current && !h.handing_off &&
         !std::binary_search(owned->begin(), owned->end(), h.lease_key)) {
       differ.push_back(h.lease_key);
     }
   }
-  if (differ.empty()) return {};
+  if (differ.empty()) co_return LookResult{};
   std::sort(differ.begin(), differ.end());
   differ.erase(std::unique(differ.begin(), differ.end()), differ.end());
-  return look_at(differ);
+  co_return co_await look_at(std::move(differ));
 }
 
-bool LeaseAdopter::has_pending_incoming() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return !incoming_.empty();
-}
+bool LeaseAdopter::has_pending_incoming() const { return !incoming_.empty(); }
 
-LookResult LeaseAdopter::poll_incoming_handoffs() {
+CallTask<LookResult> LeaseAdopter::poll_incoming_handoffs() {
   LookResult result;
-  std::vector<std::pair<std::string, Incoming>> pending;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending.assign(incoming_.begin(), incoming_.end());
-  }
+  const std::vector<std::pair<std::string, Incoming>> pending(incoming_.begin(), incoming_.end());
   for (const auto& [key, in] : pending) {
-    auto read = store_.get_lease(key);
+    auto read = co_await get_lease(key);
     if (!read.ok()) {
       if (result.status.ok()) result.status = read.status();
       break;
     }
     if (!read->has_value() || (*read)->lease_owner != worker_id() || stopped_.load()) {
-      std::lock_guard<std::mutex> lock(mu_);
       incoming_.erase(key);
       continue;
     }
     const Lease& lease = **read;
     if (!lease.checkpoint_owner) {
-      if (!adopt(lease, result)) break;
+      if (!(co_await adopt(lease, result))) break;
       continue;
     }
     if (clock_.now() - in.since < config_.handoff_timeout) continue;
     // The old owner did not finish in time: take it anyway (conditional on what was read,
     // checkpointOwner included). Its later writes fail on the counter; records after its
     // last checkpoint may be delivered twice.
-    if (!adopt(lease, result)) break;
+    if (!(co_await adopt(lease, result))) break;
     if (held_.holds(key)) {
       result.forced.push_back(key);
       metrics_.count("leases.handoffs_forced", 1, {});
     }
   }
-  return result;
+  co_return result;
 }
 
-Status LeaseAdopter::hand_back_unread() {
-  auto owned = store_.owned_lease_keys(worker_id());
-  if (!owned.ok()) return owned.status().with_context("reading the leases of this worker: ");
+CallTask<Status> LeaseAdopter::hand_back_unread() {
+  auto owned =
+      co_await call(runner_, Lane::kPoll, [this] { return store_.owned_lease_keys(worker_id()); });
+  if (!owned.ok()) co_return owned.status().with_context("reading the leases of this worker: ");
   LookResult result;
   for (const std::string& key : *owned) {
     if (held_.holds(key)) continue;
-    auto read = store_.get_lease(key);
-    if (!read.ok()) return read.status().with_context("reading lease " + key + ": ");
+    auto read = co_await get_lease(key);
+    if (!read.ok()) co_return read.status().with_context("reading lease " + key + ": ");
     const std::optional<Lease>& lease = *read;
     if (!lease || lease->lease_owner != worker_id() || lease->checkpoint_owner) continue;
-    if (!evict(*lease, result)) return result.status.with_context("handing back " + key + ": ");
+    if (!(co_await evict(*lease, result))) {
+      co_return result.status.with_context("handing back " + key + ": ");
+    }
   }
-  return Status::Ok();
+  co_return Status::Ok();
 }
 
 void LeaseAdopter::membership_ended(const std::vector<std::string>& lost) {
-  std::lock_guard<std::mutex> lock(mu_);
   given_up_.insert(lost.begin(), lost.end());
   for (const auto& [key, in] : incoming_) given_up_.insert(key);
   incoming_.clear();
 }
 
 std::vector<std::string> LeaseAdopter::given_up() const {
-  std::lock_guard<std::mutex> lock(mu_);
   return {given_up_.begin(), given_up_.end()};
 }
 
@@ -249,10 +242,7 @@ std::vector<std::string> LeaseAdopter::claimed_keys() const {
   for (const leases::HeldSummary& h : held_.summaries()) {
     if (h.current) keys.push_back(h.lease_key);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, in] : incoming_) keys.push_back(key);
-  }
+  for (const auto& [key, in] : incoming_) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;

@@ -24,17 +24,18 @@
 //  - What it claims: the keys of its held leases and of those handed to it (claimed_keys),
 //    which discover() compares with the keys the table gives it.
 //
-// Thread safety: all methods may be called from any thread (the agent runs the ones that call
-// the store on its poll lane, and tells it of a membership's end from the coordinator).
+// Thread safety: the adopter belongs to the thread that runs the agent's steps (the
+// coordinator); its store calls run on the poll lane (inline without a call runner).
+// taking_stopped() from any thread.
 #pragma once
 
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "assignment/call_task.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/metrics.h"
@@ -60,17 +61,19 @@ class LeaseAdopter {
   LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store, const LeaseConfig& config,
                const Clock& clock, MetricsSink& metrics);
 
+  // Where the store calls run (null: inline).
+  void set_call_runner(CallRunner* runner) { runner_ = runner; }
   // Reads each lease and acts on it (see the header).
-  LookResult look_at(const std::vector<std::string>& keys);
+  CallTask<LookResult> look_at(std::vector<std::string> keys);
   // How a worker learns its leases whatever became of the leader's posts: reads the keys of
   // the leases the table gives this worker (LeaseStore::owned_lease_keys: one Query of the
   // owner index) and looks at each one that differs from what it claims: one it does not
   // hold is adopted (or waited for, when it is handed to it), one it holds that the table no
   // longer names it the owner of is read (a handoff to note, or a loss); so is every key an
   // earlier look did not finish.
-  LookResult discover();
+  CallTask<LookResult> discover();
   // Checks the leases handed to this worker whose old owner has not finished yet.
-  LookResult poll_incoming_handoffs();
+  CallTask<LookResult> poll_incoming_handoffs();
   bool has_pending_incoming() const;
   // The membership ended: every lease was given up (`lost`); handoffs to come are forgotten.
   void membership_ended(const std::vector<std::string>& lost);
@@ -83,7 +86,7 @@ class LeaseAdopter {
   // The last step of a graceful stop, when nothing is held any more: reads the leases the
   // table gives this worker and hands back each one assigned to it (one whose handoff to it
   // is still pending is left to its old owner, who completes or keeps it).
-  Status hand_back_unread();
+  CallTask<Status> hand_back_unread();
   bool taking_stopped() const { return stopped_.load(); }
 
  private:
@@ -92,15 +95,16 @@ class LeaseAdopter {
     std::string from;       // the old owner
   };
   // One key of look_at(); false when the rest must wait (the store failed).
-  bool look_at_one(const std::string& key, LookResult& result);
+  CallTask<bool> look_at_one(std::string key, LookResult& result);
   bool act_on_held(const Lease& lease, LookResult& result);
-  bool act_on_unheld(const Lease& lease, LookResult& result);
+  CallTask<bool> act_on_unheld(Lease lease, LookResult& result);
   // Adopts `seen` (leaseOwner = this worker) with take_lease; false when the store failed
   // or the lease is to be looked at again (see kTakeAttempts).
-  bool adopt(const Lease& seen, LookResult& result);
+  CallTask<bool> adopt(Lease seen, LookResult& result);
   // evict_lease (hand back, or complete a handoff of a lease this worker does not read);
   // false when the store failed.
-  bool evict(const Lease& lease, LookResult& result);
+  CallTask<bool> evict(Lease lease, LookResult& result);
+  CallTask<Result<std::optional<Lease>>> get_lease(std::string key);
   const std::string& worker_id() const { return config_.worker_id; }
 
   leases::HeldLeases& held_;
@@ -108,11 +112,11 @@ class LeaseAdopter {
   const LeaseConfig config_;
   const Clock& clock_;
   MetricsSink& metrics_;
+  CallRunner* runner_ = nullptr;
   std::atomic<bool> stopped_{false};
-  mutable std::mutex mu_;
-  std::map<std::string, Incoming, std::less<>> incoming_;  // guarded by mu_
-  std::set<std::string, std::less<>> given_up_;            // guarded by mu_
-  // guarded by mu_: keys a look did not finish (looked at again by the next discover())
+  std::map<std::string, Incoming, std::less<>> incoming_;
+  std::set<std::string, std::less<>> given_up_;
+  // keys a look did not finish (looked at again by the next discover())
   std::set<std::string, std::less<>> unfinished_;
 };
 
