@@ -54,8 +54,10 @@
 //     each of the worker's unfinished shards has a record processor started on another worker
 //     within the bound; and a lease the table gives to a live worker (running, not paused,
 //     before the graceful stop; no handoff pending; its parents finished) is being read by
-//     it: that worker starts a processor for the shard within the bound of the lease becoming
-//     its own (or of the worker becoming live again).
+//     it: that worker starts a processor for the shard within options.unreadBoundS (the
+//     period in which a worker finds its leases in the table; takeoverBoundS when unset) of
+//     the lease becoming its own (or of the worker becoming live again). The report gives the
+//     longest such unread time (longestUnreadS).
 //  Also: every worker the runner did not kill exits 0 after SIGTERM ("crash" otherwise;
 //  "start" when Worker::start() failed under the injected faults); the special cases end
 //  as expected; in profiles that ask for it every fault kind of the proxy was
@@ -498,6 +500,7 @@ function check(dir) {
   // --- R7: liveness within the bound ---
   const boundS = meta.options && meta.options.takeoverBoundS
   let silentOwners = 0
+  let longestUnreadUs = 0
   if (boundS) {
     const boundUs = boundS * 1e6
     for (const t of timings.takeovers) {
@@ -506,7 +509,9 @@ function check(dir) {
           `${t.initSeconds == null ? 'never' : t.initSeconds.toFixed(1) + ' s'} (bound ${boundS} s)`)
       }
     }
-    silentOwners = checkLiveOwnersRead(events, polls, instances, boundUs, (msg) => violate('R7', msg))
+    const unreadS = (meta.options && meta.options.unreadBoundS) || boundS
+    ;({silent: silentOwners, longestUs: longestUnreadUs} = checkLiveOwnersRead(
+      events, polls, instances, unreadS * 1e6, (msg) => violate('R7', msg)))
   }
 
   const violationCount = Object.values(violations).reduce((a, b) => a + b, 0)
@@ -538,7 +543,9 @@ function check(dir) {
     examples,
     timings,
     takeoverBoundS: boundS || null,
+    unreadBoundS: boundS ? (meta.options && meta.options.unreadBoundS) || boundS : null,
     silentOwners,
+    longestUnreadS: Math.round(longestUnreadUs / 1e5) / 10,
     specials: events.filter((e) => e.type === 'special'),
   }
 }
@@ -567,7 +574,8 @@ function liveIntervals(events) {
 // R7's second half: every stretch of lease-table polls in which a lease is owned by a live
 // worker (no handoff pending, not at SHARD_END, parents finished) and which lasts longer than
 // the bound must see that worker start a processor for the shard within the bound. Returns
-// the number of stretches that did not.
+// the number of stretches that did not, and the longest time (at the polls' resolution) a
+// lease owned by a live worker went without a processor of that worker reading it.
 function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
   const live = liveIntervals(events)
   const liveSince = (w, t) => {
@@ -583,6 +591,7 @@ function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
   }
   const streaks = new Map()  // shard -> {owner, since, reported}
   let silent = 0
+  let longest = 0
   for (const poll of polls) {
     const byKey = new Map(poll.leases.map((l) => [l.k, l]))
     for (const l of poll.leases) {
@@ -597,6 +606,17 @@ function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
         s = {owner: l.o, since: Math.max(poll.ts, since), liveSince: since, reported: false}
         streaks.set(l.k, s)
       }
+      // How long the owner has not been reading it (from the stretch's start, or from when
+      // its processor ended while the table still gave it the lease).
+      const reading = (inits.get(l.o + ' ' + l.k) || []).some(
+        (i) => i.initT >= s.liveSince && i.initT <= poll.ts && i.endT >= poll.ts)
+      if (reading) {
+        s.unreadSince = null
+      } else {
+        if (s.unreadSince == null) s.unreadSince = s.everRead ? poll.ts : s.since
+        longest = Math.max(longest, poll.ts - s.unreadSince)
+      }
+      s.everRead = s.everRead || reading
       if (s.reported || poll.ts - s.since <= boundUs) continue
       // Read when a processor of that worker process for the shard was running at the start
       // of the stretch, or started within the bound of it.
@@ -610,7 +630,7 @@ function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
       }
     }
   }
-  return silent
+  return {silent, longestUs: longest}
 }
 
 function summaryLine(profile, r, seconds) {

@@ -123,12 +123,15 @@ function forcedFaults() {
 
 function profiles(o) {
   // takeoverBoundS: the checker's bound (R7) on the time from a kill or pause to the first
-  // record-processor start elsewhere for each of its shards, and on how long a lease the
-  // table gives to a live worker may go unread: failover + 7 s.
+  // record-processor start elsewhere for each of its shards: failover + 7 s. unreadBoundS: its
+  // bound on how long a lease the table gives to a live worker may go unread: the period in
+  // which an idle worker finds the leases the table gives it whatever became of the leader's
+  // hints (every fifth idle read, each failover / 2 apart, jittered by up to 10 %: 8.25 s at
+  // a 3 s failover), and 0.75 s to start the processor.
   const common = {
     shards: 4, keys: 40, rate: 100, workers: 3, failoverMs: 3000, takeIntervalMs: 1000,
     checkpointEvery: 25, requestTimeoutMs: 2000, stallMs: 3500, pollMs: 500,
-    drainTimeoutS: 45, stopTimeoutS: 40, takeoverBoundS: 3 + 7,
+    drainTimeoutS: 45, stopTimeoutS: 40, takeoverBoundS: 3 + 7, unreadBoundS: 9,
   }
   if (o.profile === 'demo') {
     return {
@@ -1103,7 +1106,8 @@ function printReport(p, r, dir, seconds) {
     out.push(`limits proxy (AWS limits x ${r.limits.scale}): ${r.limits.throttles} throttles; ${busy.join(', ')}`)
   }
   if (r.takeoverBoundS) {
-    out.push(`leases a live worker owned but did not read within ${r.takeoverBoundS} s: ${r.silentOwners}`)
+    out.push(`leases a live worker owned but did not read within ${r.unreadBoundS} s: ${r.silentOwners}` +
+      ` (the longest unread: ${r.longestUnreadS} s)`)
   }
   out.push(`leases owned after the graceful stop: ${r.violations.R6 || 0}`)
   if (r.workerLogs) {
