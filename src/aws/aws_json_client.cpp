@@ -28,6 +28,7 @@
 #include "aws/retry.h"
 #include "aws/sigv4.h"
 #include "base/status_macros.h"
+#include "kcl/version.h"
 
 namespace kcl::aws {
 
@@ -84,8 +85,6 @@ StatusCode classify_aws_error(int http_status, std::string_view t) {
 }
 
 namespace {
-
-constexpr std::string_view kUserAgent = "kcl-cpp/0.1.0";
 
 std::string replace_all(std::string text, std::string_view secret, std::string_view with) {
   if (secret.size() < 4) return text;  // too short to be a secret; avoids mangling text
@@ -424,7 +423,7 @@ class JsonClient final : public AwsJsonClient {
 
     request.headers = std::move(in.headers);
     for (auto& h : signed_req.headers_to_add) request.headers.push_back(std::move(h));
-    request.headers.emplace_back("User-Agent", std::string(kUserAgent));
+    request.headers.emplace_back("User-Agent", "kcl-cpp/" + std::string(kcl::version()));
     return Status::Ok();
   }
 
