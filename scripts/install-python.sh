@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the kcl Python package with pip into a virtual environment, offline, from this
-# repository: a thin wrapper over the README's Python section. It installs the build
+# repository: a thin wrapper over docs/python.md's install steps. It installs the build
 # dependencies (scripts/install-deps.sh), makes the venv if it does not exist, builds the
 # library, the extension module and the `kcl` command line in build/python (Release; the
-# command line is build/python/tools/kcl/kcl, which the README's walk-through uses) and runs
+# command line is build/python/tools/kcl/kcl, which docs/python.md's walk-through uses) and runs
 # `pip install --no-build-isolation ./python` with KCL_CMAKE_BUILD_DIR=build/python, so pip
 # packs that build instead of compiling again. `pip uninstall kcl-cpp` removes it.
 #

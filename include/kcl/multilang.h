@@ -1,7 +1,7 @@
 // kcl/multilang.h: a Java MultiLangDaemon properties file read into a worker configuration,
-// exactly as `kcl multilang` reads it (the keys are listed in the README, "Record processors
-// in other languages"), for programs that run such an application's record processors
-// themselves (the Python package's in-process runner, kcl.kclpy).
+// exactly as `kcl multilang` reads it (the keys are listed in docs/multilang.md), for programs
+// that run such an application's record processors themselves (the Python package's
+// in-process runner, kcl.kclpy).
 //
 // Thread safety: a pure function.
 #pragma once

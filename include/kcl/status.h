@@ -74,8 +74,21 @@ class [[nodiscard]] Status {
   const std::string& message() const noexcept { return message_; }
   const std::optional<AwsErrorDetails>& aws() const noexcept { return aws_; }
 
-  // True when retrying the same call later may succeed.
+  // True when retrying the same call later may succeed (kUnavailable). The callers that go
+  // on after a whole call failed (a shard's records source, the worker's start) retry more
+  // codes than this; their rules are in one place, the retry policy (src/aws/retry.h).
   bool retryable() const noexcept { return code_ == StatusCode::kUnavailable; }
+
+  // True for a failure that ended because no answer came in time (a connect or request
+  // timeout), set by the HTTP transport. It is retried as its code says; the retry quota
+  // charges more for retrying it, as the AWS SDKs do.
+  bool timed_out() const noexcept { return timed_out_; }
+  // This status marked as a timeout (see timed_out()).
+  Status as_timeout() const {
+    Status s = *this;
+    s.timed_out_ = true;
+    return s;
+  }
 
   // One line for people: "<code>: <message> [operation=... endpoint=... http=... type=...
   // request-id=...]".
@@ -88,6 +101,7 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   std::optional<AwsErrorDetails> aws_;
+  bool timed_out_ = false;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const Status& s) { return os << s.to_string(); }

@@ -62,7 +62,7 @@ class RecordProcessor:
     after a backoff (``on_processor_error="retry"``, the default) or, with
     ``on_processor_error="skip"``, skip it after ``max_attempts_before_skip`` failures, or,
     with ``on_processor_error="dead_letter"`` and ``dead_letter_file=PATH``, bisect it and
-    write each record that keeps failing to that JSON-lines file (see the README); its
+    write each record that keeps failing to that JSON-lines file (see docs/worker.md); its
     traceback is logged once per series of failures (logger "kcl.processor").
     """
 

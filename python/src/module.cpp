@@ -2,7 +2,10 @@
 // code wraps it; applications use `import kcl`.
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include "checkpointer.h"
+#include "kcl/version.h"
 #include "records.h"
 
 namespace kclpy {
@@ -13,7 +16,7 @@ void bind_producer(pybind11::module_& m);
 
 PYBIND11_MODULE(_kcl, m) {
   m.doc() = "kcl-cpp's worker, pull consumer and producer (use the kcl package)";
-  m.attr("__version__") = KCL_VERSION_STRING;  // the CMake project version
+  m.attr("__version__") = std::string(kcl::version());  // the CMake project version
   kclpy::bind_records(m);
   kclpy::bind_checkpointer(m);
   kclpy::bind_worker(m);

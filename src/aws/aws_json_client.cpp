@@ -28,6 +28,7 @@
 #include "aws/retry.h"
 #include "aws/sigv4.h"
 #include "base/status_macros.h"
+#include "kcl/version.h"
 
 namespace kcl::aws {
 
@@ -85,7 +86,10 @@ StatusCode classify_aws_error(int http_status, std::string_view t) {
 
 namespace {
 
-constexpr std::string_view kUserAgent = "kcl-cpp/0.1.0";
+// `rewritten` (a new message or details for `from`), still marked as a timeout if `from` was.
+Status keep_timeout(const Status& from, Status rewritten) {
+  return from.timed_out() ? rewritten.as_timeout() : rewritten;
+}
 
 std::string replace_all(std::string text, std::string_view secret, std::string_view with) {
   if (secret.size() < 4) return text;  // too short to be a secret; avoids mangling text
@@ -291,7 +295,8 @@ class JsonClient final : public AwsJsonClient {
     if (st.ok()) {
       Result<HttpResponse> resp = transport_->send(c.request);
       if (!resp.ok()) {
-        st = Status(resp.status().code(), c.op + ": " + resp.status().message(), c.details);
+        st = keep_timeout(resp.status(), Status(resp.status().code(),
+                                                c.op + ": " + resp.status().message(), c.details));
       } else if (resp->status >= 200 && resp->status < 300) {
         policy_.on_success(c.quota_taken);
         report_attempt(c.operation, Status(), attempt_start);
@@ -317,10 +322,10 @@ class JsonClient final : public AwsJsonClient {
   std::optional<Status> back_off(Call& c, const CallBudget& b, int attempt, const Status& st) {
     if (!is_retryable(st.code())) return st;
     if (attempt >= b.max_attempts) {
-      return Status(st.code(),
-                    st.message() + " (gave up after " + std::to_string(attempt) +
-                        (attempt == 1 ? " attempt)" : " attempts)"),
-                    st.aws().value_or(c.details));
+      return keep_timeout(st, Status(st.code(),
+                                     st.message() + " (gave up after " + std::to_string(attempt) +
+                                         (attempt == 1 ? " attempt)" : " attempts)"),
+                                     st.aws().value_or(c.details)));
     }
     if (clock_.now() >= b.deadline) {
       return deadline_exceeded(c.op, b.call_deadline, c.details, attempt, c.last);
@@ -328,10 +333,11 @@ class JsonClient final : public AwsJsonClient {
     const std::optional<std::chrono::milliseconds> delay =
         policy_.next_delay(st, c.retries++, &c.quota_taken);
     if (!delay) {
-      return Status(st.code(),
-                    st.message() + " (not retried: the client's retry quota is spent after " +
-                        "repeated failures; it refills as calls succeed)",
-                    st.aws().value_or(c.details));
+      return keep_timeout(
+          st, Status(st.code(),
+                     st.message() + " (not retried: the client's retry quota is spent after " +
+                         "repeated failures; it refills as calls succeed)",
+                     st.aws().value_or(c.details)));
     }
     if (clock_.now() + *delay >= b.deadline) {
       return deadline_exceeded(c.op, b.call_deadline, c.details, attempt, c.last);
@@ -424,7 +430,7 @@ class JsonClient final : public AwsJsonClient {
 
     request.headers = std::move(in.headers);
     for (auto& h : signed_req.headers_to_add) request.headers.push_back(std::move(h));
-    request.headers.emplace_back("User-Agent", std::string(kUserAgent));
+    request.headers.emplace_back("User-Agent", "kcl-cpp/" + std::string(kcl::version()));
     return Status::Ok();
   }
 

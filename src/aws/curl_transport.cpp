@@ -378,7 +378,8 @@ class CurlTransport final : public HttpTransport {
         }
         break;
     }
-    return Status(code, where + ": " + what + ": " + detail);
+    Status failed(code, where + ": " + what + ": " + detail);
+    return rc == CURLE_OPERATION_TIMEDOUT ? failed.as_timeout() : failed;
   }
 
   HttpConfig config_;

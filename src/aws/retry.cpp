@@ -29,10 +29,17 @@ bool is_throttling_error(std::string_view t) {
 }
 
 bool is_transient_error(std::string_view t) {
-  static constexpr std::array<std::string_view, 10> kTransient = {
-      "RequestTimeout",        "RequestTimeoutException",     "InternalFailure",
-      "InternalError",         "InternalServerError",         "InternalServerErrorException",
-      "ServiceUnavailable",    "ServiceUnavailableException", "TransactionConflictException",
+  static constexpr std::array<std::string_view, 11> kTransient = {
+      "RequestTimeout",
+      "RequestTimeoutException",
+      "InternalFailure",
+      "InternalFailureException",
+      "InternalError",
+      "InternalServerError",
+      "InternalServerErrorException",
+      "ServiceUnavailable",
+      "ServiceUnavailableException",
+      "TransactionConflictException",
       "IDPCommunicationError",
   };
   return std::find(kTransient.begin(), kTransient.end(), t) != kTransient.end();
@@ -56,9 +63,20 @@ std::chrono::milliseconds full_jitter_backoff(const RetryConfig& config, int ret
   return std::chrono::milliseconds(static_cast<std::int64_t>(random_bits % (ceiling + 1)));
 }
 
+bool retryable(StatusCode code, RetryScope scope) {
+  switch (code) {
+    case StatusCode::kUnavailable:
+      return true;
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kInternal:
+      return scope == RetryScope::kSeries;
+    default:
+      return false;
+  }
+}
+
 bool RetryQuota::acquire(const Status& failure, int* taken) {
-  const int cost = failure.code() == StatusCode::kDeadlineExceeded ||
-                           failure.message().find("timed out") != std::string::npos
+  const int cost = failure.code() == StatusCode::kDeadlineExceeded || failure.timed_out()
                        ? kTimeoutCost
                        : kRetryCost;
   std::lock_guard<std::mutex> lock(mu_);
@@ -83,6 +101,43 @@ std::optional<std::chrono::milliseconds> RetryPolicy::next_delay(const Status& f
   if (!is_retryable(failure.code())) return std::nullopt;
   if (!quota_.acquire(failure, taken)) return std::nullopt;
   return full_jitter_backoff(config_, retry, jitter_.next());
+}
+
+SeriesRule SeriesRule::records_source(std::chrono::milliseconds base,
+                                      std::chrono::milliseconds cap) {
+  return SeriesRule{base, cap, 0, 5};
+}
+
+SeriesRule SeriesRule::fan_out(std::chrono::milliseconds base, std::chrono::milliseconds cap) {
+  return SeriesRule{base, cap, 0, 0};
+}
+
+SeriesRule SeriesRule::start_up() {
+  return SeriesRule{std::chrono::milliseconds(100), std::chrono::milliseconds(6400), 8, -1};
+}
+
+namespace {
+std::uint64_t random_seed() {
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+}  // namespace
+
+RetrySeries::RetrySeries(SeriesRule rule, std::optional<std::uint64_t> jitter_seed)
+    : rule_(rule), rng_(jitter_seed ? *jitter_seed : random_seed()) {}
+
+std::optional<std::chrono::milliseconds> RetrySeries::next_delay(const Status& failure) {
+  if (failures_ < 1'000'000) ++failures_;
+  if (!retryable(failure.code(), RetryScope::kSeries)) return std::nullopt;
+  if (rule_.max_attempts > 0 && failures_ >= rule_.max_attempts) return std::nullopt;
+  if (failure.code() == StatusCode::kInternal && rule_.max_malformed_in_a_row >= 0 &&
+      ++malformed_ > rule_.max_malformed_in_a_row) {
+    return std::nullopt;
+  }
+  RetryConfig backoff;
+  backoff.base_delay = rule_.base_delay;
+  backoff.max_backoff = rule_.max_backoff;
+  return full_jitter_backoff(backoff, failures_ - 1, rng_());
 }
 
 JitterSource::JitterSource(std::optional<std::uint64_t> seed) {

@@ -30,9 +30,30 @@ bool is_throttling_error(std::string_view error_type);
 // ServiceUnavailable, RequestTimeout, TransactionConflictException, ...).
 bool is_transient_error(std::string_view error_type);
 
-// Whether an attempt that ended with `code` (from classify_aws_error or the transport) may
-// be retried: only kUnavailable (throttling, 5xx, 429, timeouts, connection failures).
-inline bool is_retryable(StatusCode code) { return code == StatusCode::kUnavailable; }
+// Who retries; what a failure is worth depends on it. Every retry decision of kcl-cpp is
+// retryable(code, scope) below, by status code (the AWS error types were mapped to codes by
+// classify_aws_error, the transport's failures by the transport):
+//   kUnavailable       throttling, 5xx, 429, a timeout, a connection failure: retried in
+//                      every scope.
+//   kDeadlineExceeded  a whole call's deadline passed (after its own retries): retried by a
+//                      series (kSeries), never inside the call.
+//   kInternal          a malformed answer (a body cut short by a dropped connection, a
+//                      proxy's page): retried by a series while its rule allows
+//                      (SeriesRule::max_malformed_in_a_row), never inside the call.
+//   anything else      final: the caller gets it.
+enum class RetryScope {
+  // An attempt of one AWS call inside AwsJsonClient's loop, and a record the producer sends
+  // again: kUnavailable only (Status::retryable()).
+  kCall,
+  // A caller that goes on after a whole call failed: a shard's records source (polling and
+  // fan-out) and the worker's start-up steps (RetrySeries).
+  kSeries,
+};
+bool retryable(StatusCode code, RetryScope scope);
+
+// Whether an attempt of a call that ended with `code` may be retried inside the call:
+// retryable(code, RetryScope::kCall).
+inline bool is_retryable(StatusCode code) { return retryable(code, RetryScope::kCall); }
 
 // The upper bound of the backoff before retry number `retry` (0 = before the second
 // attempt): min(max_backoff, base_delay * 2^retry).
@@ -106,6 +127,58 @@ class RetryPolicy {
   const RetryConfig config_;
   RetryQuota quota_;
   JitterSource jitter_;
+};
+
+// The rule of one caller's series of attempts (RetrySeries): the backoff's base and cap,
+// how many attempts, and how many malformed answers (kInternal) in a row are retried.
+struct SeriesRule {
+  std::chrono::milliseconds base_delay{100};
+  std::chrono::milliseconds max_backoff{6400};
+  int max_attempts = 0;            // attempts in a row before giving up; 0 = for ever
+  int max_malformed_in_a_row = 0;  // kInternal since the last success that are retried; -1 = all
+
+  // A shard's polling records source: for ever, with the retrieval backoff; kInternal up to
+  // 5 in a row (more mean a broken peer, not a dropped connection).
+  static SeriesRule records_source(std::chrono::milliseconds base, std::chrono::milliseconds cap);
+  // A shard's fan-out subscription: for ever, with the retrieval backoff; kInternal (a
+  // request that could not be made) is final: the event stream's own breaks are retried as
+  // kUnavailable.
+  static SeriesRule fan_out(std::chrono::milliseconds base, std::chrono::milliseconds cap);
+  // The worker's start-up steps (the lease table, the assignment's table, the first shard
+  // sync): 8 attempts of a step, 100 ms doubling up to 6.4 s; each step's AWS calls are
+  // retried by the client as well, so a step makes at most 8 x RetryConfig::max_attempts
+  // attempts of a call.
+  static SeriesRule start_up();
+};
+
+// One caller's series of attempts outside AwsJsonClient (a records source, a start-up step):
+// after each failure, the wait before the next attempt under the caller's SeriesRule, or
+// nullopt when the failure ends the series. The caller waits (or reschedules itself) for the
+// delay; nothing here sleeps. The client's retry quota is not asked: a records source goes on
+// for ever at its own backoff, and its calls are single attempts that take nothing from it.
+//
+// Thread safety: one series belongs to one caller; not for concurrent use.
+class RetrySeries {
+ public:
+  explicit RetrySeries(SeriesRule rule, std::optional<std::uint64_t> jitter_seed = std::nullopt);
+
+  // After a failed attempt: the wait before the next one (full jitter, capped exponential in
+  // the failures in a row), or nullopt when `failure` is final for a series (retryable()),
+  // the attempts are used up, or too many malformed answers came in a row.
+  std::optional<std::chrono::milliseconds> next_delay(const Status& failure);
+  // An attempt succeeded: the series starts again.
+  void on_success() {
+    failures_ = 0;
+    malformed_ = 0;
+  }
+  // Failures since the last success.
+  int failures_in_a_row() const { return failures_; }
+
+ private:
+  const SeriesRule rule_;
+  int failures_ = 0;
+  int malformed_ = 0;
+  std::mt19937_64 rng_;
 };
 
 // Test seams of the retry loop of AwsJsonClient.

@@ -14,6 +14,7 @@
 
 #include "aws/base64.h"
 #include "aws/json_text.h"
+#include "aws/retry.h"
 #include "base/status_macros.h"
 #include "kinesis/epoch_seconds.h"
 #include "kinesis/kinesis_cbor.h"
@@ -702,7 +703,8 @@ Status KinesisClient::wait_for_active(std::string_view stream, std::chrono::mill
     if (s.ok()) {
       if (s->stream_status == "ACTIVE") return Status::Ok();
       last_state = s->stream_status;
-    } else if (s.status().code() != StatusCode::kNotFound && !s.status().retryable()) {
+    } else if (s.status().code() != StatusCode::kNotFound &&
+               !aws::is_retryable(s.status().code())) {
       return s.status();
     } else {
       // Not found yet (just created, eventually consistent) or transient: keep waiting.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "base/thread_name.h"
+#include "kcl/version.h"
 #include "leases/stream_identifier.h"
 #include "observability/fleet_figures.h"
 #include "observability/local_figures.h"
@@ -270,7 +271,7 @@ struct StatusServer::Impl {
     LocalReport r;
     r.generated_at_ms = now_ms;
     r.worker.worker_id = sources.worker_id;
-    r.worker.version = KCL_VERSION_STRING;
+    r.worker.version = std::string(kcl::version());
     r.worker.live = h.live;
     r.worker.ready = h.ready;
     r.worker.warnings = h.warnings;

@@ -922,10 +922,12 @@ class Producer::Impl {
       auto it = shards_.find(call.shards[e.shard]);
       if (it != shards_.end()) it->second.rate.on_throttled(now);
     }
-    if (failure.retryable()) slot.second = failure;  // what the shard's backoff is for
+    // The retry policy (aws/retry.h): a record is sent again after kUnavailable only.
+    const bool retryable = aws::is_retryable(failure.code());
+    if (retryable) slot.second = failure;  // what the shard's backoff is for
     for (std::uint32_t k = 0; k < e.count; ++k) {
       auto& item = call.items[e.first + k];
-      if (!failure.retryable() || item->attempts >= config_.max_attempts) {
+      if (!retryable || item->attempts >= config_.max_attempts) {
         ++stats_.records_failed;
         Status final_status(failure.code(), failure.message() + " (after " +
                                                 std::to_string(item->attempts) + " attempts)");

@@ -116,6 +116,9 @@ FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPos
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
+      retries_(
+          aws::SeriesRule::fan_out(config_.throttle_backoff_base, config_.throttle_backoff_max),
+          jitter_seed ? std::optional<std::uint64_t>(*jitter_seed + 1) : std::nullopt),
       rng_(jitter_seed ? *jitter_seed : std::random_device{}()) {
   resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
   next_subscribe_at_ = clock_.now();
@@ -134,14 +137,8 @@ kinesis::IteratorPosition FanOutSource::subscribe_position() const {
 FetchStep FanOutSource::subscribe() {
   auto request =
       ctx_.kinesis->subscribe_to_shard_request(ctx_.consumer_arn, shard_id_, subscribe_position());
-  if (!request.ok()) {
-    const StatusCode c = request.status().code();
-    if (c == StatusCode::kUnavailable || c == StatusCode::kDeadlineExceeded) {
-      note_retry_reason("SubscribeToShard: " + request.status().to_string());
-      return backoff(FetchOutcome::kRetrying, "error");
-    }
-    return fail(request.status());
-  }
+  if (!request.ok())
+    return retry_after(request.status().with_context("SubscribeToShard: "), "error");
   inbox_ = std::make_shared<Inbox>();
   // What one subscription may hold before its stream is paused.
   inbox_->max_bytes = std::min<std::size_t>(config_.max_prefetch_bytes, std::size_t{4} << 20);
@@ -168,13 +165,11 @@ FetchStep FanOutSource::resubscribe_after(milliseconds delay, FetchOutcome outco
   return FetchStep{outcome, next_subscribe_at_};
 }
 
-FetchStep FanOutSource::backoff(FetchOutcome outcome, std::string_view cause) {
-  if (consecutive_failures_ < 1'000'000) ++consecutive_failures_;
-  RetryConfig b;
-  b.base_delay = config_.throttle_backoff_base;
-  b.max_backoff = config_.throttle_backoff_max;
-  return resubscribe_after(aws::full_jitter_backoff(b, consecutive_failures_ - 1, rng_()), outcome,
-                           cause);
+FetchStep FanOutSource::retry_after(const Status& failure, std::string_view cause) {
+  const std::optional<milliseconds> delay = retries_.next_delay(failure);
+  if (!delay) return fail(failure);
+  note_retry_reason(failure.message());
+  return resubscribe_after(*delay, FetchOutcome::kRetrying, cause);
 }
 
 milliseconds FanOutSource::normal_end_delay() {
@@ -199,10 +194,12 @@ FetchStep FanOutSource::end_of_shard(FetchedBatch batch) {
   return finish_at_shard_end(std::move(batch));
 }
 
-FetchStep FanOutSource::on_service_error(const std::string& type, const std::string& message) {
+FetchStep FanOutSource::on_service_error(const std::string& type, const std::string& message,
+                                         int http_status) {
   if (type == "ResourceInUseException") {
     // Another subscription of this consumer and shard is open, or one ended less than 5 s
-    // ago: wait past that window (with jitter, so shards do not come back together).
+    // ago: wait past that window (with jitter, so shards do not come back together). Not a
+    // failure: SubscribeToShard's protocol.
     in_use_.fetch_add(1);
     note_retry_reason("SubscribeToShard: ResourceInUseException");
     const auto jitter = milliseconds(std::uniform_int_distribution<int>(0, 1000)(rng_));
@@ -218,15 +215,11 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
     // The shard is closed and past retention: nothing more to read, no children to name.
     return end_of_shard(FetchedBatch{});
   }
-  if (type == "AccessDeniedException" || type == "ValidationException" ||
-      type == "InvalidArgumentException") {
-    const StatusCode code = type == "AccessDeniedException" ? StatusCode::kPermissionDenied
-                                                            : StatusCode::kInvalidArgument;
-    return fail(Status(code, "SubscribeToShard: " + what));
-  }
-  // InternalFailure, throttling, KMS errors...: transient; subscribe again after a backoff.
-  note_retry_reason("SubscribeToShard: " + what);
-  return backoff(FetchOutcome::kRetrying, "error");
+  // The error type's code (the one table, classify_aws_error) and the retry policy decide:
+  // InternalFailure, throttling, 5xx: subscribe again after a backoff; access, validation,
+  // KMS key problems: the source ends with the error.
+  return retry_after(
+      Status(aws::classify_aws_error(http_status, type), "SubscribeToShard: " + what), "error");
 }
 
 // What fetch_step() takes from the inbox at once, under its lock.
@@ -305,7 +298,7 @@ std::optional<FetchStep> FanOutSource::handle_messages(Drained& drained, Clock::
     } else if (type == "exception" || type == "error") {
       const std::string kind(
           m.string_header(type == "exception" ? ":exception-type" : ":error-code"));
-      return on_service_error(kind, service_error_message(m));
+      return on_service_error(kind, service_error_message(m), 0);
     }
   }
   return std::nullopt;
@@ -333,7 +326,7 @@ std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std
     event_.buffer.reset();
     return stream_lost();
   }
-  consecutive_failures_ = 0;
+  retries_.on_success();
   quiet_ends_ = 0;
   set_millis_behind(event_.millis_behind_latest);
   batch.millis_behind_latest = event_.millis_behind_latest;
@@ -379,20 +372,18 @@ FetchStep FanOutSource::on_http_error(Drained& drained) {
   r.headers = std::move(drained.headers);
   r.body = std::move(drained.error_body);
   const aws::AwsErrorBody e = aws::parse_aws_error(r);
-  if (!e.type.empty()) return on_service_error(e.type, e.message);
-  if (r.status >= 500 || r.status == 429) {
-    note_retry_reason("SubscribeToShard answered HTTP " + std::to_string(r.status));
-    return backoff(FetchOutcome::kRetrying, "error");
-  }
-  return fail(Status(StatusCode::kInternal, "SubscribeToShard answered HTTP " +
-                                                std::to_string(r.status) + ": " +
-                                                aws::sanitize_snippet(r.body)));
+  if (!e.type.empty()) return on_service_error(e.type, e.message, r.status);
+  // No error type: the status's code decides (5xx and 429 are retried).
+  return retry_after(Status(aws::classify_aws_error(r.status, ""),
+                            "SubscribeToShard answered HTTP " + std::to_string(r.status) + ": " +
+                                aws::sanitize_snippet(r.body)),
+                     "error");
 }
 
 FetchStep FanOutSource::stream_lost() {
   streams_lost_.fetch_add(1);
-  note_retry_reason("the subscription's event stream broke off");
-  return backoff(FetchOutcome::kRetrying, "lost");
+  return retry_after(Status(StatusCode::kUnavailable, "the subscription's event stream broke off"),
+                     "lost");
 }
 
 }  // namespace kcl::retrieval

@@ -43,6 +43,7 @@
 #include <random>
 #include <string>
 
+#include "aws/retry.h"
 #include "aws/streaming_transport.h"
 #include "eventstream/event_stream.h"
 #include "kcl/clock.h"
@@ -90,14 +91,17 @@ class FanOutSource final : public QueuedRecordsSource {
   // `cause`: lifetime, lost, in_use or error (the metric's tag).
   FetchStep resubscribe_after(std::chrono::milliseconds delay, FetchOutcome outcome,
                               std::string_view cause);
-  FetchStep backoff(FetchOutcome outcome, std::string_view cause);
+  // After `failure`: subscribe again after the retry policy's delay (aws/retry.h,
+  // SeriesRule::fan_out), or end with the failure when the policy says it is final.
+  FetchStep retry_after(const Status& failure, std::string_view cause);
   // The wait before subscribing again after a subscription ended normally.
   std::chrono::milliseconds normal_end_delay();
   FetchStep fail(Status status);
   FetchStep end_of_shard(FetchedBatch batch);
   FetchStep subscribe();
-  // An exception (or an HTTP error before the stream): what to do about it.
-  FetchStep on_service_error(const std::string& type, const std::string& message);
+  // An exception (or an HTTP error before the stream, with its status; 0 inside the
+  // stream): what to do about it.
+  FetchStep on_service_error(const std::string& type, const std::string& message, int http_status);
   kinesis::IteratorPosition subscribe_position() const;
 
   // ---- fetch_step() with an open subscription, piece by piece ----
@@ -133,8 +137,8 @@ class FanOutSource final : public QueuedRecordsSource {
   Clock::MonoTime last_event_at_{};
   std::optional<std::string> continuation_;
   bool resume_filter_ = false;
-  int consecutive_failures_ = 0;
-  int quiet_ends_ = 0;  // idle ends in a row (no event since)
+  aws::RetrySeries retries_;  // failures in a row and their backoff
+  int quiet_ends_ = 0;        // idle ends in a row (no event since)
   std::mt19937_64 rng_;
   kinesis::GetRecordsResult event_;  // reused from event to event
 

@@ -10,9 +10,6 @@
 
 namespace kcl::retrieval {
 
-// Malformed responses in a row after which a fetcher gives up (see on_failure).
-constexpr int kMaxMalformedInARow = 5;
-
 namespace {
 
 using std::chrono::milliseconds;
@@ -29,11 +26,6 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
     out += p;
   }
   return out;
-}
-
-std::uint64_t random_seed() {
-  std::random_device rd;
-  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
 }  // namespace
@@ -76,7 +68,9 @@ ShardFetcher::ShardFetcher(kinesis::KinesisClient& client, std::string stream, s
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
-      rng_(jitter_seed ? *jitter_seed : random_seed()) {}
+      retries_(aws::SeriesRule::records_source(config_.throttle_backoff_base,
+                                               config_.throttle_backoff_max),
+               jitter_seed) {}
 
 FetchStep ShardFetcher::fetch_step() {
   if (state_ == State::kDone) return FetchStep{FetchOutcome::kFinished};
@@ -133,8 +127,7 @@ FetchStep ShardFetcher::step_get_iterator() {
   auto response = client_.get_shard_iterator(stream_, shard_id_, iterator_position(),
                                              call_options(config_.iterator_request_timeout));
   if (!response.ok()) return on_failure(response.status());
-  consecutive_failures_ = 0;
-  consecutive_malformed_ = 0;
+  retries_.on_success();
   if (!response->has_value()) {
     // A closed shard with nothing at or after the position: Kinesis answers a null iterator
     // (the Java KCL treats it as the end of the shard, and so do we).
@@ -169,8 +162,7 @@ FetchStep ShardFetcher::step_get_records() {
     }
     return on_failure(got);
   }
-  consecutive_failures_ = 0;
-  consecutive_malformed_ = 0;
+  retries_.on_success();
   set_millis_behind(result.millis_behind_latest);
 
   const bool fetched_any = builder.received_any();
@@ -201,29 +193,6 @@ FetchStep ShardFetcher::step_get_records() {
 
 FetchStep ShardFetcher::on_failure(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kInternal:
-      // A malformed response (a body cut short by a dropped connection, a proxy's error
-      // page): usually transient, and the same iterator is valid again, so back off as
-      // below. Many in a row mean a broken peer: give up then.
-      if (++consecutive_malformed_ > kMaxMalformedInARow) break;
-      [[fallthrough]];
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded: {
-      // Transient (a timeout included: kinesalite's AT_TIMESTAMP hang, a slow network):
-      // back off with full jitter and try again, forever. The consumer decides when to stop.
-      // The shared backoff of aws/retry.h (full jitter), with the records path's own base
-      // and cap; the fetcher is rescheduled after it instead of sleeping.
-      throttles_.fetch_add(1, std::memory_order_relaxed);
-      note_retry_reason(status.to_string());
-      if (consecutive_failures_ < 1'000'000) ++consecutive_failures_;
-      RetryConfig backoff;
-      backoff.base_delay = config_.throttle_backoff_base;
-      backoff.max_backoff = config_.throttle_backoff_max;
-      const milliseconds delay =
-          aws::full_jitter_backoff(backoff, consecutive_failures_ - 1, rng_());
-      next_due_ = std::max(earliest_next_call(), clock_.now() + delay);
-      return FetchStep{FetchOutcome::kRetrying, next_due_};
-    }
     case StatusCode::kExpiredIterator:
       if (state_ == State::kReading) {
         // Re-position AFTER the last record fetched (or at the original start when nothing
@@ -242,8 +211,19 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
         return fail(Status(StatusCode::kNotFound, std::move(message), *status.aws()));
       return fail(Status(StatusCode::kNotFound, std::move(message)));
     }
-    default:
-      break;
+    default: {
+      // The retry policy decides (aws/retry.h, SeriesRule::records_source): throttling, 5xx,
+      // timeouts (kinesalite's AT_TIMESTAMP hang, a slow network) and a call's deadline are
+      // retried for ever, a malformed answer (a body cut short by a dropped connection, a
+      // proxy's page; the same iterator is valid again) up to 5 in a row. The fetcher is
+      // rescheduled after the delay instead of sleeping; the consumer decides when to stop.
+      const std::optional<milliseconds> delay = retries_.next_delay(status);
+      if (!delay) break;
+      throttles_.fetch_add(1, std::memory_order_relaxed);
+      note_retry_reason(status.to_string());
+      next_due_ = std::max(earliest_next_call(), clock_.now() + *delay);
+      return FetchStep{FetchOutcome::kRetrying, next_due_};
+    }
   }
   return fail(status.with_context("reading stream " + stream_ + " shard " + shard_id_ + ": "));
 }

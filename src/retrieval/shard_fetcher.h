@@ -62,11 +62,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "aws/retry.h"
 #include "kcl/clock.h"
 #include "kcl/record.h"
 #include "kcl/retrieval_config.h"
@@ -147,9 +147,8 @@ class ShardFetcher final : public QueuedRecordsSource {
   std::optional<Clock::MonoTime> last_call_start_;  // of either call
   std::optional<Clock::MonoTime> last_records_call_start_;  // of the last GetRecords
   Clock::MonoTime next_due_{};                              // earliest time of the next call
-  int consecutive_failures_ = 0;   // transient failures in a row (the backoff exponent)
-  int consecutive_malformed_ = 0;  // malformed responses in a row (give up past the cap)
-  std::mt19937_64 rng_;
+  // Which failures are retried and after how long (aws/retry.h, SeriesRule::records_source).
+  aws::RetrySeries retries_;
   // Reused from call to call; between calls it holds neither a body nor a records vector.
   kinesis::GetRecordsResult result_;
 

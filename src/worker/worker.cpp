@@ -9,7 +9,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -282,7 +281,6 @@ class Worker::Impl final : public leases::LeaseListener {
   std::once_flag shutdown_once_;
   std::promise<Status> done_promise_;
   std::shared_future<Status> done_;
-  std::mt19937_64 rng_{std::random_device{}()};
   // The HTTP endpoint (http_address); last, so it stops before what it reads goes away.
   std::atomic<bool> ready_{false};  // shards synced and lease threads running, not stopping
   std::unique_ptr<observability::WorkerEndpoint> endpoint_;
@@ -445,23 +443,19 @@ Status Worker::Impl::start_cloudwatch() {
 }
 
 Status Worker::Impl::retry_at_start(const std::string& what, const std::function<Status()>& step) {
+  // The retry policy decides (aws/retry.h, SeriesRule::start_up): kUnavailable,
+  // kDeadlineExceeded and kInternal are retried, 8 attempts in all, 100 ms doubling up to
+  // 6.4 s, on top of the AWS client's own retries of each call.
+  aws::RetrySeries retries(aws::SeriesRule::start_up());
   Status s = step();
-  for (int attempt = 1; !s.ok() && attempt < 8; ++attempt) {
-    const StatusCode code = s.code();
-    if (code != StatusCode::kUnavailable && code != StatusCode::kInternal &&
-        code != StatusCode::kDeadlineExceeded) {
-      break;
-    }
-    log(LogLevel::kWarn,
-        what + " failed (attempt " + std::to_string(attempt) + "), retrying: " + s.to_string());
+  while (!s.ok()) {
+    const std::optional<std::chrono::milliseconds> delay = retries.next_delay(s);
+    if (!delay) break;
+    log(LogLevel::kWarn, what + " failed (attempt " + std::to_string(retries.failures_in_a_row()) +
+                             "), retrying: " + s.to_string());
     {
-      // The shared backoff of aws/retry.h (full jitter, 100 ms doubling up to 6.4 s).
-      RetryConfig backoff;
-      backoff.base_delay = std::chrono::milliseconds(100);
-      backoff.max_backoff = std::chrono::milliseconds(6400);
-      std::unique_lock<std::mutex> lock(mu_);  // guards rng_ as well
-      const auto delay = aws::full_jitter_backoff(backoff, attempt, rng_());
-      if (clock_->wait_for(lock, cv_, delay, [&] { return shutdown_requested_; })) break;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (clock_->wait_for(lock, cv_, *delay, [&] { return shutdown_requested_; })) break;
     }
     s = step();
   }

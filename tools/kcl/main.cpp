@@ -4,9 +4,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "cli_common.h"
 #include "commands.h"
+#include "kcl/version.h"
 
 int main(int argc, char** argv) {
   // One malloc arena unless MALLOC_ARENA_MAX says otherwise: a batch allocated on the fetch
@@ -18,7 +20,8 @@ int main(int argc, char** argv) {
       "Credentials come from the standard AWS chain (environment, ~/.aws files, web identity,\n"
       "container, instance metadata). Endpoints: --endpoint-url or AWS_ENDPOINT_URL,\n"
       "AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB."};
-  app.set_version_flag("--version", "kcl " KCL_VERSION_STRING);
+  // The library's version (kcl/version.h: the CMake project version).
+  app.set_version_flag("--version", "kcl " + std::string(kcl::version()));
   app.require_subcommand(1);
   app.fallthrough();  // global flags may also follow the subcommand
   kcl::cli::GlobalOptions global;

@@ -1,0 +1,78 @@
+// The version is set once, in the top-level CMakeLists.txt's project() line, and everything
+// that shows one agrees with it: kcl::version() (the library), `kcl --version` (the command
+// line) and the Python package's kcl.__version__ (when the build has it).
+#include "kcl/version.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+namespace {
+
+// The version in CMakeLists.txt, read from the file itself (not from a definition the
+// build passed down, which is what the other three are made from).
+std::string cmake_project_version() {
+  const std::string path = std::string(KCL_SOURCE_DIR) + "/CMakeLists.txt";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string s = text.str();
+  if (!std::regex_search(s, m, std::regex(R"(project\(\s*kcl\s+VERSION\s+([0-9]+(\.[0-9]+)*))"))) {
+    ADD_FAILURE() << path << " has no `project(kcl VERSION x.y.z)` line";
+    return "";
+  }
+  return m[1];
+}
+
+// What `command` prints on stdout, and its exit status.
+std::string run(const std::string& command, int* status) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) {
+    *status = -1;
+    return out;
+  }
+  std::array<char, 256> buf;
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) out += buf.data();
+  *status = ::pclose(p);
+  return out;
+}
+
+TEST(Version, LibraryVersionIsTheCmakeProjectVersion) {
+  const std::string v = cmake_project_version();
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(std::string(kcl::version()), v);
+}
+
+TEST(Version, KclDashDashVersionPrintsIt) {
+#ifndef KCL_CLI_PATH
+  GTEST_SKIP() << "this build has no kcl command line (KCL_BUILD_TOOLS is OFF)";
+#else
+  int status = 0;
+  const std::string out = run(std::string("'") + KCL_CLI_PATH + "' --version", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, "kcl " + cmake_project_version() + "\n");
+#endif
+}
+
+TEST(Version, PythonPackageVersionIsIt) {
+#ifndef KCL_PYTHON_PACKAGE_DIR
+  GTEST_SKIP() << "this build has no Python package (KCL_BUILD_PYTHON is OFF)";
+#else
+  int status = 0;
+  const std::string out =
+      run(std::string("cd / && PYTHONPATH='") + KCL_PYTHON_PACKAGE_DIR + "' '" +
+              KCL_PYTHON_EXECUTABLE + "' -c 'import kcl; print(kcl.__version__)'",
+          &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_EQ(out, cmake_project_version() + "\n");
+#endif
+}
+
+}  // namespace
