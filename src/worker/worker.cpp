@@ -32,6 +32,7 @@
 #include "lifecycle/task_pool.h"
 #include "metrics/tee_sink.h"
 #include "observability/worker_endpoint.h"
+#include "retrieval/fanout_consumers.h"
 #include "retrieval/fanout_source.h"
 #include "shardsync/shard_syncer.h"
 #include "worker/stream_set.h"
@@ -94,7 +95,8 @@ class Worker::Impl final : public leases::LeaseListener {
   Status start();
   // Starts publishing to CloudWatch when configured; every metric point goes there too.
   Status start_cloudwatch();
-  // Finds or registers the stream consumer and makes the fan-out records sources' factory.
+  // Finds or registers the stream consumer of each stream read (one per stream, all of one
+  // name) and makes the fan-out records sources' factory.
   Status start_fanout();
   // Runs `step` until it succeeds, a non-transient error, 8 attempts or a shutdown, with
   // the shared backoff between attempts (transient: kUnavailable, kInternal such as a
@@ -468,25 +470,43 @@ Status Worker::Impl::retry_at_start(const std::string& what, const std::function
   return s;
 }
 
+// The streams known at start (the configured one, or those the stream set resolved) have
+// their consumers found or registered here, one after the other (AWS registers at most 5 a
+// second per account), waiting for each to be ACTIVE; a stream that appears later has its
+// consumer looked up by its shards' first subscription. Called after the first shard sync.
 Status Worker::Impl::start_fanout() {
   const std::string name = config_.retrieval.consumer_name.empty()
                                ? config_.leases.application_name
                                : config_.retrieval.consumer_name;
-  KCL_ASSIGN_OR_RETURN(std::string arn, kinesis::stream_arn(*kinesis_, config_.stream_name));
-  KCL_ASSIGN_OR_RETURN(
-      kinesis::StreamConsumer consumer,
-      kinesis::ensure_stream_consumer(*kinesis_, arn, name, *clock_, std::chrono::minutes(2)));
-  log(LogLevel::kInfo, "enhanced fan-out through stream consumer " + consumer.consumer_name + " (" +
-                           consumer.consumer_arn + ")");
+  auto consumers = std::make_shared<retrieval::FanOutConsumers>(
+      kinesis_, name, *clock_, [streams = streams_.get()](const std::string& stream) {
+        return streams->stream_arn_of(stream);
+      });
+  const std::vector<std::string> streams = streams_->stream_names();
+  for (const std::string& stream : streams) {
+    // Throttling is retried by the AWS client's policy.
+    Status s = consumers->consumer_arn(stream, std::chrono::minutes(2)).status();
+    if (s.ok()) continue;
+    // Of several streams, one that is gone or still failing is left to its shards'
+    // subscriptions (which retry); a problem of configuration or rights stops the start.
+    const StatusCode c = s.code();
+    if (!streams_->multi_stream() || c == StatusCode::kPermissionDenied ||
+        c == StatusCode::kInvalidArgument) {
+      return s;
+    }
+    log(LogLevel::kWarn,
+        s.to_string() + "; its shards look the consumer up again when they subscribe");
+  }
+  for (const auto& [stream, arn] : consumers->known()) {
+    log(LogLevel::kInfo, "enhanced fan-out on stream " + stream + " through stream consumer " +
+                             name + " (" + arn + ")");
+  }
   retrieval::FanOutContext fan;
   fan.kinesis = kinesis_;
   fan.transport = std::make_shared<aws::StreamingTransport>(config_.aws.http);
-  fan.consumer_arn = consumer.consumer_arn;
   fan.metrics = metrics_;
-  fanout_factory_ = [fan, retrieval = config_.retrieval, clock = clock_](
-                        const std::string& shard_id, const StartPosition& start) {
-    return std::make_shared<retrieval::FanOutSource>(fan, shard_id, start, retrieval, *clock);
-  };
+  fanout_factory_ =
+      retrieval::fanout_sources(std::move(fan), std::move(consumers), config_.retrieval, *clock_);
   return Status::Ok();
 }
 
@@ -512,11 +532,11 @@ Status Worker::Impl::start() {
   if (endpoint_) {
     if (Status s = start_endpoint(); !s.ok()) return fail(s);
   }
+  if (Status s = prepare_tables(); !s.ok()) return fail(s);
+  if (Status s = initial_sync(); !s.ok()) return fail(s);
   if (config_.retrieval.mode == RetrievalMode::kFanOut && !internals_.records_source_factory) {
     if (Status s = start_fanout(); !s.ok()) return fail(s);
   }
-  if (Status s = prepare_tables(); !s.ok()) return fail(s);
-  if (Status s = initial_sync(); !s.ok()) return fail(s);
   make_consumer_context();
   assignment_->start();
   scheduler_ = base::named_thread("kcl-scheduler", [this] { scheduler_loop(); });
