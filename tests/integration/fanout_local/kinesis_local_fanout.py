@@ -20,6 +20,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -84,6 +85,73 @@ def scan_table(table):
             return items
 
 
+def leases(table):
+    """The lease table's items; none while the table is not there yet."""
+    try:
+        return scan_table(table)
+    except RuntimeError:
+        return []
+
+
+def wait_for(cond, timeout, step=0.2):
+    until = time.time() + timeout
+    while time.time() < until:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def stop(p):
+    """SIGTERM (a graceful stop), then the exit status; -9 when it had to be killed."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return -9
+
+
+def count_actions(log_path):
+    """Requests kinesis-local handled, by action (from its DEBUG log)."""
+    counts = {}
+    try:
+        with open(log_path, errors="replace") as f:
+            for line in f:
+                m = re.search(r"Processing (\w+) request", line)
+                if m:
+                    counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    except FileNotFoundError:
+        pass
+    return counts
+
+
+def start_emulators(node_modules, work, log_level=None):
+    """kinesis-local (its log in work/kl.log; LOG_LEVEL=DEBUG logs each request's action, as
+    count_actions() reads) and dynalite on loopback; the processes."""
+    kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT=str(KL_PORT),
+                  KINESIS_MOCK_TLS_PORT=str(KL_TLS_PORT), LOAD_DATA_IF_EXISTS="false",
+                  SHOULD_PERSIST_DATA="false")
+    if log_level:
+        kl_env["LOG_LEVEL"] = log_level
+    procs = [subprocess.Popen(["node", "main.js"], cwd=os.path.join(node_modules, "kinesis-local"),
+                              env=kl_env, stdout=open(os.path.join(work, "kl.log"), "w"),
+                              stderr=subprocess.STDOUT),
+             subprocess.Popen(["node", os.path.join(node_modules, "dynalite", "cli.js"),
+                               "--host", "127.0.0.1", "--port", str(DDB_PORT)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    return procs
+
+
+def aws_env():
+    env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="AKIDLOCAL",
+               AWS_SECRET_ACCESS_KEY="local-secret",
+               AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:%d" % KL_PORT,
+               AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:%d" % DDB_PORT)
+    env.pop("AWS_PROFILE", None)
+    return env
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kcl", required=True)
@@ -99,25 +167,12 @@ def main():
         if not ok:
             failures.append(what)
 
-    kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT=str(KL_PORT),
-                  KINESIS_MOCK_TLS_PORT=str(KL_TLS_PORT), LOAD_DATA_IF_EXISTS="false",
-                  SHOULD_PERSIST_DATA="false")
-    kl_dir = os.path.join(a.node_modules, "kinesis-local")
-    procs.append(subprocess.Popen(["node", "main.js"], cwd=kl_dir, env=kl_env,
-                                  stdout=open(os.path.join(work, "kl.log"), "w"),
-                                  stderr=subprocess.STDOUT))
-    procs.append(subprocess.Popen(["node", os.path.join(a.node_modules, "dynalite", "cli.js"),
-                                   "--host", "127.0.0.1", "--port", str(DDB_PORT)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    procs.extend(start_emulators(a.node_modules, work))
     try:
         if not (wait_port(KL_PORT) and wait_port(DDB_PORT)):
             print("kinesis-local or dynalite did not start", file=sys.stderr)
             return 1
-        env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="AKIDLOCAL",
-                   AWS_SECRET_ACCESS_KEY="local-secret",
-                   AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:%d" % KL_PORT,
-                   AWS_ENDPOINT_URL_DYNAMODB="http://127.0.0.1:%d" % DDB_PORT)
-        env.pop("AWS_PROFILE", None)
+        env = aws_env()
         kcl = a.kcl
         stream = "fanout-%d" % os.getpid()
         subprocess.run([kcl, "create-stream", "--stream", stream, "--shards", "4"], env=env,
@@ -148,28 +203,6 @@ def main():
                         rec["shard"], rec["seq"] = r["shardId"], r["sequenceNumber"]
                     got.append(rec)
             return got
-
-        def leases(table):
-            try:
-                return scan_table(table)
-            except RuntimeError:
-                return []  # the table is not there yet
-
-        def wait_for(cond, timeout):
-            until = time.time() + timeout
-            while time.time() < until:
-                if cond():
-                    return True
-                time.sleep(0.2)
-            return cond()
-
-        def stop(p):
-            p.send_signal(signal.SIGTERM)
-            try:
-                return p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                return -9
 
         # 1. A fleet of two reads everything, each record once. The records are written
         # once the fleet has formed (two leases each): a lease that moves while records flow
