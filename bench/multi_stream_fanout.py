@@ -10,14 +10,19 @@ stream; one worker is killed with SIGKILL mid-way and started again. Prints the 
   kinesis-local requests by action (from its DEBUG log): GetRecords must be 0
   stream consumers: one per stream, each named after the application
 
+With --baseline the same fleet first reads one stream of --streams x --shards shards (the same
+number of leases and records, one-stream lease table) in the same run, and a last table puts
+the two side by side: join (every worker holding leases), takeover, catch-up, lost, GetRecords.
+
 Exits 0 when nothing was lost and no GetRecords was served, 1 otherwise. kinesis-local listens
 on every interface, so this runs itself in a network namespace of its own (unshare -n).
 
   python3 bench/multi_stream_fanout.py [--build-dir build/release] [--node-modules DIR]
-      [--workers 3] [--streams 4] [--shards 4] [--rounds 30] [--per-round 25]
+      [--workers 3] [--streams 4] [--shards 4] [--rounds 30] [--per-round 25] [--baseline]
 """
 import argparse
 import base64
+import itertools
 import json
 import os
 import signal
@@ -46,6 +51,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=30, help="write rounds, 0.5 s apart")
     ap.add_argument("--per-round", type=int, default=25, help="records per stream per round")
     ap.add_argument("--failover-ms", type=int, default=4000)
+    ap.add_argument("--baseline", action="store_true",
+                    help="first the same on one stream of streams x shards shards")
     a = ap.parse_args()
     if os.environ.get("KCL_MSFO_NETNS") != "1":
         # kinesis-local binds every interface: give it a network namespace of its own.
@@ -59,7 +66,18 @@ def main():
         if not (wait_port(KL_PORT) and wait_port(DDB_PORT)):
             print("kinesis-local or dynalite did not start", file=sys.stderr)
             return 1
-        return run(a, kcl, work, procs)
+        results = []
+        if a.baseline:
+            results.append(run(a, kcl, work, procs, 1, a.streams * a.shards))
+        results.append(run(a, kcl, work, procs, a.streams, a.shards))
+        if a.baseline:
+            print()
+            print("%-28s %12s %12s" % ("", "one stream", "%d streams" % a.streams))
+            for key, fmt in (("layout", "%s"), ("join_s", "%.1f s"), ("takeover_s", "%.1f s"),
+                             ("catch_up_s", "%.1f s"), ("lost", "%d"), ("again", "%d"),
+                             ("get_records", "%d"), ("subscribe", "%d"), ("in_use", "%d")):
+                print("%-28s %12s %12s" % (key, fmt % results[0][key], fmt % results[1][key]))
+        return 0 if all(r["ok"] for r in results) else 1
     finally:
         for p in procs:
             if p.poll() is None:
@@ -67,29 +85,34 @@ def main():
                 p.wait()
 
 
-def run(a, kcl, work, procs):
+PORTS = itertools.count(8100)  # the workers' --http ports (/metrics), one each
+
+
+def run(a, kcl, work, procs, n_streams, n_shards):
+    """One fleet on n_streams streams of n_shards shards; prints and returns its figures."""
     env = aws_env()
-    tag = os.getpid()
-    app = "msfo-%d" % tag
-    streams = ["msfo-%d-s%d" % (tag, i) for i in range(a.streams)]
+    app = "msfo-%d-%dx%d" % (os.getpid(), n_streams, n_shards)
+    streams = ["%s-s%d" % (app, i) for i in range(n_streams)]
     for s in streams:
-        subprocess.run([kcl, "create-stream", "--stream", s, "--shards", str(a.shards)], env=env,
+        subprocess.run([kcl, "create-stream", "--stream", s, "--shards", str(n_shards)], env=env,
                        check=True, stdout=subprocess.DEVNULL)
-    total_leases = a.streams * a.shards
+    per_round = a.per_round * a.streams // n_streams  # the same records whatever the layout
+    total_leases = n_streams * n_shards
+    actions_before = count_actions(os.path.join(work, "kl.log"))
     workers = {}  # worker id -> (process, output path)
 
     ports = {}  # worker id -> its --http port (/metrics)
 
     def start(wid):
-        out = os.path.join(work, wid + ".out")
-        ports[wid] = 8100 + len(ports)
+        out = os.path.join(work, app + "-" + wid + ".out")
+        ports[wid] = next(PORTS)
         cmd = [kcl, "consume", "--app", app, "--worker-id", wid, "--fan-out", "--from",
                "trim-horizon", "--checkpoint-interval", "1000", "--failover-ms",
                str(a.failover_ms), "--http", str(ports[wid])]
         for s in streams:
             cmd += ["--stream", s]
         p = subprocess.Popen(cmd, env=env, stdout=open(out, "w"),
-                             stderr=open(os.path.join(work, wid + ".err"), "w"))
+                             stderr=open(os.path.join(work, app + "-" + wid + ".err"), "w"))
         procs.append(p)
         workers[wid] = (p, out)
 
@@ -102,19 +125,19 @@ def run(a, kcl, work, procs):
         for _, out in workers.values():
             for r in lines(out):
                 rec = json.loads(base64.b64decode(r["data"]))
-                got.append((r.get("streamName"), rec["i"]))
+                got.append((r.get("streamName", streams[0]), rec["i"]))  # one stream: no name
         return got
 
     ids = ["w%d" % (i + 1) for i in range(a.workers)]
     t0 = time.time()
     for wid in ids:
         start(wid)
-    if not wait_for(lambda: held_by(set(ids)) and
-                    len({x.get("leaseOwner") for x in leases(app)}) == len(ids), 120, 0.1):
-        print("the fleet did not take every lease within 120 s", file=sys.stderr)
-        return 1
-    print("fleet formed: %d workers hold %d leases after %.1f s" %
-          (len(ids), total_leases, time.time() - t0), flush=True)
+    formed = wait_for(lambda: held_by(set(ids)) and
+                      len({x.get("leaseOwner") for x in leases(app)}) == len(ids), 120, 0.1)
+    join_s = time.time() - t0
+    print("%d streams x %d shards: %d workers hold the %d leases after %.1f s%s" %
+          (n_streams, n_shards, len(ids), total_leases, join_s,
+           "" if formed else " (NOT within 120 s)"), flush=True)
 
     written = set()
     write_errors = []
@@ -122,16 +145,16 @@ def run(a, kcl, work, procs):
     def writer():
         for rnd in range(a.rounds):
             for s in streams:
-                first = rnd * a.per_round
+                first = rnd * per_round
                 body = "".join(json.dumps({"k": "k%d" % (i % 40), "i": i}) + "\n"
-                               for i in range(first, first + a.per_round))
+                               for i in range(first, first + per_round))
                 r = subprocess.run([kcl, "put", "--stream", s, "--key-field", "k", "--quiet"],
                                    env=env, input=body.encode(), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)
                 if r.returncode != 0:
                     write_errors.append(r.stderr.decode()[-300:])
                     continue
-                written.update((s, i) for i in range(first, first + a.per_round))
+                written.update((s, i) for i in range(first, first + per_round))
             time.sleep(0.5)
 
     w = threading.Thread(target=writer)
@@ -171,6 +194,9 @@ def run(a, kcl, work, procs):
     unique = set(got)
     lost = written - unique
     actions = count_actions(os.path.join(work, "kl.log"))
+    for k, v in actions_before.items():
+        actions[k] = actions.get(k, 0) - v
+    actions = {k: v for k, v in actions.items() if v}
     consumers = {}
     for s in streams:
         listed = subprocess.run([kcl, "consumers", "--stream", s], env=env, capture_output=True,
@@ -181,7 +207,7 @@ def run(a, kcl, work, procs):
         owners[x.get("leaseOwner")] = owners.get(x.get("leaseOwner"), 0) + 1
 
     print("workers %d, streams %d x %d shards = %d leases, fan-out" %
-          (a.workers, a.streams, a.shards, total_leases))
+          (a.workers, n_streams, n_shards, total_leases))
     print("records written %d (write errors %d), delivered %d distinct, lost %d, delivered "
           "again %d" % (len(written), len(write_errors), len(unique), len(lost),
                         len(got) - len(unique)))
@@ -198,13 +224,17 @@ def run(a, kcl, work, procs):
           (app, sum(consumers.values()), len(streams)))
     print("leases at the end by owner: " + ", ".join("%s %d" % kv for kv in sorted(
         owners.items(), key=lambda kv: str(kv[0]))))
-    ok = (not lost and not write_errors and actions.get("GetRecords", 0) == 0 and took_over and
-          caught_up and all(consumers.values()))
+    ok = (formed and not lost and not write_errors and actions.get("GetRecords", 0) == 0 and
+          took_over and caught_up and all(consumers.values()))
     if lost:
         print("lost, e.g.: %s" % sorted(lost)[:5])
-    print("multi-stream fan-out with a SIGKILL: %s (logs in %s)" %
-          ("PASS" if ok else "FAIL", work))
-    return 0 if ok else 1
+    print("%d streams x %d shards, fan-out with a SIGKILL: %s (logs in %s)" %
+          (n_streams, n_shards, "PASS" if ok else "FAIL", work), flush=True)
+    return {"ok": ok, "layout": "%dx%d" % (n_streams, n_shards), "join_s": join_s,
+            "takeover_s": takeover_s, "catch_up_s": catch_up_s, "lost": len(lost),
+            "again": len(got) - len(unique), "get_records": actions.get("GetRecords", 0),
+            "subscribe": actions.get("SubscribeToShard", 0),
+            "in_use": int(resubscribes.get("in_use", 0))}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include "retrieval/fanout_consumers.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "kinesis/stream_consumers.h"
@@ -43,6 +44,26 @@ Result<std::string> FanOutConsumers::consumer_arn(const std::string& stream,
   std::lock_guard<std::mutex> lock(mu_);
   arns_[stream] = consumer->consumer_arn;
   return consumer->consumer_arn;
+}
+
+std::map<std::string, Status> FanOutConsumers::prepare(const std::vector<std::string>& streams,
+                                                       std::chrono::milliseconds wait,
+                                                       std::size_t group) {
+  std::map<std::string, Status> failed;
+  group = std::max<std::size_t>(group, 1);
+  for (std::size_t first = 0; first < streams.size(); first += group) {
+    const std::size_t end = std::min(streams.size(), first + group);
+    // Registered (or found) without waiting; a consumer still CREATING is waited for below,
+    // and any other failure is met again there.
+    for (std::size_t i = first; i < end; ++i) {
+      (void)consumer_arn(streams[i], std::chrono::milliseconds(0));
+    }
+    for (std::size_t i = first; i < end; ++i) {
+      Status s = consumer_arn(streams[i], wait).status();
+      if (!s.ok()) failed.emplace(streams[i], std::move(s));
+    }
+  }
+  return failed;
 }
 
 void FanOutConsumers::forget(const std::string& stream, const std::string& arn) {

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kcl/clock.h"
 #include "kcl/retrieval_config.h"
@@ -51,6 +52,13 @@ class FanOutConsumers {
   // kDeadlineExceeded, to be asked again later). Errors name the stream and the consumer:
   // kNotFound when the stream does not exist, AWS errors otherwise.
   Result<std::string> consumer_arn(const std::string& stream, std::chrono::milliseconds wait);
+
+  // The consumers of `streams`, found or registered at start, in groups of at most `group`
+  // (AWS keeps at most 5 consumers of an account CREATING at once): each group's are looked
+  // up or registered without waiting, then waited for (up to `wait` each), so the waits for
+  // ACTIVE overlap instead of adding up. Returns the failure of each stream that failed.
+  std::map<std::string, Status> prepare(const std::vector<std::string>& streams,
+                                        std::chrono::milliseconds wait, std::size_t group = 5);
 
   // `stream`'s consumer `arn` no longer exists: the next consumer_arn() finds or registers it
   // again. A newer ARN (another shard already did so) is kept.

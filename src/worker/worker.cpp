@@ -471,8 +471,8 @@ Status Worker::Impl::retry_at_start(const std::string& what, const std::function
 }
 
 // The streams known at start (the configured one, or those the stream set resolved) have
-// their consumers found or registered here, one after the other (AWS registers at most 5 a
-// second per account), waiting for each to be ACTIVE; a stream that appears later has its
+// their consumers found or registered here, five at a time (AWS keeps at most 5 of an account
+// CREATING at once), waiting for them to be ACTIVE; a stream that appears later has its
 // consumer looked up by its shards' first subscription. Called after the first shard sync.
 Status Worker::Impl::start_fanout() {
   const std::string name = config_.retrieval.consumer_name.empty()
@@ -482,11 +482,9 @@ Status Worker::Impl::start_fanout() {
       kinesis_, name, *clock_, [streams = streams_.get()](const std::string& stream) {
         return streams->stream_arn_of(stream);
       });
-  const std::vector<std::string> streams = streams_->stream_names();
-  for (const std::string& stream : streams) {
-    // Throttling is retried by the AWS client's policy.
-    Status s = consumers->consumer_arn(stream, std::chrono::minutes(2)).status();
-    if (s.ok()) continue;
+  // Throttling is retried by the AWS client's policy.
+  for (const auto& [stream, s] :
+       consumers->prepare(streams_->stream_names(), std::chrono::minutes(2))) {
     // Of several streams, one that is gone or still failing is left to its shards'
     // subscriptions (which retry); a problem of configuration or rights stops the start.
     const StatusCode c = s.code();

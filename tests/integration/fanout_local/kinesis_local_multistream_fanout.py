@@ -17,152 +17,122 @@ Two streams of two shards each, one application, two workers:
    served 0 GetRecords and at least one SubscribeToShard per lease.
 Prints what it measured; exits 1 on a failure.
 """
-import argparse
 import base64
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kinesis_local_fanout import (DDB_PORT, KL_PORT, aws_env, count_actions,  # noqa: E402
-                                  leases, lines, start_emulators, stop, wait_for,
-                                  wait_port)
+from kinesis_local_fanout import count_actions, leases, lines, run_checks, stop, wait_for  # noqa: E402
+
+
+def checks(kcl, env, work, procs, check):
+    tag = os.getpid()
+    streams = ["msa-%d" % tag, "msb-%d" % tag]
+    app = "msapp-%d" % tag  # also the consumers' name (unique per run: kinesis-local)
+    for s in streams:
+        subprocess.run([kcl, "create-stream", "--stream", s, "--shards", "2"], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def put(stream, first, n):
+        body = "".join(json.dumps({"key": "k%d" % (i % 20), "s": stream, "i": i}) + "\n"
+                       for i in range(first, first + n))
+        subprocess.run([kcl, "put", "--stream", stream, "--key-field", "key", "--quiet"],
+                       env=env, input=body.encode(), check=True, stdout=subprocess.DEVNULL)
+
+    def consume(name):
+        out = os.path.join(work, name + ".out")
+        cmd = [kcl, "consume", "--app", app, "--fan-out", "--from", "trim-horizon",
+               "--checkpoint-interval", "0", "--failover-ms", "4000"]
+        for s in streams:
+            cmd += ["--stream", s]
+        p = subprocess.Popen(cmd, env=env, stdout=open(out, "w"),
+                             stderr=open(os.path.join(work, name + ".err"), "w"))
+        procs.append(p)
+        return p, out
+
+    def records(paths):
+        got = []
+        for path in paths:
+            for r in lines(path):
+                rec = json.loads(base64.b64decode(r["data"]))
+                rec["streamName"], rec["shard"] = r.get("streamName"), r["shardId"]
+                rec["seq"] = r["sequenceNumber"]
+                got.append(rec)
+        return got
+
+    w1, o1 = consume("w1")
+    w2, o2 = consume("w2")
+
+    def balanced():
+        held = leases(app)
+        owners = {}
+        for lease in held:
+            owners[lease.get("leaseOwner")] = owners.get(lease.get("leaseOwner"), 0) + 1
+        return len(held) == 4 and None not in owners and sorted(owners.values()) == [2, 2]
+    check(wait_for(balanced, 120), "the two workers hold two of the four leases each")
+    keys = sorted(lease["leaseKey"] for lease in leases(app))
+    key_form = re.compile(r"^\d+:(msa|msb)-%d:\d+:shardId-\d+$" % tag)
+    check(len(keys) == 4 and all(key_form.match(k) for k in keys),
+          "multi-stream lease keys account:stream:creationEpoch:shardId (%s)" % ", ".join(keys))
+
+    for s in streams:
+        listed = subprocess.run([kcl, "consumers", "--stream", s], env=env,
+                                capture_output=True, text=True).stdout
+        check(app in listed, "stream %s has consumer %s registered on it" % (s, app))
+
+    put(streams[0], 0, 200)
+    put(streams[1], 1000, 200)
+    t0 = time.time()
+    ok = wait_for(lambda: len({(r["s"], r["i"]) for r in records([o1, o2])}) >= 400, 120)
+    took = time.time() - t0
+    check(ok, "the two workers read all 400 records of the two streams over fan-out "
+              "(%.1f s)" % took)
+    check(stop(w1) == 0 and stop(w2) == 0, "both workers stopped gracefully")
+    both = records([o1, o2])
+    got = [(r["s"], r["i"]) for r in both]
+    expected = {(streams[0], i) for i in range(200)} | {(streams[1], i)
+                                                        for i in range(1000, 1200)}
+    check(set(got) == expected, "every record of both streams delivered (%d of %d)" %
+          (len(set(got) & expected), len(expected)))
+    check(len(got) == len(set(got)), "no record delivered twice (%d duplicates)" %
+          (len(got) - len(set(got))))
+    wrong = [r for r in both if r["streamName"] != r["s"]]
+    check(not wrong, "each record printed under its own stream's name (%d not)" % len(wrong))
+    last = {}
+    for r in both:
+        k = (r["streamName"], r["shard"])
+        if int(r["seq"]) > int(last.get(k, "0")):
+            last[k] = r["seq"]
+    checkpoints = {}
+    for lease in leases(app):
+        parts = lease["leaseKey"].split(":")
+        checkpoints[(parts[1], parts[3])] = lease.get("checkpoint")
+    check(checkpoints == last, "each lease's checkpoint is its shard's last record (%s)" %
+          (", ".join("%s/%s: checkpoint %s, last %s" % (k[0], k[1], checkpoints.get(k),
+                                                       last.get(k))
+                     for k in sorted(set(checkpoints) | set(last))
+                     if checkpoints.get(k) != last.get(k)) or "all 4 match"))
+
+    actions = count_actions(os.path.join(work, "kl.log"))
+    print("kinesis-local requests: " + ", ".join(
+        "%s %d" % (k, v) for k, v in sorted(actions.items())), flush=True)
+    check(actions.get("GetRecords", 0) == 0,
+          "0 GetRecords calls (%d)" % actions.get("GetRecords", 0))
+    check(actions.get("SubscribeToShard", 0) >= 4,
+          "at least one SubscribeToShard per lease (%d)" % actions.get("SubscribeToShard", 0))
+    # Two workers starting together may both try; the loser reuses the winner's.
+    check(2 <= actions.get("RegisterStreamConsumer", 0) <= 4,
+          "RegisterStreamConsumer at most once per stream and worker (%d)" %
+          actions.get("RegisterStreamConsumer", 0))
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kcl", required=True)
-    ap.add_argument("--node-modules", required=True)
-    a = ap.parse_args()
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    work = tempfile.mkdtemp(prefix="kcl-msfo-")
-    procs = start_emulators(a.node_modules, work, "DEBUG")
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what, flush=True)
-        if not ok:
-            failures.append(what)
-
-    try:
-        if not (wait_port(KL_PORT) and wait_port(DDB_PORT)):
-            print("kinesis-local or dynalite did not start", file=sys.stderr)
-            return 1
-        env = aws_env()
-        kcl = a.kcl
-        tag = os.getpid()
-        streams = ["msa-%d" % tag, "msb-%d" % tag]
-        app = "msapp-%d" % tag  # also the consumers' name (unique per run: kinesis-local)
-        for s in streams:
-            subprocess.run([kcl, "create-stream", "--stream", s, "--shards", "2"], env=env,
-                           check=True, stdout=subprocess.DEVNULL)
-
-        def put(stream, first, n):
-            body = "".join(json.dumps({"key": "k%d" % (i % 20), "s": stream, "i": i}) + "\n"
-                           for i in range(first, first + n))
-            subprocess.run([kcl, "put", "--stream", stream, "--key-field", "key", "--quiet"],
-                           env=env, input=body.encode(), check=True, stdout=subprocess.DEVNULL)
-
-        def consume(name):
-            out = os.path.join(work, name + ".out")
-            cmd = [kcl, "consume", "--app", app, "--fan-out", "--from", "trim-horizon",
-                   "--checkpoint-interval", "0", "--failover-ms", "4000"]
-            for s in streams:
-                cmd += ["--stream", s]
-            p = subprocess.Popen(cmd, env=env, stdout=open(out, "w"),
-                                 stderr=open(os.path.join(work, name + ".err"), "w"))
-            procs.append(p)
-            return p, out
-
-        def records(paths):
-            got = []
-            for path in paths:
-                for r in lines(path):
-                    rec = json.loads(base64.b64decode(r["data"]))
-                    rec["streamName"], rec["shard"] = r.get("streamName"), r["shardId"]
-                    rec["seq"] = r["sequenceNumber"]
-                    got.append(rec)
-            return got
-
-        w1, o1 = consume("w1")
-        w2, o2 = consume("w2")
-
-        def balanced():
-            held = leases(app)
-            owners = {}
-            for lease in held:
-                owners[lease.get("leaseOwner")] = owners.get(lease.get("leaseOwner"), 0) + 1
-            return len(held) == 4 and None not in owners and sorted(owners.values()) == [2, 2]
-        check(wait_for(balanced, 120), "the two workers hold two of the four leases each")
-        keys = sorted(lease["leaseKey"] for lease in leases(app))
-        key_form = re.compile(r"^\d+:(msa|msb)-%d:\d+:shardId-\d+$" % tag)
-        check(len(keys) == 4 and all(key_form.match(k) for k in keys),
-              "multi-stream lease keys account:stream:creationEpoch:shardId (%s)" % ", ".join(keys))
-
-        for s in streams:
-            listed = subprocess.run([kcl, "consumers", "--stream", s], env=env,
-                                    capture_output=True, text=True).stdout
-            check(app in listed, "stream %s has consumer %s registered on it" % (s, app))
-
-        put(streams[0], 0, 200)
-        put(streams[1], 1000, 200)
-        t0 = time.time()
-        ok = wait_for(lambda: len({(r["s"], r["i"]) for r in records([o1, o2])}) >= 400, 120)
-        took = time.time() - t0
-        check(ok, "the two workers read all 400 records of the two streams over fan-out "
-                  "(%.1f s)" % took)
-        check(stop(w1) == 0 and stop(w2) == 0, "both workers stopped gracefully")
-        both = records([o1, o2])
-        got = [(r["s"], r["i"]) for r in both]
-        expected = {(streams[0], i) for i in range(200)} | {(streams[1], i)
-                                                            for i in range(1000, 1200)}
-        check(set(got) == expected, "every record of both streams delivered (%d of %d)" %
-              (len(set(got) & expected), len(expected)))
-        check(len(got) == len(set(got)), "no record delivered twice (%d duplicates)" %
-              (len(got) - len(set(got))))
-        wrong = [r for r in both if r["streamName"] != r["s"]]
-        check(not wrong, "each record printed under its own stream's name (%d not)" % len(wrong))
-        last = {}
-        for r in both:
-            k = (r["streamName"], r["shard"])
-            if int(r["seq"]) > int(last.get(k, "0")):
-                last[k] = r["seq"]
-        checkpoints = {}
-        for lease in leases(app):
-            parts = lease["leaseKey"].split(":")
-            checkpoints[(parts[1], parts[3])] = lease.get("checkpoint")
-        check(checkpoints == last, "each lease's checkpoint is its shard's last record (%s)" %
-              (", ".join("%s/%s: checkpoint %s, last %s" % (k[0], k[1], checkpoints.get(k),
-                                                           last.get(k))
-                         for k in sorted(set(checkpoints) | set(last))
-                         if checkpoints.get(k) != last.get(k)) or "all 4 match"))
-
-        actions = count_actions(os.path.join(work, "kl.log"))
-        print("kinesis-local requests: " + ", ".join(
-            "%s %d" % (k, v) for k, v in sorted(actions.items())), flush=True)
-        check(actions.get("GetRecords", 0) == 0,
-              "0 GetRecords calls (%d)" % actions.get("GetRecords", 0))
-        check(actions.get("SubscribeToShard", 0) >= 4,
-              "at least one SubscribeToShard per lease (%d)" % actions.get("SubscribeToShard", 0))
-        # Two workers starting together may both try; the loser reuses the winner's.
-        check(2 <= actions.get("RegisterStreamConsumer", 0) <= 4,
-              "RegisterStreamConsumer at most once per stream and worker (%d)" %
-              actions.get("RegisterStreamConsumer", 0))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if failures:
-        print("kinesis-local multi-stream fan-out: %d failure(s); logs in %s" %
-              (len(failures), work))
-        return 1
-    print("kinesis-local multi-stream fan-out: all checks passed")
-    return 0
+    return run_checks("kinesis-local multi-stream fan-out", "kcl-msfo-", checks,
+                      log_level="DEBUG")
 
 
 if __name__ == "__main__":

@@ -181,6 +181,46 @@ TEST_F(FanOutConsumersTest, AConsumerStillCreatingIsAskedAboutAgainWithoutRegist
   EXPECT_EQ(calls("RegisterStreamConsumer"), 1);
 }
 
+// At start: a group's consumers are all registered before any is waited for, so the waits
+// for ACTIVE overlap; groups of at most `group` (AWS keeps 5 CREATING per account at once).
+TEST_F(FanOutConsumersTest, PrepareRegistersAGroupBeforeWaitingForAnyOfIt) {
+  account.streams = {"s1", "s2", "s3"};  // not "gone"
+  account.register_status = "CREATING";
+  account.looks_until_active = 1;
+  FanOutConsumers consumers(client, "audit", clock);
+  auto failed = consumers.prepare({"s1", "s2", "s3", "gone"}, 60s, 2);
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed.at("gone").code(), StatusCode::kNotFound) << failed.at("gone");
+  EXPECT_EQ(consumers.known().size(), 3u);
+  // Registrations in stream order; s2's before s1 is first looked at again (its wait), s3's
+  // (the next group) after.
+  std::vector<std::string> order;
+  for (const Call& c : fake->calls) {
+    if (c.operation == "RegisterStreamConsumer") {
+      const std::string arn = c.body["StreamARN"];
+      order.push_back("register " + arn.substr(arn.rfind('/') + 1));
+    }
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"register s1", "register s2", "register s3"}));
+  std::size_t second_register = 0, first_wait = 0, third_register = 0;
+  int registers = 0;
+  for (std::size_t i = 0; i < fake->calls.size(); ++i) {
+    const Call& c = fake->calls[i];
+    if (c.operation == "RegisterStreamConsumer") {
+      ++registers;
+      if (registers == 2) second_register = i;
+      if (registers == 3) third_register = i;
+    }
+    // The first look at a registered consumer (s1's wait).
+    if (c.operation == "DescribeStreamConsumer" && first_wait == 0 && registers > 0 &&
+        c.body["StreamARN"] == stream_arn_of("s1")) {
+      first_wait = i;
+    }
+  }
+  EXPECT_LT(second_register, first_wait) << "s2 registered before s1 is waited for";
+  EXPECT_LT(first_wait, third_register) << "s3 is of the next group";
+}
+
 TEST_F(FanOutConsumersTest, AConsumerThatWentAwayIsRegisteredAgainAfterForget) {
   FanOutConsumers consumers(client, "audit", clock);
   const std::string old_arn = *consumers.consumer_arn("orders", 60s);
