@@ -13,14 +13,18 @@ Two streams of two shards each, one application, two workers:
    (`kcl consumers --stream X` lists it).
 3. Records written to both streams are all delivered, once each, each under its own stream's
    name, and after a graceful stop each lease's checkpoint is its shard's last record.
-4. Reading was by fan-out only: kinesis-local (LOG_LEVEL=DEBUG logs each request's action)
-   served 0 GetRecords and at least one SubscribeToShard per lease.
+4. A worker of a second application reads the streams named in a file (--streams-file),
+   first A alone; B is added to the file and the worker told (SIGHUP): B's consumer is
+   registered when its shards first subscribe, and every record of A and B is read.
+5. Reading was by fan-out only: kinesis-local (LOG_LEVEL=DEBUG logs each request's action)
+   served 0 GetRecords and at least one SubscribeToShard per lease and application.
 Prints what it measured; exits 1 on a failure.
 """
 import base64
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -43,12 +47,13 @@ def checks(kcl, env, work, procs, check):
         subprocess.run([kcl, "put", "--stream", stream, "--key-field", "key", "--quiet"],
                        env=env, input=body.encode(), check=True, stdout=subprocess.DEVNULL)
 
-    def consume(name):
+    def consume(name, application=app, stream_args=None):
         out = os.path.join(work, name + ".out")
-        cmd = [kcl, "consume", "--app", app, "--fan-out", "--from", "trim-horizon",
+        cmd = [kcl, "consume", "--app", application, "--fan-out", "--from", "trim-horizon",
                "--checkpoint-interval", "0", "--failover-ms", "4000"]
-        for s in streams:
-            cmd += ["--stream", s]
+        if stream_args is None:
+            stream_args = [arg for s in streams for arg in ("--stream", s)]
+        cmd += stream_args
         p = subprocess.Popen(cmd, env=env, stdout=open(out, "w"),
                              stderr=open(os.path.join(work, name + ".err"), "w"))
         procs.append(p)
@@ -117,15 +122,41 @@ def checks(kcl, env, work, procs, check):
                      for k in sorted(set(checkpoints) | set(last))
                      if checkpoints.get(k) != last.get(k)) or "all 4 match"))
 
+    # 4. A stream added while the worker runs (--streams-file, SIGHUP) gets its consumer when
+    # its shards first subscribe, and is read by fan-out too.
+    app2 = "msapp2-%d" % tag
+    listing = os.path.join(work, "streams.txt")
+    with open(listing, "w") as f:
+        f.write(streams[0] + "\n")
+    w3, o3 = consume("w3", app2, ["--streams-file", listing])
+    # Once it reads A (so it leads its one-worker fleet: only the leader syncs shards of a
+    # stream added later, and a stream added before it leads waits for the next periodic sync).
+    check(wait_for(lambda: len({r["i"] for r in records([o3])}) >= 200, 120),
+          "a worker of a second application reading the streams of a file read stream A's 200 "
+          "records")
+    with open(listing, "w") as f:
+        f.write(streams[0] + "\n" + streams[1] + "\n")
+    w3.send_signal(signal.SIGHUP)
+    t0 = time.time()
+    ok = wait_for(lambda: len({(r["s"], r["i"]) for r in records([o3])}) >= 400, 120)
+    check(ok, "stream B added to the file (SIGHUP): all 400 records of A and B read over "
+              "fan-out (%.1f s after the SIGHUP)" % (time.time() - t0))
+    listed = subprocess.run([kcl, "consumers", "--stream", streams[1]], env=env,
+                            capture_output=True, text=True).stdout
+    check(app2 in listed, "stream B added later has consumer %s registered on it" % app2)
+    check(stop(w3) == 0, "the worker stopped gracefully")
+
     actions = count_actions(os.path.join(work, "kl.log"))
     print("kinesis-local requests: " + ", ".join(
         "%s %d" % (k, v) for k, v in sorted(actions.items())), flush=True)
     check(actions.get("GetRecords", 0) == 0,
           "0 GetRecords calls (%d)" % actions.get("GetRecords", 0))
-    check(actions.get("SubscribeToShard", 0) >= 4,
-          "at least one SubscribeToShard per lease (%d)" % actions.get("SubscribeToShard", 0))
-    # Two workers starting together may both try; the loser reuses the winner's.
-    check(2 <= actions.get("RegisterStreamConsumer", 0) <= 4,
+    check(actions.get("SubscribeToShard", 0) >= 8,
+          "at least one SubscribeToShard per lease and application (%d)" %
+          actions.get("SubscribeToShard", 0))
+    # Two workers starting together may both try; the loser reuses the winner's. Then the
+    # second application's two.
+    check(4 <= actions.get("RegisterStreamConsumer", 0) <= 6,
           "RegisterStreamConsumer at most once per stream and worker (%d)" %
           actions.get("RegisterStreamConsumer", 0))
 
