@@ -176,8 +176,8 @@ FetchStep FanOutSource::subscribe() {
   stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_));
   subscriptions_.fetch_add(1);
   if (ctx_.metrics) {
-    const MetricTag tag{"shard", shard_id_};
-    ctx_.metrics->count("fanout.subscriptions", 1, MetricTags(&tag, 1));
+    const MetricTag tags[] = {{"shard", shard_id_}, {"stream", ctx_.stream}};
+    ctx_.metrics->count("fanout.subscriptions", 1, MetricTags(tags, ctx_.stream_label ? 2 : 1));
   }
   last_event_at_ = clock_.now();
   return FetchStep{FetchOutcome::kGotIterator, last_event_at_ + config_.fanout_idle_timeout};
@@ -186,8 +186,8 @@ FetchStep FanOutSource::subscribe() {
 FetchStep FanOutSource::resubscribe_after(milliseconds delay, FetchOutcome outcome,
                                           std::string_view cause) {
   if (ctx_.metrics) {
-    const MetricTag tags[] = {{"shard", shard_id_}, {"cause", cause}};
-    ctx_.metrics->count("fanout.resubscribes", 1, MetricTags(tags, 2));
+    const MetricTag tags[] = {{"shard", shard_id_}, {"cause", cause}, {"stream", ctx_.stream}};
+    ctx_.metrics->count("fanout.resubscribes", 1, MetricTags(tags, ctx_.stream_label ? 3 : 2));
   }
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();

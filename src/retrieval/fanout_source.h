@@ -64,8 +64,11 @@ struct FanOutContext {
   std::string consumer_arn;
   std::shared_ptr<FanOutConsumers> consumers;
   std::string stream;
-  // Where "fanout.subscriptions" {shard} and "fanout.resubscribes" {shard, cause} go; may be
-  // null.
+  // The metrics below carry a "stream" label too (a worker reading several streams, whose
+  // shards of one id would otherwise share a series).
+  bool stream_label = false;
+  // Where "fanout.subscriptions" {shard[, stream]} and "fanout.resubscribes" {shard[, stream],
+  // cause} go; may be null.
   std::shared_ptr<MetricsSink> metrics;
 };
 

@@ -503,6 +503,7 @@ Status Worker::Impl::start_fanout() {
   fan.kinesis = kinesis_;
   fan.transport = std::make_shared<aws::StreamingTransport>(config_.aws.http);
   fan.metrics = metrics_;
+  fan.stream_label = streams_->multi_stream();  // as the shard consumers' metrics
   fanout_factory_ =
       retrieval::fanout_sources(std::move(fan), std::move(consumers), config_.retrieval, *clock_);
   return Status::Ok();

@@ -17,6 +17,7 @@
 
 #include "kcl/lease.h"
 #include "leases/stream_identifier.h"
+#include "metrics/metrics_registry.h"
 #include "unit/kinesis/fake_json_client.h"
 #include "unit/kinesis/stepping_clock.h"
 
@@ -272,6 +273,33 @@ TEST_F(FanOutConsumersTest, SourcesLookUpTheirStreamsConsumerAtTheFirstSubscript
             std::string::npos)
       << creating->last_retry_reason();
   EXPECT_EQ(calls("RegisterStreamConsumer"), 1);
+}
+
+// A worker reading several streams labels its fan-out metrics with the stream, since shards
+// of one id in two streams would otherwise share a series; one stream keeps its labels.
+TEST_F(FanOutConsumersTest, SeveralStreamsLabelTheFanOutMetricsWithTheStream) {
+  account.register_status = "CREATING";
+  account.looks_until_active = 1000;
+  for (const bool several : {true, false}) {
+    auto registry = std::make_shared<metrics::MetricsRegistry>();
+    FanOutContext shared;
+    shared.kinesis = client;
+    shared.metrics = registry;
+    shared.stream_label = several;
+    RecordsSourceFactory make =
+        fanout_sources(shared, std::make_shared<FanOutConsumers>(client, "audit", clock),
+                       RetrievalConfig{}, clock);
+    for (const char* stream : {"orders", "payments"}) {
+      auto source = make(stream, "shardId-000000000000", StartPosition::trim_horizon());
+      EXPECT_EQ(source->fetch_step().outcome, FetchOutcome::kRetrying);  // still CREATING
+    }
+    const std::string text = registry->prometheus_text();
+    for (const char* stream : {"orders", "payments"}) {
+      const std::string label = std::string("stream=\"") + stream + "\"";
+      EXPECT_EQ(text.find(label) != std::string::npos, several) << label << "\n" << text;
+    }
+    EXPECT_NE(text.find("kcl_fanout_resubscribes_total"), std::string::npos) << text;
+  }
 }
 
 }  // namespace
