@@ -478,6 +478,8 @@ Status Worker::Impl::start_fanout() {
   const std::string name = config_.retrieval.consumer_name.empty()
                                ? config_.leases.application_name
                                : config_.retrieval.consumer_name;
+  // The stream set outlives every lookup: they run here and on the pool's threads, which
+  // graceful_stop() ends before the worker (and streams_) goes away.
   auto consumers = std::make_shared<retrieval::FanOutConsumers>(
       kinesis_, name, *clock_, [streams = streams_.get()](const std::string& stream) {
         return streams->stream_arn_of(stream);
