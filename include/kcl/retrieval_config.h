@@ -75,12 +75,16 @@ struct RetrievalConfig {
   int call_max_attempts = 1;
 
   // ---- enhanced fan-out ----
-  // kPolling (default) or kFanOut: the worker registers (or finds) a stream consumer at
-  // start and each shard subscribes with SubscribeToShard; records are delivered as with
-  // polling (deaggregated, resumed after the checkpoint), bounded by the prefetch bounds
-  // above (a full queue pauses the shard's HTTP/2 stream).
+  // kPolling (default) or kFanOut: the worker registers (or finds) a stream consumer on each
+  // stream it reads, at start (a stream added later by a stream tracker: when its shards
+  // first subscribe), and each shard subscribes with SubscribeToShard through its stream's
+  // consumer; records are delivered as with polling (deaggregated, resumed after the
+  // checkpoint), bounded by the prefetch bounds above (a full queue pauses the shard's HTTP/2
+  // stream).
   RetrievalMode mode = RetrievalMode::kPolling;
-  // The registered consumer's name. Default (empty): the application name.
+  // The registered consumers' name, the same on every stream read (a name is unique per
+  // stream only; the Java KCL names multi-stream consumers so too). Default (empty): the
+  // application name, which must then be a valid consumer name (1..128 of a-z A-Z 0-9 _ . -).
   std::string consumer_name;
   // A subscription that delivers no event for this long is ended and made again (AWS sends
   // an event at least every few seconds). Default 35 s, range 1 s..10 min.

@@ -69,8 +69,9 @@ struct WorkerConfig {
   // Multi-stream: the streams to read, through one lease table in the Java KCL's multi-stream
   // format (lease keys "<account>:<stream>:<creation epoch>:<shard>";
   // docs/lease-table-layouts.md). One pool, one lease assignment that balances all streams'
-  // leases together, one set of metrics (with a "stream" label). Polling only (not with
-  // RetrievalMode::kFanOut).
+  // leases together, one set of metrics (with a "stream" label). Polling or
+  // RetrievalMode::kFanOut: with fan-out each stream has its own stream consumer, all named
+  // retrieval.consumer_name (else the application name), as the Java KCL names them.
   std::vector<StreamConfig> streams;
   // Multi-stream, with a list that changes: called at start and every stream_poll_interval
   // on the scheduler's thread (keep it quick; an exception keeps the last list). A stream

@@ -327,7 +327,7 @@ bool ShardConsumer::make_processor() {
 // processor, its wake-up.
 void ShardConsumer::start_fetching(const retrieval::StartPosition& position) {
   if (ctx_.records_source_factory) {
-    fetcher_ = ctx_.records_source_factory(shard_id_, position);
+    fetcher_ = ctx_.records_source_factory(stream_, shard_id_, position);
   } else {
     fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, stream_, shard_id_,
                                                          position, ctx_.retrieval, *ctx_.clock);

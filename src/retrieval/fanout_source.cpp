@@ -8,6 +8,7 @@
 #include "aws/retry.h"
 #include "eventstream/event_stream.h"
 #include "kinesis/kinesis_cbor.h"
+#include "retrieval/fanout_consumers.h"
 #include "retrieval/resume.h"
 
 namespace kcl::retrieval {
@@ -113,6 +114,9 @@ FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPos
     : QueuedRecordsSource(config.max_prefetch_records, config.max_prefetch_bytes),
       ctx_(std::move(context)),
       shard_id_(std::move(shard_id)),
+      where_(ctx_.consumers && !ctx_.stream.empty()
+                 ? "shard " + shard_id_ + " of stream " + ctx_.stream
+                 : "shard " + shard_id_),
       start_(std::move(start)),
       config_(std::move(config)),
       clock_(clock),
@@ -122,6 +126,7 @@ FanOutSource::FanOutSource(FanOutContext context, std::string shard_id, StartPos
       rng_(jitter_seed ? *jitter_seed : std::random_device{}()) {
   resume_filter_ = start_.kind == StartPosition::Kind::kAfterCheckpoint;
   next_subscribe_at_ = clock_.now();
+  consumer_arn_ = ctx_.consumer_arn;
 }
 
 FanOutSource::~FanOutSource() {
@@ -134,9 +139,27 @@ kinesis::IteratorPosition FanOutSource::subscribe_position() const {
   return resume_position(start_, continuation_.value_or(std::string()));
 }
 
+std::optional<FetchStep> FanOutSource::find_consumer() {
+  if (!consumer_arn_.empty()) return std::nullopt;
+  if (!ctx_.consumers) {
+    return fail(Status(StatusCode::kInvalidArgument, "no stream consumer to subscribe through"));
+  }
+  // No wait for ACTIVE here (a pool thread): a consumer still being registered is asked
+  // about again after the backoff.
+  auto arn = ctx_.consumers->consumer_arn(ctx_.stream, milliseconds(0));
+  if (arn.ok()) {
+    consumer_arn_ = std::move(arn).value();
+    return std::nullopt;
+  }
+  // Transient (the one retry rule, retries_): looked up again after the backoff; otherwise
+  // (a stream that does not exist) the shard's source ends.
+  return retry_after(arn.status(), "error");
+}
+
 FetchStep FanOutSource::subscribe() {
+  if (auto step = find_consumer()) return *step;
   auto request =
-      ctx_.kinesis->subscribe_to_shard_request(ctx_.consumer_arn, shard_id_, subscribe_position());
+      ctx_.kinesis->subscribe_to_shard_request(consumer_arn_, shard_id_, subscribe_position());
   if (!request.ok())
     return retry_after(request.status().with_context("SubscribeToShard: "), "error");
   inbox_ = std::make_shared<Inbox>();
@@ -146,8 +169,8 @@ FetchStep FanOutSource::subscribe() {
   stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_));
   subscriptions_.fetch_add(1);
   if (ctx_.metrics) {
-    const MetricTag tag{"shard", shard_id_};
-    ctx_.metrics->count("fanout.subscriptions", 1, MetricTags(&tag, 1));
+    const MetricTag tags[] = {{"shard", shard_id_}, {"stream", ctx_.stream}};
+    ctx_.metrics->count("fanout.subscriptions", 1, MetricTags(tags, ctx_.stream_label ? 2 : 1));
   }
   last_event_at_ = clock_.now();
   return FetchStep{FetchOutcome::kGotIterator, last_event_at_ + config_.fanout_idle_timeout};
@@ -156,8 +179,8 @@ FetchStep FanOutSource::subscribe() {
 FetchStep FanOutSource::resubscribe_after(milliseconds delay, FetchOutcome outcome,
                                           std::string_view cause) {
   if (ctx_.metrics) {
-    const MetricTag tags[] = {{"shard", shard_id_}, {"cause", cause}};
-    ctx_.metrics->count("fanout.resubscribes", 1, MetricTags(tags, 2));
+    const MetricTag tags[] = {{"shard", shard_id_}, {"cause", cause}, {"stream", ctx_.stream}};
+    ctx_.metrics->count("fanout.resubscribes", 1, MetricTags(tags, ctx_.stream_label ? 3 : 2));
   }
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
@@ -185,7 +208,7 @@ milliseconds FanOutSource::normal_end_delay() {
 FetchStep FanOutSource::fail(Status status) {
   if (inbox_) ctx_.transport->cancel(stream_id_);
   inbox_.reset();
-  return finish_with_error(status.with_context("fan-out for shard " + shard_id_ + ": "));
+  return finish_with_error(status.with_context("fan-out for " + where_ + ": "));
 }
 
 FetchStep FanOutSource::end_of_shard(FetchedBatch batch) {
@@ -209,8 +232,10 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
   const std::string what = type + (message.empty() ? std::string() : ": " + message);
   if (type == "ResourceNotFoundException") {
     if (message.find("onsumer") != std::string::npos) {
-      return fail(Status(StatusCode::kNotFound, "the stream consumer " + ctx_.consumer_arn +
-                                                    " no longer exists: " + what));
+      // The next source of this stream finds or registers the consumer again.
+      if (ctx_.consumers) ctx_.consumers->forget(ctx_.stream, consumer_arn_);
+      return fail(Status(StatusCode::kNotFound,
+                         "the stream consumer " + consumer_arn_ + " no longer exists: " + what));
     }
     // The shard is closed and past retention: nothing more to read, no children to name.
     return end_of_shard(FetchedBatch{});

@@ -54,13 +54,22 @@
 
 namespace kcl::retrieval {
 
+class FanOutConsumers;  // retrieval/fanout_consumers.h
+
 // What every shard's fan-out source of a worker shares (kept alive by each source).
 struct FanOutContext {
   std::shared_ptr<kinesis::KinesisClient> kinesis;
   std::shared_ptr<aws::StreamingTransport> transport;
+  // The stream consumer subscribed through; when empty, `consumers` gives `stream`'s at the
+  // first subscription (a worker reading several streams: one consumer per stream).
   std::string consumer_arn;
-  // Where "fanout.subscriptions" {shard} and "fanout.resubscribes" {shard, cause} go; may be
-  // null.
+  std::shared_ptr<FanOutConsumers> consumers;
+  std::string stream;
+  // The metrics below carry a "stream" label too (a worker reading several streams, whose
+  // shards of one id would otherwise share a series).
+  bool stream_label = false;
+  // Where "fanout.subscriptions" {shard[, stream]} and "fanout.resubscribes" {shard[, stream],
+  // cause} go; may be null.
   std::shared_ptr<MetricsSink> metrics;
 };
 
@@ -99,6 +108,9 @@ class FanOutSource final : public QueuedRecordsSource {
   FetchStep fail(Status status);
   FetchStep end_of_shard(FetchedBatch batch);
   FetchStep subscribe();
+  // Looks up consumer_arn_ (through ctx_.consumers) when not known yet: a step when that
+  // failed (a backoff, or the end for a stream that does not exist).
+  std::optional<FetchStep> find_consumer();
   // An exception (or an HTTP error before the stream, with its status; 0 inside the
   // stream): what to do about it.
   FetchStep on_service_error(const std::string& type, const std::string& message, int http_status);
@@ -126,11 +138,13 @@ class FanOutSource final : public QueuedRecordsSource {
 
   const FanOutContext ctx_;
   const std::string shard_id_;
+  const std::string where_;  // "shard S" or "shard S of stream T", for errors
   const StartPosition start_;
   const RetrievalConfig config_;
   const Clock& clock_;
 
   // ---- owned by the fetch_step() caller ----
+  std::string consumer_arn_;      // ctx_.consumer_arn, or the one ctx_.consumers gave
   std::shared_ptr<Inbox> inbox_;  // the open subscription's, if any
   aws::StreamingTransport::StreamId stream_id_ = 0;
   Clock::MonoTime next_subscribe_at_{};

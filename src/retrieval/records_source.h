@@ -122,8 +122,9 @@ class RecordsSource {
   virtual void set_wakeup(std::function<void()> wake) { (void)wake; }
 };
 
-// Makes the records source of one shard, reading from `start`.
+// Makes the records source of shard `shard_id` of stream `stream` (the stream's name; a
+// worker reading several streams has shards of the same id in each), reading from `start`.
 using RecordsSourceFactory = std::function<std::shared_ptr<RecordsSource>(
-    const std::string& shard_id, const StartPosition& start)>;
+    const std::string& stream, const std::string& shard_id, const StartPosition& start)>;
 
 }  // namespace kcl::retrieval

@@ -147,6 +147,10 @@ Status StreamSet::resolve(Entry& e) {
                                              summary->stream_arn + "\" or no creation time");
   }
   e.identifier = id.serialize();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    arns_[e.config.name] = summary->stream_arn;
+  }
   e.syncer = std::make_unique<shardsync::ShardSyncer>(std::move(lister), store_, position, metrics_,
                                                       e.identifier);
   return Status::Ok();
@@ -287,6 +291,25 @@ InitialPosition StreamSet::initial_position_of(const std::string& stream) const 
 std::string StreamSet::names() const {
   std::lock_guard<std::mutex> lock(mu_);
   return names_;
+}
+
+std::vector<std::string> StreamSet::stream_names() const {
+  std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string_view rest = names_;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    out.emplace_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return out;
+}
+
+std::optional<std::string> StreamSet::stream_arn_of(const std::string& stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = arns_.find(stream);
+  if (it == arns_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace kcl::worker

@@ -86,6 +86,11 @@ class StreamSet {
   InitialPosition initial_position_of(const std::string& stream) const;
   // The streams read now, comma-separated (for logs and the status page).
   std::string names() const;
+  // The streams read now (not former ones), by name.
+  std::vector<std::string> stream_names() const;
+  // The ARN of `stream` as DescribeStreamSummary gave it when the stream was resolved (several
+  // streams only); empty when not resolved.
+  std::optional<std::string> stream_arn_of(const std::string& stream) const;
 
  private:
   struct Entry {
@@ -114,9 +119,10 @@ class StreamSet {
   std::map<std::string, Entry> entries_;  // by stream name
   Clock::MonoTime next_list_{};
   std::set<std::string> reported_bad_names_;          // tracker names already logged as invalid
-  mutable std::mutex mu_;                             // guards positions_ and names_
+  mutable std::mutex mu_;                             // guards positions_, names_ and arns_
   std::map<std::string, InitialPosition> positions_;  // by stream name
   std::string names_;
+  std::map<std::string, std::string> arns_;  // stream name -> ARN, once resolved
   std::function<bool()> periodic_gate_;
   // Several streams only: the lease table as last listed for the syncs, and when.
   std::optional<std::vector<Lease>> listing_;

@@ -31,6 +31,7 @@
 #include "lifecycle/task_pool.h"
 #include "metrics/tee_sink.h"
 #include "observability/worker_endpoint.h"
+#include "retrieval/fanout_consumers.h"
 #include "retrieval/fanout_source.h"
 #include "shardsync/shard_syncer.h"
 #include "worker/stream_set.h"
@@ -93,7 +94,8 @@ class Worker::Impl final : public leases::LeaseListener {
   Status start();
   // Starts publishing to CloudWatch when configured; every metric point goes there too.
   Status start_cloudwatch();
-  // Finds or registers the stream consumer and makes the fan-out records sources' factory.
+  // Finds or registers the stream consumer of each stream read (one per stream, all of one
+  // name) and makes the fan-out records sources' factory.
   Status start_fanout();
   // Runs `step` until it succeeds, a non-transient error, 8 attempts or a shutdown, with
   // the shared backoff between attempts (transient: kUnavailable, kInternal such as a
@@ -462,25 +464,44 @@ Status Worker::Impl::retry_at_start(const std::string& what, const std::function
   return s;
 }
 
+// The streams known at start (the configured one, or those the stream set resolved) have
+// their consumers found or registered here, five at a time (AWS keeps at most 5 of an account
+// CREATING at once), waiting for them to be ACTIVE; a stream that appears later has its
+// consumer looked up by its shards' first subscription. Called after the first shard sync.
 Status Worker::Impl::start_fanout() {
   const std::string name = config_.retrieval.consumer_name.empty()
                                ? config_.leases.application_name
                                : config_.retrieval.consumer_name;
-  KCL_ASSIGN_OR_RETURN(std::string arn, kinesis::stream_arn(*kinesis_, config_.stream_name));
-  KCL_ASSIGN_OR_RETURN(
-      kinesis::StreamConsumer consumer,
-      kinesis::ensure_stream_consumer(*kinesis_, arn, name, *clock_, std::chrono::minutes(2)));
-  log(LogLevel::kInfo, "enhanced fan-out through stream consumer " + consumer.consumer_name + " (" +
-                           consumer.consumer_arn + ")");
+  // The stream set outlives every lookup: they run here and on the pool's threads, which
+  // graceful_stop() ends before the worker (and streams_) goes away.
+  auto consumers = std::make_shared<retrieval::FanOutConsumers>(
+      kinesis_, name, *clock_, [streams = streams_.get()](const std::string& stream) {
+        return streams->stream_arn_of(stream);
+      });
+  // Throttling is retried by the AWS client's policy.
+  for (const auto& [stream, s] :
+       consumers->prepare(streams_->stream_names(), std::chrono::minutes(2))) {
+    // Of several streams, one that is gone or still failing is left to its shards'
+    // subscriptions (which retry); a problem of configuration or rights stops the start.
+    const StatusCode c = s.code();
+    if (!streams_->multi_stream() || c == StatusCode::kPermissionDenied ||
+        c == StatusCode::kInvalidArgument) {
+      return s;
+    }
+    log(LogLevel::kWarn,
+        s.to_string() + "; its shards look the consumer up again when they subscribe");
+  }
+  for (const auto& [stream, arn] : consumers->known()) {
+    log(LogLevel::kInfo, "enhanced fan-out on stream " + stream + " through stream consumer " +
+                             name + " (" + arn + ")");
+  }
   retrieval::FanOutContext fan;
   fan.kinesis = kinesis_;
   fan.transport = std::make_shared<aws::StreamingTransport>(config_.aws.http);
-  fan.consumer_arn = consumer.consumer_arn;
   fan.metrics = metrics_;
-  fanout_factory_ = [fan, retrieval = config_.retrieval, clock = clock_](
-                        const std::string& shard_id, const StartPosition& start) {
-    return std::make_shared<retrieval::FanOutSource>(fan, shard_id, start, retrieval, *clock);
-  };
+  fan.stream_label = streams_->multi_stream();  // as the shard consumers' metrics
+  fanout_factory_ =
+      retrieval::fanout_sources(std::move(fan), std::move(consumers), config_.retrieval, *clock_);
   return Status::Ok();
 }
 
@@ -506,11 +527,11 @@ Status Worker::Impl::start() {
   if (endpoint_) {
     if (Status s = start_endpoint(); !s.ok()) return fail(s);
   }
+  if (Status s = prepare_tables(); !s.ok()) return fail(s);
+  if (Status s = initial_sync(); !s.ok()) return fail(s);
   if (config_.retrieval.mode == RetrievalMode::kFanOut && !internals_.records_source_factory) {
     if (Status s = start_fanout(); !s.ok()) return fail(s);
   }
-  if (Status s = prepare_tables(); !s.ok()) return fail(s);
-  if (Status s = initial_sync(); !s.ok()) return fail(s);
   make_consumer_context();
   assignment_->start();
   scheduler_ = base::named_thread("kcl-scheduler", [this] { scheduler_loop(); });

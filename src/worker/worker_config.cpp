@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <string>
@@ -47,10 +48,24 @@ void WorkerConfig::check_streams(std::vector<std::string>& problems) const {
                 milliseconds(3600000));
     check_range(problems, "former_stream_deletion_delay", former_stream_deletion_delay,
                 milliseconds(0), milliseconds(7LL * 24 * 3600 * 1000));
-    if (retrieval.mode == RetrievalMode::kFanOut) {
-      problems.emplace_back(
-          "retrieval.mode is fan-out, which reads one stream per worker; a worker reading "
-          "several streams (streams, stream_tracker) reads by polling");
+  }
+  // Fan-out registers a stream consumer on each stream read, named retrieval.consumer_name
+  // (checked by RetrievalConfig::validate), else the application name: that name must then
+  // be one Kinesis accepts, or no stream could be read.
+  if (retrieval.mode == RetrievalMode::kFanOut && retrieval.consumer_name.empty() &&
+      !leases.application_name.empty()) {
+    const std::string& name = leases.application_name;
+    const bool allowed = name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+                           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+                         });
+    if (!allowed) {
+      problems.push_back(
+          "retrieval.mode is fan-out and retrieval.consumer_name is empty, so the stream "
+          "consumer would be named after application_name '" +
+          name +
+          "', which Kinesis does not accept as a consumer name (1..128 of a-z A-Z 0-9 _ . -); "
+          "set retrieval.consumer_name");
     }
   }
 }

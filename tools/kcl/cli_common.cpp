@@ -93,11 +93,12 @@ Result<retrieval::RecordsSourceFactory> make_fanout_factory(
   ctx.kinesis = std::move(client);
   ctx.transport = std::make_shared<aws::StreamingTransport>(http);
   ctx.consumer_arn = consumer.consumer_arn;
-  return retrieval::RecordsSourceFactory(
-      [ctx, retrieval](const std::string& shard_id, const StartPosition& start) {
-        return std::make_shared<retrieval::FanOutSource>(ctx, shard_id, start, retrieval,
-                                                         SystemClock::instance());
-      });
+  return retrieval::RecordsSourceFactory([ctx, retrieval](const std::string&,
+                                                          const std::string& shard_id,
+                                                          const StartPosition& start) {
+    return std::make_shared<retrieval::FanOutSource>(ctx, shard_id, start, retrieval,
+                                                     SystemClock::instance());
+  });
 }
 
 Result<std::chrono::system_clock::time_point> parse_iso8601(std::string_view text) {

@@ -479,10 +479,13 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                   "Log lines on stderr as text (default) or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_flag("--fan-out", f->fan_out,
-                "Read with enhanced fan-out (SubscribeToShard over HTTP/2): the stream consumer "
-                "is found or registered at start");
+                "Read with enhanced fan-out (SubscribeToShard over HTTP/2): a stream consumer "
+                "is found or registered on each stream read, at start (a stream added later: "
+                "when its shards first subscribe), and each shard subscribes through its "
+                "stream's consumer. Works with one --stream, several, or --streams-file");
   cmd->add_option("--consumer-name", f->consumer_name,
-                  "The stream consumer for --fan-out (default: the application name)");
+                  "The stream consumer's name for --fan-out, the same on every stream "
+                  "(default: the application name)");
   cmd->add_option("--stall-threshold-ms", f->stall_threshold_ms,
                   "Flag a shard stalled (log, kcl_shard_stalled, /status.json, /readyz "
                   "\"degraded\") when something keeps it from progressing this long: a "

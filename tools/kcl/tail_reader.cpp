@@ -53,7 +53,7 @@ void TailReader::start_shard(const kinesis::Shard& shard, bool first_generation)
   }
   Reading r;
   if (o_.source_factory) {
-    r.source = o_.source_factory(shard.shard_id, from);
+    r.source = o_.source_factory(o_.stream, shard.shard_id, from);
   } else {
     r.source = std::make_shared<retrieval::ShardFetcher>(client_, o_.stream, shard.shard_id, from,
                                                          retrieval_, SystemClock::instance());

@@ -56,7 +56,8 @@ TEST_F(FanOutStallTest, SubscriptionsFailingInARowAreFlaggedWithTheError) {
   c.retrieval.mode = RetrievalMode::kFanOut;
   c.processing.stall_threshold = kThreshold;
   worker::WorkerInternals internals;
-  internals.records_source_factory = [fan, retrieval = c.retrieval](const std::string& id,
+  internals.records_source_factory = [fan, retrieval = c.retrieval](const std::string&,
+                                                                    const std::string& id,
                                                                     const StartPosition& start) {
     return std::make_shared<retrieval::FanOutSource>(fan, id, start, retrieval,
                                                      SystemClock::instance());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fake_json_client.h"
+#include "stepping_clock.h"
 
 namespace kcl::kinesis {
 namespace {
@@ -19,33 +20,11 @@ namespace {
 using namespace std::chrono_literals;
 using fake::Call;
 using fake::FakeJsonClient;
+using fake::SteppingClock;
 
 constexpr const char* kStreamArn = "arn:aws:kinesis:us-east-1:123456789012:stream/orders";
 constexpr const char* kConsumerArn =
     "arn:aws:kinesis:us-east-1:123456789012:stream/orders/consumer/audit:1700000000";
-
-// A clock whose waits take no real time: a wait moves it to its deadline at once.
-class SteppingClock final : public Clock {
- public:
-  MonoTime now() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return now_;
-  }
-  WallTime wall_now() const override { return WallTime{} + (now() - MonoTime{}); }
-  bool wait_until(std::unique_lock<std::mutex>&, std::condition_variable&, MonoTime deadline,
-                  const std::function<bool()>& done) const override {
-    if (done()) return true;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (deadline > now_) now_ = deadline;
-    ++waits;
-    return false;
-  }
-  mutable int waits = 0;
-
- private:
-  mutable std::mutex mu_;
-  mutable MonoTime now_{};
-};
 
 std::string consumer(const char* member, const std::string& status, const std::string& extra = "") {
   return std::string("{\"") + member + R"(":{"ConsumerName":"audit","ConsumerARN":")" +

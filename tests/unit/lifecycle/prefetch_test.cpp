@@ -171,7 +171,8 @@ class PrefetchTest : public ::testing::Test {
     ctx_.records_delivered = &delivered_;
     ctx_.processor_failures = &failures_;
     ctx_.corrupt_aggregates = &corrupt_;
-    ctx_.records_source_factory = [source](const std::string&, const StartPosition&) {
+    ctx_.records_source_factory = [source](const std::string&, const std::string&,
+                                           const StartPosition&) {
       return std::static_pointer_cast<retrieval::RecordsSource>(source);
     };
     consumer_ = std::make_shared<ShardConsumer>(ctx_, *held);

@@ -177,7 +177,8 @@ std::unique_ptr<Worker> make_fake_clock_worker(ManualClock& clock,
   WorkerInternals internals;
   internals.kinesis = std::make_shared<kinesis::KinesisClient>(std::make_shared<ListShardsOnly>());
   internals.lease_store = store;
-  internals.records_source_factory = [&clock](const std::string& shard, const StartPosition&) {
+  internals.records_source_factory = [&clock](const std::string&, const std::string& shard,
+                                              const StartPosition&) {
     return std::make_shared<ScriptedShard>(shard, clock);
   };
   WorkerConfig config;
