@@ -285,9 +285,9 @@ CallTask<bool> AssignmentAgent::poll_leases(WorkerEntry self) {
   if (adopter_.has_pending_incoming()) {
     (void)co_await adopter_.poll_incoming_handoffs();
   }
-  if (!held_.pending_handoffs().empty()) {
-    co_await call(runner_, Lane::kPoll, [this] {
-      for (const auto& [key, to] : held_.pending_handoffs()) (void)held_.refresh_held(key);
+  if (const auto pending = held_.pending_handoffs(); !pending.empty()) {
+    co_await call(runner_, Lane::kPoll, [this, &pending] {
+      for (const auto& [key, to] : pending) (void)held_.refresh_held(key);
       return Done{};
     });
   }
