@@ -47,7 +47,10 @@ def test_a_signal_during_a_batch_stops_the_worker_gracefully(emulators, names, t
     emulators.kinesis.create_stream(stream, 1)
     put = put_numbered(emulators, stream, 50)
     out = str(tmp_path / "out")
-    p = child(emulators, stream, app, out, "--batch-sleep", "1.5", "--max-records", "10")
+    # One worker, nothing to fail over to: a long failover keeps a heartbeat delayed on a
+    # loaded machine from costing the lease mid-batch (what this test checks is the stop).
+    p = child(emulators, stream, app, out, "--batch-sleep", "1.5", "--max-records", "10",
+              "--failover", "10")
     try:
         wait_until(lambda: any(line.startswith("event batch") for line in lines(out)),
                    what="the first batch")

@@ -3,6 +3,7 @@ it processed to a file ("<shard> <sequence number> <data>" per line, written bef
 batch's checkpoint), and events ("event <name> <shard>") to the same file.
 
   python3 worker_child.py STREAM APP OUT [--batch-sleep S] [--max-records N] [--worker-id ID]
+                         [--failover S]
 
 Endpoints and credentials come from the environment (AWS_ENDPOINT_URL_KINESIS, ...).
 """
@@ -27,6 +28,7 @@ def main() -> int:
     p.add_argument("--batch-sleep", type=float, default=0.0)
     p.add_argument("--max-records", type=int, default=10000)
     p.add_argument("--worker-id", default="")
+    p.add_argument("--failover", type=float, default=2.0)
     a = p.parse_args()
     out = open(a.out, "a", buffering=1)
 
@@ -62,7 +64,7 @@ def main() -> int:
     worker = kcl.Worker(stream=a.stream, app=a.app, processor_factory=Writer,
                         worker_id=a.worker_id or None, initial_position="TRIM_HORIZON",
                         max_records_per_call=a.max_records, idle_time_between_calls=0.05,
-                        min_call_interval=0.02, failover_time=2.0, shard_sync_interval=1.0,
+                        min_call_interval=0.02, failover_time=a.failover, shard_sync_interval=1.0,
                         parent_check_interval=0.1, scheduler_interval=0.1,
                         leader_poll_interval=0.2, poll_interval=0.2)
     write("event started")

@@ -129,6 +129,12 @@ CallTask<bool> LeaseAdopter::look_at_one(std::string key, LookResult& result) {
     }
   } else if (held_.holds(key)) {
     done = act_on_held(**read, result);
+  } else if (held_.tenure_of(key)) {
+    // Still held, but past the hold's deadline (a heartbeat or lock renewal is late): the
+    // membership decides. A renewal that lands makes it current again in the same tenure; a
+    // lapse gives it up (its consumer told), and it is looked at first after that. Taking it
+    // now would start a second tenure beside the first one's consumer.
+    co_return true;  // not handled: looked at again at the next poll
   } else {
     done = co_await act_on_unheld(**read, result);
   }

@@ -456,12 +456,23 @@ void HeldLeases::gain(const Lease& taken, Clock::MonoTime start) {
   auto h = std::make_shared<Held>();
   h->lease = taken;
   h->renewed_at = start;
+  std::shared_ptr<Held> earlier;
   {
     std::lock_guard<std::mutex> lock(mu_);
     h->tenure = next_tenure_++;
-    held_[taken.lease_key] = h;
+    earlier = std::exchange(held_[taken.lease_key], h);
   }
   LeaseListener* listener = listener_.load();
+  if (earlier && listener != nullptr) {
+    // Taken again while still held (its hold had passed its deadline): the earlier tenure
+    // ends here, and its consumer is told, rather than run on with writes that fail.
+    listener->on_lease_lost(
+        taken.lease_key,
+        Status(StatusCode::kLeaseLost, "worker " + worker_id() + " took the lease for " +
+                                           taken.lease_key + " again (tenure " +
+                                           std::to_string(h->tenure) + ") while tenure " +
+                                           std::to_string(earlier->tenure) + " still held it"));
+  }
   if (listener != nullptr) listener->on_lease_gained(taken);
   report_held_gauge();
 }

@@ -1,0 +1,135 @@
+// LeaseAdopter and the tenures of HeldLeases: a lease the worker still holds, but whose hold
+// deadline has passed while a heartbeat or lock renewal is late, is not taken again. The
+// membership decides: a renewal that lands makes the lease current again in the same tenure;
+// a lapse gives every lease up (the listener is told), and only then is it adopted anew.
+// Taking it in between would start a second tenure beside the first one's consumer, whose
+// checkpoints would then fail without it ever being told its lease had ended.
+#include "assignment/lease_adopter.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "assignment/membership.h"
+#include "kcl/clock.h"
+#include "leases/held_leases.h"
+#include "leases/in_memory_lease_store.h"
+
+namespace kcl::assignment {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Listener final : public leases::LeaseListener {
+ public:
+  void on_lease_gained(const Lease& lease) override {
+    events.push_back("gained " + lease.lease_key);
+  }
+  void on_lease_lost(const std::string& key, const Status&) override {
+    events.push_back("lost " + key);
+  }
+  std::vector<std::string> events;
+};
+
+class LeaseAdopterTest : public ::testing::Test {
+ protected:
+  LeaseAdopterTest()
+      : config_(make_config()),
+        hold_(std::make_shared<MembershipHold>(config_)),
+        held_(store_, config_, clock_, NoopMetricsSink::instance(), hold_),
+        adopter_(held_, store_, config_, clock_, NoopMetricsSink::instance()) {
+    held_.set_listener(&listener_);
+    Lease l;
+    l.lease_key = kKey;
+    l.lease_owner = "a";  // the leader assigned it to this worker
+    store_.put(l);
+    hold_->set_basis(clock_.now());
+  }
+
+  static LeaseConfig make_config() {
+    LeaseConfig c;
+    c.application_name = "adopter-test";
+    c.worker_id = "a";
+    c.assignment = LeaseAssignment::kLeader;
+    c.failover_time = 2s;
+    return c;
+  }
+
+  std::int64_t counter_in_table() const {
+    for (const Lease& l : store_.snapshot()) {
+      if (l.lease_key == kKey) return l.lease_counter;
+    }
+    return -1;
+  }
+
+  static constexpr const char* kKey = "shardId-000000000000";
+  ManualClock clock_;
+  leases::InMemoryLeaseStore store_;
+  LeaseConfig config_;
+  std::shared_ptr<MembershipHold> hold_;
+  leases::HeldLeases held_;
+  LeaseAdopter adopter_;
+  Listener listener_;
+};
+
+TEST_F(LeaseAdopterTest, ALeaseHeldPastItsHoldDeadlineIsNotTakenAgainBeforeTheMembershipDecides) {
+  LookResult first = adopter_.look_at({kKey}).run_inline();
+  ASSERT_TRUE(first.status.ok()) << first.status.to_string();
+  ASSERT_EQ(first.gained, std::vector<std::string>{kKey});
+  const auto tenure = held_.tenure_of(kKey);
+  ASSERT_TRUE(tenure.has_value());
+  const std::int64_t counter = counter_in_table();
+
+  // The heartbeat is late: the hold deadline passes, the membership has not lapsed yet.
+  clock_.advance(config_.failover_time);
+  ASSERT_FALSE(held_.holds(kKey));
+  LookResult inbox = adopter_.look_at({kKey}).run_inline();
+  LookResult discovered = adopter_.discover().run_inline();
+  EXPECT_TRUE(inbox.gained.empty());
+  EXPECT_TRUE(discovered.gained.empty());
+  EXPECT_EQ(held_.tenure_of(kKey), tenure) << "a second tenure began beside the first";
+  EXPECT_EQ(counter_in_table(), counter) << "the lease was taken again";
+
+  // The late renewal lands: the same tenure holds the lease again.
+  hold_->set_basis(clock_.now());
+  EXPECT_TRUE(held_.holds(kKey));
+  EXPECT_EQ(held_.tenure_of(kKey), tenure);
+  EXPECT_EQ(listener_.events, std::vector<std::string>{"gained " + std::string(kKey)});
+}
+
+TEST_F(LeaseAdopterTest, AfterTheMembershipLapsesTheLeaseIsAdoptedInANewTenure) {
+  ASSERT_EQ(adopter_.look_at({kKey}).run_inline().gained.size(), 1u);
+  const auto tenure = held_.tenure_of(kKey);
+  clock_.advance(config_.failover_time);
+  // What Membership::abandon does through its ended callback.
+  const std::vector<std::string> lost = held_.lose_all(Status(StatusCode::kLeaseLost, "lapsed"));
+  adopter_.membership_ended(lost);
+  hold_->set_basis(clock_.now());  // registered again
+  LookResult again = adopter_.look_at(adopter_.given_up()).run_inline();
+  EXPECT_EQ(again.gained, std::vector<std::string>{kKey});
+  ASSERT_TRUE(held_.tenure_of(kKey).has_value());
+  EXPECT_NE(held_.tenure_of(kKey), tenure);
+  EXPECT_EQ(listener_.events,
+            (std::vector<std::string>{"gained " + std::string(kKey), "lost " + std::string(kKey),
+                                      "gained " + std::string(kKey)}));
+}
+
+// Whatever path takes a lease the worker still holds, the earlier tenure ends first, and the
+// listener hears of it: its consumer stops rather than run on with checkpoints that fail.
+TEST_F(LeaseAdopterTest, GainingALeaseStillHeldEndsTheEarlierTenureAndSaysSo) {
+  ASSERT_EQ(adopter_.look_at({kKey}).run_inline().gained.size(), 1u);
+  const auto tenure = held_.tenure_of(kKey);
+  const Lease current = *held_.held_lease(kKey);
+  auto taken = store_.take_lease(current, "a");
+  ASSERT_TRUE(taken.ok());
+  held_.gain(*taken, clock_.now());
+  EXPECT_NE(held_.tenure_of(kKey), tenure);
+  EXPECT_EQ(listener_.events,
+            (std::vector<std::string>{"gained " + std::string(kKey), "lost " + std::string(kKey),
+                                      "gained " + std::string(kKey)}));
+}
+
+}  // namespace
+}  // namespace kcl::assignment
