@@ -26,11 +26,10 @@ AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseS
       membership_(coordination, hold, config, clock, metrics, seed,
                   Membership::Callbacks{[this] { return heartbeat_report(); },
                                         [this](const Status& why) { membership_ended(why); }}),
+      lock_(coordination, membership_, config, clock, metrics, logger),
       leader_(leases, coordination, config, clock, metrics, logger),
       heartbeats_("heartbeat", "membership heartbeat", "worker " + config.worker_id, logger,
                   metrics, clock),
-      lock_renewals_("lock_renewal", "leader lock renewal", "worker " + config.worker_id, logger,
-                     metrics, clock),
       polls_("own_entry_poll", "own-entry poll", "worker " + config.worker_id, logger, metrics,
              clock),
       passes_("leader_pass", "leader pass", "leader " + config.worker_id, logger, metrics, clock),
@@ -43,6 +42,7 @@ void AssignmentAgent::set_call_runner(CallRunner* runner) {
   runner_ = runner;
   membership_.set_call_runner(runner);
   adopter_.set_call_runner(runner);
+  lock_.set_call_runner(runner);
 }
 
 // A leader stops assigning once its own renewals (membership heartbeat, lock renewal) have
@@ -53,7 +53,7 @@ void AssignmentAgent::set_call_runner(CallRunner* runner) {
 std::optional<std::string> AssignmentAgent::assign_veto() const {
   // A pass in flight when this worker began to stop, or lost the lock, makes no more moves.
   if (adopter_.taking_stopped()) return "this worker is stopping";
-  if (!leading_.load()) return "this worker no longer leads";
+  if (!lock_.leading()) return "this worker no longer leads";
   return hold_veto();
 }
 
@@ -95,7 +95,7 @@ void AssignmentAgent::membership_ended(const Status& reason) {
 
 std::vector<FailingCalls> AssignmentAgent::failing_calls() const {
   std::vector<FailingCalls> out;
-  for (const ReportedSeries* s : {&heartbeats_, &lock_renewals_, &polls_, &passes_}) {
+  for (const ReportedSeries* s : {&heartbeats_, &lock_.renewals(), &polls_, &passes_}) {
     if (auto since = s->series().since()) {
       out.push_back(
           {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
@@ -114,36 +114,12 @@ milliseconds AssignmentAgent::jittered(milliseconds base) {
   return base::jittered(base, config_.interval_jitter, rng_);
 }
 
-void AssignmentAgent::stop_leading(const Status& why, bool abandon_incarnation) {
-  const bool was = lock_held_.has_value();
-  lock_held_.reset();
-  lock_basis_.reset();
-  leading_.store(false);
-  if (!was) return;
-  membership_.set_held_by_lock(false);
-  // Handing the lock back at shutdown is planned: neither a warning nor a loss.
-  if (why.code() == StatusCode::kCancelled) {
-    log(LogLevel::kInfo, "gave up the leader lock: " + why.message());
-  } else {
-    metrics_.count("leader.lost", 1, {});
-    log(LogLevel::kWarn, "no longer the leader: " + why.message());
-  }
-  if (abandon_incarnation) {
-    // The next leader may fence this incarnation at once (it is named in the lock).
-    membership_.abandon(
-        Status(StatusCode::kLeaseLost,
-               "worker " + config_.worker_id + " lost the leader lock (" + why.message() + ")"));
-  } else {
-    membership_.set_leader_basis(std::nullopt);
-  }
-}
-
 CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
   // The leader's lock renewals hold its membership (Membership::set_held_by_lock): its own
   // entry is not written meanwhile (one write per renew interval saved), and what its
   // heartbeat would report the leader takes from this worker directly.
   Membership::RenewResult r;
-  if (leading_.load() && !adopter_.taking_stopped()) {
+  if (lock_.leading() && !adopter_.taking_stopped()) {
     r.abandoned = membership_.check_lapse();
   } else {
     r = co_await membership_.renew();
@@ -162,13 +138,13 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
       wake_poll_ && (r.registered || (entry && !entry->inbox.empty()))) {
     wake_poll_();
   }
-  if (r.abandoned) stop_leading(Status(StatusCode::kLeaseLost, "membership lost"), false);
+  if (r.abandoned) lock_.stop(Status(StatusCode::kLeaseLost, "membership lost"), false);
   heartbeats_.record(r.status);
   bool ok = r.status.ok();
 
   // A call for attention that failed goes with this renewal (it is how idle workers hear
   // that something moved; their own look at the table is the slower way).
-  if (co_await renew_lock(attention_pending_)) {
+  if (co_await lock_.renew(attention_pending_)) {
     attention_pending_ = false;
   } else {
     ok = false;
@@ -178,40 +154,6 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
   // (renew_interval is at most half the hold), so a quarter of the calls failing rarely costs
   // the membership.
   co_return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 10));
-}
-
-// Renews the leader lock when this worker holds it; false when the renewal failed (and the
-// lock is still held until its deadline).
-CallTask<bool> AssignmentAgent::renew_lock(bool attention) {
-  const std::optional<LeaderEntry> held = lock_held_;
-  const std::optional<Clock::MonoTime> basis = lock_basis_;
-  if (!held) co_return true;
-  const auto start = clock_.now();
-  auto renewed = co_await call(runner_, Lane::kRenew, [this, &held, attention] {
-    return attention ? coordination_.call_attention(*held) : coordination_.renew_leadership(*held);
-  });
-  if (!renewed.ok() && renewed.status().code() == StatusCode::kConditionFailed) {
-    // Conditional on owner and incarnation only (coordination_store.h): someone else holds
-    // the lock now.
-    lock_renewals_.succeeded();
-    stop_leading(Status(StatusCode::kLeaseLost, "another worker took the leader lock"), true);
-    co_return true;
-  }
-  lock_renewals_.record(renewed.status());
-  if (renewed.ok()) {
-    if (!lock_held_ || lock_held_->counter != held->counter) co_return true;
-    lock_held_ = *renewed;
-    lock_basis_ = start;
-    membership_.set_leader_basis(start);
-    co_return true;
-  }
-  if (basis &&
-      clock_.now() >= *basis + config_.failover_time - config_.effective_lost_lease_margin()) {
-    stop_leading(Status(StatusCode::kLeaseLost, "the leader lock could not be renewed in time: " +
-                                                    renewed.status().to_string()),
-                 true);
-  }
-  co_return false;
 }
 
 // Acts on the lease keys of the leader's last post (a hint), once per post.
@@ -225,52 +167,6 @@ CallTask<bool> AssignmentAgent::look_at_inbox(WorkerEntry self) {
   co_return looked.status.ok();
 }
 
-CallTask<Done> AssignmentAgent::try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now) {
-  auto entry = membership_.entry();
-  if (!entry) co_return Done{};
-  const auto start = clock_.now();
-  // Already ours (a take whose answer was lost): a renewal conditional on what was read makes
-  // it this worker's with a basis it knows.
-  const bool ours =
-      seen && seen->owner == config_.worker_id && seen->owner_incarnation == entry->incarnation;
-  // On the poll lane, as the read that decided it (a stalled heartbeat does not hold it up).
-  auto acquired = co_await call(runner_, Lane::kPoll, [this, &seen, &entry, ours] {
-    return ours ? coordination_.renew_leadership(*seen)
-                : coordination_.acquire_leadership(seen, config_.worker_id, entry->incarnation);
-  });
-  if (!acquired.ok()) {
-    if (ours) co_return Done{};
-    // The table is unavailable, or the take landed and its answer was lost (a failed
-    // condition too: the client's retry of a take that landed finds the lock changed). Then this
-    // incarnation is named in the lock without knowing it, and the next leader may fence it
-    // as soon as that lock lapses: so it holds its leases only as long as a leader holding a
-    // lock taken at `start` would (until the poll learns whose the lock is). The poll that
-    // finds the lock ours makes this worker the leader, fencing the holder it was taken from.
-    taken_from_ = seen;
-    membership_.set_leader_basis(start);
-    co_return Done{};
-  }
-  lock_held_ = *acquired;
-  lock_basis_ = start;
-  lock_seen_ = *acquired;
-  lock_changed_at_ = now;
-  // The incarnation that led before is fenced by the new leader; never this one.
-  lock_previous_ = ours ? taken_from_ : seen;
-  taken_from_.reset();
-  leading_.store(true);
-  terms_.fetch_add(1);
-  membership_.set_leader_basis(start);
-  membership_.set_held_by_lock(true);
-  if (wake_leader_) wake_leader_();  // the leader step looks at the flag only every 50 ms
-  metrics_.count("leader.elected", 1, {});
-  log(LogLevel::kInfo,
-      "became the leader" + std::string(seen && seen->owner && !ours
-                                            ? " (the lock of " + *seen->owner + " had lapsed)"
-                                        : ours ? " (its take of the lock had landed unseen)"
-                                               : ""));
-  co_return Done{};
-}
-
 // The leases side of a poll: what was given up when the membership last ended and is still
 // this worker's is adopted first (a fence moves it elsewhere before, and every take is
 // conditional, so at most one worker gets each); then the inbox; then handoffs coming in,
@@ -281,7 +177,8 @@ CallTask<bool> AssignmentAgent::poll_leases(WorkerEntry self) {
   if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
     done = (co_await adopter_.look_at(std::move(given_up))).status.ok();
   }
-  done = (co_await look_at_inbox(self)) && done;
+  const bool inbox_done = co_await look_at_inbox(self);
+  done = inbox_done && done;
   if (adopter_.has_pending_incoming()) {
     (void)co_await adopter_.poll_incoming_handoffs();
   }
@@ -307,43 +204,20 @@ CallTask<bool> AssignmentAgent::discover_leases() {
   co_return looked.status.ok();
 }
 
-// The lock as the poll read it: notes when it last changed, forgets a take of it whose answer
-// was lost when the lock shows another holder, and says whether to try to lead: when nobody
-// leads, when it names this worker (an earlier incarnation that stopped, or this one's take
-// whose answer was lost), or when it has not moved for failover_time.
+// The lock as a poll read it (LeaderLock::observe): a new holder or a call for attention
+// makes the polls active. Whether to try to lead.
 bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
                                    const std::string& incarnation, Clock::MonoTime now) {
-  bool lead = false;
-  bool clear_leader_basis = false;
-  {
-    if (!lock_seen_ || !seen || lock_seen_->counter != seen->counter ||
-        lock_seen_->owner != seen->owner) {
-      lock_changed_at_ = now;
-    }
-    // A new holder (or none): the next leader's posts may come soon.
-    auto owner_of = [](const std::optional<LeaderEntry>& e) {
-      return e ? e->owner : std::optional<std::string>();
-    };
-    // The leader calls attention when something is about to move.
-    if (owner_of(lock_seen_) != owner_of(seen) ||
-        (lock_seen_ && seen && lock_seen_->attention != seen->attention)) {
-      active_until_ = now + config_.failover_time;
-    }
-    lock_seen_ = seen;
-    if (taken_from_ && !lock_held_ &&
-        (!seen || seen->owner != config_.worker_id || seen->owner_incarnation != incarnation)) {
-      // A take of the lock whose answer was lost did not land (or was taken over since, by
-      // when this worker's hold had lapsed): the lock no longer bounds this worker's hold.
-      taken_from_.reset();
-      clear_leader_basis = true;
-    }
-    if (!lock_held_ && !adopter_.taking_stopped()) {
-      lead = !seen || !seen->owner || *seen->owner == config_.worker_id ||
-             now - lock_changed_at_ >= config_.failover_time;
-    }
-  }
-  if (clear_leader_basis) membership_.set_leader_basis(std::nullopt);
-  return lead;
+  const LeaderLock::Observed o = lock_.observe(seen, incarnation, now, adopter_.taking_stopped());
+  if (o.activity) active_until_ = now + config_.failover_time;
+  return o.lead;
+}
+
+CallTask<Done> AssignmentAgent::try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now) {
+  // The leader step looks at the flag only every 50 ms: a new leader's step runs now.
+  const bool elected = co_await lock_.try_lead(std::move(seen), now);
+  if (elected && wake_leader_) wake_leader_();
+  co_return Done{};
 }
 
 void AssignmentAgent::note_activity() { active_until_ = clock_.now() + config_.failover_time; }
@@ -352,7 +226,7 @@ void AssignmentAgent::note_activity() { active_until_ = clock_.now() + config_.f
 // wait to be looked at again, a handoff to or from it is pending, or a take of the lock
 // whose answer was lost is being confirmed.
 bool AssignmentAgent::poll_active() {
-  return busy_ || taken_from_.has_value() || clock_.now() < active_until_;
+  return busy_ || lock_.confirming_take() || clock_.now() < active_until_;
 }
 
 bool AssignmentAgent::has_news(const WorkerEntry& self) const {
@@ -376,7 +250,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::poll_task() {
 
 CallTask<Clock::MonoTime> AssignmentAgent::active_poll(WorkerEntry before, milliseconds interval) {
   // a take of the lock whose answer was lost
-  const bool confirming = taken_from_.has_value();
+  const bool confirming = lock_.confirming_take();
   // Confirming a take needs the lock as it is (a stale read of the old holder would end the
   // bound on this worker's hold too early); an entry that reads as gone or replaced ends the
   // membership, so that too is read again strongly consistent first.
@@ -396,7 +270,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::active_poll(WorkerEntry before, milli
   // A failed read is tried again soon: a lease assigned meanwhile waits for it.
   if (!view.ok()) co_return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
   if (membership_.observe_own(view->self, before.incarnation)) {
-    stop_leading(Status(StatusCode::kLeaseLost, "membership fenced"), false);
+    lock_.stop(Status(StatusCode::kLeaseLost, "membership fenced"), false);
     co_return clock_.now() + interval;
   }
   bool unfinished = !discovered;
@@ -410,7 +284,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::active_poll(WorkerEntry before, milli
   if (observe_lock(view->leader, before.incarnation, now)) co_await try_lead(view->leader, now);
   busy_ = busy_after(unfinished);
   schedule_lock_read(now);
-  const bool hurry = busy_ || taken_from_.has_value();
+  const bool hurry = busy_ || lock_.confirming_take();
   co_return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
 }
 
@@ -444,8 +318,7 @@ milliseconds AssignmentAgent::idle_lock_read_interval() const {
 // noticed failover_time after the last change was first seen, not up to an interval later).
 void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
   Clock::MonoTime next = now + jittered(idle_lock_read_interval());
-  const Clock::MonoTime lapse = lock_changed_at_ + config_.failover_time;
-  if (lock_seen_ && lock_seen_->owner && lapse > now && lapse < next) next = lapse;
+  if (const auto lapse = lock_.lapses_at(); lapse && *lapse > now && *lapse < next) next = *lapse;
   next_lock_read_ = next;
 }
 
@@ -462,7 +335,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
     }
   }
   const auto now = clock_.now();
-  if (leading_.load()) {
+  if (lock_.leading()) {
     // The leader's renewals return the lock; its leases it finds as every worker does.
     if (now >= next_discovery_) {
       next_discovery_ = now + jittered(kReadsPerDiscovery * idle_lock_read_interval());
@@ -472,8 +345,8 @@ CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
   }
   // Every kReadsPerDiscovery-th idle read finds the leases the table gives this worker
   // instead of reading the lock (the same half read unit), unless the lock would lapse now.
-  const bool lapse_read =
-      lock_seen_ && lock_seen_->owner && now >= lock_changed_at_ + config_.failover_time;
+  const auto lapse = lock_.lapses_at();
+  const bool lapse_read = lapse && now >= *lapse;
   if (now >= next_lock_read_ && !lapse_read && ++idle_reads_ % kReadsPerDiscovery == 0) {
     const bool done = co_await discover_leases();
     schedule_lock_read(now);
@@ -511,12 +384,12 @@ CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
   const milliseconds interval = config_.leader_poll_interval;
   std::optional<LeaderEntry> previous;
   bool begin = false;
-  if (leading_.load() && term_started_ != terms_.load()) {
-    term_started_ = terms_.load();
-    previous = lock_previous_;
+  if (lock_.leading() && term_started_ != lock_.terms()) {
+    term_started_ = lock_.terms();
+    previous = lock_.previous();
     begin = true;
   }
-  if (!leading_.load() || adopter_.taking_stopped()) {
+  if (!lock_.leading() || adopter_.taking_stopped()) {
     // Not leading, or stopping (a stopping leader assigns nothing more; see drain()).
     if (leader_.active()) leader_.end();
     // Not leading: only this flag to look at (no I/O), often, so a new leader starts at once.
@@ -528,8 +401,8 @@ CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
   passes_.record(r.status);
   // One write (a renewal of the lock) tells every idle worker at its next read of the lock.
   // Kept when it fails: the next renewal calls it (heartbeat_step).
-  if ((r.attention || attention_pending_) && leading_.load()) {
-    attention_pending_ = !(co_await renew_lock(true));
+  if ((r.attention || attention_pending_) && lock_.leading()) {
+    attention_pending_ = !(co_await lock_.renew(true));
   }
   // What this pass moved to or from the leader it looks at at once, as another worker does
   // with a post; like every worker it also finds its leases in the table (discover_leases),
@@ -563,28 +436,12 @@ CallTask<Done> AssignmentAgent::drain_task() {
   membership_.set_draining();
   const Membership::RenewResult r = co_await membership_.renew();
   if (!r.status.ok() || r.abandoned) co_return Done{};
-  const std::optional<LeaderEntry> held = lock_held_;
-  if (!held) co_return Done{};
-  stop_leading(Status(StatusCode::kCancelled, "shutting down: another worker leads from now"),
-               false);
-  Status s = co_await call(runner_, Lane::kRenew,
-                           [this, &held] { return coordination_.release_leadership(*held); });
-  if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
-    log(LogLevel::kWarn, "handing the leader lock back: " + s.to_string() +
-                             " (another worker leads once it lapses)");
-  }
+  co_await lock_.hand_back();
   co_return Done{};
 }
 
 CallTask<Status> AssignmentAgent::leave_task() {
-  const std::optional<LeaderEntry> held = lock_held_;
-  Status first;
-  if (held) {
-    Status s = co_await call(runner_, Lane::kRenew,
-                             [this, &held] { return coordination_.release_leadership(*held); });
-    if (!s.ok() && s.code() != StatusCode::kConditionFailed) first = s;
-    stop_leading(Status(StatusCode::kCancelled, "shutting down"), false);
-  }
+  Status first = co_await lock_.release();
   Status s = co_await membership_.leave();
   if (first.ok() && !s.ok()) first = s;
   // A lease assigned to this worker after its last look (a pass that planned before it saw

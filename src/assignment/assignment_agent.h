@@ -4,9 +4,9 @@
 // heartbeat), and that tests and the simulation run inline on a ManualClock (*_step()):
 //
 //  heartbeat_step()  registers or renews the membership (membership.h); on the leader, also
-//                    renews the leader lock. A leader that loses its lock, or cannot renew it
-//                    in time, gives up its incarnation (every lease), because the next leader
-//                    may fence that incarnation at once.
+//                    renews the leader lock (leader_lock.h: a leader that loses its lock, or
+//                    cannot renew it in time, gives up its incarnation, every lease, because
+//                    the next leader may fence that incarnation at once).
 //  poll_step()       finds the leases the table gives this worker (LeaseAdopter::discover: a
 //                    Query of the lease table's owner index) and acts on what differs from
 //                    what it claims; acts on the keys of the leader's last post (a hint to
@@ -60,6 +60,7 @@
 #include "assignment/assignment_strategy.h"
 #include "assignment/call_task.h"
 #include "assignment/coordination_store.h"
+#include "assignment/leader_lock.h"
 #include "assignment/lease_adopter.h"
 #include "assignment/lease_leader.h"
 #include "assignment/membership.h"
@@ -102,8 +103,8 @@ class AssignmentAgent {
   // Called when this worker becomes the leader, so the leader step runs now; may be empty.
   void set_leader_waker(std::function<void()> wake) { wake_leader_ = std::move(wake); }
 
-  bool leading() const { return leading_.load(); }
-  std::uint64_t leader_terms() const { return terms_.load(); }
+  bool leading() const { return lock_.leading(); }
+  std::uint64_t leader_terms() const { return lock_.terms(); }
   Membership& membership() { return membership_; }
   const LeaseLeader& leader() const { return leader_; }
   LeaseAdopter& adopter() { return adopter_; }
@@ -116,11 +117,8 @@ class AssignmentAgent {
  private:
   void log(LogLevel level, const std::string& message) const;
   std::chrono::milliseconds jittered(std::chrono::milliseconds base);
-  // Stops leading (the incarnation goes too unless `graceful`).
-  void stop_leading(const Status& why, bool abandon_incarnation);
+  // Takes the lock (LeaderLock::try_lead); a new leader's step runs at once.
   CallTask<Done> try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now);
-  // Renews the lock this worker holds (and calls the workers' attention when `attention`).
-  CallTask<bool> renew_lock(bool attention);
   std::optional<std::string> assign_veto() const;
   std::optional<std::string> hold_veto() const;
   // False when some keys could not be looked at (they stay in the inbox).
@@ -159,22 +157,16 @@ class AssignmentAgent {
   Logger* logger_;
   LeaseAdopter adopter_;
   Membership membership_;
+  LeaderLock lock_;
   LeaseLeader leader_;  // used by leader_step only
   // Failing series of this worker's coordination calls (logged and exported).
   ReportedSeries heartbeats_;
-  ReportedSeries lock_renewals_;
   ReportedSeries polls_;
   ReportedSeries passes_;
 
   CallRunner* runner_ = nullptr;
   std::mt19937_64 rng_;
-  std::optional<LeaderEntry> lock_held_;
-  std::optional<Clock::MonoTime> lock_basis_;  // start of the last renewal
-  std::optional<LeaderEntry> lock_seen_;       // as last read
-  Clock::MonoTime lock_changed_at_{};
-  std::optional<LeaderEntry> lock_previous_;  // before this worker took it
-  std::optional<LeaderEntry> taken_from_;  // the lock as seen before a take whose answer was lost
-  std::uint64_t term_started_ = 0;         // term that leader_ began
+  std::uint64_t term_started_ = 0;  // term that leader_ began
   // the (incarnation, inbox) of the last post acted on
   std::pair<std::string, std::vector<std::string>> inbox_seen_;
   // the busy state the last poll left behind, the (incarnation, heartbeat) of the last
@@ -193,9 +185,6 @@ class AssignmentAgent {
   std::optional<std::pair<std::string, Clock::MonoTime>> registered_;
   // A call for the workers' attention failed: the next lock renewal makes it.
   bool attention_pending_ = false;
-  // Read by other threads (the leader's pass on its lane, report()).
-  std::atomic<bool> leading_{false};
-  std::atomic<std::uint64_t> terms_{0};
 };
 
 }  // namespace kcl::assignment

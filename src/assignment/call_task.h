@@ -9,6 +9,9 @@
 // same code, the same order of calls, on the caller's thread.
 //
 // Thread safety: a task and its calls' results belong to the thread that resumes it.
+//
+// Write `const bool x = co_await task(); if (x && ...)`, never `co_await` inside an operand of
+// `&&` or `||`: GCC 12 frees the frame wrongly there (seen as "free(): invalid pointer").
 #pragma once
 
 #include <cassert>
