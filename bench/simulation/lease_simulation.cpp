@@ -537,7 +537,7 @@ void Simulation::run_tick(const Tick& t) {
     return;
   }
   if (t.kind == TickKind::kRenew) {
-    (void)worker.takes->taker().run_renew_pass();
+    (void)worker.takes->renew_pass();
     schedule(t.worker, t.at + jittered(config_.effective_renew_interval()), TickKind::kRenew);
     return;
   }

@@ -1,15 +1,11 @@
 #include "assignment/lease_taker.h"
 
 #include <algorithm>
-#include <thread>
 #include <unordered_map>
-
-#include "base/thread_name.h"
 
 namespace kcl::assignment {
 
 using leases::HeldSummary;
-using leases::RenewOutcome;
 
 LeaseTaker::LeaseTaker(leases::HeldLeases& held, leases::LeaseStore& store,
                        const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
@@ -20,69 +16,6 @@ void LeaseTaker::stop_taking() {
   stopped_.store(true);
   // A pass already running may still take a lease: wait for it to end.
   std::lock_guard<std::mutex> pass_done(take_mu_);
-}
-
-// ---- the renew pass ----
-
-RenewPassResult LeaseTaker::run_renew_pass() {
-  RenewPassResult result;
-  // A lease checkpointed within the last half renew interval counts as renewed (the
-  // checkpoint moved its counter): the next pass, at most about 1.5 intervals after that
-  // write, renews it.
-  const auto recent = config_.effective_renew_interval() / 2;
-  std::vector<std::string> keys;
-  for (const HeldSummary& h : held_.summaries()) {
-    if (held_.checkpointed_within(h.lease_key, recent)) {
-      ++result.skipped;
-    } else {
-      keys.push_back(h.lease_key);
-    }
-  }
-  renew_all(keys, result);
-  std::sort(result.lost.begin(), result.lost.end());
-  return result;
-}
-
-// Renewals run in parallel (each call has a deadline shorter than the renew interval), so one
-// stalled connection delays no other lease's renewal.
-void LeaseTaker::renew_all(const std::vector<std::string>& keys, RenewPassResult& result) {
-  std::mutex result_mu;
-  auto renew_one = [&](const std::string& key) {
-    Status failure;
-    const RenewOutcome outcome = held_.renew(key, &failure);
-    std::lock_guard<std::mutex> lock(result_mu);
-    switch (outcome) {
-      case RenewOutcome::kRenewed:
-        ++result.renewed;
-        break;
-      case RenewOutcome::kLost:
-        result.lost.push_back(key);
-        break;
-      case RenewOutcome::kFailed:
-        ++result.failed;
-        if (result.status.ok()) result.status = failure;
-        break;
-      case RenewOutcome::kBusy:
-      case RenewOutcome::kNotHeld:
-        break;
-    }
-  };
-  constexpr std::size_t kParallel = 8;
-  if (keys.size() <= 1 || config_.renew_parallelism <= 1) {
-    for (const auto& key : keys) renew_one(key);
-    return;
-  }
-  const std::size_t lanes =
-      std::min({kParallel, keys.size(), static_cast<std::size_t>(config_.renew_parallelism)});
-  std::atomic<std::size_t> next{0};
-  std::vector<std::thread> threads;
-  threads.reserve(lanes);
-  for (std::size_t t = 0; t < lanes; ++t) {
-    threads.push_back(base::named_thread("kcl-renew-lane", [&] {
-      for (std::size_t i = next++; i < keys.size(); i = next++) renew_one(keys[i]);
-    }));
-  }
-  for (auto& t : threads) t.join();
 }
 
 // ---- the take pass, step by step ----

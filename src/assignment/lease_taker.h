@@ -1,14 +1,10 @@
-// LeaseTaker: the worker-takes way of sharing leases (LeaseAssignment::kWorkerTakes, the Java
-// KCL 2.x's), as two explicit passes over the held-lease core, so that tests and the
-// simulation run it deterministically on a ManualClock (WorkerTakesAssignment runs them on
-// real time):
-//
-//  run_take_pass()   lists the lease table; notes, on this worker's monotonic clock, when
-//                    each lease's counter was last seen to change; takes free and expired
-//                    leases (random order) up to this worker's share, else steals from the
-//                    most loaded worker.
-//  run_renew_pass()  renews every held lease (one conditional increment each); a lease whose
-//                    deadline passed is given up by its renewal.
+// LeaseTaker: the take pass of worker-takes (LeaseAssignment::kWorkerTakes, the Java KCL
+// 2.x's way of sharing leases), an explicit pass over the held-lease core, so that tests and
+// the simulation run it deterministically on a ManualClock (WorkerTakesAssignment runs it on
+// real time, beside the renew pass of lease_renewer.h). run_take_pass() lists the lease
+// table; notes, on this worker's monotonic clock, when each lease's counter was last seen to
+// change; takes free and expired leases (random order) up to this worker's share, else steals
+// from the most loaded worker.
 //
 // Liveness without trusting clocks. A lease is expired for this worker when its
 // leaseCounter has not changed for failover_time since this worker first saw the current
@@ -40,7 +36,7 @@
 // operation = take|steal.
 //
 // Thread safety: all methods may be called from any thread. Take passes run one at a time
-// (a second caller waits); a renew pass, checkpoint writes and a take pass may run at once.
+// (a second caller waits); a renew pass and checkpoint writes may run beside one.
 #pragma once
 
 #include <atomic>
@@ -99,14 +95,6 @@ struct TakePassResult {
   std::optional<Clock::MonoTime> next_expiry;
 };
 
-struct RenewPassResult {
-  Status status;  // the first failure other than a lost lease
-  int renewed = 0;
-  int skipped = 0;                // written (checkpointed) recently: counted as renewed
-  std::vector<std::string> lost;  // leases given up by this pass (listener told)
-  int failed = 0;                 // renewals that failed transiently (lease still held)
-};
-
 class LeaseTaker {
  public:
   // Everything given must outlive the taker. `seed` drives the random choices.
@@ -114,7 +102,6 @@ class LeaseTaker {
              const Clock& clock, MetricsSink& metrics, std::uint64_t seed);
 
   TakePassResult run_take_pass();
-  RenewPassResult run_renew_pass();
   // No more take passes (they return at once); waits for a pass in progress to end, so a
   // lease it takes is in the held set afterwards (and handed back with the rest).
   void stop_taking();
@@ -135,7 +122,6 @@ class LeaseTaker {
   void steal(const std::vector<Lease>& leases, const TakeView& view, int target, int needed,
              TakePassResult& result);
   bool try_take(const Lease& seen, bool steal, TakePassResult& result);
-  void renew_all(const std::vector<std::string>& keys, RenewPassResult& result);
 
   leases::HeldLeases& held_;
   leases::LeaseStore& store_;

@@ -42,7 +42,7 @@ milliseconds WorkerTakesAssignment::jittered(milliseconds base) {
 
 Clock::MonoTime WorkerTakesAssignment::renew_step() {
   const auto started = clock_.now();
-  (void)taker_.run_renew_pass();
+  (void)renew_pass();
   auto next = started + jittered(config_.effective_renew_interval());
   if (auto deadline = held_.next_deadline()) {
     // Wake at the deadline (a pass then gives up what could not be renewed) -- not in a busy

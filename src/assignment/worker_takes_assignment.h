@@ -1,6 +1,6 @@
 // WorkerTakesAssignment: the worker-takes strategy (LeaseAssignment::kWorkerTakes; see
-// assignment_strategy.h and lease_taker.h) on real time: a LeaseTaker's passes on two threads of
-// their own (renewals must not wait behind a slow table scan):
+// assignment_strategy.h, lease_taker.h and lease_renewer.h) on real time, its two passes on
+// lanes of their own (renewals must not wait behind a slow table scan):
 //  - renewer: run_renew_pass() every renew_interval (jittered), and sooner when a held
 //    lease's deadline would come first, so a lease that cannot be renewed is given up on time;
 //  - taker: run_take_pass() every take_interval (jittered), and at
@@ -19,6 +19,7 @@
 
 #include "assignment/assignment_strategy.h"
 #include "assignment/coordinator.h"
+#include "assignment/lease_renewer.h"
 #include "assignment/lease_taker.h"
 
 namespace kcl::assignment {
@@ -54,6 +55,7 @@ class WorkerTakesAssignment final : public AssignmentStrategy {
   AssignmentReport report() const override;
 
   LeaseTaker& taker() { return taker_; }
+  RenewPassResult renew_pass() { return run_renew_pass(held_, config_); }
 
  private:
   Clock::MonoTime renew_step();

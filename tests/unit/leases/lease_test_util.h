@@ -50,7 +50,7 @@ class TakesWorker {
       : assignment_(config, parts(store, clock, metrics, seed)) {}
 
   assignment::TakePassResult run_take_pass() { return assignment_.taker().run_take_pass(); }
-  assignment::RenewPassResult run_renew_pass() { return assignment_.taker().run_renew_pass(); }
+  assignment::RenewPassResult run_renew_pass() { return assignment_.renew_pass(); }
   // A graceful stop's first step: take passes return at once from now on.
   void stop_taking() { assignment_.drain(); }
   bool taking_stopped() { return assignment_.taker().taking_stopped(); }
