@@ -2,8 +2,10 @@
 # package; these are the types its classes hand out.
 import concurrent.futures
 import datetime
-from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union,
-                    overload)
+from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type,
+                    TypeVar, Union, overload)
+
+_T = TypeVar("_T")
 
 class Record:
     """A record of a shard (after KPL deaggregation)."""
@@ -36,6 +38,7 @@ class RecordBatch(Sequence[Record]):
     @overload
     def __getitem__(self, index: slice) -> List[Record]: ...
     def __iter__(self) -> Iterator[Record]: ...
+    def _fill(self, cls: Type[_T]) -> List[_T]: ...
 
 class PulledRecord(Record):
     """A record taken from a kcl.PullConsumer; ack() it once done (any thread, any order)."""

@@ -129,34 +129,31 @@ class Record:
     ``approximate_arrival_timestamp`` (a naive local datetime), ``timestamp_millis``; and as a
     mapping of the protocol's field names (``record.get("data")``, ``record["partitionKey"]``)."""
 
-    __slots__ = ("_r",)
-
-    def __init__(self, record: _kcl.Record) -> None:
-        self._r = record
+    __slots__ = ()
 
     @property
     def binary_data(self) -> bytes:
-        return bytes(self._r)
-
-    @property
-    def data(self) -> str:
-        return base64.b64encode(bytes(self._r)).decode("ascii")
+        raise NotImplementedError
 
     @property
     def partition_key(self) -> str:
-        return self._r.partition_key
+        raise NotImplementedError
 
     @property
     def sequence_number(self) -> str:
-        return self._r.sequence_number
+        raise NotImplementedError
 
     @property
     def sub_sequence_number(self) -> int:
-        return self._r.sub_sequence_number
+        raise NotImplementedError
 
     @property
     def timestamp_millis(self) -> int:
-        return round(self._r.approximate_arrival_timestamp.timestamp() * 1000)
+        raise NotImplementedError
+
+    @property
+    def data(self) -> str:
+        return base64.b64encode(self.binary_data).decode("ascii")
 
     @property
     def approximate_arrival_timestamp(self) -> datetime.datetime:
@@ -183,6 +180,20 @@ class Record:
     def __repr__(self) -> str:
         return "Record(partition_key=%r, sequence_number=%r, sub_sequence_number=%r)" % (
             self.partition_key, self.sequence_number, self.sub_sequence_number)
+
+
+class _NativeRecord(Record):
+    """A record read in this process. kcl's core makes the batch's records in one call
+    (``RecordBatch._fill``) with every field already set on its slot, so the processor reads
+    plain attributes: no Python call per record or field."""
+
+    __slots__ = ("binary_data", "partition_key", "sequence_number", "sub_sequence_number",
+                 "timestamp_millis")
+    binary_data: bytes
+    partition_key: str
+    sequence_number: str
+    sub_sequence_number: int
+    timestamp_millis: int
 
 
 class _ProtocolRecord(Record):
@@ -453,7 +464,7 @@ class _Adapter(RecordProcessor):
     def _process_records_with_lag(self, records: _kcl.RecordBatch,
                                   checkpointer: _kcl.Checkpointer,
                                   millis_behind_latest: int) -> None:
-        self._calls.call_process_records([Record(r) for r in records],
+        self._calls.call_process_records(records._fill(_NativeRecord),
                                          self._checkpointer(checkpointer), millis_behind_latest)
 
     def lease_lost(self) -> None:

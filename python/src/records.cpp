@@ -37,6 +37,44 @@ py::ssize_t batch_index(const PyRecordBatch& b, py::ssize_t i) {
   return i;
 }
 
+// One attribute of `obj` set to `value` (a new reference, stolen).
+void set_field(PyObject* obj, PyObject* name, PyObject* value) {
+  if (value == nullptr) throw py::error_already_set();
+  const int failed = PyObject_SetAttr(obj, name, value);
+  Py_DECREF(value);
+  if (failed != 0) throw py::error_already_set();
+}
+
+// kcl.kclpy's records: what a Python loop over the batch would make, one instance of `cls`
+// per record with its fields already Python objects, at a fraction of the calls (the
+// amazon_kclpy processor reads them as plain attributes).
+py::list fill(const PyRecordBatch& b, const py::type& cls) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  const py::str binary_data("binary_data"), partition_key("partition_key"),
+      sequence_number("sequence_number"), sub_sequence_number("sub_sequence_number"),
+      timestamp_millis("timestamp_millis");
+  const py::tuple no_args;
+  py::list out(b.records.size());
+  for (std::size_t i = 0; i < b.records.size(); ++i) {
+    const kcl::Record& r = b.records[i].record;
+    auto obj = py::reinterpret_steal<py::object>(type->tp_new(type, no_args.ptr(), nullptr));
+    if (!obj) throw py::error_already_set();
+    const std::string_view data = r.data();
+    set_field(obj.ptr(), binary_data.ptr(),
+              PyBytes_FromStringAndSize(data.data(), static_cast<Py_ssize_t>(data.size())));
+    set_field(obj.ptr(), partition_key.ptr(), text_of(r.partition_key()).release().ptr());
+    set_field(obj.ptr(), sequence_number.ptr(), text_of(r.sequence_number()).release().ptr());
+    set_field(obj.ptr(), sub_sequence_number.ptr(),
+              PyLong_FromLongLong(static_cast<long long>(r.sub_sequence_number())));
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        r.approximate_arrival_timestamp().time_since_epoch())
+                        .count();
+    set_field(obj.ptr(), timestamp_millis.ptr(), PyLong_FromLongLong(static_cast<long long>(ms)));
+    PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), obj.release().ptr());
+  }
+  return out;
+}
+
 void bind_batch(py::module_& m) {
   py::class_<PyRecordBatch>(m, "RecordBatch",
                             "The records of one batch, in shard order: a read-only sequence of "
@@ -66,6 +104,10 @@ void bind_batch(py::module_& m) {
           "__iter__",
           [](PyRecordBatch& b) { return py::make_iterator(b.records.begin(), b.records.end()); },
           py::keep_alive<0, 1>())
+      .def("_fill", &fill,
+           "For kcl.kclpy: the records as new instances of `cls`, each field set on its slot "
+           "(binary_data, partition_key, sequence_number, sub_sequence_number, "
+           "timestamp_millis), in one call for the batch.")
       .def("__repr__", [](const PyRecordBatch& b) {
         return "kcl.RecordBatch(" + std::to_string(b.records.size()) + " records)";
       });
