@@ -475,3 +475,50 @@ def test_the_same_program_as_a_kcl_multilang_child(emulators, names, tmp_path):
     pids = {e["pid"] for e in evs if e["e"] == "initialize"}
     assert len(pids) == 2 and p.pid not in pids, "a child process per shard"
     assert {e["shard"] for e in evs if e["e"] == "shutdown_requested"} == set(last)
+
+
+def test_kcl_multilang_in_process_runs_the_program_in_one_process(emulators, names, tmp_path):
+    """`kcl multilang --in-process FILE`: the command becomes `python3 -m kcl.kclpy FILE` (the
+    same process), the global options going with it as kcl.Worker options."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 2)
+    put = emulators.kinesis.put_records(stream, [("key-%d" % i, b"r%03d" % i)
+                                                 for i in range(30)])
+    out = str(tmp_path / "out")
+    props = write_app(tmp_path, V3_APP, stream, app)
+    env = emulators.env()
+    env["KCLPY_TEST_OUT"] = out
+    fast = [arg for pair in zip(FAST[::2], FAST[1::2]) for arg in pair]
+    p = subprocess.Popen([os.environ["KCL_CLI"], "multilang", "--in-process", "--python",
+                          sys.executable, props, *fast], env=env, cwd="/",
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len([e for e in events(out) if e["e"] == "record"]) >= 30,
+                   what="the records")
+        last = {r["ShardId"]: r["SequenceNumber"] for r in put}
+        wait_until(lambda: {k: v["checkpoint"] for k, v in
+                            emulators.dynamodb.leases(app).items()} == last,
+                   what="the checkpoints")
+        err = stop(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    evs = events(out)
+    assert sorted(e["data"] for e in evs if e["e"] == "record") == \
+        ["r%03d" % i for i in range(30)]
+    assert {e["pid"] for e in evs if e["e"] == "initialize"} == {p.pid}, \
+        "both shards in the process kcl multilang became"
+    assert "in process" in err
+
+
+def test_kcl_multilang_in_process_names_what_it_cannot_take(tmp_path):
+    props = tmp_path / "app.properties"
+    props.write_text("executableName = app.py\n")
+    r = subprocess.run([os.environ["KCL_CLI"], "multilang", "--in-process", "--wire", "json",
+                        str(props)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--wire" in r.stderr, r.stderr
+    r = subprocess.run([os.environ["KCL_CLI"], "multilang", "--in-process", "--python",
+                        str(tmp_path / "no-such-python"), str(props)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 127 and "no-such-python" in r.stderr, r.stderr

@@ -1,8 +1,14 @@
-// kcl multilang --properties FILE | -p FILE | FILE
+// kcl multilang --properties FILE | -p FILE | FILE  [--in-process [--python P] [--option N=V]...]
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "dead_letter_options.h"
@@ -14,7 +20,50 @@ namespace kcl::cli {
 namespace {
 struct MultiLangFlags {
   std::string properties;
+  bool in_process = false;
+  std::string python = "python3";
+  std::vector<std::string> options;  // kcl.Worker options, with --in-process
 };
+
+// A Python literal of `text` (kcl.kclpy reads --option values as literals when they are).
+std::string python_text(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\\' || c == '\'') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+// --in-process: the amazon_kclpy application named by executableName runs in one Python
+// process through kcl.Worker (python3 -m kcl.kclpy FILE), which this command becomes (exec):
+// signals reach it directly and its exit status is the command's. The global options it can
+// take go with it as kcl.Worker options.
+int run_in_process(const GlobalOptions& g, const MultiLangFlags& f) {
+  if (!g.ca_bundle.empty() || g.no_verify_tls || g.wire != "auto") {
+    std::cerr << "kcl multilang: --ca-bundle, --no-verify-tls and --wire do not reach an "
+                 "in-process Python worker; leave them out with --in-process\n";
+    return 2;
+  }
+  std::vector<std::string> args{f.python, "-m", "kcl.kclpy", f.properties};
+  auto option = [&](const std::string& name_value) {
+    args.push_back("--option");
+    args.push_back(name_value);
+  };
+  if (!g.region.empty()) option("region=" + python_text(g.region));
+  if (!g.endpoint_url.empty()) option("endpoint_url=" + python_text(g.endpoint_url));
+  if (!g.profile.empty()) option("profile=" + python_text(g.profile));
+  for (const std::string& o : f.options) option(o);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::cout.flush();
+  ::execvp(argv[0], argv.data());
+  std::cerr << "kcl multilang: --in-process: cannot run " << f.python << ": "
+            << std::strerror(errno)
+            << " (it needs the kcl Python package installed for it: docs/python.md)\n";
+  return 127;
+}
 
 int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   std::ifstream in(f.properties);
@@ -91,9 +140,20 @@ void add_multilang_command(CLI::App& parent, const GlobalOptions& global, int& e
   auto* positional =
       cmd->add_option("file", f->properties, "The properties file, as the Java daemon takes it");
   named->excludes(positional);
+  auto* in_process = cmd->add_flag(
+      "--in-process", f->in_process,
+      "Run an amazon_kclpy application (executableName names a Python program) in one Python "
+      "process instead of a child per shard: this command becomes `python3 -m kcl.kclpy FILE` "
+      "(the kcl Python package must be installed for that Python; docs/python.md)");
+  cmd->add_option("--python", f->python, "With --in-process: the Python to run (default python3)")
+      ->needs(in_process);
+  cmd->add_option("--option", f->options,
+                  "With --in-process: a kcl.Worker option over the file's settings, NAME=VALUE "
+                  "(repeatable; as python3 -m kcl.kclpy --option)")
+      ->needs(in_process);
   cmd->callback([&global, &exit_code, f] {
     if (f->properties.empty()) throw CLI::RequiredError("--properties (or the file)");
-    exit_code = run_multilang(global, *f);
+    exit_code = f->in_process ? run_in_process(global, *f) : run_multilang(global, *f);
   });
 }
 
