@@ -440,6 +440,22 @@ def test_throttling_and_other_failures_map_as_the_daemon_maps_them():
     assert e.value == "ThrottlingException" and str(e) == "'ThrottlingException'"
 
 
+def read_all_then_stop(emulators, p: subprocess.Popen, out: str, app: str, n: int,
+                       last: Dict[str, str]) -> str:
+    """Waits for `n` records and for each shard's checkpoint at its last record, then stops
+    `p` with SIGTERM; returns its stderr."""
+    try:
+        wait_until(lambda: len([e for e in events(out) if e["e"] == "record"]) >= n,
+                   what="the records")
+        wait_until(lambda: {k: v["checkpoint"] for k, v in
+                            emulators.dynamodb.leases(app).items()} == last,
+                   what="the checkpoints")
+        return stop(p)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
 def test_the_same_program_as_a_kcl_multilang_child(emulators, names, tmp_path):
     """--child: kcl-cpp's amazon_kclpy child side, each shard's program in its own process
     under `kcl multilang`, speaking the MultiLangDaemon protocol."""
@@ -454,19 +470,8 @@ def test_the_same_program_as_a_kcl_multilang_child(emulators, names, tmp_path):
     env["KCLPY_TEST_OUT"] = out
     p = subprocess.Popen([os.environ["KCL_CLI"], "multilang", props], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: len([e for e in events(out) if e["e"] == "record"]) >= 30,
-                   what="the children's records")
-        last = {}
-        for r in put:
-            last[r["ShardId"]] = r["SequenceNumber"]
-        wait_until(lambda: {k: v["checkpoint"] for k, v in
-                            emulators.dynamodb.leases(app).items()} == last,
-                   what="the children's checkpoints")
-        err = stop(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    last = {r["ShardId"]: r["SequenceNumber"] for r in put}
+    err = read_all_then_stop(emulators, p, out, app, 30, last)
     assert p.returncode == 0, err
     evs = events(out)
     records = [e for e in evs if e["e"] == "record"]
@@ -492,17 +497,8 @@ def test_kcl_multilang_in_process_runs_the_program_in_one_process(emulators, nam
     p = subprocess.Popen([os.environ["KCL_CLI"], "multilang", "--in-process", "--python",
                           sys.executable, props, *fast], env=env, cwd="/",
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_until(lambda: len([e for e in events(out) if e["e"] == "record"]) >= 30,
-                   what="the records")
-        last = {r["ShardId"]: r["SequenceNumber"] for r in put}
-        wait_until(lambda: {k: v["checkpoint"] for k, v in
-                            emulators.dynamodb.leases(app).items()} == last,
-                   what="the checkpoints")
-        err = stop(p)
-    finally:
-        if p.poll() is None:
-            p.kill()
+    err = read_all_then_stop(emulators, p, out, app, 30,
+                             {r["ShardId"]: r["SequenceNumber"] for r in put})
     assert p.returncode == 0, err
     evs = events(out)
     assert sorted(e["data"] for e in evs if e["e"] == "record") == \
