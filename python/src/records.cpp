@@ -1,5 +1,7 @@
 #include "records.h"
 
+#include <structmember.h>
+
 #include <chrono>
 #include <string>
 
@@ -37,22 +39,44 @@ py::ssize_t batch_index(const PyRecordBatch& b, py::ssize_t i) {
   return i;
 }
 
-// One attribute of `obj` set to `value` (a new reference, stolen).
-void set_field(PyObject* obj, PyObject* name, PyObject* value) {
-  if (value == nullptr) throw py::error_already_set();
-  const int failed = PyObject_SetAttr(obj, name, value);
-  Py_DECREF(value);
-  if (failed != 0) throw py::error_already_set();
-}
+// One field of the objects fill() makes: its name and, when the class keeps it in a slot (a
+// member descriptor), that slot, which is then set directly: what `obj.name = value` does,
+// without looking the name up for every record.
+class Field {
+ public:
+  Field(const py::type& cls, const char* name) : name_(name) {
+    py::object d = py::reinterpret_steal<py::object>(PyObject_GetAttr(cls.ptr(), name_.ptr()));
+    if (!d) {
+      PyErr_Clear();
+    } else if (Py_TYPE(d.ptr()) == &PyMemberDescr_Type) {
+      member_ = reinterpret_cast<PyMemberDescrObject*>(d.ptr())->d_member;
+      descriptor_ = std::move(d);
+    }
+  }
+  // Sets the field of `obj` to `value` (a new reference, stolen).
+  void set(PyObject* obj, PyObject* value) const {
+    if (value == nullptr) throw py::error_already_set();
+    const int failed = member_ != nullptr
+                           ? PyMember_SetOne(reinterpret_cast<char*>(obj), member_, value)
+                           : PyObject_SetAttr(obj, name_.ptr(), value);
+    Py_DECREF(value);
+    if (failed != 0) throw py::error_already_set();
+  }
+
+ private:
+  py::str name_;
+  py::object descriptor_;  // keeps member_ alive
+  PyMemberDef* member_ = nullptr;
+};
 
 // kcl.kclpy's records: what a Python loop over the batch would make, one instance of `cls`
 // per record with its fields already Python objects, at a fraction of the calls (the
 // amazon_kclpy processor reads them as plain attributes).
 py::list fill(const PyRecordBatch& b, const py::type& cls) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-  const py::str binary_data("binary_data"), partition_key("partition_key"),
-      sequence_number("sequence_number"), sub_sequence_number("sub_sequence_number"),
-      timestamp_millis("timestamp_millis");
+  const Field binary_data(cls, "binary_data"), partition_key(cls, "partition_key"),
+      sequence_number(cls, "sequence_number"), sub_sequence_number(cls, "sub_sequence_number"),
+      timestamp_millis(cls, "timestamp_millis");
   const py::tuple no_args;
   py::list out(b.records.size());
   for (std::size_t i = 0; i < b.records.size(); ++i) {
@@ -60,16 +84,16 @@ py::list fill(const PyRecordBatch& b, const py::type& cls) {
     auto obj = py::reinterpret_steal<py::object>(type->tp_new(type, no_args.ptr(), nullptr));
     if (!obj) throw py::error_already_set();
     const std::string_view data = r.data();
-    set_field(obj.ptr(), binary_data.ptr(),
-              PyBytes_FromStringAndSize(data.data(), static_cast<Py_ssize_t>(data.size())));
-    set_field(obj.ptr(), partition_key.ptr(), text_of(r.partition_key()).release().ptr());
-    set_field(obj.ptr(), sequence_number.ptr(), text_of(r.sequence_number()).release().ptr());
-    set_field(obj.ptr(), sub_sequence_number.ptr(),
-              PyLong_FromLongLong(static_cast<long long>(r.sub_sequence_number())));
+    binary_data.set(obj.ptr(),
+                    PyBytes_FromStringAndSize(data.data(), static_cast<Py_ssize_t>(data.size())));
+    partition_key.set(obj.ptr(), text_of(r.partition_key()).release().ptr());
+    sequence_number.set(obj.ptr(), text_of(r.sequence_number()).release().ptr());
+    sub_sequence_number.set(obj.ptr(),
+                            PyLong_FromLongLong(static_cast<long long>(r.sub_sequence_number())));
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         r.approximate_arrival_timestamp().time_since_epoch())
                         .count();
-    set_field(obj.ptr(), timestamp_millis.ptr(), PyLong_FromLongLong(static_cast<long long>(ms)));
+    timestamp_millis.set(obj.ptr(), PyLong_FromLongLong(static_cast<long long>(ms)));
     PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), obj.release().ptr());
   }
   return out;
