@@ -132,6 +132,21 @@ def _run(cmd: List[str], what: str) -> None:
                            % (what, r.returncode, " ".join(cmd)))
 
 
+def _given_build_dir(given: str) -> Path:
+    """KCL_CMAKE_BUILD_DIR as the user meant it. pip runs the backend in the package's
+    directory (python/), so a relative path is also looked up from the repository's root and
+    from the directory pip was started in (PWD), e.g. KCL_CMAKE_BUILD_DIR=build/release."""
+    path = Path(given)
+    candidates = [path] if path.is_absolute() else [
+        Path.cwd() / path, ROOT / path, Path(os.environ.get("PWD", ".")) / path]
+    for candidate in candidates:
+        if (candidate / "CMakeCache.txt").is_file():
+            return candidate.resolve()
+    raise RuntimeError("kcl_build: KCL_CMAKE_BUILD_DIR=%s is not a configured CMake build "
+                       "directory (no CMakeCache.txt in %s)"
+                       % (given, ", ".join(str(c.resolve()) for c in candidates)))
+
+
 def _cache_value(build_dir: Path, key: str) -> Optional[str]:
     try:
         for line in (build_dir / "CMakeCache.txt").read_text().splitlines():
@@ -154,10 +169,7 @@ def build_extension(config_settings: Optional[Mapping[str, object]] = None) -> P
                            "scripts/install-deps.sh installs every build dependency)")
     given = (config_settings or {}).get("build-dir") or os.environ.get("KCL_CMAKE_BUILD_DIR")
     if given:
-        build_dir = Path(str(given)).resolve()
-        if not (build_dir / "CMakeCache.txt").is_file():
-            raise RuntimeError("kcl_build: KCL_CMAKE_BUILD_DIR=%s is not a configured CMake "
-                               "build directory (no CMakeCache.txt)" % build_dir)
+        build_dir = _given_build_dir(str(given))
     else:
         base_python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
         build_dir = ROOT / "build" / ("python-wheel-" + sys.implementation.cache_tag)

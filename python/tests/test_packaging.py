@@ -116,3 +116,19 @@ def test_the_wheel_installs_without_the_source_tree(tmp_path):
     run([python, "-m", "pip", "install", wheel], elsewhere, env)
     check_installed(python, elsewhere, env)
     check_uninstalled(python, elsewhere, env)
+
+
+def test_a_relative_build_dir_is_found_from_the_repository_root(tmp_path, monkeypatch):
+    """pip runs the backend in python/: KCL_CMAKE_BUILD_DIR=build/release, as the docs write
+    it from the repository's root, still names the build directory."""
+    sys.path.insert(0, os.path.join(ROOT, "python", "build_backend"))
+    try:
+        import kcl_build  # noqa: E402 - the backend module, as pip imports it
+    finally:
+        sys.path.pop(0)
+    relative = os.path.relpath(BUILD_DIR, ROOT)
+    monkeypatch.chdir(os.path.join(ROOT, "python"))
+    monkeypatch.setenv("PWD", str(tmp_path))
+    assert str(kcl_build._given_build_dir(relative)) == os.path.realpath(BUILD_DIR)
+    with pytest.raises(RuntimeError, match="no CMakeCache.txt"):
+        kcl_build._given_build_dir("no/such/build")
