@@ -26,9 +26,17 @@ The last line is the same as JSON. Every server it started is stopped, whatever 
 figures) when the throttled fraction is above F, or the read phase's fraction of 2 MiB/s
 below F.
 
+--fan-out reads the backlog with enhanced fan-out instead: bench/fanout_server.js serves a
+stream of one shard holding the backlog (records of --record-size bytes, pushed in
+SubscribeToShard events at 2 MiB/s a subscription, as AWS does for each consumer and shard;
+kinesalite has no SubscribeToShard and the limits proxy does not model it), DynamoDB is
+dynalite, and `kcl consume --fan-out` reads it. The read phase is then its first record
+printed to its last (bytes: record data, no keys); there are no GetRecords calls.
+
   python3 bench/catch_up.py [--build-dir build/release] [--mib 200] [--record-size 1024]
                             [--loaders 4] [--consume-arg ARG]... [--timeout S]
                             [--check-max-throttled F] [--check-min-read-fraction F]
+                            [--fan-out]
 """
 import argparse
 import base64
@@ -178,6 +186,83 @@ def shard_reads(stats, key):
     return k.get("calls", 0), k.get("throttled", 0), k.get("bytes", {}).get("total", 0)
 
 
+def run_fan_out(args, kcl, count):
+    """The backlog read with `kcl consume --fan-out` from bench/fanout_server.js (see the
+    module's text)."""
+    server = dynamo = consumer = None
+    try:
+        suffix = "".join(random.choices(string.ascii_lowercase, k=8))
+        stream = "catchup-fanout-" + suffix
+        server, port = start_json_line(
+            ["node", os.path.join(ROOT, "bench", "fanout_server.js"), "--stream",
+             f"{stream}={count}", "--shards", "1", "--record-bytes", str(args.record_size)],
+            "fanout_server.js")
+        dynamo, dynamo_urls = start_json_line(
+            ["node", os.path.join(ROOT, "tools", "emulators", "serve.js"), "--dynamodb"],
+            "serve.js --dynamodb")
+        env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="bench",
+                   AWS_SECRET_ACCESS_KEY="bench-secret",
+                   AWS_ENDPOINT_URL_KINESIS=f"http://127.0.0.1:{port['port']}",
+                   AWS_ENDPOINT_URL_DYNAMODB=dynamo_urls["dynamodb"])
+        env.pop("AWS_PROFILE", None)
+        cmd = [kcl, "consume", "--stream", stream, "--app", "catchup-fanout-app-" + suffix,
+               "--from", "trim-horizon", "--max", str(count), "--fan-out", "--consumer-name",
+               "catchup-fanout"] + args.consume_arg
+        start = time.monotonic()
+        consumer = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        errs = []
+        err_reader = threading.Thread(target=lambda: errs.append(consumer.stderr.read()),
+                                      daemon=True)
+        err_reader.start()
+        timer = threading.Timer(args.timeout, consumer.kill)
+        timer.start()
+        first = last = None
+        lines = 0
+        for _ in consumer.stdout:
+            last = time.monotonic()
+            if first is None:
+                first = last
+            lines += 1
+        consumer.wait()
+        timer.cancel()
+        wall = time.monotonic() - start
+        err_reader.join()
+        if consumer.returncode != 0 or lines != count:
+            tail = (errs[0] if errs else b"").decode(errors="replace")[-4000:]
+            sys.exit(f"catch_up: {' '.join(cmd)} exited {consumer.returncode} after {lines} of "
+                     f"{count} records:\n{tail}")
+        read = count * args.record_size
+        limit_mib = SHARD_READ_LIMIT / MiB
+        run_rate = read / MiB / wall
+        phase_s = last - first
+        phase_rate = read / MiB / phase_s if phase_s > 0 else 0.0
+        print(f"fan-out: read {read / MiB:.1f} MiB ({count} records) in {wall:.1f} s: "
+              f"{run_rate:.2f} MiB/s = {run_rate / limit_mib:.1%} of {limit_mib:g} MiB/s "
+              f"(the whole run)")
+        print(f"read phase (first record printed to last): {phase_s:.1f} s: {phase_rate:.2f} "
+              f"MiB/s = {phase_rate / limit_mib:.1%} of {limit_mib:g} MiB/s (the server pushes "
+              f"at most {limit_mib:g} MiB/s a subscription)")
+        print(json.dumps({"fan_out": True, "mib": round(read / MiB, 3), "records": count,
+                          "record_size": args.record_size, "seconds": round(wall, 2),
+                          "mib_per_s": round(run_rate, 3),
+                          "fraction_of_limit": round(run_rate / limit_mib, 4),
+                          "read_phase_s": round(phase_s, 2),
+                          "read_phase_mib_per_s": round(phase_rate, 3),
+                          "read_phase_fraction_of_limit": round(phase_rate / limit_mib, 4)}),
+              flush=True)
+        if (args.check_min_read_fraction is not None and
+                phase_rate / limit_mib < args.check_min_read_fraction):
+            sys.exit(f"catch_up: FAIL: the read phase ran at {phase_rate / limit_mib:.1%} of "
+                     f"{limit_mib:g} MiB/s (at least {args.check_min_read_fraction:.0%} wanted)")
+    finally:
+        if consumer is not None and consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()
+        stop(dynamo)
+        stop(server)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
@@ -193,6 +278,8 @@ def main():
                     help="fail when more than this fraction of GetRecords calls was throttled")
     ap.add_argument("--check-min-read-fraction", type=float, default=None,
                     help="fail when the read phase ran below this fraction of 2 MiB/s")
+    ap.add_argument("--fan-out", action="store_true",
+                    help="read with enhanced fan-out from bench/fanout_server.js instead")
     args = ap.parse_args()
     kcl = args.kcl or os.path.join(args.build_dir, "tools", "kcl", "kcl")
     if not os.access(kcl, os.X_OK):
@@ -201,6 +288,8 @@ def main():
     if args.record_size < 16:
         sys.exit("catch_up: --record-size must be at least 16 bytes")
     count = max(1, int(args.mib * MiB) // args.record_size)
+    if args.fan_out:
+        return run_fan_out(args, kcl, count)
 
     emu = proxy = consumer = None
     err_file = tempfile.TemporaryFile()
