@@ -40,10 +40,12 @@ printed to its last (bytes: record data, no keys); there are no GetRecords calls
 """
 import argparse
 import base64
+import ctypes
 import http.client
 import json
 import os
 import random
+import signal
 import string
 import subprocess
 import sys
@@ -58,10 +60,20 @@ MiB = 1024 * 1024
 SHARD_READ_LIMIT = 2 * MiB  # GetRecords bytes per second per shard (AWS's, the proxy's)
 
 
+def die_with_parent():
+    """In a child before exec: SIGTERM when this script dies, even by SIGKILL (Linux's
+    PR_SET_PDEATHSIG), so no server outlives a run that was killed."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_json_line(cmd, what):
-    """Starts a server that prints one JSON line once it listens and runs until its stdin
-    closes; returns (process, parsed line)."""
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    """Starts a server that prints one JSON line once it listens (and dies with this script);
+    returns (process, parsed line)."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         preexec_fn=die_with_parent)
     line = p.stdout.readline()
     try:
         return p, json.loads(line)
@@ -210,7 +222,7 @@ def run_fan_out(args, kcl, count):
                "catchup-fanout"] + args.consume_arg
         start = time.monotonic()
         consumer = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
+                                    stderr=subprocess.PIPE, preexec_fn=die_with_parent)
         errs = []
         err_reader = threading.Thread(target=lambda: errs.append(consumer.stderr.read()),
                                       daemon=True)
@@ -281,6 +293,8 @@ def main():
     ap.add_argument("--fan-out", action="store_true",
                     help="read with enhanced fan-out from bench/fanout_server.js instead")
     args = ap.parse_args()
+    # SIGTERM (a test's timeout) ends the run through its finally blocks: every server stops.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("catch_up: stopped by SIGTERM"))
     kcl = args.kcl or os.path.join(args.build_dir, "tools", "kcl", "kcl")
     if not os.access(kcl, os.X_OK):
         sys.exit(f"catch_up: {kcl} not found; build it first "
@@ -329,7 +343,8 @@ def main():
         cmd = [kcl, "consume", "--stream", stream, "--app", "catchup-app-" + suffix, "--from",
                "trim-horizon", "--max", str(count)] + args.consume_arg
         start = time.monotonic()
-        consumer = subprocess.Popen(cmd, env=limited, stdout=subprocess.DEVNULL, stderr=err_file)
+        consumer = subprocess.Popen(cmd, env=limited, stdout=subprocess.DEVNULL, stderr=err_file,
+                                    preexec_fn=die_with_parent)
         first_call = None   # the first poll that saw a GetRecords call
         last_answer = None  # the first poll that saw every byte read
         seen_bytes = 0
