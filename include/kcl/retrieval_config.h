@@ -2,8 +2,8 @@
 // enhanced fan-out (SubscribeToShard's pushed events over HTTP/2).
 //
 // The defaults suit AWS: they stay inside the per-shard service limits (5 GetRecords calls
-// per second, 10,000 records per call) and keep at most a few seconds of data in memory per
-// shard. Call validate() to get every problem in plain words.
+// and 2 MiB per second, 10,000 records per call) and keep at most a few seconds of data in
+// memory per shard. Call validate() to get every problem in plain words.
 //
 // Thread safety: a plain value; copy freely.
 #pragma once
@@ -19,7 +19,9 @@ enum class RetrievalMode { kPolling, kFanOut };
 
 struct RetrievalConfig {
   // Records asked for in one GetRecords call (its Limit). Default 10000 (the service
-  // maximum), range 1..10000.
+  // maximum), range 1..10000. With pacing by bytes (max_read_bytes_per_second), a call past
+  // the first asks for fewer when one second of that budget holds fewer records of the last
+  // answer's mean size (1 KB records at 2 MiB/s: about 2,000).
   int max_records_per_call = 10000;
 
   // Least time between the starts of two calls of one kind for one shard (two GetRecords, or
@@ -31,9 +33,30 @@ struct RetrievalConfig {
 
   // Pause after a response that shows the shard caught up (no records and
   // MillisBehindLatest == 0) before the next GetRecords. Default 1 s, range 0..10 min.
-  // A response that returned records, or says the shard is behind, is followed at once
-  // (subject to min_call_interval).
+  // A response that returned records, or says the shard is behind, is followed as soon as
+  // min_call_interval and max_read_bytes_per_second allow.
   std::chrono::milliseconds idle_time_between_calls{1000};
+
+  // The shard's read rate for GetRecords, in bytes a second of what the answers return (each
+  // record's data and partition key). AWS serves a shard at most 2 MiB a second of reads, and
+  // a call after the shard's reads went past that is refused: "If a call returns this amount
+  // of data [10 MiB], subsequent calls made within the next 5 seconds throw
+  // ProvisionedThroughputExceededException"
+  // (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_GetRecords.html). So each
+  // answer is paid for before the next GetRecords: the shard's budget refills at this rate,
+  // holds at most one second of it, is empty when the fetcher starts (the lease's previous
+  // owner may have spent it) and is charged with each answer's bytes when the answer
+  // arrives; the next call waits until the budget is out of debt, and asks for about one
+  // second of the budget (see max_records_per_call). A shard catching up thus reads at this
+  // rate without being throttled (after a 10 MiB answer the next call comes 5 s after the
+  // call that read it; an answer of one second's budget may take up to a second to come at
+  // no cost); a shard at the tip reads what is written (at most 1 MiB/s a shard), so its
+  // calls are paced by min_call_interval and idle_time_between_calls alone. The limit is the
+  // shard's, shared by every application that reads it with GetRecords: with two, give each
+  // its share. Default 2 MiB (2,097,152); 0 = no pacing by bytes (min_call_interval alone);
+  // otherwise at least 1 KiB. Enhanced fan-out is not paced (the service pushes at its own
+  // rate).
+  std::size_t max_read_bytes_per_second = std::size_t{2} << 20;
 
   // Prefetch bound, in records. The shard's records source runs beside its processor: the
   // next GetRecords call is in flight while the processor handles a batch, and no call is

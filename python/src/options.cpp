@@ -217,6 +217,7 @@ Table<kcl::RetrievalConfig> retrieval_table() {
   KCL_PY_INT(t, "max_records_per_call", max_records_per_call, int);
   KCL_PY_DURATION(t, "min_call_interval", min_call_interval);
   KCL_PY_DURATION(t, "idle_time_between_calls", idle_time_between_calls);
+  KCL_PY_INT(t, "max_read_bytes_per_second", max_read_bytes_per_second, std::size_t);
   KCL_PY_INT(t, "max_prefetch_records", max_prefetch_records, std::size_t);
   KCL_PY_INT(t, "max_prefetch_bytes", max_prefetch_bytes, std::size_t);
   KCL_PY_DURATION(t, "throttle_backoff_base", throttle_backoff_base);

@@ -29,6 +29,12 @@ def test_each_bad_option_is_named_with_its_rule():
     assert len(p) == 3, p
 
 
+def test_the_shards_read_rate_is_an_option():
+    p = problems(stream="s", app="app", processor_factory=Nothing, max_read_bytes_per_second=100)
+    assert p == ["max_read_bytes_per_second is 100; it must be 0 (no pacing by bytes) or at "
+                 "least 1024"], p
+
+
 def test_unknown_options_and_wrong_types_are_named():
     p = problems(stream="s", app="app", processor_factory=Nothing, failover_tiem=3,
                  thread_pool_size="4", verify_tls=1, initial_position="OLDEST",

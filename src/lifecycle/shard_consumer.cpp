@@ -35,12 +35,15 @@ std::string_view to_string(ConsumerState s) noexcept {
 class FetchTask final : public Task {
  public:
   FetchTask(std::shared_ptr<retrieval::RecordsSource> source, std::weak_ptr<Task> consumer,
-            TaskPool& pool, const Clock& clock, std::shared_ptr<ReadHealth> health)
+            TaskPool& pool, const Clock& clock, std::shared_ptr<ReadHealth> health, Logger* logger,
+            std::string component)
       : source_(std::move(source)),
         consumer_(std::move(consumer)),
         pool_(pool),
         clock_(clock),
-        health_(std::move(health)) {}
+        health_(std::move(health)),
+        logger_(logger),
+        component_(std::move(component)) {}
 
   std::optional<SteadyTime> run() override {
     if (stopped_.load()) return std::nullopt;
@@ -57,18 +60,24 @@ class FetchTask final : public Task {
   void stop() { stopped_.store(true); }
 
  private:
-  // Reads failing in a row (a cause of a stall): a backoff continues the series, an answer
-  // ends it.
+  // Reads failing in a row (throttled, 5xx, timeouts; a cause of a stall): a backoff
+  // continues the series, an answer ends it. A series is logged as FailureSeries says: its
+  // first failure, the 3rd and each power of ten with the count, and its end with its length
+  // (never a line per retry).
   void note_outcome(retrieval::FetchOutcome outcome) {
     using retrieval::FetchOutcome;
     if (outcome == FetchOutcome::kRetrying) {
-      (void)health_->failures.failed(Status(StatusCode::kUnavailable, source_->last_retry_reason()),
-                                     clock_.now());
+      report(LogLevel::kWarn,
+             health_->failures.failed(
+                 Status(StatusCode::kUnavailable, source_->last_retry_reason()), clock_.now()));
     } else if (outcome == FetchOutcome::kRecords || outcome == FetchOutcome::kNoRecords ||
                outcome == FetchOutcome::kShardEnd) {
-      (void)health_->failures.succeeded(clock_.now());
+      report(LogLevel::kInfo, health_->failures.succeeded(clock_.now()));
       health_->answers.fetch_add(1, std::memory_order_relaxed);
     }
+  }
+  void report(LogLevel level, const std::optional<std::string>& line) const {
+    if (line && logger_ && logger_->enabled(level)) logger_->log(level, component_, *line);
   }
 
   std::shared_ptr<retrieval::RecordsSource> source_;
@@ -76,6 +85,8 @@ class FetchTask final : public Task {
   TaskPool& pool_;
   const Clock& clock_;
   std::shared_ptr<ReadHealth> health_;
+  Logger* const logger_;  // may be null
+  const std::string component_;
   std::atomic<bool> stopped_{false};
 };
 
@@ -332,8 +343,8 @@ void ShardConsumer::start_fetching(const retrieval::StartPosition& position) {
     fetcher_ = std::make_shared<retrieval::ShardFetcher>(*ctx_.kinesis, stream_, shard_id_,
                                                          position, ctx_.retrieval, *ctx_.clock);
   }
-  fetch_task_ =
-      std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock, reads_);
+  fetch_task_ = std::make_shared<FetchTask>(fetcher_, weak_from_this(), *ctx_.pool, *ctx_.clock,
+                                            reads_, ctx_.logger, component_);
   source_.store(fetcher_.get());
   fetcher_->set_wakeup([task = std::weak_ptr<FetchTask>(fetch_task_), pool = ctx_.pool] {
     if (auto t = task.lock()) pool->schedule_now(t);

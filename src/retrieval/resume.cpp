@@ -48,6 +48,8 @@ void BatchBuilder::add(const kinesis::KinesisRecord& record) {
   }
   if (deaggregate(record, buffer_->shard_id, owner_, batch_.records).corrupt()) ++corrupt_;
   last_sequence_ = record.sequence_number;
+  answer_bytes_ += record.data.size() + record.partition_key.size();
+  ++answer_records_;
 }
 
 BatchCounts BatchBuilder::finish(kinesis::GetRecordsResult& result, const StartPosition& start,

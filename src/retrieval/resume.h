@@ -55,6 +55,11 @@ class BatchBuilder final : public kinesis::RecordSink {
   // last one's sequence number (valid until finish()).
   bool received_any() const noexcept { return received_any_; }
   std::string_view last_sequence() const noexcept { return last_sequence_; }
+  // The answer's size as the service counts it against the shard's read rate: every Kinesis
+  // record's data and partition key (an aggregate counted once, as it came).
+  std::size_t answer_bytes() const noexcept { return answer_bytes_; }
+  // Kinesis records in the answer (an aggregate counts once).
+  std::size_t answer_records() const noexcept { return answer_records_; }
 
   // After the answer is parsed. The builder then keeps nothing of it.
   BatchCounts finish(kinesis::GetRecordsResult& result, const StartPosition& start,
@@ -69,6 +74,8 @@ class BatchBuilder final : public kinesis::RecordSink {
   kinesis::RecordsBuffer* buffer_ = nullptr;
   std::string_view last_sequence_;
   std::size_t corrupt_ = 0;
+  std::size_t answer_bytes_ = 0;
+  std::size_t answer_records_ = 0;
   bool received_any_ = false;
 };
 

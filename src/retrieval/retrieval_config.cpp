@@ -29,6 +29,10 @@ std::vector<std::string> RetrievalConfig::validate() const {
   within("min_call_interval", min_call_interval, milliseconds(0), seconds(60), "60 s");
   within("idle_time_between_calls", idle_time_between_calls, milliseconds(0), minutes(10),
          "10 min");
+  if (max_read_bytes_per_second != 0 && max_read_bytes_per_second < 1024) {
+    problems.push_back("max_read_bytes_per_second is " + std::to_string(max_read_bytes_per_second) +
+                       "; it must be 0 (no pacing by bytes) or at least 1024");
+  }
   if (max_prefetch_records < 1 || max_prefetch_records > 10'000'000) {
     problems.push_back("max_prefetch_records is " + std::to_string(max_prefetch_records) +
                        "; it must be between 1 and 10000000");

@@ -1,6 +1,7 @@
 #include "retrieval/shard_fetcher.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "aws/aws_json_client.h"
@@ -120,7 +121,37 @@ Clock::MonoTime ShardFetcher::earliest_next_call() const {
 
 Clock::MonoTime ShardFetcher::earliest_next_records_call() const {
   if (!last_records_call_start_) return Clock::MonoTime{};
-  return *last_records_call_start_ + config_.min_call_interval;
+  const Clock::MonoTime by_calls = *last_records_call_start_ + config_.min_call_interval;
+  return read_paid_until_ ? std::max(by_calls, *read_paid_until_) : by_calls;
+}
+
+// With pacing by bytes, a call asks for about one second of the shard's read budget at most
+// (by the mean record size of the last answer with records): the answer is paid for before
+// the next call anyway, and a smaller one comes back sooner, is delivered sooner, holds less
+// memory, and arrives within the second the budget holds (an answer that takes longer than
+// that delays the next call by the difference). The first call asks for max_records_per_call.
+int ShardFetcher::records_limit() const {
+  const int most = config_.max_records_per_call;
+  const std::size_t rate = config_.max_read_bytes_per_second;
+  if (rate == 0 || record_bytes_ == 0) return most;
+  const std::size_t fits = std::max<std::size_t>(1, rate / record_bytes_);
+  return fits < static_cast<std::size_t>(most) ? static_cast<int>(fits) : most;
+}
+
+// The shard's read budget (RetrievalConfig::max_read_bytes_per_second): it refills at the
+// rate, holds at most one second of it and is empty at the first call; an answer's bytes
+// are charged when it arrives, and read_paid_until_ is when the budget is out of debt
+// again. The service counts a shard's reads so (API_GetRecords: at most 2 MiB a second; a
+// 10 MiB answer, then 5 s of refusals), so a call made then is not throttled for bytes.
+void ShardFetcher::pay_for_answer(std::size_t bytes, Clock::MonoTime call_start,
+                                  Clock::MonoTime answered) {
+  const std::uint64_t rate = config_.max_read_bytes_per_second;
+  if (rate == 0) return;
+  Clock::MonoTime from = read_paid_until_ ? *read_paid_until_ : call_start;
+  from = std::max(from, answered - std::chrono::seconds(1));
+  // Rounded up to the millisecond: never early.
+  const std::uint64_t cost_ms = (static_cast<std::uint64_t>(bytes) * 1000 + rate - 1) / rate;
+  read_paid_until_ = from + milliseconds(static_cast<milliseconds::rep>(cost_ms));
 }
 
 FetchStep ShardFetcher::step_get_iterator() {
@@ -148,12 +179,11 @@ FetchStep ShardFetcher::step_get_records() {
   // of parsed records in between).
   kinesis::GetRecordsResult& result = result_;
   FetchedBatch batch;
-  BatchBuilder builder(result, shard_id_, batch,
-                       static_cast<std::size_t>(config_.max_records_per_call));
+  const int limit = records_limit();
+  BatchBuilder builder(result, shard_id_, batch, static_cast<std::size_t>(limit));
   const aws::CallOptions options = call_options(config_.get_records_timeout);
   last_records_call_start_ = last_call_start_;
-  Status got =
-      client_.get_records(iterator_, config_.max_records_per_call, result, options, &builder);
+  Status got = client_.get_records(iterator_, limit, result, options, &builder);
   if (!got.ok()) {
     // Whatever the parser handed over before it failed goes with `batch`; the body too.
     result.buffer.reset();
@@ -164,6 +194,10 @@ FetchStep ShardFetcher::step_get_records() {
   }
   retries_.on_success();
   set_millis_behind(result.millis_behind_latest);
+  pay_for_answer(builder.answer_bytes(), *last_records_call_start_, clock_.now());
+  if (builder.answer_records() > 0) {
+    record_bytes_ = std::max<std::size_t>(1, builder.answer_bytes() / builder.answer_records());
+  }
 
   const bool fetched_any = builder.received_any();
   batch.millis_behind_latest = result.millis_behind_latest;
@@ -184,6 +218,8 @@ FetchStep ShardFetcher::step_get_records() {
   iterator_ = std::move(*result.next_shard_iterator);
   if (delivered > 0) push_batch(std::move(batch));
 
+  // Behind (records came, or MillisBehindLatest > 0): again as soon as the call rate and the
+  // shard's read budget allow. Caught up: after idle_time_between_calls.
   next_due_ = earliest_next_records_call();
   const bool caught_up = !fetched_any && result.millis_behind_latest == 0;
   if (caught_up) next_due_ = std::max(next_due_, clock_.now() + config_.idle_time_between_calls);

@@ -14,9 +14,12 @@
 //
 // Pacing (see RetrievalConfig): starts of calls of one kind are at least min_call_interval
 // apart (a new iterator is used at once; a call after a failure waits for the interval from
-// the failed one); after a
-// response with records or MillisBehindLatest > 0 the next call is due at once (subject to
-// the interval); after an empty, caught-up response it waits idle_time_between_calls;
+// the failed one); each answer's bytes are paid for at max_read_bytes_per_second before the
+// next GetRecords (the shard's read budget: refills at that rate, holds one second of it,
+// empty at the start, charged when an answer arrives; a 10 MiB answer keeps the next call 5 s
+// after the call that read it), and a call past the first asks for about one second of that
+// budget; after a response with records or MillisBehindLatest > 0 the next call is due as
+// soon as both allow; after an empty, caught-up response it waits idle_time_between_calls;
 // transient failures (throttling, 5xx, timeouts, after the AWS client's own retries) back
 // off exponentially with full jitter, forever; no GetRecords call is made while the queue
 // holds max_prefetch_records or max_prefetch_bytes (one response may overshoot the bound).
@@ -131,6 +134,10 @@ class ShardFetcher final : public QueuedRecordsSource {
   // GetRecords calls are paced among themselves: the service limits each call per shard on
   // its own (5 GetRecords and 5 GetShardIterator a second), so a new iterator is used at once.
   Clock::MonoTime earliest_next_records_call() const;
+  // Charges an answer of `bytes` to the shard's read budget (see the .cpp).
+  void pay_for_answer(std::size_t bytes, Clock::MonoTime call_start, Clock::MonoTime answered);
+  // The Limit of the next GetRecords (see the .cpp).
+  int records_limit() const;
 
   kinesis::KinesisClient& client_;
   const std::string stream_;
@@ -146,7 +153,11 @@ class ShardFetcher final : public QueuedRecordsSource {
   bool resume_filter_ = false;                      // dropping records <= the starting checkpoint
   std::optional<Clock::MonoTime> last_call_start_;  // of either call
   std::optional<Clock::MonoTime> last_records_call_start_;  // of the last GetRecords
-  Clock::MonoTime next_due_{};                              // earliest time of the next call
+  // When the shard's read budget is out of debt (max_read_bytes_per_second); empty before the
+  // first answer or without pacing by bytes.
+  std::optional<Clock::MonoTime> read_paid_until_;
+  std::size_t record_bytes_ = 0;  // mean size of a record in the last answer with records
+  Clock::MonoTime next_due_{};    // earliest time of the next call
   // Which failures are retried and after how long (aws/retry.h, SeriesRule::records_source).
   aws::RetrySeries retries_;
   // Reused from call to call; between calls it holds neither a body nor a records vector.

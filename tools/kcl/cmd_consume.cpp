@@ -60,6 +60,7 @@ struct ConsumeFlags {
   std::string reject_matching;
   long long stall_threshold_ms = 60000;
   std::string hold_while_exists;
+  long long read_rate = 2LL << 20;  // RetrievalConfig::max_read_bytes_per_second
 };
 
 // --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
@@ -337,6 +338,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   config.processing.stall_threshold = std::chrono::milliseconds(f.stall_threshold_ms);
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
   config.retrieval.consumer_name = f.consumer_name;
+  config.retrieval.max_read_bytes_per_second = static_cast<std::size_t>(f.read_rate);
   // Every logger of the process (the worker's, the library's and say()) takes the format
   // from here.
   if (f.log_format == "json") setenv("KCL_LOG_FORMAT", "json", 1);
@@ -493,6 +495,13 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                   "finished, checkpoints rejected, records waiting (default 60000; 1000 to "
                   "3600000, or 0 = off). A shard idle at the tip is never stalled")
       ->check(CLI::Range(0LL, 3600000LL));
+  cmd->add_option("--read-rate", f->read_rate,
+                  "Polling: bytes a second each shard's GetRecords may read (data and partition "
+                  "keys). Each answer is paid for at this rate before the next call, so a shard "
+                  "far behind is read at it without being throttled (default 2097152, AWS's "
+                  "2 MiB/s a shard; lower it when other applications read the same stream; "
+                  "0 = no pacing by bytes, or 1024 and up)")
+      ->check(CLI::Range(0LL, 1LL << 40));
   cmd->add_option("--hold-while-exists", f->hold_while_exists,
                   "Rehearsal aid: before printing a batch, wait while FILE exists (a processor "
                   "stuck on purpose, to try the stall alerts); remove FILE to go on");

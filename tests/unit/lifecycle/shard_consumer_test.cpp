@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "leases/in_memory_lease_store.h"
+#include "support/captured_log.h"
 #include "support/kpl_builder.h"
 #include "unit/leases/lease_test_util.h"
 #include "unit/retrieval/fetcher_fake_kinesis.h"
@@ -740,6 +741,37 @@ TEST_F(ShardConsumerTest, ReadsFailingInARowSignalThrottledWithTheLastError) {
   EXPECT_NE(s->detail.find("times in a row"), std::string::npos) << s->detail;
   EXPECT_NE(s->detail.find("Rate exceeded"), std::string::npos) << s->detail;
   EXPECT_LT(s->since, fetch_clock_.now());
+}
+
+TEST_F(ShardConsumerTest, AThrottlingSeriesIsLoggedOnceNotPerRetry) {
+  kcl::testing::CapturedLog log(LogLevel::kInfo);
+  ctx_.logger = &log;
+  add_lease(kShard);
+  fake_->add_records(2, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
+  auto lines_with = [&](const std::string& text) {
+    std::size_t n = 0;
+    for (const auto& line : log.lines()) n += line.find(text) != std::string::npos ? 1 : 0;
+    return n;
+  };
+  // A series of 6 throttles, then records again: the first failure and the 3rd (with its
+  // count) are logged, and the end of the series; not the other retries.
+  fake_->fail_next("GetRecords", FakeKinesis::throttled(), 6);
+  fake_->add_records(1, "after");
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 3; }));
+  EXPECT_EQ(lines_with("GetRecords failed"), 2u);
+  EXPECT_EQ(lines_with("GetRecords failed 3 times in a row"), 1u);
+  EXPECT_EQ(lines_with("Rate exceeded"), 2u);
+  EXPECT_EQ(lines_with("GetRecords recovered after 6 failures"), 1u);
+  // A second series of one: one line for it, one for its end.
+  fake_->fail_next("GetRecords", FakeKinesis::throttled(), 1);
+  fake_->add_records(1, "later");
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 4; }));
+  EXPECT_EQ(lines_with("GetRecords failed"), 3u);
+  EXPECT_EQ(lines_with("GetRecords recovered after 1 failure in"), 1u);
+  ctx_.logger = nullptr;
 }
 
 TEST_F(ShardConsumerTest, AChildWaitingOnItsParentSignalsWhichParentAndItsHolder) {

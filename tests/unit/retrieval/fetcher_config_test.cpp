@@ -23,6 +23,7 @@ TEST(FetcherConfigTest, DefaultsAreValidAndAsDocumented) {
   EXPECT_EQ(c.max_records_per_call, 10000);
   EXPECT_EQ(c.min_call_interval, 200ms);
   EXPECT_EQ(c.idle_time_between_calls, 1s);
+  EXPECT_EQ(c.max_read_bytes_per_second, 2u * 1024 * 1024);
   EXPECT_EQ(c.max_prefetch_records, 10000u);
   EXPECT_EQ(c.max_prefetch_bytes, std::size_t{8} << 20);
   EXPECT_EQ(c.throttle_backoff_base, 200ms);
@@ -44,6 +45,7 @@ TEST(FetcherConfigTest, EachBadFieldIsNamed) {
       {"min_call_interval", [](RetrievalConfig& c) { c.min_call_interval = -1ms; }},
       {"min_call_interval", [](RetrievalConfig& c) { c.min_call_interval = 61s; }},
       {"idle_time_between_calls", [](RetrievalConfig& c) { c.idle_time_between_calls = -5ms; }},
+      {"max_read_bytes_per_second", [](RetrievalConfig& c) { c.max_read_bytes_per_second = 1023; }},
       {"max_prefetch_records", [](RetrievalConfig& c) { c.max_prefetch_records = 0; }},
       {"max_prefetch_bytes", [](RetrievalConfig& c) { c.max_prefetch_bytes = 0; }},
       {"throttle_backoff_base", [](RetrievalConfig& c) { c.throttle_backoff_base = 0ms; }},
@@ -73,6 +75,18 @@ TEST(FetcherConfigTest, EveryProblemIsReportedAtOnce) {
   EXPECT_EQ(problems.size(), 3u);
   EXPECT_TRUE(mentions(problems, "max_records_per_call is -3"));
   EXPECT_TRUE(mentions(problems, "between 1 and 10000"));
+}
+
+TEST(FetcherConfigTest, ByteRateIsOffAtZeroOrAtLeastOneKiB) {
+  RetrievalConfig c;
+  c.max_read_bytes_per_second = 0;
+  EXPECT_TRUE(c.validate().empty());
+  c.max_read_bytes_per_second = 1024;
+  EXPECT_TRUE(c.validate().empty());
+  c.max_read_bytes_per_second = 1;
+  const auto problems = c.validate();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_TRUE(mentions(problems, "max_read_bytes_per_second is 1;")) << problems[0];
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 // iterators name a position; GetRecords returns up to Limit records from it and a new
 // iterator; a closed shard answers one more empty response at its end, then no
 // NextShardIterator (as kinesalite does); MillisBehindLatest is > 0 while records remain
-// after the response. Faults are scripted per operation (fail_next), iterators can be
-// expired and the stream deleted. Every call is logged with the clock's time.
+// after the response. Faults are scripted per operation (fail_next), an answer can take
+// time (during_call moves the clock), iterators can be expired and the stream deleted.
+// Every call is logged with the clock's time.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -140,6 +141,13 @@ class FakeKinesis final : public aws::AwsJsonClient {
                                   "ProvisionedThroughputExceededException", "req-1", 3});
   }
 
+  // Runs at every call, after it is logged and before it is answered (e.g. to move a manual
+  // clock: an answer that takes time).
+  void during_call(std::function<void(const std::string& operation)> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    during_call_ = std::move(hook);
+  }
+
   // ---- observations ----
   std::vector<Call> calls() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -169,6 +177,7 @@ class FakeKinesis final : public aws::AwsJsonClient {
     const std::string op(operation);
     auto body = nlohmann::json::parse(json_body);
     calls_.push_back(Call{op, body, clock_.now(), options});
+    if (during_call_) during_call_(op);
     if (auto f = faults_.find(op); f != faults_.end() && !f->second.empty()) {
       Status s = f->second.front();
       f->second.pop_front();
@@ -294,6 +303,7 @@ class FakeKinesis final : public aws::AwsJsonClient {
   std::uint64_t next_iterator_ = 1;
   std::map<std::string, std::deque<Status>> faults_;
   std::map<std::string, std::deque<std::string>> canned_;
+  std::function<void(const std::string&)> during_call_;
   std::vector<Call> calls_;
 };
 

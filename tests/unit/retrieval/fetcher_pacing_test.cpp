@@ -1,5 +1,6 @@
-// ShardFetcher pacing: the call-rate limit, re-polling when behind, idling when caught up,
-// backoff under throttling, and the per-call options.
+// ShardFetcher pacing: the call-rate limit, the shard's read budget (bytes a second),
+// re-polling when behind, idling when caught up, backoff under throttling, and the per-call
+// options.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -267,6 +268,214 @@ TEST(FetcherPacingTest, PassesTimeoutsAndAttemptsPerCall) {
   EXPECT_EQ(grs[0].options.request_timeout, 12345ms);
   EXPECT_EQ(grs[0].options.max_attempts, 1);
   EXPECT_EQ(grs[0].body.at("Limit"), 77);
+}
+
+// ---- the shard's read budget (RetrievalConfig::max_read_bytes_per_second, 2 MiB/s) ----
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// A record whose data and partition key ("pk") are `bytes` in all, as the service counts them.
+void add_sized_record(FakeKinesis& fake, std::size_t bytes) {
+  fake.add_record(std::string(bytes - 2, 'x'), "pk");
+}
+
+void drop_batches(ShardFetcher& f) {
+  while (f.take_batch()) {
+  }
+}
+
+// A fetcher that asks for one record a call, past its GetShardIterator.
+std::unique_ptr<ShardFetcher> one_record_a_call(FetcherHarness& h, RetrievalConfig cfg = {}) {
+  cfg.max_records_per_call = 1;
+  auto f = h.make(StartPosition::trim_horizon(), cfg, /*seed=*/3);
+  EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kGotIterator);
+  return f;
+}
+
+TEST(FetcherPacingTest, ATenMiBAnswerHoldsTheNextCallFiveSeconds) {
+  FetcherHarness h;
+  add_sized_record(*h.fake, 10 * kMiB);  // the largest answer AWS gives
+  h.fake->add_records(2);
+  auto f = one_record_a_call(h);
+  const auto t0 = h.clock.now();
+  FetchStep s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 5s) << "10 MiB at 2 MiB/s";
+  drop_batches(*f);
+  h.clock.advance(4999ms);
+  EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kNotDue);
+  h.clock.advance(1ms);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords) << "due 5 s after the 10 MiB call";
+  EXPECT_EQ(s.next_step_at, t0 + 5s + 200ms) << "a small answer: min_call_interval only";
+  const auto pages = h.fake->calls_of("GetRecords");
+  ASSERT_EQ(pages.size(), 2u);
+  EXPECT_EQ(pages[1].at - pages[0].at, 5s);
+}
+
+// Reads the `n` records of the fake shard `per_call` at a time: every GetRecords call starts
+// `apart` after the one before.
+void expect_calls_apart(FetcherHarness& h, std::size_t n, int per_call,
+                        std::chrono::milliseconds apart) {
+  RetrievalConfig cfg;
+  cfg.max_records_per_call = per_call;
+  auto f = h.make(StartPosition::trim_horizon(), cfg);
+  std::vector<kcl::Record> out;
+  h.run(*f, out, 1000, [&] { return out.size() >= n; });
+  ASSERT_EQ(out.size(), n);
+  const auto pages = h.fake->calls_of("GetRecords");
+  ASSERT_EQ(pages.size(), (n + static_cast<std::size_t>(per_call) - 1) / per_call);
+  for (std::size_t i = 1; i < pages.size(); ++i) {
+    EXPECT_EQ(pages[i].at - pages[i - 1].at, apart) << "GetRecords " << i - 1 << " and " << i;
+  }
+}
+
+TEST(FetcherPacingTest, SmallAnswersArePacedByMinCallIntervalOnly) {
+  FetcherHarness h;
+  h.fake->add_records(3000);  // about 1.3 KB an answer of 100
+  expect_calls_apart(h, 3000, 100, 200ms);
+}
+
+TEST(FetcherPacingTest, AShardFarBehindIsReadAtTheByteRate) {
+  // Behind (MillisBehindLatest > 0): each call as soon as the previous MiB is paid for.
+  FetcherHarness h;
+  for (int i = 0; i < 40; ++i) add_sized_record(*h.fake, 128 * 1024);  // 5 MiB
+  expect_calls_apart(h, 40, 8, 500ms);                                 // 1 MiB an answer
+}
+
+TEST(FetcherPacingTest, PastTheFirstAnswerACallAsksForAboutOneSecondOfTheBudget) {
+  // The Limit of each call: one second's budget of records of the last answer's mean size
+  // (never more than max_records_per_call); without pacing by bytes, max_records_per_call.
+  auto limits_and_gaps = [](std::size_t rate) {
+    FetcherHarness h;
+    for (int i = 0; i < 164; ++i) add_sized_record(*h.fake, 64 * 1024);
+    RetrievalConfig cfg;
+    cfg.max_records_per_call = 100;
+    cfg.max_read_bytes_per_second = rate;
+    auto f = h.make(StartPosition::trim_horizon(), cfg);
+    std::vector<kcl::Record> out;
+    h.run(*f, out, 1000, [&] { return out.size() >= 164; });
+    EXPECT_EQ(out.size(), 164u);
+    std::vector<std::pair<int, std::chrono::milliseconds>> seen;
+    const auto pages = h.fake->calls_of("GetRecords");
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      seen.emplace_back(pages[i].body.at("Limit").get<int>(),
+                        i == 0 ? 0ms
+                               : std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     pages[i].at - pages[i - 1].at));
+    }
+    return seen;
+  };
+  using Seen = std::vector<std::pair<int, std::chrono::milliseconds>>;
+  // 100 records (6.25 MiB: 3,125 ms), then 32 (2 MiB of 64 KiB records: 1 s) at a time.
+  EXPECT_EQ(limits_and_gaps(2 * kMiB), (Seen{{100, 0ms}, {32, 3125ms}, {32, 1000ms}}));
+  EXPECT_EQ(limits_and_gaps(0), (Seen{{100, 0ms}, {100, 200ms}}));
+}
+
+TEST(FetcherPacingTest, TheBudgetIsChargedWhenTheAnswerArrivesWithOneSecondOfCredit) {
+  // A slow answer: its bytes are paid for from its arrival, less the one second the budget
+  // holds; a fast one from the call (the budget is empty at the start).
+  FetcherHarness h;
+  add_sized_record(*h.fake, 10 * kMiB);
+  add_sized_record(*h.fake, 10 * kMiB);
+  h.fake->add_records(1);
+  auto f = one_record_a_call(h);
+  std::chrono::milliseconds latency = 500ms;
+  h.fake->during_call([&](const std::string&) { h.clock.advance(latency); });
+  const auto t0 = h.clock.now();
+  FetchStep s = f->fetch_step();  // answered at t0 + 0.5 s, within the second of credit
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 5s);
+  drop_batches(*f);
+  h.advance_to(s);
+  latency = 2500ms;
+  s = f->fetch_step();  // answered at t0 + 7.5 s: paid from t0 + 6.5 s
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 6500ms + 5s);
+}
+
+TEST(FetcherPacingTest, TheBudgetHoldsAtMostOneSecondAfterAnIdleSpell) {
+  FetcherHarness h;
+  add_sized_record(*h.fake, 10 * kMiB);
+  auto f = h.make(StartPosition::trim_horizon());
+  std::vector<kcl::Record> out;
+  h.run(*f, out, 3);  // iterator, 10 MiB, the first empty answer
+  ASSERT_EQ(out.size(), 1u);
+  // Caught up: empty answers every idle_time_between_calls (1 s) for 20 s.
+  FetchStep s;
+  for (int i = 0; i < 20; ++i) {
+    h.advance_to(s);
+    s = f->fetch_step();
+    if (s.outcome == FetchOutcome::kNotDue) continue;
+    ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+    EXPECT_EQ(s.next_step_at, h.clock.now() + 1s) << "caught up: idle_time_between_calls";
+  }
+  add_sized_record(*h.fake, 10 * kMiB);
+  h.advance_to(s);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, h.clock.now() + 4s) << "one second of credit, not twenty";
+}
+
+TEST(FetcherPacingTest, ACaughtUpShardIdlesAfterItsBudgetIsPaid) {
+  FetcherHarness h;
+  add_sized_record(*h.fake, 10 * kMiB);
+  auto f = h.make(StartPosition::trim_horizon());
+  ASSERT_EQ(f->fetch_step().outcome, FetchOutcome::kGotIterator);
+  const auto t0 = h.clock.now();
+  FetchStep s = f->fetch_step();  // the last record: MillisBehindLatest 0, but records came
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(f->millis_behind_latest(), 0);
+  EXPECT_EQ(s.next_step_at, t0 + 5s);
+  drop_batches(*f);
+  h.advance_to(s);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 5s + 1s) << "idle_time_between_calls from the empty answer";
+  h.advance_to(s);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kNoRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 7s);
+}
+
+TEST(FetcherPacingTest, ZeroBytesASecondTurnsTheBudgetOff) {
+  FetcherHarness h;
+  add_sized_record(*h.fake, 10 * kMiB);
+  h.fake->add_records(1);
+  RetrievalConfig cfg;
+  cfg.max_read_bytes_per_second = 0;
+  auto f = one_record_a_call(h, cfg);
+  const auto t0 = h.clock.now();
+  FetchStep s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  EXPECT_EQ(s.next_step_at, t0 + 200ms);
+}
+
+TEST(FetcherPacingTest, AThrottleAfterAPacedCallBacksOffAndTheBudgetStillHolds) {
+  // Another reader of the shard spent its budget: the paced call is throttled all the same.
+  FetcherHarness h;
+  add_sized_record(*h.fake, 10 * kMiB);
+  add_sized_record(*h.fake, 10 * kMiB);
+  auto f = one_record_a_call(h);
+  const auto t0 = h.clock.now();
+  FetchStep s = f->fetch_step();
+  ASSERT_EQ(s.next_step_at, t0 + 5s);
+  drop_batches(*f);
+  h.advance_to(s);
+  h.fake->fail_next("GetRecords", FakeKinesis::throttled(), 2);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRetrying);
+  EXPECT_GE(s.next_step_at, t0 + 5s + 200ms) << "never sooner than min_call_interval";
+  h.advance_to(s);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRetrying);
+  h.advance_to(s);
+  ASSERT_LT(h.clock.now(), t0 + 6s);
+  s = f->fetch_step();
+  ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
+  // The refused calls read nothing: the budget refilled from t0 + 5 s while they backed off.
+  EXPECT_EQ(s.next_step_at, t0 + 10s) << "the next 10 MiB paid for at the same rate";
+  EXPECT_EQ(f->throttles_seen(), 2u);
 }
 
 }  // namespace
