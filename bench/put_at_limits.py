@@ -20,9 +20,9 @@ k`), and runs `kcl put --file F` through the proxy. While it runs the proxy's co
 records were throttled, or when the sustained rate is below F of the limit. Every server it
 started is stopped, whatever happens.
 
-  python3 bench/put_at_limits.py [--build-dir build/release] [--records 1000000] [--size 100]
-                                 [--shards 4] [--kcl-arg=--linger-ms=50]... [--json]
-                                 [--check-throttled 0.01] [--check-rate 0.9]
+  python3 bench/put_at_limits.py [--build-dir build/release | --kcl PATH] [--records 1000000]
+                                 [--size 100] [--shards 4] [--kcl-arg=--linger-ms=50]...
+                                 [--json] [--check-throttled 0.01] [--check-rate 0.9]
 """
 import argparse
 import json
@@ -135,6 +135,7 @@ def sustained_rate(samples, total):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
+    ap.add_argument("--kcl", default=None, help="the kcl binary (default: BUILD_DIR/tools/kcl/kcl)")
     ap.add_argument("--records", type=int, default=1000000)
     ap.add_argument("--size", type=int, default=100,
                     help="bytes of each record's data (a line); the key adds 16")
@@ -151,7 +152,7 @@ def main():
     args = ap.parse_args()
     if args.records < 1 or args.shards < 1:
         sys.exit("put_at_limits: --records and --shards must be at least 1")
-    kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
+    kcl = args.kcl or os.path.join(args.build_dir, "tools", "kcl", "kcl")
     if not os.access(kcl, os.X_OK):
         sys.exit(f"put_at_limits: {kcl} not found; build it (cmake --build {args.build_dir} "
                  "--target kcl_cli)")
