@@ -580,7 +580,7 @@ class Producer::Impl {
   // while it waits is lost to it (a shard at its limit gets its room back a second after it
   // used it; each millisecond of waiting costs it a thousandth of its rate).
   std::chrono::milliseconds coalesce() const {
-    return std::min(config_.linger, std::chrono::milliseconds(2));
+    return std::min(config_.linger, std::chrono::milliseconds(5));
   }
 
   // Requires mu_. Whether a call is due now: flushing, closing, a shard that may send all it
