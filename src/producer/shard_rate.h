@@ -252,6 +252,10 @@ class ShardRate {
 
   void recover(Clock::MonoTime now) {
     if (!limited() || now <= last_change_) return;
+    if (records_.rate >= max_records_ && bytes_.rate >= max_bytes_ && jitter_ <= base_jitter_) {
+      last_change_ = now;  // nothing to give back (the common case: one look a record)
+      return;
+    }
     const double secs = std::chrono::duration<double>(now - last_change_).count();
     if (jitter_ > base_jitter_) {
       const double keep = std::exp2(-secs / kJitterHalfLifeSeconds);
