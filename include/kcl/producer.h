@@ -37,10 +37,16 @@
 // calls per shard at once (more throughput on a hot shard) but a record that is retried can
 // then land after records put later with the same key.
 //
-// Throttling: each shard has a token bucket at the service's per-shard write limits (1 MiB/s
-// and 1,000 records/s by default; an aggregate counts as one record). A throttled record
-// halves its shard's rate (down to a tenth); each second without throttling gives back a
-// tenth of the configured rate.
+// Throttling: each shard's writes are kept within the service's per-shard limits (1 MiB/s
+// and 1,000 records/s by default; an aggregate counts as one record) as the service counts
+// them, per second: a shard's records count from when they are sent until a second after
+// they may have arrived (the call's answer, or `arrival_jitter` after the send when the
+// answer is slower), and a shard sends only what keeps that count within the limits; a
+// token bucket at the limits (starting with a linger's worth, not a second's) spreads its
+// sends. So the producer alone does not throttle itself, and a shard at its limit sustains
+// about limit / (1 s + arrival_jitter). Throttling that does happen (another writer on the
+// shard) halves the shard's pace once per call (down to a tenth); each second without
+// throttling gives back a quarter of the configured rate.
 //
 // Metrics (to Dependencies::metrics; each PutRecords call reports once, not each record):
 //   producer.put_records_calls   count  tag outcome = ok | partial | failed
@@ -102,6 +108,13 @@ struct ProducerConfig {
   // 0 turns the limit off.
   double shard_bytes_per_second = 1048576;
   double shard_records_per_second = 1000;
+  // How much later than the call before it a call may reach the service. A shard's records
+  // count against its limits until a second after the earlier of their call's answer and
+  // this long after they were sent, so that no second of the service's holds more than the
+  // limits (see "Throttling" above). Larger: fewer throttles where arrival times vary more
+  // (a busy host, a distant region), a lower sustained rate (about limit / (1 s + this)).
+  // Default 20 ms, range 0..10 s.
+  std::chrono::milliseconds arrival_jitter{20};
   // How long shutdown() (and the destructor) waits for the records still buffered to be
   // sent; what is left after it fails with kCancelled. Default 30 s, range 0..1 h.
   std::chrono::milliseconds close_timeout{30000};

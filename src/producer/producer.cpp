@@ -73,6 +73,9 @@ std::vector<std::string> ProducerConfig::validate() const {
   }
   if (shard_bytes_per_second < 0) p.push_back("shard_bytes_per_second must not be negative");
   if (shard_records_per_second < 0) p.push_back("shard_records_per_second must not be negative");
+  if (arrival_jitter < std::chrono::milliseconds(0) || arrival_jitter > std::chrono::seconds(10)) {
+    p.push_back("arrival_jitter must be between 0 and 10 s");
+  }
   if (close_timeout < std::chrono::milliseconds(0) || close_timeout > std::chrono::hours(1)) {
     p.push_back("close_timeout must be between 0 and 1 h");
   }
@@ -228,6 +231,7 @@ class Producer::Impl {
     std::uint32_t shard = 0;
     std::uint32_t first = 0;
     std::uint32_t count = 1;
+    std::uint32_t bytes = 0;  // what the shard's limit counts: data and partition key
     std::string aggregate;
     bool aggregated() const { return count >= 2; }
   };
@@ -236,6 +240,7 @@ class Producer::Impl {
     std::vector<Entry> entries;
     std::vector<std::unique_ptr<Item>> items;
     std::size_t bytes = 0;  // its Kinesis records' data and keys
+    Clock::MonoTime built{};  // when its records were taken from their shards
   };
   struct Range {
     HashKey start, end;
@@ -255,8 +260,14 @@ class Producer::Impl {
   struct CallCounts {
     std::uint64_t succeeded = 0, failed = 0, retried = 0, throttled = 0;
   };
-  // Per shard of a call (as Call::shards): (some record succeeded, some record failed).
-  using ShardOutcomes = std::vector<std::pair<bool, bool>>;
+  // Per shard of a call (as Call::shards): whether some record succeeded, failed, was
+  // throttled; the Kinesis records and bytes it sent, and those that count as written (a
+  // call that failed as a whole may have been written).
+  struct ShardOutcome {
+    bool succeeded = false, failed = false, throttled = false;
+    double sent_records = 0, sent_bytes = 0, written_records = 0, written_bytes = 0;
+  };
+  using ShardOutcomes = std::vector<ShardOutcome>;
 
   static void resolve(Item& item, Result<PutResult> result) {
     if (auto* record_cb = std::get_if<PutRecordCallback>(&item.answer)) {
@@ -479,7 +490,13 @@ class Producer::Impl {
     if (it == shards_.end()) {
       const double records = id.empty() ? 0 : config_.shard_records_per_second;
       const double bytes = id.empty() ? 0 : config_.shard_bytes_per_second;
-      it = shards_.emplace(id, ShardQueue(id, ShardRate(records, bytes, clock_.now()))).first;
+      // A new shard's bucket starts with a linger's worth of tokens, not a second's: no
+      // burst at the start.
+      const double start = std::chrono::duration<double>(config_.linger).count();
+      it = shards_
+               .emplace(id, ShardQueue(id, ShardRate(records, bytes, clock_.now(), start,
+                                                     config_.arrival_jitter)))
+               .first;
     }
     return it->second;
   }
@@ -557,13 +574,20 @@ class Producer::Impl {
     return q.rate.ready_at(records, bytes, now);
   }
 
+  // How long a shard that waited for its tokens (or its window's room) waits for others
+  // before it sends: shards that wait for tokens fill a call together rather than each
+  // sending alone the moment it may, but not for long, since the room a shard does not use
+  // while it waits is lost to it (a shard at its limit gets its room back a second after it
+  // used it; each millisecond of waiting costs it a thousandth of its rate).
+  std::chrono::milliseconds coalesce() const {
+    return std::min(config_.linger, std::chrono::milliseconds(5));
+  }
+
   // Requires mu_. Whether a call is due now: flushing, closing, a shard that may send all it
   // holds while put() waits for room (no more records can come to fill a call), a full
-  // call's worth that the
-  // shards may send now, or the linger of a shard that may send now ended. A record's linger
-  // counts from when its shard may send it: its put(), or, for a shard that waited for its
-  // tokens, when they came (so shards that wait for tokens fill a call together rather than
-  // each sending alone the moment it may). Lowers `wake` to when a shard may become sendable
+  // call's worth that the shards may send now, or the linger of a shard that may send now
+  // ended. A record's linger counts from its put(); a shard that waited for its tokens also
+  // waits coalesce() from when they came. Lowers `wake` to when a shard may become sendable
   // or its linger ends.
   bool call_due(Clock::MonoTime now, Clock::MonoTime& wake) {
     bool due = flushing_ > 0 || stop_;
@@ -595,7 +619,8 @@ class Producer::Impl {
           bytes >= static_cast<double>(q.queued_bytes)) {
         due = true;
       }
-      const auto linger_end = std::max(q.items.front()->enqueued, *q.ready_since) + config_.linger;
+      const auto linger_end = std::max(q.items.front()->enqueued + config_.linger,
+                                       *q.ready_since + coalesce());
       if (linger_end <= now) due = true;
       wake = std::min(wake, linger_end);
     }
@@ -610,6 +635,7 @@ class Producer::Impl {
   Call build_call(Clock::MonoTime now, Clock::MonoTime& wake) {
     Call call;
     if (!call_due(now, wake)) return call;
+    call.built = now;
     // Room for what it may take, at once (not grown a record at a time).
     call.entries.reserve(std::min(queued_records_, kMaxCallRecords));
     const std::size_t most_items = config_.aggregate ? kMaxSpareItems : kMaxCallRecords;
@@ -644,6 +670,7 @@ class Producer::Impl {
       e.shard = shard;
       e.first = static_cast<std::uint32_t>(call.items.size());
       e.count = static_cast<std::uint32_t>(plan.records);
+      e.bytes = static_cast<std::uint32_t>(plan.bytes);
       if (e.aggregated()) e.aggregate = agg_.finish();
       take_items(q, plan.records, call, ordered_keys);
       call.entries.push_back(std::move(e));
@@ -854,20 +881,28 @@ class Producer::Impl {
     ShardOutcomes outcomes(call.shards.size());
     for (std::size_t i = 0; i < call.entries.size(); ++i) {
       Entry& e = call.entries[i];
+      ShardOutcome& outcome = outcomes[e.shard];
+      outcome.sent_records += 1;
+      outcome.sent_bytes += e.bytes;
       Status failure;
       if (!result.ok()) {
         failure = result.status();
+        outcome.written_records += 1;  // the service may have written it
+        outcome.written_bytes += e.bytes;
       } else if (const auto& r = result->records[i]; r.ok) {
         succeeded(call, e, result->shard_ids[r.shard]);
-        outcomes[e.shard].first = true;
+        outcome.succeeded = true;
+        outcome.written_records += 1;
+        outcome.written_bytes += e.bytes;
         continue;
       } else {
         failure = entry_failure(r);
       }
-      outcomes[e.shard].second = true;
-      entry_failed(call, e, failure, now, failed[call.shards[e.shard]], done);
+      outcome.failed = true;
+      if (entry_failed(call, e, failure, failed[call.shards[e.shard]], done))
+        outcome.throttled = true;
     }
-    settle_shards(call.shards, outcomes);
+    settle_shards(call, outcomes, now);
     retry_failed(failed, now, done);
     counts.succeeded = stats_.records_succeeded - before.records_succeeded;
     counts.failed = stats_.records_failed - before.records_failed;
@@ -913,15 +948,12 @@ class Producer::Impl {
 
   // Requires mu_. An entry that failed: its records fail for good (not retryable, or out of
   // attempts) or go to `slot`, their shard's records to retry, with the failure to back off
-  // for.
-  void entry_failed(Call& call, const Entry& e, const Status& failure, Clock::MonoTime now,
-                    FailedSlot& slot, Done& done) {
+  // for. True when the service throttled it (the shard's rate is cut once per call, by
+  // settle_shards()).
+  bool entry_failed(Call& call, const Entry& e, const Status& failure, FailedSlot& slot,
+                    Done& done) {
     const bool throttled = failure.aws() && aws::is_throttling_error(failure.aws()->error_type);
-    if (throttled) {
-      ++stats_.throttled;
-      auto it = shards_.find(call.shards[e.shard]);
-      if (it != shards_.end()) it->second.rate.on_throttled(now);
-    }
+    if (throttled) ++stats_.throttled;
     // The retry policy (aws/retry.h): a record is sent again after kUnavailable only.
     const bool retryable = aws::is_retryable(failure.code());
     if (retryable) slot.second = failure;  // what the shard's backoff is for
@@ -938,24 +970,33 @@ class Producer::Impl {
         slot.first.push_back(std::move(item));
       }
     }
+    return throttled;
   }
 
-  // Requires mu_. Ends the call on each of its shards: one call fewer in flight; records
-  // taken give their retries' quota back, and a call without failures resets the backoff.
-  void settle_shards(const std::vector<std::string>& ids, const ShardOutcomes& outcomes) {
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const auto& outcome = outcomes[i];
-      auto it = shards_.find(ids[i]);
+  // Requires mu_. Ends the call on each of its shards: one call fewer in flight; its records
+  // leave the shard's flight and those written count in its window (ShardRate); a throttle
+  // cuts the shard's rate once for the call; records taken give their retries' quota back,
+  // and a call without failures resets the backoff.
+  void settle_shards(const Call& call, const ShardOutcomes& outcomes, Clock::MonoTime now) {
+    for (std::size_t i = 0; i < call.shards.size(); ++i) {
+      const ShardOutcome& outcome = outcomes[i];
+      auto it = shards_.find(call.shards[i]);
       if (it == shards_.end()) continue;
       ShardQueue& q = it->second;
       --q.in_flight;
+      q.rate.on_answered(outcome.sent_records, outcome.sent_bytes, outcome.written_records,
+                         outcome.written_bytes, call.built, now);
+      if (outcome.throttled) {
+        (void)q.rate.on_throttled(call.built, outcome.sent_records - outcome.written_records,
+                                  outcome.sent_bytes - outcome.written_bytes, now);
+      }
       // The service took records of this shard: what its retries took goes back to the
       // quota; a call with no failure for the shard also resets its backoff.
-      if (outcome.first && q.quota_taken > 0) {
+      if (outcome.succeeded && q.quota_taken > 0) {
         policy_.on_success(q.quota_taken);
         q.quota_taken = 0;
       }
-      if (outcome.first && !outcome.second) q.retry_round = 0;
+      if (outcome.succeeded && !outcome.failed) q.retry_round = 0;
     }
   }
 

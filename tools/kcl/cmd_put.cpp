@@ -1,5 +1,5 @@
 // kcl put --stream S [--partition-key K | --key-field F] [--file F] [--aggregate]
-//         [--linger-ms N] [--failures-out FILE]: each line of stdin (or of --file) becomes one
+//         [--linger-ms N] [--arrival-jitter-ms N] [--failures-out FILE]: each line of stdin (or of --file) becomes one
 // record, written through kcl::Producer (PutRecords batches within the service limits,
 // optional KPL aggregation, per-shard rate limits, retries of only the failed records). On a
 // terminal a progress line shows records/s, records in flight and failures; a summary ends
@@ -57,6 +57,7 @@ struct PutOptions {
   std::string failures_out;
   int max_attempts = 8;
   int linger_ms = 100;
+  int arrival_jitter_ms = 20;
   bool aggregate = false;
   bool quiet = false;
 };
@@ -239,6 +240,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   config.stream_name = o.stream;
   config.aggregate = o.aggregate;
   config.linger = std::chrono::milliseconds(o.linger_ms);
+  config.arrival_jitter = std::chrono::milliseconds(o.arrival_jitter_ms);
   config.max_attempts = o.max_attempts;
   config.report_positions = false;  // nothing prints where a record went
   // Streaming: the input is read as fast as the producer takes it, so the buffer bounds the
@@ -271,7 +273,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
     std::cerr << "kcl put: " << progress.sent.load() << " records sent, " << failures.size()
               << " failed (" << stats.put_records_calls << " PutRecords calls, "
               << stats.kinesis_records_sent << " Kinesis records, " << stats.records_retried
-              << " retries)\n";
+              << " retries, " << stats.throttled << " throttled)\n";
   }
   if (!read.ok()) return report_error("put", read);
   if (!written.ok()) return report_error("put", written);
@@ -301,6 +303,12 @@ void add_put_command(CLI::App& parent, const GlobalOptions& global, int& exit_co
   cmd->add_option("--linger-ms", opts->linger_ms,
                   "How long a record may wait for others to fill a call (default 100)")
       ->check(CLI::Range(0, 60000));
+  cmd->add_option("--arrival-jitter-ms", opts->arrival_jitter_ms,
+                  "How much later than the one before it a call may reach the service: a "
+                  "shard's records count against its limits until a second after that "
+                  "(default 20; larger throttles less where arrivals vary more, and writes "
+                  "a little slower)")
+      ->check(CLI::Range(0, 10000));
   cmd->add_option("--failures-out", opts->failures_out,
                   "Write the input lines of the records that failed to this file");
   cmd->add_option("--max-attempts", opts->max_attempts,

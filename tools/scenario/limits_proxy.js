@@ -399,10 +399,14 @@ async function startLimitsProxy(upstreams, opts = {}) {
     return '?'
   }
   const shardMaps = new Map()  // stream -> {at, shards: [{id, lo, hi}], account, pending}
+  // A map past its time is reloaded in the background and used meanwhile, so that a call is
+  // counted when it arrived, not after the proxy's own ListShards (which, behind a busy
+  // emulator, can take long enough to move a write into the shard's next second); one known
+  // to be wrong (checkShards() saw a write land elsewhere: at = 0) is waited for.
   async function shardMap(stream, now, force = false) {
     let m = shardMaps.get(stream)
     if (m && !force && now - m.at < shardMapTtlMs) return m
-    if (m && m.pending) return m.pending
+    if (m && m.pending) return m.at > 0 && !force ? m : m.pending
     const load = (async () => {
       const shards = []
       let token = null
@@ -428,11 +432,14 @@ async function startLimitsProxy(upstreams, opts = {}) {
       return fresh
     })()
     if (m) m.pending = load
-    try {
-      return await load
-    } finally {
+    const settled = load.finally(() => {
       if (m) m.pending = null
+    })
+    if (m && m.at > 0 && !force) {
+      settled.catch(() => {})  // the stale map serves until a load succeeds
+      return m
     }
+    return await settled
   }
   function shardFor(map, rec) {
     let h
