@@ -239,7 +239,7 @@ class Producer::Impl {
     std::vector<std::string> shards;  // the shards it takes records from ("": unknown)
     std::vector<Entry> entries;
     std::vector<std::unique_ptr<Item>> items;
-    std::size_t bytes = 0;  // its Kinesis records' data and keys
+    std::size_t bytes = 0;    // its Kinesis records' data and keys
     Clock::MonoTime built{};  // when its records were taken from their shards
   };
   struct Range {
@@ -619,8 +619,8 @@ class Producer::Impl {
           bytes >= static_cast<double>(q.queued_bytes)) {
         due = true;
       }
-      const auto linger_end = std::max(q.items.front()->enqueued + config_.linger,
-                                       *q.ready_since + coalesce());
+      const auto linger_end =
+          std::max(q.items.front()->enqueued + config_.linger, *q.ready_since + coalesce());
       if (linger_end <= now) due = true;
       wake = std::min(wake, linger_end);
     }

@@ -15,10 +15,10 @@
 //    call that failed as a whole counts all its records (they may have been written); records
 //    in flight count until their answer; the records of the shard's first call count until a
 //    second after its answer (a first call can take much longer to arrive than the next:
-//    a new connection, the service's first look at the stream). take() refuses what would put more than the
-//    configured limit in the window, so the sustained rate is about
-//    limit / (1 s + min(round trip, jitter)), and no second of arrivals holds more than the
-//    limit unless arrivals jitter by more than `jitter`.
+//    a new connection, the service's first look at the stream). take() refuses what would put more
+//    than the configured limit in the window, so the sustained rate is about limit / (1 s +
+//    min(round trip, jitter)), and no second of arrivals holds more than the limit unless arrivals
+//    jitter by more than `jitter`.
 //  - The pace: a token bucket at the current rate, holding at most one second of it and
 //    starting with `start_seconds` of it (so a shard does not open with a second's burst),
 //    which spreads a shard's sends over the second instead of sending the window's worth at
@@ -67,8 +67,7 @@ class ShardRate {
   // 0 = no limit. `start_seconds` (0..1): the tokens the bucket starts with, in seconds of
   // the rate.
   ShardRate(double records_per_second, double bytes_per_second, Clock::MonoTime now,
-            double start_seconds = 1.0,
-            Clock::MonoTime::duration jitter = kDefaultJitter)
+            double start_seconds = 1.0, Clock::MonoTime::duration jitter = kDefaultJitter)
       : base_jitter_(jitter),
         jitter_(jitter),
         max_records_(records_per_second),
@@ -134,7 +133,8 @@ class ShardRate {
     const auto near = [](double have, double max) { return max > 0 && have >= kNearLimit * max; };
     if (near(window_records_ + flight_records_ + refused_records, max_records_) ||
         near(window_bytes_ + flight_bytes_ + refused_bytes, max_bytes_)) {
-      const auto doubled = 2 * std::max<Clock::MonoTime::duration>(jitter_, std::chrono::milliseconds(5));
+      const auto doubled =
+          2 * std::max<Clock::MonoTime::duration>(jitter_, std::chrono::milliseconds(5));
       jitter_ = std::min<Clock::MonoTime::duration>(doubled, kMaxJitter);
       return false;
     }
@@ -262,9 +262,10 @@ class ShardRate {
       jitter_ = base_jitter_ + std::chrono::duration_cast<Clock::MonoTime::duration>(
                                    (jitter_ - base_jitter_) * keep);
     }
-    records_.set_rate(std::min(max_records_, records_.rate + secs * max_records_ * kRecoveryPerSecond),
-                      now);
-    bytes_.set_rate(std::min(max_bytes_, bytes_.rate + secs * max_bytes_ * kRecoveryPerSecond), now);
+    records_.set_rate(
+        std::min(max_records_, records_.rate + secs * max_records_ * kRecoveryPerSecond), now);
+    bytes_.set_rate(std::min(max_bytes_, bytes_.rate + secs * max_bytes_ * kRecoveryPerSecond),
+                    now);
     last_change_ = now;
   }
 

@@ -1,5 +1,6 @@
 // kcl put --stream S [--partition-key K | --key-field F] [--file F] [--aggregate]
-//         [--linger-ms N] [--arrival-jitter-ms N] [--failures-out FILE]: each line of stdin (or of --file) becomes one
+//         [--linger-ms N] [--arrival-jitter-ms N] [--failures-out FILE]: each line of stdin (or of
+//         --file) becomes one
 // record, written through kcl::Producer (PutRecords batches within the service limits,
 // optional KPL aggregation, per-shard rate limits, retries of only the failed records). On a
 // terminal a progress line shows records/s, records in flight and failures; a summary ends
