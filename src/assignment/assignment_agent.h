@@ -104,6 +104,7 @@ class AssignmentAgent {
   void set_leader_waker(std::function<void()> wake) { wake_leader_ = std::move(wake); }
 
   bool leading() const { return lock_.leading(); }
+  void set_on_leading(std::function<void()> fn) { lock_.set_on_elected(std::move(fn)); }
   std::uint64_t leader_terms() const { return lock_.terms(); }
   Membership& membership() { return membership_; }
   const LeaseLeader& leader() const { return leader_; }

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -101,6 +102,9 @@ class AssignmentStrategy {
   // Whether this worker runs the periodic shard sync now: leader-based, only while it leads
   // (one worker lists the shards); worker-takes, every worker.
   virtual bool runs_periodic_shard_sync() const = 0;
+  // Called each time runs_periodic_shard_sync() turns true (leader-based: this worker became
+  // the leader), on the strategy's thread; quick. Set before start().
+  virtual void set_on_leading(std::function<void()> /*fn*/) {}
 
   // The fleet view's directory (observability/status_server.h): where this worker serves its
   // status endpoint, published before start() (leader-based: in its coordination-table entry,

@@ -35,6 +35,7 @@ class LeaderAssignment final : public AssignmentStrategy {
     agent_.membership().set_status_url(std::move(url));
   }
   bool runs_periodic_shard_sync() const override { return agent_.leading(); }
+  void set_on_leading(std::function<void()> fn) override { agent_.set_on_leading(std::move(fn)); }
   std::string directory_note() const override {
     return "the workers' entries in the coordination table";
   }

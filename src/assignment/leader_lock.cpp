@@ -97,6 +97,7 @@ CallTask<bool> LeaderLock::try_lead(std::optional<LeaderEntry> seen, Clock::Mono
   membership_.set_leader_basis(start);
   membership_.set_held_by_lock(true);
   metrics_.count("leader.elected", 1, {});
+  if (on_elected_) on_elected_();
   log(LogLevel::kInfo,
       "became the leader" + std::string(seen && seen->owner && !ours
                                             ? " (the lock of " + *seen->owner + " had lapsed)"

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -43,6 +44,8 @@ class LeaderLock {
 
   // Where the calls run (null: inline).
   void set_call_runner(CallRunner* runner) { runner_ = runner; }
+  // Called (on the coordinator's thread) each time this worker begins to lead. Set before use.
+  void set_on_elected(std::function<void()> fn) { on_elected_ = std::move(fn); }
 
   // What a read of the lock says.
   struct Observed {
@@ -91,6 +94,7 @@ class LeaderLock {
   Logger* logger_;
   ReportedSeries renewals_;
   CallRunner* runner_ = nullptr;
+  std::function<void()> on_elected_;
 
   std::optional<LeaderEntry> held_;
   std::optional<Clock::MonoTime> basis_;  // start of the last renewal

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "base/status_macros.h"
 #include "leases/stream_identifier.h"
 #include "shardsync/lineage.h"
 
@@ -113,25 +114,31 @@ void ShardSyncer::report(const SyncResult& result) {
 // would create a second set of leases and delete the others as those of shards gone, and a
 // multi-stream syncer in a one-stream table the same the other way round. Shard ids never
 // hold a ':'.
+Status check_lease_table_kind(const std::vector<Lease>& all, bool multi_stream) {
+  for (const Lease& l : all) {
+    const bool multi_lease = !leases::lease_stream_identifier(l).empty();
+    if (multi_lease == multi_stream) continue;
+    return Status(StatusCode::kFailedPrecondition,
+                  multi_stream
+                      ? "the lease table holds the one-stream lease " + l.lease_key +
+                            ", but this worker reads several streams through it; it changes "
+                            "nothing in this table. Use another application name "
+                            "(LeaseConfig::table_name) for a multi-stream application"
+                      : "the lease table holds the multi-stream lease " + l.lease_key +
+                            " (the Java KCL's <account>:<stream>:<epoch>:<shard> keys), but "
+                            "this worker reads one stream through it; it changes nothing in "
+                            "this table. Configure the worker with its streams "
+                            "(WorkerConfig::streams), or use another application name");
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<Lease>> ShardSyncer::own_leases(const std::vector<Lease>& all) const {
+  KCL_RETURN_IF_ERROR(check_lease_table_kind(all, !stream_identifier_.empty()));
   std::vector<Lease> own;
   own.reserve(all.size());
   for (const Lease& l : all) {
-    const std::string_view stream = leases::lease_stream_identifier(l);
-    if (stream_identifier_.empty() != stream.empty()) {
-      return Status(StatusCode::kFailedPrecondition,
-                    stream.empty()
-                        ? "the lease table holds the one-stream lease " + l.lease_key +
-                              ", but this worker reads several streams through it; it changes "
-                              "nothing in this table. Use another application name "
-                              "(LeaseConfig::table_name) for a multi-stream application"
-                        : "the lease table holds the multi-stream lease " + l.lease_key +
-                              " (the Java KCL's <account>:<stream>:<epoch>:<shard> keys), but "
-                              "this worker reads one stream through it; it changes nothing in "
-                              "this table. Configure the worker with its streams "
-                              "(WorkerConfig::streams), or use another application name");
-    }
-    if (stream != stream_identifier_) continue;
+    if (leases::lease_stream_identifier(l) != stream_identifier_) continue;
     Lease view = l;
     view.lease_key = std::string(leases::lease_shard_id(l));
     own.push_back(std::move(view));

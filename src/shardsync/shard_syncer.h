@@ -63,6 +63,10 @@ using ShardLister = std::function<Result<std::vector<kinesis::Shard>>()>;
 // `client` must outlive the lister.
 ShardLister kinesis_shard_lister(kinesis::KinesisClient& client, std::string stream_name);
 
+// kFailedPrecondition naming a lease of the other kind when `all` holds one: a one-stream
+// lease where `multi_stream`, a multi-stream one otherwise; OK when every lease is of the kind.
+Status check_lease_table_kind(const std::vector<Lease>& all, bool multi_stream);
+
 struct SyncResult {
   std::size_t shards = 0;             // shards listed
   std::size_t leases = 0;             // leases in the table before this pass

@@ -15,6 +15,9 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// How soon a stream's first sync is tried again after it failed.
+constexpr milliseconds kFirstSyncRetry{5000};
+
 // The account of "arn:aws:kinesis:<region>:<account>:stream/<name>"; empty when it has none.
 std::string account_of(const std::string& arn) {
   std::size_t at = 0;
@@ -129,6 +132,9 @@ Status StreamSet::resolve(Entry& e) {
         std::make_unique<shardsync::ShardSyncer>(std::move(lister), store_, position, metrics_);
     return Status::Ok();
   }
+  next_resolve_ = std::max(next_resolve_, clock_.now()) +
+                  std::chrono::duration_cast<Clock::MonoTime::duration>(std::chrono::seconds(1)) /
+                      kResolvesPerSecond;
   auto summary = kinesis_.describe_stream_summary(e.config.name);
   if (!summary.ok()) {
     if (summary.status().code() == StatusCode::kNotFound) {
@@ -211,6 +217,15 @@ void StreamSet::schedule_spread(Clock::MonoTime now) {
   }
 }
 
+Status StreamSet::check_table_kind() {
+  auto listed = store_.list_leases();
+  if (!listed.ok()) return listed.status().with_context("listing leases: ");
+  KCL_RETURN_IF_ERROR(shardsync::check_lease_table_kind(*listed, true));
+  listing_ = std::move(listed).value();
+  listing_at_ = clock_.now();
+  return Status::Ok();
+}
+
 Result<StreamSet::Turn> StreamSet::start() {
   const auto now = clock_.now();
   listing_.reset();
@@ -219,6 +234,13 @@ Result<StreamSet::Turn> StreamSet::start() {
     next_list_ = now + config_.stream_poll_interval;
   }
   Turn turn;
+  if (multi_ && periodic_gate_ && !periodic_gate_()) {
+    // Another worker syncs (or this one, once it runs the periodic sync): every stream is
+    // due, and waits for the gate.
+    KCL_RETURN_IF_ERROR(check_table_kind());
+    for (auto& [name, e] : entries_) e.next_sync = now;
+    return turn;
+  }
   for (auto& [name, e] : entries_) {
     Status s = sync(e, turn);
     if (s.ok()) continue;
@@ -231,6 +253,13 @@ Result<StreamSet::Turn> StreamSet::start() {
   }
   schedule_spread(now);
   return turn;
+}
+
+void StreamSet::sync_unsynced_soon() {
+  const auto now = clock_.now();
+  for (auto& [name, e] : entries_) {
+    if (!e.missing_since && !e.syncer) e.next_sync = std::min(e.next_sync, now);
+  }
 }
 
 Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
@@ -252,6 +281,11 @@ Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
         continue;
       }
     } else if (sync_all || now >= e.next_sync) {
+      if (multi_ && !e.syncer && now < next_resolve_) {
+        e.next_sync = next_resolve_;  // DescribeStreamSummary paced: this one's turn comes
+        ++it;
+        continue;
+      }
       e.next_sync = now + jittered(config_.processing.shard_sync_interval);
       if (!sync_all && periodic_gate_ && !periodic_gate_()) {
         ++it;  // another worker syncs periodically; this one looks again next interval
@@ -260,6 +294,8 @@ Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
       Status s = sync(e, turn);
       if (!s.ok()) {
         if (!multi_ && s.code() == StatusCode::kNotFound) return s;
+        // A stream never synced here (its leases may not exist yet) is tried again soon.
+        if (!e.syncer) e.next_sync = std::min(e.next_sync, now + kFirstSyncRetry);
         log_(LogLevel::kWarn, "shard sync of stream " + it->first + ": " + s.to_string());
       }
     }

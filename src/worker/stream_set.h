@@ -6,10 +6,16 @@
 //
 // Several (WorkerConfig::streams or stream_tracker): a multi-stream lease table in the Java
 // KCL's format. Each stream's identifier "<account>:<stream>:<creation epoch>" is resolved
-// once with DescribeStreamSummary (the account from its ARN), and its syncer is due on a
-// schedule spread over the sync interval (stream i of n first at start + i/n of it), so the
-// ListShards calls of many streams do not come together; one scan of the lease table serves
-// every stream's sync for half the interval (not one scan per stream). The tracker is read every
+// once with DescribeStreamSummary (the account from its ARN), at most kResolvesPerSecond of
+// them a second (AWS allows an account 20), and its syncer is due on a schedule spread over the
+// sync interval (stream i of n first at start + i/n of it), so the ListShards calls of many
+// streams do not come together; one scan of the lease table serves every stream's sync for
+// half the interval (not one scan per stream). Where the periodic gate says this worker does not
+// sync (leader-based assignment: a worker that does not lead), start() checks only the lease
+// table's kind and syncs nothing: the streams are resolved and synced by the worker that runs
+// the periodic sync, at once when it starts to (sync_unsynced_soon()), so a fleet of N workers
+// starting together on S streams makes S DescribeStreamSummary calls, not N x S, and one
+// worker creates the leases. The tracker is read every
 // stream_poll_interval: a stream added is resolved and synced (its shards start at its
 // initial position); a stream missing from the list is former: its leases go on being read
 // (by whoever holds them) and are deleted former_stream_deletion_delay after this worker
@@ -61,11 +67,16 @@ class StreamSet {
 
   bool multi_stream() const { return multi_; }
 
-  // The first sync of every stream (after resolving them). Errors: the first failure (a
+  // The first sync of every stream (after resolving them), or, several streams where the
+  // periodic gate says no, a check of the lease table's kind alone. Errors: the first failure (a
   // stream that does not exist, a table of the other kind, ...); the caller retries
   // transient ones. A multi-stream worker starts with the streams it could resolve and sync
   // when at least one failed for a reason other than configuration, and says which.
   Result<Turn> start();
+
+  // The streams this worker has not synced yet are due now (it has just begun to run the
+  // periodic sync).
+  void sync_unsynced_soon();
 
   // One scheduler turn: reads the tracker when due, syncs the streams that are due (every
   // stream when `sync_all`), deletes the leases of former and deleted streams when due.
@@ -108,6 +119,8 @@ class StreamSet {
   Status sync(Entry& e, Turn& turn);
   Status delete_leases_of(const std::string& identifier, Turn& turn);
   void schedule_spread(Clock::MonoTime now);
+  // Several streams: kFailedPrecondition when the lease table holds one-stream leases.
+  Status check_table_kind();
 
   const WorkerConfig& config_;
   const bool multi_;
@@ -127,6 +140,13 @@ class StreamSet {
   // Several streams only: the lease table as last listed for the syncs, and when.
   std::optional<std::vector<Lease>> listing_;
   Clock::MonoTime listing_at_{};
+  Clock::MonoTime next_resolve_{};  // DescribeStreamSummary calls paced from here on
 };
+
+// DescribeStreamSummary calls a worker makes at most in a second: half of an account's limit
+// (20 a second,
+// https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeStreamSummary.html),
+// leaving the rest to a new leader's and to other applications.
+inline constexpr int kResolvesPerSecond = 10;
 
 }  // namespace kcl::worker

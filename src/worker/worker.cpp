@@ -248,7 +248,8 @@ class Worker::Impl final : public leases::LeaseListener {
   std::unique_ptr<leases::LoadMeter> load_;
   std::unique_ptr<assignment::AssignmentStrategy> assignment_;
   std::unique_ptr<worker::StreamSet> streams_;
-  bool refresh_streams_ = false;  // refresh_streams() was called (guarded by mu_)
+  bool refresh_streams_ = false;   // refresh_streams() was called (guarded by mu_)
+  bool ran_periodic_sync_ = true;  // the periodic gate at the scheduler's last look (its thread)
   std::unique_ptr<lifecycle::TaskPool> pool_;
   lifecycle::ConsumerContext ctx_;
 
@@ -533,6 +534,7 @@ Status Worker::Impl::start() {
     if (Status s = start_fanout(); !s.ok()) return fail(s);
   }
   make_consumer_context();
+  assignment_->set_on_leading([this] { wake_scheduler(); });  // the shard sync it now runs
   assignment_->start();
   scheduler_ = base::named_thread("kcl-scheduler", [this] { scheduler_loop(); });
   scheduler_id_.store(scheduler_.get_id());
@@ -891,7 +893,13 @@ void Worker::Impl::scheduler_loop() {
       relist = std::exchange(refresh_streams_, false);
     }
     if (relist) streams_->list_now();
-    if (sync_now || relist || clock_->now() >= next_sync) {
+    // A worker that has just begun to run the periodic shard sync (leader-based: it became
+    // the leader) syncs the streams it has not synced yet now: on a new multi-stream
+    // deployment it alone creates the leases (stream_set.h).
+    const bool syncs = assignment_->runs_periodic_shard_sync();
+    if (syncs && !ran_periodic_sync_) streams_->sync_unsynced_soon();
+    ran_periodic_sync_ = syncs;
+    if (sync_now || relist || clock_->now() >= streams_->next_due()) {
       run_shard_sync(sync_now);
       reconcile();
     }
