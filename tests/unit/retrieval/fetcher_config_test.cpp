@@ -21,7 +21,7 @@ TEST(FetcherConfigTest, DefaultsAreValidAndAsDocumented) {
   RetrievalConfig c;
   EXPECT_TRUE(c.validate().empty());
   EXPECT_EQ(c.max_records_per_call, 10000);
-  EXPECT_EQ(c.min_call_interval, 200ms);
+  EXPECT_EQ(c.min_call_interval, 250ms);
   EXPECT_EQ(c.idle_time_between_calls, 1s);
   EXPECT_EQ(c.max_read_bytes_per_second, 2u * 1024 * 1024);
   EXPECT_EQ(c.max_prefetch_records, 10000u);

@@ -46,11 +46,12 @@ TEST(FetcherErrorsTest, ExpiredIteratorResumesAfterTheLastFetchedRecord) {
   const auto calls = h.fake->calls();
   for (std::size_t i = 1; i < calls.size(); ++i) {
     if (calls[i].operation == "GetShardIterator") {
-      EXPECT_GE(calls[i].at - calls[i - 1].at, 200ms);
+      EXPECT_GE(calls[i].at - calls[i - 1].at, RetrievalConfig{}.min_call_interval);
     }
   }
   const auto pages = h.fake->calls_of("GetRecords");
-  for (std::size_t i = 1; i < pages.size(); ++i) EXPECT_GE(pages[i].at - pages[i - 1].at, 200ms);
+  for (std::size_t i = 1; i < pages.size(); ++i)
+    EXPECT_GE(pages[i].at - pages[i - 1].at, RetrievalConfig{}.min_call_interval);
 }
 
 TEST(FetcherErrorsTest, ExpiredIteratorBeforeAnyRecordRestartsFromTheStart) {

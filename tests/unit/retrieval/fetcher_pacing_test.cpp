@@ -15,6 +15,8 @@ using namespace std::chrono_literals;
 using testing::expect_all_in_order;
 using testing::FakeKinesis;
 using testing::FetcherHarness;
+// The default least time between two GetRecords calls of a shard.
+const std::chrono::milliseconds kMinCall = RetrievalConfig{}.min_call_interval;
 
 TEST(FetcherPacingTest, NeverTwoCallsOfOneKindWithinMinCallInterval) {
   FetcherHarness h;
@@ -41,7 +43,7 @@ TEST(FetcherPacingTest, NeverTwoCallsOfOneKindWithinMinCallInterval) {
   const auto pages = h.fake->calls_of("GetRecords");
   ASSERT_EQ(pages.size(), 30u);
   for (std::size_t i = 1; i < pages.size(); ++i) {
-    EXPECT_GE(pages[i].at - pages[i - 1].at, 200ms) << "GetRecords " << i - 1 << " and " << i;
+    EXPECT_GE(pages[i].at - pages[i - 1].at, kMinCall) << "GetRecords " << i - 1 << " and " << i;
   }
   // The service limits GetShardIterator and GetRecords each on its own: the new iterator is
   // used at once (the next step after it).
@@ -58,7 +60,7 @@ TEST(FetcherPacingTest, SteppingAgainWithoutTimePassingMakesNoCall) {
   EXPECT_EQ(it.next_step_at, Clock::MonoTime{}) << "the first GetRecords is due at once";
   FetchStep first = f->fetch_step();
   EXPECT_EQ(first.outcome, FetchOutcome::kRecords);
-  EXPECT_EQ(first.next_step_at, h.clock.now() + 200ms);
+  EXPECT_EQ(first.next_step_at, h.clock.now() + kMinCall);
   h.fake->add_records(10);
   for (int i = 0; i < 10; ++i) {
     FetchStep s = f->fetch_step();
@@ -66,7 +68,7 @@ TEST(FetcherPacingTest, SteppingAgainWithoutTimePassingMakesNoCall) {
     EXPECT_EQ(s.next_step_at, first.next_step_at);
   }
   EXPECT_EQ(h.fake->call_count(), 2u);
-  h.clock.advance(199ms);
+  h.clock.advance(kMinCall - 1ms);
   EXPECT_EQ(f->fetch_step().outcome, FetchOutcome::kNotDue);
   h.clock.advance(1ms);
   FetchStep got = f->fetch_step();
@@ -80,6 +82,7 @@ TEST(FetcherPacingTest, RepollsAtOnceWhenBehindAndIdlesWhenCaughtUp) {
   h.fake->add_records(250);
   RetrievalConfig cfg;
   cfg.max_records_per_call = 100;
+  cfg.min_call_interval = 200ms;  // the times below are in steps of it
   auto f = h.make(StartPosition::trim_horizon(), cfg);
   const auto t0 = h.clock.now();
 
@@ -196,8 +199,8 @@ TEST(FetcherPacingTest, ThrottlingStormBacksOffWithJitterBoundedByMaxAndRecovers
     const auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(s.next_step_at - now);
     const std::chrono::milliseconds cap =
         std::min<std::chrono::milliseconds>(10s, 200ms * (std::int64_t{1} << std::min(k - 1, 20)));
-    EXPECT_GE(delay, 200ms) << "never faster than min_call_interval (failure " << k << ")";
-    EXPECT_LE(delay, std::max<std::chrono::milliseconds>(cap, 200ms)) << "failure " << k;
+    EXPECT_GE(delay, kMinCall) << "never faster than min_call_interval (failure " << k << ")";
+    EXPECT_LE(delay, std::max<std::chrono::milliseconds>(cap, kMinCall)) << "failure " << k;
     delays.push_back(delay);
     h.advance_to(s);
   }
@@ -220,7 +223,7 @@ TEST(FetcherPacingTest, ThrottlingStormBacksOffWithJitterBoundedByMaxAndRecovers
     s = f->fetch_step();
   } while (s.outcome == FetchOutcome::kNotDue || s.outcome == FetchOutcome::kNoRecords);
   ASSERT_EQ(s.outcome, FetchOutcome::kRetrying);
-  EXPECT_EQ(s.next_step_at - h.clock.now(), 200ms);
+  EXPECT_EQ(s.next_step_at - h.clock.now(), kMinCall);
 }
 
 TEST(FetcherPacingTest, TimeoutsAndServerErrorsOnGetShardIteratorAreRetried) {
@@ -307,7 +310,7 @@ TEST(FetcherPacingTest, ATenMiBAnswerHoldsTheNextCallFiveSeconds) {
   h.clock.advance(1ms);
   s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kRecords) << "due 5 s after the 10 MiB call";
-  EXPECT_EQ(s.next_step_at, t0 + 5s + 200ms) << "a small answer: min_call_interval only";
+  EXPECT_EQ(s.next_step_at, t0 + 5s + kMinCall) << "a small answer: min_call_interval only";
   const auto pages = h.fake->calls_of("GetRecords");
   ASSERT_EQ(pages.size(), 2u);
   EXPECT_EQ(pages[1].at - pages[0].at, 5s);
@@ -333,7 +336,7 @@ void expect_calls_apart(FetcherHarness& h, std::size_t n, int per_call,
 TEST(FetcherPacingTest, SmallAnswersArePacedByMinCallIntervalOnly) {
   FetcherHarness h;
   h.fake->add_records(3000);  // about 1.3 KB an answer of 100
-  expect_calls_apart(h, 3000, 100, 200ms);
+  expect_calls_apart(h, 3000, 100, kMinCall);
 }
 
 TEST(FetcherPacingTest, AShardFarBehindIsReadAtTheByteRate) {
@@ -369,7 +372,7 @@ TEST(FetcherPacingTest, PastTheFirstAnswerACallAsksForAboutOneSecondOfTheBudget)
   using Seen = std::vector<std::pair<int, std::chrono::milliseconds>>;
   // 100 records (6.25 MiB: 3,125 ms), then 32 (2 MiB of 64 KiB records: 1 s) at a time.
   EXPECT_EQ(limits_and_gaps(2 * kMiB), (Seen{{100, 0ms}, {32, 3125ms}, {32, 1000ms}}));
-  EXPECT_EQ(limits_and_gaps(0), (Seen{{100, 0ms}, {100, 200ms}}));
+  EXPECT_EQ(limits_and_gaps(0), (Seen{{100, 0ms}, {100, kMinCall}}));
 }
 
 TEST(FetcherPacingTest, TheBudgetIsChargedWhenTheAnswerArrivesWithOneSecondOfCredit) {
@@ -448,7 +451,7 @@ TEST(FetcherPacingTest, ZeroBytesASecondTurnsTheBudgetOff) {
   const auto t0 = h.clock.now();
   FetchStep s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kRecords);
-  EXPECT_EQ(s.next_step_at, t0 + 200ms);
+  EXPECT_EQ(s.next_step_at, t0 + kMinCall);
 }
 
 TEST(FetcherPacingTest, AThrottleAfterAPacedCallBacksOffAndTheBudgetStillHolds) {
@@ -465,7 +468,7 @@ TEST(FetcherPacingTest, AThrottleAfterAPacedCallBacksOffAndTheBudgetStillHolds) 
   h.fake->fail_next("GetRecords", FakeKinesis::throttled(), 2);
   s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kRetrying);
-  EXPECT_GE(s.next_step_at, t0 + 5s + 200ms) << "never sooner than min_call_interval";
+  EXPECT_GE(s.next_step_at, t0 + 5s + kMinCall) << "never sooner than min_call_interval";
   h.advance_to(s);
   s = f->fetch_step();
   ASSERT_EQ(s.outcome, FetchOutcome::kRetrying);
