@@ -229,6 +229,11 @@ constexpr NumberKey kNumberKeys[] = {
      [](MultiLangSettings& s, long long n) {
        s.worker.retrieval.idle_time_between_calls = milliseconds(n);
      }},
+    // kcl-cpp's own: each shard's GetRecords read rate in bytes a second (0: no pacing by bytes).
+    {"maxReadBytesPerSecond", 0, 1LL << 40,
+     [](MultiLangSettings& s, long long n) {
+       s.worker.retrieval.max_read_bytes_per_second = static_cast<std::size_t>(n);
+     }},
     {"shardSyncIntervalMillis", 100, 3600000,
      [](MultiLangSettings& s, long long n) {
        s.worker.processing.shard_sync_interval = milliseconds(n);

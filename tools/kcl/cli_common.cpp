@@ -20,6 +20,16 @@
 
 namespace kcl::cli {
 
+void add_read_rate_option(CLI::App& cmd, long long& rate) {
+  cmd.add_option("--read-rate", rate,
+                 "Polling: bytes a second each shard's GetRecords may read (data and partition "
+                 "keys). Each answer is paid for at this rate before the next call, so a shard "
+                 "far behind is read at it without being throttled (default 2097152, AWS's "
+                 "2 MiB/s a shard; lower it when other applications read the same stream; "
+                 "0 = no pacing by bytes, or 1024 and up)")
+      ->check(CLI::Range(0LL, 1LL << 40));
+}
+
 void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--region", region,
                  "AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile)");

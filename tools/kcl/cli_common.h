@@ -39,6 +39,9 @@ struct GlobalOptions {
   AwsConfig aws_config() const;
 };
 
+// --read-rate (RetrievalConfig::max_read_bytes_per_second) on a polling command.
+void add_read_rate_option(CLI::App& cmd, long long& rate);
+
 Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions& g);
 Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g);
 // Finds or registers stream consumer `consumer_name` of `stream` and makes fan-out records

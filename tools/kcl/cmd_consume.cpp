@@ -495,13 +495,7 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
                   "finished, checkpoints rejected, records waiting (default 60000; 1000 to "
                   "3600000, or 0 = off). A shard idle at the tip is never stalled")
       ->check(CLI::Range(0LL, 3600000LL));
-  cmd->add_option("--read-rate", f->read_rate,
-                  "Polling: bytes a second each shard's GetRecords may read (data and partition "
-                  "keys). Each answer is paid for at this rate before the next call, so a shard "
-                  "far behind is read at it without being throttled (default 2097152, AWS's "
-                  "2 MiB/s a shard; lower it when other applications read the same stream; "
-                  "0 = no pacing by bytes, or 1024 and up)")
-      ->check(CLI::Range(0LL, 1LL << 40));
+  add_read_rate_option(*cmd, f->read_rate);
   cmd->add_option("--hold-while-exists", f->hold_while_exists,
                   "Rehearsal aid: before printing a batch, wait while FILE exists (a processor "
                   "stuck on purpose, to try the stall alerts); remove FILE to go on");

@@ -16,11 +16,17 @@ struct TailFlags {
   bool stop_at_end = false;
   bool fan_out = false;
   std::string consumer_name = "kcl-tail";
+  long long read_rate = 2LL << 20;  // RetrievalConfig::max_read_bytes_per_second
 };
 
 int run_tail(const GlobalOptions& g, const TailFlags& f) {
   auto from = parse_start_position(f.from);
   if (!from.ok()) return report_error("tail", from.status());
+  if (f.read_rate > 0 && f.read_rate < 1024) {
+    return report_error("tail", Status(StatusCode::kInvalidArgument,
+                                       "--read-rate is " + std::to_string(f.read_rate) +
+                                           "; it must be 0 (no pacing by bytes) or at least 1024"));
+  }
   auto made = make_kinesis(g);
   if (!made.ok()) return report_error("tail", made.status());
   std::shared_ptr<kinesis::KinesisClient> client = std::move(made).value();
@@ -36,6 +42,7 @@ int run_tail(const GlobalOptions& g, const TailFlags& f) {
   o.from = *from;
   o.max_records = f.max;
   o.stop_at_end = f.stop_at_end;
+  o.read_rate = static_cast<std::size_t>(f.read_rate);
   std::ios::sync_with_stdio(false);
   TailReader reader(*client, o, [&](const Record& r) {
     write_record(std::cout, r, f.raw);
@@ -74,6 +81,7 @@ void add_tail_command(CLI::App& parent, const GlobalOptions& global, int& exit_c
                 "consumer, found or registered first");
   cmd->add_option("--consumer-name", f->consumer_name,
                   "The stream consumer for --fan-out (default kcl-tail)");
+  add_read_rate_option(*cmd, f->read_rate);
   cmd->callback([&global, &exit_code, f] { exit_code = run_tail(global, *f); });
 }
 

@@ -11,6 +11,7 @@ namespace kcl::cli {
 TailReader::TailReader(kinesis::KinesisClient& client, TailOptions options, Emit emit)
     : client_(client), o_(std::move(options)), emit_(std::move(emit)) {
   retrieval_.idle_time_between_calls = o_.idle_pause;
+  retrieval_.max_read_bytes_per_second = o_.read_rate;
   retrieval_.max_prefetch_records = 1;  // take each response before asking for the next
 }
 

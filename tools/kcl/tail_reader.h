@@ -28,6 +28,8 @@ struct TailOptions {
   long long max_records = 0;  // 0 = no limit
   bool stop_at_end = false;   // stop once every shard is caught up
   std::chrono::milliseconds idle_pause{250};
+  // Polling: each shard's GetRecords read rate (RetrievalConfig::max_read_bytes_per_second).
+  std::size_t read_rate = RetrievalConfig{}.max_read_bytes_per_second;
   // Makes each shard's records source; empty = polling (retrieval::ShardFetcher).
   retrieval::RecordsSourceFactory source_factory;
 };

@@ -60,5 +60,21 @@ TEST_F(TailTest, MaxStopsAfterThatManyRecordsAndAMissingStreamIsAnError) {
   EXPECT_NE(missing.wait(), 0);
 }
 
+TEST_F(TailTest, ReadsAtTheReadRateGivenAndRefusesOneBelowAKilobyte) {
+  put("q", 3);
+  KclProcess paced(aws_,
+                   {"tail", "--stream", stream_, "--from", "trim-horizon", "--stop-at-end", "--raw",
+                    "--read-rate", "1024"},
+                   ::testing::TempDir() + "/" + stream_ + "-rate.out");
+  ASSERT_TRUE(paced.started());
+  EXPECT_EQ(paced.wait(), 0);
+  EXPECT_EQ(paced.lines(), (std::vector<std::string>{"q0", "q1", "q2"}));
+
+  KclProcess low(aws_, {"tail", "--stream", stream_, "--stop-at-end", "--read-rate", "100"},
+                 ::testing::TempDir() + "/" + stream_ + "-low.out");
+  ASSERT_TRUE(low.started());
+  EXPECT_NE(low.wait(), 0) << "a read rate below 1024 bytes a second is refused";
+}
+
 }  // namespace
 }  // namespace kcl::cli

@@ -278,6 +278,7 @@ TEST(PropertiesTest, ReadsAFileShapedLikeTheJavaSample) {
       "shardSyncIntervalMillis = 30000\n"
       "maxRecords = 2500\n"
       "idleTimeBetweenReadsInMillis = 750\n"
+      "maxReadBytesPerSecond = 1048576\n"
       "callProcessRecordsEvenForEmptyRecordList = false\n"
       "parentShardPollIntervalMillis = 5000\n"
       "cleanupLeasesUponShardCompletion = true\n"
@@ -308,6 +309,7 @@ TEST(PropertiesTest, ReadsAFileShapedLikeTheJavaSample) {
   EXPECT_EQ(s->worker.processing.shard_sync_interval, 30000ms);
   EXPECT_EQ(s->worker.retrieval.max_records_per_call, 2500);
   EXPECT_EQ(s->worker.retrieval.idle_time_between_calls, 750ms);
+  EXPECT_EQ(s->worker.retrieval.max_read_bytes_per_second, std::size_t{1} << 20);
   EXPECT_EQ(s->worker.processing.parent_check_interval, 5000ms);
   EXPECT_EQ(s->worker.processing.thread_pool_size, 8);
   EXPECT_TRUE(s->warnings.empty()) << s->warnings.front();
