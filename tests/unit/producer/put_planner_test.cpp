@@ -144,9 +144,13 @@ TEST(PutPlannerTest, AFullCallOfRecordsGoesAtOnce) {
   }
   EXPECT_TRUE(f.planner.next_call(kT0, {}).call.empty()) << "499 records wait for the linger";
   EXPECT_TRUE(f.planner.add(record(key_in(1, 0), 10), kT0).fills_call);
-  f.planner.add(record(key_in(0, 0), 10), kT0);  // the 501st: left for the next call
   auto next = f.planner.next_call(kT0, {});
   EXPECT_EQ(next.call.entries.size(), kMaxCallRecords);
+  EXPECT_EQ(f.planner.queued_records(), 0u);
+  // 501 queued: a call takes 500 of them.
+  for (int i = 0; i < 501; ++i) f.planner.add(record(key_in(i % 2, 0), 10), kT0 + 1ms);
+  auto again = f.planner.next_call(kT0 + 1ms, {});
+  EXPECT_EQ(again.call.entries.size(), kMaxCallRecords);
   EXPECT_EQ(f.planner.queued_records(), 1u);
 }
 
@@ -274,7 +278,15 @@ TEST(PutPlannerTest, AggregationPacksRecordsUpToItsSizeLimit) {
   c.aggregation_max_bytes = 4096;
   Fixture f(c);
   // Ordered (the default): a key is in one Kinesis record of a call, so the keys differ.
-  for (int i = 0; i < 100; ++i) f.planner.add(record(key_in(1, i), 100, char('a' + i % 26)), kT0);
+  // Small records, so that an aggregate ends within a few bytes of its limit.
+  const ShardMap map = two_shards();
+  int added = 0;
+  for (int i = 0; added < 400; ++i) {
+    const std::string pk = "k" + std::to_string(i);
+    if (map.find(partition_key_hash(pk)) != 1) continue;
+    f.planner.add(record(pk, 10, char('a' + added % 26)), kT0);
+    ++added;
+  }
   EXPECT_TRUE(f.planner.next_call(kT0, {}).call.empty());
   auto next = f.planner.next_call(kT0 + 100ms, {});
   ASSERT_FALSE(next.call.empty());
@@ -309,7 +321,7 @@ TEST(PutPlannerTest, AggregationPacksRecordsUpToItsSizeLimit) {
     }
     records += e.count;
   }
-  EXPECT_EQ(records, 100u);
+  EXPECT_EQ(records, 400u);
   EXPECT_LT(next.call.entries.size(), 10u);
 }
 
