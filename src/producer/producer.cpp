@@ -4,7 +4,6 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -78,6 +77,10 @@ using producer::kPrefetchAhead;
 using producer::prefetch_data;
 using producer::prefetch_item;
 
+// The dispatcher: the lock, the buffer's bounds, the sender thread (asks the planner for the
+// next call and when to look again) and the request threads (make the call, hand the answer
+// to the planner, answer the records outside the lock). What to send is the planner's
+// (producer/put_planner.h).
 class Producer::Impl {
  public:
   Impl(ProducerConfig config, std::shared_ptr<kinesis::KinesisClient> client,
