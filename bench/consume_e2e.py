@@ -12,6 +12,9 @@ all from TRIM_HORIZON with, one after another:
   consume   `kcl consume --max N > /dev/null`: JSON lines to stdout, checkpoints on
   pull      examples/pull_workers --work-us 0 --stop-after N: a kcl::PullConsumer, 4 threads
             acking every record (out of order), the watermark checkpointed every second
+  lifion    bench/lifion_peer.js: lifion-kinesis (Node, polling, automatic checkpoints in
+            DynamoDB), the peer; each `kcl consume` run's line says how many times its CPU
+            per record lifion-kinesis's is
 Each consumer's CPU time (user + system) comes from wait4() on its process, so the emulators'
 CPU is not counted; its peak RSS is its VmHWM, polled while it runs (wait4's maxrss would
 include this script's own RSS, which Linux carries across exec). The emulator's own CPU over
@@ -31,11 +34,11 @@ repetition (`--wire` passed to kcl; the library and pull runs take the default, 
 prints each wire's CPU per record against the first's (e.g. "consume cbor/json").
 
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
-                               [--size 100] [--only tail,library,consume,pull] [--repeat N]
-                               [--records-per-call N] [--marginal] [--wrap CMD]
+                               [--size 100] [--only tail,library,consume,pull,lifion]
+                               [--repeat N] [--records-per-call N] [--marginal] [--wrap CMD]
                                [--server kinesalite|kinesis-local] [--wire json,cbor]
   unshare -n python3 bench/consume_e2e.py --server kinesis-local --wire json,cbor \
-                               --only tail,consume --records 100000 --repeat 3
+                               --only tail,consume,lifion --records 50000 --repeat 3
 """
 import argparse
 import contextlib
@@ -291,6 +294,9 @@ def main():
             if name == "consume":
                 return kcl_wire + ["consume", "--stream", stream, "--app", "bench-cli-" + tag,
                         "--from", "trim-horizon", "--max", n]
+            if name == "lifion":
+                return ["node", os.path.join(ROOT, "bench", "lifion_peer.js"), stream,
+                        "bench-lifion-" + tag, n]
             if name == "pull":
                 return [pull, stream, "bench-pull-" + tag, "--threads", "4", "--work-us", "0",
                         "--stop-after", n]
@@ -339,6 +345,9 @@ def main():
                     f"us/record  rss {max(x['rss_mb'] for x in all_runs[name]):.1f} MB")
             if base and not name.startswith("tail"):
                 line += f"  cpu/record = {r['cpu_s'] / base['cpu_s']:.2f} x tail (same run)"
+            if "lifion" in results and name.startswith("consume"):
+                line += (f"  lifion-kinesis/{name.replace(':', ' ')} = "
+                         f"{results['lifion']['cpu_s'] / r['cpu_s']:.1f}x (same run)")
             first = results.get(name.partition(":")[0] + ":" + wires[0])
             if first is not None and first is not r:
                 line += (f"  {name.replace(':', ' ')}/{wires[0]} = "
