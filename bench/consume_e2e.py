@@ -12,6 +12,9 @@ all from TRIM_HORIZON with, one after another:
   consume   `kcl consume --max N > /dev/null`: JSON lines to stdout, checkpoints on
   pull      examples/pull_workers --work-us 0 --stop-after N: a kcl::PullConsumer, 4 threads
             acking every record (out of order), the watermark checkpointed every second
+  lifion    bench/lifion_peer.js: lifion-kinesis (Node, polling, automatic checkpoints in
+            DynamoDB), the peer; each `kcl consume` run's line says how many times its CPU
+            per record lifion-kinesis's is
 Each consumer's CPU time (user + system) comes from wait4() on its process, so the emulators'
 CPU is not counted; its peak RSS is its VmHWM, polled while it runs (wait4's maxrss would
 include this script's own RSS, which Linux carries across exec). The emulator's own CPU over
@@ -24,15 +27,25 @@ over both streams in each repetition: the difference of the two runs' CPU, divid
 (process start, the worker's start and stop, its calls while it waits on the emulator, the
 first touch of its buffers) taken out; that per-run part is printed beside it.
 
+--server kinesis-local reads from kinesis-local (with dynalite) instead of kinesalite; it
+listens on every interface, so run the script in a network namespace of its own
+(`unshare -n`). --wire json,cbor runs `kcl tail` and `kcl consume` once per wire in each
+repetition (`--wire` passed to kcl; the library and pull runs take the default, auto) and
+prints each wire's CPU per record against the first's (e.g. "consume cbor/json").
+
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
-                               [--size 100] [--only tail,library,consume,pull] [--repeat N]
-                               [--records-per-call N] [--marginal] [--wrap CMD]
+                               [--size 100] [--only tail,library,consume,pull,lifion]
+                               [--repeat N] [--records-per-call N] [--marginal] [--wrap CMD]
+                               [--server kinesalite|kinesis-local] [--wire json,cbor]
+  unshare -n python3 bench/consume_e2e.py --server kinesis-local --wire json,cbor \
+                               --only tail,consume,lifion --records 50000 --repeat 3
 """
 import argparse
 import contextlib
 import json
 import os
 import random
+import socket
 import string
 import subprocess
 import sys
@@ -113,6 +126,34 @@ def local_emulators(**extra_env):
         emu.wait(timeout=10)
 
 
+def start_kinesis_local():
+    """kinesis-local on 4567 and dynalite on 4569 in this network namespace (unshare -n: its
+    loopback is brought up here): (kinesis-local's process, [dynalite's], URLs)."""
+    nm = os.environ.get("KCL_NODE_MODULES", os.path.join(ROOT, "node_modules"))
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT="4567", KINESIS_MOCK_TLS_PORT="4568",
+                  LOAD_DATA_IF_EXISTS="false", SHOULD_PERSIST_DATA="false", LOG_LEVEL="WARN")
+    kl = subprocess.Popen(["node", "main.js"], cwd=os.path.join(nm, "kinesis-local"),
+                          env=kl_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ddb = subprocess.Popen(["node", os.path.join(nm, "dynalite", "cli.js"), "--host",
+                            "127.0.0.1", "--port", "4569"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for port in (4567, 4569):
+        until = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > until:
+                    kl.kill()
+                    ddb.kill()
+                    sys.exit(f"consume_e2e: nothing listens on 127.0.0.1:{port} (kinesis-local "
+                             "4567, dynalite 4569); run in a namespace of its own: unshare -n")
+                time.sleep(0.2)
+    return kl, [ddb], {"kinesis": "http://127.0.0.1:4567", "dynamodb": "http://127.0.0.1:4569"}
+
+
 def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=None):
     """Runs cmd to its end and measures it. stop_when(pid), if given, is called at each poll
     until the process exits; the first time it returns true the process gets SIGTERM (for a
@@ -181,18 +222,34 @@ def main():
                          "P-{name}.data --' ({name} becomes the consumer and repetition, with "
                          "-2x for --marginal's longer stream; its "
                          "CPU is then counted too: for profiles, not for figures)")
+    ap.add_argument("--server", choices=("kinesalite", "kinesis-local"), default="kinesalite",
+                    help="kinesalite (tools/emulators/serve.js) or kinesis-local (in a network "
+                         "namespace: unshare -n), with dynalite either way")
+    ap.add_argument("--wire", default="",
+                    help="comma-separated wires (json, cbor, auto) for kcl tail and kcl "
+                         "consume, each run in every repetition; default: kcl's default")
     args = ap.parse_args()
+    wires = [w for w in args.wire.split(",") if w] or [""]
+    for w in wires:
+        if w not in ("", "json", "cbor", "auto"):
+            sys.exit(f"consume_e2e: unknown wire {w} in --wire")
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
     noop = os.path.join(args.build_dir, "bench", "bench_consume_noop")
     pull = os.path.join(args.build_dir, "examples", "example_pull_workers")
-    for exe in (kcl, noop, pull):
+    needed = {"tail": kcl, "consume": kcl, "library": noop, "pull": pull}
+    for exe in {kcl} | {needed[n] for n in args.only.split(",") if n in needed}:
         if not os.access(exe, os.X_OK):
             sys.exit(f"consume_e2e: {exe} not found; build first (cmake --build {args.build_dir})")
 
-    emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js")],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    if args.server == "kinesis-local":
+        emu, others, urls = start_kinesis_local()
+    else:
+        emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js")],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        others = []
+        urls = None
     try:
-        urls = json.loads(emu.stdout.readline())
+        urls = urls or json.loads(emu.stdout.readline())
         env = dict(os.environ)
         env.update({
             "AWS_ENDPOINT_URL_KINESIS": urls["kinesis"],
@@ -223,17 +280,23 @@ def main():
         for stream, count in streams:
             load(stream, count)
 
-        def command(name, stream, count, rep):
+        def command(run, stream, count, rep):
+            name, _, wire = run.partition(":")
             n = str(count)
-            tag = f"{stream}-{rep}"
+            tag = f"{stream}-{rep}" + (f"-{wire}" if wire else "")
+            kcl_wire = [kcl, "--wire", wire] if wire else [kcl]
             if name == "tail":
-                return [kcl, "tail", "--stream", stream, "--from", "trim-horizon", "--max", n]
+                return kcl_wire + ["tail", "--stream", stream, "--from", "trim-horizon",
+                                   "--max", n]
             if name == "library":
                 return [noop, stream, "bench-lib-" + tag, n] + (
                     [str(args.records_per_call)] if args.records_per_call else [])
             if name == "consume":
-                return [kcl, "consume", "--stream", stream, "--app", "bench-cli-" + tag,
+                return kcl_wire + ["consume", "--stream", stream, "--app", "bench-cli-" + tag,
                         "--from", "trim-horizon", "--max", n]
+            if name == "lifion":
+                return ["node", os.path.join(ROOT, "bench", "lifion_peer.js"), stream,
+                        "bench-lifion-" + tag, n]
             if name == "pull":
                 return [pull, stream, "bench-pull-" + tag, "--threads", "4", "--work-us", "0",
                         "--stop-after", n]
@@ -242,7 +305,10 @@ def main():
         # Each repetition runs every consumer once per stream, in turn (fresh application
         # names, so each reads the whole stream; with --marginal the order of the two streams
         # alternates between repetitions); the figures kept per consumer are its median.
-        names = args.only.split(",")
+        # With --wire, tail and consume run once per wire: "consume:cbor", "consume:json".
+        names = [f"{name}:{w}" if w and name in ("tail", "consume") else name
+                 for name in args.only.split(",") for w in wires]
+        names = list(dict.fromkeys(names))
         all_runs = {name: [] for name in names}
         extra = {name: [] for name in names}  # per repetition: (cpu 2N - cpu N) / N
         for rep in range(args.repeat):
@@ -273,12 +339,19 @@ def main():
                 results[name]["us_per_extra_record_runs"] = [x * 1e6 for x in extra[name]]
                 results[name]["ms_per_run"] = (results[name]["cpu_s"] -
                                                per_extra * args.records) * 1e3
-        base = results.get("tail")
+        base = results.get("tail") or results.get(f"tail:{wires[0]}")
         for name, r in results.items():
             line = (f"{name:8s} median of {args.repeat}: {r['cpu_s'] * 1e6 / args.records:.2f} "
                     f"us/record  rss {max(x['rss_mb'] for x in all_runs[name]):.1f} MB")
-            if base and name != "tail":
+            if base and not name.startswith("tail"):
                 line += f"  cpu/record = {r['cpu_s'] / base['cpu_s']:.2f} x tail (same run)"
+            if "lifion" in results and name.startswith("consume"):
+                line += (f"  lifion-kinesis/{name.replace(':', ' ')} = "
+                         f"{results['lifion']['cpu_s'] / r['cpu_s']:.1f}x (same run)")
+            first = results.get(name.partition(":")[0] + ":" + wires[0])
+            if first is not None and first is not r:
+                line += (f"  {name.replace(':', ' ')}/{wires[0]} = "
+                         f"{r['cpu_s'] / first['cpu_s']:.2f} (same run)")
             print(line)
             if args.marginal:
                 runs_text = ", ".join(f"{x:.2f}" for x in r["us_per_extra_record_runs"])
@@ -286,11 +359,14 @@ def main():
                       f"{runs_text}); the rest of a {args.records}-record run: "
                       f"{r['ms_per_run']:.0f} ms")
         print(json.dumps({"records": args.records, "size": args.size, "shards": args.shards,
-                          "marginal": args.marginal, "results": results}))
+                          "server": args.server, "marginal": args.marginal,
+                          "results": results}))
     finally:
-        emu.stdin.close()
-        emu.terminate()
-        emu.wait(timeout=10)
+        if emu.stdin:
+            emu.stdin.close()
+        for p in [emu] + others:
+            p.terminate()
+            p.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,16 @@ times leaner than the peer). --repeat N keeps each one's median. --large N also 
 of N records with `kcl put` (plain and aggregated) to show that RSS does not grow with the
 input (kcl put streams it).
 
+--server kinesis-local puts into kinesis-local instead (it listens on every interface: run
+the script in a network namespace of its own, `unshare -n`); --wire W passes `--wire W` to
+every `kcl put` (the peer speaks JSON whatever the wire).
+
   python3 bench/producer_e2e.py [--build-dir build/release] [--records 100000] [--shards 4]
                                 [--size 100] [--only plain,aggregated,js] [--repeat N]
-                                [--large N] [--wrap CMD]
+                                [--large N] [--wrap CMD] [--server kinesalite|kinesis-local]
+                                [--wire auto|cbor|json]
+  unshare -n python3 bench/producer_e2e.py --server kinesis-local --wire cbor \
+                                --only plain,aggregated,js --records 20000 --repeat 3
 """
 import argparse
 import json
@@ -36,7 +43,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from consume_e2e import ROOT, run_measured  # noqa: E402
+from consume_e2e import ROOT, run_measured, start_kinesis_local  # noqa: E402
 
 
 def write_input(path, count, size):
@@ -62,8 +69,14 @@ def main():
                     help="a command put before each run, e.g. 'perf record -g -o P-{name}.data "
                          "--' ({name} becomes the run's name and repetition; its CPU is then "
                          "counted too: for profiles, not for figures)")
+    ap.add_argument("--server", choices=("kinesalite", "kinesis-local"), default="kinesalite",
+                    help="kinesalite (tools/emulators/serve.js) or kinesis-local (in a network "
+                         "namespace: unshare -n)")
+    ap.add_argument("--wire", choices=("auto", "cbor", "json"), default="",
+                    help="the --wire of every kcl put (default: kcl's, auto)")
     args = ap.parse_args()
     kcl = os.path.join(args.build_dir, "tools", "kcl", "kcl")
+    kcl_put = [kcl, "--wire", args.wire, "put"] if args.wire else [kcl, "put"]
     peer = os.path.join(ROOT, "bench", "producer_peer.js")
     floor = os.path.join(args.build_dir, "bench", "bench_put_records_floor")
     if not os.access(kcl, os.X_OK):
@@ -82,10 +95,14 @@ def main():
         inputs[args.large] = os.path.join(work, "large.txt")
         write_input(inputs[args.large], args.large, args.size)
 
-    emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
-                            "--kinesis"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    if args.server == "kinesis-local":
+        emu, others, urls = start_kinesis_local()
+    else:
+        emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
+                                "--kinesis"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        others, urls = [], None
     try:
-        urls = json.loads(emu.stdout.readline())
+        urls = urls or json.loads(emu.stdout.readline())
         env = dict(os.environ)
         env.update({
             "AWS_ENDPOINT_URL_KINESIS": urls["kinesis"],
@@ -105,9 +122,9 @@ def main():
 
         def command(name, stream, path):
             if name == "plain":
-                return [kcl, "put", "--stream", stream, "--file", path, "--quiet"]
+                return kcl_put + ["--stream", stream, "--file", path, "--quiet"]
             if name == "aggregated":
-                return [kcl, "put", "--stream", stream, "--file", path, "--quiet", "--aggregate"]
+                return kcl_put + ["--stream", stream, "--file", path, "--quiet", "--aggregate"]
             if name == "js":
                 return ["node", peer, stream, path]
             if name in ("client", "curl"):
@@ -130,7 +147,7 @@ def main():
                 r["us_per_call"] = floor_run["us_per_call"]
             print(f"{name:10s} {count:8d} records  wall {r['wall_s']:6.2f} s  cpu "
                   f"{r['cpu_s']:6.2f} s  {r['cpu_s'] * 1e6 / count:6.2f} us/record  rss "
-                  f"{r['rss_mb']:6.1f} MB  kinesalite cpu {r['emulator_cpu_s']:6.2f} s" +
+                  f"{r['rss_mb']:6.1f} MB  {args.server} cpu {r['emulator_cpu_s']:6.2f} s" +
                   (f"  {r['us_per_call']:6.1f} us/call" if "us_per_call" in r else ""),
                   flush=True)
             if name in ("plain", "aggregated") and not args.wrap:
@@ -161,7 +178,8 @@ def main():
             median["rss_mb"] = max(r["rss_mb"] for r in rs)
             results[name] = median
         peer_us = results["js"]["us_per_record"] if "js" in results else None
-        print(f"\n{args.records} records of {args.size} B into {args.shards} shards of kinesalite"
+        print(f"\n{args.records} records of {args.size} B into {args.shards} shards of "
+              f"{args.server}" + (f", kcl put --wire {args.wire}" if args.wire else "") +
               f" (median of {args.repeat})")
         print(f"{'run':20s} {'CPU us/record':>14s} {'RSS MB':>8s} {'wall s':>8s} "
               f"{'JS peer / run':>14s}")
@@ -173,12 +191,15 @@ def main():
             print(f"{name + ', ' + str(args.large):20s} {r['cpu_s'] * 1e6 / args.large:14.2f} "
                   f"{r['rss_mb']:8.1f} {r['wall_s']:8.2f}")
         print(json.dumps({"records": args.records, "size": args.size, "shards": args.shards,
+                          "server": args.server, "wire": args.wire or "auto",
                           "results": results,
                           "large": {n: dict(r, records=args.large) for n, r in large.items()}}))
     finally:
-        emu.stdin.close()
-        emu.terminate()
-        emu.wait(timeout=10)
+        if emu.stdin:
+            emu.stdin.close()
+        for p in [emu] + others:
+            p.terminate()
+            p.wait(timeout=10)
         for f in os.listdir(work):
             os.unlink(os.path.join(work, f))
         os.rmdir(work)

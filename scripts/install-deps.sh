@@ -41,11 +41,13 @@ fi
 
 # Emulators (kinesalite, dynalite, kinesis-local) and the checkers written elsewhere
 # (aws-kcl's Node child side, aws-kinesis-agg's KPL format) and the producer benchmark's
-# peer (the AWS SDK for JavaScript's Kinesis client), pinned by package-lock.json.
+# peer (the AWS SDK for JavaScript's Kinesis client) and the consume benchmark's
+# (lifion-kinesis), pinned by package-lock.json.
 if [ ! -d "$here/node_modules/kinesalite" ] || [ ! -d "$here/node_modules/dynalite" ] \
    || [ ! -d "$here/node_modules/kinesis-local" ] || [ ! -d "$here/node_modules/aws-kcl" ] \
    || [ ! -d "$here/node_modules/aws-kinesis-agg" ] \
    || [ ! -d "$here/node_modules/@aws-sdk/client-kinesis" ] \
+   || [ ! -d "$here/node_modules/lifion-kinesis" ] \
    || [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
   echo "install-deps: npm ci"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)

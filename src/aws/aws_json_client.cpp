@@ -160,6 +160,7 @@ struct Call {
   int retries = 0;            // backoffs taken so far
   int quota_taken = 0;        // retry-quota tokens this call's retries took
   Status last;                // the last attempt's failure
+  std::string* answer_content_type = nullptr;  // CallOptions::answer_content_type
 };
 
 class JsonClient final : public AwsJsonClient {
@@ -203,6 +204,8 @@ class JsonClient final : public AwsJsonClient {
                            const CallOptions& options) override {
     const CallBudget budget = budget_for(options);
     Call c = new_call(operation, std::move(json_body), options.content_type);
+    c.answer_content_type = options.answer_content_type;
+    if (c.answer_content_type != nullptr) c.answer_content_type->clear();
     KCL_RETURN_IF_ERROR(check_usable(c, /*needs_transport=*/true));
     for (int attempt = 1;; ++attempt) {
       c.details.attempts = attempt;
@@ -294,6 +297,9 @@ class JsonClient final : public AwsJsonClient {
     Status st = prepare_request(c, creds, signature);
     if (st.ok()) {
       Result<HttpResponse> resp = transport_->send(c.request);
+      if (resp.ok() && c.answer_content_type != nullptr) {
+        *c.answer_content_type = resp->header("content-type");
+      }
       if (!resp.ok()) {
         st = keep_timeout(resp.status(), Status(resp.status().code(),
                                                 c.op + ": " + resp.status().message(), c.details));

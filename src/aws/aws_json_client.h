@@ -48,6 +48,9 @@ struct CallOptions {
   // The request's Content-Type when not empty (e.g. "application/x-amz-cbor-1.1" for a body
   // in CBOR); else the service's. An error answer is read in the encoding it names.
   std::string_view content_type{};
+  // When set, receives the Content-Type header of the last answer (cleared first; stays
+  // empty when no answer came), for a caller that checks which encoding a server answers in.
+  std::string* answer_content_type = nullptr;
 };
 
 class RetryPolicy;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "aws/base64.h"
+#include "aws/cbor.h"
 #include "aws/json_text.h"
 #include "aws/retry.h"
 #include "base/status_macros.h"
@@ -187,6 +189,14 @@ Status add_details(Status s, const aws::AwsJsonClient& client, std::string_view 
   return Status(s.code(), s.message(), std::move(d));
 }
 
+// An endpoint's host: between "://" and the next ':' or '/'.
+std::string_view host_of(std::string_view endpoint) {
+  if (const std::size_t scheme = endpoint.find("://"); scheme != std::string_view::npos) {
+    endpoint.remove_prefix(scheme + 3);
+  }
+  return endpoint.substr(0, endpoint.find_first_of(":/"));
+}
+
 }  // namespace
 
 Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string& reason) {
@@ -200,12 +210,7 @@ Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string&
     case KinesisWire::kAuto:
       break;
   }
-  // The host: between "://" and the next ':' or '/'.
-  std::string_view host = endpoint;
-  if (const std::size_t scheme = host.find("://"); scheme != std::string_view::npos) {
-    host.remove_prefix(scheme + 3);
-  }
-  host = host.substr(0, host.find_first_of(":/"));
+  const std::string_view host = host_of(endpoint);
   std::string lower(host);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   auto ends_with = [&lower](std::string_view suffix) {
@@ -216,9 +221,96 @@ Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string&
     reason = "auto: " + std::string(host) + " is an AWS endpoint";
     return Wire::kCbor;
   }
-  reason = "auto: " + std::string(host) +
-           " is not an AWS endpoint (local emulators such as kinesalite read JSON only)";
+  reason = "auto: " + std::string(host) + " is not an AWS endpoint";
   return Wire::kJson;
+}
+
+std::string cbor_wire_probe_request(std::int64_t epoch_millis) {
+  std::string body;
+  aws::cbor::Writer w(body);
+  w.map(4);
+  w.text("StreamName");
+  w.text(kCborProbeStream);
+  w.text("ShardId");
+  w.text("shardId-000000000000");
+  w.text("ShardIteratorType");
+  w.text("AT_TIMESTAMP");
+  w.text("Timestamp");
+  w.tag(aws::cbor::kTagEpochTime);
+  w.integer(epoch_millis);
+  return body;
+}
+
+Wire judge_cbor_probe(const Result<std::string>& answer, std::string_view content_type,
+                      std::string& reason) {
+  const bool answered =
+      answer.ok() || (answer.status().aws().has_value() && answer.status().aws()->http_status != 0);
+  if (!answered) {
+    reason = "the CBOR probe got no answer (" + answer.status().message() + ")";
+    return Wire::kJson;
+  }
+  // The media type, without parameters or case.
+  std::string media(content_type.substr(0, content_type.find(';')));
+  while (!media.empty() && (media.back() == ' ' || media.back() == '\t')) media.pop_back();
+  for (char& c : media) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (media != kCborContentType) {
+    reason = "the CBOR probe was answered in " +
+             (media.empty() ? std::string("no stated encoding") : media) + ", not CBOR";
+    return Wire::kJson;
+  }
+  if (answer.ok()) {
+    // Should the probe's stream exist: a ShardIterator, in one CBOR map.
+    std::string body = *answer;
+    aws::cbor::Reader r(body.data(), body.size());
+    aws::cbor::Head h;
+    if (!r.head(h) || h.major != aws::cbor::Major::kMap || !r.skip_body(h) || !r.at_end()) {
+      reason = std::string("the CBOR probe's answer is not one CBOR map (") +
+               (r.error() != nullptr ? r.error() : "another item or trailing bytes") + ")";
+      return Wire::kJson;
+    }
+    reason =
+        "the server read the CBOR probe (GetShardIterator with a tagged timestamp) and "
+        "answered in CBOR";
+    return Wire::kCbor;
+  }
+  const std::optional<AwsErrorDetails>& d = answer.status().aws();
+  if (d.has_value() && d->error_type == "ResourceNotFoundException") {
+    reason =
+        "the server read the CBOR probe (GetShardIterator with a tagged timestamp) and "
+        "answered ResourceNotFoundException in CBOR";
+    return Wire::kCbor;
+  }
+  reason = "the CBOR probe was refused (" + answer.status().message() + ")";
+  if (d.has_value() && d->error_type == "SerializationException") {
+    reason +=
+        ": the server does not read CBOR as the AWS SDKs write it (kinesalite answers so, "
+        "and cannot give back record data put in CBOR)";
+  }
+  return Wire::kJson;
+}
+
+Wire decide_wire(KinesisClient& client, KinesisWire configured, std::string& reason) {
+  const Wire chosen = choose_wire(configured, client.raw().endpoint(), reason);
+  if (configured != KinesisWire::kAuto || chosen == Wire::kCbor) return chosen;
+  aws::CallOptions probe;
+  probe.max_attempts = 1;
+  probe.request_timeout = std::chrono::seconds(5);
+  probe.deadline = std::chrono::seconds(5);
+  probe.content_type = kCborContentType;
+  std::string content_type;
+  probe.answer_content_type = &content_type;
+  // An hour ago: a timestamp no server rejects for being in the future.
+  const auto an_hour_ago = std::chrono::system_clock::now() - std::chrono::hours(1);
+  const Result<std::string> answer = client.raw().call(
+      "GetShardIterator",
+      cbor_wire_probe_request(
+          std::chrono::duration_cast<std::chrono::milliseconds>(an_hour_ago.time_since_epoch())
+              .count()),
+      probe);
+  std::string why;
+  const Wire wire = judge_cbor_probe(answer, content_type, why);
+  reason += "; " + why;
+  return wire;
 }
 
 bool parse_kinesis_wire(std::string_view text, KinesisWire& out) {

@@ -7,6 +7,7 @@
 // Thread safety: all methods may be called from many threads at once.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,10 +109,33 @@ class KinesisClient {
   Wire wire_ = Wire::kJson;
 };
 
-// The wire `configured` means for a client of `endpoint` (KinesisWire::kAuto: CBOR on an AWS
-// host, *.amazonaws.com or *.amazonaws.com.cn, JSON elsewhere), and in `reason` why, for the
-// log line a program writes once at start.
+// The wire `configured` means for a client of `endpoint` without asking the server
+// (KinesisWire::kAuto: CBOR on an AWS host, *.amazonaws.com or *.amazonaws.com.cn, JSON
+// elsewhere), and in `reason` why.
 Wire choose_wire(KinesisWire configured, std::string_view endpoint, std::string& reason);
+
+// The wire for `client`, and in `reason` why, for the log line a program writes once at
+// start: choose_wire's answer, except that kAuto on an endpoint that is not AWS's sends one
+// CBOR probe first (below) and uses CBOR only when the server passed it. The probe never
+// fails the caller: no answer within 5 s, or any answer but the expected one, means JSON.
+Wire decide_wire(KinesisClient& client, KinesisWire configured, std::string& reason);
+
+// The CBOR probe: GetShardIterator AT_TIMESTAMP, in CBOR, for shard 0 of a stream that does
+// not exist (kCborProbeStream), the timestamp written as the AWS SDKs write it (tag 1, epoch
+// milliseconds). Nothing is created or changed whatever the server does with it. A server
+// that reads the CBOR wire answers ResourceNotFoundException (or, should the stream exist, a
+// ShardIterator), in CBOR. One that maps CBOR items onto its JSON model cannot read the
+// tagged timestamp and answers SerializationException: kinesalite does, and for the same
+// reason it cannot give back record data put in CBOR (it stores the byte string as an
+// object), so it must stay on JSON.
+inline constexpr std::string_view kCborProbeStream = "kcl-cpp-cbor-wire-probe-no-such-stream";
+std::string cbor_wire_probe_request(std::int64_t epoch_millis);
+// What the probe's answer says: `answer` is what AwsJsonClient::call returned (the body, or
+// the error), `content_type` the answer's Content-Type (empty when none came). kCbor only
+// for ResourceNotFoundException or one CBOR map, answered as application/x-amz-cbor-1.1;
+// `reason` says what was seen either way.
+Wire judge_cbor_probe(const Result<std::string>& answer, std::string_view content_type,
+                      std::string& reason);
 // "cbor" / "json" / "auto" (what --wire and the configuration files take); false otherwise.
 bool parse_kinesis_wire(std::string_view text, KinesisWire& out);
 

@@ -608,7 +608,7 @@ Result<std::unique_ptr<Producer>> Producer::create(ProducerConfig config, Depend
   auto client = std::make_shared<kinesis::KinesisClient>(
       std::shared_ptr<aws::AwsJsonClient>(std::move(*raw)));
   std::string why;
-  client->set_wire(kinesis::choose_wire(config.aws.kinesis_wire, client->raw().endpoint(), why));
+  client->set_wire(kinesis::decide_wire(*client, config.aws.kinesis_wire, why));
   const std::shared_ptr<Logger> logger = deps.logger ? deps.logger : make_default_logger();
   logger->log(LogLevel::kInfo, "producer",
               std::string("Kinesis data calls in ") +

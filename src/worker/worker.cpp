@@ -347,8 +347,7 @@ Status Worker::Impl::make_clients() {
     kinesis_ = std::make_shared<kinesis::KinesisClient>(
         std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
     std::string why;
-    kinesis_->set_wire(
-        kinesis::choose_wire(config_.aws.kinesis_wire, kinesis_->raw().endpoint(), why));
+    kinesis_->set_wire(kinesis::decide_wire(*kinesis_, config_.aws.kinesis_wire, why));
     logger_->log(LogLevel::kInfo, "worker",
                  std::string("Kinesis data calls in ") +
                      (kinesis_->wire() == kinesis::Wire::kCbor ? "CBOR" : "JSON") + " (" + why +

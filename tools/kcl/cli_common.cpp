@@ -45,8 +45,10 @@ void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--wire", wire,
                  "Encoding of the Kinesis data calls (GetRecords, PutRecord(s), "
                  "SubscribeToShard): cbor (record data as raw bytes, as the AWS SDK for Java "
-                 "sends), json (base64 data), or auto: CBOR on AWS endpoints, JSON elsewhere "
-                 "(default auto)")
+                 "sends), json (base64 data), or auto: CBOR on AWS endpoints; elsewhere one "
+                 "CBOR probe at start (a GetShardIterator for a stream that does not exist) "
+                 "picks CBOR only when the server reads CBOR as AWS does (kinesis-local), "
+                 "JSON otherwise (kinesalite, no answer) (default auto)")
       ->check(CLI::IsMember({"auto", "cbor", "json"}));
 }
 
@@ -79,7 +81,7 @@ Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions
       std::make_unique<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
   // The choice is the one --help describes (no log line: the commands' stderr is theirs).
   std::string why;
-  client->set_wire(kinesis::choose_wire(c.kinesis_wire, client->raw().endpoint(), why));
+  client->set_wire(kinesis::decide_wire(*client, c.kinesis_wire, why));
   return client;
 }
 

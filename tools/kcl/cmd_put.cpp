@@ -248,6 +248,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   // memory whatever the size of the input.
   config.max_buffered_records = o.aggregate ? kBufferedRecordsAggregated : kBufferedRecords;
   config.max_buffered_bytes = kBufferedBytes;
+  const char* const wire = (*client)->wire() == kinesis::Wire::kCbor ? "CBOR" : "JSON";
   auto made = producer::ProducerAccess::make(
       config, std::shared_ptr<kinesis::KinesisClient>(std::move(*client)));
   if (!made.ok()) return report_error("put", made.status());
@@ -272,7 +273,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   Status written = failures.report(o.failures_out);
   if (!o.quiet || failures.size() > 0) {
     std::cerr << "kcl put: " << progress.sent.load() << " records sent, " << failures.size()
-              << " failed (" << stats.put_records_calls << " PutRecords calls, "
+              << " failed (" << stats.put_records_calls << " PutRecords calls in " << wire << ", "
               << stats.kinesis_records_sent << " Kinesis records, " << stats.records_retried
               << " retries, " << stats.throttled << " throttled)\n";
   }

@@ -9,6 +9,10 @@
 2. `kcl tail --wire cbor` reads them back (GetRecords in CBOR): every record, byte for byte.
 3. `kcl tail --wire json` reads the same records (the JSON wire against the same server): the
    same bytes, so both wires agree on what was written.
+4. `--wire auto` (the default) probes the server: against kinesis-local `kcl put` says it sent
+   its PutRecords calls in CBOR, and `kcl tail` reads every record back byte for byte;
+   against kinesalite (started beside it) `kcl put` sends them in JSON and `kcl tail` reads
+   every record back (in CBOR kinesalite would store them as objects).
 (CBOR error answers are checked in tests/unit/aws against a local HTTP server.)
 Prints what it checked; exits 1 on a failure.
 """
@@ -23,6 +27,7 @@ import tempfile
 import time
 
 KL_PORT, KL_TLS_PORT = 4567, 4568
+KINESALITE_PORT = 4569
 
 
 def wait_port(port, timeout=60):
@@ -57,14 +62,20 @@ def main():
     kl = subprocess.Popen(["node", "main.js"], cwd=os.path.join(a.node_modules, "kinesis-local"),
                           env=kl_env, stdout=open(os.path.join(work, "kl.log"), "w"),
                           stderr=subprocess.STDOUT)
+    ks = subprocess.Popen(["node", os.path.join(a.node_modules, "kinesalite", "cli.js"),
+                           "--port", str(KINESALITE_PORT), "--createStreamMs", "0"],
+                          stdout=open(os.path.join(work, "kinesalite.log"), "w"),
+                          stderr=subprocess.STDOUT)
     try:
-        if not wait_port(KL_PORT):
-            print("kinesis-local did not start; log in %s" % work, file=sys.stderr)
+        if not wait_port(KL_PORT) or not wait_port(KINESALITE_PORT):
+            print("kinesis-local or kinesalite did not start; logs in %s" % work,
+                  file=sys.stderr)
             return 1
         env = dict(os.environ, AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="AKIDLOCAL",
                    AWS_SECRET_ACCESS_KEY="local",
                    AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:%d" % KL_PORT)
         env.pop("AWS_PROFILE", None)
+        env_ks = dict(env, AWS_ENDPOINT_URL_KINESIS="http://127.0.0.1:%d" % KINESALITE_PORT)
         stream = "cbor-%d" % os.getpid()
         subprocess.run([a.kcl, "create-stream", "--stream", stream, "--shards", "2"], env=env,
                        check=True, stdout=subprocess.DEVNULL)
@@ -81,7 +92,7 @@ def main():
               "kcl put --wire cbor: %d binary records (%s)" %
               (len(records), put.stderr.decode(errors="replace").strip()[-300:]))
 
-        def tail(wire):
+        def tail(wire, stream=stream, env=env):
             out = subprocess.run([a.kcl, "tail", "--wire", wire, "--stream", stream,
                                   "--from", "trim-horizon", "--max", str(len(records))],
                                  env=env, capture_output=True, timeout=120)
@@ -98,12 +109,31 @@ def main():
                   "kcl tail --wire %s: %d records read, the %d put, byte for byte" %
                   (wire, len(got), len(records)))
 
+        # --wire auto (the default): the probe picks CBOR on kinesis-local, JSON on kinesalite.
+        for server, server_env, wire in (("kinesis-local", env, "CBOR"),
+                                         ("kinesalite", env_ks, "JSON")):
+            auto_stream = "auto-%d" % os.getpid()
+            subprocess.run([a.kcl, "create-stream", "--stream", auto_stream, "--shards", "2"],
+                           env=server_env, check=True, stdout=subprocess.DEVNULL)
+            put = subprocess.run([a.kcl, "put", "--stream", auto_stream], env=server_env,
+                                 input=b"".join(r + b"\n" for r in records), capture_output=True)
+            said = put.stderr.decode(errors="replace").strip()
+            check(put.returncode == 0 and ("PutRecords calls in %s," % wire) in said,
+                  "%s: kcl put --wire auto sends PutRecords in %s (%s)" %
+                  (server, wire, said[-300:]))
+            out, got = tail("auto", auto_stream, server_env)
+            check(out.returncode == 0 and sorted(got) == sorted(records),
+                  "%s: kcl tail --wire auto: %d records read, the %d put, byte for byte (%s)" %
+                  (server, len(got), len(records),
+                   out.stderr.decode(errors="replace").strip()[-300:]))
+
     finally:
-        kl.terminate()
-        try:
-            kl.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            kl.kill()
+        for server in (kl, ks):
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
     if failures:
         print("kinesis-local CBOR: %d failure(s); logs in %s" % (len(failures), work))
         return 1
