@@ -20,10 +20,10 @@
 #include "checkpoint/shard_checkpointer.h"
 #include "leases/lease_serializer.h"
 #include "support/captured_log.h"
+#include "support/coordination_store_contract.h"
 #include "support/emulators.h"
-#include "unit/assignment/coordination_store_contract.h"
-#include "unit/leases/lease_store_contract.h"
-#include "unit/leases/lease_test_util.h"
+#include "support/lease_store_contract.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

@@ -8,7 +8,7 @@
 #include <map>
 #include <random>
 
-#include "unit/leases/lease_test_util.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

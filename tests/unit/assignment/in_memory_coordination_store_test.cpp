@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "unit/assignment/coordination_store_contract.h"
+#include "support/coordination_store_contract.h"
 
 namespace kcl::leases {
 namespace {

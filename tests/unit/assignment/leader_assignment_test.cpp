@@ -10,8 +10,8 @@
 
 #include "assignment/assignment_agent.h"
 #include "assignment/in_memory_coordination_store.h"
+#include "support/lease_test_util.h"
 #include "unit/assignment/leader_test_util.h"
-#include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

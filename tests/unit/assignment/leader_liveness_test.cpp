@@ -27,9 +27,9 @@
 
 #include "assignment/assignment_agent.h"
 #include "assignment/in_memory_coordination_store.h"
+#include "support/lease_test_util.h"
 #include "unit/assignment/faulty_stores.h"
 #include "unit/assignment/leader_test_util.h"
-#include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "assignment/in_memory_coordination_store.h"
 #include "assignment/lease_leader.h"
+#include "support/lease_test_util.h"
 #include "unit/assignment/faulty_stores.h"
-#include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

@@ -8,8 +8,8 @@
 #include "assignment/worker_takes_assignment.h"
 #include "leases/in_memory_lease_store.h"
 #include "support/eventually.h"
+#include "support/lease_test_util.h"
 #include "support/thread_names.h"
-#include "unit/leases/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

@@ -14,7 +14,7 @@
 #include "assignment/lease_taker.h"
 #include "leases/in_memory_lease_store.h"
 #include "simulation/lease_simulation.h"
-#include "unit/leases/lease_test_util.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {

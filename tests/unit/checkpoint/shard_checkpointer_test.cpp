@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "leases/in_memory_lease_store.h"
-#include "unit/leases/lease_test_util.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::checkpoint {
 namespace {

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "aws/cbor.h"
-#include "fake_json_client.h"
 #include "kinesis/kinesis_client.h"
 #include "kinesis/put_records_request.h"
+#include "support/fake_json_client.h"
 
 namespace kcl::kinesis {
 namespace {

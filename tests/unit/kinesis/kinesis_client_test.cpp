@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "aws/base64.h"
-#include "fake_json_client.h"
+#include "support/fake_json_client.h"
 
 namespace kcl::kinesis {
 namespace {

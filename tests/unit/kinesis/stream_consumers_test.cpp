@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "fake_json_client.h"
-#include "stepping_clock.h"
+#include "support/fake_json_client.h"
+#include "support/stepping_clock.h"
 
 namespace kcl::kinesis {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "unit/leases/lease_store_contract.h"
-#include "unit/leases/lease_test_util.h"
+#include "support/lease_store_contract.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::leases {
 namespace {
@@ -27,7 +27,6 @@ TEST(InMemoryLeaseStoreTest, HandoffContract) {
   InMemoryLeaseStore store;
   testing::check_lease_store_handoff_contract(store);
 }
-
 
 TEST(InMemoryLeaseStoreTest, CreateIfNotExistsKeepsTheExistingItem) {
   InMemoryLeaseStore store;

@@ -17,7 +17,7 @@
 #include "leases/in_memory_lease_store.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
-#include "unit/leases/lease_test_util.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::lifecycle {
 namespace {

@@ -19,9 +19,9 @@
 
 #include "leases/in_memory_lease_store.h"
 #include "support/captured_log.h"
+#include "support/fetcher_fake_kinesis.h"
 #include "support/kpl_builder.h"
-#include "unit/leases/lease_test_util.h"
-#include "unit/retrieval/fetcher_fake_kinesis.h"
+#include "support/lease_test_util.h"
 
 namespace kcl {
 // Readable positions in test failure messages.

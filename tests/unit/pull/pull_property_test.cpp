@@ -24,8 +24,8 @@
 #include "lifecycle/task_pool.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
-#include "unit/leases/lease_test_util.h"
-#include "unit/retrieval/fetcher_fake_kinesis.h"
+#include "support/fetcher_fake_kinesis.h"
+#include "support/lease_test_util.h"
 
 namespace kcl::pull {
 namespace {

@@ -18,8 +18,8 @@
 #include "kcl/lease.h"
 #include "leases/stream_identifier.h"
 #include "metrics/metrics_registry.h"
-#include "unit/kinesis/fake_json_client.h"
-#include "unit/kinesis/stepping_clock.h"
+#include "support/fake_json_client.h"
+#include "support/stepping_clock.h"
 
 namespace kcl::retrieval {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "aws/base64.h"
-#include "fetcher_fake_kinesis.h"
+#include "support/fetcher_fake_kinesis.h"
 
 namespace kcl::retrieval {
 namespace {

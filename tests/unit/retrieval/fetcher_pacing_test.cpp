@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <set>
 
-#include "fetcher_fake_kinesis.h"
+#include "support/fetcher_fake_kinesis.h"
 
 namespace kcl::retrieval {
 namespace {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "fetcher_fake_kinesis.h"
+#include "support/fetcher_fake_kinesis.h"
 
 namespace kcl::retrieval {
 namespace {

@@ -2,7 +2,7 @@
 // sequence-number order, LATEST, AT_TIMESTAMP, deaggregation and corrupt aggregates.
 #include <gtest/gtest.h>
 
-#include "fetcher_fake_kinesis.h"
+#include "support/fetcher_fake_kinesis.h"
 #include "support/kpl_builder.h"
 
 namespace kcl::retrieval {
