@@ -262,7 +262,7 @@ void StreamSet::sync_unsynced_soon() {
   }
 }
 
-Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
+Result<StreamSet::Turn> StreamSet::tick(const std::set<std::string>& sync_now) {
   const auto now = clock_.now();
   if (multi_ && config_.stream_tracker && now >= next_list_) {
     refresh_list(now);
@@ -280,8 +280,9 @@ Result<StreamSet::Turn> StreamSet::tick(bool sync_all) {
         it = entries_.erase(it);
         continue;
       }
-    } else if (sync_all || now >= e.next_sync) {
-      if (multi_ && !e.syncer && now < next_resolve_) {
+    } else if (const bool sync_all = sync_now.count(it->first) || sync_now.count("");
+               sync_all || now >= e.next_sync) {
+      if (!sync_all && multi_ && !e.syncer && now < next_resolve_) {
         e.next_sync = next_resolve_;  // DescribeStreamSummary paced: this one's turn comes
         ++it;
         continue;

@@ -78,10 +78,11 @@ class StreamSet {
   // periodic sync).
   void sync_unsynced_soon();
 
-  // One scheduler turn: reads the tracker when due, syncs the streams that are due (every
-  // stream when `sync_all`), deletes the leases of former and deleted streams when due.
-  // Errors: one stream's fatal failure (one-stream mode: the stream does not exist).
-  Result<Turn> tick(bool sync_all);
+  // One scheduler turn: reads the tracker when due, syncs the streams that are due and, whatever
+  // the periodic gate says, those named in `now` ("" names every stream), deletes the leases of
+  // former and deleted streams when due. Errors: one stream's fatal failure (one-stream mode:
+  // the stream does not exist).
+  Result<Turn> tick(const std::set<std::string>& now = {});
 
   // When tick() next has something to do.
   Clock::MonoTime next_due() const;

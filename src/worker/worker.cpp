@@ -26,6 +26,7 @@
 #include "kinesis/stream_consumers.h"
 #include "leases/dynamodb_lease_store.h"
 #include "leases/load_meter.h"
+#include "leases/stream_identifier.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/stall_detector.h"
 #include "lifecycle/task_pool.h"
@@ -57,6 +58,14 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
     out += v[i];
   }
   return out;
+}
+
+// The stream a shard sync is asked for when a lease's consumer ends: the stream named in a
+// multi-stream lease key, "" (every stream) for a one-stream key.
+std::string stream_of_lease(const std::string& lease_key) {
+  Lease l;
+  l.lease_key = lease_key;
+  return leases::lease_stream_name(l);
 }
 
 }  // namespace
@@ -208,7 +217,7 @@ class Worker::Impl final : public leases::LeaseListener {
   std::vector<std::string> handoffs_ready_locked(const std::set<std::string>& held_keys);
   void start_consumers_locked(const std::vector<Lease>& held,
                               std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
-  void run_shard_sync(bool all);
+  void run_shard_sync(const std::set<std::string>& now);
   // The stream, or the configured streams, for the status page.
   std::string stream_label() const {
     if (!config_.multi_stream()) return config_.stream_name;
@@ -278,9 +287,11 @@ class Worker::Impl final : public leases::LeaseListener {
   std::unique_ptr<lifecycle::StallDetector> stalls_;  // scheduler thread; null when off
   std::vector<lifecycle::ShardStall> stalled_;        // guarded: stalls_->stalled(), copied
   bool shutdown_requested_ = false;                   // guarded
-  bool sync_requested_ = false;                       // guarded
-  bool wake_ = false;                                 // guarded: see wake_scheduler()
-  Status fatal_;                                      // guarded: why the worker stops on its own
+  // Streams whose shard sync is asked for now (a shard of theirs finished; "" = every
+  // stream: a one-stream worker's). Guarded.
+  std::set<std::string> sync_requested_;
+  bool wake_ = false;  // guarded: see wake_scheduler()
+  Status fatal_;       // guarded: why the worker stops on its own
   std::once_flag shutdown_once_;
   std::promise<Status> done_promise_;
   std::shared_future<Status> done_;
@@ -605,10 +616,10 @@ void Worker::Impl::make_consumer_context() {
   }
 }
 
-// The streams' shard syncs that are due (all of them when `all`). A one-stream worker whose
+// The streams' shard syncs that are due, and those of `now` at once. A one-stream worker whose
 // stream was deleted stops.
-void Worker::Impl::run_shard_sync(bool all) {
-  auto r = streams_->tick(all);
+void Worker::Impl::run_shard_sync(const std::set<std::string>& now) {
+  auto r = streams_->tick(now);
   if (!r.ok()) {
     log(LogLevel::kWarn, "shard sync: " + r.status().to_string());
     std::lock_guard<std::mutex> lock(mu_);
@@ -632,12 +643,13 @@ void Worker::Impl::on_consumer_ended_locked(const std::string& shard,
   switch (c.outcome()) {
     case lifecycle::ConsumerOutcome::kShardFinished:
       finished_shards_.insert(shard);
-      sync_requested_ = true;  // create the children's leases now
+      sync_requested_.insert(stream_of_lease(shard));  // create the children's leases now
       break;
     case lifecycle::ConsumerOutcome::kFailed: {
       Status f = c.failure();
       if (f.code() == StatusCode::kNotFound && config_.multi_stream()) {
-        sync_requested_ = true;  // one of several streams was deleted: its leases go now
+        // One of several streams was deleted: its leases go now.
+        sync_requested_.insert(stream_of_lease(shard));
       } else if (f.code() == StatusCode::kNotFound && fatal_.ok()) {
         fatal_ = f;
         shutdown_requested_ = true;
@@ -874,7 +886,7 @@ void Worker::Impl::scheduler_loop() {
   for (;;) {
     const Clock::MonoTime next_sync = streams_->next_due();
     bool stop = false;
-    bool sync_now = false;
+    std::set<std::string> sync_now;
     {
       std::unique_lock<std::mutex> lock(mu_);
       clock_->wait_until(lock, cv_, std::min(next_scheduler_look_locked(), next_sync),
@@ -887,8 +899,7 @@ void Worker::Impl::scheduler_loop() {
     bool relist = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sync_now = sync_requested_;  // a shard finished: its children's leases now
-      sync_requested_ = false;
+      sync_now = std::exchange(sync_requested_, {});  // a shard finished: its children's leases
       relist = std::exchange(refresh_streams_, false);
     }
     if (relist) streams_->list_now();
@@ -898,7 +909,7 @@ void Worker::Impl::scheduler_loop() {
     const bool syncs = assignment_->runs_periodic_shard_sync();
     if (syncs && !ran_periodic_sync_) streams_->sync_unsynced_soon();
     ran_periodic_sync_ = syncs;
-    if (sync_now || relist || clock_->now() >= streams_->next_due()) {
+    if (!sync_now.empty() || relist || clock_->now() >= streams_->next_due()) {
       run_shard_sync(sync_now);
       reconcile();
     }
