@@ -295,8 +295,11 @@ Result<StreamSet::Turn> StreamSet::tick(const std::set<std::string>& sync_now) {
       Status s = sync(e, turn);
       if (!s.ok()) {
         if (!multi_ && s.code() == StatusCode::kNotFound) return s;
-        // A stream never synced here (its leases may not exist yet) is tried again soon.
-        if (!e.syncer) e.next_sync = std::min(e.next_sync, now + kFirstSyncRetry);
+        // A stream never synced here (its leases may not exist yet) is tried again soon after
+        // a transient failure; one that does not exist (yet) at the next interval.
+        if (!e.syncer && s.code() != StatusCode::kNotFound) {
+          e.next_sync = std::min(e.next_sync, now + kFirstSyncRetry);
+        }
         log_(LogLevel::kWarn, "shard sync of stream " + it->first + ": " + s.to_string());
       }
     }
