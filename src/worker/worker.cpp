@@ -151,7 +151,6 @@ class Worker::Impl final : public leases::LeaseListener {
     std::shared_ptr<lifecycle::ShardConsumer> c;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      handing_off_.erase(key);
       auto it = consumers_.find(key);
       if (it != consumers_.end()) c = it->second;
     }
@@ -170,7 +169,6 @@ class Worker::Impl final : public leases::LeaseListener {
     std::shared_ptr<lifecycle::ShardConsumer> c;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      handing_off_.insert(key);
       auto it = consumers_.find(key);
       if (it != consumers_.end()) c = it->second;
     }
@@ -214,8 +212,12 @@ class Worker::Impl final : public leases::LeaseListener {
   void on_consumer_ended_locked(const std::string& shard, const lifecycle::ShardConsumer& c);
   void sweep_consumers_locked(const std::set<std::string>& held_keys,
                               std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
-  std::vector<std::string> handoffs_ready_locked(const std::set<std::string>& held_keys);
+  // The leases being handed off (HeldLeases::pending_handoffs(), the one record of them)
+  // whose consumer has stopped: ready to complete (requires mu_).
+  std::vector<std::string> handoffs_ready_locked(
+      const std::map<std::string, std::string>& handing_off) const;
   void start_consumers_locked(const std::vector<Lease>& held,
+                              const std::map<std::string, std::string>& handing_off,
                               std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
   void run_shard_sync(const std::set<std::string>& now);
   // The stream, or the configured streams, for the status page.
@@ -275,7 +277,6 @@ class Worker::Impl final : public leases::LeaseListener {
   std::condition_variable cv_;
   std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> consumers_;  // guarded
   std::set<std::string> finished_shards_;  // guarded: held leases whose shard is done
-  std::set<std::string> handing_off_;      // guarded: held leases being handed off
   // guarded: shards whose consumer failed, not restarted before the time given
   std::map<std::string, Clock::MonoTime> retry_after_;
   struct FailureRecord {
@@ -690,18 +691,11 @@ void Worker::Impl::sweep_consumers_locked(
   std::erase_if(finished_shards_, [&](const std::string& k) { return !held_keys.count(k); });
 }
 
-// Handoffs whose consumer has stopped are ready to complete; those lost or done meanwhile
-// are forgotten (requires mu_).
 std::vector<std::string> Worker::Impl::handoffs_ready_locked(
-    const std::set<std::string>& held_keys) {
+    const std::map<std::string, std::string>& handing_off) const {
   std::vector<std::string> ready;
-  for (auto it = handing_off_.begin(); it != handing_off_.end();) {
-    if (!held_keys.count(*it)) {
-      it = handing_off_.erase(it);
-      continue;
-    }
-    if (!consumers_.count(*it)) ready.push_back(*it);
-    ++it;
+  for (const auto& [key, new_owner] : handing_off) {
+    if (!consumers_.count(key)) ready.push_back(key);
   }
   return ready;
 }
@@ -709,11 +703,12 @@ std::vector<std::string> Worker::Impl::handoffs_ready_locked(
 // A consumer for each held lease that has none, is not finished or being handed off, and
 // whose restart after a failure is due (requires mu_).
 void Worker::Impl::start_consumers_locked(
-    const std::vector<Lease>& held, std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run) {
+    const std::vector<Lease>& held, const std::map<std::string, std::string>& handing_off,
+    std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run) {
   if (shutdown_requested_) return;
   for (const auto& lease : held) {
     if (consumers_.count(lease.lease_key) || finished_shards_.count(lease.lease_key) ||
-        handing_off_.count(lease.lease_key)) {
+        handing_off.count(lease.lease_key)) {
       continue;
     }
     if (auto r = retry_after_.find(lease.lease_key); r != retry_after_.end()) {
@@ -728,6 +723,7 @@ void Worker::Impl::start_consumers_locked(
 
 void Worker::Impl::reconcile() {
   std::vector<Lease> held = assignment_->held().held_leases();
+  const std::map<std::string, std::string> handing_off = assignment_->held().pending_handoffs();
   std::set<std::string> held_keys;
   for (const auto& l : held) held_keys.insert(l.lease_key);
   std::vector<std::shared_ptr<lifecycle::ShardConsumer>> to_schedule;
@@ -736,8 +732,8 @@ void Worker::Impl::reconcile() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     sweep_consumers_locked(held_keys, to_schedule);
-    handoffs_ready = handoffs_ready_locked(held_keys);
-    start_consumers_locked(held, to_schedule);
+    handoffs_ready = handoffs_ready_locked(handing_off);
+    start_consumers_locked(held, handing_off, to_schedule);
     consumers = consumers_.size();
   }
   for (auto& c : to_schedule) pool_->schedule_now(c);
@@ -754,11 +750,9 @@ void Worker::Impl::complete_handoffs(const std::vector<std::string>& keys) {
     } else if (s.code() == StatusCode::kLeaseLost) {
       log(LogLevel::kWarn, "lease " + key + " lost before its handoff completed: " + s.to_string());
     } else {
+      // Still held and still handing off: the next reconcile tries again.
       log(LogLevel::kWarn, "handing off lease " + key + ": " + s.to_string() + "; trying again");
-      continue;  // still held and still handing off: the next reconcile tries again
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    handing_off_.erase(key);
   }
 }
 
