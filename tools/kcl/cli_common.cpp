@@ -77,11 +77,15 @@ Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions
   AwsConfig c = g.aws_config();
   KCL_RETURN_IF_ERROR(check_config(c));
   KCL_ASSIGN_OR_RETURN(auto raw, aws::make_aws_json_client(aws::kinesis_service(), c));
-  auto client =
-      std::make_unique<kinesis::KinesisClient>(std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+  return std::make_unique<kinesis::KinesisClient>(
+      std::shared_ptr<aws::AwsJsonClient>(std::move(raw)));
+}
+
+Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis_for_data(const GlobalOptions& g) {
+  KCL_ASSIGN_OR_RETURN(auto client, make_kinesis(g));
   // The choice is the one --help describes (no log line: the commands' stderr is theirs).
   std::string why;
-  client->set_wire(kinesis::decide_wire(*client, c.kinesis_wire, why));
+  client->set_wire(kinesis::decide_wire(*client, g.aws_config().kinesis_wire, why));
   return client;
 }
 

@@ -42,7 +42,11 @@ struct GlobalOptions {
 // --read-rate (RetrievalConfig::max_read_bytes_per_second) on a polling command.
 void add_read_rate_option(CLI::App& cmd, long long& rate);
 
+// A Kinesis client for control-plane calls (always JSON: no wire to choose, no probe).
 Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis(const GlobalOptions& g);
+// A Kinesis client for data calls (GetRecords, PutRecords, SubscribeToShard): its wire chosen
+// by --wire (kinesis::decide_wire: auto probes an endpoint that is not AWS's once).
+Result<std::unique_ptr<kinesis::KinesisClient>> make_kinesis_for_data(const GlobalOptions& g);
 Result<std::unique_ptr<dynamodb::DynamoDbClient>> make_dynamodb(const GlobalOptions& g);
 // Finds or registers stream consumer `consumer_name` of `stream` and makes fan-out records
 // sources through it (one HTTP/2 transport shared by every shard).

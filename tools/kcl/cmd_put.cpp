@@ -232,7 +232,7 @@ std::thread start_progress_line(const Producer& producer, const PutProgress& pro
 }
 
 int run_put(const GlobalOptions& g, const PutOptions& o) {
-  auto client = make_kinesis(g);
+  auto client = make_kinesis_for_data(g);
   if (!client.ok()) return report_error("put", client.status());
   auto fd = open_input(o);
   if (!fd.ok()) return report_error("put", fd.status());

@@ -27,7 +27,7 @@ int run_tail(const GlobalOptions& g, const TailFlags& f) {
                                        "--read-rate is " + std::to_string(f.read_rate) +
                                            "; it must be 0 (no pacing by bytes) or at least 1024"));
   }
-  auto made = make_kinesis(g);
+  auto made = make_kinesis_for_data(g);
   if (!made.ok()) return report_error("tail", made.status());
   std::shared_ptr<kinesis::KinesisClient> client = std::move(made).value();
   install_stop_signals();
