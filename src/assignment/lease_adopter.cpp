@@ -18,9 +18,14 @@ LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
 // table gives it to this worker).
 constexpr int kTakeAttempts = 3;
 
+//
+// Two steps may look at the same key at once (the poll's, and the leader's at the keys of its
+// own moves), each awaiting its calls: a key this worker took meanwhile (a tenure exists) is
+// not taken again, which would end the first tenure and start a second consumer beside it.
 CallTask<bool> LeaseAdopter::adopt(Lease seen, LookResult& result) {
   Lease current = std::move(seen);
   for (int attempt = 1;; ++attempt) {
+    if (held_.tenure_of(current.lease_key)) co_return true;
     const auto start = clock_.now();
     auto taken = co_await call(
         runner_, Lane::kPoll, [this, &current] { return store_.take_lease(current, worker_id()); });

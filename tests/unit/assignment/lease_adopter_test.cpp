@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <coroutine>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +132,48 @@ TEST_F(LeaseAdopterTest, GainingALeaseStillHeldEndsTheEarlierTenureAndSaysSo) {
   EXPECT_EQ(listener_.events,
             (std::vector<std::string>{"gained " + std::string(kKey), "lost " + std::string(kKey),
                                       "gained " + std::string(kKey)}));
+}
+
+// Holds every call until step() runs the oldest and resumes the step that awaited it, as the
+// coordinator's lanes do, in an order the test chooses.
+class QueuedRunner final : public CallRunner {
+ public:
+  void run(Lane, std::function<void()> call, std::coroutine_handle<> waiting) override {
+    calls_.push_back({std::move(call), waiting});
+  }
+  bool step() {
+    if (calls_.empty()) return false;
+    auto [call, waiting] = std::move(calls_.front());
+    calls_.pop_front();
+    call();
+    waiting.resume();
+    return true;
+  }
+
+ private:
+  std::deque<std::pair<std::function<void()>, std::coroutine_handle<>>> calls_;
+};
+
+// The poll step and the leader's step (looking at the keys of its own moves) read the same
+// lease before either took it: one take lands, the other's condition fails, and the lease
+// read again is this worker's. It is not taken a second time: that would end the first tenure
+// and start a second consumer beside it (seen as records delivered twice by a worker on a
+// fake clock).
+TEST_F(LeaseAdopterTest, TwoStepsLookingAtOneLeaseAtOnceTakeItOnce) {
+  QueuedRunner runner;
+  adopter_.set_call_runner(&runner);
+  CallTask<LookResult> poll = adopter_.look_at({kKey});
+  CallTask<LookResult> leader = adopter_.look_at({kKey});
+  poll.start();    // awaits its read of the lease
+  leader.start();  // awaits its read too: neither holds it yet
+  while (runner.step()) {
+  }
+  ASSERT_TRUE(poll.done() && leader.done());
+  EXPECT_TRUE(poll.result().status.ok());
+  EXPECT_TRUE(leader.result().status.ok());
+  EXPECT_EQ(listener_.events, std::vector<std::string>{"gained " + std::string(kKey)});
+  EXPECT_EQ(held_.tenure_of(kKey), std::optional<std::uint64_t>(1));
+  EXPECT_EQ(counter_in_table(), 1) << "one take of the lease";
 }
 
 }  // namespace
