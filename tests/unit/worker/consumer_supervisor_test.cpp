@@ -1,0 +1,301 @@
+// ConsumerSupervisor on its own, on a manual clock: an in-memory lease table, a worker-takes
+// worker that holds the leases, a task pool without threads (run_due() on the test's thread)
+// and a scripted records source per shard that never ends, ends the shard, or fails. Covers
+// one consumer per held lease, a finished shard's sync request, a failed shard's restart after
+// its backoff and its series of failures, a gone stream (stops a one-stream worker, asks a
+// multi-stream one's sync), a lost lease, a stop, and that a stopping worker starts nothing.
+#include "worker/consumer_supervisor.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "leases/in_memory_lease_store.h"
+#include "support/captured_log.h"
+#include "support/lease_test_util.h"
+
+namespace kcl::worker {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What a shard's source does: reads nothing for ever, ends the shard at once, or fails.
+struct ShardScript {
+  bool ends = false;
+  Status failure;  // not ok: the source fails with it at its first step
+};
+
+class ScriptedSource final : public retrieval::RecordsSource {
+ public:
+  ScriptedSource(ShardScript script, const Clock& clock)
+      : script_(std::move(script)), clock_(clock) {}
+  retrieval::FetchStep fetch_step() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return retrieval::FetchStep{retrieval::FetchOutcome::kFinished};
+    if (!script_.failure.ok()) {
+      finished_ = true;
+      return retrieval::FetchStep{retrieval::FetchOutcome::kFailed};
+    }
+    if (script_.ends) {
+      retrieval::FetchedBatch b;
+      b.shard_end = true;
+      queue_.push_back(std::move(b));
+      finished_ = true;
+      return retrieval::FetchStep{retrieval::FetchOutcome::kShardEnd};
+    }
+    return retrieval::FetchStep{retrieval::FetchOutcome::kNoRecords, clock_.now() + 1s};
+  }
+  std::optional<retrieval::FetchedBatch> take_batch() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return std::nullopt;
+    auto b = std::move(queue_.front());
+    queue_.pop_front();
+    return b;
+  }
+  bool has_room() const override { return true; }
+  bool finished() const noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_;
+  }
+  bool drained() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_ && queue_.empty();
+  }
+  Status terminal_error() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return finished_ ? script_.failure : Status::Ok();
+  }
+  std::size_t queued_records() const override { return 0; }
+  std::size_t queued_bytes() const override { return 0; }
+  std::int64_t millis_behind_latest() const noexcept override { return 0; }
+  std::uint64_t corrupt_aggregates() const noexcept override { return 0; }
+
+ private:
+  const ShardScript script_;
+  const Clock& clock_;
+  mutable std::mutex mu_;
+  std::deque<retrieval::FetchedBatch> queue_;
+  bool finished_ = false;
+};
+
+// Checkpoints the shard's end and the final checkpoint of a stop; counts the stops.
+class CheckpointingProcessor final : public RecordProcessor {
+ public:
+  explicit CheckpointingProcessor(int& shutdowns) : shutdowns_(shutdowns) {}
+  void initialize(const InitializationInput&) override {}
+  void process_records(const ProcessRecordsInput&) override {}
+  void lease_lost() override {}
+  void shard_ended(Checkpointer& cp) override { (void)cp.checkpoint(); }
+  void shutdown_requested(Checkpointer& cp) override {
+    ++shutdowns_;
+    (void)cp.checkpoint();
+  }
+
+ private:
+  int& shutdowns_;
+};
+
+class Factory final : public RecordProcessorFactory {
+ public:
+  std::unique_ptr<RecordProcessor> create(std::string_view) override {
+    return std::make_unique<CheckpointingProcessor>(shutdowns);
+  }
+  int shutdowns = 0;
+};
+
+LeaseConfig lease_config() {
+  LeaseConfig c;
+  c.application_name = "app";
+  c.worker_id = "w1";
+  c.assignment = LeaseAssignment::kWorkerTakes;
+  return c;
+}
+
+class ConsumerSupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx_.stream = "orders";
+    ctx_.store = &store_;
+    ctx_.held = &takes_.held();
+    ctx_.factory = &factory_;
+    ctx_.metrics = &NoopMetricsSink::instance();
+    ctx_.clock = &clock_;
+    ctx_.pool = &pool_;
+    ctx_.initial_position = InitialPosition::trim_horizon();
+    ctx_.records_delivered = &figures_.records_delivered;
+    ctx_.processor_failures = &figures_.processor_failures;
+    ctx_.corrupt_aggregates = &figures_.corrupt_aggregates;
+    ctx_.records_source_factory = [this](const std::string&, const std::string& shard,
+                                         const StartPosition&) {
+      return std::make_shared<ScriptedSource>(scripts_[shard], clock_);
+    };
+  }
+
+  void make_supervisor(bool multi_stream = false) {
+    ConsumerSupervisor::Options options;
+    options.multi_stream = multi_stream;
+    options.restart_backoff = 5s;
+    supervisor_ = std::make_unique<ConsumerSupervisor>(
+        options, takes_.held(), pool_, clock_, NoopMetricsSink::instance(),
+        [this](const Lease& lease) {
+          ++made_[lease.lease_key];
+          return std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
+        },
+        [this](LogLevel level, const std::string& message) { log_.log(level, "test", message); });
+  }
+
+  // Leases of the given keys, all held by this worker.
+  void hold(const std::vector<std::string>& keys) {
+    for (const std::string& key : keys) {
+      Lease l;
+      l.lease_key = key;
+      l.checkpoint = ExtendedSequenceNumber::trim_horizon();
+      ASSERT_TRUE(store_.create_lease_if_not_exists(l).ok());
+    }
+    auto pass = takes_.run_take_pass();
+    ASSERT_TRUE(pass.status.ok()) << pass.status;
+    ASSERT_EQ(takes_.held_count(), keys.size());
+  }
+
+  // Looks, runs what the pool has due and moves the clock 100 ms, until `until` holds or
+  // `looks` looks passed; what every look's ConsumersEnded said is gathered in ended_.
+  bool look_until(const std::function<bool()>& until, int looks = 50, bool stopping = false) {
+    for (int i = 0; i < looks; ++i) {
+      if (until()) return true;
+      ConsumersEnded e = supervisor_->reconcile(stopping);
+      ended_.sync_streams.insert(e.sync_streams.begin(), e.sync_streams.end());
+      if (e.fatal) ended_.fatal = e.fatal;
+      pool_.run_due();
+      clock_.advance(100ms);
+    }
+    return until();
+  }
+
+  ManualClock lease_clock_;  // never moves: the leases stay held
+  ManualClock clock_;        // the consumers' and the supervisor's
+  leases::InMemoryLeaseStore store_;
+  leases::testing::TakesWorker takes_{store_, lease_config(), lease_clock_};
+  lifecycle::TaskPool pool_{0, clock_};
+  Factory factory_;
+  ConsumerFigures figures_;
+  std::map<std::string, ShardScript> scripts_;
+  lifecycle::ConsumerContext ctx_;
+  std::map<std::string, int> made_;  // consumers made, by lease key
+  testing::CapturedLog log_;
+  ConsumersEnded ended_;
+  std::unique_ptr<ConsumerSupervisor> supervisor_;
+};
+
+TEST_F(ConsumerSupervisorTest, OneConsumerForEachHeldLeaseAndNoMore) {
+  hold({"shardId-0", "shardId-1", "shardId-2"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 3; }));
+  ASSERT_FALSE(look_until([] { return false; }, 5));
+  EXPECT_EQ(supervisor_->consumer_count(), 3u);
+  EXPECT_EQ(made_,
+            (std::map<std::string, int>{{"shardId-0", 1}, {"shardId-1", 1}, {"shardId-2", 1}}));
+  const auto states = supervisor_->shard_states();
+  ASSERT_EQ(states.size(), 3u);
+  EXPECT_EQ(states.at("shardId-1"), "processing");
+  EXPECT_TRUE(ended_.sync_streams.empty());
+  EXPECT_FALSE(ended_.fatal);
+}
+
+TEST_F(ConsumerSupervisorTest, AStoppingWorkerStartsNoConsumer) {
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_FALSE(look_until([&] { return supervisor_->consumer_count() > 0; }, 5, true));
+  EXPECT_TRUE(made_.empty());
+}
+
+TEST_F(ConsumerSupervisorTest, AFinishedShardAsksItsStreamsSyncAndIsNotReadAgain) {
+  const std::string multi = "123456789012:orders:1700000000:shardId-0";
+  scripts_["shardId-0"].ends = true;
+  scripts_["shardId-1"].ends = true;
+  hold({"shardId-0", multi});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return ended_.sync_streams.size() == 2; }));
+  // A one-stream key names no stream: "" asks every stream's sync.
+  EXPECT_EQ(ended_.sync_streams, (std::set<std::string>{"", "orders"}));
+  ASSERT_FALSE(look_until([] { return false; }, 10));
+  EXPECT_EQ(made_[multi], 1) << "a finished shard's lease, still held, is not read again";
+  EXPECT_EQ(supervisor_->consumer_count(), 0u);
+}
+
+TEST_F(ConsumerSupervisorTest, AFailedShardRestartsAfterItsBackoffAndCountsTheSeries) {
+  scripts_["shardId-0"].failure = Status(StatusCode::kPermissionDenied, "not allowed");
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return !supervisor_->failing_shards().empty(); }));
+  const Clock::MonoTime failed_at = clock_.now();
+  EXPECT_LE(supervisor_->next_restart(Clock::MonoTime::max()), failed_at + 5s);
+  EXPECT_GT(supervisor_->next_restart(Clock::MonoTime::max()), failed_at);
+  // Not before the backoff.
+  ASSERT_FALSE(look_until([&] { return made_["shardId-0"] == 2; }, 40));
+  ASSERT_TRUE(look_until([&] { return made_["shardId-0"] == 2; }, 20));
+  ASSERT_TRUE(look_until([&] {
+    auto f = supervisor_->failing_shards();
+    return !f.empty() && f[0].consecutive_failures == 2;
+  }));
+  const auto failing = supervisor_->failing_shards();
+  EXPECT_EQ(failing[0].shard_id, "shardId-0");
+  EXPECT_EQ(failing[0].cause.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(supervisor_->shard_states().at("shardId-0"), "failing (2 in a row)");
+  // The first failure is logged; the second only counted.
+  int logged = 0;
+  for (const auto& line : log_.lines()) logged += line.find("not allowed") != std::string::npos;
+  EXPECT_EQ(logged, 1);
+  EXPECT_FALSE(ended_.fatal);
+}
+
+TEST_F(ConsumerSupervisorTest, AGoneStreamStopsAOneStreamWorker) {
+  scripts_["shardId-0"].failure = Status(StatusCode::kNotFound, "stream orders not found");
+  scripts_["shardId-1"].failure = Status(StatusCode::kNotFound, "stream orders not found");
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return ended_.fatal.has_value(); }));
+  EXPECT_EQ(ended_.fatal->code(), StatusCode::kNotFound);
+  EXPECT_TRUE(ended_.sync_streams.empty());
+}
+
+TEST_F(ConsumerSupervisorTest, AGoneStreamOfSeveralAsksItsSync) {
+  const std::string key = "123456789012:orders:1700000000:shardId-0";
+  scripts_["shardId-0"].failure = Status(StatusCode::kNotFound, "stream orders not found");
+  hold({key});
+  make_supervisor(/*multi_stream=*/true);
+  ASSERT_TRUE(look_until([&] { return !ended_.sync_streams.empty(); }));
+  EXPECT_EQ(ended_.sync_streams, (std::set<std::string>{"orders"}));
+  EXPECT_FALSE(ended_.fatal);
+}
+
+TEST_F(ConsumerSupervisorTest, ALostLeaseEndsItsConsumer) {
+  hold({"shardId-0", "shardId-1"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 2; }));
+  ASSERT_TRUE(takes_.held().lose("shardId-0", Status(StatusCode::kLeaseLost, "taken")));
+  supervisor_->lease_lost("shardId-0");
+  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
+  EXPECT_EQ(supervisor_->shard_states().count("shardId-0"), 0u);
+  EXPECT_EQ(made_["shardId-0"], 1) << "a lease no longer held gets no new consumer";
+  EXPECT_EQ(factory_.shutdowns, 0) << "a lost lease is not checkpointed";
+}
+
+TEST_F(ConsumerSupervisorTest, StopAllAsksEveryConsumerForItsFinalCheckpoint) {
+  hold({"shardId-0", "shardId-1"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 2; }));
+  const auto all = supervisor_->stop_all(0ms);
+  ASSERT_EQ(all.size(), 2u);
+  for (int i = 0; i < 20 && !(all[0]->done() && all[1]->done()); ++i) {
+    pool_.run_due();
+    clock_.advance(100ms);
+  }
+  EXPECT_TRUE(all[0]->done() && all[1]->done());
+  EXPECT_EQ(factory_.shutdowns, 2);
+}
+
+}  // namespace
+}  // namespace kcl::worker
