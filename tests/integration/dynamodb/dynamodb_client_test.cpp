@@ -13,6 +13,7 @@
 #include "aws/aws_json_client.h"
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
+#include "support/aws_clients.h"
 #include "support/emulators.h"
 
 namespace kcl::dynamodb {
@@ -33,10 +34,8 @@ class DynamoDbIntegrationTest : public ::testing::Test {
     ASSERT_FALSE(endpoint_.empty());
     AwsConfig config = emulators.aws_config();
     ASSERT_TRUE(config.credentials.has_value());
-    std::shared_ptr<aws::AwsJsonClient> raw = aws::make_aws_json_client(
-        aws::dynamodb_service(), config, aws::make_curl_transport(config.http),
-        aws::make_static_provider(*config.credentials));
-    client_ = std::make_unique<DynamoDbClient>(std::move(raw));
+    client_ = kcl::testing::dynamodb_client(config);
+    ASSERT_TRUE(client_);
   }
 
   void TearDown() override {
@@ -67,7 +66,7 @@ class DynamoDbIntegrationTest : public ::testing::Test {
   }
 
   std::string endpoint_;
-  std::unique_ptr<DynamoDbClient> client_;
+  std::shared_ptr<DynamoDbClient> client_;
   std::vector<std::string> tables_;
 };
 

@@ -24,6 +24,7 @@
 #include "aws/aws_json_client.h"
 #include "aws/streaming_transport.h"
 #include "kinesis/kinesis_client.h"
+#include "support/aws_clients.h"
 #include "support/child_process.h"
 #include "support/emulators.h"
 
@@ -123,10 +124,8 @@ class FanOutSourceTest : public ::testing::Test {
     aws.kinesis_endpoint_url = url_;
     aws.credentials = StaticCredentials{"AKIDFANOUT", "fanout-secret", ""};
     aws.http.ca_bundle = certificate().cert;
-    auto raw = aws::make_aws_json_client(aws::kinesis_service(), aws);
-    ASSERT_TRUE(raw.ok()) << raw.status();
-    ctx_.kinesis = std::make_shared<kinesis::KinesisClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(raw).value()));
+    ctx_.kinesis = kcl::testing::kinesis_client(aws);
+    ASSERT_TRUE(ctx_.kinesis);
     HttpConfig http;
     http.ca_bundle = certificate().cert;  // verification stays on
     ctx_.transport = std::make_shared<aws::StreamingTransport>(http);

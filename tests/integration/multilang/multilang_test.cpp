@@ -18,6 +18,7 @@
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
+#include "support/aws_clients.h"
 #include "support/child_process.h"
 #include "support/emulators.h"
 
@@ -38,14 +39,9 @@ class MultiLangTest : public ::testing::Test {
  protected:
   void SetUp() override {
     aws_ = testing::shared_emulators().aws_config();
-    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
-    ASSERT_TRUE(k.ok()) << k.status();
-    kinesis_ = std::make_unique<kinesis::KinesisClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
-    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
-    ASSERT_TRUE(d.ok()) << d.status();
-    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    kinesis_ = testing::kinesis_client(aws_);
+    ddb_ = testing::dynamodb_client(aws_);
+    ASSERT_TRUE(kinesis_ && ddb_);
     stream_ = testing::unique_name("ml");
     app_ = testing::unique_name("ml-app");
     base_ = ::testing::TempDir() + "/" + app_;
@@ -115,7 +111,7 @@ class MultiLangTest : public ::testing::Test {
   }
 
   AwsConfig aws_;
-  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<kinesis::KinesisClient> kinesis_;
   std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
   std::string stream_, app_, base_;
 };

@@ -12,6 +12,7 @@
 #include "dynamodb/dynamodb_client.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
+#include "support/aws_clients.h"
 #include "support/emulators.h"
 
 namespace kcl::pull {
@@ -21,14 +22,9 @@ class PullFixture : public ::testing::Test {
   // Clients of the emulators, and unique names for the stream and the application.
   void connect(const std::string& prefix) {
     aws_ = testing::shared_emulators().aws_config();
-    auto k = aws::make_aws_json_client(aws::kinesis_service(), aws_);
-    ASSERT_TRUE(k.ok()) << k.status();
-    kinesis_ = std::make_unique<kinesis::KinesisClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*k)));
-    auto d = aws::make_aws_json_client(aws::dynamodb_service(), aws_);
-    ASSERT_TRUE(d.ok()) << d.status();
-    ddb_ = std::make_shared<dynamodb::DynamoDbClient>(
-        std::shared_ptr<aws::AwsJsonClient>(std::move(*d)));
+    kinesis_ = testing::kinesis_client(aws_);
+    ddb_ = testing::dynamodb_client(aws_);
+    ASSERT_TRUE(kinesis_ && ddb_);
     stream_ = testing::unique_name(prefix);
     app_ = testing::unique_name(prefix + "-app");
   }
@@ -43,7 +39,7 @@ class PullFixture : public ::testing::Test {
   }
 
   AwsConfig aws_;
-  std::unique_ptr<kinesis::KinesisClient> kinesis_;
+  std::shared_ptr<kinesis::KinesisClient> kinesis_;
   std::shared_ptr<dynamodb::DynamoDbClient> ddb_;
   std::string stream_, app_;
 };

@@ -20,6 +20,7 @@
 #include "aws/http_transport.h"
 #include "kinesis/kinesis_client.h"
 #include "retrieval/shard_fetcher.h"
+#include "support/aws_clients.h"
 #include "support/emulators.h"
 #include "support/kpl_builder.h"
 
@@ -33,10 +34,8 @@ class FetcherKinesaliteTest : public ::testing::Test {
   void SetUp() override {
     auto& emu = kcl::testing::shared_emulators();
     config_ = emu.aws_config();
-    std::shared_ptr<aws::AwsJsonClient> raw = aws::make_aws_json_client(
-        aws::kinesis_service(), config_, aws::make_curl_transport(config_.http),
-        aws::make_static_provider(*config_.credentials));
-    client_ = std::make_unique<kinesis::KinesisClient>(raw);
+    client_ = kcl::testing::kinesis_client(config_);
+    ASSERT_TRUE(client_);
     stream_ = kcl::testing::unique_name("fetch");
   }
 
@@ -158,7 +157,7 @@ class FetcherKinesaliteTest : public ::testing::Test {
   }
 
   AwsConfig config_;
-  std::unique_ptr<kinesis::KinesisClient> client_;
+  std::shared_ptr<kinesis::KinesisClient> client_;
   std::string stream_;
 };
 

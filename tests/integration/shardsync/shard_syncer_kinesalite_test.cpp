@@ -19,6 +19,7 @@
 #include "leases/dynamodb_lease_store.h"
 #include "shardsync/lineage.h"
 #include "shardsync/shard_syncer.h"
+#include "support/aws_clients.h"
 #include "support/emulators.h"
 
 namespace kcl::shardsync {
@@ -53,24 +54,15 @@ class ShardSyncerKinesaliteTest : public ::testing::Test {
   void SetUp() override {
     auto& emu = kcl::testing::shared_emulators();
     config_ = emu.aws_config();
-    std::shared_ptr<aws::AwsJsonClient> raw = aws::make_aws_json_client(
-        aws::kinesis_service(), config_, aws::make_curl_transport(config_.http),
-        aws::make_static_provider(*config_.credentials));
-    client_ = std::make_unique<kinesis::KinesisClient>(raw);
+    client_ = kcl::testing::kinesis_client(config_);
+    ASSERT_TRUE(client_);
     stream_ = kcl::testing::unique_name("sync");
   }
 
   // A new lease table on dynalite.
   std::unique_ptr<leases::LeaseStore> make_store() {
-    std::shared_ptr<aws::AwsJsonClient> raw = aws::make_aws_json_client(
-        aws::dynamodb_service(), config_, aws::make_curl_transport(config_.http),
-        aws::make_static_provider(*config_.credentials));
-    leases::DynamoDbLeaseStoreOptions options;
-    options.table_name = kcl::testing::unique_name("sync-leases");
-    options.table_active_timeout = 30s;
-    options.consistent_scan = true;  // the tests read back what they just wrote
-    auto store = std::make_unique<leases::DynamoDbLeaseStore>(
-        std::make_shared<dynamodb::DynamoDbClient>(raw), options);
+    auto store =
+        kcl::testing::dynamodb_lease_store(config_, kcl::testing::unique_name("sync-leases"));
     Status s = store->create_table_if_not_exists();
     EXPECT_TRUE(s.ok()) << s;
     return store;
@@ -107,7 +99,7 @@ class ShardSyncerKinesaliteTest : public ::testing::Test {
   }
 
   AwsConfig config_;
-  std::unique_ptr<kinesis::KinesisClient> client_;
+  std::shared_ptr<kinesis::KinesisClient> client_;
   std::string stream_;
 };
 

@@ -37,6 +37,7 @@
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
+#include "support/aws_clients.h"
 #include "support/emulators.h"
 #include "support/eventually.h"
 
@@ -288,10 +289,8 @@ class WorkerTest : public ::testing::Test {
   void SetUp() override {
     auto& emu = kcl::testing::shared_emulators();
     aws_ = emu.aws_config();
-    std::shared_ptr<aws::AwsJsonClient> raw =
-        aws::make_aws_json_client(aws::kinesis_service(), aws_, aws::make_curl_transport(aws_.http),
-                                  aws::make_static_provider(*aws_.credentials));
-    kinesis_ = std::make_shared<kinesis::KinesisClient>(raw);
+    kinesis_ = kcl::testing::kinesis_client(aws_);
+    ASSERT_TRUE(kinesis_);
     stream_ = kcl::testing::unique_name("wk");
     app_ = kcl::testing::unique_name("wkapp");
     log_ = std::make_shared<EventLog>();
@@ -367,15 +366,7 @@ class WorkerTest : public ::testing::Test {
   // A lease store on this test's lease table (the worker creates the table).
   leases::DynamoDbLeaseStore& store() {
     if (!store_) {
-      std::shared_ptr<aws::AwsJsonClient> raw = aws::make_aws_json_client(
-          aws::dynamodb_service(), aws_, aws::make_curl_transport(aws_.http),
-          aws::make_static_provider(*aws_.credentials));
-      leases::DynamoDbLeaseStoreOptions options;
-      options.table_name = app_;
-      options.table_active_timeout = 30s;
-      options.consistent_scan = true;
-      store_ = std::make_unique<leases::DynamoDbLeaseStore>(
-          std::make_shared<dynamodb::DynamoDbClient>(raw), options);
+      store_ = kcl::testing::dynamodb_lease_store(aws_, app_);
     }
     return *store_;
   }
