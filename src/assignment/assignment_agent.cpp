@@ -159,11 +159,11 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
 // Acts on the lease keys of the leader's last post (a hint), once per post.
 CallTask<bool> AssignmentAgent::look_at_inbox(WorkerEntry self) {
   if (self.inbox.empty() ||
-      (self.incarnation == inbox_seen_.first && self.inbox == inbox_seen_.second)) {
+      (self.incarnation == poll_.inbox_seen.first && self.inbox == poll_.inbox_seen.second)) {
     co_return true;
   }
   LookResult looked = co_await adopter_.look_at(self.inbox);
-  if (looked.status.ok()) inbox_seen_ = {self.incarnation, self.inbox};
+  if (looked.status.ok()) poll_.inbox_seen = {self.incarnation, self.inbox};
   co_return looked.status.ok();
 }
 
@@ -209,7 +209,7 @@ CallTask<bool> AssignmentAgent::discover_leases() {
 bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
                                    const std::string& incarnation, Clock::MonoTime now) {
   const LeaderLock::Observed o = lock_.observe(seen, incarnation, now, adopter_.taking_stopped());
-  if (o.activity) active_until_ = now + config_.failover_time;
+  if (o.activity) poll_.active_until = now + config_.failover_time;
   return o.lead;
 }
 
@@ -220,18 +220,18 @@ CallTask<Done> AssignmentAgent::try_lead(std::optional<LeaderEntry> seen, Clock:
   co_return Done{};
 }
 
-void AssignmentAgent::note_activity() { active_until_ = clock_.now() + config_.failover_time; }
+void AssignmentAgent::note_activity() { poll_.active_until = clock_.now() + config_.failover_time; }
 
 // Active: the worker joined, saw a post or a new lock holder in the last failover_time, keys
 // wait to be looked at again, a handoff to or from it is pending, or a take of the lock
 // whose answer was lost is being confirmed.
 bool AssignmentAgent::poll_active() {
-  return busy_ || lock_.confirming_take() || clock_.now() < active_until_;
+  return poll_.busy || lock_.confirming_take() || clock_.now() < poll_.active_until;
 }
 
 bool AssignmentAgent::has_news(const WorkerEntry& self) const {
-  const bool posted = !self.inbox.empty() &&
-                      (self.incarnation != inbox_seen_.first || self.inbox != inbox_seen_.second);
+  const bool posted = !self.inbox.empty() && (self.incarnation != poll_.inbox_seen.first ||
+                                              self.inbox != poll_.inbox_seen.second);
   return posted || !adopter_.given_up().empty();
 }
 
@@ -276,15 +276,15 @@ CallTask<Clock::MonoTime> AssignmentAgent::active_poll(WorkerEntry before, milli
   bool unfinished = !discovered;
   if (view->self) {
     if (has_news(*view->self)) note_activity();
-    heartbeat_seen_ = {view->self->incarnation, view->self->heartbeat};
+    poll_.heartbeat_seen = {view->self->incarnation, view->self->heartbeat};
     // Keys left by the discovery come first: the rest waits for the next poll.
     if (discovered) unfinished = !(co_await poll_leases(*view->self));
   }
   const auto now = clock_.now();
   if (observe_lock(view->leader, before.incarnation, now)) co_await try_lead(view->leader, now);
-  busy_ = busy_after(unfinished);
+  poll_.busy = busy_after(unfinished);
   schedule_lock_read(now);
-  const bool hurry = busy_ || lock_.confirming_take();
+  const bool hurry = poll_.busy || lock_.confirming_take();
   co_return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
 }
 
@@ -319,7 +319,7 @@ milliseconds AssignmentAgent::idle_lock_read_interval() const {
 void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
   Clock::MonoTime next = now + jittered(idle_lock_read_interval());
   if (const auto lapse = lock_.lapses_at(); lapse && *lapse > now && *lapse < next) next = *lapse;
-  next_lock_read_ = next;
+  poll_.next_lock_read = next;
 }
 
 // Nothing in progress: the entry as the last heartbeat returned it (acted on once), and the
@@ -327,33 +327,34 @@ void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
 // that calls for attention makes the worker active: its next poll, at once, reads its entry.
 CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
   const std::pair<std::string, std::int64_t> version{entry.incarnation, entry.heartbeat};
-  if (version != heartbeat_seen_) {
-    heartbeat_seen_ = version;
+  if (version != poll_.heartbeat_seen) {
+    poll_.heartbeat_seen = version;
     if (has_news(entry)) {
       note_activity();
-      busy_ = busy_after(!(co_await poll_leases(entry)));
+      poll_.busy = busy_after(!(co_await poll_leases(entry)));
     }
   }
   const auto now = clock_.now();
   if (lock_.leading()) {
     // The leader's renewals return the lock; its leases it finds as every worker does.
-    if (now >= next_discovery_) {
-      next_discovery_ = now + jittered(kReadsPerDiscovery * idle_lock_read_interval());
+    if (now >= poll_.next_discovery) {
+      poll_.next_discovery = now + jittered(kReadsPerDiscovery * idle_lock_read_interval());
       (void)co_await discover_leases();
     }
-    co_return std::min(next_discovery_, now + jittered(config_.effective_idle_poll_interval()));
+    co_return std::min(poll_.next_discovery,
+                       now + jittered(config_.effective_idle_poll_interval()));
   }
   // Every kReadsPerDiscovery-th idle read finds the leases the table gives this worker
   // instead of reading the lock (the same half read unit), unless the lock would lapse now.
   const auto lapse = lock_.lapses_at();
   const bool lapse_read = lapse && now >= *lapse;
-  if (now >= next_lock_read_ && !lapse_read && ++idle_reads_ % kReadsPerDiscovery == 0) {
+  if (now >= poll_.next_lock_read && !lapse_read && ++poll_.idle_reads % kReadsPerDiscovery == 0) {
     const bool done = co_await discover_leases();
     schedule_lock_read(now);
     if (!done) co_return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
-    co_return poll_active() ? now : next_lock_read_;
+    co_return poll_active() ? now : poll_.next_lock_read;
   }
-  if (now >= next_lock_read_) {
+  if (now >= poll_.next_lock_read) {
     auto seen = co_await call(runner_, Lane::kPoll,
                               [this] { return coordination_.read_leader(Consistency::kEventual); });
     polls_.record(seen.status());
@@ -364,7 +365,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
     schedule_lock_read(now);
     if (poll_active()) co_return now;
   }
-  co_return next_lock_read_;
+  co_return poll_.next_lock_read;
 }
 
 // The leader's idle read budget: half a read unit per lease and minute for reading every

@@ -168,18 +168,21 @@ class AssignmentAgent {
   CallRunner* runner_ = nullptr;
   std::mt19937_64 rng_;
   std::uint64_t term_started_ = 0;  // term that leader_ began
-  // the (incarnation, inbox) of the last post acted on
-  std::pair<std::string, std::vector<std::string>> inbox_seen_;
-  // the busy state the last poll left behind, the (incarnation, heartbeat) of the last
-  // heartbeat answer acted on, when the lock is next read while idle
-  bool busy_ = false;
-  std::pair<std::string, std::int64_t> heartbeat_seen_;
-  Clock::MonoTime next_lock_read_{};
-  // idle reads so far (every kReadsPerDiscovery-th finds the leases the table gives this
-  // worker), and when the leader next does
-  std::uint64_t idle_reads_ = 0;
-  Clock::MonoTime next_discovery_{};
-  Clock::MonoTime active_until_{};
+  // The poll's schedule: what it acted on last, and when it reads what next.
+  struct PollSchedule {
+    // the (incarnation, inbox) of the last post acted on
+    std::pair<std::string, std::vector<std::string>> inbox_seen;
+    // the busy state the last poll left behind, the (incarnation, heartbeat) of the last
+    // heartbeat answer acted on, when the lock is next read while idle
+    bool busy = false;
+    std::pair<std::string, std::int64_t> heartbeat_seen;
+    Clock::MonoTime next_lock_read{};
+    // idle reads so far (every kReadsPerDiscovery-th finds the leases the table gives this
+    // worker), and when the leader next does
+    std::uint64_t idle_reads = 0;
+    Clock::MonoTime next_discovery{};
+    Clock::MonoTime active_until{};  // polls are active until then
+  } poll_;
   std::function<void()> wake_poll_;
   std::function<void()> wake_leader_;
   // this worker's latest registration (incarnation, when it was answered)

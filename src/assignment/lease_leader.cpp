@@ -35,12 +35,12 @@ void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
   assigned_counter_.clear();
   scan_needed_ = true;
   last_scan_.reset();
-  last_change_.reset();
-  burst_start_.reset();
+  settling_.last_change.reset();
+  settling_.burst_start.reset();
   // A change an earlier term noted but never settled does not count: this term starts
   // unsettled at its first pass, whenever that change was.
-  changed_at_.reset();
-  first_settle_ = true;
+  settling_.changed_at.reset();
+  settling_.first = true;
   leases_version_.reset();
   fence_previous_.reset();
   if (previous && previous->owner && !previous->owner_incarnation.empty()) {
@@ -76,10 +76,10 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
     }
     if (inserted || o.entry.incarnation != w.incarnation) {
       changed = true;
-      const bool own = own_registration_ && w.worker_id == config_.worker_id &&
-                       w.incarnation == own_registration_->first;
-      const auto at = own ? std::min(own_registration_->second, now) : now;
-      changed_at_ = changed_at_ ? std::max(*changed_at_, at) : at;
+      const bool own = settling_.own_registration && w.worker_id == config_.worker_id &&
+                       w.incarnation == settling_.own_registration->first;
+      const auto at = own ? std::min(settling_.own_registration->second, now) : now;
+      settling_.changed_at = settling_.changed_at ? std::max(*settling_.changed_at, at) : at;
       if (dead_.erase(w.worker_id)) {
         log(LogLevel::kInfo, "worker " + w.worker_id + " registered again");
       } else if (inserted) {
@@ -114,7 +114,7 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
     log(LogLevel::kInfo, "worker " + it->first + " left");
     if (it->first != config_.worker_id) dead_.insert(it->first);
     changed = true;
-    changed_at_ = now;
+    settling_.changed_at = now;
     scan_needed_ = true;
     it = workers_.erase(it);
   }
@@ -135,8 +135,8 @@ bool LeaseLeader::misses_a_known_worker(const CoordinationView& view) const {
 // worker has missed a heartbeat (it may be dying: its silence is then timed from the leader's next
 // reads, not up to an idle interval late).
 bool LeaseLeader::wants_attention(const LeaderPassResult& r) const {
-  if (!r.status.ok() || !r.balanced || r.assigned || r.handoffs || r.fenced || burst_start_ ||
-      scan_needed_ || !dead_.empty()) {
+  if (!r.status.ok() || !r.balanced || r.assigned || r.handoffs || r.fenced ||
+      settling_.burst_start || scan_needed_ || !dead_.empty()) {
     return true;
   }
   for (const auto& [key, lease] : cache_) {
@@ -175,7 +175,7 @@ Status LeaseLeader::fence_previous_leader(LeaderPassResult& r, bool& changed) {
   workers_.erase(it);
   ++r.fenced;
   changed = true;
-  changed_at_ = clock_.now();
+  settling_.changed_at = clock_.now();
   fence_previous_.reset();
   return Status::Ok();
 }
@@ -210,7 +210,7 @@ Status LeaseLeader::fence_silent(LeaderPassResult& r, bool& changed) {
     dead_.insert(it->first);
     ++r.fenced;
     changed = true;
-    changed_at_ = now;
+    settling_.changed_at = now;
     it = workers_.erase(it);
   }
   return Status::Ok();
@@ -248,29 +248,32 @@ Status LeaseLeader::scan_if_due(LeaderPassResult& r) {
 
 // Settling (see the header): true when the membership has not changed for settle_time, or
 // has kept changing for failover_time / 2. A new leader starts unsettled. A change noted by
-// a pass that ended early (changed_at_ is kept until here) counts at the next pass that gets
-// this far.
+// a pass that ended early (settling_.changed_at is kept until here) counts at the next pass that
+// gets this far.
 bool LeaseLeader::settled() {
   const auto now = clock_.now();
-  if (changed_at_ || !last_change_) {
+  if (settling_.changed_at || !settling_.last_change) {
     // A fence or a leave changed it now; a join when the entry was first seen, or (this
     // worker's own) when it registered.
-    last_change_ = changed_at_ && changed_at_ <= now ? *changed_at_ : now;
-    if (!burst_start_) burst_start_ = *last_change_;
+    settling_.last_change =
+        settling_.changed_at && settling_.changed_at <= now ? *settling_.changed_at : now;
+    if (!settling_.burst_start) settling_.burst_start = *settling_.last_change;
   }
-  changed_at_.reset();
-  const bool settled = !burst_start_ || now - *last_change_ >= config_.settle_time ||
-                       now - *burst_start_ >= config_.failover_time / 2;
+  settling_.changed_at.reset();
+  const bool settled = !settling_.burst_start ||
+                       now - *settling_.last_change >= config_.settle_time ||
+                       now - *settling_.burst_start >= config_.failover_time / 2;
   if (settled) {
-    burst_start_.reset();
-    first_settle_ = false;
+    settling_.burst_start.reset();
+    settling_.first = false;
   }
   return settled;
 }
 
 std::optional<Clock::MonoTime> LeaseLeader::settles_at() const {
-  if (!burst_start_ || !last_change_) return std::nullopt;
-  return std::min(*last_change_ + config_.settle_time, *burst_start_ + config_.failover_time / 2);
+  if (!settling_.burst_start || !settling_.last_change) return std::nullopt;
+  return std::min(*settling_.last_change + config_.settle_time,
+                  *settling_.burst_start + config_.failover_time / 2);
 }
 
 Status LeaseLeader::scan(LeaderPassResult& r) {

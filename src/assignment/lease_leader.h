@@ -114,7 +114,7 @@ class LeaseLeader {
   bool wants_attention(const LeaderPassResult& r) const;
   // A new leader, until the membership first settles: it reads the membership every
   // settle_time / 4 meanwhile (a fleet starting, or one whose leader just changed).
-  bool first_settling() const { return first_settle_; }
+  bool first_settling() const { return settling_.first; }
   // Whether this term has read the lease table yet.
   bool scanned_in_term() const { return last_scan_.has_value(); }
   // When the membership will count as settled if nothing changes meanwhile; empty when it is.
@@ -123,7 +123,7 @@ class LeaseLeader {
   // leader first sees that entry, the membership changed then, not when it looked (a worker
   // that starts alone is settled settle_time after it registered).
   void note_own_registration(std::string incarnation, Clock::MonoTime at) {
-    own_registration_ = std::make_pair(std::move(incarnation), at);
+    settling_.own_registration = std::make_pair(std::move(incarnation), at);
   }
   LeaderStats stats() const;
 
@@ -196,12 +196,15 @@ class LeaseLeader {
   // until their owner's own take has moved it (hand_off()).
   std::map<std::string, std::int64_t> assigned_counter_;
   bool scan_needed_ = true;
-  std::optional<Clock::MonoTime> last_change_;  // membership changed (join, leave, fence)
-  std::optional<Clock::MonoTime> burst_start_;  // first change not yet settled
-  bool first_settle_ = false;                   // a new term, not yet settled
-  bool attention_due_ = false;                  // LeaderPassResult::attention of this pass
-  std::optional<Clock::MonoTime> changed_at_;   // the latest membership change not yet settled()
-  std::optional<std::pair<std::string, Clock::MonoTime>> own_registration_;
+  bool attention_due_ = false;  // LeaderPassResult::attention of this pass
+  // When the membership changed and whether it has settled (settled()).
+  struct Settling {
+    std::optional<Clock::MonoTime> last_change;  // membership changed (join, leave, fence)
+    std::optional<Clock::MonoTime> burst_start;  // first change not yet settled
+    bool first = false;                          // a new term, not yet settled
+    std::optional<Clock::MonoTime> changed_at;   // the latest change not yet settled()
+    std::optional<std::pair<std::string, Clock::MonoTime>> own_registration;
+  } settling_;
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 

@@ -98,7 +98,7 @@ class Producer::Impl {
 
   ~Impl() {
     (void)shutdown();
-    stopper_.join();
+    ending_.stopper.join();
   }
 
   // Validates the configuration, reads the shard map and starts the threads.
@@ -127,28 +127,28 @@ class Producer::Impl {
                     "put() callback?), which it would wait for: the stop was begun, not waited "
                     "for; call begin_shutdown() there");
     }
-    std::lock_guard<std::mutex> once(shutdown_mu_);
-    if (shutdown_result_) return *shutdown_result_;
+    std::lock_guard<std::mutex> once(ending_.mu);
+    if (ending_.result) return *ending_.result;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      closing_ = true;
+      sender_state_.closing = true;
     }
     space_cv_.notify_all();  // put() calls waiting for room give up
     const Status flushed = sender_.joinable() ? flush(config_.close_timeout) : Status::Ok();
     stop_threads();
     const std::size_t cancelled = cancel_left(flushed);
-    shutdown_result_ = cancelled == 0
-                           ? Status::Ok()
-                           : Status(StatusCode::kDeadlineExceeded,
-                                    "kcl::Producer shutdown: " + std::to_string(cancelled) +
-                                        " records were not sent within close_timeout (" +
-                                        std::to_string(config_.close_timeout.count()) +
-                                        " ms) and failed with kCancelled");
-    return *shutdown_result_;
+    ending_.result = cancelled == 0
+                         ? Status::Ok()
+                         : Status(StatusCode::kDeadlineExceeded,
+                                  "kcl::Producer shutdown: " + std::to_string(cancelled) +
+                                      " records were not sent within close_timeout (" +
+                                      std::to_string(config_.close_timeout.count()) +
+                                      " ms) and failed with kCancelled");
+    return *ending_.result;
   }
 
   std::shared_future<Status> begin_shutdown() {
-    return stopper_.run([this] { return shutdown(); });
+    return ending_.stopper.run([this] { return shutdown(); });
   }
 
   // Queues one record, to be answered through one of `cb`, `record_cb` or `promise`.
@@ -169,15 +169,15 @@ class Producer::Impl {
 
   Status flush(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    ++flushing_;
-    wake_ = true;
+    ++sender_state_.flushing;
+    sender_state_.wake = true;
     cv_.notify_all();
-    const bool done =
-        clock_.wait_for(lock, done_cv_, timeout, [&] { return buffered_records_ == 0 || stop_; });
-    --flushing_;
-    if (done && buffered_records_ == 0) return Status::Ok();
+    const bool done = clock_.wait_for(lock, done_cv_, timeout,
+                                      [&] { return buffered_.records == 0 || sender_state_.stop; });
+    --sender_state_.flushing;
+    if (done && buffered_.records == 0) return Status::Ok();
     return Status(StatusCode::kDeadlineExceeded,
-                  "kcl::Producer flush: " + std::to_string(buffered_records_) +
+                  "kcl::Producer flush: " + std::to_string(buffered_.records) +
                       " records still buffered after " + std::to_string(timeout.count()) + " ms");
   }
 
@@ -189,8 +189,8 @@ class Producer::Impl {
     s.records_failed += planned.records_failed;
     s.records_retried += planned.records_retried;
     s.throttled += planned.throttled;
-    s.buffered_records = buffered_records_;
-    s.buffered_bytes = buffered_bytes_;
+    s.buffered_records = buffered_.records;
+    s.buffered_bytes = buffered_.bytes;
     s.in_flight_calls = in_flight_calls_;
     s.shard_map_refreshes = refreshes_;
     return s;
@@ -256,14 +256,14 @@ class Producer::Impl {
   // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
   void enqueue(Item& staged) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (closing_) {
+    if (sender_state_.closing) {
       lock.unlock();
       return resolve(staged, Status(StatusCode::kCancelled,
                                     "kcl::Producer was shut down; the record was not sent"));
     }
     auto full = [&] {
-      return buffered_records_ + 1 > config_.max_buffered_records ||
-             buffered_bytes_ + staged.bytes > config_.max_buffered_bytes;
+      return buffered_.records + 1 > config_.max_buffered_records ||
+             buffered_.bytes + staged.bytes > config_.max_buffered_bytes;
     };
     if (full()) {
       if (!config_.block_when_full) {
@@ -276,14 +276,14 @@ class Producer::Impl {
       }
       // Nothing more can join the buffered records until some are answered: the sender need
       // not wait for a linger to fill its calls.
-      ++waiting_putters_;
-      if (waiting_putters_ == 1 && !wake_) {
-        wake_ = true;
+      ++buffered_.waiting_putters;
+      if (buffered_.waiting_putters == 1 && !sender_state_.wake) {
+        sender_state_.wake = true;
         cv_.notify_all();
       }
-      space_cv_.wait(lock, [&] { return stop_ || closing_ || !full(); });
-      --waiting_putters_;
-      if (stop_ || closing_) {
+      space_cv_.wait(lock, [&] { return sender_state_.stop || sender_state_.closing || !full(); });
+      --buffered_.waiting_putters;
+      if (sender_state_.stop || sender_state_.closing) {
         lock.unlock();
         return resolve(staged, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
       }
@@ -291,16 +291,17 @@ class Producer::Impl {
     std::unique_ptr<Item> item = spare_item();
     *item = std::move(staged);
     ++stats_.records_put;
-    ++buffered_records_;
-    buffered_bytes_ += item->bytes;
+    ++buffered_.records;
+    buffered_.bytes += item->bytes;
     const auto added = planner_.add(std::move(item), clock_.now());
     // The sender plans its wake-up from each shard's first record and the queued totals: it
     // needs waking only for a record that is its shard's first and due sooner, or one that
     // fills a call. (Behind a shard's first record, or once a call's worth waits for its
     // tokens, more records change nothing it plans; a finished call wakes it anyway.)
     const bool wake_sender =
-        !wake_ && ((added.first_of_shard && added.deadline < next_wake_) || added.fills_call);
-    if (wake_sender) wake_ = true;
+        !sender_state_.wake &&
+        ((added.first_of_shard && added.deadline < sender_state_.next_wake) || added.fills_call);
+    if (wake_sender) sender_state_.wake = true;
     // The item the next record will fill, last written by a request thread: its lines come
     // while the next put() checks and hashes its record.
     if (!spare_items_.empty()) base::prefetch_object(spare_items_.back().get(), /*for_write=*/true);
@@ -345,7 +346,7 @@ class Producer::Impl {
   void stop_threads() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+      sender_state_.stop = true;
     }
     cv_.notify_all();
     space_cv_.notify_all();
@@ -376,8 +377,8 @@ class Producer::Impl {
       resolve(*item, cancelled);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    buffered_records_ -= std::min(buffered_records_, left.size());
-    buffered_bytes_ -= std::min(buffered_bytes_, bytes);
+    buffered_.records -= std::min(buffered_.records, left.size());
+    buffered_.bytes -= std::min(buffered_.bytes, bytes);
     stats_.records_failed += left.size();
     return left.size();
   }
@@ -416,9 +417,9 @@ class Producer::Impl {
   void send_loop() {
     current_producer = this;
     std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      if (refresh_needed_) {
-        refresh_needed_ = false;
+    while (!sender_state_.stop) {
+      if (sender_state_.refresh_needed) {
+        sender_state_.refresh_needed = false;
         lock.unlock();
         (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
         lock.lock();
@@ -427,7 +428,8 @@ class Producer::Impl {
       const auto now = clock_.now();
       auto wake = now + std::chrono::hours(1);
       if (in_flight_calls_ < static_cast<std::size_t>(config_.max_concurrent_requests)) {
-        const producer::PutPlanner::Urgency urgency{flushing_ > 0 || stop_, waiting_putters_ > 0};
+        const producer::PutPlanner::Urgency urgency{
+            sender_state_.flushing > 0 || sender_state_.stop, buffered_.waiting_putters > 0};
         auto next = planner_.next_call(now, urgency);
         wake = next.wake;
         Call& call = next.call;
@@ -443,10 +445,10 @@ class Producer::Impl {
           continue;
         }
       }
-      next_wake_ = wake;
-      clock_.wait_until(lock, cv_, wake, [&] { return stop_ || wake_; });
-      wake_ = false;
-      next_wake_ = Clock::MonoTime::min();
+      sender_state_.next_wake = wake;
+      clock_.wait_until(lock, cv_, wake, [&] { return sender_state_.stop || sender_state_.wake; });
+      sender_state_.wake = false;
+      sender_state_.next_wake = Clock::MonoTime::min();
     }
   }
 
@@ -456,8 +458,9 @@ class Producer::Impl {
     std::vector<std::unique_ptr<Item>> answered;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      request_cv_.wait(lock,
-                       [&] { return !requests_.empty() || (stop_ && in_flight_calls_ == 0); });
+      request_cv_.wait(lock, [&] {
+        return !requests_.empty() || (sender_state_.stop && in_flight_calls_ == 0);
+      });
       if (requests_.empty()) return;
       Call call = std::move(requests_.front());
       requests_.pop_front();
@@ -470,9 +473,9 @@ class Producer::Impl {
       report_call(result, clock_.now() - sent_at);
       lock.lock();
       const CallCounts counts = planner_.on_result(call, result, clock_.now(), done);
-      if (counts.refresh_needed) refresh_needed_ = true;
+      if (counts.refresh_needed) sender_state_.refresh_needed = true;
       --in_flight_calls_;
-      if (stop_ && in_flight_calls_ == 0) request_cv_.notify_all();
+      if (sender_state_.stop && in_flight_calls_ == 0) request_cv_.notify_all();
       lock.unlock();
       report_counts(counts);
       // Answered outside the lock: the records the service took, then those that failed for
@@ -490,9 +493,9 @@ class Producer::Impl {
       call = Call{};
       lock.lock();
       keep_spares(answered);
-      buffered_records_ -= resolved;
-      buffered_bytes_ -= bytes;
-      wake_ = true;
+      buffered_.records -= resolved;
+      buffered_.bytes -= bytes;
+      sender_state_.wake = true;
       // The putters, flush() and the sender are woken after the lock is let go: woken under
       // it, each would only block on it (two more context switches each).
       lock.unlock();
@@ -571,24 +574,34 @@ class Producer::Impl {
   aws::RetryPolicy& policy_;
   base::FailureSeries call_failures_;  // PutRecords calls failing as a whole
 
-  std::mutex shutdown_mu_;  // one shutdown() at a time
-  std::optional<Status> shutdown_result_;
-  base::BackgroundOnce stopper_;  // runs shutdown() for begin_shutdown()
+  // How the producer ends: one shutdown() at a time, its result, and the thread that runs it
+  // for begin_shutdown().
+  struct Ending {
+    std::mutex mu;
+    std::optional<Status> result;
+    base::BackgroundOnce stopper;
+  } ending_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;          // sender
   std::condition_variable request_cv_;  // request threads
   std::condition_variable space_cv_;    // put() waiting for room
   std::condition_variable done_cv_;     // flush()
-  bool stop_ = false;
-  bool closing_ = false;  // shutdown() began: put() refuses records
-  bool wake_ = false;
-  bool refresh_needed_ = false;
-  int flushing_ = 0;
-  int waiting_putters_ = 0;  // put() calls waiting for room in the buffer
-  Clock::MonoTime next_wake_ = Clock::MonoTime::min();
-  std::size_t buffered_records_ = 0;
-  std::size_t buffered_bytes_ = 0;
+  // What the sender is asked to do (guarded by mu_).
+  struct SenderState {
+    bool stop = false;
+    bool closing = false;  // shutdown() began: put() refuses records
+    bool wake = false;
+    bool refresh_needed = false;
+    int flushing = 0;
+    Clock::MonoTime next_wake = Clock::MonoTime::min();
+  } sender_state_;
+  // The records put() has buffered, and the put() calls waiting for room (guarded by mu_).
+  struct Buffered {
+    std::size_t records = 0;
+    std::size_t bytes = 0;
+    int waiting_putters = 0;
+  } buffered_;
   std::size_t in_flight_calls_ = 0;
   std::uint64_t refreshes_ = 0;
   std::deque<Call> requests_;
