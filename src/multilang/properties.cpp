@@ -273,7 +273,7 @@ void read_java_keys(PropertyReader& r, MultiLangSettings& s) {
 void read_option_keys(const std::map<std::string, std::string>& p, PropertyReader& r,
                       MultiLangSettings& s) {
   for (const auto& [key, value] : p) {
-    if (find_worker_option(key) == nullptr) continue;
+    if (value.empty() || find_worker_option(key) == nullptr) continue;  // empty: absent
     if (Status st = set_worker_option(s.worker, key, value); !st.ok()) {
       r.problem(st.message());
     }
