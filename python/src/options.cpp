@@ -9,9 +9,13 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "errors.h"
+#include "kcl/worker_options.h"
 
 namespace kclpy {
 
@@ -150,152 +154,95 @@ kcl::StaticCredentials& credentials(kcl::AwsConfig& c) {
   return *c.credentials;
 }
 
-Table<kcl::AwsConfig> aws_table() {
+// Sets the field of one option of the table (include/kcl/worker_options.h) from a Python
+// value of the option's type.
+struct FieldSetter {
+  const kcl::WorkerOption& option;
+  py::handle value;
+
+  void operator()(std::monostate) const { throw BadValue("is set by code of its own"); }
+  void operator()(milliseconds* f) const { *f = to_duration(value); }
+  void operator()(double* f) const { *f = to_number(value); }
+  void operator()(bool* f) const { *f = to_bool(value); }
+  void operator()(std::string* f) const { *f = to_text(value); }
+  template <typename T>
+  void operator()(T* f) const {
+    if constexpr (std::is_enum_v<T>) {
+      *f = static_cast<T>(to_choice(value, choices_of(option)));
+    } else {
+      *f = to_int_of<T>(value);
+    }
+  }
+  // The names of a choice (in the enum's order) -> their index.
+  static std::map<std::string, int> choices_of(const kcl::WorkerOption& o) {
+    std::map<std::string, int> names;
+    std::size_t start = 0;
+    for (int i = 0; start <= o.choices.size(); ++i) {
+      std::size_t end = o.choices.find('|', start);
+      if (end == std::string_view::npos) end = o.choices.size();
+      names.emplace(std::string(o.choices.substr(start, end - start)), i);
+      start = end + 1;
+    }
+    return names;
+  }
+};
+
+// The options the table describes whose field starts with `prefix` ("" for all), as options
+// of a WorkerConfig. The special ones are added by hand below.
+Table<kcl::WorkerConfig> options_of_table(std::string_view prefix) {
+  Table<kcl::WorkerConfig> t;
+  for (const kcl::WorkerOption& o : kcl::worker_options()) {
+    if (o.kind == kcl::OptionKind::kSpecial || o.field.substr(0, prefix.size()) != prefix) {
+      continue;
+    }
+    t[std::string(o.name)] = [&o](kcl::WorkerConfig& c, py::handle v) {
+      std::visit(FieldSetter{o, v}, o.field_of(c));
+    };
+  }
+  return t;
+}
+
+// Static credentials (special in the table: they fill an optional).
+Table<kcl::AwsConfig> credentials_table() {
   Table<kcl::AwsConfig> t;
-  KCL_PY_TEXT(t, "region", region);
-  KCL_PY_TEXT(t, "profile", profile);
-  KCL_PY_TEXT(t, "endpoint_url", endpoint_url);
-  KCL_PY_TEXT(t, "kinesis_endpoint_url", kinesis_endpoint_url);
-  KCL_PY_TEXT(t, "dynamodb_endpoint_url", dynamodb_endpoint_url);
-  KCL_PY_TEXT(t, "cloudwatch_endpoint_url", cloudwatch_endpoint_url);
   t["access_key_id"] = [](auto& c, py::handle v) { credentials(c).access_key_id = to_text(v); };
   t["secret_access_key"] = [](auto& c, py::handle v) {
     credentials(c).secret_access_key = to_text(v);
   };
   t["session_token"] = [](auto& c, py::handle v) { credentials(c).session_token = to_text(v); };
-  KCL_PY_INT(t, "aws_max_attempts", retry.max_attempts, int);
-  KCL_PY_DURATION(t, "aws_base_delay", retry.base_delay);
-  KCL_PY_DURATION(t, "aws_max_backoff", retry.max_backoff);
-  KCL_PY_DURATION(t, "call_deadline", retry.call_deadline);
-  KCL_PY_DURATION(t, "connect_timeout", http.connect_timeout);
-  KCL_PY_DURATION(t, "request_timeout", http.request_timeout);
-  KCL_PY_BOOL(t, "verify_tls", http.verify_tls);
-  KCL_PY_TEXT(t, "ca_bundle", http.ca_bundle);
-  KCL_PY_INT(t, "max_response_bytes", http.max_response_bytes, std::size_t);
-  KCL_PY_INT(t, "receive_buffer_bytes", http.receive_buffer_bytes, std::size_t);
   return t;
 }
 
-Table<kcl::LeaseConfig> lease_table() {
-  Table<kcl::LeaseConfig> t;
-  KCL_PY_TEXT(t, "app", application_name);
-  KCL_PY_TEXT(t, "table_name", table_name);
-  KCL_PY_TEXT(t, "worker_id", worker_id);
-  KCL_PY_DURATION(t, "failover_time", failover_time);
-  t["lease_assignment"] = [](auto& c, py::handle v) {
-    c.assignment =
-        to_choice<kcl::LeaseAssignment>(v, {{"leader", kcl::LeaseAssignment::kLeader},
-                                            {"worker_takes", kcl::LeaseAssignment::kWorkerTakes}});
-  };
-  KCL_PY_DURATION(t, "renew_interval", renew_interval);
-  KCL_PY_DURATION(t, "poll_interval", poll_interval);
-  KCL_PY_DURATION(t, "leader_poll_interval", leader_poll_interval);
-  KCL_PY_DURATION(t, "settle_time", settle_time);
-  KCL_PY_DURATION(t, "lease_scan_interval", lease_scan_interval);
-  KCL_PY_DURATION(t, "handoff_timeout", handoff_timeout);
-  KCL_PY_TEXT(t, "coordinator_table_name", coordinator_table_name);
-  KCL_PY_INT(t, "renew_parallelism", renew_parallelism, int);
-  KCL_PY_DURATION(t, "take_interval", take_interval);
-  KCL_PY_INT(t, "max_leases_per_worker", max_leases_per_worker, int);
-  KCL_PY_INT(t, "max_leases_to_steal_at_once", max_leases_to_steal_at_once, int);
-  KCL_PY_INT(t, "take_ramp_floor", take_ramp_floor, int);
-  KCL_PY_DURATION(t, "lost_lease_margin", lost_lease_margin);
-  KCL_PY_NUMBER(t, "interval_jitter", interval_jitter);
-  t["billing_mode"] = [](auto& c, py::handle v) {
-    c.billing_mode =
-        to_choice<kcl::BillingMode>(v, {{"pay_per_request", kcl::BillingMode::kPayPerRequest},
-                                        {"provisioned", kcl::BillingMode::kProvisioned}});
-  };
-  KCL_PY_INT(t, "read_capacity_units", read_capacity_units, long long);
-  KCL_PY_INT(t, "write_capacity_units", write_capacity_units, long long);
-  KCL_PY_DURATION(t, "table_active_timeout", table_active_timeout);
+// The AWS options (the table's aws.* ones and the credentials), for the producer.
+Table<kcl::AwsConfig> aws_table() {
+  Table<kcl::AwsConfig> t = credentials_table();
+  for (auto& [name, set] : options_of_table("aws.")) {
+    t[name] = [set = set](kcl::AwsConfig& a, py::handle v) {
+      kcl::WorkerConfig holder;
+      holder.aws = std::move(a);
+      set(holder, v);
+      a = std::move(holder.aws);
+    };
+  }
   return t;
 }
 
-Table<kcl::RetrievalConfig> retrieval_table() {
-  Table<kcl::RetrievalConfig> t;
-  KCL_PY_INT(t, "max_records_per_call", max_records_per_call, int);
-  KCL_PY_DURATION(t, "min_call_interval", min_call_interval);
-  KCL_PY_DURATION(t, "idle_time_between_calls", idle_time_between_calls);
-  KCL_PY_INT(t, "max_read_bytes_per_second", max_read_bytes_per_second, std::size_t);
-  KCL_PY_INT(t, "max_prefetch_records", max_prefetch_records, std::size_t);
-  KCL_PY_INT(t, "max_prefetch_bytes", max_prefetch_bytes, std::size_t);
-  KCL_PY_DURATION(t, "throttle_backoff_base", throttle_backoff_base);
-  KCL_PY_DURATION(t, "throttle_backoff_max", throttle_backoff_max);
-  KCL_PY_DURATION(t, "get_records_timeout", get_records_timeout);
-  KCL_PY_DURATION(t, "iterator_request_timeout", iterator_request_timeout);
-  KCL_PY_INT(t, "call_max_attempts", call_max_attempts, int);
-  t["retrieval_mode"] = [](auto& c, py::handle v) {
-    c.mode = to_choice<kcl::RetrievalMode>(
-        v, {{"polling", kcl::RetrievalMode::kPolling}, {"fan_out", kcl::RetrievalMode::kFanOut}});
-  };
-  KCL_PY_TEXT(t, "consumer_name", consumer_name);
-  KCL_PY_DURATION(t, "fanout_idle_timeout", fanout_idle_timeout);
-  KCL_PY_DURATION(t, "fanout_in_use_backoff", fanout_in_use_backoff);
-  KCL_PY_DURATION(t, "fanout_resubscribe_jitter", fanout_resubscribe_jitter);
-  return t;
-}
-
-Table<kcl::ProcessingConfig> processing_table() {
-  Table<kcl::ProcessingConfig> t;
-  KCL_PY_INT(t, "thread_pool_size", thread_pool_size, int);
-  KCL_PY_DURATION(t, "parent_check_interval", parent_check_interval);
-  KCL_PY_DURATION(t, "shard_sync_interval", shard_sync_interval);
-  KCL_PY_DURATION(t, "failure_backoff_base", failure_backoff_base);
-  KCL_PY_DURATION(t, "failure_backoff_max", failure_backoff_max);
-  t["on_processor_error"] = [](auto& c, py::handle v) {
-    c.on_processor_error = to_choice<kcl::ProcessorErrorPolicy>(
-        v, {{"retry", kcl::ProcessorErrorPolicy::kRetry},
-            {"skip", kcl::ProcessorErrorPolicy::kSkip},
-            {"dead_letter", kcl::ProcessorErrorPolicy::kDeadLetter}});
-  };
-  KCL_PY_INT(t, "max_attempts_before_skip", max_attempts_before_skip, int);
-  KCL_PY_INT(t, "max_attempts_before_dead_letter", max_attempts_before_dead_letter, int);
-  // A JSON-lines file for poison records (on_processor_error="dead_letter", PulledRecord.nack).
-  t["dead_letter_file"] = [](auto& c, py::handle v) {
-    auto sink = kcl::make_file_dead_letter_sink(to_text(v));
-    if (!sink.ok()) throw BadValue(sink.status().message());
-    c.dead_letter_sink = *sink;
-  };
-  KCL_PY_DURATION(t, "hung_processor_warning", hung_processor_warning);
-  KCL_PY_DURATION(t, "scheduler_interval", scheduler_interval);
-  KCL_PY_DURATION(t, "shutdown_timeout", shutdown_timeout);
-  KCL_PY_DURATION(t, "empty_batch_interval", empty_batch_interval);
-  KCL_PY_DURATION(t, "stall_threshold", stall_threshold);
-  return t;
-}
-
-Table<kcl::CloudWatchMetricsConfig> cloudwatch_table() {
-  Table<kcl::CloudWatchMetricsConfig> t;
-  t["cloudwatch_metrics"] = [](auto& c, py::handle v) {
-    c.mode = to_choice<kcl::CloudWatchMetricsMode>(
-        v, {{"off", kcl::CloudWatchMetricsMode::kOff},
-            {"emf", kcl::CloudWatchMetricsMode::kEmf},
-            {"put_metric_data", kcl::CloudWatchMetricsMode::kPutMetricData}});
-  };
-  KCL_PY_TEXT(t, "metrics_namespace", metrics_namespace);
-  KCL_PY_TEXT(t, "emf_path", emf_path);
-  KCL_PY_DURATION(t, "metrics_buffer_time", buffer_time);
-  return t;
-}
-
+// Every option of the table; the special ones (dead_letter_stream is not offered: python.md)
+// set here.
 const Table<kcl::WorkerConfig>& worker_table() {
   static const Table<kcl::WorkerConfig> table = [] {
-    Table<kcl::WorkerConfig> t;
-    KCL_PY_TEXT(t, "stream", stream_name);
+    Table<kcl::WorkerConfig> t = options_of_table("");
     t["streams"] = [](auto& c, py::handle v) { c.streams = to_streams(v); };
-    KCL_PY_DURATION(t, "stream_poll_interval", stream_poll_interval);
-    KCL_PY_DURATION(t, "former_stream_deletion_delay", former_stream_deletion_delay);
     t["initial_position"] = [](auto& c, py::handle v) {
       c.initial_position = to_initial_position(v);
     };
-    KCL_PY_TEXT(t, "http_address", http_address);
-    KCL_PY_TEXT(t, "http_advertise_address", http_advertise_address);
-    lift(t, lease_table(), &kcl::WorkerConfig::leases);
-    lift(t, retrieval_table(), &kcl::WorkerConfig::retrieval);
-    lift(t, processing_table(), &kcl::WorkerConfig::processing);
-    lift(t, aws_table(), &kcl::WorkerConfig::aws);
-    lift(t, cloudwatch_table(), &kcl::WorkerConfig::cloudwatch);
+    lift(t, credentials_table(), &kcl::WorkerConfig::aws);
+    // A JSON-lines file for poison records (on_processor_error="dead_letter", PulledRecord.nack).
+    t["dead_letter_file"] = [](auto& c, py::handle v) {
+      auto sink = kcl::make_file_dead_letter_sink(to_text(v));
+      if (!sink.ok()) throw BadValue(sink.status().message());
+      c.processing.dead_letter_sink = *sink;
+    };
     return t;
   }();
   return table;

@@ -76,3 +76,22 @@ def test_option_names_are_listed():
     for n in ("stream", "app", "failover_time", "thread_pool_size", "endpoint_url",
               "http_address", "on_processor_error"):
         assert n in names
+
+
+def test_every_option_of_the_table_is_a_keyword():
+    # Made from the C++ table (kcl/worker_options.h): the options the table gained reach
+    # Python without a line of their own, typed as the table says.
+    names = kcl.worker_options()
+    for n in ("idle_poll_interval", "leader_idle_poll_interval", "kinesis_wire", "metrics_level",
+              "metrics_shard_id_dimension", "metrics_worker_identifier_dimension",
+              "metrics_max_series"):
+        assert n in names, n
+    assert "kinesis_wire" in kcl.producer_options()
+    kcl.Worker(stream="s", app="app", processor_factory=Nothing, kinesis_wire="cbor",
+               metrics_level="summary", metrics_max_series=500, idle_poll_interval=6,
+               metrics_shard_id_dimension=False)
+    p = problems(stream="s", app="app", processor_factory=Nothing, kinesis_wire="xml",
+                 metrics_max_series=5, metrics_shard_id_dimension="no")
+    assert "option 'kinesis_wire' is \"xml\"; it must be one of auto, cbor, json" in p, p
+    assert "option 'metrics_shard_id_dimension' must be True or False, not str" in p, p
+    assert any(x.startswith("cloudwatch.max_series is 5") for x in p), p

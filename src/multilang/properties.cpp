@@ -3,11 +3,13 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <set>
 #include <sstream>
 
 #include "kcl/multilang.h"
+#include "kcl/worker_options.h"
 
 namespace kcl::multilang {
 
@@ -175,7 +177,8 @@ std::vector<std::string> split_list(const std::string& v) {
   return out;
 }
 
-// Keys whose value is taken as it is.
+// Keys whose value is taken as it is, besides the worker options' Java keys (the table of
+// kcl/worker_options.h).
 struct TextKey {
   const char* key;
   void (*set)(MultiLangSettings& s, const std::string& value);
@@ -183,7 +186,6 @@ struct TextKey {
 constexpr TextKey kTextKeys[] = {
     {"executableName",
      [](MultiLangSettings& s, const std::string& v) { s.child.command = split_command(v); }},
-    {"streamName", [](MultiLangSettings& s, const std::string& v) { s.worker.stream_name = v; }},
     // kcl-cpp's own: several streams through one lease table ("a, b, c").
     {"streamNames",
      [](MultiLangSettings& s, const std::string& v) {
@@ -193,25 +195,13 @@ constexpr TextKey kTextKeys[] = {
          s.worker.streams.clear();
        }
      }},
-    {"tableName",
-     [](MultiLangSettings& s, const std::string& v) { s.worker.leases.table_name = v; }},
-    {"applicationName",
-     [](MultiLangSettings& s, const std::string& v) { s.worker.leases.application_name = v; }},
-    {"workerId", [](MultiLangSettings& s, const std::string& v) { s.worker.leases.worker_id = v; }},
-    {"regionName", [](MultiLangSettings& s, const std::string& v) { s.worker.aws.region = v; }},
-    {"kinesisEndpoint",
-     [](MultiLangSettings& s, const std::string& v) { s.worker.aws.kinesis_endpoint_url = v; }},
-    {"dynamoDBEndpoint",
-     [](MultiLangSettings& s, const std::string& v) { s.worker.aws.dynamodb_endpoint_url = v; }},
-    {"consumerName",
-     [](MultiLangSettings& s, const std::string& v) { s.worker.retrieval.consumer_name = v; }},
     // kcl-cpp's own: poison records (properties.h).
     {"deadLetterFile", [](MultiLangSettings& s, const std::string& v) { s.dead_letter_file = v; }},
     {"deadLetterStream",
      [](MultiLangSettings& s, const std::string& v) { s.dead_letter_stream = v; }},
 };
 
-// Keys whose value is a whole number in [lo, hi].
+// Keys whose value is a whole number in [lo, hi], besides the worker options' Java keys.
 struct NumberKey {
   const char* key;
   long long lo;
@@ -219,55 +209,8 @@ struct NumberKey {
   void (*set)(MultiLangSettings& s, long long n);
 };
 constexpr NumberKey kNumberKeys[] = {
-    {"failoverTimeMillis", 100, 3600000,
-     [](MultiLangSettings& s, long long n) { s.worker.leases.failover_time = milliseconds(n); }},
-    {"maxRecords", 1, 10000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.retrieval.max_records_per_call = static_cast<int>(n);
-     }},
-    {"idleTimeBetweenReadsInMillis", 0, 600000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.retrieval.idle_time_between_calls = milliseconds(n);
-     }},
-    // kcl-cpp's own: each shard's GetRecords read rate in bytes a second (0: no pacing by bytes).
-    {"maxReadBytesPerSecond", 0, 1LL << 40,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.retrieval.max_read_bytes_per_second = static_cast<std::size_t>(n);
-     }},
-    {"shardSyncIntervalMillis", 100, 3600000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.processing.shard_sync_interval = milliseconds(n);
-     }},
-    {"parentShardPollIntervalMillis", 10, 60000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.processing.parent_check_interval = milliseconds(n);
-     }},
-    {"maxLeasesForWorker", 1, 1000000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.leases.max_leases_per_worker = static_cast<int>(n);
-     }},
-    {"maxLeasesToStealAtOneTime", 1, 1000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.leases.max_leases_to_steal_at_once = static_cast<int>(n);
-     }},
-    {"initialLeaseTableReadCapacity", 1, 100000,
-     [](MultiLangSettings& s, long long n) { s.worker.leases.read_capacity_units = n; }},
-    {"initialLeaseTableWriteCapacity", 1, 100000,
-     [](MultiLangSettings& s, long long n) { s.worker.leases.write_capacity_units = n; }},
     {"timeoutInSeconds", 1, 3600,
      [](MultiLangSettings& s, long long n) { s.child.response_timeout = std::chrono::seconds(n); }},
-    {"shutdownGraceMillis", 1000, 3600000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.processing.shutdown_timeout = milliseconds(n);
-     }},
-    {"maxAttemptsBeforeDeadLetter", 1, 1000,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.processing.max_attempts_before_dead_letter = static_cast<int>(n);
-     }},
-    {"maxActiveThreads", 1, 256,
-     [](MultiLangSettings& s, long long n) {
-       s.worker.processing.thread_pool_size = static_cast<int>(n);
-     }},
 };
 
 constexpr const char* kCredentialsProviderKeys[] = {
@@ -285,6 +228,58 @@ constexpr const char* kOtherKeys[] = {"streamArn",
                                       "callProcessRecordsEvenForEmptyRecordList",
                                       "cleanupLeasesUponShardCompletion"};
 
+// An option whose Java key this file reads through the table (a text, a number or a duration
+// in milliseconds); the others' keys are read by code of their own above and below.
+bool has_java_key(const WorkerOption& o) {
+  return !o.property.empty() && (o.kind == OptionKind::kText || o.kind == OptionKind::kInteger ||
+                                 o.kind == OptionKind::kDuration);
+}
+
+// "failoverTimeMillis = '5' is not a number between 100 and 3600000": the option's bounds
+// that hold whatever the other options (the rest is validate()'s).
+std::optional<long long> java_number(PropertyReader& r, const WorkerOption& o) {
+  const std::string key(o.property);
+  const bool has_lo = o.lo_note.empty() && o.lo > -kUnbounded;
+  const bool has_hi = o.hi_note.empty() && o.hi < kUnbounded;
+  const long long lo = has_lo ? static_cast<long long>(o.lo) : 0;
+  const long long hi =
+      has_hi ? static_cast<long long>(o.hi) : std::numeric_limits<long long>::max();
+  if (o.zero_allowed) {
+    if (const std::string* v = r.get(key.c_str()); v != nullptr && *v == "0") return 0;
+  }
+  return r.number(key.c_str(), lo, hi, o.zero_allowed ? " (or 0)" : "");
+}
+
+// The worker options' Java keys (failoverTimeMillis, maxRecords, regionName, ...).
+void read_java_keys(PropertyReader& r, MultiLangSettings& s) {
+  for (const WorkerOption& o : worker_options()) {
+    if (!has_java_key(o)) continue;
+    const std::string key(o.property);
+    if (r.get(key.c_str()) == nullptr) continue;
+    std::string text = *r.get(key.c_str());
+    if (o.kind != OptionKind::kText) {
+      const auto n = java_number(r, o);
+      if (!n) continue;
+      text = std::to_string(*n) + (o.kind == OptionKind::kDuration ? "ms" : "");
+    }
+    if (Status st = set_worker_option(s.worker, o.name, text); !st.ok()) {
+      r.problem(key + ": " + st.message());
+    }
+  }
+}
+
+// kcl-cpp's own keys: any worker option by its name, in the text form of `kcl consume
+// --option` (durations with a unit); they apply after the Java keys.
+void read_option_keys(const std::map<std::string, std::string>& p, PropertyReader& r,
+                      MultiLangSettings& s) {
+  for (const auto& [key, value] : p) {
+    if (value.empty() || find_worker_option(key) == nullptr) continue;  // empty: absent
+    if (Status st = set_worker_option(s.worker, key, value); !st.ok()) {
+      r.problem(st.message());
+    }
+  }
+}
+
 bool is_known_key(const std::string& key) {
   for (const TextKey& k : kTextKeys) {
     if (key == k.key) return true;
@@ -297,6 +292,9 @@ bool is_known_key(const std::string& key) {
   }
   for (const char* k : kOtherKeys) {
     if (key == k) return true;
+  }
+  for (const WorkerOption& o : worker_options()) {
+    if (key == o.name || (has_java_key(o) && key == o.property)) return true;
   }
   return false;
 }
@@ -382,6 +380,18 @@ void read_unsupported_switches(PropertyReader& r, MultiLangSettings& s) {
 
 }  // namespace
 
+std::vector<std::string> known_property_keys() {
+  std::vector<std::string> keys;
+  for (const TextKey& k : kTextKeys) keys.emplace_back(k.key);
+  for (const NumberKey& k : kNumberKeys) keys.emplace_back(k.key);
+  for (const char* k : kCredentialsProviderKeys) keys.emplace_back(k);
+  for (const char* k : kOtherKeys) keys.emplace_back(k);
+  for (const WorkerOption& o : worker_options()) {
+    if (has_java_key(o)) keys.emplace_back(o.property);
+  }
+  return keys;
+}
+
 Result<std::map<std::string, std::string>> parse_properties(const std::string& text,
                                                             const std::string& origin) {
   std::map<std::string, std::string> out;
@@ -419,6 +429,7 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
   MultiLangSettings s;
   PropertyReader r(p);
   check_required(r);
+  read_java_keys(r, s);
   for (const TextKey& k : kTextKeys) {
     if (const std::string* v = r.get(k.key)) k.set(s, *v);
   }
@@ -433,6 +444,7 @@ Result<MultiLangSettings> settings_from_properties(const std::map<std::string, s
   for (const char* key : kCredentialsProviderKeys) {
     if (const std::string* v = r.get(key)) read_credentials_provider(key, *v, s);
   }
+  read_option_keys(p, r, s);
   for (const auto& [key, value] : p) {
     if (!is_known_key(key)) s.ignored_keys.push_back(key);
   }

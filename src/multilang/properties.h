@@ -23,6 +23,9 @@
 // RecordList and cleanupLeasesUponShardCompletion must be true or false (any case); the
 // values kcl-cpp cannot honour (true, false respectively) are a warning. Other keys kcl-cpp
 // has no use for (processingLanguage, metricsLevel...) are listed once as ignored.
+// kcl-cpp's own keys besides: every worker option by its name (kcl/worker_options.h, in the
+// text form of `kcl consume --option`: `renew_interval = 2s`), applied after the Java keys.
+// The Java keys of the worker's options, and their ranges, come from that table too.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -55,5 +58,9 @@ struct MultiLangSettings {
 
 // Errors: kInvalidArgument listing every missing or malformed key.
 Result<MultiLangSettings> settings_from_properties(const std::map<std::string, std::string>& p);
+
+// The keys settings_from_properties reads besides the worker options' names: the Java
+// daemon's (executableName, failoverTimeMillis, ...) and kcl-cpp's own (streamNames, ...).
+std::vector<std::string> known_property_keys();
 
 }  // namespace kcl::multilang

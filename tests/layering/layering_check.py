@@ -20,6 +20,7 @@ import sys
 # Public headers that belong to a layer above base (the rest are base: usable everywhere).
 PUBLIC_HEADER_AREA = {
     "worker.h": "worker",
+    "worker_options.h": "worker",
     "pull_consumer.h": "pull",
     "producer.h": "producer",
     "multilang.h": "multilang",

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <regex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -28,6 +29,7 @@
 #include "commands.h"
 #include "dead_letter_options.h"
 #include "kcl/worker.h"
+#include "kcl/worker_options.h"
 #include "record_lines.h"
 
 namespace kcl::cli {
@@ -61,7 +63,20 @@ struct ConsumeFlags {
   long long stall_threshold_ms = 60000;
   std::string hold_while_exists;
   long long read_rate = 2LL << 20;  // RetrievalConfig::max_read_bytes_per_second
+  // --option NAME=VALUE: any option of the table (include/kcl/worker_options.h), over the flags.
+  std::vector<std::string> options;
+  bool max_attempts_given = false;  // --max-attempts (else --option's, or the default)
 };
+
+// The range of an option of the table (include/kcl/worker_options.h) whose bounds hold no
+// matter the other options, in the option's own unit (milliseconds for durations).
+CLI::Range table_range(std::string_view name) {
+  const WorkerOption* o = find_worker_option(name);
+  if (o == nullptr || !o->lo_note.empty() || !o->hi_note.empty() || o->zero_allowed) {
+    throw std::logic_error("kcl consume: no plain range for option " + std::string(name));
+  }
+  return CLI::Range(static_cast<long long>(o->lo), static_cast<long long>(o->hi));
+}
 
 // --cloudwatch-metrics: "emf" (stderr), "emf:FILE" or "put"; an error message when neither.
 std::optional<std::string> apply_cloudwatch_flags(const ConsumeFlags& f, WorkerConfig& config) {
@@ -311,11 +326,11 @@ Status apply_stream_flags(const ConsumeFlags& f, WorkerConfig& config) {
   return Status::Ok();
 }
 
-int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
-  auto from = parse_start_position(f.from);
-  if (!from.ok()) return report_error("consume", from.status());
-  WorkerConfig config;
-  if (Status s = apply_stream_flags(f, config); !s.ok()) return report_error("consume", s);
+// The worker's configuration from the flags (the streams, leases, processing, reading and
+// the endpoint), before --cloudwatch-metrics and --option.
+Status configure_from_flags(const GlobalOptions& g, const ConsumeFlags& f, WorkerConfig& config) {
+  KCL_ASSIGN_OR_RETURN(StartPosition from, parse_start_position(f.from));
+  KCL_RETURN_IF_ERROR(apply_stream_flags(f, config));
   config.leases.application_name = f.app;
   config.leases.table_name = f.table;
   config.leases.worker_id = f.worker_id;
@@ -324,7 +339,7 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   if (f.max_leases > 0) config.leases.max_leases_per_worker = f.max_leases;
   config.leases.assignment =
       f.assignment == "worker-takes" ? LeaseAssignment::kWorkerTakes : LeaseAssignment::kLeader;
-  config.initial_position = *from;
+  config.initial_position = from;
   config.processing.thread_pool_size = f.threads;
   // An idle shard's last records are checkpointed too (PrintingProcessor), so a crash prints
   // again at most about one interval's records, as --help promises.
@@ -339,58 +354,29 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   if (f.fan_out) config.retrieval.mode = RetrievalMode::kFanOut;
   config.retrieval.consumer_name = f.consumer_name;
   config.retrieval.max_read_bytes_per_second = static_cast<std::size_t>(f.read_rate);
-  // Every logger of the process (the worker's, the library's and say()) takes the format
-  // from here.
-  if (f.log_format == "json") setenv("KCL_LOG_FORMAT", "json", 1);
-  if (auto bad = apply_cloudwatch_flags(f, config)) {
-    say("consume", *bad, LogLevel::kError);
-    return 2;
-  }
+  return Status::Ok();
+}
 
-  auto reject = reject_pattern(f);
-  if (!reject.ok()) return report_error("consume", reject.status());
-  if (!f.reject_matching.empty() && !f.dead_letter.any()) {
-    return report_error("consume", Status(StatusCode::kInvalidArgument,
-                                          "--reject-matching needs --dead-letter-file or "
-                                          "--dead-letter-stream (a rejected record would "
-                                          "otherwise be retried for ever)"));
+// --option NAME=VALUE, each over what the flags set.
+Status apply_option_flags(const ConsumeFlags& f, WorkerConfig& config) {
+  for (const std::string& option : f.options) {
+    if (Status s = set_worker_option(config, option); !s.ok()) {
+      return Status(s.code(), "--option " + s.message());
+    }
   }
-  std::unique_ptr<Producer> dead_letter_producer;
-  if (Status s = apply_dead_letter_options(f.dead_letter, config.aws, config, dead_letter_producer);
-      !s.ok()) {
-    return report_error("consume", s);
-  }
+  return Status::Ok();
+}
 
-  Output out(f.raw, f.max_records);
-  Worker worker(config, std::make_shared<PrintingFactory>(
-                            out, std::chrono::milliseconds(f.checkpoint_interval_ms),
-                            config.multi_stream(), std::move(*reject), f.hold_while_exists));
-  install_stop_signals();
-  Status s = worker.start();
-  if (!s.ok()) return report_error("consume", s);
-  say("consume",
-      "worker " + worker.worker_id() + " reading " +
-          (f.streams_file.empty() ? join_names(f.streams) : "the streams of " + f.streams_file) +
-          " for application " + f.app);
-  if (!worker.http_url().empty()) {
-    say("consume", "status page " + worker.http_url() + "/status (metrics at " + worker.http_url() +
-                       "/metrics)");
-  }
-  if (auto stopped = wait_for_worker_or_stop(worker, [&] { return out.limit_reached(); })) {
-    // Stopped on its own: a fatal error such as the stream being deleted.
-    if (!stopped->ok()) return report_error("consume", *stopped);
-    return 0;
-  }
-  say("consume", "stopping gracefully (a second signal exits at once)");
-  Status stopped = worker.shutdown();
+// After a graceful stop: the records delivered, and exit status 1 when the stop failed or a
+// shard never delivered because its consumer kept failing (even though the worker itself
+// stopped cleanly).
+int report_stop(Worker& worker, const Status& stopped) {
   auto stats = worker.stats();
   say("consume", "stopped after " + std::to_string(stats.records_delivered) + " records" +
                      (stats.records_dead_lettered > 0
                           ? " (" + std::to_string(stats.records_dead_lettered) + " dead-lettered)"
                           : ""));
   if (!stopped.ok()) return report_error("consume", stopped);
-  // A shard that never delivered because its consumer kept failing is an error, even though
-  // the worker itself stopped cleanly.
   int never_delivered = 0;
   for (const FailingShard& failing : stats.failing_shards) {
     if (failing.records_delivered > 0) continue;
@@ -405,6 +391,173 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
   return never_delivered > 0 ? 1 : 0;
 }
 
+int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
+  WorkerConfig config;
+  if (Status s = configure_from_flags(g, f, config); !s.ok()) return report_error("consume", s);
+  // Every logger of the process (the worker's, the library's and say()) takes the format
+  // from here.
+  if (f.log_format == "json") setenv("KCL_LOG_FORMAT", "json", 1);
+  if (auto bad = apply_cloudwatch_flags(f, config)) {
+    say("consume", *bad, LogLevel::kError);
+    return 2;
+  }
+  if (Status s = apply_option_flags(f, config); !s.ok()) return report_error("consume", s);
+  auto reject = reject_pattern(f);
+  if (!reject.ok()) return report_error("consume", reject.status());
+  if (!f.reject_matching.empty() && !f.dead_letter.any()) {
+    return report_error("consume", Status(StatusCode::kInvalidArgument,
+                                          "--reject-matching needs --dead-letter-file or "
+                                          "--dead-letter-stream (a rejected record would "
+                                          "otherwise be retried for ever)"));
+  }
+  std::unique_ptr<Producer> dead_letter_producer;
+  DeadLetterOptions dead_letter = f.dead_letter;
+  if (!f.max_attempts_given) {
+    dead_letter.max_attempts = config.processing.max_attempts_before_dead_letter;
+  }
+  if (Status s = apply_dead_letter_options(dead_letter, config.aws, config, dead_letter_producer);
+      !s.ok()) {
+    return report_error("consume", s);
+  }
+  Output out(f.raw, f.max_records);
+  Worker worker(config, std::make_shared<PrintingFactory>(
+                            out, std::chrono::milliseconds(f.checkpoint_interval_ms),
+                            config.multi_stream(), std::move(*reject), f.hold_while_exists));
+  install_stop_signals();
+  if (Status s = worker.start(); !s.ok()) return report_error("consume", s);
+  say("consume",
+      "worker " + worker.worker_id() + " reading " +
+          (f.streams_file.empty() ? join_names(f.streams) : "the streams of " + f.streams_file) +
+          " for application " + f.app);
+  if (!worker.http_url().empty()) {
+    say("consume", "status page " + worker.http_url() + "/status (metrics at " + worker.http_url() +
+                       "/metrics)");
+  }
+  if (auto stopped = wait_for_worker_or_stop(worker, [&] { return out.limit_reached(); })) {
+    // Stopped on its own: a fatal error such as the stream being deleted.
+    if (!stopped->ok()) return report_error("consume", *stopped);
+    return 0;
+  }
+  say("consume", "stopping gracefully (a second signal exits at once)");
+  return report_stop(worker, worker.shutdown());
+}
+
+// The streams and how the workers share them.
+void add_worker_flags(CLI::App& cmd, ConsumeFlags& f) {
+  cmd.add_option("--stream", f.streams,
+                 "Stream name; repeat it to read several streams through one lease table (the "
+                 "Java KCL's multi-stream format): each line then starts with \"streamName\"");
+  cmd.add_option("--streams-file", f.streams_file,
+                 "Read the streams named in FILE (one a line; # starts a comment), read again "
+                 "every 60 s and on SIGHUP: streams added start at --from, streams removed "
+                 "have their leases deleted an hour later");
+  cmd.add_option("--app", f.app, "Application name (names the lease table)")->required();
+  cmd.add_option("--table", f.table, "Lease table name (default: the application name)");
+  cmd.add_option("--from", f.from,
+                 "Where shards without a checkpoint start: latest (default), trim-horizon, or "
+                 "an ISO 8601 time");
+  cmd.add_option("--worker-id", f.worker_id,
+                 "This worker's id in the lease table (default: host:pid:random)");
+  cmd.add_option("--threads", f.threads, "Threads running the shard consumers (default 4)")
+      ->check(table_range("thread_pool_size"));
+  cmd.add_option("--failover-ms", f.failover_ms,
+                 "Lease failover time in milliseconds (default 10000)")
+      ->check(table_range("failover_time"));
+  cmd.add_option("--assignment", f.assignment,
+                 "How the workers share the shards: leader (default: one elected worker "
+                 "assigns; joins in seconds, planned moves are graceful handoffs) or "
+                 "worker-takes (every worker scans, takes and steals, as the Java KCL 2.x; "
+                 "only for fleets shared with such workers). One fleet uses one way")
+      ->check(CLI::IsMember({"leader", "worker-takes"}));
+  cmd.add_option("--settle-ms", f.settle_ms,
+                 "Leader assignment: how long the fleet's membership must stay unchanged before "
+                 "free leases are assigned (default 200; at most half of --failover-ms). "
+                 "Workers that register within this of one another are assigned in one pass "
+                 "with no handoffs; raise it when a fleet's workers start further apart")
+      ->check(CLI::Range(0LL, 1800000LL));
+  cmd.add_option("--max-leases", f.max_leases, "Most leases this worker holds (default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// What is printed and checkpointed, the endpoint, the metrics and the reading.
+void add_run_flags(CLI::App& cmd, ConsumeFlags& f) {
+  cmd.add_option("--max", f.max_records,
+                 "Print exactly this many records (fewer only if the stream holds fewer), "
+                 "checkpoint each shard at the last record printed, and stop gracefully "
+                 "(default: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--checkpoint-interval", f.checkpoint_interval_ms,
+                 "Checkpoint each shard at most every this many milliseconds (default 5000; "
+                 "0 = after every batch), also when no more records come. Shard ends and a "
+                 "graceful stop always checkpoint; a crash prints again at most about one "
+                 "interval's records")
+      ->check(CLI::Range(0LL, 3600000LL));
+  cmd.add_option("--http", f.http,
+                 "Serve /metrics (Prometheus), /healthz, /readyz, /status and /status.json on "
+                 "[HOST:]PORT (a port alone: 127.0.0.1). Every worker's /status and "
+                 "/status.json show the whole fleet (each worker's lag, records/s and health, "
+                 "fetched from the others' endpoints)");
+  cmd.add_option("--http-advertise", f.http_advertise,
+                 "The address the other workers fetch this worker's figures at: HOST, "
+                 "HOST:PORT or http://HOST:PORT (default: the --http address; set it when the "
+                 "workers run on several hosts)");
+  cmd.add_option("--cloudwatch-metrics", f.cloudwatch_metrics,
+                 "Publish metrics to CloudWatch under the Java KCL's names: emf (Embedded "
+                 "Metric Format lines on stderr), emf:FILE (appended to FILE) or put "
+                 "(PutMetricData calls; namespace = the application name)");
+  cmd.add_option("--metrics-level", f.metrics_level,
+                 "CloudWatch metrics level: NONE, SUMMARY or DETAILED (default)");
+  cmd.add_option("--log-format", f.log_format,
+                 "Log lines on stderr as text (default) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd.add_flag("--fan-out", f.fan_out,
+               "Read with enhanced fan-out (SubscribeToShard over HTTP/2): a stream consumer "
+               "is found or registered on each stream read, at start (a stream added later: "
+               "when its shards first subscribe), and each shard subscribes through its "
+               "stream's consumer. Works with one --stream, several, or --streams-file");
+  cmd.add_option("--consumer-name", f.consumer_name,
+                 "The stream consumer's name for --fan-out, the same on every stream "
+                 "(default: the application name)");
+  cmd.add_option("--stall-threshold-ms", f.stall_threshold_ms,
+                 "Flag a shard stalled (log, kcl_shard_stalled, /status.json, /readyz "
+                 "\"degraded\") when something keeps it from progressing this long: a "
+                 "processor callback running, reads throttled or failing, a parent not "
+                 "finished, checkpoints rejected, records waiting (default 60000; 1000 to "
+                 "3600000, or 0 = off). A shard idle at the tip is never stalled")
+      ->check(CLI::Range(0LL, 3600000LL));
+  add_read_rate_option(cmd, f.read_rate);
+}
+
+// The processor's failures (the dead-letter sinks) and --option; returns --max-attempts.
+CLI::Option* add_failure_flags(CLI::App& cmd, ConsumeFlags& f) {
+  cmd.add_option("--hold-while-exists", f.hold_while_exists,
+                 "Rehearsal aid: before printing a batch, wait while FILE exists (a processor "
+                 "stuck on purpose, to try the stall alerts); remove FILE to go on");
+  cmd.add_flag("--raw", f.raw, "Print only each record's data, as a line of text");
+  cmd.add_option("--dead-letter-file", f.dead_letter.file,
+                 "Poison records: a batch that fails --max-attempts times is bisected and each "
+                 "record that keeps failing is appended to PATH as a JSON line (position, "
+                 "error, attempts, base64 data; flushed to disk before the shard goes on)");
+  cmd.add_option("--dead-letter-stream", f.dead_letter.stream,
+                 "As --dead-letter-file, but each poison record is written to stream NAME "
+                 "(its partition key kept, the same JSON object as its data)");
+  auto* max_attempts =
+      cmd.add_option("--max-attempts", f.dead_letter.max_attempts,
+                     "With a dead-letter sink: failures of a batch before it is bisected, and of "
+                     "a record alone before it is set aside (default 3, 1..1000)")
+          ->check(table_range("max_attempts_before_dead_letter"));
+  cmd.add_option("--reject-matching", f.reject_matching,
+                 "Treat records whose data matches this regular expression as failures (they "
+                 "go to the dead-letter sink, which is then required)");
+  cmd.add_option("--option", f.options,
+                 "Any worker option as NAME=VALUE, over the flags above (repeatable): durations "
+                 "take a unit (500ms, 3s, 2min, 1h), choices a name, e.g. --option "
+                 "renew_interval=2s --option billing_mode=provisioned. `kcl options` lists "
+                 "every option with its type, default and range")
+      ->type_name("NAME=VALUE");
+  return max_attempts;
+}
+
 }  // namespace
 
 void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exit_code) {
@@ -417,103 +570,13 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
       "at most every --checkpoint-interval. SIGINT/SIGTERM stop gracefully (final checkpoints, "
       "leases handed back); a "
       "second signal exits at once.");
-  cmd->add_option("--stream", f->streams,
-                  "Stream name; repeat it to read several streams through one lease table (the "
-                  "Java KCL's multi-stream format): each line then starts with \"streamName\"");
-  cmd->add_option("--streams-file", f->streams_file,
-                  "Read the streams named in FILE (one a line; # starts a comment), read again "
-                  "every 60 s and on SIGHUP: streams added start at --from, streams removed "
-                  "have their leases deleted an hour later");
-  cmd->add_option("--app", f->app, "Application name (names the lease table)")->required();
-  cmd->add_option("--table", f->table, "Lease table name (default: the application name)");
-  cmd->add_option("--from", f->from,
-                  "Where shards without a checkpoint start: latest (default), trim-horizon, or "
-                  "an ISO 8601 time");
-  cmd->add_option("--worker-id", f->worker_id,
-                  "This worker's id in the lease table (default: host:pid:random)");
-  cmd->add_option("--threads", f->threads, "Threads running the shard consumers (default 4)")
-      ->check(CLI::Range(1, 256));
-  cmd->add_option("--failover-ms", f->failover_ms,
-                  "Lease failover time in milliseconds (default 10000)")
-      ->check(CLI::Range(100LL, 3600000LL));
-  cmd->add_option("--assignment", f->assignment,
-                  "How the workers share the shards: leader (default: one elected worker "
-                  "assigns; joins in seconds, planned moves are graceful handoffs) or "
-                  "worker-takes (every worker scans, takes and steals, as the Java KCL 2.x; "
-                  "only for fleets shared with such workers). One fleet uses one way")
-      ->check(CLI::IsMember({"leader", "worker-takes"}));
-  cmd->add_option("--settle-ms", f->settle_ms,
-                  "Leader assignment: how long the fleet's membership must stay unchanged before "
-                  "free leases are assigned (default 200; at most half of --failover-ms). "
-                  "Workers that register within this of one another are assigned in one pass "
-                  "with no handoffs; raise it when a fleet's workers start further apart")
-      ->check(CLI::Range(0LL, 1800000LL));
-  cmd->add_option("--max-leases", f->max_leases,
-                  "Most leases this worker holds (default: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--max", f->max_records,
-                  "Print exactly this many records (fewer only if the stream holds fewer), "
-                  "checkpoint each shard at the last record printed, and stop gracefully "
-                  "(default: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--checkpoint-interval", f->checkpoint_interval_ms,
-                  "Checkpoint each shard at most every this many milliseconds (default 5000; "
-                  "0 = after every batch), also when no more records come. Shard ends and a "
-                  "graceful stop always checkpoint; a crash prints again at most about one "
-                  "interval's records")
-      ->check(CLI::Range(0LL, 3600000LL));
-  cmd->add_option("--http", f->http,
-                  "Serve /metrics (Prometheus), /healthz, /readyz, /status and /status.json on "
-                  "[HOST:]PORT (a port alone: 127.0.0.1). Every worker's /status and "
-                  "/status.json show the whole fleet (each worker's lag, records/s and health, "
-                  "fetched from the others' endpoints)");
-  cmd->add_option("--http-advertise", f->http_advertise,
-                  "The address the other workers fetch this worker's figures at: HOST, "
-                  "HOST:PORT or http://HOST:PORT (default: the --http address; set it when the "
-                  "workers run on several hosts)");
-  cmd->add_option("--cloudwatch-metrics", f->cloudwatch_metrics,
-                  "Publish metrics to CloudWatch under the Java KCL's names: emf (Embedded "
-                  "Metric Format lines on stderr), emf:FILE (appended to FILE) or put "
-                  "(PutMetricData calls; namespace = the application name)");
-  cmd->add_option("--metrics-level", f->metrics_level,
-                  "CloudWatch metrics level: NONE, SUMMARY or DETAILED (default)");
-  cmd->add_option("--log-format", f->log_format,
-                  "Log lines on stderr as text (default) or json (one object per line)")
-      ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_flag("--fan-out", f->fan_out,
-                "Read with enhanced fan-out (SubscribeToShard over HTTP/2): a stream consumer "
-                "is found or registered on each stream read, at start (a stream added later: "
-                "when its shards first subscribe), and each shard subscribes through its "
-                "stream's consumer. Works with one --stream, several, or --streams-file");
-  cmd->add_option("--consumer-name", f->consumer_name,
-                  "The stream consumer's name for --fan-out, the same on every stream "
-                  "(default: the application name)");
-  cmd->add_option("--stall-threshold-ms", f->stall_threshold_ms,
-                  "Flag a shard stalled (log, kcl_shard_stalled, /status.json, /readyz "
-                  "\"degraded\") when something keeps it from progressing this long: a "
-                  "processor callback running, reads throttled or failing, a parent not "
-                  "finished, checkpoints rejected, records waiting (default 60000; 1000 to "
-                  "3600000, or 0 = off). A shard idle at the tip is never stalled")
-      ->check(CLI::Range(0LL, 3600000LL));
-  add_read_rate_option(*cmd, f->read_rate);
-  cmd->add_option("--hold-while-exists", f->hold_while_exists,
-                  "Rehearsal aid: before printing a batch, wait while FILE exists (a processor "
-                  "stuck on purpose, to try the stall alerts); remove FILE to go on");
-  cmd->add_flag("--raw", f->raw, "Print only each record's data, as a line of text");
-  cmd->add_option("--dead-letter-file", f->dead_letter.file,
-                  "Poison records: a batch that fails --max-attempts times is bisected and each "
-                  "record that keeps failing is appended to PATH as a JSON line (position, "
-                  "error, attempts, base64 data; flushed to disk before the shard goes on)");
-  cmd->add_option("--dead-letter-stream", f->dead_letter.stream,
-                  "As --dead-letter-file, but each poison record is written to stream NAME "
-                  "(its partition key kept, the same JSON object as its data)");
-  cmd->add_option("--max-attempts", f->dead_letter.max_attempts,
-                  "With a dead-letter sink: failures of a batch before it is bisected, and of a "
-                  "record alone before it is set aside (default 3, 1..1000)");
-  cmd->add_option("--reject-matching", f->reject_matching,
-                  "Treat records whose data matches this regular expression as failures (they "
-                  "go to the dead-letter sink, which is then required)");
-  cmd->callback([&global, &exit_code, f] { exit_code = run_consume(global, *f); });
+  add_worker_flags(*cmd, *f);
+  add_run_flags(*cmd, *f);
+  auto* max_attempts = add_failure_flags(*cmd, *f);
+  cmd->callback([&global, &exit_code, f, max_attempts] {
+    f->max_attempts_given = max_attempts->count() > 0;
+    exit_code = run_consume(global, *f);
+  });
 }
 
 }  // namespace kcl::cli

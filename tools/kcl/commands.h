@@ -15,5 +15,7 @@ void add_leases_command(CLI::App& parent, const GlobalOptions& global, int& exit
 void add_status_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
 void add_consumers_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
 void add_multilang_command(CLI::App& parent, const GlobalOptions& global, int& exit_code);
+// `kcl options`: the worker options' table.
+void add_options_command(CLI::App& parent, int& exit_code);
 
 }  // namespace kcl::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   kcl::cli::add_multilang_command(app, global, exit_code);
   kcl::cli::add_leases_command(app, global, exit_code);
   kcl::cli::add_stream_commands(app, global, exit_code);
+  kcl::cli::add_options_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

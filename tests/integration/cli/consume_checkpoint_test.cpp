@@ -96,6 +96,27 @@ TEST_F(ConsumeCheckpointTest, LongIntervalWritesNoCheckpointUntilTheGracefulStop
   EXPECT_EQ(p.lines().size(), 10u);
 }
 
+// --option sets any worker option (kcl/worker_options.h), over the flags: here the lease
+// table's name and the worker's id, as the lease table itself shows them.
+TEST_F(ConsumeCheckpointTest, OptionSetsAnyWorkerOptionOverTheFlags) {
+  ASSERT_EQ(put(0, 2).size(), 2u);
+  const std::string table = app_ + "-opt";
+  KclProcess p = consume(0, {"--worker-id", "from-flag", "--option", "worker_id=from-option",
+                             "--option", "table_name=" + table});
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(eventually([&] { return p.lines().size() >= 2; }, 60s));
+  LeaseConfig lc;
+  lc.application_name = app_;
+  lc.table_name = table;
+  leases::DynamoDbLeaseStore store(ddb_, lc);
+  auto all = store.list_leases();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ(all->front().lease_owner.value_or(""), "from-option");
+  EXPECT_EQ(checkpoint(), "") << "no lease table named after the application";
+  EXPECT_EQ(p.stop(), 0);
+}
+
 TEST_F(ConsumeCheckpointTest, ZeroIntervalCheckpointsEveryBatch) {
   const auto seqs = put(0, 3);
   ASSERT_EQ(seqs.size(), 3u);

@@ -5,11 +5,11 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "support/command_output.h"
 
 namespace {
 
@@ -38,19 +38,7 @@ std::string cmake_project_version() {
   return "";
 }
 
-// What `command` prints on stdout, and its exit status.
-std::string run(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) {
-    *status = -1;
-    return out;
-  }
-  std::array<char, 256> buf;
-  while (std::fgets(buf.data(), buf.size(), p) != nullptr) out += buf.data();
-  *status = ::pclose(p);
-  return out;
-}
+using kcl::testing::command_output;
 
 TEST(Version, LibraryVersionIsTheCmakeProjectVersion) {
   const std::string v = cmake_project_version();
@@ -63,7 +51,7 @@ TEST(Version, KclDashDashVersionPrintsIt) {
   GTEST_SKIP() << "this build has no kcl command line (KCL_BUILD_TOOLS is OFF)";
 #else
   int status = 0;
-  const std::string out = run(std::string("'") + KCL_CLI_PATH + "' --version", &status);
+  const std::string out = command_output(std::string("'") + KCL_CLI_PATH + "' --version", &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, "kcl " + cmake_project_version() + "\n");
 #endif
@@ -75,9 +63,9 @@ TEST(Version, PythonPackageVersionIsIt) {
 #else
   int status = 0;
   const std::string out =
-      run(std::string("cd / && PYTHONPATH='") + KCL_PYTHON_PACKAGE_DIR + "' '" +
-              KCL_PYTHON_EXECUTABLE + "' -c 'import kcl; print(kcl.__version__)'",
-          &status);
+      command_output(std::string("cd / && PYTHONPATH='") + KCL_PYTHON_PACKAGE_DIR + "' '" +
+                         KCL_PYTHON_EXECUTABLE + "' -c 'import kcl; print(kcl.__version__)'",
+                     &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(out, cmake_project_version() + "\n");
 #endif

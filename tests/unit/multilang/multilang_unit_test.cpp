@@ -106,6 +106,38 @@ TEST(PropertiesTest, DeadLetterKeysNameTheSinkAndTheAttempts) {
       << bad.status();
 }
 
+// Any worker option by its name (kcl/worker_options.h), in `kcl consume --option`'s text
+// form, after the Java keys; the Java keys take the options' ranges.
+TEST(PropertiesTest, OptionNamesAreKeysAndJavaKeysTakeTheOptionsRanges) {
+  auto ok = settings_from_properties({{"executableName", "python3 p.py"},
+                                      {"streamName", "orders"},
+                                      {"applicationName", "audit"},
+                                      {"failoverTimeMillis", "4000"},
+                                      {"failover_time", "6s"},
+                                      {"renew_interval", "1.5s"},
+                                      {"billing_mode", "provisioned"},
+                                      {"stall_threshold", ""}});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->worker.leases.failover_time, 6000ms) << "the option's name wins";
+  EXPECT_EQ(ok->worker.leases.renew_interval, 1500ms);
+  EXPECT_EQ(ok->worker.leases.billing_mode, BillingMode::kProvisioned);
+  EXPECT_EQ(ok->worker.processing.stall_threshold, 60000ms) << "an empty value is absent";
+  EXPECT_TRUE(ok->ignored_keys.empty());
+  auto bad = settings_from_properties({{"executableName", "python3 p.py"},
+                                       {"streamName", "orders"},
+                                       {"applicationName", "audit"},
+                                       {"initialLeaseTableReadCapacity", "50000"},
+                                       {"maxReadBytesPerSecond", "512"},
+                                       {"failover_time", "3000"}});
+  ASSERT_FALSE(bad.ok());
+  for (const char* what :
+       {"initialLeaseTableReadCapacity = '50000' is not a number between 1 and 40000",
+        "maxReadBytesPerSecond = '512' is not a number between 1024 and",
+        "option 'failover_time' = '3000': expected a duration with a unit"}) {
+    EXPECT_NE(bad.status().message().find(what), std::string::npos) << bad.status();
+  }
+}
+
 // The public reader (kcl/multilang.h), which the Python runner kcl.kclpy uses: the file's
 // text to the worker's configuration, the child's command and the rest, or every problem.
 TEST(PropertiesTest, ThePublicReaderTakesTheFileText) {
