@@ -589,32 +589,31 @@ Status Worker::Impl::initial_sync() {
 void Worker::Impl::make_consumer_context() {
   pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_,
                                                 "kcl-shard-task");
-  ctx_.stream = config_.stream_name;
-  ctx_.kinesis = kinesis_.get();
-  ctx_.store = store_.get();
-  ctx_.held = &assignment_->held();
-  ctx_.load = load_.get();
-  ctx_.factory = factory_.get();
-  ctx_.paced_factory = internals_.paced_factory.get();
-  ctx_.logger = logger_.get();
-  ctx_.metrics = metrics_.get();
-  ctx_.clock = clock_;
-  ctx_.pool = pool_.get();
-  ctx_.on_consumer_done = [this] { wake_scheduler(); };
-  ctx_.initial_position = config_.initial_position;
-  ctx_.initial_position_of = [streams = streams_.get()](const std::string& stream) {
+  ctx_.runtime = {pool_.get(), clock_, logger_.get(), metrics_.get(), [this] { wake_scheduler(); }};
+  ctx_.leases = {store_.get(), &assignment_->held(), load_.get()};
+  ctx_.reading.stream = config_.stream_name;
+  ctx_.reading.initial_position_of = [streams = streams_.get()](const std::string& stream) {
     return streams->initial_position_of(stream);
   };
-  ctx_.retrieval = config_.retrieval;
-  ctx_.processing = config_.processing;
-  ctx_.records_delivered = &records_delivered_;
-  ctx_.processor_failures = &processor_failures_;
-  ctx_.records_dead_lettered = &records_dead_lettered_;
-  ctx_.corrupt_aggregates = &corrupt_aggregates_;
-  ctx_.records_source_factory = internals_.records_source_factory;
-  if (!ctx_.records_source_factory && config_.retrieval.mode == RetrievalMode::kFanOut) {
-    ctx_.records_source_factory = fanout_factory_;
+  ctx_.reading.mode = config_.retrieval.mode;
+  ctx_.reading.make_source = internals_.records_source_factory;
+  if (!ctx_.reading.make_source) {
+    ctx_.reading.make_source =
+        config_.retrieval.mode == RetrievalMode::kFanOut
+            ? fanout_factory_
+            : lifecycle::polling_sources(*kinesis_, config_.retrieval, *clock_);
   }
+  ctx_.timings = {config_.processing.parent_check_interval, config_.processing.failure_backoff_base,
+                  config_.processing.failure_backoff_max};
+  lifecycle::PaceContext pace;
+  pace.logger = logger_.get();
+  pace.metrics = metrics_.get();
+  pace.clock = clock_;
+  ctx_.deliveries = lifecycle::make_delivery_factory(factory_.get(), internals_.paced_factory.get(),
+                                                     config_.processing, pace);
+  ctx_.counters =
+      std::make_unique<lifecycle::AtomicConsumerCounters>(lifecycle::AtomicConsumerCounters::Totals{
+          records_delivered_, processor_failures_, corrupt_aggregates_, records_dead_lettered_});
 }
 
 // The streams' shard syncs that are due, and those of `now` at once. A one-stream worker whose
