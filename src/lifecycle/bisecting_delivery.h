@@ -1,7 +1,8 @@
-// BisectingDelivery: a CallbackDelivery that, under ProcessorErrorPolicy::kDeadLetter, narrows
-// a failing batch down to the records that keep failing (BatchBisector) and hands each of them
-// to the dead-letter sink (kcl/dead_letter.h) before the shard goes on.
+// BisectingDelivery: a CallbackDelivery that bisects a failing batch down to the records that
+// keep failing, for the dead-letter sink (ProcessorErrorPolicy::kDeadLetter).
 //
+// The parts are chosen by BatchBisector; each record that keeps failing goes to the sink
+// (kcl/dead_letter.h) before the shard goes on.
 // Until the sink accepts a record the shard waits (asked again after the failure backoff) and
 // no checkpoint can name the record. Between parts, shutdown and lease loss are looked at: the
 // parts not yet delivered are after the last record a checkpoint may name, so the next owner

@@ -1,6 +1,6 @@
-// ConsumerCheckpoints: the checkpoints of one tenure of a lease, as its consumer keeps them:
-// the fenced ShardCheckpointer, the processor's Checkpointer over it, and the last record a
-// checkpoint may name (only records already delivered, never a later one).
+// ConsumerCheckpoints: one tenure's checkpoint state as its consumer keeps it (the fenced
+// ShardCheckpointer, the processor's Checkpointer over it, the last record a checkpoint may
+// name: only records already delivered, never a later one).
 // Thread safety: the consumer's step only.
 #pragma once
 

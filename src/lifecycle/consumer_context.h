@@ -1,5 +1,5 @@
-// ConsumerContext: what every shard consumer of a worker shares, in the parts a consumer uses,
-// each small: the runtime it runs on, the lease table as it sees it, where its records come
+// ConsumerContext: what every shard consumer of a worker shares, in the small parts a consumer
+// uses. They are the runtime it runs on, the lease table as it sees it, where its records come
 // from, its backoff timings, how it delivers (DeliveryFactory, chosen once) and the counters
 // it bumps (ConsumerCounters). Built once by the worker (tests: tests/support's
 // ConsumerContextBuilder); outlives every consumer made with it.
@@ -75,7 +75,7 @@ class ConsumerCounters {
   virtual void record_dead_lettered() = 0;
 };
 
-// ConsumerCounters that add to four atomics their owner keeps and reads.
+// ConsumerCounters whose totals are four atomics their owner keeps.
 class AtomicConsumerCounters final : public ConsumerCounters {
  public:
   struct Totals {

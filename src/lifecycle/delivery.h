@@ -1,10 +1,10 @@
 // Delivery: how a shard consumer hands its batches to the shard's record processor. The kind
-// is chosen once, when the consumer context is built (make_delivery_factory), and the
-// consumer only asks its Delivery; it never looks at which kind it has.
+// is chosen once, when the consumer context is built (make_delivery_factory); the consumer
+// only asks its Delivery, never which kind it has.
 //
 //  - CallbackDelivery (callback_delivery.h) calls process_records with each batch.
-//  - BisectingDelivery (bisecting_delivery.h) narrows a failing batch down to the records
-//    that keep failing and hands each to the dead-letter sink (ProcessorErrorPolicy::kDeadLetter).
+//  - BisectingDelivery (bisecting_delivery.h) bisects a failing batch down to the records
+//    that keep failing, for the dead-letter sink (ProcessorErrorPolicy::kDeadLetter).
 //  - PacedDelivery (paced_delivery.h) hands batches to a processor that passes records on at
 //    the application's pace (the pull consumer, paced_processor.h).
 //
@@ -119,7 +119,7 @@ class Delivery {
   int attempts_ = 0;  // calls with the batch being delivered
 };
 
-// Makes each shard's Delivery (and its processor). create() may throw (the application's
+// Makes each shard's Delivery, processor included. create() may throw (the application's
 // factory did) or return null (it returned no processor).
 // Thread safety: create() may be called from any thread; the factories behind it are called
 // one at a time.

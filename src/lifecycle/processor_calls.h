@@ -1,5 +1,5 @@
-// ProcessorCalls: runs a shard's processor callbacks, catching what they throw, and keeps which
-// callback is running since when (for the worker's hung-processor warning and the stall signal).
+// ProcessorCalls: runs a shard's processor callbacks under guard, catching what they throw
+// while noting which one runs since when (for the hung-processor warning, the stall signal).
 // Thread safety: call() on the consumer's step, one at a time; the accessors from any thread
 // (last_error() on the step only).
 #pragma once

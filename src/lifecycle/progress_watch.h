@@ -1,6 +1,6 @@
-// ProgressWatch: what a shard consumer's stall signal remembers between the scheduler's looks:
-// which parent holds a waiting child back, and since when records have been waiting with none
-// delivered (lifecycle/stall_detector.h).
+// ProgressWatch: the memory of a shard consumer's stall signal between the scheduler's looks
+// (which parent holds a waiting child back; since when records wait with none delivered; see
+// lifecycle/stall_detector.h).
 // Thread safety: note_parent_wait() from the consumer's step; the signals from one thread (the
 // worker's scheduler).
 #pragma once

@@ -90,7 +90,7 @@ std::string_view to_string(ConsumerState s) noexcept;
 // How a consumer ended.
 enum class ConsumerOutcome { kRunning, kShardFinished, kLeaseLost, kShutdown, kFailed };
 
-// The names of the shard a consumer reads, for its logs, metrics and dead letters.
+// The names a consumer gives its shard in logs, metrics, dead letters.
 class ShardNames {
  public:
   // `default_stream`: the stream of a one-stream table (a multi-stream lease names its own).

@@ -1,7 +1,8 @@
-// ShardReader: runs one shard's records source in a fetch task of its own on the worker's pool,
-// apart from the consumer's steps, so a GetRecords call is in flight while the processor works
-// (bounded by RetrievalConfig's prefetch bounds), and keeps how the shard's reads are going.
+// ShardReader: one shard's records source, run in a fetch task of its own on the worker's pool
+// so the next read is in flight while the processor works.
 //
+// The prefetch is bounded by RetrievalConfig's prefetch bounds; the fetch task also keeps how
+// the shard's reads are going (ReadHealth, for the stall signal).
 // The fetch task wakes the consumer when it queued a batch or the source finished; it waits
 // (not scheduled) while the prefetch queue is at its bound, until the consumer takes a batch
 // and wakes it.
