@@ -5,30 +5,23 @@
 
 namespace kcl::lifecycle {
 
-void ShardConsumer::note_parent_wait(std::string detail) {
-  std::lock_guard<std::mutex> lock(parent_mu_);
-  parent_wait_ = std::move(detail);
-}
-
 std::optional<StallSignal> ShardConsumer::stall_signal(SteadyTime now) {
   // First, so its record of since when records wait stays current whatever else is found.
-  std::optional<StallSignal> waiting = waiting_signal(now);
-  if (auto s = callback_signal(now)) return s;
+  const retrieval::RecordsSource* source = reader_.queued_source();
+  ShardProgress progress;
+  progress.queued = source ? source->queued_records() : 0;
+  progress.behind = source ? source->millis_behind_latest() : 0;
+  progress.in_hand = batch_in_hand_.load();
+  progress.delivered = delivered_.load(std::memory_order_relaxed);
+  progress.answers = reader_.health().answers.load(std::memory_order_relaxed);
+  std::optional<StallSignal> waiting = watch_.waiting_signal(now, progress);
+  if (auto s = calls_.signal(now, names_.lease_key)) return s;
   if (auto s = checkpoint_signal()) return s;
-  if (auto s = parent_signal()) return s;
+  if (state_.load() == ConsumerState::kWaitingOnParents) {
+    if (auto s = watch_.parent_signal()) return s;
+  }
   if (auto s = reads_signal()) return s;
   return waiting;
-}
-
-std::optional<StallSignal> ShardConsumer::callback_signal(SteadyTime now) const {
-  const std::int64_t started_ns = callback_started_ns_.load();
-  if (started_ns == 0) return std::nullopt;
-  const SteadyTime started{
-      std::chrono::duration_cast<SteadyTime::duration>(std::chrono::nanoseconds(started_ns))};
-  return StallSignal{kStallProcessorCallback,
-                     std::string("the processor's ") + callback_name_.load() + " of shard " +
-                         lease_key_ + " has been running for " + seconds_text(now - started),
-                     started};
 }
 
 std::optional<StallSignal> ShardConsumer::checkpoint_signal() const {
@@ -41,49 +34,17 @@ std::optional<StallSignal> ShardConsumer::checkpoint_signal() const {
                      *since};
 }
 
-std::optional<StallSignal> ShardConsumer::parent_signal() const {
-  if (state_.load() != ConsumerState::kWaitingOnParents) return std::nullopt;
-  std::lock_guard<std::mutex> lock(parent_mu_);
-  if (parent_wait_.empty()) return std::nullopt;
-  return StallSignal{kStallWaitingForParent, parent_wait_, created_at_};
-}
-
 std::optional<StallSignal> ShardConsumer::reads_signal() const {
-  const std::optional<SteadyTime> since = reads_->failures.since();
+  const base::FailureSeries& failures = reader_.health().failures;
+  const std::optional<SteadyTime> since = failures.since();
   if (!since) return std::nullopt;
-  const bool fan_out = ctx_.retrieval.mode == RetrievalMode::kFanOut;
-  const std::uint64_t n = reads_->failures.consecutive();
+  const bool fan_out = ctx_.reading.mode == RetrievalMode::kFanOut;
+  const std::uint64_t n = failures.consecutive();
   return StallSignal{fan_out ? kStallFanOutFailing : kStallThrottled,
-                     reads_->failures.what() + " failed " + std::to_string(n) +
+                     failures.what() + " failed " + std::to_string(n) +
                          (n == 1 ? " time" : " times in a row") + ": " +
-                         reads_->failures.last_failure().message(),
+                         failures.last_failure().message(),
                      *since};
-}
-
-// Records are waiting when a batch is in hand, fetched batches are queued or the last answer
-// was behind the tip; a shard idle at the tip has none of these. Delivering ends the wait. With
-// nothing fetched, so does an answer read: a shard behind the tip may answer empty batches for
-// a while as its iterator moves on.
-std::optional<StallSignal> ShardConsumer::waiting_signal(SteadyTime now) {
-  const retrieval::RecordsSource* source = source_.load();
-  const std::size_t queued = source ? source->queued_records() : 0;
-  const std::int64_t behind = source ? source->millis_behind_latest() : 0;
-  const bool in_hand = batch_in_hand_.load();
-  const std::uint64_t delivered = delivered_.load(std::memory_order_relaxed);
-  const std::uint64_t answers = reads_->answers.load(std::memory_order_relaxed);
-  const bool fetched = in_hand || queued > 0;
-  const bool moved = delivered != seen_delivered_ || (!fetched && answers != seen_answers_);
-  seen_delivered_ = delivered;
-  seen_answers_ = answers;
-  if (moved || (!fetched && behind <= 0)) {
-    waiting_since_.reset();
-    if (!fetched && behind <= 0) return std::nullopt;
-  }
-  if (!waiting_since_) waiting_since_ = now;
-  std::string detail = in_hand ? "a batch in hand, " : "";
-  detail += std::to_string(queued) + " records fetched and waiting, " + std::to_string(behind) +
-            " ms behind the tip, none delivered for " + seconds_text(now - *waiting_since_);
-  return StallSignal{kStallNoProgress, std::move(detail), *waiting_since_};
 }
 
 }  // namespace kcl::lifecycle

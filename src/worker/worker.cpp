@@ -374,32 +374,32 @@ Status Worker::Impl::initial_sync() {
 void Worker::Impl::make_consumer_parts() {
   pool_ = std::make_unique<lifecycle::TaskPool>(config_.processing.thread_pool_size, *clock_,
                                                 "kcl-shard-task");
-  ctx_.stream = config_.stream_name;
-  ctx_.kinesis = clients_.kinesis.get();
-  ctx_.store = clients_.store.get();
-  ctx_.held = &assignment_->held();
-  ctx_.load = load_.get();
-  ctx_.factory = factory_.get();
-  ctx_.paced_factory = internals_.paced_factory.get();
-  ctx_.logger = logger_.get();
-  ctx_.metrics = metrics_.get();
-  ctx_.clock = clock_;
-  ctx_.pool = pool_.get();
-  ctx_.on_consumer_done = [this] { wake_scheduler(); };
-  ctx_.initial_position = config_.initial_position;
-  ctx_.initial_position_of = [streams = streams_.get()](const std::string& stream) {
+  ctx_.runtime = {pool_.get(), clock_, logger_.get(), metrics_.get(), [this] { wake_scheduler(); }};
+  ctx_.leases = {clients_.store.get(), &assignment_->held(), load_.get()};
+  ctx_.reading.stream = config_.stream_name;
+  ctx_.reading.initial_position_of = [streams = streams_.get()](const std::string& stream) {
     return streams->initial_position_of(stream);
   };
-  ctx_.retrieval = config_.retrieval;
-  ctx_.processing = config_.processing;
-  ctx_.records_delivered = &figures_.records_delivered;
-  ctx_.processor_failures = &figures_.processor_failures;
-  ctx_.records_dead_lettered = &figures_.records_dead_lettered;
-  ctx_.corrupt_aggregates = &figures_.corrupt_aggregates;
-  ctx_.records_source_factory = internals_.records_source_factory;
-  if (!ctx_.records_source_factory && config_.retrieval.mode == RetrievalMode::kFanOut) {
-    ctx_.records_source_factory = clients_.fanout;
+  ctx_.reading.mode = config_.retrieval.mode;
+  ctx_.reading.make_source = internals_.records_source_factory;
+  if (!ctx_.reading.make_source) {
+    ctx_.reading.make_source =
+        config_.retrieval.mode == RetrievalMode::kFanOut
+            ? clients_.fanout
+            : lifecycle::polling_sources(*clients_.kinesis, config_.retrieval, *clock_);
   }
+  ctx_.timings = {config_.processing.parent_check_interval, config_.processing.failure_backoff_base,
+                  config_.processing.failure_backoff_max};
+  lifecycle::PaceContext pace;
+  pace.logger = logger_.get();
+  pace.metrics = metrics_.get();
+  pace.clock = clock_;
+  ctx_.deliveries = lifecycle::make_delivery_factory(factory_.get(), internals_.paced_factory.get(),
+                                                     config_.processing, pace);
+  ctx_.counters =
+      std::make_unique<lifecycle::AtomicConsumerCounters>(lifecycle::AtomicConsumerCounters::Totals{
+          figures_.records_delivered, figures_.processor_failures, figures_.corrupt_aggregates,
+          figures_.records_dead_lettered});
   worker::ConsumerSupervisor::Options options;
   options.multi_stream = config_.multi_stream();
   options.restart_backoff = std::min<std::chrono::milliseconds>(

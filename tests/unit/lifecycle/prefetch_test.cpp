@@ -17,6 +17,7 @@
 #include "leases/in_memory_lease_store.h"
 #include "lifecycle/shard_consumer.h"
 #include "lifecycle/task_pool.h"
+#include "support/consumer_context_builder.h"
 #include "support/lease_test_util.h"
 
 namespace kcl::lifecycle {
@@ -168,14 +169,11 @@ class PrefetchTest : public ::testing::Test {
     ctx_.clock = &SystemClock::instance();
     ctx_.pool = &pool_;
     ctx_.initial_position = InitialPosition::trim_horizon();
-    ctx_.records_delivered = &delivered_;
-    ctx_.processor_failures = &failures_;
-    ctx_.corrupt_aggregates = &corrupt_;
     ctx_.records_source_factory = [source](const std::string&, const std::string&,
                                            const StartPosition&) {
       return std::static_pointer_cast<retrieval::RecordsSource>(source);
     };
-    consumer_ = std::make_shared<ShardConsumer>(ctx_, *held);
+    consumer_ = std::make_shared<ShardConsumer>(ctx_.build(), *held);
     pool_.schedule_now(consumer_);
   }
 
@@ -206,8 +204,7 @@ class PrefetchTest : public ::testing::Test {
   leases::testing::TakesWorker coordinator_{store_, lease_config(), lease_clock_};
   TaskPool pool_{3};
   std::unique_ptr<HookFactory> factory_;
-  std::atomic<std::uint64_t> delivered_{0}, failures_{0}, corrupt_{0};
-  ConsumerContext ctx_;
+  testing::ConsumerContextBuilder ctx_;
   std::shared_ptr<ShardConsumer> consumer_;
 };
 

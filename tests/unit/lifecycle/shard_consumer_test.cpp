@@ -19,6 +19,7 @@
 
 #include "leases/in_memory_lease_store.h"
 #include "support/captured_log.h"
+#include "support/consumer_context_builder.h"
 #include "support/fetcher_fake_kinesis.h"
 #include "support/kpl_builder.h"
 #include "support/lease_test_util.h"
@@ -128,9 +129,6 @@ class ShardConsumerTest : public ::testing::Test {
     ctx_.initial_position = InitialPosition::trim_horizon();
     ctx_.retrieval.idle_time_between_calls = 100ms;
     ctx_.retrieval.min_call_interval = 10ms;
-    ctx_.records_delivered = &delivered_;
-    ctx_.processor_failures = &failures_;
-    ctx_.corrupt_aggregates = &corrupt_;
   }
 
   static LeaseConfig lease_config() {
@@ -158,7 +156,7 @@ class ShardConsumerTest : public ::testing::Test {
     auto held = coordinator_.held_lease(key);
     EXPECT_TRUE(held.has_value()) << key;
     if (!held) return nullptr;
-    return std::make_shared<ShardConsumer>(ctx_, *held);
+    return std::make_shared<ShardConsumer>(ctx_.build(), *held);
   }
 
   // A consumer that read a closed shard of 3 records and called shard_ended() once, which
@@ -206,11 +204,11 @@ class ShardConsumerTest : public ::testing::Test {
   leases::testing::TakesWorker coordinator_{store_, lease_config(), lease_clock_};
   Script script_;
   ScriptedFactory factory_{script_};
-  std::atomic<std::uint64_t> delivered_{0};
-  std::atomic<std::uint64_t> failures_{0};
-  std::atomic<std::uint64_t> corrupt_{0};
   TaskPool pool_{0, fetch_clock_};  // no threads: run_due() on the test's thread
-  ConsumerContext ctx_;
+  testing::ConsumerContextBuilder ctx_;
+  std::atomic<std::uint64_t>& delivered_ = ctx_.records_delivered;
+  std::atomic<std::uint64_t>& failures_ = ctx_.processor_failures;
+  std::atomic<std::uint64_t>& corrupt_ = ctx_.corrupt_aggregates;
   std::optional<SteadyTime> last_next_;
 };
 

@@ -24,6 +24,7 @@
 #include "lifecycle/task_pool.h"
 #include "pull/pull_hub.h"
 #include "pull/pull_processor.h"
+#include "support/consumer_context_builder.h"
 #include "support/fetcher_fake_kinesis.h"
 #include "support/lease_test_util.h"
 
@@ -80,7 +81,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
     ASSERT_TRUE(pass.status.ok()) << pass.status;
     auto held = coordinator_.held_lease(kShard);
     ASSERT_TRUE(held.has_value());
-    consumer_ = std::make_shared<lifecycle::ShardConsumer>(ctx_, *held);
+    consumer_ = std::make_shared<lifecycle::ShardConsumer>(ctx_.build(), *held);
   }
 
   Lease stored() {
@@ -231,7 +232,7 @@ class PullPropertyTest : public ::testing::TestWithParam<int> {
   kinesis::KinesisClient client_{fake_};
   leases::InMemoryLeaseStore store_;
   leases::testing::TakesWorker coordinator_{store_, lease_config(), lease_clock_};
-  lifecycle::ConsumerContext ctx_;
+  lifecycle::testing::ConsumerContextBuilder ctx_;
   std::shared_ptr<PullHub> hub_;
   std::unique_ptr<PullProcessorFactory> factory_;
   std::shared_ptr<lifecycle::ShardConsumer> consumer_;

@@ -15,6 +15,7 @@
 
 #include "leases/in_memory_lease_store.h"
 #include "support/captured_log.h"
+#include "support/consumer_context_builder.h"
 #include "support/lease_test_util.h"
 
 namespace kcl::worker {
@@ -121,13 +122,8 @@ class ConsumerSupervisorTest : public ::testing::Test {
     ctx_.store = &store_;
     ctx_.held = &takes_.held();
     ctx_.factory = &factory_;
-    ctx_.metrics = &NoopMetricsSink::instance();
     ctx_.clock = &clock_;
     ctx_.pool = &pool_;
-    ctx_.initial_position = InitialPosition::trim_horizon();
-    ctx_.records_delivered = &figures_.records_delivered;
-    ctx_.processor_failures = &figures_.processor_failures;
-    ctx_.corrupt_aggregates = &figures_.corrupt_aggregates;
     ctx_.records_source_factory = [this](const std::string&, const std::string& shard,
                                          const StartPosition&) {
       return std::make_shared<ScriptedSource>(scripts_[shard], clock_);
@@ -142,7 +138,7 @@ class ConsumerSupervisorTest : public ::testing::Test {
         options, takes_.held(), pool_, clock_, NoopMetricsSink::instance(),
         [this](const Lease& lease) {
           ++made_[lease.lease_key];
-          return std::make_shared<lifecycle::ShardConsumer>(ctx_, lease);
+          return std::make_shared<lifecycle::ShardConsumer>(ctx_.build(), lease);
         },
         [this](LogLevel level, const std::string& message) { log_.log(level, "test", message); });
   }
@@ -180,9 +176,8 @@ class ConsumerSupervisorTest : public ::testing::Test {
   leases::testing::TakesWorker takes_{store_, lease_config(), lease_clock_};
   lifecycle::TaskPool pool_{0, clock_};
   Factory factory_;
-  ConsumerFigures figures_;
   std::map<std::string, ShardScript> scripts_;
-  lifecycle::ConsumerContext ctx_;
+  lifecycle::testing::ConsumerContextBuilder ctx_;
   std::map<std::string, int> made_;  // consumers made, by lease key
   testing::CapturedLog log_;
   ConsumersEnded ended_;
