@@ -129,50 +129,13 @@ void Coordinator::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // Answers first: a step waiting on one holds on to what it read.
-    if (!answered_.empty()) {
-      std::coroutine_handle<> h = answered_.front();
-      answered_.pop_front();
-      lock.unlock();
-      h.resume();
-      lock.lock();
-      collect_ended();
-      continue;
-    }
-    if (!asked_.empty()) {
-      asked_in_progress_.push_back({std::move(asked_.front()), std::nullopt});
-      asked_.pop_front();
-      lock.unlock();
-      AskedRunning& running = asked_in_progress_.back();
-      running.task.emplace(running.asked.make());
-      running.task->start();
-      lock.lock();
-      collect_ended();
-      continue;
-    }
+    if (resume_answered(lock) || start_asked(lock)) continue;
     const bool busy = std::any_of(in_progress_.begin(), in_progress_.end(),
                                   [](const auto& t) { return t.has_value(); }) ||
                       !asked_in_progress_.empty();
     if (stopping_ && !busy) return;
-    const auto now = clock_.now();
-    std::optional<std::size_t> due;
     Clock::MonoTime earliest = Clock::MonoTime::max();
-    for (std::size_t i = 0; i < steps_.size() && !stopping_; ++i) {
-      if (in_progress_[i]) continue;
-      if (woken_[i] || now >= next_[i]) {
-        due = i;
-        break;
-      }
-      earliest = std::min(earliest, next_[i]);
-    }
-    if (due) {
-      woken_[*due] = false;
-      lock.unlock();
-      in_progress_[*due].emplace(steps_[*due]());
-      in_progress_[*due]->start();
-      lock.lock();
-      collect_ended();
-      continue;
-    }
+    if (start_due_step(lock, earliest)) continue;
     if (stopping_) {
       // Only the answers of the steps in progress, or a drain asked for, are waited for.
       cv_.wait(lock, [&] { return !answered_.empty() || !asked_.empty(); });
@@ -186,6 +149,51 @@ void Coordinator::loop() {
       return false;
     });
   }
+}
+
+bool Coordinator::resume_answered(std::unique_lock<std::mutex>& lock) {
+  if (answered_.empty()) return false;
+  std::coroutine_handle<> h = answered_.front();
+  answered_.pop_front();
+  lock.unlock();
+  h.resume();
+  lock.lock();
+  collect_ended();
+  return true;
+}
+
+bool Coordinator::start_asked(std::unique_lock<std::mutex>& lock) {
+  if (asked_.empty()) return false;
+  asked_in_progress_.push_back({std::move(asked_.front()), std::nullopt});
+  asked_.pop_front();
+  lock.unlock();
+  AskedRunning& running = asked_in_progress_.back();
+  running.task.emplace(running.asked.make());
+  running.task->start();
+  lock.lock();
+  collect_ended();
+  return true;
+}
+
+bool Coordinator::start_due_step(std::unique_lock<std::mutex>& lock, Clock::MonoTime& earliest) {
+  const auto now = clock_.now();
+  std::optional<std::size_t> due;
+  for (std::size_t i = 0; i < steps_.size() && !stopping_; ++i) {
+    if (in_progress_[i]) continue;
+    if (woken_[i] || now >= next_[i]) {
+      due = i;
+      break;
+    }
+    earliest = std::min(earliest, next_[i]);
+  }
+  if (!due) return false;
+  woken_[*due] = false;
+  lock.unlock();
+  in_progress_[*due].emplace(steps_[*due]());
+  in_progress_[*due]->start();
+  lock.lock();
+  collect_ended();
+  return true;
 }
 
 }  // namespace kcl::assignment

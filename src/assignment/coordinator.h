@@ -60,6 +60,12 @@ class Coordinator final : public CallRunner {
     bool* finished;
   };
   void loop();
+  // The steps of loop() (mu_ held on entry and return, released while a step runs): resume a
+  // step whose call answered; start a task asked for (run_and_wait); start the first step
+  // due, else lower `earliest` to when the next one is. Each returns whether it ran one.
+  bool resume_answered(std::unique_lock<std::mutex>& lock);
+  bool start_asked(std::unique_lock<std::mutex>& lock);
+  bool start_due_step(std::unique_lock<std::mutex>& lock, Clock::MonoTime& earliest);
   void lane_loop(int lane);
   // After a resume: steps that ended get their next time; asked tasks that ended are
   // reported. Requires mu_.

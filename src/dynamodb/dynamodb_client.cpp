@@ -180,35 +180,65 @@ Result<long long> optional_count(std::string_view op, const json& obj, const cha
   return malformed(op, std::string(where) + "." + member + " is not an integer");
 }
 
+// A key schema's elements; `where` names an element in errors.
+Result<std::vector<KeySchemaElement>> parse_key_schema(std::string_view op, const json& ks,
+                                                       const std::string& where) {
+  std::vector<KeySchemaElement> out;
+  for (const auto& e : ks) {
+    if (!e.is_object()) return malformed(op, where + " is not an object");
+    KeySchemaElement k;
+    KCL_ASSIGN_OR_RETURN(k.attribute_name, required_string(op, e, "AttributeName", where));
+    KCL_ASSIGN_OR_RETURN(k.key_type, required_string(op, e, "KeyType", where));
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+Result<std::vector<AttributeDefinition>> parse_attribute_definitions(std::string_view op,
+                                                                     const json& ad) {
+  constexpr const char* where = "Table.AttributeDefinitions element";
+  if (!ad.is_array()) return malformed(op, "Table.AttributeDefinitions is not an array");
+  std::vector<AttributeDefinition> out;
+  for (const auto& e : ad) {
+    if (!e.is_object()) return malformed(op, std::string(where) + " is not an object");
+    AttributeDefinition a;
+    KCL_ASSIGN_OR_RETURN(a.attribute_name, required_string(op, e, "AttributeName", where));
+    KCL_ASSIGN_OR_RETURN(a.attribute_type, required_string(op, e, "AttributeType", where));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+Result<std::vector<GlobalSecondaryIndex>> parse_indexes(std::string_view op, const json& gsis) {
+  constexpr const char* where = "Table.GlobalSecondaryIndexes element";
+  if (!gsis.is_array()) return malformed(op, "Table.GlobalSecondaryIndexes is not an array");
+  std::vector<GlobalSecondaryIndex> out;
+  for (const auto& g : gsis) {
+    if (!g.is_object()) return malformed(op, std::string(where) + " is not an object");
+    GlobalSecondaryIndex index;
+    KCL_ASSIGN_OR_RETURN(index.index_name, required_string(op, g, "IndexName", where));
+    if (member_of(g, "IndexStatus")) {
+      KCL_ASSIGN_OR_RETURN(index.index_status, required_string(op, g, "IndexStatus", where));
+    }
+    if (const json* ks = member_of(g, "KeySchema"); ks && ks->is_array()) {
+      KCL_ASSIGN_OR_RETURN(index.key_schema,
+                           parse_key_schema(op, *ks, std::string(where) + " key"));
+    }
+    out.push_back(std::move(index));
+  }
+  return out;
+}
+
 Result<TableDescription> parse_table(std::string_view op, const json& t) {
   TableDescription d;
   KCL_ASSIGN_OR_RETURN(d.table_name, required_string(op, t, "TableName", "Table"));
   KCL_ASSIGN_OR_RETURN(d.table_status, required_string(op, t, "TableStatus", "Table"));
   if (const json* ks = member_of(t, "KeySchema")) {
     if (!ks->is_array()) return malformed(op, "Table.KeySchema is not an array");
-    for (const auto& e : *ks) {
-      if (!e.is_object()) return malformed(op, "Table.KeySchema element is not an object");
-      KeySchemaElement k;
-      KCL_ASSIGN_OR_RETURN(k.attribute_name,
-                           required_string(op, e, "AttributeName", "Table.KeySchema element"));
-      KCL_ASSIGN_OR_RETURN(k.key_type,
-                           required_string(op, e, "KeyType", "Table.KeySchema element"));
-      d.key_schema.push_back(std::move(k));
-    }
+    KCL_ASSIGN_OR_RETURN(d.key_schema, parse_key_schema(op, *ks, "Table.KeySchema element"));
   }
   if (const json* ad = member_of(t, "AttributeDefinitions")) {
-    if (!ad->is_array()) return malformed(op, "Table.AttributeDefinitions is not an array");
-    for (const auto& e : *ad) {
-      if (!e.is_object()) {
-        return malformed(op, "Table.AttributeDefinitions element is not an object");
-      }
-      AttributeDefinition a;
-      KCL_ASSIGN_OR_RETURN(a.attribute_name, required_string(op, e, "AttributeName",
-                                                             "Table.AttributeDefinitions element"));
-      KCL_ASSIGN_OR_RETURN(a.attribute_type, required_string(op, e, "AttributeType",
-                                                             "Table.AttributeDefinitions element"));
-      d.attribute_definitions.push_back(std::move(a));
-    }
+    KCL_ASSIGN_OR_RETURN(d.attribute_definitions, parse_attribute_definitions(op, *ad));
   }
   // A table that was always provisioned has no BillingModeSummary.
   d.billing_mode = "PROVISIONED";
@@ -221,26 +251,7 @@ Result<TableDescription> parse_table(std::string_view op, const json& t) {
   }
   KCL_ASSIGN_OR_RETURN(d.item_count, optional_count(op, t, "ItemCount", "Table"));
   if (const json* gsis = member_of(t, "GlobalSecondaryIndexes")) {
-    if (!gsis->is_array()) return malformed(op, "Table.GlobalSecondaryIndexes is not an array");
-    for (const auto& g : *gsis) {
-      constexpr const char* where = "Table.GlobalSecondaryIndexes element";
-      if (!g.is_object()) return malformed(op, std::string(where) + " is not an object");
-      GlobalSecondaryIndex index;
-      KCL_ASSIGN_OR_RETURN(index.index_name, required_string(op, g, "IndexName", where));
-      if (member_of(g, "IndexStatus")) {
-        KCL_ASSIGN_OR_RETURN(index.index_status, required_string(op, g, "IndexStatus", where));
-      }
-      if (const json* ks = member_of(g, "KeySchema"); ks && ks->is_array()) {
-        for (const auto& e : *ks) {
-          if (!e.is_object()) return malformed(op, std::string(where) + " key is not an object");
-          KeySchemaElement k;
-          KCL_ASSIGN_OR_RETURN(k.attribute_name, required_string(op, e, "AttributeName", where));
-          KCL_ASSIGN_OR_RETURN(k.key_type, required_string(op, e, "KeyType", where));
-          index.key_schema.push_back(std::move(k));
-        }
-      }
-      d.global_secondary_indexes.push_back(std::move(index));
-    }
+    KCL_ASSIGN_OR_RETURN(d.global_secondary_indexes, parse_indexes(op, *gsis));
   }
   return d;
 }

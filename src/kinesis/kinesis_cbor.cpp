@@ -621,71 +621,81 @@ Status parse_subscribe_to_shard_initial_response_cbor(std::string_view payload) 
   return Status::Ok();
 }
 
+namespace {
+
+// One entry of PutRecords' Records: an error code and message, or where the record went.
+bool read_put_entry(Reader& r, Failure& f, std::size_t i, bool keep_positions, ShardIndexer& shards,
+                    PutRecordsEntryResult& res) {
+  auto path = [i](std::string_view field) { return record_path(i, field); };
+  Head map;
+  if (!open_map(r, f, path(""), map)) return false;
+  std::string_view sequence_number, shard_id;
+  bool have_seq = false, have_shard = false, present = false;
+  const bool ok = walk_members(r, f, map, path(""), [&](std::string_view name) {
+    if (equals(name, "ErrorCode")) {
+      return took(text_into(
+          r, f, [&] { return path("ErrorCode"); }, res.error_code, present));
+    }
+    if (equals(name, "ErrorMessage")) {
+      return took(text_into(
+          r, f, [&] { return path("ErrorMessage"); }, res.error_message, present));
+    }
+    if (equals(name, "SequenceNumber")) {
+      return took(text_view(
+          r, f, [&] { return path("SequenceNumber"); }, sequence_number, have_seq));
+    }
+    if (equals(name, "ShardId")) {
+      return took(text_view(
+          r, f, [&] { return path("ShardId"); }, shard_id, have_shard));
+    }
+    return Took::kUnknown;
+  });
+  if (!ok) return false;
+  if (!res.error_code.empty()) return true;
+  if (!have_seq) return f.at(r, path("SequenceNumber"), "missing");
+  if (!have_shard) return f.at(r, path("ShardId"), "missing");
+  if (keep_positions) {
+    res.sequence_number.assign(sequence_number);
+    res.shard_id.assign(shard_id);
+  }
+  res.shard = shards.index_of(shard_id);
+  res.ok = true;
+  return true;
+}
+
+// PutRecords' Records: exactly one result for each of the `sent` entries.
+bool read_put_entries(Reader& r, Failure& f, std::size_t sent, bool keep_positions,
+                      PutRecordsResult& out) {
+  Head arr;
+  if (!r.head(arr)) return f.reader(r, "Records");
+  if (arr.major != Major::kArray) return f.type(r, "Records", "an array", arr);
+  auto count_error = [&](std::size_t got) {
+    return f.at(r, "Records",
+                std::to_string(got) + " results for " + std::to_string(sent) + " entries");
+  };
+  if (!arr.indefinite && arr.arg != sent) return count_error(arr.arg);
+  out.records.resize(sent);
+  ShardIndexer shards(out.shard_ids);
+  Elements elements(arr);
+  std::size_t i = 0;
+  while (elements.next(r)) {
+    if (i == sent) {
+      return f.at(r, "Records", "more results than the " + std::to_string(sent) + " entries");
+    }
+    if (!read_put_entry(r, f, i, keep_positions, shards, out.records[i])) return false;
+    ++i;
+  }
+  return i == sent || count_error(i);
+}
+
+}  // namespace
+
 Status parse_put_records_cbor(std::string_view body, std::size_t sent, bool keep_positions,
                               PutRecordsResult& out) {
   out = PutRecordsResult{};
   std::string copy(body);
   Reader r(copy.data(), copy.size());
   Failure f("PutRecords");
-  ShardIndexer shards(out.shard_ids);
-  auto entry = [&](std::size_t i) -> bool {
-    auto path = [i](std::string_view field) { return record_path(i, field); };
-    Head map;
-    if (!open_map(r, f, path(""), map)) return false;
-    PutRecordsEntryResult& res = out.records[i];
-    std::string_view sequence_number, shard_id;
-    bool have_seq = false, have_shard = false, present = false;
-    const bool ok = walk_members(r, f, map, path(""), [&](std::string_view name) {
-      if (equals(name, "ErrorCode")) {
-        return took(text_into(
-            r, f, [&] { return path("ErrorCode"); }, res.error_code, present));
-      }
-      if (equals(name, "ErrorMessage")) {
-        return took(text_into(
-            r, f, [&] { return path("ErrorMessage"); }, res.error_message, present));
-      }
-      if (equals(name, "SequenceNumber")) {
-        return took(text_view(
-            r, f, [&] { return path("SequenceNumber"); }, sequence_number, have_seq));
-      }
-      if (equals(name, "ShardId")) {
-        return took(text_view(
-            r, f, [&] { return path("ShardId"); }, shard_id, have_shard));
-      }
-      return Took::kUnknown;
-    });
-    if (!ok) return false;
-    if (!res.error_code.empty()) return true;
-    if (!have_seq) return f.at(r, path("SequenceNumber"), "missing");
-    if (!have_shard) return f.at(r, path("ShardId"), "missing");
-    if (keep_positions) {
-      res.sequence_number.assign(sequence_number);
-      res.shard_id.assign(shard_id);
-    }
-    res.shard = shards.index_of(shard_id);
-    res.ok = true;
-    return true;
-  };
-  auto records = [&]() -> bool {
-    Head arr;
-    if (!r.head(arr)) return f.reader(r, "Records");
-    if (arr.major != Major::kArray) return f.type(r, "Records", "an array", arr);
-    auto count_error = [&](std::size_t got) {
-      return f.at(r, "Records",
-                  std::to_string(got) + " results for " + std::to_string(sent) + " entries");
-    };
-    if (!arr.indefinite && arr.arg != sent) return count_error(arr.arg);
-    out.records.resize(sent);
-    Elements elements(arr);
-    std::size_t i = 0;
-    while (elements.next(r)) {
-      if (i == sent) {
-        return f.at(r, "Records", "more results than the " + std::to_string(sent) + " entries");
-      }
-      if (!entry(i++)) return false;
-    }
-    return i == sent || count_error(i);
-  };
   Head top;
   bool have_records = false;
   // FailedRecordCount is counted from the entries instead; other members are skipped.
@@ -696,7 +706,7 @@ Status parse_put_records_cbor(std::string_view body, std::size_t sent, bool keep
                                  if (have_records)
                                    return took(f.at(r, "Records", "a second Records member"));
                                  have_records = true;
-                                 return took(records());
+                                 return took(read_put_entries(r, f, sent, keep_positions, out));
                                }) &&
                   end_of_answer(r, f) && (have_records || f.at(r, "Records", "missing"));
   if (!ok) {

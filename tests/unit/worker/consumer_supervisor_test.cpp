@@ -10,10 +10,10 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "leases/in_memory_lease_store.h"
+#include "retrieval/queued_records_source.h"
 #include "support/captured_log.h"
 #include "support/consumer_context_builder.h"
 #include "support/lease_test_util.h"
@@ -29,57 +29,20 @@ struct ShardScript {
   Status failure;  // not ok: the source fails with it at its first step
 };
 
-class ScriptedSource final : public retrieval::RecordsSource {
+class ScriptedSource final : public retrieval::QueuedRecordsSource {
  public:
   ScriptedSource(ShardScript script, const Clock& clock)
-      : script_(std::move(script)), clock_(clock) {}
+      : QueuedRecordsSource(10000, 1 << 20), script_(std::move(script)), clock_(clock) {}
   retrieval::FetchStep fetch_step() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (finished_) return retrieval::FetchStep{retrieval::FetchOutcome::kFinished};
-    if (!script_.failure.ok()) {
-      finished_ = true;
-      return retrieval::FetchStep{retrieval::FetchOutcome::kFailed};
-    }
-    if (script_.ends) {
-      retrieval::FetchedBatch b;
-      b.shard_end = true;
-      queue_.push_back(std::move(b));
-      finished_ = true;
-      return retrieval::FetchStep{retrieval::FetchOutcome::kShardEnd};
-    }
+    if (finished()) return retrieval::FetchStep{retrieval::FetchOutcome::kFinished};
+    if (!script_.failure.ok()) return finish_with_error(script_.failure);
+    if (script_.ends) return finish_at_shard_end(retrieval::FetchedBatch{});
     return retrieval::FetchStep{retrieval::FetchOutcome::kNoRecords, clock_.now() + 1s};
   }
-  std::optional<retrieval::FetchedBatch> take_batch() override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (queue_.empty()) return std::nullopt;
-    auto b = std::move(queue_.front());
-    queue_.pop_front();
-    return b;
-  }
-  bool has_room() const override { return true; }
-  bool finished() const noexcept override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finished_;
-  }
-  bool drained() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finished_ && queue_.empty();
-  }
-  Status terminal_error() const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finished_ ? script_.failure : Status::Ok();
-  }
-  std::size_t queued_records() const override { return 0; }
-  std::size_t queued_bytes() const override { return 0; }
-  std::int64_t millis_behind_latest() const noexcept override { return 0; }
-  std::uint64_t corrupt_aggregates() const noexcept override { return 0; }
 
  private:
   const ShardScript script_;
   const Clock& clock_;
-  mutable std::mutex mu_;
-  std::deque<retrieval::FetchedBatch> queue_;
-  bool finished_ = false;
 };
 
 // Checkpoints the shard's end and the final checkpoint of a stop; counts the stops.
