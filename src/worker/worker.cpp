@@ -514,8 +514,9 @@ void Worker::Impl::graceful_stop() {
 }
 
 // Asks every consumer to stop (their processors' final checkpoints) and waits until they have,
-// or until shutdown_timeout: a consumer that ends wakes the scheduler (ctx_.on_consumer_done),
-// so this waits on that wake-up, looking at hung processors at the scheduler's interval.
+// or until shutdown_timeout: a consumer that ends wakes the scheduler
+// (ctx_.runtime.on_consumer_done), so this waits on that wake-up, looking at hung processors at the
+// scheduler's interval.
 void Worker::Impl::stop_consumers() {
   const auto all = supervisor_->stop_all(internals_.paced_shutdown_drain);
   const auto deadline =

@@ -1,5 +1,5 @@
 // ConsumerContextBuilder: a lifecycle::ConsumerContext for tests that make shard consumers by
-// hand, set up as the worker sets up its own (Worker::Impl::make_consumer_context): the test
+// hand, set up as the worker sets up its own (Worker::Impl::make_consumer_parts): the test
 // sets the fields it cares about, as it would a worker's config, and build() makes a context
 // from them. The totals the consumers add to are the builder's own atomics.
 //
