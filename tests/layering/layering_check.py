@@ -10,6 +10,8 @@ of truth. A file in src/<area>/ may include:
 Public headers may include only other public headers (and the standard library), and only
 those of their own layer or below, and define no macros (a user's code gets every #define in
 them; the library's own helpers live in src/base/status_macros.h).
+A test (tests/unit/<area>/, tests/integration/<area>/) includes no header of another test
+area: what tests share lives in tests/support.
 
 Usage: layering_check.py <source dir>     exit 0 when clean, 1 listing every violation.
 """
@@ -119,6 +121,26 @@ def main():
             if owner != "base" and owner != mine and owner not in allowed.get(mine, set()):
                 problems.append(f"include/kcl/{f}: includes \"{inc}\" of layer {owner}, above "
                                 f"its own layer {mine}")
+
+    tests = os.path.join(root, "tests")
+    for kind in ("unit", "integration"):
+        base = os.path.join(tests, kind)
+        if not os.path.isdir(base):
+            continue
+        for dirpath, _, files in os.walk(base):
+            area = os.path.relpath(dirpath, base).split(os.sep)[0]
+            for f in sorted(files):
+                if not f.endswith((".h", ".cpp")):
+                    continue
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, root)
+                checked += 1
+                for inc in INCLUDE_RE.findall(open(path, errors="replace").read()):
+                    parts = inc.split("/")
+                    if parts[0] in ("unit", "integration") and len(parts) > 2 and (
+                            parts[0] != kind or parts[1] != area):
+                        problems.append(f"{rel}: includes \"{inc}\" from another test area "
+                                        f"(shared test code belongs in tests/support)")
 
     for p in problems:
         print("layering violation: " + p)

@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "dynamodb/dynamodb_client.h"
-#include "kcl_process.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
 #include "support/emulators.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kcl_process.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

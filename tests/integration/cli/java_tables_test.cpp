@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "dynamodb/dynamodb_client.h"
-#include "kcl_process.h"
 #include "leases/lease_serializer.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "kcl_process.h"
 #include "leases/dynamodb_lease_store.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "kcl_process.h"
 #include "support/httplib_client.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "dynamodb/dynamodb_client.h"
-#include "kcl_process.h"
 #include "leases/dynamodb_lease_store.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "kcl_process.h"
 #include "kinesis/kinesis_client.h"
 #include "support/emulators.h"
+#include "support/kcl_process.h"
 
 namespace kcl::cli {
 namespace {

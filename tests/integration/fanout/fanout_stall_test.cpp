@@ -9,10 +9,10 @@
 
 #include "aws/aws_json_client.h"
 #include "aws/streaming_transport.h"
-#include "integration/worker/stall_test_support.h"
-#include "integration/worker/worker_test_support.h"
 #include "retrieval/fanout_source.h"
 #include "support/child_process.h"
+#include "support/stall_test_support.h"
+#include "support/worker_test_support.h"
 #include "worker/worker_access.h"
 
 namespace kcl::worker_test {

@@ -12,9 +12,9 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "integration/cli/kcl_process.h"
 #include "integration/observability/http_test_support.h"
-#include "integration/worker/worker_test_support.h"
+#include "support/kcl_process.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "integration/observability/http_test_support.h"
-#include "integration/worker/worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

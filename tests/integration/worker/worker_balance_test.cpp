@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

@@ -23,7 +23,7 @@
 #include "kcl/producer.h"
 #include "kcl/pull_consumer.h"
 #include "support/bisection.h"
-#include "worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

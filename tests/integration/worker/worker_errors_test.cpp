@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "support/worker_test_support.h"
 #include "worker/worker_access.h"
-#include "worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

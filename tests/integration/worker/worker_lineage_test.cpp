@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

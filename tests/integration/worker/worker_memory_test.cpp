@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-#include "worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "leases/stream_identifier.h"
-#include "worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "support/kpl_builder.h"
-#include "worker_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {

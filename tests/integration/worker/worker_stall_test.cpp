@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "integration/worker/stall_test_support.h"
-#include "integration/worker/worker_test_support.h"
 #include "support/child_process.h"
+#include "support/stall_test_support.h"
+#include "support/worker_test_support.h"
 
 namespace kcl::worker_test {
 namespace {
