@@ -18,50 +18,63 @@ bool valid_table_name(const std::string& name) {
   });
 }
 
-}  // namespace
-
-std::vector<std::string> LeaseConfig::validate() const {
-  using std::chrono::milliseconds;
-  std::vector<std::string> problems;
-
-  if (application_name.empty() && table_name.empty()) {
+// The parts of LeaseConfig::validate(), each adding what it finds to `problems`.
+void check_names(const LeaseConfig& c, std::vector<std::string>& problems) {
+  if (c.application_name.empty() && c.table_name.empty()) {
     problems.push_back(
         "application_name is empty and no table_name is set: the lease table "
         "is named after the application, so one of them is required");
-  } else if (application_name.size() > 255) {
-    problems.push_back("application_name is " + std::to_string(application_name.size()) +
+  } else if (c.application_name.size() > 255) {
+    problems.push_back("application_name is " + std::to_string(c.application_name.size()) +
                        " characters long; at most 255 are allowed");
   }
-  const std::string& table = effective_table_name();
+  const std::string& table = c.effective_table_name();
   if (!table.empty() && !valid_table_name(table)) {
     problems.push_back("lease table name \"" + table +
                        "\" is not a valid DynamoDB table name (3 to 255 characters of "
                        "A-Z a-z 0-9 _ - .)");
   }
 
-  if (worker_id.empty()) {
+  if (c.worker_id.empty()) {
     problems.push_back(
         "worker_id is empty: each worker needs an id, unique among the "
         "running workers, to write as lease owner");
-  } else if (worker_id.size() > 256) {
-    problems.push_back("worker_id is " + std::to_string(worker_id.size()) +
+  } else if (c.worker_id.size() > 256) {
+    problems.push_back("worker_id is " + std::to_string(c.worker_id.size()) +
                        " characters long; at most 256 are allowed");
   }
 
-  bool failover_ok = true;
-  if (failover_time < milliseconds(100) || failover_time > std::chrono::hours(1)) {
-    problems.push_back("failover_time is " + ms(failover_time) +
+  if (!c.coordinator_table_name.empty() && !valid_table_name(c.coordinator_table_name)) {
+    problems.push_back("coordinator_table_name \"" + c.coordinator_table_name +
+                       "\" is not a valid DynamoDB table name (3 to 255 characters of "
+                       "A-Z a-z 0-9 _ - .)");
+  } else if (c.coordinator_table_name.empty() && !table.empty() &&
+             c.effective_coordinator_table_name().size() > 255) {
+    problems.push_back("the coordination table's name \"" + c.effective_coordinator_table_name() +
+                       "\" is longer than 255 characters; set coordinator_table_name");
+  }
+}
+
+bool failover_in_range(const LeaseConfig& c) {
+  return c.failover_time >= std::chrono::milliseconds(100) &&
+         c.failover_time <= std::chrono::hours(1);
+}
+
+void check_intervals(const LeaseConfig& c, std::vector<std::string>& problems) {
+  using std::chrono::milliseconds;
+  const bool failover_ok = failover_in_range(c);
+  if (!failover_ok) {
+    problems.push_back("failover_time is " + ms(c.failover_time) +
                        "; it must be between 100 ms and 1 hour");
-    failover_ok = false;
   }
 
-  if (renew_interval.count() < 0) {
-    problems.push_back("renew_interval is negative (" + ms(renew_interval) + ")");
+  if (c.renew_interval.count() < 0) {
+    problems.push_back("renew_interval is negative (" + ms(c.renew_interval) + ")");
   } else if (failover_ok) {
-    milliseconds renew = effective_renew_interval();
-    if (renew < milliseconds(10) || renew > failover_time / 2) {
+    milliseconds renew = c.effective_renew_interval();
+    if (renew < milliseconds(10) || renew > c.failover_time / 2) {
       problems.push_back("renew_interval is " + ms(renew) + "; it must be between 10 ms and " +
-                         "half the failover time (" + ms(failover_time / 2) +
+                         "half the failover time (" + ms(c.failover_time / 2) +
                          ") so that a lease is renewed at least twice per failover time");
     }
   }
@@ -73,61 +86,56 @@ std::vector<std::string> LeaseConfig::validate() const {
                            " and " + ms(hi));
       }
     };
-    in_range("poll_interval", poll_interval, milliseconds(10), failover_time / 2);
-    in_range("leader_poll_interval", leader_poll_interval, milliseconds(10), failover_time / 2);
-    if (idle_poll_interval.count() != 0) {
-      in_range("idle_poll_interval", idle_poll_interval, poll_interval, failover_time);
+    in_range("poll_interval", c.poll_interval, milliseconds(10), c.failover_time / 2);
+    in_range("leader_poll_interval", c.leader_poll_interval, milliseconds(10), c.failover_time / 2);
+    if (c.idle_poll_interval.count() != 0) {
+      in_range("idle_poll_interval", c.idle_poll_interval, c.poll_interval, c.failover_time);
     }
-    if (leader_idle_poll_interval.count() != 0) {
-      in_range("leader_idle_poll_interval", leader_idle_poll_interval, leader_poll_interval,
-               failover_time / 2);
+    if (c.leader_idle_poll_interval.count() != 0) {
+      in_range("leader_idle_poll_interval", c.leader_idle_poll_interval, c.leader_poll_interval,
+               c.failover_time / 2);
     }
-    in_range("settle_time", settle_time, milliseconds(0), failover_time / 2);
-    in_range("lease_scan_interval", lease_scan_interval, milliseconds(1000), std::chrono::hours(1));
-    in_range("handoff_timeout", handoff_timeout, milliseconds(100), std::chrono::hours(1));
+    in_range("settle_time", c.settle_time, milliseconds(0), c.failover_time / 2);
+    in_range("lease_scan_interval", c.lease_scan_interval, milliseconds(1000),
+             std::chrono::hours(1));
+    in_range("handoff_timeout", c.handoff_timeout, milliseconds(100), std::chrono::hours(1));
   }
-  if (!coordinator_table_name.empty() && !valid_table_name(coordinator_table_name)) {
-    problems.push_back("coordinator_table_name \"" + coordinator_table_name +
-                       "\" is not a valid DynamoDB table name (3 to 255 characters of "
-                       "A-Z a-z 0-9 _ - .)");
-  } else if (coordinator_table_name.empty() && !table.empty() &&
-             effective_coordinator_table_name().size() > 255) {
-    problems.push_back("the coordination table's name \"" + effective_coordinator_table_name() +
-                       "\" is longer than 255 characters; set coordinator_table_name");
-  }
-
-  if (take_interval.count() < 0) {
-    problems.push_back("take_interval is negative (" + ms(take_interval) + ")");
+  if (c.take_interval.count() < 0) {
+    problems.push_back("take_interval is negative (" + ms(c.take_interval) + ")");
   } else if (failover_ok) {
-    milliseconds take = effective_take_interval();
+    milliseconds take = c.effective_take_interval();
     if (take < milliseconds(10) || take > std::chrono::hours(1)) {
       problems.push_back("take_interval is " + ms(take) + "; it must be between 10 ms and 1 hour");
     }
   }
+}
 
-  if (renew_parallelism < 1 || renew_parallelism > 64) {
-    problems.push_back("renew_parallelism is " + std::to_string(renew_parallelism) +
+void check_limits(const LeaseConfig& c, std::vector<std::string>& problems) {
+  using std::chrono::milliseconds;
+  const bool failover_ok = failover_in_range(c);
+  if (c.renew_parallelism < 1 || c.renew_parallelism > 64) {
+    problems.push_back("renew_parallelism is " + std::to_string(c.renew_parallelism) +
                        "; it must be between 1 and 64");
   }
-  if (max_leases_per_worker < 1) {
-    problems.push_back("max_leases_per_worker is " + std::to_string(max_leases_per_worker) +
+  if (c.max_leases_per_worker < 1) {
+    problems.push_back("max_leases_per_worker is " + std::to_string(c.max_leases_per_worker) +
                        "; it must be at least 1");
   }
-  if (max_leases_to_steal_at_once < 1 || max_leases_to_steal_at_once > 1000) {
+  if (c.max_leases_to_steal_at_once < 1 || c.max_leases_to_steal_at_once > 1000) {
     problems.push_back("max_leases_to_steal_at_once is " +
-                       std::to_string(max_leases_to_steal_at_once) +
+                       std::to_string(c.max_leases_to_steal_at_once) +
                        "; it must be between 1 and 1000");
   }
-  if (take_ramp_floor < 0 || take_ramp_floor > 1000000) {
-    problems.push_back("take_ramp_floor is " + std::to_string(take_ramp_floor) +
+  if (c.take_ramp_floor < 0 || c.take_ramp_floor > 1000000) {
+    problems.push_back("take_ramp_floor is " + std::to_string(c.take_ramp_floor) +
                        "; it must be between 0 (no ramp) and 1,000,000");
   }
 
-  if (lost_lease_margin.count() < 0) {
-    problems.push_back("lost_lease_margin is negative (" + ms(lost_lease_margin) + ")");
-  } else if (failover_ok && renew_interval.count() >= 0) {
-    milliseconds margin = effective_lost_lease_margin();
-    milliseconds room = failover_time - effective_renew_interval();
+  if (c.lost_lease_margin.count() < 0) {
+    problems.push_back("lost_lease_margin is negative (" + ms(c.lost_lease_margin) + ")");
+  } else if (failover_ok && c.renew_interval.count() >= 0) {
+    milliseconds margin = c.effective_lost_lease_margin();
+    milliseconds room = c.failover_time - c.effective_renew_interval();
     if (margin >= room) {
       problems.push_back("lost_lease_margin is " + ms(margin) +
                          "; it must be less than failover_time - renew_interval (" + ms(room) +
@@ -135,27 +143,36 @@ std::vector<std::string> LeaseConfig::validate() const {
     }
   }
 
-  if (!(interval_jitter >= 0.0 && interval_jitter <= 0.5)) {
-    problems.push_back("interval_jitter is " + std::to_string(interval_jitter) +
+  if (!(c.interval_jitter >= 0.0 && c.interval_jitter <= 0.5)) {
+    problems.push_back("interval_jitter is " + std::to_string(c.interval_jitter) +
                        "; it must be between 0 and 0.5");
   }
 
-  if (billing_mode == BillingMode::kProvisioned) {
-    if (read_capacity_units < 1 || read_capacity_units > 40000) {
-      problems.push_back("read_capacity_units is " + std::to_string(read_capacity_units) +
+  if (c.billing_mode == BillingMode::kProvisioned) {
+    if (c.read_capacity_units < 1 || c.read_capacity_units > 40000) {
+      problems.push_back("read_capacity_units is " + std::to_string(c.read_capacity_units) +
                          "; with provisioned billing it must be between 1 and 40,000");
     }
-    if (write_capacity_units < 1 || write_capacity_units > 40000) {
-      problems.push_back("write_capacity_units is " + std::to_string(write_capacity_units) +
+    if (c.write_capacity_units < 1 || c.write_capacity_units > 40000) {
+      problems.push_back("write_capacity_units is " + std::to_string(c.write_capacity_units) +
                          "; with provisioned billing it must be between 1 and 40,000");
     }
   }
 
-  if (table_active_timeout < std::chrono::seconds(1) ||
-      table_active_timeout > std::chrono::hours(1)) {
-    problems.push_back("table_active_timeout is " + ms(table_active_timeout) +
+  if (c.table_active_timeout < std::chrono::seconds(1) ||
+      c.table_active_timeout > std::chrono::hours(1)) {
+    problems.push_back("table_active_timeout is " + ms(c.table_active_timeout) +
                        "; it must be between 1 second and 1 hour");
   }
+}
+
+}  // namespace
+
+std::vector<std::string> LeaseConfig::validate() const {
+  std::vector<std::string> problems;
+  check_names(*this, problems);
+  check_intervals(*this, problems);
+  check_limits(*this, problems);
   return problems;
 }
 
