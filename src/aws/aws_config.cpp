@@ -37,6 +37,42 @@ void check_url(std::vector<std::string>& out, const char* name, const std::strin
   }
 }
 
+// How calls are made (retry.*, http.*): attempts, backoff, deadlines, timeouts, sizes.
+void check_calls(const RetryConfig& retry, const HttpConfig& http, std::vector<std::string>& out) {
+  using std::chrono::milliseconds;
+  if (retry.max_attempts < 1 || retry.max_attempts > 20) {
+    out.push_back("retry.max_attempts is " + std::to_string(retry.max_attempts) +
+                  "; it must be between 1 and 20");
+  }
+  check_range(out, "retry.base_delay", retry.base_delay, milliseconds(1), milliseconds(10000));
+  if (retry.max_backoff < retry.base_delay || retry.max_backoff > milliseconds(60000)) {
+    out.push_back("retry.max_backoff is " + ms(retry.max_backoff) +
+                  "; it must be between retry.base_delay (" + ms(retry.base_delay) +
+                  ") and 60000 ms");
+  }
+  check_range(out, "retry.call_deadline", retry.call_deadline, milliseconds(1000),
+              milliseconds(15 * 60 * 1000));
+
+  check_range(out, "http.connect_timeout", http.connect_timeout, milliseconds(100),
+              milliseconds(60000));
+  check_range(out, "http.request_timeout", http.request_timeout, milliseconds(100),
+              milliseconds(10 * 60 * 1000));
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  if (http.max_response_bytes < kMiB || http.max_response_bytes > 1024 * kMiB) {
+    out.push_back("http.max_response_bytes is " + std::to_string(http.max_response_bytes) +
+                  "; it must be between 1 MiB (1048576) and 1 GiB (1073741824)");
+  }
+  if (http.receive_buffer_bytes < (std::size_t{16} << 10) ||
+      http.receive_buffer_bytes > (std::size_t{512} << 10)) {
+    out.push_back("http.receive_buffer_bytes is " + std::to_string(http.receive_buffer_bytes) +
+                  "; it must be between 16 KiB (16384) and 512 KiB (524288)");
+  }
+  if (!http.ca_bundle.empty() && has_space_or_control(http.ca_bundle) &&
+      http.ca_bundle.find_first_of("\r\n") != std::string::npos) {
+    out.push_back("http.ca_bundle must not contain line breaks");
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> AwsConfig::validate() const {
@@ -71,37 +107,7 @@ std::vector<std::string> AwsConfig::validate() const {
     }
   }
 
-  if (retry.max_attempts < 1 || retry.max_attempts > 20) {
-    out.push_back("retry.max_attempts is " + std::to_string(retry.max_attempts) +
-                  "; it must be between 1 and 20");
-  }
-  check_range(out, "retry.base_delay", retry.base_delay, milliseconds(1), milliseconds(10000));
-  if (retry.max_backoff < retry.base_delay || retry.max_backoff > milliseconds(60000)) {
-    out.push_back("retry.max_backoff is " + ms(retry.max_backoff) +
-                  "; it must be between retry.base_delay (" + ms(retry.base_delay) +
-                  ") and 60000 ms");
-  }
-  check_range(out, "retry.call_deadline", retry.call_deadline, milliseconds(1000),
-              milliseconds(15 * 60 * 1000));
-
-  check_range(out, "http.connect_timeout", http.connect_timeout, milliseconds(100),
-              milliseconds(60000));
-  check_range(out, "http.request_timeout", http.request_timeout, milliseconds(100),
-              milliseconds(10 * 60 * 1000));
-  constexpr std::size_t kMiB = std::size_t{1} << 20;
-  if (http.max_response_bytes < kMiB || http.max_response_bytes > 1024 * kMiB) {
-    out.push_back("http.max_response_bytes is " + std::to_string(http.max_response_bytes) +
-                  "; it must be between 1 MiB (1048576) and 1 GiB (1073741824)");
-  }
-  if (http.receive_buffer_bytes < (std::size_t{16} << 10) ||
-      http.receive_buffer_bytes > (std::size_t{512} << 10)) {
-    out.push_back("http.receive_buffer_bytes is " + std::to_string(http.receive_buffer_bytes) +
-                  "; it must be between 16 KiB (16384) and 512 KiB (524288)");
-  }
-  if (!http.ca_bundle.empty() && has_space_or_control(http.ca_bundle) &&
-      http.ca_bundle.find_first_of("\r\n") != std::string::npos) {
-    out.push_back("http.ca_bundle must not contain line breaks");
-  }
+  check_calls(retry, http, out);
   return out;
 }
 

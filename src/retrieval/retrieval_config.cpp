@@ -7,6 +7,22 @@ namespace {
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
+// A stream consumer's name, as RegisterStreamConsumer takes it.
+void check_consumer_name(const std::string& consumer_name, std::vector<std::string>& problems) {
+  if (consumer_name.size() > 128) {
+    problems.emplace_back("consumer_name is longer than 128 characters");
+  }
+  for (char c : consumer_name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      problems.push_back("consumer_name '" + consumer_name +
+                         "' may hold only letters, digits, '_', '.' and '-'");
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> RetrievalConfig::validate() const {
@@ -58,18 +74,7 @@ std::vector<std::string> RetrievalConfig::validate() const {
   within("fanout_in_use_backoff", fanout_in_use_backoff, milliseconds(100), minutes(5), "5 min");
   within("fanout_resubscribe_jitter", fanout_resubscribe_jitter, milliseconds(0), seconds(10),
          "10 s");
-  if (consumer_name.size() > 128) {
-    problems.emplace_back("consumer_name is longer than 128 characters");
-  }
-  for (char c : consumer_name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
-    if (!ok) {
-      problems.push_back("consumer_name '" + consumer_name +
-                         "' may hold only letters, digits, '_', '.' and '-'");
-      break;
-    }
-  }
+  check_consumer_name(consumer_name, problems);
   return problems;
 }
 

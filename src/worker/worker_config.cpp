@@ -15,6 +15,52 @@ using base::check_range;
 void append(std::vector<std::string>& to, const std::vector<std::string>& from) {
   to.insert(to.end(), from.begin(), from.end());
 }
+// processing.*: the pool, the intervals, the processor's error policy.
+void check_processing(const ProcessingConfig& p, std::vector<std::string>& problems) {
+  using std::chrono::milliseconds;
+  if (p.thread_pool_size < 1 || p.thread_pool_size > 256) {
+    problems.push_back("processing.thread_pool_size is " + std::to_string(p.thread_pool_size) +
+                       "; it must be between 1 and 256");
+  }
+  check_range(problems, "processing.parent_check_interval", p.parent_check_interval,
+              milliseconds(10), milliseconds(60000));
+  check_range(problems, "processing.shard_sync_interval", p.shard_sync_interval, milliseconds(100),
+              milliseconds(3600000));
+  check_range(problems, "processing.failure_backoff_base", p.failure_backoff_base, milliseconds(1),
+              milliseconds(60000));
+  check_range(problems, "processing.failure_backoff_max", p.failure_backoff_max,
+              p.failure_backoff_base, milliseconds(3600000));
+  if (p.max_attempts_before_skip < 1 || p.max_attempts_before_skip > 1000) {
+    problems.push_back("processing.max_attempts_before_skip is " +
+                       std::to_string(p.max_attempts_before_skip) +
+                       "; it must be between 1 and 1000");
+  }
+  if (p.max_attempts_before_dead_letter < 1 || p.max_attempts_before_dead_letter > 1000) {
+    problems.push_back("processing.max_attempts_before_dead_letter is " +
+                       std::to_string(p.max_attempts_before_dead_letter) +
+                       "; it must be between 1 and 1000");
+  }
+  if (p.on_processor_error == ProcessorErrorPolicy::kDeadLetter && !p.dead_letter_sink) {
+    problems.push_back(
+        "processing.on_processor_error is kDeadLetter but processing.dead_letter_sink is not "
+        "set; give it a sink (kcl/dead_letter.h)");
+  }
+  check_range(problems, "processing.hung_processor_warning", p.hung_processor_warning,
+              milliseconds(1000), milliseconds(3600000));
+  check_range(problems, "processing.scheduler_interval", p.scheduler_interval, milliseconds(10),
+              milliseconds(10000));
+  check_range(problems, "processing.shutdown_timeout", p.shutdown_timeout, milliseconds(1000),
+              milliseconds(3600000));
+  if (p.stall_threshold.count() != 0) {
+    check_range(problems, "processing.stall_threshold", p.stall_threshold, milliseconds(1000),
+                milliseconds(3600000));  // or 0 = off
+  }
+  if (p.empty_batch_interval.count() != 0) {
+    check_range(problems, "processing.empty_batch_interval", p.empty_batch_interval,
+                milliseconds(100), milliseconds(3600000));
+  }
+}
+
 }  // namespace
 
 void WorkerConfig::check_streams(std::vector<std::string>& problems) const {
@@ -102,48 +148,7 @@ std::vector<std::string> WorkerConfig::validate() const {
                          "': expected HOST, HOST:PORT, [IPv6]:PORT or http://HOST:PORT");
     }
   }
-  const ProcessingConfig& p = processing;
-  if (p.thread_pool_size < 1 || p.thread_pool_size > 256) {
-    problems.push_back("processing.thread_pool_size is " + std::to_string(p.thread_pool_size) +
-                       "; it must be between 1 and 256");
-  }
-  check_range(problems, "processing.parent_check_interval", p.parent_check_interval,
-              milliseconds(10), milliseconds(60000));
-  check_range(problems, "processing.shard_sync_interval", p.shard_sync_interval, milliseconds(100),
-              milliseconds(3600000));
-  check_range(problems, "processing.failure_backoff_base", p.failure_backoff_base, milliseconds(1),
-              milliseconds(60000));
-  check_range(problems, "processing.failure_backoff_max", p.failure_backoff_max,
-              p.failure_backoff_base, milliseconds(3600000));
-  if (p.max_attempts_before_skip < 1 || p.max_attempts_before_skip > 1000) {
-    problems.push_back("processing.max_attempts_before_skip is " +
-                       std::to_string(p.max_attempts_before_skip) +
-                       "; it must be between 1 and 1000");
-  }
-  if (p.max_attempts_before_dead_letter < 1 || p.max_attempts_before_dead_letter > 1000) {
-    problems.push_back("processing.max_attempts_before_dead_letter is " +
-                       std::to_string(p.max_attempts_before_dead_letter) +
-                       "; it must be between 1 and 1000");
-  }
-  if (p.on_processor_error == ProcessorErrorPolicy::kDeadLetter && !p.dead_letter_sink) {
-    problems.push_back(
-        "processing.on_processor_error is kDeadLetter but processing.dead_letter_sink is not "
-        "set; give it a sink (kcl/dead_letter.h)");
-  }
-  check_range(problems, "processing.hung_processor_warning", p.hung_processor_warning,
-              milliseconds(1000), milliseconds(3600000));
-  check_range(problems, "processing.scheduler_interval", p.scheduler_interval, milliseconds(10),
-              milliseconds(10000));
-  check_range(problems, "processing.shutdown_timeout", p.shutdown_timeout, milliseconds(1000),
-              milliseconds(3600000));
-  if (p.stall_threshold.count() != 0) {
-    check_range(problems, "processing.stall_threshold", p.stall_threshold, milliseconds(1000),
-                milliseconds(3600000));  // or 0 = off
-  }
-  if (p.empty_batch_interval.count() != 0) {
-    check_range(problems, "processing.empty_batch_interval", p.empty_batch_interval,
-                milliseconds(100), milliseconds(3600000));
-  }
+  check_processing(processing, problems);
   append(problems, aws.validate());
   append(problems, cloudwatch.validate());
   return problems;
