@@ -244,7 +244,7 @@ class LeaseFailoverProcessTest : public ::testing::Test {
   std::map<std::string, std::string> logs_;
 };
 
-TEST_F(LeaseFailoverProcessTest, KilledWorkersLeasesAreTakenWithinFailoverPlusOneTakeInterval) {
+TEST_F(LeaseFailoverProcessTest, KilledWorkersLeasesAreTakenWithinFailoverPlusTwoTakeIntervals) {
   start("w0");
   start("w1");
   start("w2");
@@ -270,10 +270,13 @@ TEST_F(LeaseFailoverProcessTest, KilledWorkersLeasesAreTakenWithinFailoverPlusOn
           std::chrono::duration_cast<std::chrono::milliseconds>(taken_after).count()),
       static_cast<long long>(kFailover.count()), static_cast<long long>(kTakeInterval.count()));
   // Not before the failover time could have run out (w0 renewed at most a renew interval
-  // before it died), and within failover + one take interval (+ slack for the emulator and
-  // the 10% interval jitter).
+  // before it died). At the latest: a taker learns of w0's last renewal at its next take pass
+  // (up to one take interval later), judges the lease expired failover_time after that, and
+  // takes it at the pass after (one more take interval): failover + two take intervals after
+  // a renewal just before the kill (+ slack for the emulator and the 10% interval jitter).
+  // Seen once at 4,001 ms in a full run of the suite on a 2-core machine.
   EXPECT_GE(taken_after, kFailover - kFailover / 3 - 100ms);
-  EXPECT_LE(taken_after, kFailover + kTakeInterval + 700ms);
+  EXPECT_LE(taken_after, kFailover + 2 * kTakeInterval + 700ms);
   EXPECT_TRUE(wait_for([](const auto& c) { return balanced_among(c, {"w1", "w2"}); }, 10s));
 
   // Graceful shutdown of w1: it hands its leases back and w2 takes them on its next pass,
