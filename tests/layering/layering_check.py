@@ -48,6 +48,16 @@ def read_areas(src_dir):
     return deps
 
 
+def sources(folder, root):
+    """(path relative to root, the includes) of each .h and .cpp below folder, in order."""
+    for dirpath, _, files in sorted(os.walk(folder)):
+        for f in sorted(files):
+            if f.endswith((".h", ".cpp")):
+                path = os.path.join(dirpath, f)
+                text = open(path, errors="replace").read()
+                yield os.path.relpath(path, root), INCLUDE_RE.findall(text)
+
+
 def closure(deps):
     allowed = {}
     for area in deps:
@@ -83,26 +93,21 @@ def main():
         if area not in deps:
             problems.append(f"src/{area}/ is not declared with kcl_area() in src/CMakeLists.txt")
             continue
-        for dirpath, _, files in os.walk(folder):
-            for f in sorted(files):
-                if not f.endswith((".h", ".cpp")):
-                    continue
-                path = os.path.join(dirpath, f)
-                rel = os.path.relpath(path, root)
-                checked += 1
-                for inc in INCLUDE_RE.findall(open(path, errors="replace").read()):
-                    top = inc.split("/", 1)[0]
-                    if top == "kcl":
-                        owner = public_area(inc.split("/", 1)[1])
-                        if owner != "base" and owner not in allowed[area]:
-                            problems.append(f"{rel}: includes \"{inc}\" (public header of layer "
-                                            f"{owner}), above layer {area}")
-                    elif top in deps:
-                        if top not in allowed[area]:
-                            problems.append(f"{rel}: includes \"{inc}\" from layer {top}, which "
-                                            f"layer {area} does not depend on")
-                    elif "/" in inc:
-                        problems.append(f"{rel}: includes \"{inc}\", which belongs to no layer")
+        for rel, includes in sources(folder, root):
+            checked += 1
+            for inc in includes:
+                top = inc.split("/", 1)[0]
+                if top == "kcl":
+                    owner = public_area(inc.split("/", 1)[1])
+                    if owner != "base" and owner not in allowed[area]:
+                        problems.append(f"{rel}: includes \"{inc}\" (public header of layer "
+                                        f"{owner}), above layer {area}")
+                elif top in deps:
+                    if top not in allowed[area]:
+                        problems.append(f"{rel}: includes \"{inc}\" from layer {top}, which "
+                                        f"layer {area} does not depend on")
+                elif "/" in inc:
+                    problems.append(f"{rel}: includes \"{inc}\", which belongs to no layer")
 
     pub = os.path.join(root, "include", "kcl")
     for f in sorted(os.listdir(pub)):
@@ -127,20 +132,15 @@ def main():
         base = os.path.join(tests, kind)
         if not os.path.isdir(base):
             continue
-        for dirpath, _, files in os.walk(base):
-            area = os.path.relpath(dirpath, base).split(os.sep)[0]
-            for f in sorted(files):
-                if not f.endswith((".h", ".cpp")):
-                    continue
-                path = os.path.join(dirpath, f)
-                rel = os.path.relpath(path, root)
-                checked += 1
-                for inc in INCLUDE_RE.findall(open(path, errors="replace").read()):
-                    parts = inc.split("/")
-                    if parts[0] in ("unit", "integration") and len(parts) > 2 and (
-                            parts[0] != kind or parts[1] != area):
-                        problems.append(f"{rel}: includes \"{inc}\" from another test area "
-                                        f"(shared test code belongs in tests/support)")
+        for rel, includes in sources(base, root):
+            area = os.path.relpath(rel, os.path.relpath(base, root)).split(os.sep)[0]
+            checked += 1
+            for inc in includes:
+                parts = inc.split("/")
+                if parts[0] in ("unit", "integration") and len(parts) > 2 and (
+                        parts[0] != kind or parts[1] != area):
+                    problems.append(f"{rel}: includes \"{inc}\" from another test area "
+                                    f"(shared test code belongs in tests/support)")
 
     for p in problems:
         print("layering violation: " + p)
