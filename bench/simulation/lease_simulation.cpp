@@ -196,7 +196,7 @@ class Simulation {
   LeaseConfig config_;
   ManualClock clock_;
   InMemoryLeaseStore store_;
-  assignment::InMemoryCoordinationStore coordination_;
+  coordination::InMemoryCoordinationStore coordination_;
   std::mt19937_64 rng_;
   std::vector<std::unique_ptr<SimWorker>> workers_;
   std::priority_queue<Tick, std::vector<Tick>, std::greater<Tick>> ticks_;
@@ -230,8 +230,9 @@ int Simulation::add_worker(nanoseconds first_take) {
   w->load = std::make_unique<LoadMeter>(*w->clock);
   assignment::AssignmentParts parts;
   parts.store = &store_;
-  parts.coordination = std::shared_ptr<assignment::CoordinationStore>(std::shared_ptr<void>(),
-                                                                      &coordination_);  // not owned
+  parts.coordination =
+      std::shared_ptr<coordination::CoordinationStore>(std::shared_ptr<void>(),
+                                                       &coordination_);  // not owned
   parts.clock = w->clock.get();
   parts.metrics = &NoopMetricsSink::instance();
   parts.load = w->load.get();

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "assignment/in_memory_coordination_store.h"
+#include "coordination/in_memory_coordination_store.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/status.h"
@@ -36,7 +36,7 @@
 
 namespace kcl::leases {
 
-using assignment::CoordinationStoreStats;
+using coordination::CoordinationStoreStats;
 
 // A clock that reads another clock plus fixed offsets: gives each simulated worker its own
 // monotonic epoch and its own (skewed) wall clock.

@@ -9,11 +9,11 @@ namespace kcl::assignment {
 
 using std::chrono::milliseconds;
 
-AssignmentAgent::AssignmentAgent(CoordinationStore& coordination, leases::LeaseStore& leases,
-                                 leases::HeldLeases& held, MembershipHold& hold,
-                                 leases::LoadMeter* load, const LeaseConfig& config,
-                                 const Clock& clock, MetricsSink& metrics, Logger* logger,
-                                 std::uint64_t seed)
+AssignmentAgent::AssignmentAgent(coordination::CoordinationStore& coordination,
+                                 leases::LeaseStore& leases, leases::HeldLeases& held,
+                                 MembershipHold& hold, leases::LoadMeter* load,
+                                 const LeaseConfig& config, const Clock& clock,
+                                 MetricsSink& metrics, Logger* logger, std::uint64_t seed)
     : coordination_(coordination),
       held_(held),
       hold_(hold),
@@ -75,8 +75,8 @@ std::optional<std::string> AssignmentAgent::hold_veto() const {
          std::to_string(std::chrono::duration_cast<milliseconds>(*deadline - now).count()) + " ms";
 }
 
-WorkerEntry AssignmentAgent::heartbeat_report() {
-  WorkerEntry report;
+coordination::WorkerEntry AssignmentAgent::heartbeat_report() {
+  coordination::WorkerEntry report;
   report.lease_count = static_cast<std::int64_t>(held_.held_count());
   if (load_) {
     std::vector<std::string> keys;
@@ -95,7 +95,8 @@ void AssignmentAgent::membership_ended(const Status& reason) {
 
 std::vector<FailingCalls> AssignmentAgent::failing_calls() const {
   std::vector<FailingCalls> out;
-  for (const ReportedSeries* s : {&heartbeats_, &lock_.renewals(), &polls_, &passes_}) {
+  for (const coordination::ReportedSeries* s :
+       {&heartbeats_, &lock_.renewals(), &polls_, &passes_}) {
     if (auto since = s->series().since()) {
       out.push_back(
           {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
@@ -157,7 +158,7 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
 }
 
 // Acts on the lease keys of the leader's last post (a hint), once per post.
-CallTask<bool> AssignmentAgent::look_at_inbox(WorkerEntry self) {
+CallTask<bool> AssignmentAgent::look_at_inbox(coordination::WorkerEntry self) {
   if (self.inbox.empty() ||
       (self.incarnation == poll_.inbox_seen.first && self.inbox == poll_.inbox_seen.second)) {
     co_return true;
@@ -172,7 +173,7 @@ CallTask<bool> AssignmentAgent::look_at_inbox(WorkerEntry self) {
 // conditional, so at most one worker gets each); then the inbox; then handoffs coming in,
 // and those going out (a receiver that took one anyway after handoff_timeout is noticed here,
 // even if no write of ours would notice). False when keys are left to look at again soon.
-CallTask<bool> AssignmentAgent::poll_leases(WorkerEntry self) {
+CallTask<bool> AssignmentAgent::poll_leases(coordination::WorkerEntry self) {
   bool done = true;
   if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
     done = (co_await adopter_.look_at(std::move(given_up))).status.ok();
@@ -206,14 +207,15 @@ CallTask<bool> AssignmentAgent::discover_leases() {
 
 // The lock as a poll read it (LeaderLock::observe): a new holder or a call for attention
 // makes the polls active. Whether to try to lead.
-bool AssignmentAgent::observe_lock(const std::optional<LeaderEntry>& seen,
+bool AssignmentAgent::observe_lock(const std::optional<coordination::LeaderEntry>& seen,
                                    const std::string& incarnation, Clock::MonoTime now) {
   const LeaderLock::Observed o = lock_.observe(seen, incarnation, now, adopter_.taking_stopped());
   if (o.activity) poll_.active_until = now + config_.failover_time;
   return o.lead;
 }
 
-CallTask<Done> AssignmentAgent::try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now) {
+CallTask<Done> AssignmentAgent::try_lead(std::optional<coordination::LeaderEntry> seen,
+                                         Clock::MonoTime now) {
   // The leader step looks at the flag only every 50 ms: a new leader's step runs now.
   const bool elected = co_await lock_.try_lead(std::move(seen), now);
   if (elected && wake_leader_) wake_leader_();
@@ -229,7 +231,7 @@ bool AssignmentAgent::poll_active() {
   return poll_.busy || lock_.confirming_take() || clock_.now() < poll_.active_until;
 }
 
-bool AssignmentAgent::has_news(const WorkerEntry& self) const {
+bool AssignmentAgent::has_news(const coordination::WorkerEntry& self) const {
   const bool posted = !self.inbox.empty() && (self.incarnation != poll_.inbox_seen.first ||
                                               self.inbox != poll_.inbox_seen.second);
   return posted || !adopter_.given_up().empty();
@@ -248,22 +250,24 @@ CallTask<Clock::MonoTime> AssignmentAgent::poll_task() {
   co_return co_await idle_poll(*before);
 }
 
-CallTask<Clock::MonoTime> AssignmentAgent::active_poll(WorkerEntry before, milliseconds interval) {
+CallTask<Clock::MonoTime> AssignmentAgent::active_poll(coordination::WorkerEntry before,
+                                                       milliseconds interval) {
   // a take of the lock whose answer was lost
   const bool confirming = lock_.confirming_take();
   // Confirming a take needs the lock as it is (a stale read of the old holder would end the
   // bound on this worker's hold too early); an entry that reads as gone or replaced ends the
   // membership, so that too is read again strongly consistent first.
-  const Consistency first = confirming ? Consistency::kStrong : Consistency::kEventual;
+  const coordination::Consistency first =
+      confirming ? coordination::Consistency::kStrong : coordination::Consistency::kEventual;
   // The leases the table gives this worker first: that read does not depend on the other.
   const bool discovered = co_await discover_leases();
   auto view = co_await call(runner_, Lane::kPoll, [this, first] {
     return coordination_.read_own(config_.worker_id, first);
   });
-  if (view.ok() && first == Consistency::kEventual &&
+  if (view.ok() && first == coordination::Consistency::kEventual &&
       (!view->self || view->self->incarnation != before.incarnation)) {
     view = co_await call(runner_, Lane::kPoll, [this] {
-      return coordination_.read_own(config_.worker_id, Consistency::kStrong);
+      return coordination_.read_own(config_.worker_id, coordination::Consistency::kStrong);
     });
   }
   polls_.record(view.status());
@@ -325,7 +329,7 @@ void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
 // Nothing in progress: the entry as the last heartbeat returned it (acted on once), and the
 // lock every idle_lock_read_interval (not on the leader, whose renewals return it). A lock
 // that calls for attention makes the worker active: its next poll, at once, reads its entry.
-CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
+CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(coordination::WorkerEntry entry) {
   const std::pair<std::string, std::int64_t> version{entry.incarnation, entry.heartbeat};
   if (version != poll_.heartbeat_seen) {
     poll_.heartbeat_seen = version;
@@ -355,8 +359,9 @@ CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(WorkerEntry entry) {
     co_return poll_active() ? now : poll_.next_lock_read;
   }
   if (now >= poll_.next_lock_read) {
-    auto seen = co_await call(runner_, Lane::kPoll,
-                              [this] { return coordination_.read_leader(Consistency::kEventual); });
+    auto seen = co_await call(runner_, Lane::kPoll, [this] {
+      return coordination_.read_leader(coordination::Consistency::kEventual);
+    });
     polls_.record(seen.status());
     if (!seen.ok()) {
       co_return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
@@ -383,7 +388,7 @@ milliseconds AssignmentAgent::leader_idle_interval(const LeaderPassResult& r) co
 
 CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
   const milliseconds interval = config_.leader_poll_interval;
-  std::optional<LeaderEntry> previous;
+  std::optional<coordination::LeaderEntry> previous;
   bool begin = false;
   if (lock_.leading() && term_started_ != lock_.terms()) {
     term_started_ = lock_.terms();

@@ -59,12 +59,12 @@
 
 #include "assignment/assignment_strategy.h"
 #include "assignment/call_task.h"
-#include "assignment/coordination_store.h"
 #include "assignment/leader_lock.h"
 #include "assignment/lease_adopter.h"
 #include "assignment/lease_leader.h"
 #include "assignment/membership.h"
-#include "assignment/reported_series.h"
+#include "coordination/coordination_store.h"
+#include "coordination/reported_series.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/logging.h"
@@ -77,7 +77,7 @@ namespace kcl::assignment {
 class AssignmentAgent {
  public:
   // Everything given must outlive the agent. `load` and `logger` may be null.
-  AssignmentAgent(CoordinationStore& coordination, leases::LeaseStore& leases,
+  AssignmentAgent(coordination::CoordinationStore& coordination, leases::LeaseStore& leases,
                   leases::HeldLeases& held, MembershipHold& hold, leases::LoadMeter* load,
                   const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
                   Logger* logger, std::uint64_t seed);
@@ -119,22 +119,23 @@ class AssignmentAgent {
   void log(LogLevel level, const std::string& message) const;
   std::chrono::milliseconds jittered(std::chrono::milliseconds base);
   // Takes the lock (LeaderLock::try_lead); a new leader's step runs at once.
-  CallTask<Done> try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now);
+  CallTask<Done> try_lead(std::optional<coordination::LeaderEntry> seen, Clock::MonoTime now);
   std::optional<std::string> assign_veto() const;
   std::optional<std::string> hold_veto() const;
   // False when some keys could not be looked at (they stay in the inbox).
-  CallTask<bool> look_at_inbox(WorkerEntry self);
-  CallTask<bool> poll_leases(WorkerEntry self);
+  CallTask<bool> look_at_inbox(coordination::WorkerEntry self);
+  CallTask<bool> poll_leases(coordination::WorkerEntry self);
   CallTask<bool> discover_leases();
-  bool observe_lock(const std::optional<LeaderEntry>& seen, const std::string& incarnation,
-                    Clock::MonoTime now);
+  bool observe_lock(const std::optional<coordination::LeaderEntry>& seen,
+                    const std::string& incarnation, Clock::MonoTime now);
   // Something changed: polls stay at poll_interval for the next failover_time.
   void note_activity();
   bool poll_active();
   // The poll that reads the own entry and the lock (next in `interval`, or sooner while
   // busy), and the poll while nothing is in progress.
-  CallTask<Clock::MonoTime> active_poll(WorkerEntry before, std::chrono::milliseconds interval);
-  CallTask<Clock::MonoTime> idle_poll(WorkerEntry entry);
+  CallTask<Clock::MonoTime> active_poll(coordination::WorkerEntry before,
+                                        std::chrono::milliseconds interval);
+  CallTask<Clock::MonoTime> idle_poll(coordination::WorkerEntry entry);
   // Whether a handoff to or from this worker waits, or keys wait to be looked at again.
   bool busy_after(bool unfinished) const;
   // How often an idle worker reads the lock, within its read budget.
@@ -142,13 +143,13 @@ class AssignmentAgent {
   void schedule_lock_read(Clock::MonoTime now);
   std::chrono::milliseconds leader_idle_interval(const LeaderPassResult& r) const;
   // Whether `self` (as a heartbeat returned it) holds something not yet acted on.
-  bool has_news(const WorkerEntry& self) const;
+  bool has_news(const coordination::WorkerEntry& self) const;
 
   // What the heartbeat reports, and what is done when the membership ends.
-  WorkerEntry heartbeat_report();
+  coordination::WorkerEntry heartbeat_report();
   void membership_ended(const Status& reason);
 
-  CoordinationStore& coordination_;
+  coordination::CoordinationStore& coordination_;
   leases::HeldLeases& held_;
   MembershipHold& hold_;
   leases::LoadMeter* load_;
@@ -161,9 +162,9 @@ class AssignmentAgent {
   LeaderLock lock_;
   LeaseLeader leader_;  // used by leader_step only
   // Failing series of this worker's coordination calls (logged and exported).
-  ReportedSeries heartbeats_;
-  ReportedSeries polls_;
-  ReportedSeries passes_;
+  coordination::ReportedSeries heartbeats_;
+  coordination::ReportedSeries polls_;
+  coordination::ReportedSeries passes_;
 
   CallRunner* runner_ = nullptr;
   std::mt19937_64 rng_;

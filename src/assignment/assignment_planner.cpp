@@ -273,7 +273,7 @@ Plan plan_by_load(const PlanInput& input, const std::vector<std::string>& worker
 PlanRequest build_plan_input(const LeaderKnowledge& known) {
   PlanRequest req;
   PlanInput& in = req.input;
-  for (const WorkerEntry& w : known.workers) {
+  for (const coordination::WorkerEntry& w : known.workers) {
     if (!w.draining) in.workers.push_back(w.worker_id);
     for (const auto& [key, kbps] : w.lease_kbps) in.weights[key] = std::max(1.0, kbps);
   }

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 #include "kcl/lease.h"
 
 namespace kcl::assignment {
@@ -63,9 +63,9 @@ Plan plan_assignment(const PlanInput& input);
 
 // What the leader knows when it plans (LeaseLeader gathers it each pass).
 struct LeaderKnowledge {
-  std::vector<WorkerEntry> workers;            // the live workers' entries
-  const std::map<std::string, Lease>* leases;  // the lease table as the leader knows it
-  std::vector<std::string> orphans;            // leases to place whatever their owner says
+  std::vector<coordination::WorkerEntry> workers;  // the live workers' entries
+  const std::map<std::string, Lease>* leases;      // the lease table as the leader knows it
+  std::vector<std::string> orphans;                // leases to place whatever their owner says
   // The membership has not changed for a while (see lease_leader.h): free leases may be
   // placed and leases rebalanced; while it changes, only the leases of dead workers move.
   bool settled = true;

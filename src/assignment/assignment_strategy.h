@@ -48,9 +48,11 @@ namespace kcl::leases {
 class LoadMeter;
 }
 
-namespace kcl::assignment {
-
+namespace kcl::coordination {
 class CoordinationStore;
+}
+
+namespace kcl::assignment {
 
 // A kind of coordination call that keeps failing (heartbeats, polls, lock renewals, inbox
 // posts, leader passes), for the status page.
@@ -125,7 +127,7 @@ class AssignmentStrategy {
 struct AssignmentParts {
   leases::LeaseStore* store = nullptr;
   std::shared_ptr<dynamodb::DynamoDbClient> dynamodb;
-  std::shared_ptr<CoordinationStore> coordination;
+  std::shared_ptr<coordination::CoordinationStore> coordination;
   const Clock* clock = nullptr;
   MetricsSink* metrics = nullptr;
   Logger* logger = nullptr;           // may be null

@@ -42,10 +42,11 @@ AssignmentReport LeaderAssignment::report() const {
 
 std::optional<Result<std::vector<std::pair<std::string, std::string>>>>
 LeaderAssignment::status_urls() {
-  auto view = coordination_->read_all(Consistency::kEventual);
+  auto view = coordination_->read_all(coordination::Consistency::kEventual);
   if (!view.ok()) return {view.status().with_context("reading the coordination table: ")};
   std::vector<std::pair<std::string, std::string>> out;
-  for (const WorkerEntry& w : view->workers) out.emplace_back(w.worker_id, w.status_url);
+  for (const coordination::WorkerEntry& w : view->workers)
+    out.emplace_back(w.worker_id, w.status_url);
   return {std::move(out)};
 }
 

@@ -11,9 +11,9 @@
 
 #include "assignment/assignment_agent.h"
 #include "assignment/assignment_strategy.h"
-#include "assignment/coordination_store.h"
 #include "assignment/coordinator.h"
 #include "assignment/membership.h"
+#include "coordination/coordination_store.h"
 
 namespace kcl::assignment {
 
@@ -45,7 +45,7 @@ class LeaderAssignment final : public AssignmentStrategy {
   AssignmentAgent& agent() { return agent_; }
 
  private:
-  const std::shared_ptr<CoordinationStore> coordination_;
+  const std::shared_ptr<coordination::CoordinationStore> coordination_;
   std::shared_ptr<MembershipHold> hold_;
   leases::HeldLeases held_;
   AssignmentAgent agent_;

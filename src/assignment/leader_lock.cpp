@@ -2,7 +2,7 @@
 
 namespace kcl::assignment {
 
-LeaderLock::LeaderLock(CoordinationStore& coordination, Membership& membership,
+LeaderLock::LeaderLock(coordination::CoordinationStore& coordination, Membership& membership,
                        const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
                        Logger* logger)
     : coordination_(coordination),
@@ -24,7 +24,7 @@ void LeaderLock::log(LogLevel level, const std::string& message) const {
 // shows another holder, and says whether to try to lead: when nobody leads, when it names
 // this worker (an earlier incarnation that stopped, or this one's take whose answer was
 // lost), or when it has not moved for failover_time.
-LeaderLock::Observed LeaderLock::observe(const std::optional<LeaderEntry>& seen,
+LeaderLock::Observed LeaderLock::observe(const std::optional<coordination::LeaderEntry>& seen,
                                          const std::string& incarnation, Clock::MonoTime now,
                                          bool stopping) {
   Observed o;
@@ -33,7 +33,7 @@ LeaderLock::Observed LeaderLock::observe(const std::optional<LeaderEntry>& seen,
   }
   // A new holder (or none): the next leader's moves may come soon. The leader calls
   // attention when something is about to move.
-  auto owner_of = [](const std::optional<LeaderEntry>& e) {
+  auto owner_of = [](const std::optional<coordination::LeaderEntry>& e) {
     return e ? e->owner : std::optional<std::string>();
   };
   o.activity =
@@ -60,7 +60,8 @@ std::optional<Clock::MonoTime> LeaderLock::lapses_at() const {
   return changed_at_ + config_.failover_time;
 }
 
-CallTask<bool> LeaderLock::try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now) {
+CallTask<bool> LeaderLock::try_lead(std::optional<coordination::LeaderEntry> seen,
+                                    Clock::MonoTime now) {
   auto entry = membership_.entry();
   if (!entry) co_return false;
   const auto start = clock_.now();
@@ -107,7 +108,7 @@ CallTask<bool> LeaderLock::try_lead(std::optional<LeaderEntry> seen, Clock::Mono
 }
 
 CallTask<bool> LeaderLock::renew(bool attention) {
-  const std::optional<LeaderEntry> held = held_;
+  const std::optional<coordination::LeaderEntry> held = held_;
   const std::optional<Clock::MonoTime> basis = basis_;
   if (!held) co_return true;
   const auto start = clock_.now();
@@ -163,7 +164,7 @@ void LeaderLock::stop(const Status& why, bool abandon_incarnation) {
 }
 
 CallTask<Done> LeaderLock::hand_back() {
-  const std::optional<LeaderEntry> held = held_;
+  const std::optional<coordination::LeaderEntry> held = held_;
   if (!held) co_return Done{};
   stop(Status(StatusCode::kCancelled, "shutting down: another worker leads from now"), false);
   Status s = co_await call(runner_, Lane::kRenew,
@@ -176,7 +177,7 @@ CallTask<Done> LeaderLock::hand_back() {
 }
 
 CallTask<Status> LeaderLock::release() {
-  const std::optional<LeaderEntry> held = held_;
+  const std::optional<coordination::LeaderEntry> held = held_;
   if (!held) co_return Status::Ok();
   Status s = co_await call(runner_, Lane::kRenew,
                            [this, &held] { return coordination_.release_leadership(*held); });

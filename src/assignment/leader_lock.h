@@ -26,9 +26,9 @@
 #include <string>
 
 #include "assignment/call_task.h"
-#include "assignment/coordination_store.h"
 #include "assignment/membership.h"
-#include "assignment/reported_series.h"
+#include "coordination/coordination_store.h"
+#include "coordination/reported_series.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/logging.h"
@@ -39,8 +39,8 @@ namespace kcl::assignment {
 class LeaderLock {
  public:
   // Everything given must outlive the lock; `logger` may be null.
-  LeaderLock(CoordinationStore& coordination, Membership& membership, const LeaseConfig& config,
-             const Clock& clock, MetricsSink& metrics, Logger* logger);
+  LeaderLock(coordination::CoordinationStore& coordination, Membership& membership,
+             const LeaseConfig& config, const Clock& clock, MetricsSink& metrics, Logger* logger);
 
   // Where the calls run (null: inline).
   void set_call_runner(CallRunner* runner) { runner_ = runner; }
@@ -54,11 +54,11 @@ class LeaderLock {
   };
   // The lock as a poll read it (`incarnation` is this worker's when the read was sent). A
   // stopping worker (`stopping`) never takes it.
-  Observed observe(const std::optional<LeaderEntry>& seen, const std::string& incarnation,
-                   Clock::MonoTime now, bool stopping);
+  Observed observe(const std::optional<coordination::LeaderEntry>& seen,
+                   const std::string& incarnation, Clock::MonoTime now, bool stopping);
   // Takes the lock on what was read (or renews it when the read shows this incarnation's take
   // landed unseen). True when this worker leads from now.
-  CallTask<bool> try_lead(std::optional<LeaderEntry> seen, Clock::MonoTime now);
+  CallTask<bool> try_lead(std::optional<coordination::LeaderEntry> seen, Clock::MonoTime now);
   // Renews the lock this worker holds, calling the workers' attention with the renewal when
   // `attention`; false when the renewal failed (the lock stays held until its deadline).
   CallTask<bool> renew(bool attention);
@@ -77,31 +77,32 @@ class LeaderLock {
   // A take of the lock whose answer was lost is being confirmed (read the lock strongly).
   bool confirming_take() const { return taken_from_.has_value(); }
   // The holder this worker took the lock from, for the new term's first pass to fence.
-  const std::optional<LeaderEntry>& previous() const { return previous_; }
+  const std::optional<coordination::LeaderEntry>& previous() const { return previous_; }
   // When the lock as last read, held by someone, lapses unless it changes; empty when nobody
   // held it.
   std::optional<Clock::MonoTime> lapses_at() const;
-  const ReportedSeries& renewals() const { return renewals_; }
+  const coordination::ReportedSeries& renewals() const { return renewals_; }
 
  private:
   void log(LogLevel level, const std::string& message) const;
 
-  CoordinationStore& coordination_;
+  coordination::CoordinationStore& coordination_;
   Membership& membership_;
   const LeaseConfig config_;
   const Clock& clock_;
   MetricsSink& metrics_;
   Logger* logger_;
-  ReportedSeries renewals_;
+  coordination::ReportedSeries renewals_;
   CallRunner* runner_ = nullptr;
   std::function<void()> on_elected_;
 
-  std::optional<LeaderEntry> held_;
-  std::optional<Clock::MonoTime> basis_;  // start of the last renewal
-  std::optional<LeaderEntry> seen_;       // as last read
+  std::optional<coordination::LeaderEntry> held_;
+  std::optional<Clock::MonoTime> basis_;           // start of the last renewal
+  std::optional<coordination::LeaderEntry> seen_;  // as last read
   Clock::MonoTime changed_at_{};
-  std::optional<LeaderEntry> previous_;    // before this worker took it
-  std::optional<LeaderEntry> taken_from_;  // the lock as seen before a take whose answer was lost
+  std::optional<coordination::LeaderEntry> previous_;  // before this worker took it
+  std::optional<coordination::LeaderEntry>
+      taken_from_;  // the lock as seen before a take whose answer was lost
   // Read by other threads (the leader's pass on its lane, report()).
   std::atomic<bool> leading_{false};
   std::atomic<std::uint64_t> terms_{0};

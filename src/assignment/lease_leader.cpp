@@ -8,7 +8,7 @@
 
 namespace kcl::assignment {
 
-LeaseLeader::LeaseLeader(leases::LeaseStore& leases, CoordinationStore& coordination,
+LeaseLeader::LeaseLeader(leases::LeaseStore& leases, coordination::CoordinationStore& coordination,
                          const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
                          Logger* logger)
     : leases_(leases),
@@ -24,7 +24,7 @@ void LeaseLeader::log(LogLevel level, const std::string& message) const {
   }
 }
 
-void LeaseLeader::begin(const std::optional<LeaderEntry>& previous) {
+void LeaseLeader::begin(const std::optional<coordination::LeaderEntry>& previous) {
   active_ = true;
   // What this worker saw of the workers' heartbeats and of unknown owners' lease counters in
   // an earlier term stays valid: both values only ever go up, so one seen unchanged since T
@@ -61,10 +61,10 @@ LeaderStats LeaseLeader::stats() const {
 
 // Notes every worker's entry: joins, new incarnations and heartbeats (when each value was
 // first seen, on this clock); a worker whose entry is gone left.
-void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
+void LeaseLeader::note_entries(const coordination::CoordinationView& view, bool& changed) {
   const auto now = clock_.now();
   std::set<std::string> present;
-  for (const WorkerEntry& w : view.workers) {
+  for (const coordination::WorkerEntry& w : view.workers) {
     present.insert(w.worker_id);
     auto [it, inserted] = workers_.try_emplace(w.worker_id);
     Observed& o = it->second;
@@ -120,9 +120,9 @@ void LeaseLeader::note_entries(const CoordinationView& view, bool& changed) {
   }
 }
 
-bool LeaseLeader::misses_a_known_worker(const CoordinationView& view) const {
+bool LeaseLeader::misses_a_known_worker(const coordination::CoordinationView& view) const {
   std::set<std::string> present;
-  for (const WorkerEntry& w : view.workers) present.insert(w.worker_id);
+  for (const coordination::WorkerEntry& w : view.workers) present.insert(w.worker_id);
   for (const auto& [id, o] : workers_) {
     if (!present.count(id)) return true;
   }
@@ -219,11 +219,11 @@ Status LeaseLeader::fence_silent(LeaderPassResult& r, bool& changed) {
 // Step 1 of a pass: reads every worker's entry, notes them, and fences the previous leader
 // and the silent; a lease-set change noted by any worker (leasesVersion) asks for a scan.
 Status LeaseLeader::observe(LeaderPassResult& r, bool& changed) {
-  auto view = coordination_.read_all(Consistency::kEventual);
+  auto view = coordination_.read_all(coordination::Consistency::kEventual);
   // An eventually consistent read may miss an entry written a moment ago; a worker seen
   // before is taken for gone only when a strongly consistent read agrees.
   if (view.ok() && misses_a_known_worker(*view))
-    view = coordination_.read_all(Consistency::kStrong);
+    view = coordination_.read_all(coordination::Consistency::kStrong);
   if (!view.ok()) return view.status().with_context("reading the workers: ");
   note_entries(*view, changed);
   KCL_RETURN_IF_ERROR(fence_previous_leader(r, changed));

@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "assignment/assignment_planner.h"
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 #include "kcl/clock.h"
 #include "kcl/lease.h"
 #include "kcl/lease_config.h"
@@ -91,12 +91,12 @@ struct LeaderStats {
 
 class LeaseLeader {
  public:
-  LeaseLeader(leases::LeaseStore& leases, CoordinationStore& coordination,
+  LeaseLeader(leases::LeaseStore& leases, coordination::CoordinationStore& coordination,
               const LeaseConfig& config, const Clock& clock, MetricsSink& metrics, Logger* logger);
 
   // Starts leading. `previous` is the lock entry as it was before this worker took it: when
   // it still named an owner (its lock lapsed), that incarnation is fenced.
-  void begin(const std::optional<LeaderEntry>& previous);
+  void begin(const std::optional<coordination::LeaderEntry>& previous);
   void end();
   bool active() const { return active_; }
 
@@ -106,7 +106,7 @@ class LeaseLeader {
   void set_authority(Authority authority) { authority_ = std::move(authority); }
   // What this worker's heartbeat would report now (lease count, loads, draining):
   // the leader does not write its own entry while it leads, so this stands in for it.
-  using SelfReport = std::function<WorkerEntry()>;
+  using SelfReport = std::function<coordination::WorkerEntry()>;
   void set_self_report(SelfReport report) { self_report_ = std::move(report); }
 
   LeaderPassResult run_pass();
@@ -129,7 +129,7 @@ class LeaseLeader {
 
  private:
   struct Observed {
-    WorkerEntry entry;
+    coordination::WorkerEntry entry;
     // When this leader first saw its (incarnation, heartbeat) as it is: silence is timed from
     // here.
     Clock::MonoTime changed_at;
@@ -146,8 +146,8 @@ class LeaseLeader {
 
   // The steps of a pass (see the header).
   Status observe(LeaderPassResult& r, bool& changed);
-  bool misses_a_known_worker(const CoordinationView& view) const;
-  void note_entries(const CoordinationView& view, bool& changed);
+  bool misses_a_known_worker(const coordination::CoordinationView& view) const;
+  void note_entries(const coordination::CoordinationView& view, bool& changed);
   Status fence_previous_leader(LeaderPassResult& r, bool& changed);
   Status fence_silent(LeaderPassResult& r, bool& changed);
   Status scan_if_due(LeaderPassResult& r);
@@ -173,7 +173,7 @@ class LeaseLeader {
   void post(const Inbox& inbox);
 
   leases::LeaseStore& leases_;
-  CoordinationStore& coordination_;
+  coordination::CoordinationStore& coordination_;
   const LeaseConfig config_;
   const Clock& clock_;
   MetricsSink& metrics_;
@@ -184,7 +184,7 @@ class LeaseLeader {
 
   Authority authority_;
   SelfReport self_report_;
-  WorkerEntry self_report_taken_;
+  coordination::WorkerEntry self_report_taken_;
   std::optional<Clock::MonoTime> self_reported_at_;
   bool active_ = false;
   std::optional<std::pair<std::string, std::string>> fence_previous_;  // id, incarnation

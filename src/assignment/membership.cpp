@@ -36,9 +36,9 @@ void MembershipHold::set_basis(std::optional<Clock::MonoTime> basis) {
   basis_ = basis;
 }
 
-Membership::Membership(CoordinationStore& store, MembershipHold& hold, const LeaseConfig& config,
-                       const Clock& clock, MetricsSink& metrics, std::uint64_t seed,
-                       Callbacks callbacks)
+Membership::Membership(coordination::CoordinationStore& store, MembershipHold& hold,
+                       const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
+                       std::uint64_t seed, Callbacks callbacks)
     : store_(store),
       hold_(hold),
       callbacks_(std::move(callbacks)),
@@ -75,7 +75,7 @@ std::optional<Clock::MonoTime> Membership::deadline() const {
   return leases::hold_deadline(*b, config_);
 }
 
-std::optional<WorkerEntry> Membership::entry() const { return entry_; }
+std::optional<coordination::WorkerEntry> Membership::entry() const { return entry_; }
 
 std::uint64_t Membership::incarnations() const { return incarnations_; }
 
@@ -114,10 +114,11 @@ CallTask<Membership::RenewResult> Membership::renew() {
   renewing_ = true;
   RenewResult result;
   if (check_lapse()) result.abandoned = true;
-  const std::optional<WorkerEntry> held = entry_;
+  const std::optional<coordination::WorkerEntry> held = entry_;
   const std::uint64_t generation = generation_;
   const auto start = clock_.now();
-  WorkerEntry report = callbacks_.report ? callbacks_.report() : WorkerEntry{};
+  coordination::WorkerEntry report =
+      callbacks_.report ? callbacks_.report() : coordination::WorkerEntry{};
   if (!held) {
     result = co_await register_incarnation(start, report.lease_count, generation, result);
     renewing_ = false;
@@ -162,7 +163,7 @@ CallTask<Membership::RenewResult> Membership::register_incarnation(Clock::MonoTi
                                                                    std::int64_t lease_count,
                                                                    std::uint64_t generation,
                                                                    RenewResult result) {
-  WorkerEntry fresh;
+  coordination::WorkerEntry fresh;
   fresh.worker_id = config_.worker_id;
   if (registering_.empty()) {
     registering_ = new_incarnation();
@@ -187,7 +188,7 @@ CallTask<Membership::RenewResult> Membership::register_incarnation(Clock::MonoTi
   co_return result;
 }
 
-bool Membership::observe_own(const std::optional<WorkerEntry>& seen,
+bool Membership::observe_own(const std::optional<coordination::WorkerEntry>& seen,
                              const std::optional<std::string>& read_for) {
   if (!entry_ || !read_for || *read_for != entry_->incarnation) return false;
   if (seen && seen->incarnation == entry_->incarnation) {
@@ -204,7 +205,7 @@ bool Membership::observe_own(const std::optional<WorkerEntry>& seen,
 }
 
 CallTask<Status> Membership::leave() {
-  const std::optional<WorkerEntry> held = entry_;
+  const std::optional<coordination::WorkerEntry> held = entry_;
   if (!held) co_return Status::Ok();
   Status s = co_await call(runner_, Lane::kRenew,
                            [this, &held] { return store_.deregister_worker(*held); });

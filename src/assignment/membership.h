@@ -36,7 +36,7 @@
 #include <string>
 
 #include "assignment/call_task.h"
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 #include "kcl/clock.h"
 #include "kcl/lease_config.h"
 #include "kcl/metrics.h"
@@ -75,13 +75,14 @@ class Membership {
  public:
   struct Callbacks {
     // What the next heartbeat reports: lease_count and lease_kbps.
-    std::function<WorkerEntry()> report;
+    std::function<coordination::WorkerEntry()> report;
     // The membership ended (abandoned, fenced or left): give every lease up with `reason`.
     std::function<void(const Status& reason)> ended;
   };
   // `store`, `hold`, `clock` and `metrics` must outlive the membership.
-  Membership(CoordinationStore& store, MembershipHold& hold, const LeaseConfig& config,
-             const Clock& clock, MetricsSink& metrics, std::uint64_t seed, Callbacks callbacks);
+  Membership(coordination::CoordinationStore& store, MembershipHold& hold,
+             const LeaseConfig& config, const Clock& clock, MetricsSink& metrics,
+             std::uint64_t seed, Callbacks callbacks);
 
   struct RenewResult {
     Status status;            // the call's failure, if any
@@ -99,7 +100,7 @@ class Membership {
   // `read_for` is the incarnation that was current when the read was sent (entry()); a read
   // sent before a registration says nothing about the new incarnation and is ignored.
   // Returns true when the incarnation was abandoned because of it.
-  bool observe_own(const std::optional<WorkerEntry>& entry,
+  bool observe_own(const std::optional<coordination::WorkerEntry>& entry,
                    const std::optional<std::string>& read_for);
   // Gives the current incarnation up (listeners told with `reason`); the next renew()
   // registers a new one.
@@ -125,7 +126,7 @@ class Membership {
   void set_status_url(std::string url);
 
   // The current incarnation's entry as last written or read; empty when not a member.
-  std::optional<WorkerEntry> entry() const;
+  std::optional<coordination::WorkerEntry> entry() const;
   // When the hold lapses unless renewed; empty when not a member.
   std::optional<Clock::MonoTime> deadline() const;
   // abandon()s when the hold has lapsed; true when it did.
@@ -141,7 +142,7 @@ class Membership {
   void end();
   std::string new_incarnation();
 
-  CoordinationStore& store_;
+  coordination::CoordinationStore& store_;
   MembershipHold& hold_;
   const Callbacks callbacks_;
   const LeaseConfig config_;
@@ -150,7 +151,7 @@ class Membership {
   CallRunner* runner_ = nullptr;
   bool renewing_ = false;
   std::mt19937_64 rng_;
-  std::optional<WorkerEntry> entry_;
+  std::optional<coordination::WorkerEntry> entry_;
   std::optional<Clock::MonoTime> heartbeat_basis_;
   std::optional<Clock::MonoTime> leader_basis_;
   bool held_by_lock_ = false;

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <memory>
 
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
 #include "leases/lease_store.h"
@@ -24,7 +24,7 @@ struct WorkerInternals {
   // LeaseAssignment::kLeader's coordination table. Empty: a DynamoDB table, or, when
   // `lease_store` is given, an in-memory one of this worker's own (a fleet sharing an
   // in-memory lease store must share one of these too).
-  std::shared_ptr<assignment::CoordinationStore> coordination_store;
+  std::shared_ptr<coordination::CoordinationStore> coordination_store;
   // Makes each shard's records source; empty = polling through `kinesis`.
   retrieval::RecordsSourceFactory records_source_factory;
   // Processors that pace their own deliveries (the pull consumer), instead of the

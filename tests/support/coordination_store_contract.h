@@ -5,11 +5,9 @@
 
 #include <gtest/gtest.h>
 
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 
-namespace kcl::leases::testing {
-
-using namespace ::kcl::assignment;
+namespace kcl::coordination::testing {
 
 // `store` must be an empty, ready table.
 inline void check_coordination_store_contract(CoordinationStore& store) {
@@ -151,4 +149,4 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   EXPECT_TRUE(all->workers.empty());
 }
 
-}  // namespace kcl::leases::testing
+}  // namespace kcl::coordination::testing

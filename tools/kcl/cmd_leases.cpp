@@ -5,8 +5,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "assignment/dynamodb_coordination_store.h"
 #include "commands.h"
+#include "coordination/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
 
 namespace kcl::cli {
@@ -56,11 +56,11 @@ int run_leases(const GlobalOptions& g, const LeasesFlags& f) {
   std::sort(all->begin(), all->end(),
             [](const Lease& a, const Lease& b) { return a.lease_key < b.lease_key; });
   // The coordination table exists only with leader-based assignment.
-  assignment::DynamoDbCoordinationStore coordination(
+  coordination::DynamoDbCoordinationStore coordination(
       client, config, [&store] { return store.uses_entity_types(); });
   Status resolved = coordination.resolve_table();
-  auto view =
-      resolved.ok() ? coordination.read_all(assignment::Consistency::kStrong) : Result<assignment::CoordinationView>(resolved);
+  auto view = resolved.ok() ? coordination.read_all(coordination::Consistency::kStrong)
+                            : Result<coordination::CoordinationView>(resolved);
   const leases::LeaseScanSummary others = store.last_scan();
   auto text = [](const std::optional<std::string>& s) {
     return s ? nlohmann::json(*s) : nlohmann::json(nullptr);

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "assignment/dynamodb_coordination_store.h"
 #include "commands.h"
+#include "coordination/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
 #include "observability/fleet_figures.h"
 #include "observability/peer_fetch.h"
@@ -48,11 +48,11 @@ std::int64_t wall_ms() {
 std::vector<observability::PeerAddress> directory(
     const std::shared_ptr<dynamodb::DynamoDbClient>& client, const LeaseConfig& config,
     leases::DynamoDbLeaseStore& store, std::string& note) {
-  assignment::DynamoDbCoordinationStore coordination(
+  coordination::DynamoDbCoordinationStore coordination(
       client, config, [&store] { return store.uses_entity_types(); });
   Status resolved = coordination.resolve_table();
-  auto view = resolved.ok() ? coordination.read_all(assignment::Consistency::kEventual)
-                            : Result<assignment::CoordinationView>(resolved);
+  auto view = resolved.ok() ? coordination.read_all(coordination::Consistency::kEventual)
+                            : Result<coordination::CoordinationView>(resolved);
   std::vector<observability::PeerAddress> out;
   if (!view.ok()) {
     note = view.status().code() == StatusCode::kNotFound

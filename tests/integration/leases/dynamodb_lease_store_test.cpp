@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "assignment/dynamodb_coordination_store.h"
 #include "aws/aws_json_client.h"
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
 #include "checkpoint/shard_checkpointer.h"
+#include "coordination/dynamodb_coordination_store.h"
 #include "leases/lease_serializer.h"
 #include "support/captured_log.h"
 #include "support/coordination_store_contract.h"
@@ -28,6 +28,7 @@
 namespace kcl::leases {
 namespace {
 
+using namespace ::kcl::coordination;
 using namespace std::chrono_literals;
 using dynamodb::AttributeValue;
 using dynamodb::Item;
@@ -233,10 +234,10 @@ TEST_F(DynamoDbLeaseStoreTest, HandoffsAsTheInMemoryStoreAndInTheJavaKcl3Attribu
 TEST_F(DynamoDbLeaseStoreTest, CoordinationTableAsTheInMemoryOne) {
   LeaseConfig c = config(kcl::testing::unique_name("coord"));
   tables_.push_back(c.effective_coordinator_table_name());
-  assignment::DynamoDbCoordinationStore store(client_, c);
+  coordination::DynamoDbCoordinationStore store(client_, c);
   ASSERT_TRUE(store.create_table_if_not_exists().ok());
   EXPECT_EQ(store.table_name(), c.application_name + "-CoordinatorState");
-  testing::check_coordination_store_contract(store);
+  coordination::testing::check_coordination_store_contract(store);
 }
 
 // An entry whose load figures are in the earlier form (leaseKbps, a map) is read; the next
@@ -245,7 +246,7 @@ TEST_F(DynamoDbLeaseStoreTest, CoordinationTableAsTheInMemoryOne) {
 TEST_F(DynamoDbLeaseStoreTest, CoordinationEntryLoadFiguresMoveToTheShortForm) {
   LeaseConfig c = config(kcl::testing::unique_name("coordload"));
   tables_.push_back(c.effective_coordinator_table_name());
-  assignment::DynamoDbCoordinationStore store(client_, c);
+  coordination::DynamoDbCoordinationStore store(client_, c);
   ASSERT_TRUE(store.create_table_if_not_exists().ok());
   auto old_form = dynamodb::item_from_json(nlohmann::json::parse(R"({
       "key": {"S": "kcl-cpp/worker/w1"}, "workerId": {"S": "w1"}, "incarnation": {"S": "i1"},
@@ -254,14 +255,14 @@ TEST_F(DynamoDbLeaseStoreTest, CoordinationEntryLoadFiguresMoveToTheShortForm) {
                           "shardId-000000000002": {"N": "0.0"}}}})"));
   ASSERT_TRUE(old_form.ok()) << old_form.status();
   ASSERT_TRUE(client_->put_item(store.table_name(), *old_form).ok());
-  auto all = store.read_all(assignment::Consistency::kStrong);
+  auto all = store.read_all(coordination::Consistency::kStrong);
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->workers.size(), 1u);
   const std::map<std::string, double> before = {{"shardId-000000000001", 12.5},
                                                 {"shardId-000000000002", 0.0}};
   EXPECT_EQ(all->workers[0].lease_kbps, before);
 
-  assignment::WorkerEntry report;
+  coordination::WorkerEntry report;
   report.lease_count = 50;
   for (int i = 0; i < 50; ++i) report.lease_kbps[testing::shard(1000 + i)] = 123.4;
   auto beat = store.heartbeat(all->workers[0], report);

@@ -14,6 +14,7 @@ namespace kcl::leases {
 namespace {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 
 using testing::shard;
 

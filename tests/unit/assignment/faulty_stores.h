@@ -25,12 +25,13 @@
 #include <string_view>
 #include <vector>
 
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 #include "leases/lease_store.h"
 
 namespace kcl::leases::testing {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 
 struct InjectedFault {
   enum class When { kNone, kBefore, kAfter, kAppliedThenConditionFailed };

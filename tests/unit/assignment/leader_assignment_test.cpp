@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "assignment/assignment_agent.h"
-#include "assignment/in_memory_coordination_store.h"
+#include "coordination/in_memory_coordination_store.h"
 #include "support/lease_test_util.h"
 #include "unit/assignment/leader_test_util.h"
 
@@ -17,6 +17,7 @@ namespace kcl::leases {
 namespace {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 
 using namespace std::chrono_literals;
 using testing::shard;

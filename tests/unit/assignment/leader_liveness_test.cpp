@@ -26,7 +26,7 @@
 #include <stdexcept>
 
 #include "assignment/assignment_agent.h"
-#include "assignment/in_memory_coordination_store.h"
+#include "coordination/in_memory_coordination_store.h"
 #include "support/lease_test_util.h"
 #include "unit/assignment/faulty_stores.h"
 #include "unit/assignment/leader_test_util.h"
@@ -35,6 +35,7 @@ namespace kcl::leases {
 namespace {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 
 using namespace std::chrono_literals;
 using std::chrono::duration_cast;

@@ -6,13 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include "assignment/in_memory_coordination_store.h"
 #include "assignment/membership.h"
+#include "coordination/in_memory_coordination_store.h"
 #include "kcl/clock.h"
 
 namespace kcl::assignment {
 namespace {
 
+using namespace ::kcl::coordination;
 using namespace std::chrono_literals;
 
 class LeaderLockTest : public ::testing::Test {

@@ -11,8 +11,6 @@
 namespace kcl::leases {
 namespace {
 
-using namespace ::kcl::assignment;
-
 using namespace std::chrono_literals;
 using Kind = SimulationEvent::Kind;
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "assignment/in_memory_coordination_store.h"
 #include "assignment/lease_leader.h"
+#include "coordination/in_memory_coordination_store.h"
 #include "support/lease_test_util.h"
 #include "unit/assignment/faulty_stores.h"
 
@@ -15,6 +15,7 @@ namespace kcl::leases {
 namespace {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 using namespace std::chrono_literals;
 using testing::InjectedFault;
 

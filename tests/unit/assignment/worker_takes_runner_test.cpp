@@ -15,6 +15,7 @@ namespace kcl::leases {
 namespace {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 
 using namespace std::chrono_literals;
 using Steady = std::chrono::steady_clock;

@@ -20,6 +20,7 @@ namespace kcl::leases {
 namespace {
 
 using namespace ::kcl::assignment;
+using namespace ::kcl::coordination;
 
 using namespace std::chrono_literals;
 using leases::CheckpointFields;

@@ -28,7 +28,7 @@
 
 #include "kcl/status.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 
 // A running worker, as its entry holds it.
 struct WorkerEntry {
@@ -144,4 +144,4 @@ class CoordinationStore {
   virtual Status note_leases_changed() = 0;
 };
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

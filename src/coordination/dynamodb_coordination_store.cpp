@@ -1,14 +1,14 @@
-#include "assignment/dynamodb_coordination_store.h"
+#include "coordination/dynamodb_coordination_store.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 
-#include "assignment/lease_load_text.h"
 #include "base/status_macros.h"
+#include "coordination/lease_load_text.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 namespace {
 
 using dynamodb::AttributeValue;
@@ -453,4 +453,4 @@ Status DynamoDbCoordinationStore::note_leases_changed() {
       .status();
 }
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

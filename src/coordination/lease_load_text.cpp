@@ -1,11 +1,11 @@
-#include "assignment/lease_load_text.h"
+#include "coordination/lease_load_text.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 namespace {
 
 std::size_t shared_prefix(std::string_view a, std::string_view b) {
@@ -117,4 +117,4 @@ Result<std::map<std::string, double>> decode_lease_load(std::string_view text) {
   return out;
 }
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

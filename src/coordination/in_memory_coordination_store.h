@@ -9,9 +9,9 @@
 #include <map>
 #include <mutex>
 
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 
 struct CoordinationStoreStats {
   std::int64_t reads = 0;           // read calls (read_all, read_own, read_leader)
@@ -78,4 +78,4 @@ class InMemoryCoordinationStore final : public CoordinationStore {
   std::map<std::string, bool, std::less<>> partitioned_;
 };
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

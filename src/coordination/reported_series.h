@@ -14,7 +14,7 @@
 #include "kcl/logging.h"
 #include "kcl/metrics.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 
 class ReportedSeries {
  public:
@@ -68,4 +68,4 @@ class ReportedSeries {
   const Clock& clock_;
 };
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

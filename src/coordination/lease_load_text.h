@@ -21,11 +21,11 @@
 
 #include "kcl/status.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 
 std::string encode_lease_load(const std::map<std::string, double>& kbps);
 
 // kInvalidArgument naming the byte offset and what was expected there.
 Result<std::map<std::string, double>> decode_lease_load(std::string_view text);
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

@@ -1,13 +1,13 @@
-#include "assignment/in_memory_coordination_store.h"
+#include "coordination/in_memory_coordination_store.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "assignment/lease_load_text.h"
 #include "base/status_macros.h"
+#include "coordination/lease_load_text.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 
 Status InMemoryCoordinationStore::fault_locked(std::string_view worker_id) {
   if (fail_calls_ > 0) {
@@ -296,4 +296,4 @@ std::optional<LeaderEntry> InMemoryCoordinationStore::peek_leader() const {
   return leader_;
 }
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

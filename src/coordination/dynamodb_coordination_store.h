@@ -28,11 +28,11 @@
 #include <memory>
 #include <string>
 
-#include "assignment/coordination_store.h"
+#include "coordination/coordination_store.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/lease_config.h"
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 
 class DynamoDbCoordinationStore final : public CoordinationStore {
  public:
@@ -82,4 +82,4 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   LayoutProbe single_table_probe_;
 };
 
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination

@@ -1,15 +1,13 @@
 // The CoordinationStore contract on the in-memory store (the same sequence runs on the
 // DynamoDB store against dynalite in tests/integration/leases).
-#include "assignment/in_memory_coordination_store.h"
+#include "coordination/in_memory_coordination_store.h"
 
 #include <gtest/gtest.h>
 
 #include "support/coordination_store_contract.h"
 
-namespace kcl::leases {
+namespace kcl::coordination {
 namespace {
-
-using namespace ::kcl::assignment;
 
 TEST(InMemoryCoordinationStoreTest, Contract) {
   InMemoryCoordinationStore store;
@@ -17,4 +15,4 @@ TEST(InMemoryCoordinationStoreTest, Contract) {
 }
 
 }  // namespace
-}  // namespace kcl::leases
+}  // namespace kcl::coordination

@@ -1,14 +1,14 @@
 // The leaseLoad text of a coordination entry: what is written reads back the same (to one
 // decimal), shares prefixes so that 50 leases fit a write unit with the rest of the entry, and
 // a damaged text is refused with where it went wrong.
-#include "assignment/lease_load_text.h"
+#include "coordination/lease_load_text.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <vector>
 
-namespace kcl::assignment {
+namespace kcl::coordination {
 namespace {
 
 std::string shard(int n) {
@@ -60,4 +60,4 @@ TEST(LeaseLoadTextTest, ADamagedTextIsRefusedWithItsPlace) {
 }
 
 }  // namespace
-}  // namespace kcl::assignment
+}  // namespace kcl::coordination
