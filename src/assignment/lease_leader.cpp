@@ -55,8 +55,8 @@ void LeaseLeader::end() {
 }
 
 LeaderStats LeaseLeader::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  return LeaderStats{counts_.passes.load(), counts_.scans.load(), counts_.fenced.load(),
+                     counts_.assigned.load(), counts_.handoffs.load()};
 }
 
 // Notes every worker's entry: joins, new incarnations and heartbeats (when each value was
@@ -299,8 +299,7 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
   scan_needed_ = false;
   last_scan_ = now;
   r.scanned = true;
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.scans;
+  ++counts_.scans;
   return Status::Ok();
 }
 
@@ -561,12 +560,9 @@ void LeaseLeader::finish_pass(const LeaderPassResult& r) {
                              std::to_string(r.handoffs) + " handoffs (" + std::to_string(r.leases) +
                              " leases, " + std::to_string(r.workers) + " workers)");
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.fenced += r.fenced;
-    stats_.assigned += r.assigned;
-    stats_.handoffs += r.handoffs;
-  }
+  counts_.fenced += r.fenced;
+  counts_.assigned += r.assigned;
+  counts_.handoffs += r.handoffs;
   metrics_.gauge("leader.workers", r.workers, {});
   // Leases not ended that no live worker holds, as this pass left them (free, or owned by a
   // worker this leader fenced): kcl_leases_unheld, for the "leases unheld" alert.
@@ -582,10 +578,7 @@ void LeaseLeader::finish_pass(const LeaderPassResult& r) {
 
 // A pass that failed before it planned (the store failed): the fences it made are counted.
 LeaderPassResult LeaseLeader::end_failed_pass(LeaderPassResult& r) {
-  if (r.fenced) {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    stats_.fenced += r.fenced;
-  }
+  counts_.fenced += r.fenced;
   return r;
 }
 
@@ -594,10 +587,7 @@ LeaderPassResult LeaseLeader::run_pass() {
   if (!active_) return r;
   r.status = authorised();
   if (!r.status.ok()) return r;
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.passes;
-  }
+  ++counts_.passes;
   bool changed = false;
   r.status = observe(r, changed);
   if (r.status.ok()) r.status = scan_if_due(r);

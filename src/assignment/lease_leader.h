@@ -43,10 +43,10 @@
 // self-report callbacks are called from run_pass's thread; stats() from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -208,8 +208,10 @@ class LeaseLeader {
   std::optional<Clock::MonoTime> last_scan_;
   std::optional<std::int64_t> leases_version_;
 
-  mutable std::mutex stats_mu_;
-  LeaderStats stats_;
+  // Counted by the pass, read by stats() from any thread.
+  struct Counts {
+    std::atomic<std::int64_t> passes{0}, scans{0}, fenced{0}, assigned{0}, handoffs{0};
+  } counts_;
 };
 
 }  // namespace kcl::assignment
