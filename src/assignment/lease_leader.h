@@ -115,8 +115,6 @@ class LeaseLeader {
   // A new leader, until the membership first settles: it reads the membership every
   // settle_time / 4 meanwhile (a fleet starting, or one whose leader just changed).
   bool first_settling() const { return settling_.first; }
-  // Whether this term has read the lease table yet.
-  bool scanned_in_term() const { return last_scan_.has_value(); }
   // When the membership will count as settled if nothing changes meanwhile; empty when it is.
   std::optional<Clock::MonoTime> settles_at() const;
   // This worker's own registration (incarnation, when its write was answered): when the
