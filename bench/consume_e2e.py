@@ -33,10 +33,20 @@ listens on every interface, so run the script in a network namespace of its own
 repetition (`--wire` passed to kcl; the library and pull runs take the default, auto) and
 prints each wire's CPU per record against the first's (e.g. "consume cbor/json").
 
+--server scripted serves the streams from bench/fanout_server.js (DynamoDB from dynalite, on
+loopback; no namespace needed): AWS's shapes in JSON and in CBOR, record data as CBOR byte
+strings as AWS sends them (kinesis-local sends base64 text), GetRecords answers of up to
+10,000 records held to 2 MB/s per shard. Its streams are full from the start (records of
+--size bytes made from their index), so nothing is put. This is the run for the CBOR wire's
+goal (CBOR's CPU per record <= 0.6 of JSON's, same run):
+  python3 bench/consume_e2e.py --server scripted --wire json,cbor --only consume \
+                               --records 200000 --repeat 3
+
   python3 bench/consume_e2e.py [--build-dir build/release] [--records 200000] [--shards 4]
                                [--size 100] [--only tail,library,consume,pull,lifion]
                                [--repeat N] [--records-per-call N] [--marginal] [--wrap CMD]
-                               [--server kinesalite|kinesis-local] [--wire json,cbor]
+                               [--server kinesalite|kinesis-local|scripted]
+                               [--wire json,cbor]
   unshare -n python3 bench/consume_e2e.py --server kinesis-local --wire json,cbor \
                                --only tail,consume,lifion --records 50000 --repeat 3
 """
@@ -154,6 +164,27 @@ def start_kinesis_local():
     return kl, [ddb], {"kinesis": "http://127.0.0.1:4567", "dynamodb": "http://127.0.0.1:4569"}
 
 
+def start_scripted(streams, shards, record_bytes):
+    """bench/fanout_server.js serving `streams` ((name, count) pairs) in `shards` shards of
+    records of `record_bytes`, and dynalite (tools/emulators/serve.js --dynamodb), on
+    loopback: (the scripted server's process, [dynalite's], URLs)."""
+    args = ["node", os.path.join(ROOT, "bench", "fanout_server.js"), "--shards", str(shards),
+            "--record-bytes", str(record_bytes)]
+    for name, count in streams:
+        args += ["--stream", f"{name}={count}"]
+    server = subprocess.Popen(args, stdout=subprocess.PIPE)
+    ddb = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
+                            "--dynamodb"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    lines = [server.stdout.readline(), ddb.stdout.readline()]
+    if not all(lines):
+        server.kill()
+        ddb.kill()
+        sys.exit("consume_e2e: bench/fanout_server.js or dynalite did not start")
+    port = json.loads(lines[0])["port"]
+    return server, [ddb], {"kinesis": f"http://127.0.0.1:{port}",
+                           "dynamodb": json.loads(lines[1])["dynamodb"]}
+
+
 def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=None):
     """Runs cmd to its end and measures it. stop_when(pid), if given, is called at each poll
     until the process exits; the first time it returns true the process gets SIGTERM (for a
@@ -222,9 +253,12 @@ def main():
                          "P-{name}.data --' ({name} becomes the consumer and repetition, with "
                          "-2x for --marginal's longer stream; its "
                          "CPU is then counted too: for profiles, not for figures)")
-    ap.add_argument("--server", choices=("kinesalite", "kinesis-local"), default="kinesalite",
-                    help="kinesalite (tools/emulators/serve.js) or kinesis-local (in a network "
-                         "namespace: unshare -n), with dynalite either way")
+    ap.add_argument("--server", choices=("kinesalite", "kinesis-local", "scripted"),
+                    default="kinesalite",
+                    help="kinesalite (tools/emulators/serve.js), kinesis-local (in a network "
+                         "namespace: unshare -n) or scripted (bench/fanout_server.js: AWS's "
+                         "JSON and CBOR shapes, streams full from the start), with dynalite "
+                         "every way")
     ap.add_argument("--wire", default="",
                     help="comma-separated wires (json, cbor, auto) for kcl tail and kcl "
                          "consume, each run in every repetition; default: kcl's default")
@@ -241,8 +275,15 @@ def main():
         if not os.access(exe, os.X_OK):
             sys.exit(f"consume_e2e: {exe} not found; build first (cmake --build {args.build_dir})")
 
+    suffix = "".join(random.choices(string.ascii_lowercase, k=8))
+    # (stream, record count) pairs each consumer reads in every repetition.
+    streams = [("bench-" + suffix, args.records)]
+    if args.marginal:
+        streams.append(("bench2x-" + suffix, 2 * args.records))
     if args.server == "kinesis-local":
         emu, others, urls = start_kinesis_local()
+    elif args.server == "scripted":
+        emu, others, urls = start_scripted(streams, args.shards, args.size)
     else:
         emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js")],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -259,7 +300,6 @@ def main():
             "AWS_SECRET_ACCESS_KEY": "bench-secret",
         })
         env.pop("AWS_PROFILE", None)
-        suffix = "".join(random.choices(string.ascii_lowercase, k=8))
         rnd = random.Random(1)
         body = "".join(rnd.choices(string.ascii_letters + string.digits, k=args.size - 8))
 
@@ -273,12 +313,12 @@ def main():
             print(f"loaded {count} records of {args.size} B into {args.shards} shards "
                   f"of {stream} in {time.monotonic() - t0:.1f} s", flush=True)
 
-        # (stream, record count) pairs each consumer reads in every repetition.
-        streams = [("bench-" + suffix, args.records)]
-        if args.marginal:
-            streams.append(("bench2x-" + suffix, 2 * args.records))
         for stream, count in streams:
-            load(stream, count)
+            if args.server == "scripted":
+                print(f"scripted server: {count} records of {args.size} B in {args.shards} "
+                      f"shards of {stream}", flush=True)
+            else:
+                load(stream, count)
 
         def command(run, stream, count, rep):
             name, _, wire = run.partition(":")

@@ -9,6 +9,7 @@ Run inside a network namespace of its own (kinesis-local listens on every interf
   unshare -n python3 bench/fanout_local.py [--build-dir build/release] [--records 20000]
                                            [--marginal] [--server kinesis-local|scripted]
                                            [--record-bytes B] [--repeat K]
+                                           [--wire json|cbor|auto]
 
 1. Throughput: --records records of 100 B in 4 shards, read from TRIM_HORIZON to the end by
    `kcl consume --max N` (polling, then --fan-out): records/s over the consumer's wall time
@@ -32,6 +33,10 @@ dynalite): events of up to 1 MB of records at 2 MB/s per shard, GetRecords answe
 given), made from their index, so both modes read the same bytes. Nothing can be put there:
 it runs the throughput phase only. --repeat K reads each stream K times each way, taking
 turns, and prints every run's figure and the medians.
+
+--wire W passes `--wire W` to every `kcl consume` (polling and fan-out alike): the scripted
+server answers GetRecords and SubscribeToShard in CBOR (record data as byte strings, as AWS
+does) when asked in CBOR; without it kcl's default (auto) is used.
 """
 import argparse
 import base64
@@ -112,6 +117,8 @@ def main():
     ap.add_argument("--record-bytes", type=int, default=0,
                     help="record size (100 on kinesis-local, 1000 on the scripted server)")
     ap.add_argument("--repeat", type=int, default=1, help="read each stream this many times")
+    ap.add_argument("--wire", choices=("json", "cbor", "auto"), default=None,
+                    help="kcl's --wire for every consumer (default: kcl's own, auto)")
     a = ap.parse_args()
     a.record_bytes = a.record_bytes or (1000 if a.server == "scripted" else 100)
     kcl = os.path.join(a.build_dir, "tools", "kcl", "kcl")
@@ -151,9 +158,9 @@ def main():
 
         def read_all(mode, name, count):
             runs[0] += 1
-            cmd = [kcl, "consume", "--stream", name, "--app",
-                   "bench-%s-%d-%d" % (mode, count, runs[0]), "--from", "trim-horizon",
-                   "--max", str(count)]
+            cmd = [kcl] + (["--wire", a.wire] if a.wire else []) + [
+                "consume", "--stream", name, "--app", "bench-%s-%d-%d" % (mode, count, runs[0]),
+                "--from", "trim-horizon", "--max", str(count)]
             if mode == "fan-out":
                 cmd += ["--fan-out", "--consumer-name", "bench-fanout-consumer"]
             start = time.monotonic()

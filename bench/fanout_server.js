@@ -24,12 +24,20 @@
 // HTTP/1.1 requests (the JSON operations) and h2c with prior knowledge (SubscribeToShard, as
 // kcl-cpp opens it on http:// endpoints) share the port: the first bytes of a connection say
 // which. Prints {"port": P} once listening; one line per unknown operation to stderr.
+//
+// Both wires, as AWS serves them: a request with Content-Type application/x-amz-cbor-1.1 (read
+// as CBOR) is answered in CBOR with the same content type (tools/emulators/cbor.js): record
+// Data as byte strings (major type 2), timestamps as tag 1 and epoch milliseconds (what the
+// cbor-1.1 protocol sends; kinesis/kinesis_cbor.h), errors as maps of __type and message. A
+// SubscribeToShard asked in CBOR gets its events' payloads in CBOR (:content-type
+// application/x-amz-cbor-1.1 on each event). Anything else is JSON (application/x-amz-json-1.1).
 'use strict';
 const http = require('http');
 const http2 = require('http2');
 const net = require('net');
 const path = require('path');
 const {message} = require(path.join(__dirname, '../tools/emulators/event_stream.js'));
+const cbor = require(path.join(__dirname, '../tools/emulators/cbor.js'));
 
 const MAX_RECORDS_PER_CALL = 10000;
 const MAX_BYTES_PER_CALL = 10 * 1024 * 1024;
@@ -88,28 +96,53 @@ function shardCount(stream, s) {
   return Math.floor(total / opts.shards) + (s < total % opts.shards ? 1 : 0);
 }
 
-// The JSON of record n of shard s (record n * shards + s of the stream).
-function recordJson(stream, s, n) {
+// The data of record n of shard s (record n * shards + s of the stream).
+function recordData(stream, s, n) {
   const i = n * opts.shards + s;
   const head = stream + ' ' + i + ' ';
   const data = Buffer.alloc(opts.recordBytes, 'x');
   data.write(head.slice(0, opts.recordBytes));
-  return '{"Data":"' + data.toString('base64') + '","PartitionKey":"pk-' + i +
-    '","SequenceNumber":"' + seq(s, n) + '","ApproximateArrivalTimestamp":' +
-    (created + n / 1000).toFixed(3) + '}';
+  return data;
 }
 
-// Records [from, to) of shard s of `stream` within the byte budget: [json list, next index].
-function recordsFrom(stream, s, from, maxRecords, maxBytes) {
-  const end = Math.min(shardCount(stream, s), from + maxRecords);
-  const parts = [];
-  let bytes = 0;
-  let n = from;
-  for (; n < end && (parts.length === 0 || bytes + opts.recordBytes <= maxBytes); ++n) {
-    parts.push(recordJson(stream, s, n));
-    bytes += opts.recordBytes;
+// The JSON of record n of shard s.
+function recordJson(stream, s, n) {
+  return '{"Data":"' + recordData(stream, s, n).toString('base64') + '","PartitionKey":"pk-' +
+    (n * opts.shards + s) + '","SequenceNumber":"' + seq(s, n) +
+    '","ApproximateArrivalTimestamp":' + (created + n / 1000).toFixed(3) + '}';
+}
+
+// Record n of shard s in CBOR, appended to `enc` (a cbor.Encoder): Data as a byte string,
+// the arrival time as tag 1 and epoch milliseconds.
+function recordCbor(enc, stream, s, n) {
+  enc.head(5, 4);
+  enc.text('Data');
+  enc.bytes(recordData(stream, s, n));
+  enc.text('PartitionKey');
+  enc.text('pk-' + (n * opts.shards + s));
+  enc.text('SequenceNumber');
+  enc.text(seq(s, n));
+  enc.text('ApproximateArrivalTimestamp');
+  enc.head(6, 1);
+  enc.number(created * 1000 + n);
+}
+
+// Records [from, next) of shard s of `stream` within the byte budget (at least one when any is
+// left): {json: the JSON list, next, bytes}, or with `enc` the CBOR array written to enc
+// instead of json.
+function recordsFrom(stream, s, from, maxRecords, maxBytes, enc) {
+  const count = Math.max(0, Math.min(shardCount(stream, s) - from, maxRecords,
+    Math.max(1, Math.floor(maxBytes / opts.recordBytes))));
+  const next = from + count;
+  const bytes = count * opts.recordBytes;
+  if (enc) {
+    enc.head(4, count);
+    for (let n = from; n < next; ++n) recordCbor(enc, stream, s, n);
+    return {next, bytes};
   }
-  return {json: '[' + parts.join(',') + ']', next: n, bytes};
+  const parts = [];
+  for (let n = from; n < next; ++n) parts.push(recordJson(stream, s, n));
+  return {json: '[' + parts.join(',') + ']', next, bytes};
 }
 
 // A reader's budget of --shard-bytes-per-s: one per subscription, one per chain of shard
@@ -193,7 +226,7 @@ const consumers = new Map();  // stream -> Set of consumer names
 // Answers one JSON operation: [status, body object] or a promise of it.
 function answer(op, body) {
   const notFound = [400, {__type: 'ResourceNotFoundException', message: 'no such stream'}];
-  if (op === 'GetRecords') return getRecords(body);
+  if (op === 'GetRecords') return getRecords(body, 'json');
   const stream = streamOf(body);
   if (!stream) return notFound;
   const names = consumers.get(stream) || new Set();
@@ -229,38 +262,89 @@ function answer(op, body) {
   }
 }
 
-async function getRecords(body) {
+// GetRecords: the answer ready to send (a JSON string, or with `wire` 'cbor' a CBOR Buffer).
+async function getRecords(body, wire) {
   const it = readIterator(body.ShardIterator || '');
   if (!it) return [400, {__type: 'InvalidArgumentException', message: 'bad ShardIterator'}];
   const limit = Math.min(MAX_RECORDS_PER_CALL, body.Limit || MAX_RECORDS_PER_CALL);
-  const r = recordsFrom(it.stream, it.s, it.n, limit, MAX_BYTES_PER_CALL);
+  const enc = wire === 'cbor' ? new cbor.Encoder(64 * 1024) : null;
+  if (enc) {
+    enc.head(5, 3);
+    enc.text('Records');
+  }
+  const r = recordsFrom(it.stream, it.s, it.n, limit, MAX_BYTES_PER_CALL, enc);
   const wait = throttle(chainBucket(it.reader), r.bytes);
   if (wait > 0) await new Promise((done) => setTimeout(done, wait));
-  const behind = (shardCount(it.stream, it.s) - r.next) * 1000 / opts.shards;
-  return [200, '{"Records":' + r.json + ',"NextShardIterator":"' + iterator(it.stream, it.s, r.next, it.reader) +
-    '","MillisBehindLatest":' + Math.round(behind) + '}'];
+  const behind = Math.round((shardCount(it.stream, it.s) - r.next) * 1000 / opts.shards);
+  const next = iterator(it.stream, it.s, r.next, it.reader);
+  if (enc) {
+    enc.text('NextShardIterator');
+    enc.text(next);
+    enc.text('MillisBehindLatest');
+    enc.number(behind);
+    return [200, enc.result()];
+  }
+  return [200, '{"Records":' + r.json + ',"NextShardIterator":"' + next +
+    '","MillisBehindLatest":' + behind + '}'];
 }
+
+const CBOR_TYPE = 'application/x-amz-cbor-1.1';
+const JSON_TYPE = 'application/x-amz-json-1.1';
+// The wire a request's Content-Type asks for.
+const wireOf = (headers) =>
+  String(headers['content-type'] || '').toLowerCase().startsWith(CBOR_TYPE) ? 'cbor' : 'json';
+
+// A request body in its wire: [body object] or [null, error answer].
+function readBody(bytes, wire) {
+  try {
+    const body = wire === 'cbor' ? (bytes.length ? cbor.decode(bytes) : {})
+      : JSON.parse(bytes.toString() || '{}');
+    if (body !== null && typeof body === 'object' && !Array.isArray(body)) return [body];
+    return [null, [400, {__type: 'SerializationException', message: 'the body is not a map'}]];
+  } catch (e) {
+    return [null, [400, {__type: 'SerializationException', message: String(e.message || e)}]];
+  }
+}
+
+// An answer object in CBOR: timestamps (members named *Timestamp, kept here in epoch seconds)
+// as tag 1 and epoch milliseconds.
+function toCbor(v) {
+  if (Array.isArray(v)) return v.map(toCbor);
+  if (v === null || typeof v !== 'object' || v instanceof Uint8Array) return v;
+  const out = {};
+  for (const [k, x] of Object.entries(v)) {
+    out[k] = k.endsWith('Timestamp') && typeof x === 'number' ? cbor.epochMillis(x * 1000) : toCbor(x);
+  }
+  return out;
+}
+
+// The bytes of an answer (a ready string or Buffer, or an object) in `wire`.
+const encodeAnswer = (out, wire) =>
+  typeof out === 'string' || out instanceof Uint8Array ? out
+    : wire === 'cbor' ? cbor.encode(toCbor(out)) : JSON.stringify(out);
 
 const http1 = http.createServer((req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', async () => {
     const op = String(req.headers['x-amz-target'] || '').split('.')[1] || '';
-    let body = {};
-    try { body = JSON.parse(Buffer.concat(chunks).toString() || '{}'); } catch (e) { body = {}; }
-    const [status, out] = await answer(op, body);
-    const text = typeof out === 'string' ? out : JSON.stringify(out);
-    res.writeHead(status, {'content-type': 'application/x-amz-json-1.1',
-      'content-length': Buffer.byteLength(text)});
-    res.end(text);
+    const wire = wireOf(req.headers);
+    const [body, refused] = readBody(Buffer.concat(chunks), wire);
+    const [status, out] = refused || await (op === 'GetRecords' ? getRecords(body, wire) : answer(op, body));
+    const bytes = encodeAnswer(out, wire);
+    res.writeHead(status, {'content-type': wire === 'cbor' ? CBOR_TYPE : JSON_TYPE,
+      'content-length': Buffer.byteLength(bytes)});
+    res.end(bytes);
   });
 });
 http1.keepAliveTimeout = 60000;
 
 // --- SubscribeToShard (HTTP/2) ---
 
-const event = (json) => message({':message-type': 'event', ':event-type': 'SubscribeToShardEvent',
-  ':content-type': 'application/json'}, json);
+// A SubscribeToShardEvent of `payload` (JSON text, or a CBOR Buffer with `wire` 'cbor').
+const event = (payload, wire) => message({':message-type': 'event',
+  ':event-type': 'SubscribeToShardEvent',
+  ':content-type': wire === 'cbor' ? CBOR_TYPE : 'application/json'}, payload);
 
 // Writes `m`, waiting for the client to read when HTTP/2 flow control says so.
 async function write(stream, m) {
@@ -276,38 +360,57 @@ async function write(stream, m) {
   });
 }
 
-async function pushEvents(stream, name, s, from) {
+async function pushEvents(stream, name, s, from, wire) {
   const until = Date.now() + opts.lifetimeS * 1000;
   let n = from;
   const bucket = {free: 0};
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
   stream.respond({':status': 200, 'content-type': 'application/vnd.amazon.eventstream'});
-  await write(stream, message({':message-type': 'event', ':event-type': 'initial-response'}, '{}'));
+  await write(stream, message({':message-type': 'event', ':event-type': 'initial-response'},
+    wire === 'cbor' ? cbor.encode({}) : '{}'));
   while (!stream.destroyed && !stream.closed && Date.now() < until) {
-    const r = recordsFrom(name, s, n, Number.MAX_SAFE_INTEGER, opts.eventBytes);
+    const enc = wire === 'cbor' ? new cbor.Encoder(opts.eventBytes + 64 * 1024) : null;
+    if (enc) {
+      enc.head(5, 3);
+      enc.text('Records');
+    }
+    const r = recordsFrom(name, s, n, Number.MAX_SAFE_INTEGER, opts.eventBytes, enc);
     const last = r.next > 0 ? seq(s, r.next - 1) : seq(s, 0);
-    const behind = (shardCount(name, s) - r.next) * 1000 / opts.shards;
+    const behind = Math.round((shardCount(name, s) - r.next) * 1000 / opts.shards);
     if (r.bytes === 0) await sleep(1000);
     else await sleep(throttle(bucket, r.bytes));
     if (stream.destroyed || stream.closed) return;
-    await write(stream, event('{"Records":' + r.json + ',"ContinuationSequenceNumber":"' + last +
-      '","MillisBehindLatest":' + Math.round(behind) + '}'));
+    if (enc) {
+      enc.text('ContinuationSequenceNumber');
+      enc.text(last);
+      enc.text('MillisBehindLatest');
+      enc.number(behind);
+      await write(stream, event(enc.result(), wire));
+    } else {
+      await write(stream, event('{"Records":' + r.json + ',"ContinuationSequenceNumber":"' + last +
+        '","MillisBehindLatest":' + behind + '}', wire));
+    }
     n = r.next;
   }
   if (!stream.destroyed && !stream.closed) stream.end();
 }
 
-function subscribe(stream, body) {
+// An error answer on an HTTP/2 stream, in `wire`.
+function refuse(stream, wire, status, error) {
+  stream.respond({':status': status, 'content-type': wire === 'cbor' ? CBOR_TYPE : JSON_TYPE});
+  stream.end(encodeAnswer(error, wire));
+}
+
+function subscribe(stream, body, wire) {
   const name = streamOf({StreamARN: body.ConsumerARN});
   const s = shardIndexOf(body.ShardId);
   const p = body.StartingPosition || {};
   const from = name && s >= 0 ? startIndex(name, s, p.Type, p.SequenceNumber) : -1;
   if (from < 0) {
-    stream.respond({':status': 400, 'content-type': 'application/x-amz-json-1.1'});
-    stream.end(JSON.stringify({__type: 'ResourceNotFoundException', message: 'bad consumer or shard'}));
+    refuse(stream, wire, 400, {__type: 'ResourceNotFoundException', message: 'bad consumer or shard'});
     return;
   }
-  pushEvents(stream, name, s, from).catch(() => {});
+  pushEvents(stream, name, s, from, wire).catch(() => {});
 }
 
 const h2 = http2.createServer();
@@ -317,11 +420,11 @@ h2.on('stream', (stream, headers) => {
   stream.on('data', (c) => chunks.push(c));
   stream.on('error', () => {});
   stream.on('end', () => {
-    let body = {};
-    try { body = JSON.parse(Buffer.concat(chunks).toString() || '{}'); } catch (e) { body = {}; }
-    if (String(headers['x-amz-target']).endsWith('.SubscribeToShard')) return subscribe(stream, body);
-    stream.respond({':status': 400, 'content-type': 'application/x-amz-json-1.1'});
-    stream.end(JSON.stringify({__type: 'UnknownOperationException', message: 'HTTP/2 serves SubscribeToShard'}));
+    const wire = wireOf(headers);
+    const [body, refused] = readBody(Buffer.concat(chunks), wire);
+    if (refused) return refuse(stream, wire, refused[0], refused[1]);
+    if (String(headers['x-amz-target']).endsWith('.SubscribeToShard')) return subscribe(stream, body, wire);
+    refuse(stream, wire, 400, {__type: 'UnknownOperationException', message: 'HTTP/2 serves SubscribeToShard'});
   });
 });
 

@@ -116,17 +116,50 @@ class Reader {
         return true;
     }
   }
-  // Reads a short definite text string (under 24 bytes: a member name, usually) as a view
-  // when that is what comes next; otherwise returns false and reads nothing (the caller
-  // then reads the item with head()). A fast path: no error is set.
+  // Reads a short definite text string (under 256 bytes, its length in the head's first or
+  // second byte: a member name, usually, such as the 27 bytes of
+  // "ApproximateArrivalTimestamp") as a view when that is what comes next; otherwise returns
+  // false and reads nothing (the caller then reads the item with head()). A fast path: no
+  // error is set.
   [[gnu::always_inline]] bool short_text(std::string_view& out) {
     if (p_ == end_) return false;
     const auto first = static_cast<std::uint8_t>(*p_);
-    const std::size_t n = first & 31;
-    if ((first & 0xe0) != 0x60 || n >= 24 || n >= left()) return false;
-    out = std::string_view(p_ + 1, n);
-    p_ += n + 1;
+    std::size_t n = first & 31;
+    if ((first & 0xe0) != 0x60) return false;
+    if (n < 24) {
+      if (n >= left()) return false;
+      out = std::string_view(p_ + 1, n);
+      p_ += n + 1;
+      return true;
+    }
+    if (n != 24 || left() < 2) return false;
+    n = static_cast<std::uint8_t>(p_[1]);
+    if (n > left() - 2) return false;
+    out = std::string_view(p_ + 2, n);
+    p_ += n + 2;
     return true;
+  }
+  // Skips the next item when it is a definite string with its length in its head's first
+  // byte or an integer under 24 (as a record's EncryptionType "NONE" or "KMS"); otherwise
+  // returns false and reads nothing (the caller then skips it with skip()).
+  [[gnu::always_inline]] bool skip_short_scalar() {
+    if (p_ == end_) return false;
+    const auto first = static_cast<std::uint8_t>(*p_);
+    const std::size_t n = first & 31;
+    switch (first >> 5) {
+      case 0:
+      case 1:
+        if (n >= 24) return false;
+        ++p_;
+        return true;
+      case 2:
+      case 3:
+        if (n >= 24 || n >= left()) return false;
+        p_ += n + 1;
+        return true;
+      default:
+        return false;
+    }
   }
   // Reads the rest of a byte or text string whose head `h` was just read, as a view; joins
   // an indefinite-length string's chunks in place (each chunk must be a definite string of

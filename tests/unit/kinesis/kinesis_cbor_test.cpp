@@ -240,6 +240,61 @@ TEST(CborReaderTest, SkipIsBoundedInDepth) {
 }
 
 // ---- requests, byte for byte ----
+// The fast paths a record's members go through: short_text takes a definite text string
+// whose length is in the head's first byte or the next one (the 27 bytes of
+// "ApproximateArrivalTimestamp"), skip_short_scalar a short string or a small integer; on
+// anything else, or a length beyond the bytes left, both read nothing and leave the item to
+// head() / skip().
+TEST(CborReaderTest, FastPathsTakeShortItemsAndLeaveTheRest) {
+  const std::string long_name = "ApproximateArrivalTimestamp";
+  const std::pair<std::string, std::string> taken[] = {
+      {hex("60"), ""},
+      {hex("6449455446"), "IETF"},
+      {hex("78 1b") + long_name, long_name},
+      {hex("78 00"), ""},
+      {hex("78 ff") + std::string(255, 'x'), std::string(255, 'x')},
+  };
+  for (const auto& [bytes, value] : taken) {
+    std::string buf = bytes + hex("01");  // an item after it stays unread
+    Reader r(buf.data(), buf.size());
+    std::string_view s;
+    ASSERT_TRUE(r.short_text(s)) << value.size();
+    EXPECT_EQ(s, value);
+    EXPECT_EQ(r.left(), 1u);
+  }
+  const char* left_alone[] = {
+      "",                // nothing left
+      "6449 4554",       // a length beyond the bytes left
+      "78",              // a one-byte length missing
+      "78 05 6161",      // a one-byte length beyond the bytes left
+      "79 0001 61",      // a two-byte length
+      "7f 6161 ff",      // indefinite
+      "4449455446",      // a byte string
+      "01",              // an integer
+  };
+  for (const char* bytes_hex : left_alone) {
+    std::string buf = hex(bytes_hex);
+    Reader r(buf.data(), buf.size());
+    std::string_view s;
+    EXPECT_FALSE(r.short_text(s)) << bytes_hex;
+    EXPECT_EQ(r.offset(), 0u) << bytes_hex;
+  }
+  const std::pair<const char*, std::size_t> skipped[] = {
+      {"644e4f4e45 01", 5}, {"43010203 01", 4}, {"17 01", 1}, {"37 01", 1}, {"60 01", 1}};
+  for (const auto& [bytes_hex, size] : skipped) {
+    std::string buf = hex(bytes_hex);
+    Reader r(buf.data(), buf.size());
+    ASSERT_TRUE(r.skip_short_scalar()) << bytes_hex;
+    EXPECT_EQ(r.offset(), size) << bytes_hex;
+  }
+  for (const char* bytes_hex : {"", "644e4f", "18 20", "78 01 61", "a0", "80", "c1 01", "f6"}) {
+    std::string buf = hex(bytes_hex);
+    Reader r(buf.data(), buf.size());
+    EXPECT_FALSE(r.skip_short_scalar()) << bytes_hex;
+    EXPECT_EQ(r.offset(), 0u) << bytes_hex;
+  }
+}
+
 
 TEST(KinesisCborRequestTest, GetRecords) {
   EXPECT_EQ(cbor_get_records_request("AAAA", 100),
@@ -993,6 +1048,31 @@ TEST(KinesisCborFuzzTest, OtherShapesTheAnswerCannotHold) {
 
 // Seeded byte flips over valid answers: every outcome is an answer whose views lie in its
 // buffer, or a clean error.
+// Text members are checked for UTF-8 a word at a time with an overlapping last word: a byte
+// that is not UTF-8 is found at every position of every length (short keys, 56-byte sequence
+// numbers and beyond), and ASCII of any length passes.
+TEST(KinesisCborFuzzTest, InvalidUtf8IsFoundAtEveryPosition) {
+  const auto answer = [](const std::string& key) {
+    return hex("a1") + t("Records") + hex("81 a3") + t("SequenceNumber") + t("1") + t("Data") +
+           hex("40") + t("PartitionKey") + t(key);
+  };
+  GetRecordsResult out;
+  for (std::size_t n = 1; n <= 70; ++n) {
+    const std::string ascii(n, 'k');
+    ASSERT_TRUE(parse_get_records_cbor(answer(ascii), out).ok()) << n;
+    ASSERT_EQ(out.records.size(), 1u);
+    EXPECT_EQ(out.records[0].partition_key, ascii);
+    for (std::size_t pos = 0; pos < n; ++pos) {
+      std::string key = ascii;
+      key[pos] = static_cast<char>(0xff);
+      const Status s = parse_get_records_cbor(answer(key), out);
+      EXPECT_NE(s.message().find("Records[0].PartitionKey: text that is not valid UTF-8"),
+                std::string::npos)
+          << n << " " << pos << ": " << s.message();
+    }
+  }
+}
+
 TEST(KinesisCborFuzzTest, RandomByteFlips) {
   const std::string answers[] = {small_answer(), aws_shaped_answer(), hex(kKinesisLocalGetRecords)};
   std::mt19937_64 rng(20261128);
