@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <ctime>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -185,8 +184,11 @@ Prepared prepare(const SigningInput& in) {
   const bool has_token = !in.credentials.session_token.empty();
   if (in.add_content_sha256) p.added.emplace_back("x-amz-content-sha256", p.payload_hash);
 
-  // name -> values in order; std::map sorts names.
-  std::map<std::string, std::vector<std::string>> headers;
+  // (lower-case name, canonical value) in the order given; sorted by name below, a stable
+  // sort keeping the values of a repeated name in their order. A flat vector: a request has a
+  // handful of headers, and a map of vectors cost an allocation or two per header.
+  std::vector<std::pair<std::string, std::string>> headers;
+  headers.reserve(in.headers.size() + 3);
   for (const auto& [name, value] : in.headers) {
     std::string lname = to_lower(name);
     if (is_unsigned_header(lname) || lname == "x-amz-date" ||
@@ -194,25 +196,35 @@ Prepared prepare(const SigningInput& in) {
         (lname == "x-amz-content-sha256" && in.add_content_sha256)) {
       continue;
     }
-    headers[lname].push_back(canonical_header_value(value));
+    headers.emplace_back(std::move(lname), canonical_header_value(value));
   }
-  headers["x-amz-date"].push_back(p.amz_date);
-  if (in.add_content_sha256) headers["x-amz-content-sha256"].push_back(p.payload_hash);
+  headers.emplace_back("x-amz-date", p.amz_date);
+  if (in.add_content_sha256) headers.emplace_back("x-amz-content-sha256", p.payload_hash);
   if (has_token && in.sign_session_token) {
-    headers["x-amz-security-token"].push_back(canonical_header_value(in.credentials.session_token));
+    headers.emplace_back("x-amz-security-token",
+                         canonical_header_value(in.credentials.session_token));
   }
+  std::stable_sort(headers.begin(), headers.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
 
   std::string canonical_headers;
-  for (const auto& [name, values] : headers) {
-    canonical_headers += name;
-    canonical_headers += ':';
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (i > 0) canonical_headers += ',';
-      canonical_headers += values[i];
+  std::size_t text_size = 0;
+  for (const auto& [name, value] : headers) text_size += name.size() + value.size() + 2;
+  canonical_headers.reserve(text_size);
+  p.signed_headers.reserve(text_size);
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    const auto& [name, value] = headers[i];
+    if (i > 0 && headers[i - 1].first == name) {
+      // A repeated name: its values joined with ',' on the name's one line.
+      canonical_headers.back() = ',';
+    } else {
+      canonical_headers += name;
+      canonical_headers += ':';
+      if (!p.signed_headers.empty()) p.signed_headers += ';';
+      p.signed_headers += name;
     }
+    canonical_headers += value;
     canonical_headers += '\n';
-    if (!p.signed_headers.empty()) p.signed_headers += ';';
-    p.signed_headers += name;
   }
 
   std::string& cr = p.canonical_request;

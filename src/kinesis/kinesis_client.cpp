@@ -688,36 +688,49 @@ Result<PutRecordsResult> KinesisClient::put_records(std::string_view stream,
 
 namespace {
 
-// One entry of a PutRecords answer into out.records[i]; `path` names it in errors. Its
-// position's strings are kept only with `keep_positions`.
+// One entry of a PutRecords answer into out.records[i], read in one pass over its members
+// (no lookup per member, no Status unless it is malformed). Its position's strings are kept
+// only with `keep_positions`. Members other than the four are ignored; null is absent.
 Status parse_put_records_entry(const ResponseReader& r, dom::element e, std::size_t i,
                                bool keep_positions, PutRecordsResult& out, ShardIndexer& shards) {
   PutRecordsEntryResult& res = out.records[i];
-  auto path = [i](std::string_view field) {
-    return "Records[" + std::to_string(i) + "]" + std::string(field);
+  auto bad = [&](std::string_view field, std::string_view what) {
+    return r.bad("Records[" + std::to_string(i) + "]" + std::string(field) + std::string(what));
   };
   dom::object o;
-  if (e.get_object().get(o)) return r.bad(path(": not an object"));
-  std::string_view s;
-  dom::element v;
-  auto opt_str = [&](std::string_view key, std::string& field) -> Status {
-    if (o.at_key(key).get(v) || v.is_null()) return Status::Ok();
-    if (v.get_string().get(s)) return r.bad(path("." + std::string(key) + ": not a string"));
-    field.assign(s);
-    return Status::Ok();
-  };
-  KCL_RETURN_IF_ERROR(opt_str("ErrorCode", res.error_code));
-  KCL_RETURN_IF_ERROR(opt_str("ErrorMessage", res.error_message));
-  if (!res.error_code.empty()) return Status::Ok();
-  auto required_str = [&](std::string_view key, std::string_view& text) -> Status {
-    if (o.at_key(key).get(v) || v.is_null())
-      return r.bad(path("." + std::string(key) + ": missing"));
-    if (v.get_string().get(text)) return r.bad(path("." + std::string(key) + ": not a string"));
-    return Status::Ok();
-  };
-  std::string_view sequence_number, shard_id;
-  KCL_RETURN_IF_ERROR(required_str("SequenceNumber", sequence_number));
-  KCL_RETURN_IF_ERROR(required_str("ShardId", shard_id));
+  if (e.get_object().get(o)) return bad("", ": not an object");
+  std::string_view sequence_number, shard_id, error_code, error_message;
+  bool has_sequence_number = false, has_shard_id = false;
+  for (dom::key_value_pair member : o) {
+    const std::string_view key = member.key;
+    std::string_view* field = nullptr;
+    bool* present = nullptr;
+    if (key == "SequenceNumber") {
+      field = &sequence_number;
+      present = &has_sequence_number;
+    } else if (key == "ShardId") {
+      field = &shard_id;
+      present = &has_shard_id;
+    } else if (key == "ErrorCode") {
+      field = &error_code;
+    } else if (key == "ErrorMessage") {
+      field = &error_message;
+    } else {
+      continue;
+    }
+    if (member.value.is_null()) continue;
+    if (member.value.get_string().get(*field)) {
+      return bad("." + std::string(key), ": not a string");
+    }
+    if (present != nullptr) *present = true;
+  }
+  if (!error_code.empty() || !error_message.empty()) {
+    res.error_code.assign(error_code);
+    res.error_message.assign(error_message);
+    if (!error_code.empty()) return Status::Ok();
+  }
+  if (!has_sequence_number) return bad(".SequenceNumber", ": missing");
+  if (!has_shard_id) return bad(".ShardId", ": missing");
   if (keep_positions) {
     res.sequence_number.assign(sequence_number);
     res.shard_id.assign(shard_id);

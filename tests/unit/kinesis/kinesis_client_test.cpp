@@ -407,10 +407,12 @@ TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
   EXPECT_EQ(k->records[3].sequence_number, "4");
   EXPECT_EQ(k->records[2].shard, 1u);
 
-  // An answer spread over many shards, some seen again out of order.
+  // An answer spread over many shards, some seen again out of order: more than the indexer
+  // compares one by one (16), so both its ways of finding an id seen before are used.
   std::string many = R"({"Records":[)";
   PutRecordsRequest spread("s");
-  const int order[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 3, 11, 0, 12, 9};
+  const int order[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 3,  11, 0,
+                       12, 9,  13, 14, 15, 16, 17, 18, 2,  17, 19, 0, 16, 15};
   for (std::size_t i = 0; i < std::size(order); ++i) {
     if (i > 0) many += ',';
     many += R"({"SequenceNumber":"1","ShardId":"shardId-)" + std::to_string(order[i]) + "\"}";
@@ -421,7 +423,7 @@ TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
   spread.keep_positions(false);
   auto m = client.put_records(std::move(spread), aws::CallOptions{});
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->shard_ids.size(), 13u);
+  ASSERT_EQ(m->shard_ids.size(), 20u);
   for (std::size_t i = 0; i < std::size(order); ++i) {
     EXPECT_EQ(m->shard_ids[m->records[i].shard], "shardId-" + std::to_string(order[i])) << i;
   }
@@ -435,6 +437,34 @@ TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("Records[0].SequenceNumber: missing"), std::string::npos)
       << b.status();
+
+  // Members are read in any order, unknown ones ignored, null taken as absent; a member of the
+  // wrong type is malformed and named.
+  fake->responses.push_back(std::string(
+      R"({"Records":[{"Extra":{"a":[1]},"ShardId":"shardId-7","ErrorCode":null,)"
+      R"("SequenceNumber":"9"},{"ErrorMessage":"m","ErrorCode":"InternalFailure","ShardId":null}]})"));
+  PutRecordsRequest two("s");
+  two.add("a", "k");
+  two.add("b", "k");
+  auto t = client.put_records(std::move(two), aws::CallOptions{});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->records[0].ok);
+  EXPECT_EQ(t->records[0].sequence_number, "9");
+  EXPECT_EQ(t->records[0].shard_id, "shardId-7");
+  EXPECT_FALSE(t->records[1].ok);
+  EXPECT_EQ(t->records[1].error_code, "InternalFailure");
+  EXPECT_EQ(t->records[1].error_message, "m");
+  EXPECT_EQ(t->failed_record_count, 1);
+  fake->responses.push_back(
+      std::string(R"({"Records":[{"SequenceNumber":9,"ShardId":"shardId-0"}]})"));
+  PutRecordsRequest typed("s");
+  typed.add("a", "k");
+  auto w = client.put_records(std::move(typed), aws::CallOptions{});
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kInternal);
+  EXPECT_NE(w.status().message().find("Records[0].SequenceNumber: not a string"),
+            std::string::npos)
+      << w.status();
 }
 
 TEST_F(KinesisClientTest, PutRecordsResultCountMismatchIsMalformed) {
