@@ -305,8 +305,7 @@ RecordMember record_member(std::string_view name) {
     return equals(name, "PartitionKey") ? RecordMember::kPartitionKey : RecordMember::kOther;
   }
   if (n == 15) {
-    return equals(name, "ExplicitHashKey") ? RecordMember::kExplicitHashKey
-                                           : RecordMember::kOther;
+    return equals(name, "ExplicitHashKey") ? RecordMember::kExplicitHashKey : RecordMember::kOther;
   }
   return RecordMember::kOther;
 }

@@ -263,14 +263,14 @@ TEST(CborReaderTest, FastPathsTakeShortItemsAndLeaveTheRest) {
     EXPECT_EQ(r.left(), 1u);
   }
   const char* left_alone[] = {
-      "",                // nothing left
-      "6449 4554",       // a length beyond the bytes left
-      "78",              // a one-byte length missing
-      "78 05 6161",      // a one-byte length beyond the bytes left
-      "79 0001 61",      // a two-byte length
-      "7f 6161 ff",      // indefinite
-      "4449455446",      // a byte string
-      "01",              // an integer
+      "",            // nothing left
+      "6449 4554",   // a length beyond the bytes left
+      "78",          // a one-byte length missing
+      "78 05 6161",  // a one-byte length beyond the bytes left
+      "79 0001 61",  // a two-byte length
+      "7f 6161 ff",  // indefinite
+      "4449455446",  // a byte string
+      "01",          // an integer
   };
   for (const char* bytes_hex : left_alone) {
     std::string buf = hex(bytes_hex);
@@ -294,7 +294,6 @@ TEST(CborReaderTest, FastPathsTakeShortItemsAndLeaveTheRest) {
     EXPECT_EQ(r.offset(), 0u) << bytes_hex;
   }
 }
-
 
 TEST(KinesisCborRequestTest, GetRecords) {
   EXPECT_EQ(cbor_get_records_request("AAAA", 100),

@@ -411,8 +411,8 @@ TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
   // compares one by one (16), so both its ways of finding an id seen before are used.
   std::string many = R"({"Records":[)";
   PutRecordsRequest spread("s");
-  const int order[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9, 10, 11, 3,  11, 0,
-                       12, 9,  13, 14, 15, 16, 17, 18, 2,  17, 19, 0, 16, 15};
+  const int order[] = {0,  1, 2,  3,  4,  5,  6,  7,  8, 9,  10, 11, 3,  11, 0,
+                       12, 9, 13, 14, 15, 16, 17, 18, 2, 17, 19, 0,  16, 15};
   for (std::size_t i = 0; i < std::size(order); ++i) {
     if (i > 0) many += ',';
     many += R"({"SequenceNumber":"1","ShardId":"shardId-)" + std::to_string(order[i]) + "\"}";
@@ -462,8 +462,7 @@ TEST_F(KinesisClientTest, PutRecordsWithoutPositionsKeepsTheShardIndexOnly) {
   auto w = client.put_records(std::move(typed), aws::CallOptions{});
   ASSERT_FALSE(w.ok());
   EXPECT_EQ(w.status().code(), StatusCode::kInternal);
-  EXPECT_NE(w.status().message().find("Records[0].SequenceNumber: not a string"),
-            std::string::npos)
+  EXPECT_NE(w.status().message().find("Records[0].SequenceNumber: not a string"), std::string::npos)
       << w.status();
 }
 
