@@ -164,25 +164,35 @@ def start_kinesis_local():
     return kl, [ddb], {"kinesis": "http://127.0.0.1:4567", "dynamodb": "http://127.0.0.1:4569"}
 
 
-def start_scripted(streams, shards, record_bytes):
-    """bench/fanout_server.js serving `streams` ((name, count) pairs) in `shards` shards of
-    records of `record_bytes`, and dynalite (tools/emulators/serve.js --dynamodb), on
-    loopback: (the scripted server's process, [dynalite's], URLs)."""
-    args = ["node", os.path.join(ROOT, "bench", "fanout_server.js"), "--shards", str(shards),
-            "--record-bytes", str(record_bytes)]
+def first_line(proc, what):
+    line = proc.stdout.readline()
+    if not line:
+        sys.exit("bench: %s did not start" % what)
+    return json.loads(line)
+
+
+def start_scripted(nm, streams, record_bytes, shards=None):
+    """bench/fanout_server.js serving `streams` ((name, count) pairs) in `shards` shards (its
+    default when None) and dynalite (tools/emulators), on loopback: (processes, Kinesis URL,
+    DynamoDB URL). fanout_local.py --server scripted starts them here too."""
+    args = ["node", os.path.join(ROOT, "bench", "fanout_server.js"), "--record-bytes",
+            str(record_bytes)]
+    if shards is not None:
+        args += ["--shards", str(shards)]
     for name, count in streams:
-        args += ["--stream", f"{name}={count}"]
-    server = subprocess.Popen(args, stdout=subprocess.PIPE)
-    ddb = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
-                            "--dynamodb"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    lines = [server.stdout.readline(), ddb.stdout.readline()]
-    if not all(lines):
-        server.kill()
-        ddb.kill()
-        sys.exit("consume_e2e: bench/fanout_server.js or dynalite did not start")
-    port = json.loads(lines[0])["port"]
-    return server, [ddb], {"kinesis": f"http://127.0.0.1:{port}",
-                           "dynamodb": json.loads(lines[1])["dynamodb"]}
+        args += ["--stream", "%s=%d" % (name, count)]
+    kinesis = subprocess.Popen(args, stdout=subprocess.PIPE)
+    dynamo = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
+                               "--dynamodb"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              env=dict(os.environ, KCL_NODE_MODULES=nm))
+    procs = [kinesis, dynamo]
+    try:
+        port = first_line(kinesis, "fanout_server.js")["port"]
+        return procs, "http://127.0.0.1:%d" % port, first_line(dynamo, "dynalite")["dynamodb"]
+    except SystemExit:
+        for p in procs:
+            p.kill()
+        raise
 
 
 def run_measured(cmd, env, emulator_pid, stdout=subprocess.DEVNULL, stop_when=None):
@@ -283,7 +293,11 @@ def main():
     if args.server == "kinesis-local":
         emu, others, urls = start_kinesis_local()
     elif args.server == "scripted":
-        emu, others, urls = start_scripted(streams, args.shards, args.size)
+        nm = os.environ.get("KCL_NODE_MODULES", os.path.join(ROOT, "node_modules"))
+        procs, kinesis_url, dynamo_url = start_scripted(
+            nm, streams, args.size, args.shards)
+        emu, others = procs[0], procs[1:]
+        urls = {"kinesis": kinesis_url, "dynamodb": dynamo_url}
     else:
         emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js")],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)

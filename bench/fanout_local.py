@@ -52,7 +52,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from consume_e2e import cpu_by_thread_name, thread_cpu_seconds  # noqa: E402
+from consume_e2e import cpu_by_thread_name, start_scripted, thread_cpu_seconds  # noqa: E402
 
 
 def wait_port(port, timeout=60):
@@ -81,29 +81,6 @@ def start_kinesis_local(nm):
     return procs, "http://127.0.0.1:4567", "http://127.0.0.1:4569"
 
 
-def first_line(proc, what):
-    line = proc.stdout.readline()
-    if not line:
-        sys.exit("fanout_local: %s did not start" % what)
-    return json.loads(line)
-
-
-def start_scripted(nm, streams, record_bytes):
-    """bench/fanout_server.js serving `streams` ({name: count}) and dynalite (tools/emulators):
-    (processes, Kinesis URL, DynamoDB URL)."""
-    args = ["node", os.path.join(ROOT, "bench", "fanout_server.js"), "--record-bytes",
-            str(record_bytes)]
-    for name, count in streams.items():
-        args += ["--stream", "%s=%d" % (name, count)]
-    kinesis = subprocess.Popen(args, stdout=subprocess.PIPE)
-    dynamo = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
-                               "--dynamodb"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              env=dict(os.environ, KCL_NODE_MODULES=nm))
-    procs = [kinesis, dynamo]
-    port = first_line(kinesis, "fanout_server.js")["port"]
-    return procs, "http://127.0.0.1:%d" % port, first_line(dynamo, "dynalite")["dynamodb"]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "release"))
@@ -129,7 +106,7 @@ def main():
     if a.marginal:
         streams[stream + "-2x"] = 2 * a.records
     if a.server == "scripted":
-        procs, kinesis_url, dynamo_url = start_scripted(nm, streams, a.record_bytes)
+        procs, kinesis_url, dynamo_url = start_scripted(nm, streams.items(), a.record_bytes)
     else:
         procs, kinesis_url, dynamo_url = start_kinesis_local(nm)
     try:
