@@ -76,7 +76,6 @@ CoordinationStoreStats minus(const CoordinationStoreStats& a, const Coordination
   d.writes = a.writes - b.writes;
   d.heartbeats = a.heartbeats - b.heartbeats;
   d.leader_writes = a.leader_writes - b.leader_writes;
-  d.inbox_posts = a.inbox_posts - b.inbox_posts;
   d.fences = a.fences - b.fences;
   d.failed_conditions = a.failed_conditions - b.failed_conditions;
   return d;
@@ -772,7 +771,7 @@ std::string SimulationReport::to_text() const {
     if (!leader || over.count() <= 0) return;
     out << "  coordination table, " << title << ": reads " << c.reads << " (" << c.items_read
         << " items), writes " << c.writes << " (heartbeats " << c.heartbeats << ", leader lock "
-        << c.leader_writes << ", inbox posts " << c.inbox_posts << ", fences " << c.fences << ")\n";
+        << c.leader_writes << ", fences " << c.fences << ")\n";
     out << "    both tables per shard per minute: item reads "
         << fixed(per_shard_minute(s.items_scanned + s.gets + c.items_read, shards, over), 2)
         << ", writes " << fixed(per_shard_minute(s.writes + c.writes, shards, over), 2) << "\n";

@@ -90,7 +90,8 @@ void AssignmentAgent::membership_ended(const Status& reason) {
   const Status why = reason.ok() ? Status(StatusCode::kLeaseLost,
                                           "worker " + config_.worker_id + " lost its membership")
                                  : Status(StatusCode::kLeaseLost, reason.message());
-  adopter_.membership_ended(held_.lose_all(why));
+  (void)held_.lose_all(why);
+  adopter_.membership_ended();
 }
 
 std::vector<FailingCalls> AssignmentAgent::failing_calls() const {
@@ -133,12 +134,8 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
       registered_ = std::make_pair(entry->incarnation, clock_.now());
     }
   }
-  // A heartbeat's answer is this worker's entry: one that brings a post wakes the poll, which
-  // acts on it without reading the entry again.
-  if (auto entry = membership_.entry();
-      wake_poll_ && (r.registered || (entry && !entry->inbox.empty()))) {
-    wake_poll_();
-  }
+  // A worker that registered looks at the table at once (its polls are active).
+  if (r.registered && wake_poll_) wake_poll_();
   if (r.abandoned) lock_.stop(Status(StatusCode::kLeaseLost, "membership lost"), false);
   heartbeats_.record(r.status);
   bool ok = r.status.ok();
@@ -157,29 +154,9 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
   co_return clock_.now() + jittered(ok ? interval : std::max(milliseconds(5), interval / 10));
 }
 
-// Acts on the lease keys of the leader's last post (a hint), once per post.
-CallTask<bool> AssignmentAgent::look_at_inbox(coordination::WorkerEntry self) {
-  if (self.inbox.empty() ||
-      (self.incarnation == poll_.inbox_seen.first && self.inbox == poll_.inbox_seen.second)) {
-    co_return true;
-  }
-  LookResult looked = co_await adopter_.look_at(self.inbox);
-  if (looked.status.ok()) poll_.inbox_seen = {self.incarnation, self.inbox};
-  co_return looked.status.ok();
-}
-
-// The leases side of a poll: what was given up when the membership last ended and is still
-// this worker's is adopted first (a fence moves it elsewhere before, and every take is
-// conditional, so at most one worker gets each); then the inbox; then handoffs coming in,
-// and those going out (a receiver that took one anyway after handoff_timeout is noticed here,
-// even if no write of ours would notice). False when keys are left to look at again soon.
-CallTask<bool> AssignmentAgent::poll_leases(coordination::WorkerEntry self) {
-  bool done = true;
-  if (std::vector<std::string> given_up = adopter_.given_up(); !given_up.empty()) {
-    done = (co_await adopter_.look_at(std::move(given_up))).status.ok();
-  }
-  const bool inbox_done = co_await look_at_inbox(self);
-  done = inbox_done && done;
+// The handoffs side of a poll: those coming in, and those going out (a receiver that took
+// one anyway after handoff_timeout is noticed here, even if no write of ours would notice).
+CallTask<Done> AssignmentAgent::poll_handoffs() {
   if (adopter_.has_pending_incoming()) {
     (void)co_await adopter_.poll_incoming_handoffs();
   }
@@ -189,16 +166,38 @@ CallTask<bool> AssignmentAgent::poll_leases(coordination::WorkerEntry self) {
       return Done{};
     });
   }
-  co_return done;
+  co_return Done{};
 }
+
+// The idle poll's read budget, for reading the lock (eventually consistent: half a unit),
+// which is how an idle worker hears that something is about to move (LeaderEntry::attention):
+// kIdleUnitsPerLeaseMinute read units per held lease and minute, at most
+// kIdleUnitsPerWorkerMinute. A worker holding a few leases looks more often as it holds more
+// (it has more at stake in a move), up to every 2.4 s from 6 leases on; one holding 1 or 2
+// reads every idle_poll_interval.
+constexpr double kIdleUnitsPerLeaseMinute = 2.0;
+constexpr double kIdleUnitsPerWorkerMinute = 12.5;
+// One idle read in this many finds the worker's leases in the table (discover_leases) rather
+// than reading the lock: a lease the table gives a live idle worker is read within this many
+// idle_lock_read_intervals whatever became of the leader's calls for attention. Not
+// more often: a read of the lock not made can delay by one interval the moment a lapsed lock
+// is noticed (the leader's crash), and the calls for attention (kept until one lands) and a
+// new leader's first pass make workers look at the table at once in the usual cases.
+constexpr int kReadsPerDiscovery = 5;
 
 // Finds the leases the table gives this worker (LeaseAdopter::discover): the way a worker
 // learns its leases that depends on nothing the leader sends. One that moved makes the polls
-// active. False when keys were left to look at again.
+// active. False when keys were left to look at again. The next idle one is due
+// kReadsPerDiscovery idle_lock_read_intervals after this one.
 CallTask<bool> AssignmentAgent::discover_leases() {
-  if (hold_veto()) co_return true;  // its membership lapses soon, or registers anew
+  if (hold_veto()) {  // its membership lapses soon, or registers anew: looked at again soon
+    poll_.next_discovery =
+        clock_.now() + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
+    co_return true;
+  }
   LookResult looked = co_await adopter_.discover();
   polls_.record(looked.status);
+  poll_.next_discovery = clock_.now() + jittered(kReadsPerDiscovery * idle_lock_read_interval());
   if (!looked.gained.empty() || !looked.lost.empty() || !looked.handoffs_requested.empty()) {
     note_activity();
   }
@@ -224,17 +223,11 @@ CallTask<Done> AssignmentAgent::try_lead(std::optional<coordination::LeaderEntry
 
 void AssignmentAgent::note_activity() { poll_.active_until = clock_.now() + config_.failover_time; }
 
-// Active: the worker joined, saw a post or a new lock holder in the last failover_time, keys
-// wait to be looked at again, a handoff to or from it is pending, or a take of the lock
-// whose answer was lost is being confirmed.
+// Active: the worker joined, found a lease moved, or saw a new lock holder or a call for
+// attention in the last failover_time, keys wait to be looked at again, a handoff to or from
+// it is pending, or a take of the lock whose answer was lost is being confirmed.
 bool AssignmentAgent::poll_active() {
   return poll_.busy || lock_.confirming_take() || clock_.now() < poll_.active_until;
-}
-
-bool AssignmentAgent::has_news(const coordination::WorkerEntry& self) const {
-  const bool posted = !self.inbox.empty() && (self.incarnation != poll_.inbox_seen.first ||
-                                              self.inbox != poll_.inbox_seen.second);
-  return posted || !adopter_.given_up().empty();
 }
 
 bool AssignmentAgent::busy_after(bool unfinished) const {
@@ -252,61 +245,27 @@ CallTask<Clock::MonoTime> AssignmentAgent::poll_task() {
 
 CallTask<Clock::MonoTime> AssignmentAgent::active_poll(coordination::WorkerEntry before,
                                                        milliseconds interval) {
-  // a take of the lock whose answer was lost
-  const bool confirming = lock_.confirming_take();
-  // Confirming a take needs the lock as it is (a stale read of the old holder would end the
-  // bound on this worker's hold too early); an entry that reads as gone or replaced ends the
-  // membership, so that too is read again strongly consistent first.
-  const coordination::Consistency first =
-      confirming ? coordination::Consistency::kStrong : coordination::Consistency::kEventual;
+  // Confirming a take of the lock whose answer was lost needs the lock as it is (a stale read
+  // of the old holder would end the bound on this worker's hold too early). A fence of this
+  // worker its next heartbeat finds (its condition fails).
+  const coordination::Consistency consistency = lock_.confirming_take()
+                                                    ? coordination::Consistency::kStrong
+                                                    : coordination::Consistency::kEventual;
   // The leases the table gives this worker first: that read does not depend on the other.
   const bool discovered = co_await discover_leases();
-  auto view = co_await call(runner_, Lane::kPoll, [this, first] {
-    return coordination_.read_own(config_.worker_id, first);
-  });
-  if (view.ok() && first == coordination::Consistency::kEventual &&
-      (!view->self || view->self->incarnation != before.incarnation)) {
-    view = co_await call(runner_, Lane::kPoll, [this] {
-      return coordination_.read_own(config_.worker_id, coordination::Consistency::kStrong);
-    });
-  }
-  polls_.record(view.status());
-  // A failed read is tried again soon: a lease assigned meanwhile waits for it.
-  if (!view.ok()) co_return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
-  if (membership_.observe_own(view->self, before.incarnation)) {
-    lock_.stop(Status(StatusCode::kLeaseLost, "membership fenced"), false);
-    co_return clock_.now() + interval;
-  }
-  bool unfinished = !discovered;
-  if (view->self) {
-    if (has_news(*view->self)) note_activity();
-    poll_.heartbeat_seen = {view->self->incarnation, view->self->heartbeat};
-    // Keys left by the discovery come first: the rest waits for the next poll.
-    if (discovered) unfinished = !(co_await poll_leases(*view->self));
-  }
+  auto seen = co_await call(runner_, Lane::kPoll,
+                            [this, consistency] { return coordination_.read_leader(consistency); });
+  polls_.record(seen.status());
+  // A failed read is tried again soon.
+  if (!seen.ok()) co_return clock_.now() + jittered(std::max(milliseconds(5), interval / 4));
+  if (discovered) co_await poll_handoffs();
   const auto now = clock_.now();
-  if (observe_lock(view->leader, before.incarnation, now)) co_await try_lead(view->leader, now);
-  poll_.busy = busy_after(unfinished);
+  if (observe_lock(*seen, before.incarnation, now)) co_await try_lead(*seen, now);
+  poll_.busy = busy_after(!discovered);
   schedule_lock_read(now);
   const bool hurry = poll_.busy || lock_.confirming_take();
   co_return clock_.now() + jittered(hurry ? std::min(interval, milliseconds(250)) : interval);
 }
-
-// The idle poll's read budget, for reading the lock (eventually consistent: half a unit),
-// which is how an idle worker hears that something is about to move (LeaderEntry::attention):
-// kIdleUnitsPerLeaseMinute read units per held lease and minute, at most
-// kIdleUnitsPerWorkerMinute. A worker holding a few leases looks more often as it holds more
-// (it has more at stake in a move), up to every 2.4 s from 6 leases on; one holding 1 or 2
-// reads every idle_poll_interval.
-constexpr double kIdleUnitsPerLeaseMinute = 2.0;
-constexpr double kIdleUnitsPerWorkerMinute = 12.5;
-// One idle read in this many finds the worker's leases in the table (discover_leases) rather
-// than reading the lock: a lease the table gives a live idle worker is read within this many
-// idle_lock_read_intervals whatever became of the leader's post and call for attention. Not
-// more often: a read of the lock not made can delay by one interval the moment a lapsed lock
-// is noticed (the leader's crash), and the calls for attention (kept until one lands) and a
-// new leader's first pass make workers look at the table at once in the usual cases.
-constexpr int kReadsPerDiscovery = 5;
 
 milliseconds AssignmentAgent::idle_lock_read_interval() const {
   const milliseconds idle = config_.effective_idle_poll_interval();
@@ -326,51 +285,41 @@ void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
   poll_.next_lock_read = next;
 }
 
-// Nothing in progress: the entry as the last heartbeat returned it (acted on once), and the
-// lock every idle_lock_read_interval (not on the leader, whose renewals return it). A lock
-// that calls for attention makes the worker active: its next poll, at once, reads its entry.
+// Nothing in progress: the leases the table gives this worker every kReadsPerDiscovery
+// idle_lock_read_intervals (discover_leases, in place of a read of the lock unless the lock
+// may have lapsed), and the lock every idle_lock_read_interval (not on the leader, whose
+// renewals return it). A lock that calls for attention makes the worker active: its next
+// poll, at once, finds its leases in the table and reads the lock. The discovery keeps its
+// own time, so a worker whose reads of the lock fail still finds its leases.
 CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(coordination::WorkerEntry entry) {
-  const std::pair<std::string, std::int64_t> version{entry.incarnation, entry.heartbeat};
-  if (version != poll_.heartbeat_seen) {
-    poll_.heartbeat_seen = version;
-    if (has_news(entry)) {
-      note_activity();
-      poll_.busy = busy_after(!(co_await poll_leases(entry)));
-    }
-  }
   const auto now = clock_.now();
-  if (lock_.leading()) {
-    // The leader's renewals return the lock; its leases it finds as every worker does.
-    if (now >= poll_.next_discovery) {
-      poll_.next_discovery = now + jittered(kReadsPerDiscovery * idle_lock_read_interval());
-      (void)co_await discover_leases();
-    }
-    co_return std::min(poll_.next_discovery,
-                       now + jittered(config_.effective_idle_poll_interval()));
-  }
-  // Every kReadsPerDiscovery-th idle read finds the leases the table gives this worker
-  // instead of reading the lock (the same half read unit), unless the lock would lapse now.
+  const milliseconds retry = std::max(milliseconds(5), config_.poll_interval / 4);
   const auto lapse = lock_.lapses_at();
-  const bool lapse_read = lapse && now >= *lapse;
-  if (now >= poll_.next_lock_read && !lapse_read && ++poll_.idle_reads % kReadsPerDiscovery == 0) {
-    const bool done = co_await discover_leases();
-    schedule_lock_read(now);
-    if (!done) co_return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
-    co_return poll_active() ? now : poll_.next_lock_read;
+  bool lock_read_due = !lock_.leading() && now >= poll_.next_lock_read;
+  if (now >= poll_.next_discovery) {
+    if (!(co_await discover_leases())) {
+      poll_.next_discovery = now + jittered(retry);
+      co_return poll_.next_discovery;
+    }
+    if (lock_read_due && !(lapse && now >= *lapse)) {
+      schedule_lock_read(now);  // the discovery stood in for this read
+      lock_read_due = false;
+    }
   }
-  if (now >= poll_.next_lock_read) {
+  if (lock_read_due) {
     auto seen = co_await call(runner_, Lane::kPoll, [this] {
       return coordination_.read_leader(coordination::Consistency::kEventual);
     });
     polls_.record(seen.status());
-    if (!seen.ok()) {
-      co_return now + jittered(std::max(milliseconds(5), config_.poll_interval / 4));
-    }
+    if (!seen.ok()) co_return std::min(poll_.next_discovery, now + jittered(retry));
     if (observe_lock(*seen, entry.incarnation, now)) co_await try_lead(*seen, now);
     schedule_lock_read(now);
-    if (poll_active()) co_return now;
   }
-  co_return poll_.next_lock_read;
+  if (poll_active()) co_return now;
+  const Clock::MonoTime next = lock_.leading()
+                                   ? now + jittered(config_.effective_idle_poll_interval())
+                                   : poll_.next_lock_read;
+  co_return std::min(next, poll_.next_discovery);
 }
 
 // The leader's idle read budget: half a read unit per lease and minute for reading every
@@ -410,14 +359,11 @@ CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
   if ((r.attention || attention_pending_) && lock_.leading()) {
     attention_pending_ = !(co_await lock_.renew(true));
   }
-  // What this pass moved to or from the leader it looks at at once, as another worker does
-  // with a post; like every worker it also finds its leases in the table (discover_leases),
-  // its polls active meanwhile.
-  if (!r.self_keys.empty()) {
+  // A pass that moved a lease to or from the leader: it finds its leases in the table at
+  // once, as every worker does after a call for attention (its polls active meanwhile).
+  if (r.moved_self) {
     note_activity();
-    if (!hold_veto()) {
-      (void)co_await adopter_.look_at(r.self_keys);
-    }
+    (void)co_await discover_leases();
   }
   if (leader_.first_settling()) {
     // The membership is read every settle_time / 4 meanwhile, and once more the moment it

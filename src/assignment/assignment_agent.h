@@ -9,28 +9,28 @@
 //                    the next leader may fence that incarnation at once).
 //  poll_step()       finds the leases the table gives this worker (LeaseAdopter::discover: a
 //                    Query of the lease table's owner index) and acts on what differs from
-//                    what it claims; acts on the keys of the leader's last post (a hint to
-//                    look sooner); checks handoffs waiting to come in; and takes the lock
+//                    what it claims; checks handoffs waiting to come in; and takes the lock
 //                    when nobody holds it or it has not moved for failover_time (conditional
 //                    on what was read). While something is in progress (see poll_active) it
-//                    reads this worker's entry and the lock, and discovers, every
+//                    reads the lock, and discovers, every
 //                    poll_interval; otherwise it reads the lock (every idle_poll_interval,
-//                    sooner with many leases: idle_lock_read_interval), every fifth read a
-//                    discover instead (the same half read unit), and takes its own entry
-//                    from the last heartbeat's answer (a heartbeat that brings a post wakes
-//                    it at once). A lock whose attention moved (the leader saw a join, a
-//                    heartbeat overdue, or posted leases) makes it active at once. Reads are
+//                    sooner with many leases: idle_lock_read_interval), and discovers every
+//                    five such intervals, in place of a read of the lock (the same half read
+//                    unit). A lock whose attention
+//                    moved (the leader saw a join or a heartbeat overdue, or moved a lease
+//                    of another worker) makes it active at once. Reads are
 //                    eventually consistent, except while confirming a take of the lock whose
 //                    answer was lost, and an entry that reads as gone or replaced is
 //                    confirmed by a strongly consistent read.
-//  leader_step()     on the leader: one LeaseLeader pass; then it looks at once at the keys
-//                    of the pass's moves that concern this worker (as another worker does
-//                    with a post); its own leases it finds in the table like every worker.
+//  leader_step()     on the leader: one LeaseLeader pass; when the pass moved a lease to or
+//                    from this worker, it finds its leases in the table at once (discover,
+//                    the same path as every worker's).
 //
 // Liveness: a lease the table gives a live worker is read within kReadsPerDiscovery (5) of its
-// idle reads (25 s with the defaults, 7.5 s at a 3 s failover), or a poll_interval while
+// idle_lock_read_intervals (25 s with the defaults, 7.5 s at a 3 s failover; on its own
+// schedule, so a worker whose reads of the lock fail still finds it), or a poll_interval while
 // something moves (a call for attention, kept until it lands; a new leader's first pass),
-// whatever became of the leader's posts or the leader itself. A worker whose own
+// whatever became of the leader's calls for attention or the leader itself. A worker whose own
 // renewals have failed for half the slack before its hold lapses adopts nothing new.
 //
 // Each step returns when it wants to run again. drain() begins a graceful stop (a stopping
@@ -111,7 +111,7 @@ class AssignmentAgent {
   LeaseAdopter& adopter() { return adopter_; }
   const LeaseConfig& config() const { return config_; }
   // The failing series of this worker's coordination calls (heartbeats, lock renewals, own-
-  // entry polls, leader passes, inbox posts); empty when every one's last call succeeded.
+  // entry polls, leader passes); empty when every one's last call succeeded.
   std::vector<FailingCalls> failing_calls() const;
   const Clock& clock() const { return clock_; }
 
@@ -122,16 +122,14 @@ class AssignmentAgent {
   CallTask<Done> try_lead(std::optional<coordination::LeaderEntry> seen, Clock::MonoTime now);
   std::optional<std::string> assign_veto() const;
   std::optional<std::string> hold_veto() const;
-  // False when some keys could not be looked at (they stay in the inbox).
-  CallTask<bool> look_at_inbox(coordination::WorkerEntry self);
-  CallTask<bool> poll_leases(coordination::WorkerEntry self);
+  CallTask<Done> poll_handoffs();
   CallTask<bool> discover_leases();
   bool observe_lock(const std::optional<coordination::LeaderEntry>& seen,
                     const std::string& incarnation, Clock::MonoTime now);
   // Something changed: polls stay at poll_interval for the next failover_time.
   void note_activity();
   bool poll_active();
-  // The poll that reads the own entry and the lock (next in `interval`, or sooner while
+  // The poll that discovers and reads the lock (next in `interval`, or sooner while
   // busy), and the poll while nothing is in progress.
   CallTask<Clock::MonoTime> active_poll(coordination::WorkerEntry before,
                                         std::chrono::milliseconds interval);
@@ -142,8 +140,6 @@ class AssignmentAgent {
   std::chrono::milliseconds idle_lock_read_interval() const;
   void schedule_lock_read(Clock::MonoTime now);
   std::chrono::milliseconds leader_idle_interval(const LeaderPassResult& r) const;
-  // Whether `self` (as a heartbeat returned it) holds something not yet acted on.
-  bool has_news(const coordination::WorkerEntry& self) const;
 
   // What the heartbeat reports, and what is done when the membership ends.
   coordination::WorkerEntry heartbeat_report();
@@ -171,16 +167,10 @@ class AssignmentAgent {
   std::uint64_t term_started_ = 0;  // term that leader_ began
   // The poll's schedule: what it acted on last, and when it reads what next.
   struct PollSchedule {
-    // the (incarnation, inbox) of the last post acted on
-    std::pair<std::string, std::vector<std::string>> inbox_seen;
-    // the busy state the last poll left behind, the (incarnation, heartbeat) of the last
-    // heartbeat answer acted on, when the lock is next read while idle
+    // the busy state the last poll left behind, when the lock is next read while idle
     bool busy = false;
-    std::pair<std::string, std::int64_t> heartbeat_seen;
     Clock::MonoTime next_lock_read{};
-    // idle reads so far (every kReadsPerDiscovery-th finds the leases the table gives this
-    // worker), and when the leader next does
-    std::uint64_t idle_reads = 0;
+    // when the leases the table gives this worker are next found while idle
     Clock::MonoTime next_discovery{};
     Clock::MonoTime active_until{};  // polls are active until then
   } poll_;

@@ -54,8 +54,8 @@ class CoordinationStore;
 
 namespace kcl::assignment {
 
-// A kind of coordination call that keeps failing (heartbeats, polls, lock renewals, inbox
-// posts, leader passes), for the status page.
+// A kind of coordination call that keeps failing (heartbeats, polls, lock renewals, leader
+// passes), for the status page.
 struct FailingCalls {
   std::string operation;
   std::uint64_t consecutive = 0;

@@ -12,16 +12,16 @@ LeaseAdopter::LeaseAdopter(leases::HeldLeases& held, leases::LeaseStore& store,
 // A take whose condition failed: the leader moved the lease on, a checkpoint landed, or the
 // take itself landed and its answer was lost (the client's retry then finds the counter
 // moved). The lease is read again and, while the table still gives it to this worker, taken
-// on that read: otherwise the table would name this worker while it reads nothing until the
-// leader notices the difference (several heartbeats and a repost later). After kTakeAttempts
-// the key is left to look at again at the next poll (never counted as handled while the
-// table gives it to this worker).
+// on that read: otherwise the table would name this worker while it reads nothing until its
+// next discover(). After kTakeAttempts the key is left to that discover() (never counted as
+// handled while the table gives it to this worker).
 constexpr int kTakeAttempts = 3;
 
 //
-// Two steps may look at the same key at once (the poll's, and the leader's at the keys of its
-// own moves), each awaiting its calls: a key this worker took meanwhile (a tenure exists) is
-// not taken again, which would end the first tenure and start a second consumer beside it.
+// Two steps may look at the same key at once (the poll's, and the leader's after a pass that
+// moved one of its leases), each awaiting its calls: a key this worker took meanwhile (a tenure
+// exists) is not taken again, which would end the first tenure and start a second consumer beside
+// it.
 CallTask<bool> LeaseAdopter::adopt(Lease seen, LookResult& result) {
   Lease current = std::move(seen);
   for (int attempt = 1;; ++attempt) {
@@ -125,7 +125,7 @@ CallTask<bool> LeaseAdopter::look_at_one(std::string key, LookResult& result) {
   if (!read.ok()) {
     if (result.status.ok())
       result.status = read.status().with_context("reading lease " + key + ": ");
-    co_return false;  // the rest stay in the inbox for the next poll
+    co_return false;  // the rest wait for the next discover()
   }
   bool done = true;
   if (!read->has_value()) {
@@ -153,10 +153,7 @@ CallTask<LookResult> LeaseAdopter::look_at(std::vector<std::string> keys) {
     if (!(co_await look_at_one(key, result))) break;
   }
   for (const std::string& key : keys) unfinished_.insert(key);
-  for (const std::string& key : result.handled) {
-    given_up_.erase(key);
-    unfinished_.erase(key);
-  }
+  for (const std::string& key : result.handled) unfinished_.erase(key);
   co_return result;
 }
 
@@ -238,15 +235,7 @@ CallTask<Status> LeaseAdopter::hand_back_unread() {
   co_return Status::Ok();
 }
 
-void LeaseAdopter::membership_ended(const std::vector<std::string>& lost) {
-  given_up_.insert(lost.begin(), lost.end());
-  for (const auto& [key, in] : incoming_) given_up_.insert(key);
-  incoming_.clear();
-}
-
-std::vector<std::string> LeaseAdopter::given_up() const {
-  return {given_up_.begin(), given_up_.end()};
-}
+void LeaseAdopter::membership_ended() { incoming_.clear(); }
 
 std::vector<std::string> LeaseAdopter::claimed_keys() const {
   std::vector<std::string> keys;

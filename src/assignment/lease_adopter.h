@@ -1,7 +1,6 @@
 // LeaseAdopter: a worker's side of leader-based assignment for the leases themselves: it
 // finds the leases the table gives this worker (discover: a Query of the owner index, on a
-// period and whenever something moves; the keys the leader posts are a hint to look sooner)
-// and acts on each.
+// period and whenever something moves) and acts on each that differs from what it claims.
 //
 //  - Gain. A lease assigned to this worker (leaseOwner = it, no checkpointOwner) is adopted
 //    with take_lease (counter + 1, conditional on what was read), which fences any earlier
@@ -17,9 +16,9 @@
 //    anyway. Checkpoints remain possible meanwhile: the write finds this worker still the
 //    lease's actual owner (the Java KCL 3.x's checkpoint owner).
 //  - Lost. A held lease the table gives to someone else, or that was deleted, is given up.
-//  - After the membership ended (abandoned or fenced), the leases given up are looked at
-//    first when the worker registers again: those the table still gives it are adopted at
-//    once (a fence moves them elsewhere first, and every take is conditional, so at most one
+//  - After the membership ended (abandoned or fenced), every lease was given up: those the
+//    table still gives the worker when it registers again are adopted by its next discover()
+//    (a fence moves them elsewhere first, and every take is conditional, so at most one
 //    worker gets each).
 //  - What it claims: the keys of its held leases and of those handed to it (claimed_keys),
 //    which discover() compares with the keys the table gives it.
@@ -45,7 +44,7 @@
 
 namespace kcl::assignment {
 
-// What look_at() / poll_incoming_handoffs() did.
+// What discover() / poll_incoming_handoffs() did.
 struct LookResult {
   Status status;                     // the first failure (the keys not handled are retried)
   std::vector<std::string> handled;  // keys looked at to the end
@@ -63,22 +62,17 @@ class LeaseAdopter {
 
   // Where the store calls run (null: inline).
   void set_call_runner(CallRunner* runner) { runner_ = runner; }
-  // Reads each lease and acts on it (see the header).
-  CallTask<LookResult> look_at(std::vector<std::string> keys);
-  // How a worker learns its leases whatever became of the leader's posts: reads the keys of
-  // the leases the table gives this worker (LeaseStore::owned_lease_keys: one Query of the
-  // owner index) and looks at each one that differs from what it claims: one it does not
-  // hold is adopted (or waited for, when it is handed to it), one it holds that the table no
-  // longer names it the owner of is read (a handoff to note, or a loss); so is every key an
-  // earlier look did not finish.
+  // How a worker learns its leases: reads the keys of the leases the table gives this worker
+  // (LeaseStore::owned_lease_keys: one Query of the owner index) and looks at each one that differs
+  // from what it claims: one it does not hold is adopted (or waited for, when it is handed to it),
+  // one it holds that the table no longer names it the owner of is read (a handoff to note, or a
+  // loss); so is every key an earlier look did not finish.
   CallTask<LookResult> discover();
   // Checks the leases handed to this worker whose old owner has not finished yet.
   CallTask<LookResult> poll_incoming_handoffs();
   bool has_pending_incoming() const;
-  // The membership ended: every lease was given up (`lost`); handoffs to come are forgotten.
-  void membership_ended(const std::vector<std::string>& lost);
-  // The leases given up when the membership last ended, not looked at since.
-  std::vector<std::string> given_up() const;
+  // The membership ended (every lease was given up): handoffs to come are forgotten.
+  void membership_ended();
   // The held leases and those handed to this worker, sorted.
   std::vector<std::string> claimed_keys() const;
   // Graceful shutdown: nothing more is adopted; an assigned lease is handed straight back.
@@ -94,6 +88,8 @@ class LeaseAdopter {
     Clock::MonoTime since;  // first seen handed to this worker
     std::string from;       // the old owner
   };
+  // Reads each lease and acts on it (see the header).
+  CallTask<LookResult> look_at(std::vector<std::string> keys);
   // One key of look_at(); false when the rest must wait (the store failed).
   CallTask<bool> look_at_one(std::string key, LookResult& result);
   bool act_on_held(const Lease& lease, LookResult& result);
@@ -115,7 +111,6 @@ class LeaseAdopter {
   CallRunner* runner_ = nullptr;
   std::atomic<bool> stopped_{false};
   std::map<std::string, Incoming, std::less<>> incoming_;
-  std::set<std::string, std::less<>> given_up_;
   // keys a look did not finish (looked at again by the next discover())
   std::set<std::string, std::less<>> unfinished_;
 };

@@ -306,19 +306,17 @@ Status LeaseLeader::scan(LeaderPassResult& r) {
 // Assigns a free or orphaned lease to move.to. A take that fails is followed by a fresh read:
 // a condition that failed because the cache was stale is tried once more while the lease is
 // still an orphan, and a take whose answer was lost (it may have landed) is recognised by the
-// owner it wrote. A lease the read finds owned by a live worker is posted to it either way:
-// the post is how that worker learns of it; when the read fails too, the worker it was for is
-// told anyway.
-LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, LeaderPassResult& r) {
+// owner it wrote. The workers a move concerns are told (tell()) whenever it may have landed.
+LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, LeaderPassResult& r) {
   Lease seen = cache_.at(move.lease_key);
   auto taken = leases_.take_lease(seen, move.to);
   if (!taken.ok()) {
     const Status failure = taken.status();
     auto fresh = reread(move.lease_key);
     if (!fresh.ok()) {
-      // Whether the take landed is unknown: the worker is told anyway (it looks at the lease
-      // and adopts it only if the table gives it to it).
-      inbox[move.to].push_back(move.lease_key);
+      // Whether the take landed is unknown: the worker is told anyway (it looks at the table
+      // and adopts the lease only if the table gives it to it).
+      tell(move.to, r);
       note_failure(r, failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure);
       return MoveOutcome::kStoreDown;
     }
@@ -330,7 +328,7 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, Lea
       taken = leases_.take_lease(now, move.to);
     } else if (now.lease_owner && !now.checkpoint_owner && workers_.count(*now.lease_owner)) {
       // Ours landed although its answer was lost, or another leader's moved it: tell the owner.
-      inbox[*now.lease_owner].push_back(move.lease_key);
+      tell(*now.lease_owner, r);
       unknown_.erase(move.lease_key);
       if (*now.lease_owner == move.to) ++r.assigned;
       return MoveOutcome::kDone;
@@ -346,7 +344,7 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, Inbox& inbox, Lea
   cache_[move.lease_key] = *taken;
   assigned_counter_[move.lease_key] = taken->lease_counter;
   unknown_.erase(move.lease_key);
-  inbox[move.to].push_back(move.lease_key);
+  tell(move.to, r);
   ++r.assigned;
   return MoveOutcome::kDone;
 }
@@ -365,7 +363,7 @@ Result<std::optional<Lease>> LeaseLeader::reread(const std::string& key) {
 // A lease whose owners this leader knows (live or fenced by it): an orphan when it is free,
 // or its owner was fenced; one whose old owner was fenced mid-handoff gets its handoff
 // finished on that owner's behalf, so the worker it was going to starts (reading from the
-// checkpoint; the receiver polls its pending handoffs, no post needed). False when the store
+// checkpoint; the receiver polls its pending handoffs). False when the store
 // failed.
 bool LeaseLeader::judge_known(const Lease& lease, std::vector<std::string>& orphans,
                               Status& status) {
@@ -439,18 +437,14 @@ std::vector<std::string> LeaseLeader::find_orphans(Status& status) {
   return orphans;
 }
 
-// Hints: each worker a move concerns gets the keys of this pass's moves in its inbox (one
-// write, replacing the last post) and looks at them at once, rather than at its next look at
-// the table. A post that fails is not sent again: the worker finds its leases in the table
-// all the same (LeaseAdopter::discover). The leader looks at its own at once (the agent).
-void LeaseLeader::post(const Inbox& inbox) {
-  for (const auto& [worker, keys] : inbox) {
-    auto it = workers_.find(worker);
-    if (worker == config_.worker_id || keys.empty() || it == workers_.end()) continue;
-    std::vector<std::string> unique = keys;
-    std::sort(unique.begin(), unique.end());
-    unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-    if (coordination_.post_to_inbox(it->second.entry, unique).ok()) attention_due_ = true;
+// A move concerns `worker`: another worker hears of it through the call for attention that
+// ends the pass (it then finds its leases in the table at once, LeaseAdopter::discover); the
+// leader itself looks at the table right after the pass (the agent).
+void LeaseLeader::tell(const std::string& worker, LeaderPassResult& r) {
+  if (worker == config_.worker_id) {
+    r.moved_self = true;
+  } else {
+    attention_due_ = true;
   }
 }
 
@@ -470,7 +464,7 @@ Status LeaseLeader::authorised() const {
 // answered leaves that lease to the next pass (r.status reports the failure, which brings
 // that pass soon) and goes on with the others: a dead worker's other leases need not wait for
 // it. Two such failures in a row and the store is failing: the pass stops.
-void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r) {
+void LeaseLeader::execute(const Plan& plan, bool rebalance, LeaderPassResult& r) {
   int failed_in_a_row = 0;
   for (const Move& move : plan.moves) {
     // A leader whose renewals lapse stops before another could fence it (see AssignmentAgent).
@@ -481,8 +475,7 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
     }
     auto cached = cache_.find(move.lease_key);
     if (cached == cache_.end() || (move.handoff && !rebalance)) continue;
-    const MoveOutcome outcome =
-        move.handoff ? hand_off(move, cached->second, inbox, r) : assign(move, inbox, r);
+    const MoveOutcome outcome = move.handoff ? hand_off(move, cached->second, r) : assign(move, r);
     if (outcome == MoveOutcome::kStoreDown) return;
     failed_in_a_row = outcome == MoveOutcome::kFailed ? failed_in_a_row + 1 : 0;
     if (failed_in_a_row == 2) return;
@@ -492,10 +485,9 @@ void LeaseLeader::execute(const Plan& plan, bool rebalance, Inbox& inbox, Leader
 // A graceful handoff from a live owner (see MoveOutcome). A write that failed is followed
 // by a fresh read, as in assign(): a handoff that landed although its answer was lost (or
 // the client's retry of it found the condition failed), or has even been completed since, or
-// that may have landed (the read failed too) is told to both workers now; otherwise neither
-// would hear of it until what they report had differed from the table for two heartbeats and
-// a scan.
-LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& cached, Inbox& inbox,
+// that may have landed (the read failed too) is told to both workers now, not at their next
+// periodic look at the table.
+LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& cached,
                                                LeaderPassResult& r) {
   Lease seen = cached;
   if (auto a = assigned_counter_.find(move.lease_key); a != assigned_counter_.end()) {
@@ -520,10 +512,10 @@ LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& ca
     const Status failure = started.status();
     auto fresh = reread(move.lease_key);
     if (!fresh.ok()) {
-      // Whether it landed is unknown: both are told anyway (a post only makes a worker look
-      // at the lease), and the pass stops.
-      inbox[*move.from].push_back(move.lease_key);
-      inbox[move.to].push_back(move.lease_key);
+      // Whether it landed is unknown: both are told anyway (they look at the table), and the
+      // pass stops.
+      tell(*move.from, r);
+      tell(move.to, r);
       note_failure(r, failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure);
       return MoveOutcome::kStoreDown;
     }
@@ -539,8 +531,8 @@ LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& ca
       return MoveOutcome::kFailed;
     }
   }
-  inbox[*move.from].push_back(move.lease_key);
-  inbox[move.to].push_back(move.lease_key);
+  tell(*move.from, r);
+  tell(move.to, r);
   if (started.ok()) cache_[move.lease_key] = *started;  // else reread() cached what landed
   ++r.handoffs;
   return MoveOutcome::kDone;
@@ -606,10 +598,7 @@ LeaderPassResult LeaseLeader::run_pass() {
   const Plan plan = plan_assignment(request.input);
   const bool rebalance = known.settled && request.weights_complete;
   r.balanced = plan.moves.empty() && rebalance;
-  Inbox inbox;
-  execute(plan, rebalance, inbox, r);
-  post(inbox);
-  if (auto self = inbox.find(config_.worker_id); self != inbox.end()) r.self_keys = self->second;
+  execute(plan, rebalance, r);
   r.attention = std::exchange(attention_due_, false);
   finish_pass(r);
   return r;

@@ -16,9 +16,9 @@
 //     failed for one lease leaves that lease to the next pass and the pass goes on with the
 //     others (it stops when two moves in a row fail, or a write and the read after it both
 //     fail: the store is failing, not the lease);
-//  4. posts each worker concerned the keys of its moves (a hint, one write, never sent
-//     again): the table is the truth, and every worker finds the leases it gives it by
-//     reading the table (LeaseAdopter::discover), the leader's own included.
+//  4. calls the attention of the workers (one write of the lock, LeaderPassResult::attention)
+//     when a move concerns another worker: the table is the truth, and every worker finds the
+//     leases it gives it by reading the table (LeaseAdopter::discover), the leader included.
 // While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
 // rebalancing wait until the membership has not changed for settle_time (at most
 // failover_time / 2 in all; the membership is read every settle_time / 4 meanwhile), so a
@@ -31,11 +31,11 @@
 // by this leader's reads.
 //
 // Reads per pass: the worker entries; the lease table only as above. Writes: only for
-// changes (fences, assignments, handoffs, inbox posts), and one call for the workers'
-// attention in a pass that saw a join, posted to another worker, or found a heartbeat
-// overdue (LeaderPassResult::attention): idle workers mostly read only the lock
-// (assignment_agent.h). A worker's silence is timed from the last change of its heartbeat
-// this leader saw, on its own clock: nothing the leader writes (a post) moves a heartbeat, and
+// changes (fences, assignments, handoffs), and one call for the workers' attention in a pass
+// that saw a join, moved a lease of another worker, or found a heartbeat overdue
+// (LeaderPassResult::attention): idle workers mostly read only the lock (assignment_agent.h).
+// A worker's silence is timed from the last change of its heartbeat this leader saw, on its
+// own clock: the leader writes nothing into a worker's entry but a fence, and
 // a read showing an older heartbeat of the same incarnation (a lagging replica) is no change.
 //
 // Thread safety: one thread at a time runs begin/run_pass/end (the agent's leader step: the
@@ -72,12 +72,11 @@ struct LeaderPassResult {
   int assigned = 0;       // leases assigned (free or orphaned)
   int handoffs = 0;       // graceful handoffs started
   bool balanced = false;  // the plan had nothing to move
-  // The keys of this pass's moves that concern the leader itself (what a post tells another
-  // worker): it looks at them at once.
-  std::vector<std::string> self_keys;
+  // A move of this pass concerns the leader itself: it looks at the table at once.
+  bool moved_self = false;
   // Something is about to move that workers reading only the lock should hear of soon (a
-  // worker joined, one missed a heartbeat, leases were posted): the leader calls their
-  // attention (CoordinationStore::call_attention).
+  // worker joined, one missed a heartbeat, a lease of another worker moved): the leader
+  // calls their attention (CoordinationStore::call_attention).
   bool attention = false;
 };
 
@@ -140,7 +139,6 @@ class LeaseLeader {
   };
 
   void log(LogLevel level, const std::string& message) const;
-  using Inbox = std::map<std::string, std::vector<std::string>>;  // worker -> keys to post
 
   // The steps of a pass (see the header).
   Status observe(LeaderPassResult& r, bool& changed);
@@ -159,16 +157,17 @@ class LeaseLeader {
   // store still answered (the lease waits for the next pass; the others go on), or the store
   // failed twice over (the write and the read after it: the pass stops).
   enum class MoveOutcome { kDone, kFailed, kStoreDown };
-  void execute(const Plan& plan, bool rebalance, Inbox& inbox, LeaderPassResult& r);
-  MoveOutcome hand_off(const Move& move, const Lease& cached, Inbox& inbox, LeaderPassResult& r);
-  MoveOutcome assign(const Move& move, Inbox& inbox, LeaderPassResult& r);
+  void execute(const Plan& plan, bool rebalance, LeaderPassResult& r);
+  MoveOutcome hand_off(const Move& move, const Lease& cached, LeaderPassResult& r);
+  MoveOutcome assign(const Move& move, LeaderPassResult& r);
+  // A move concerns `worker` (see the .cpp).
+  void tell(const std::string& worker, LeaderPassResult& r);
   void finish_pass(const LeaderPassResult& r);
   LeaderPassResult end_failed_pass(LeaderPassResult& r);
   // Keeps `failure` in r.status unless an earlier one is there.
   static void note_failure(LeaderPassResult& r, Status failure);
   // A fresh read of `key` (kept in the cache); empty when the lease is gone.
   Result<std::optional<Lease>> reread(const std::string& key);
-  void post(const Inbox& inbox);
 
   leases::LeaseStore& leases_;
   coordination::CoordinationStore& coordination_;

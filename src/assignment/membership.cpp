@@ -153,8 +153,8 @@ CallTask<Membership::RenewResult> Membership::renew() {
 }
 
 // Registers a new incarnation. One whose registration's answer was lost is registered again
-// under the same incarnation, so that a registration that landed (and the posts it may have
-// received since) is kept: the store then answers kConditionFailed, which confirms it. The
+// under the same incarnation, so that a registration that landed (and the leases the leader
+// may have given it since) is kept: the store then answers kConditionFailed, which confirms it. The
 // hold of a registration confirmed that way counts from the start of its first attempt: the
 // leader may have seen it since it landed, which was no earlier.
 void Membership::set_status_url(std::string url) { status_url_ = std::move(url); }
@@ -186,22 +186,6 @@ CallTask<Membership::RenewResult> Membership::register_incarnation(Clock::MonoTi
   publish();
   result.registered = true;
   co_return result;
-}
-
-bool Membership::observe_own(const std::optional<coordination::WorkerEntry>& seen,
-                             const std::optional<std::string>& read_for) {
-  if (!entry_ || !read_for || *read_for != entry_->incarnation) return false;
-  if (seen && seen->incarnation == entry_->incarnation) {
-    // Keep the inbox as read; the heartbeat value is only ever moved by us.
-    if (seen->heartbeat >= entry_->heartbeat) entry_->inbox = seen->inbox;
-    return false;
-  }
-  // Gone, or replaced: fenced (the read was sent for the current incarnation).
-  abandon(Status(StatusCode::kLeaseLost,
-                 "worker " + config_.worker_id +
-                     "'s membership entry was fenced by the leader; its leases are being given "
-                     "to other workers"));
-  return true;
 }
 
 CallTask<Status> Membership::leave() {

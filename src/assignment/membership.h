@@ -96,12 +96,6 @@ class Membership {
   bool renewing() const { return renewing_; }
   // Where the calls run (null: inline).
   void set_call_runner(CallRunner* runner) { runner_ = runner; }
-  // The worker's entry as the poll read it: gone or of another incarnation means fenced.
-  // `read_for` is the incarnation that was current when the read was sent (entry()); a read
-  // sent before a registration says nothing about the new incarnation and is ignored.
-  // Returns true when the incarnation was abandoned because of it.
-  bool observe_own(const std::optional<coordination::WorkerEntry>& entry,
-                   const std::optional<std::string>& read_for);
   // Gives the current incarnation up (listeners told with `reason`); the next renew()
   // registers a new one.
   void abandon(const Status& reason);

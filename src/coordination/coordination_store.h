@@ -1,7 +1,8 @@
 // CoordinationStore: the small table beside the lease table that leader-based assignment
 // needs (LeaseAssignment::kLeader): one entry per running worker (its membership: a heartbeat
-// counter, and an inbox where the leader hints at lease keys to look at) and one leader entry
-// (the leader lock).
+// counter and what it reports) and one leader entry (the leader lock). Workers learn their
+// leases from the lease table, never from this one. An `inbox` attribute that earlier versions
+// wrote into worker entries is ignored.
 // Two implementations with identical semantics: DynamoDbCoordinationStore (a DynamoDB table,
 // by default "<lease table>-CoordinatorState", hash key "key" (S)) and
 // InMemoryCoordinationStore (deterministic tests and the simulation).
@@ -34,8 +35,8 @@ namespace kcl::coordination {
 struct WorkerEntry {
   std::string worker_id;
   // Random per registration: a worker that lost its membership registers again as a new
-  // incarnation, so writes meant for the old one (a heartbeat, the leader's inbox posts)
-  // cannot land on the new one.
+  // incarnation, so writes meant for the old one (a heartbeat, a fence) cannot land on the
+  // new one.
   std::string incarnation;
   std::int64_t heartbeat = 0;    // bumped by the worker every renew interval
   std::int64_t lease_count = 0;  // leases it held at its last heartbeat
@@ -45,10 +46,6 @@ struct WorkerEntry {
   std::string status_url;
   // Lease key -> KB/s processed recently, for balancing by load (one decimal).
   std::map<std::string, double> lease_kbps;
-  // Lease keys the leader's last post asked this worker to look at (assigned to it, or to be
-  // handed off by it): a hint that saves it waiting for its next look at the table (a worker
-  // finds its leases in the lease table whatever becomes of a post). Sorted.
-  std::vector<std::string> inbox;
   bool operator==(const WorkerEntry&) const = default;
 };
 
@@ -63,8 +60,9 @@ struct LeaderEntry {
   // leader reads the lease table again without waiting for its periodic scan.
   std::int64_t leases_version = 0;
   // Bumped by the leader when something is about to move (a worker joined, one has missed a
-  // heartbeat and may be fenced, leases were posted): idle workers read the lock alone, and
-  // one that sees this move polls its own entry at poll_interval for a failover time.
+  // heartbeat and may be fenced, a lease of a worker moved): idle workers read the lock alone,
+  // and one that sees this move finds its leases in the lease table and polls the lock at
+  // poll_interval for a failover time.
   std::int64_t attention = 0;
   bool operator==(const LeaderEntry&) const = default;
 };
@@ -79,14 +77,9 @@ struct CoordinationView {
 // of this store is conditional on what its caller read, and every liveness judgement waits for
 // a value to stay unchanged for failover_time from when it was first seen, so a stale read
 // can delay a judgement or make a conditional write fail, never make one land that should not
-// (membership.h). Reads that would act on an absence (an own entry missing) confirm it with a
-// strongly consistent read first.
+// (membership.h). Reads that would act on an absence (a known worker's entry missing) confirm
+// it with a strongly consistent read first.
 enum class Consistency { kStrong, kEventual };
-
-struct OwnView {
-  std::optional<WorkerEntry> self;
-  std::optional<LeaderEntry> leader;
-};
 
 class CoordinationStore {
  public:
@@ -98,33 +91,26 @@ class CoordinationStore {
 
   // The leader entry and every worker entry (one read of the whole table).
   virtual Result<CoordinationView> read_all(Consistency consistency) = 0;
-  // This worker's entry and the leader entry.
-  virtual Result<OwnView> read_own(std::string_view worker_id, Consistency consistency) = 0;
   // The leader entry alone (empty when there is none).
   virtual Result<std::optional<LeaderEntry>> read_leader(Consistency consistency) = 0;
 
-  // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, empty inbox,
-  // lease_count and status_url from `entry`),
-  // replacing any earlier entry of that id. kConditionFailed when the entry already is this
-  // incarnation's: an earlier attempt whose answer was lost landed (and may have received
-  // posts since, which a second write would wipe).
+  // Writes the entry of a new incarnation of `entry.worker_id` (heartbeat 0, lease_count and
+  // status_url from `entry`), replacing any earlier entry of that id. kConditionFailed when
+  // the entry already is this incarnation's: an earlier attempt whose answer was lost landed
+  // (and may have been heartbeated since, which a second write would move back).
   virtual Result<WorkerEntry> register_worker(const WorkerEntry& entry) = 0;
   // heartbeat + 1 (an atomic increment), and leaseCount, draining and leaseKbps from
   // `report` (its lease_count, draining and lease_kbps), conditional on
   // the incarnation of `held` only: a heartbeat whose answer was lost (it may have landed)
   // does not make the next one fail, and every heartbeat that lands moves the value, which
   // is what fence_worker() is conditional on.
-  // Returns the entry as written (inbox included).
+  // Returns the entry as written.
   virtual Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) = 0;
   // Removes the entry of a worker found silent, conditional on the incarnation and heartbeat
   // `seen`: after it, that incarnation can never renew its membership again.
   virtual Status fence_worker(const WorkerEntry& seen) = 0;
   // Removes this worker's own entry (graceful leave), conditional on its incarnation.
   virtual Status deregister_worker(const WorkerEntry& held) = 0;
-  // Sets a worker's inbox to `keys` (replacing the last post's), conditional on its
-  // incarnation (`seen`). Never written by the worker itself, and no sign of its life: the
-  // leader times silence by the heartbeat alone.
-  virtual Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) = 0;
 
   // Takes the leader lock: conditional on the entry being as `seen` (counter and owner), or
   // absent when `seen` is empty. Bumps the counter.

@@ -84,11 +84,6 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
     if (it->second.type() != Type::kBool) return bad(key, "draining", "is not a boolean");
     w.draining = it->second.boolean();
   }
-  if (auto it = item.find("inbox"); it != item.end()) {
-    if (it->second.type() != Type::kSS) return bad(key, "inbox", "is not a string set");
-    w.inbox = it->second.set();
-    std::sort(w.inbox.begin(), w.inbox.end());
-  }
   return w;
 }
 
@@ -250,20 +245,6 @@ Result<CoordinationView> DynamoDbCoordinationStore::read_all(Consistency consist
   return v;
 }
 
-Result<OwnView> DynamoDbCoordinationStore::read_own(std::string_view worker_id,
-                                                    Consistency consistency) {
-  OwnView v;
-  const std::string key = worker_key(worker_id);
-  KCL_ASSIGN_OR_RETURN(
-      auto self, client_->get_item(table_, key_item(key), consistency == Consistency::kStrong));
-  if (self) {
-    KCL_ASSIGN_OR_RETURN(auto w, worker_from_item(*self, key));
-    v.self = std::move(w);
-  }
-  KCL_ASSIGN_OR_RETURN(v.leader, read_leader(consistency));
-  return v;
-}
-
 Result<std::optional<LeaderEntry>> DynamoDbCoordinationStore::read_leader(Consistency consistency) {
   KCL_ASSIGN_OR_RETURN(auto leader, client_->get_item(table_, key_item(kLeaderKey),
                                                       consistency == Consistency::kStrong));
@@ -354,24 +335,6 @@ Status DynamoDbCoordinationStore::deregister_worker(const WorkerEntry& held) {
   return deleted.ok()
              ? Status::Ok()
              : deleted.status().with_context("deregistering worker " + held.worker_id + ": ");
-}
-
-Status DynamoDbCoordinationStore::post_to_inbox(const WorkerEntry& seen,
-                                                const std::vector<std::string>& keys) {
-  std::vector<std::string> unique = keys;  // a string set holds no value twice
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  Expression u;
-  u.names["#in"] = "inbox";
-  if (unique.empty()) {
-    u.expression = "REMOVE #in";
-  } else {
-    u.values[":keys"] = AttributeValue::SS(std::move(unique));
-    u.expression = "SET #in = :keys";
-  }
-  auto written = update("inbox of worker " + seen.worker_id, worker_key(seen.worker_id),
-                        std::move(u), same_incarnation(seen, false), false);
-  return written.status();
 }
 
 Result<LeaderEntry> DynamoDbCoordinationStore::acquire_leadership(

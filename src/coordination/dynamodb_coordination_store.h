@@ -15,7 +15,8 @@
 //   key = "kcl-cpp/leader"            ownerName S (absent: nobody leads), ownerIncarnation S,
 //                                     leaderCounter N, leasesVersion N
 //   key = "kcl-cpp/worker/<id>"       workerId S, incarnation S, heartbeat N, leaseCount N,
-//                                     draining BOOL, inbox SS (absent when empty)
+//                                     draining BOOL (an inbox SS that earlier versions
+//                                     wrote is ignored)
 //
 // Every conditional write is one PutItem / UpdateItem / DeleteItem with a ConditionExpression;
 // reads are consistent. A malformed entry is kInternal naming the entry and the attribute.
@@ -48,13 +49,11 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   Status resolve_table();
   Status create_table_if_not_exists() override;
   Result<CoordinationView> read_all(Consistency consistency) override;
-  Result<OwnView> read_own(std::string_view worker_id, Consistency consistency) override;
   Result<std::optional<LeaderEntry>> read_leader(Consistency consistency) override;
   Result<WorkerEntry> register_worker(const WorkerEntry& entry) override;
   Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) override;
   Status fence_worker(const WorkerEntry& seen) override;
   Status deregister_worker(const WorkerEntry& held) override;
-  Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view worker_id,
                                          std::string_view incarnation) override;

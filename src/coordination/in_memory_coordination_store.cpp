@@ -39,8 +39,6 @@ std::size_t entry_bytes(const WorkerEntry& w) {
   n += 9 + number_bytes(w.heartbeat) + 10 + number_bytes(w.lease_count);
   n += 8 + 1;
   if (!w.lease_kbps.empty()) n += 9 + encode_lease_load(w.lease_kbps).size();
-  n += 5 + 3;
-  for (const auto& key : w.inbox) n += 1 + key.size();
   if (!w.status_url.empty()) n += 9 + w.status_url.size();
   return n;
 }
@@ -85,20 +83,6 @@ Result<CoordinationView> InMemoryCoordinationStore::read_all(Consistency consist
   }
   count_read_locked(consistency, static_cast<std::int64_t>(v.workers.size()) + (leader_ ? 1 : 0),
                     units_of(bytes, 4096));
-  return v;
-}
-
-Result<OwnView> InMemoryCoordinationStore::read_own(std::string_view worker_id,
-                                                    Consistency consistency) {
-  std::lock_guard<std::mutex> lock(mu_);
-  KCL_RETURN_IF_ERROR(fault_locked(worker_id));
-  OwnView v;
-  v.leader = leader_;
-  auto it = workers_.find(worker_id);
-  if (it != workers_.end()) v.self = it->second;
-  count_read_locked(
-      consistency, (v.self ? 1 : 0) + (v.leader ? 1 : 0),
-      units_of(v.self ? entry_bytes(*v.self) : 0, 4096) + units_of(lock_bytes(leader_), 4096));
   return v;
 }
 
@@ -176,24 +160,6 @@ Status InMemoryCoordinationStore::deregister_worker(const WorkerEntry& held) {
   auto it = find_incarnation_locked(held);
   if (it == workers_.end()) return condition_failed("deregister: not this incarnation's entry");
   workers_.erase(it);
-  return Status::Ok();
-}
-
-Status InMemoryCoordinationStore::post_to_inbox(const WorkerEntry& seen,
-                                                const std::vector<std::string>& keys) {
-  std::lock_guard<std::mutex> lock(mu_);
-  KCL_RETURN_IF_ERROR(fault_locked(""));
-  ++stats_.inbox_posts;
-  auto it = find_incarnation_locked(seen);
-  if (it == workers_.end()) {
-    count_write_locked(1);
-    return condition_failed("inbox: not that incarnation's entry");
-  }
-  auto& inbox = it->second.inbox;
-  inbox = keys;
-  std::sort(inbox.begin(), inbox.end());
-  inbox.erase(std::unique(inbox.begin(), inbox.end()), inbox.end());
-  count_write_locked(units_of(entry_bytes(it->second), 1024));
   return Status::Ok();
 }
 

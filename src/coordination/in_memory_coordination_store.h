@@ -14,19 +14,18 @@
 namespace kcl::coordination {
 
 struct CoordinationStoreStats {
-  std::int64_t reads = 0;           // read calls (read_all, read_own, read_leader)
+  std::int64_t reads = 0;           // read calls (read_all, read_leader)
   std::int64_t eventual_reads = 0;  // of which eventually consistent
   std::int64_t items_read = 0;      // entries those reads returned
   // What DynamoDB would bill, from each entry's size as the DynamoDB store writes it (names
   // and values): a GetItem 1 read unit per 4 KB of its entry, a scan per 4 KB of its entries
   // together, half of that eventually consistent; a write 1 write unit per KB of the entry
-  // written (a heartbeat, a post), 1 for the others.
+  // written (a heartbeat), 1 for the others.
   double read_units = 0;
   double write_units = 0;
   std::int64_t writes = 0;  // every write call, whatever the outcome
   std::int64_t heartbeats = 0;
   std::int64_t leader_writes = 0;  // acquire / renew / release
-  std::int64_t inbox_posts = 0;
   std::int64_t fences = 0;
   std::int64_t failed_conditions = 0;
 };
@@ -35,13 +34,11 @@ class InMemoryCoordinationStore final : public CoordinationStore {
  public:
   Status create_table_if_not_exists() override { return Status::Ok(); }
   Result<CoordinationView> read_all(Consistency consistency) override;
-  Result<OwnView> read_own(std::string_view worker_id, Consistency consistency) override;
   Result<std::optional<LeaderEntry>> read_leader(Consistency consistency) override;
   Result<WorkerEntry> register_worker(const WorkerEntry& entry) override;
   Result<WorkerEntry> heartbeat(const WorkerEntry& held, const WorkerEntry& report) override;
   Status fence_worker(const WorkerEntry& seen) override;
   Status deregister_worker(const WorkerEntry& held) override;
-  Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override;
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view worker_id,
                                          std::string_view incarnation) override;

@@ -1,5 +1,5 @@
 // ReportedSeries: a base::FailureSeries of one kind of coordination call (heartbeat, lock
-// renewal, own-entry poll, inbox post, leader pass) that logs what the series says and
+// renewal, own-entry poll, leader pass) that logs what the series says and
 // exports it: the count "coordination.call_failures" and the gauge
 // "coordination.failing_calls" (failures in a row, 0 once it recovered), each tagged
 // operation = the call's name.

@@ -48,27 +48,18 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   EXPECT_EQ(store.heartbeat(other_incarnation, report).status().code(),
             StatusCode::kConditionFailed);
 
-  // The inbox: a post replaces the last one (a set); it never moves the heartbeat.
-  ASSERT_TRUE(store.post_to_inbox(*beat, {"shardId-000000000002", "shardId-000000000001"}).ok());
-  auto own = store.read_own("worker-a", Consistency::kStrong);
+  // The entry as read: the status endpoint written at registration stays through heartbeats.
+  auto own = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(own.ok()) << own.status();
-  ASSERT_TRUE(own->self);
-  EXPECT_EQ(own->self->inbox,
-            (std::vector<std::string>{"shardId-000000000001", "shardId-000000000002"}));
-  ASSERT_TRUE(store.post_to_inbox(*beat, {"shardId-000000000003", "shardId-000000000003"}).ok());
-  own = store.read_own("worker-a", Consistency::kStrong);
-  ASSERT_TRUE(own.ok() && own->self);
-  EXPECT_EQ(own->self->inbox, (std::vector<std::string>{"shardId-000000000003"}));
-  EXPECT_EQ(own->self->heartbeat, 2) << "posts leave the heartbeat alone";
-  EXPECT_EQ(own->self->status_url, "http://127.0.0.1:9400")
-      << "the status endpoint written at registration stays through heartbeats and posts";
-  // A heartbeat still holds after the posts (they touch another attribute).
+  ASSERT_EQ(own->workers.size(), 1u);
+  EXPECT_EQ(own->workers[0].heartbeat, 2);
+  EXPECT_EQ(own->workers[0].status_url, "http://127.0.0.1:9400")
+      << "the status endpoint written at registration stays through heartbeats";
   report.draining = true;
-  auto beat2 = store.heartbeat(*own->self, report);
+  auto beat2 = store.heartbeat(own->workers[0], report);
   ASSERT_TRUE(beat2.ok()) << beat2.status();
   EXPECT_TRUE(beat2->draining);
-  EXPECT_EQ(beat2->inbox, (std::vector<std::string>{"shardId-000000000003"}));
-  EXPECT_EQ(store.post_to_inbox(other_incarnation, {"x"}).code(), StatusCode::kConditionFailed);
+  EXPECT_EQ(beat2->heartbeat, 3);
 
   // The lock: taken when absent; then only on the value seen.
   auto no_lock = store.read_leader(Consistency::kStrong);
@@ -134,9 +125,9 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
       << "it renewed since that value";
   ASSERT_TRUE(store.fence_worker(*beat2).ok());
   EXPECT_EQ(store.heartbeat(*beat2, report).status().code(), StatusCode::kConditionFailed);
-  own = store.read_own("worker-a", Consistency::kStrong);
+  own = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(own.ok());
-  EXPECT_FALSE(own->self);
+  EXPECT_TRUE(own->workers.empty());
 
   // A new incarnation replaces whatever was there; deregister removes only its own entry.
   WorkerEntry a2 = a;

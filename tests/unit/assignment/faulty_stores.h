@@ -126,9 +126,6 @@ class FaultyCoordinationStore final : public CoordinationStore {
   }
   // The next eventually consistent read_all() answers `view` (a replica that lags).
   void serve_stale(CoordinationView view) { stale_.push_back(std::move(view)); }
-  Result<OwnView> read_own(std::string_view id, Consistency c) override {
-    return faults_.call<Result<OwnView>>("read_own", id, [&] { return inner_.read_own(id, c); });
-  }
   Result<std::optional<LeaderEntry>> read_leader(Consistency c) override {
     return faults_.call<Result<std::optional<LeaderEntry>>>("read_leader", "",
                                                             [&] { return inner_.read_leader(c); });
@@ -148,10 +145,6 @@ class FaultyCoordinationStore final : public CoordinationStore {
   Status deregister_worker(const WorkerEntry& held) override {
     return faults_.call<Status>("deregister_worker", held.worker_id,
                                 [&] { return inner_.deregister_worker(held); });
-  }
-  Status post_to_inbox(const WorkerEntry& seen, const std::vector<std::string>& keys) override {
-    return faults_.call<Status>("post_to_inbox", seen.worker_id,
-                                [&] { return inner_.post_to_inbox(seen, keys); });
   }
   Result<LeaderEntry> acquire_leadership(const std::optional<LeaderEntry>& seen,
                                          std::string_view id,

@@ -417,24 +417,23 @@ FleetOptions scripted_fleet(int leases) {
   return o;
 }
 
-// The soak's 89 s: a worker that holds one lease too many (a handoff whose post it never got)
-// and one too few (an assignment whose post it never got) reports the right number of leases,
-// so a repair that compares counts never sees it. Here the leader's posts to b fail for 15 s
-// while c joins (one of b's leases is handed to c) and a new lease is assigned to b; then
-// they go through again. b must read the new lease, and let the old one go, soon after.
+// The soak's 89 s: a worker that holds one lease too many (a handoff it never heard of) and
+// one too few (an assignment it never heard of) reports the right number of leases, so a
+// repair that compares counts never sees it. Here b's reads of the lock fail from the moment
+// c joins (b hears no call for attention): c joins (one of b's leases is handed to c) and a new
+// lease is assigned to b. b must read the new lease, and let the old one go, within the
+// bound all the same: it finds its leases in the table on its own period.
 TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaired) {
   const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
-  bool drop_posts_to_b = false;
-  auto posts_to_b_lost = [&](std::string_view op, std::string_view subject) {
-    InjectedFault f;
-    if (drop_posts_to_b && subject == "b" && op == "post_to_inbox") {
-      f.when = InjectedFault::When::kBefore;
-    }
-    return f;
-  };
-  for (const char* id : {"a", "b"})
-    fleet.start(id).coordination_view.faults().set_script(posts_to_b_lost);
+  bool deaf_b = false;
+  fleet.start("a");
+  fleet.start("b").coordination_view.faults().set_script(
+      [&](std::string_view op, std::string_view) {
+        InjectedFault f;
+        if (deaf_b && op == "read_leader") f.when = InjectedFault::When::kBefore;
+        return f;
+      });
   ASSERT_TRUE(fleet.run_until(
       [&] {
         return fleet.worker("a").coordinator->held_count() == 2 &&
@@ -443,17 +442,14 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
       20s));
   ASSERT_TRUE(fleet.worker("a").agent->leading());
 
-  drop_posts_to_b = true;
+  deaf_b = true;
   const auto dropped_at = fleet.clock().now();
-  fleet.start("c").coordination_view.faults().set_script(posts_to_b_lost);
+  fleet.start("c");
   fleet.run_for(5s);  // c gets its share: one lease handed from a, one from b
   const Lease extra = add_lease(fleet, fleet.worker("a"), 4);
   ASSERT_TRUE(fleet.run_until(
       [&] { return fleet.leases().peek(extra.lease_key)->lease_owner.has_value(); }, 10s));
   const std::string owner = *fleet.leases().peek(extra.lease_key)->lease_owner;
-  fleet.run_until([&] { return fleet.clock().now() - dropped_at >= 15s; }, 15s);
-  drop_posts_to_b = false;
-
   const milliseconds bound = o.failover + 7s;
   auto all_read = [&] {
     for (const Lease& l : fleet.leases().snapshot()) {
@@ -464,9 +460,11 @@ TEST(LeaderLivenessScriptedTest, AWorkerShortOfOneLeaseAndOverByAnotherIsRepaire
   };
   auto took = fleet.run_until(all_read, 60s);
   ASSERT_TRUE(took) << "some lease owned by a running worker was still not read 60 s after "
-                       "its posts went through again (the extra lease went to "
-                    << owner << ")";
-  EXPECT_LE(*took, bound);
+                       "the extra lease went to "
+                    << owner;
+  EXPECT_LE(*took, bound) << "b, still deaf to the lock since "
+                          << duration_cast<milliseconds>(fleet.clock().now() - dropped_at).count()
+                          << " ms";
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
@@ -500,13 +498,10 @@ void start_a_and_b_led_by_a(Fleet& fleet, int leases) {
 }
 
 // The fault suite's R7: after an outage the new leader assigns a lease to a worker whose
-// membership has just ended, posting it to that worker's old entry; the worker then registers
-// again, and its new entry starts with an empty inbox. The leader sees the new incarnation at
-// its next pass and posts again what the table gives it: the lease is read within about a
-// second, not only when the difference between what the worker reports and what the table
-// gives it has lasted two heartbeats, a scan and a repost (several seconds, and never if the
-// leader dies first).
-TEST(LeaderLivenessScriptedTest, ALeasePostedJustBeforeTheWorkerRegistersAgainIsReadAtOnce) {
+// membership ends at that moment; the worker then registers again. Registering makes it look
+// at the table at once: the lease is read within about a second, not at its next periodic
+// look (several seconds, and never if the leader died first and nobody called for attention).
+TEST(LeaderLivenessScriptedTest, ALeaseAssignedJustBeforeTheWorkerRegistersAgainIsReadAtOnce) {
   const FleetOptions o = scripted_fleet(3);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_and_b(fleet, o.leases));
@@ -515,36 +510,36 @@ TEST(LeaderLivenessScriptedTest, ALeasePostedJustBeforeTheWorkerRegistersAgainIs
   FleetWorker& target = fleet.worker(leader->id == "a" ? "b" : "a");
   ASSERT_EQ(target.coordinator->held_count(), 1);
 
-  // The post of the new lease lands on the target's entry as it is; the target's membership
-  // ends at that moment (as its hold lapsing in an outage would), so its next heartbeat
-  // registers a new incarnation.
-  std::optional<Clock::MonoTime> posted;
-  leader->coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
-    if (!posted && op == "post_to_inbox" && subject == target.id) {
-      posted = fleet.clock().now();
+  // The leader's take of the new lease for the target; the target's membership ends at that
+  // moment (as its hold lapsing in an outage would), so its next heartbeat registers a new
+  // incarnation.
+  const std::string extra_key = testing::shard(3);
+  std::optional<Clock::MonoTime> assigned;
+  leader->lease_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+    if (!assigned && op == "take_lease" && subject == extra_key) {
+      assigned = fleet.clock().now();
       target.agent->membership().abandon(
           Status(StatusCode::kLeaseLost, "the test ends the membership"));
     }
     return InjectedFault{};
   });
-  const Lease extra = add_lease(fleet, *leader, 3);
-  ASSERT_TRUE(fleet.run_until([&] { return posted.has_value(); }, 10s));
-  ASSERT_EQ(fleet.leases().peek(extra.lease_key)->lease_owner, target.id);
+  (void)add_lease(fleet, *leader, 3);
+  ASSERT_TRUE(fleet.run_until([&] { return assigned.has_value(); }, 10s));
+  ASSERT_EQ(fleet.leases().peek(extra_key)->lease_owner, target.id);
 
-  auto took = fleet.run_until([&] { return target.coordinator->holds(extra.lease_key); }, 30s);
-  ASSERT_TRUE(took) << target.id << " never read the lease posted to its old entry";
-  EXPECT_LE(*took, 1500ms) << target.id << " read the lease posted to its old entry only "
+  auto took = fleet.run_until([&] { return target.coordinator->holds(extra_key); }, 30s);
+  ASSERT_TRUE(took) << target.id << " never read the lease assigned as its membership ended";
+  EXPECT_LE(*took, 1500ms) << target.id << " read the lease assigned as its membership ended "
                            << took->count() << " ms later";
   EXPECT_EQ(fleet.double_holds(), 0);
 }
 
 // A handoff the leader started whose answer was lost (the write landed; the call failed, or
 // the client's retry found the condition failed): the leader reads the lease again at once,
-// sees the handoff it started and tells both workers; when that read fails too, it tells them
-// anyway (a post only makes a worker look at the lease). So the lease is read by its new
-// owner about a second after the handoff landed, not after the repair of what the workers
-// report.
-TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
+// sees the handoff it started and calls the workers' attention; when that read fails too, it
+// calls it anyway (that only makes workers look at the table). So the lease is read by its
+// new owner about a second after the handoff landed, not at its next periodic look.
+TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsToldAtOnce) {
   for (const auto when :
        {InjectedFault::When::kAfter, InjectedFault::When::kAppliedThenConditionFailed}) {
     for (const bool reread_fails : {false, true}) {
@@ -584,12 +579,12 @@ TEST(LeaderLivenessScriptedTest, AHandoffThatLandedUnseenIsPostedAtOnce) {
   }
 }
 
-// A post lost with the leader: the leader assigns a new lease, its post fails, and it is
-// killed before its next pass. Whoever leads next, the lease's owner finds it in the table
-// (LeaseAdopter::discover) within five of its idle reads (1.5 s each here, jittered; sooner
-// when the next leader's first pass calls every worker's attention), not
-// after the digest of what it holds had differed from the table for two heartbeats.
-TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderDoesNotLeaveTheLeaseUnread) {
+// A call for attention lost with the leader: the leader assigns a new lease, its call for
+// the workers' attention fails, and it is killed before its next pass. Whoever leads next,
+// the lease's owner finds it in the table (LeaseAdopter::discover) within five of its idle
+// reads (1.5 s each here, jittered; sooner when the next leader's first pass calls every
+// worker's attention).
+TEST(LeaderLivenessScriptedTest, ACallForAttentionLostWithTheLeaderDoesNotLeaveTheLeaseUnread) {
   const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
@@ -603,26 +598,35 @@ TEST(LeaderLivenessScriptedTest, APostLostWithTheLeaderDoesNotLeaveTheLeaseUnrea
                fleet.worker("c").coordinator->held_count() == 1;
       },
       30s));
+  fleet.run_for(o.failover);  // b and c idle again: they read only the lock
 
-  // The new lease goes to b or c (a holds the extra one already); its post fails.
+  // The new lease goes to b or c (a holds the extra one already); the call for attention
+  // that follows fails, and a is killed at that moment.
   FleetWorker& a = fleet.worker("a");
-  std::string target;
-  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+  const std::string extra_key = testing::shard(4);
+  bool assigned = false;
+  bool call_failed = false;
+  a.lease_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+    if (op == "take_lease" && subject == extra_key) assigned = true;
+    return InjectedFault{};
+  });
+  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view) {
     InjectedFault f;
-    if (target.empty() && op == "post_to_inbox") {
-      target = std::string(subject);
+    if (assigned && op == "call_attention") {
+      call_failed = true;
       f.when = InjectedFault::When::kBefore;
     }
     return f;
   });
-  const Lease extra = add_lease(fleet, a, 4);
-  ASSERT_TRUE(fleet.run_until([&] { return !target.empty(); }, 10s));
+  (void)add_lease(fleet, a, 4);
+  ASSERT_TRUE(fleet.run_until([&] { return call_failed; }, 10s));
   fleet.kill(a);
-  ASSERT_EQ(fleet.leases().peek(extra.lease_key)->lease_owner, target);
-  FleetWorker& owner = fleet.worker(target);
-  auto took = fleet.run_until([&] { return owner.coordinator->holds(extra.lease_key); }, 30s);
-  ASSERT_TRUE(took) << target << " never read the lease whose post was lost with the leader";
-  EXPECT_LE(*took, 8300ms) << target << " read the lease " << took->count()
+  const auto owner_id = fleet.leases().peek(extra_key)->lease_owner;
+  ASSERT_TRUE(owner_id == "b" || owner_id == "c");
+  FleetWorker& owner = fleet.worker(*owner_id);
+  auto took = fleet.run_until([&] { return owner.coordinator->holds(extra_key); }, 30s);
+  ASSERT_TRUE(took) << *owner_id << " never read the lease whose call for attention was lost";
+  EXPECT_LE(*took, 8300ms) << *owner_id << " read the lease " << took->count()
                            << " ms after the leader was killed";
   EXPECT_EQ(fleet.double_holds(), 0);
 }
@@ -724,32 +728,35 @@ TEST(LeaderLivenessScriptedTest, AWriteThatFailsForOneLeaseDoesNotHoldUpTheOther
   }
 }
 
-// A post that failed is not needed: the worker finds what the table gives it, even while the
-// leader's passes all fail (their read of the workers fails). Seed 65 at a quarter of the
-// calls failing, before the table was the truth: the post of four handoffs to a joining
-// worker failed, the leader's next passes failed until it lost the lock, and the worker read
-// those leases 9 s later.
-TEST(LeaderLivenessScriptedTest, ALostPostDoesNotMatterWhileTheLeadersPassesFail) {
+// A call for attention that failed is not needed by a worker that just joined: it finds what
+// the table gives it, even while the leader's passes all fail (their read of the workers
+// fails). Seed 65 at a quarter of the calls failing, before the table was the truth: the
+// hint of four handoffs to a joining worker failed, the leader's next passes failed until it
+// lost the lock, and the worker read those leases 9 s later.
+TEST(LeaderLivenessScriptedTest, ALostCallForAttentionDoesNotMatterWhileTheLeadersPassesFail) {
   const FleetOptions o = scripted_fleet(4);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_and_b_led_by_a(fleet, o.leases));
   FleetWorker& a = fleet.worker("a");
-  bool reads_fail = false;
-  std::optional<Clock::MonoTime> post_failed;
-  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+  bool passes_fail = false;
+  std::optional<Clock::MonoTime> handed;
+  a.lease_view.faults().set_script([&](std::string_view op, std::string_view) {
+    if (op == "initiate_handoff" && !handed) {
+      handed = fleet.clock().now();
+      passes_fail = true;  // from now on every pass fails at its first step
+    }
+    return InjectedFault{};
+  });
+  a.coordination_view.faults().set_script([&](std::string_view op, std::string_view) {
     InjectedFault f;
-    if (op == "post_to_inbox" && subject == "c" && !post_failed) {
-      post_failed = fleet.clock().now();
-      reads_fail = true;  // from now on every pass fails at its first step
-      f.when = InjectedFault::When::kBefore;
-    } else if (op == "read_all" && reads_fail) {
+    if (passes_fail && (op == "read_all" || op == "call_attention")) {
       f.when = InjectedFault::When::kBefore;
     }
     return f;
   });
   FleetWorker& c = fleet.start("c");
-  ASSERT_TRUE(fleet.run_until([&] { return post_failed.has_value(); }, 20s))
-      << "the leader never posted to c";
+  ASSERT_TRUE(fleet.run_until([&] { return handed.has_value(); }, 20s))
+      << "the leader never handed a lease to c";
   auto took = fleet.run_until([&] { return c.coordinator->held_count() == 1; }, 10s);
   ASSERT_TRUE(took) << "c did not read the lease handed to it while the leader's passes failed";
   EXPECT_LT(*took, 1500ms);

@@ -78,7 +78,7 @@ class LeaseAdopterTest : public ::testing::Test {
 };
 
 TEST_F(LeaseAdopterTest, ALeaseHeldPastItsHoldDeadlineIsNotTakenAgainBeforeTheMembershipDecides) {
-  LookResult first = adopter_.look_at({kKey}).run_inline();
+  LookResult first = adopter_.discover().run_inline();
   ASSERT_TRUE(first.status.ok()) << first.status.to_string();
   ASSERT_EQ(first.gained, std::vector<std::string>{kKey});
   const auto tenure = held_.tenure_of(kKey);
@@ -88,9 +88,7 @@ TEST_F(LeaseAdopterTest, ALeaseHeldPastItsHoldDeadlineIsNotTakenAgainBeforeTheMe
   // The heartbeat is late: the hold deadline passes, the membership has not lapsed yet.
   clock_.advance(config_.failover_time);
   ASSERT_FALSE(held_.holds(kKey));
-  LookResult inbox = adopter_.look_at({kKey}).run_inline();
   LookResult discovered = adopter_.discover().run_inline();
-  EXPECT_TRUE(inbox.gained.empty());
   EXPECT_TRUE(discovered.gained.empty());
   EXPECT_EQ(held_.tenure_of(kKey), tenure) << "a second tenure began beside the first";
   EXPECT_EQ(counter_in_table(), counter) << "the lease was taken again";
@@ -103,14 +101,15 @@ TEST_F(LeaseAdopterTest, ALeaseHeldPastItsHoldDeadlineIsNotTakenAgainBeforeTheMe
 }
 
 TEST_F(LeaseAdopterTest, AfterTheMembershipLapsesTheLeaseIsAdoptedInANewTenure) {
-  ASSERT_EQ(adopter_.look_at({kKey}).run_inline().gained.size(), 1u);
+  ASSERT_EQ(adopter_.discover().run_inline().gained.size(), 1u);
   const auto tenure = held_.tenure_of(kKey);
   clock_.advance(config_.failover_time);
   // What Membership::abandon does through its ended callback.
   const std::vector<std::string> lost = held_.lose_all(Status(StatusCode::kLeaseLost, "lapsed"));
-  adopter_.membership_ended(lost);
+  ASSERT_EQ(lost, std::vector<std::string>{kKey});
+  adopter_.membership_ended();
   hold_->set_basis(clock_.now());  // registered again
-  LookResult again = adopter_.look_at(adopter_.given_up()).run_inline();
+  LookResult again = adopter_.discover().run_inline();
   EXPECT_EQ(again.gained, std::vector<std::string>{kKey});
   ASSERT_TRUE(held_.tenure_of(kKey).has_value());
   EXPECT_NE(held_.tenure_of(kKey), tenure);
@@ -122,7 +121,7 @@ TEST_F(LeaseAdopterTest, AfterTheMembershipLapsesTheLeaseIsAdoptedInANewTenure) 
 // Whatever path takes a lease the worker still holds, the earlier tenure ends first, and the
 // listener hears of it: its consumer stops rather than run on with checkpoints that fail.
 TEST_F(LeaseAdopterTest, GainingALeaseStillHeldEndsTheEarlierTenureAndSaysSo) {
-  ASSERT_EQ(adopter_.look_at({kKey}).run_inline().gained.size(), 1u);
+  ASSERT_EQ(adopter_.discover().run_inline().gained.size(), 1u);
   const auto tenure = held_.tenure_of(kKey);
   const Lease current = *held_.held_lease(kKey);
   auto taken = store_.take_lease(current, "a");
@@ -154,18 +153,18 @@ class QueuedRunner final : public CallRunner {
   std::deque<std::pair<std::function<void()>, std::coroutine_handle<>>> calls_;
 };
 
-// The poll step and the leader's step (looking at the keys of its own moves) read the same
-// lease before either took it: one take lands, the other's condition fails, and the lease
+// The poll step and the leader's step (after a pass that moved one of its leases) read the
+// same lease before either took it: one take lands, the other's condition fails, and the lease
 // read again is this worker's. It is not taken a second time: that would end the first tenure
 // and start a second consumer beside it (seen as records delivered twice by a worker on a
 // fake clock).
 TEST_F(LeaseAdopterTest, TwoStepsLookingAtOneLeaseAtOnceTakeItOnce) {
   QueuedRunner runner;
   adopter_.set_call_runner(&runner);
-  CallTask<LookResult> poll = adopter_.look_at({kKey});
-  CallTask<LookResult> leader = adopter_.look_at({kKey});
-  poll.start();    // awaits its read of the lease
-  leader.start();  // awaits its read too: neither holds it yet
+  CallTask<LookResult> poll = adopter_.discover();
+  CallTask<LookResult> leader = adopter_.discover();
+  poll.start();    // awaits its Query of the owner index
+  leader.start();  // awaits its Query too: neither holds the lease yet
   while (runner.step()) {
   }
   ASSERT_TRUE(poll.done() && leader.done());
