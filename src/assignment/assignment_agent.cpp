@@ -286,8 +286,8 @@ void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
 }
 
 // Nothing in progress: the leases the table gives this worker every kReadsPerDiscovery
-// idle_lock_read_intervals (discover_leases, in place of a read of the lock unless the lock
-// may have lapsed), and the lock every idle_lock_read_interval (not on the leader, whose
+// idle_lock_read_intervals (discover_leases, in place of the next read of the lock unless the
+// lock may have lapsed), and the lock every idle_lock_read_interval (not on the leader, whose
 // renewals return it). A lock that calls for attention makes the worker active: its next
 // poll, at once, finds its leases in the table and reads the lock. The discovery keeps its
 // own time, so a worker whose reads of the lock fail still finds its leases.
@@ -301,8 +301,10 @@ CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(coordination::WorkerEntry e
       poll_.next_discovery = now + jittered(retry);
       co_return poll_.next_discovery;
     }
-    if (lock_read_due && !(lapse && now >= *lapse)) {
-      schedule_lock_read(now);  // the discovery stood in for this read
+    // It stands in for the next read of the lock (the same half read unit), unless the lock
+    // may have lapsed.
+    if (!lock_.leading() && !(lapse && now >= *lapse)) {
+      schedule_lock_read(now);
       lock_read_due = false;
     }
   }
