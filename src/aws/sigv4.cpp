@@ -256,14 +256,15 @@ std::string make_string_to_sign(const Prepared& p) {
   return sts;
 }
 
-template <typename KeyFn>
-SigningResult sign_with(const SigningInput& in, KeyFn&& key_fn) {
+// `mac_fn(date, string_to_sign, out)` computes the raw signature under the day's signing key.
+template <typename MacFn>
+SigningResult sign_with(const SigningInput& in, MacFn&& mac_fn) {
   Prepared p = prepare(in);
   SigningResult r;
   r.string_to_sign = make_string_to_sign(p);
-  std::string key = key_fn(in.credentials.secret_access_key, p.date, in.region, in.service);
-  std::string raw_sig = hmac_sha256(key, r.string_to_sign);
-  r.signature = hex(reinterpret_cast<const unsigned char*>(raw_sig.data()), raw_sig.size());
+  base::Sha256Digest raw_sig{};
+  mac_fn(p.date, r.string_to_sign, raw_sig);
+  r.signature = hex(raw_sig.data(), raw_sig.size());
   r.signed_headers = p.signed_headers;
   r.canonical_request = std::move(p.canonical_request);
   r.headers_to_add = std::move(p.added);
@@ -334,12 +335,19 @@ std::string canonical_request(const SigningInput& in) { return prepare(in).canon
 
 std::string string_to_sign(const SigningInput& in) { return make_string_to_sign(prepare(in)); }
 
-SigningResult sign(const SigningInput& in) { return sign_with(in, derive_signing_key); }
+SigningResult sign(const SigningInput& in) {
+  return sign_with(in, [&](std::string_view date, std::string_view sts, base::Sha256Digest& out) {
+    const std::string key =
+        derive_signing_key(in.credentials.secret_access_key, date, in.region, in.service);
+    (void)base::hmac_sha256(key, sts, out);  // as sha256_hex
+  });
+}
 
 SigningResult SigV4Signer::sign(const SigningInput& in) const {
-  return sign_with(
-      in, [this](std::string_view secret, std::string_view date, std::string_view region,
-                 std::string_view service) { return signing_key(secret, date, region, service); });
+  return sign_with(in, [&](std::string_view date, std::string_view sts, base::Sha256Digest& out) {
+    const Key key = signing_key(in.credentials.secret_access_key, date, in.region, in.service);
+    (void)key->mac(sts, out);  // as sha256_hex
+  });
 }
 
 std::size_t SigV4Signer::keys_derived() const {
@@ -347,8 +355,8 @@ std::size_t SigV4Signer::keys_derived() const {
   return derived_;
 }
 
-std::string SigV4Signer::signing_key(std::string_view secret, std::string_view date,
-                                     std::string_view region, std::string_view service) const {
+SigV4Signer::Key SigV4Signer::signing_key(std::string_view secret, std::string_view date,
+                                          std::string_view region, std::string_view service) const {
   std::string cache_key;
   cache_key.reserve(date.size() + region.size() + service.size() + 67);
   cache_key += date;
@@ -363,7 +371,9 @@ std::string SigV4Signer::signing_key(std::string_view secret, std::string_view d
     auto it = keys_.find(cache_key);
     if (it != keys_.end()) return it->second;
   }
-  std::string key = derive_signing_key(secret, date, region, service);
+  std::string derived = derive_signing_key(secret, date, region, service);
+  auto key = std::make_shared<const base::HmacSha256Key>(derived);
+  std::fill(derived.begin(), derived.end(), '\0');
   std::lock_guard<std::mutex> lock(mu_);
   ++derived_;
   if (keys_.emplace(cache_key, key).second) {

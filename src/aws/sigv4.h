@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 
 #include "aws/credentials.h"
 #include "aws/http_transport.h"
+#include "base/digest.h"
 
 namespace kcl::aws {
 
@@ -81,7 +83,9 @@ std::string string_to_sign(const SigningInput& in);
 // Signs without a key cache.
 SigningResult sign(const SigningInput& in);
 
-// Signs with a cache of derived signing keys per (date, region, service, secret hash).
+// Signs with a cache of derived signing keys per (date, region, service, secret hash): a key
+// is derived once a day for each, and kept prepared for HMAC (base::HmacSha256Key), so that a
+// request's signature costs one HMAC of its string to sign and no set-up of the key.
 class SigV4Signer {
  public:
   explicit SigV4Signer(std::size_t max_cached_keys = 32) : max_keys_(max_cached_keys) {}
@@ -90,13 +94,14 @@ class SigV4Signer {
   std::size_t keys_derived() const;
 
  private:
-  std::string signing_key(std::string_view secret, std::string_view date, std::string_view region,
-                          std::string_view service) const;
+  using Key = std::shared_ptr<const base::HmacSha256Key>;
+  Key signing_key(std::string_view secret, std::string_view date, std::string_view region,
+                  std::string_view service) const;
 
   std::size_t max_keys_;
   mutable std::mutex mu_;
   // cache key -> signing key; `order_` lists cache keys oldest first for eviction.
-  mutable std::unordered_map<std::string, std::string> keys_;
+  mutable std::unordered_map<std::string, Key> keys_;
   mutable std::list<std::string> order_;
   mutable std::size_t derived_ = 0;
 };

@@ -1,8 +1,11 @@
 #include "base/digest.h"
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+
+#include <atomic>
 
 namespace kcl::base {
 namespace {
@@ -33,6 +36,8 @@ EVP_MAC* hmac_mac() {
 struct ThreadContexts {
   EVP_MD_CTX* digest = nullptr;
   EVP_MAC_CTX* hmac = nullptr;
+  // The HmacSha256Key whose key `hmac` holds; 0: none, or a key given to hmac_sha256().
+  std::uint64_t hmac_key_id = 0;
   ThreadContexts() = default;
   ThreadContexts(const ThreadContexts&) = delete;
   ThreadContexts& operator=(const ThreadContexts&) = delete;
@@ -89,17 +94,55 @@ bool md5(std::string_view data, Md5Digest& out) noexcept {
   return digest(md5_md(), data, out.data(), out.size());
 }
 
-bool hmac_sha256(std::string_view key, std::string_view data, Sha256Digest& out) noexcept {
-  EVP_MAC_CTX* ctx = hmac_sha256_context();
-  if (ctx == nullptr) return false;
+namespace {
+
+// Sets the thread's HMAC context up with `key`.
+bool hmac_init_key(EVP_MAC_CTX* ctx, std::string_view key) {
   // A null key would mean "the previous call's key" to OpenSSL; an empty one is a key too.
   static const unsigned char kEmpty = 0;
   const auto* k = key.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(key.data());
+  return EVP_MAC_init(ctx, k, key.size(), nullptr) == 1;
+}
+
+bool hmac_finish(EVP_MAC_CTX* ctx, std::string_view data, Sha256Digest& out) {
   std::size_t len = 0;
-  return EVP_MAC_init(ctx, k, key.size(), nullptr) == 1 &&
-         EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(data.data()), data.size()) ==
+  return EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(data.data()), data.size()) ==
              1 &&
          EVP_MAC_final(ctx, out.data(), &len, out.size()) == 1 && len == out.size();
+}
+
+std::uint64_t next_key_id() {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+}  // namespace
+
+bool hmac_sha256(std::string_view key, std::string_view data, Sha256Digest& out) noexcept {
+  EVP_MAC_CTX* ctx = hmac_sha256_context();
+  if (ctx == nullptr) return false;
+  ThreadContexts& c = contexts();
+  c.hmac_key_id = 0;
+  return hmac_init_key(ctx, key) && hmac_finish(ctx, data, out);
+}
+
+HmacSha256Key::HmacSha256Key(std::string_view key) : key_(key), id_(next_key_id()) {}
+
+HmacSha256Key::~HmacSha256Key() { OPENSSL_cleanse(key_.data(), key_.size()); }
+
+bool HmacSha256Key::mac(std::string_view data, Sha256Digest& out) const noexcept {
+  EVP_MAC_CTX* ctx = hmac_sha256_context();
+  if (ctx == nullptr) return false;
+  ThreadContexts& c = contexts();
+  if (c.hmac_key_id == id_) {
+    // The context holds this key: a null key restarts from its prepared pads.
+    if (EVP_MAC_init(ctx, nullptr, 0, nullptr) != 1) return false;
+  } else {
+    c.hmac_key_id = 0;
+    if (!hmac_init_key(ctx, key_)) return false;
+    c.hmac_key_id = id_;
+  }
+  return hmac_finish(ctx, data, out);
 }
 
 }  // namespace kcl::base

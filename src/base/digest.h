@@ -16,6 +16,8 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace kcl::base {
@@ -28,5 +30,26 @@ using Md5Digest = std::array<unsigned char, kMd5Size>;
 bool sha256(std::string_view data, Sha256Digest& out) noexcept;
 bool hmac_sha256(std::string_view key, std::string_view data, Sha256Digest& out) noexcept;
 bool md5(std::string_view data, Md5Digest& out) noexcept;
+
+// An HMAC-SHA-256 key for many messages (a SigV4 signing key): the first mac() on a thread
+// sets that thread's HMAC context up with the key (hashing its inner and outer pads); later
+// ones on the same thread, as long as no other key was used there in between, restart from
+// those pads instead (two SHA-256 blocks and the key's set-up fewer a message). The result
+// is the same as hmac_sha256(key, data).
+//
+// Thread safety: mac() may be called from many threads at once.
+class HmacSha256Key {
+ public:
+  explicit HmacSha256Key(std::string_view key);
+  ~HmacSha256Key();  // wipes its copy of the key
+  HmacSha256Key(const HmacSha256Key&) = delete;
+  HmacSha256Key& operator=(const HmacSha256Key&) = delete;
+
+  bool mac(std::string_view data, Sha256Digest& out) const noexcept;
+
+ private:
+  std::string key_;
+  std::uint64_t id_;  // unique in the process: which key a thread's context holds
+};
 
 }  // namespace kcl::base

@@ -425,25 +425,15 @@ class Producer::Impl {
         lock.lock();
         continue;
       }
-      const auto now = clock_.now();
-      auto wake = now + std::chrono::hours(1);
-      if (in_flight_calls_ < static_cast<std::size_t>(config_.max_concurrent_requests)) {
-        const producer::PutPlanner::Urgency urgency{
-            sender_state_.flushing > 0 || sender_state_.stop, buffered_.waiting_putters > 0};
-        auto next = planner_.next_call(now, urgency);
-        wake = next.wake;
-        Call& call = next.call;
-        if (!call.empty()) {
-          ++in_flight_calls_;
-          ++stats_.put_records_calls;
-          stats_.kinesis_records_sent += call.entries.size();
-          requests_.push_back(std::move(call));
-          // Woken after the lock is let go, the request thread does not wait for it at once.
-          lock.unlock();
-          request_cv_.notify_one();
-          lock.lock();
-          continue;
-        }
+      Clock::MonoTime wake{};
+      std::optional<Call> call = take_due_call(wake);
+      if (call) {
+        requests_.push_back(std::move(*call));
+        // Woken after the lock is let go, the request thread does not wait for it at once.
+        lock.unlock();
+        request_cv_.notify_one();
+        lock.lock();
+        continue;
       }
       sender_state_.next_wake = wake;
       clock_.wait_until(lock, cv_, wake, [&] { return sender_state_.stop || sender_state_.wake; });
@@ -452,49 +442,63 @@ class Producer::Impl {
     }
   }
 
+  // Requires mu_. The call due now, taken out of the planner and counted as in flight (the
+  // sender hands it to a request thread; a request thread whose call was answered keeps it);
+  // nothing when none is due or every permitted call is in flight. `wake`: when the planner
+  // wants to look again (in an hour when it was not asked).
+  std::optional<Call> take_due_call(Clock::MonoTime& wake) {
+    const auto now = clock_.now();
+    wake = now + std::chrono::hours(1);
+    if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
+      return std::nullopt;
+    }
+    const producer::PutPlanner::Urgency urgency{sender_state_.flushing > 0 || sender_state_.stop,
+                                                buffered_.waiting_putters > 0};
+    auto next = planner_.next_call(now, urgency);
+    wake = next.wake;
+    if (next.call.empty()) return std::nullopt;
+    ++in_flight_calls_;
+    ++stats_.put_records_calls;
+    stats_.kinesis_records_sent += next.call.entries.size();
+    return std::move(next.call);
+  }
+
+  // Requires mu_ (held through `lock`). The sender's next call for this thread; nothing once
+  // the producer stops and no call is in flight.
+  std::optional<Call> wait_for_call(std::unique_lock<std::mutex>& lock) {
+    request_cv_.wait(
+        lock, [&] { return !requests_.empty() || (sender_state_.stop && in_flight_calls_ == 0); });
+    if (requests_.empty()) return std::nullopt;
+    Call call = std::move(requests_.front());
+    requests_.pop_front();
+    return call;
+  }
+
+  // A request thread: makes a call, answers its records, and then, when the next call is due
+  // already, takes it itself (the sender would only hand it to a request thread: two thread
+  // hand-offs fewer a call); else waits for the sender's.
   void request_loop() {
     current_producer = this;
     Done done;  // these two are kept from call to call (their capacity)
     std::vector<std::unique_ptr<Item>> answered;
+    std::optional<Call> next;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      request_cv_.wait(lock, [&] {
-        return !requests_.empty() || (sender_state_.stop && in_flight_calls_ == 0);
-      });
-      if (requests_.empty()) return;
-      Call call = std::move(requests_.front());
-      requests_.pop_front();
+      if (!next && !(next = wait_for_call(lock))) return;
+      Call call = std::move(*next);
+      next.reset();
       lock.unlock();
       answered.clear();  // the items the last call left beyond the spares kept
-      aws::CallOptions options;
-      options.max_attempts = 1;
-      const auto sent_at = clock_.now();
-      auto result = client_->put_records(request_of(call), options);
-      report_call(result, clock_.now() - sent_at);
-      lock.lock();
-      const CallCounts counts = planner_.on_result(call, result, clock_.now(), done);
-      if (counts.refresh_needed) sender_state_.refresh_needed = true;
-      --in_flight_calls_;
-      if (sender_state_.stop && in_flight_calls_ == 0) request_cv_.notify_all();
-      lock.unlock();
-      report_counts(counts);
-      // Answered outside the lock: the records the service took, then those that failed for
-      // good; the items go back for new records, the rest is freed here, not under the lock.
-      std::size_t bytes = 0;
-      resolve_succeeded(call, result, answered, bytes);
-      for (auto& [item, r] : done) {
-        bytes += item->bytes;
-        resolve(*item, std::move(r));
-        answered.push_back(std::move(item));
-      }
-      const std::size_t resolved = answered.size();
-      done.clear();
-      scrub(answered);
+      const Answered a = send_and_answer(call, done, answered);
       call = Call{};
       lock.lock();
       keep_spares(answered);
-      buffered_.records -= resolved;
-      buffered_.bytes -= bytes;
+      buffered_.records -= a.records;
+      buffered_.bytes -= a.bytes;
+      if (!sender_state_.stop && !sender_state_.refresh_needed) {
+        Clock::MonoTime ignored{};
+        next = take_due_call(ignored);
+      }
       sender_state_.wake = true;
       // The putters, flush() and the sender are woken after the lock is let go: woken under
       // it, each would only block on it (two more context switches each).
@@ -504,6 +508,44 @@ class Producer::Impl {
       cv_.notify_all();
       lock.lock();
     }
+  }
+
+  // What a call's answer resolved: records and their bytes.
+  struct Answered {
+    std::size_t records = 0;
+    std::size_t bytes = 0;
+  };
+
+  // Without mu_ (takes it to settle the call with the planner): sends `call`, settles its
+  // answer and answers its records; their items end in `answered`, scrubbed.
+  Answered send_and_answer(Call& call, Done& done, std::vector<std::unique_ptr<Item>>& answered) {
+    aws::CallOptions options;
+    options.max_attempts = 1;
+    const auto sent_at = clock_.now();
+    auto result = client_->put_records(request_of(call), options);
+    report_call(result, clock_.now() - sent_at);
+    CallCounts counts;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      counts = planner_.on_result(call, result, clock_.now(), done);
+      if (counts.refresh_needed) sender_state_.refresh_needed = true;
+      --in_flight_calls_;
+      if (sender_state_.stop && in_flight_calls_ == 0) request_cv_.notify_all();
+    }
+    report_counts(counts);
+    // Answered outside the lock: the records the service took, then those that failed for
+    // good; the items go back for new records, the rest is freed here, not under the lock.
+    Answered a;
+    resolve_succeeded(call, result, answered, a.bytes);
+    for (auto& [item, r] : done) {
+      a.bytes += item->bytes;
+      resolve(*item, std::move(r));
+      answered.push_back(std::move(item));
+    }
+    a.records = answered.size();
+    done.clear();
+    scrub(answered);
+    return a;
   }
 
   // Without mu_: the call's metric points, and the log line of a series of calls failing

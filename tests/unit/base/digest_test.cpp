@@ -1,11 +1,13 @@
 // base/digest.h against published test vectors (FIPS 180-2 for SHA-256, RFC 4231 for
 // HMAC-SHA-256, RFC 1321 for MD5, also for base/md5.h's MD5 without OpenSSL, which must give
 // OpenSSL's digest at every length around the padding edges), and with the per-thread contexts in
-// use from several threads and switching algorithms on one thread.
+// use from several threads and switching algorithms on one thread; HmacSha256Key (a key
+// prepared once) gives the same MACs, reused, after other keys, and from several threads.
 #include "base/digest.h"
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,6 +111,61 @@ TEST(DigestTest, ThreadsComputingAtOnceEachGetTheRightDigests) {
   for (int t = 0; t < 8; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
   // Each thread's key gave its own MAC.
   EXPECT_NE(hmac_of("key-0", "payload"), hmac_of("key-1", "payload"));
+}
+
+std::string mac_of(const HmacSha256Key& key, std::string_view s) {
+  Sha256Digest d{};
+  EXPECT_TRUE(key.mac(s, d));
+  return hex(d);
+}
+
+// A prepared key gives RFC 4231's MACs on its first use and on its later ones (restarted from
+// the pads it left in the thread's context), also when other keys were used on the thread in
+// between (the context then set up with the key again).
+TEST(HmacSha256KeyTest, SameMacsAsHmacSha256WhenReusedAndAfterOtherKeys) {
+  const HmacSha256Key jefe("Jefe");
+  const HmacSha256Key tc1(std::string(20, '\x0b'));
+  const HmacSha256Key long_key(std::string(131, '\xaa'));
+  const HmacSha256Key empty("");
+  const std::string jefe_mac = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+  const std::string tc1_mac = "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(mac_of(jefe, "what do ya want for nothing?"), jefe_mac);
+    EXPECT_EQ(mac_of(jefe, "what do ya want for nothing?"), jefe_mac);  // reused
+    EXPECT_EQ(mac_of(tc1, "Hi There"), tc1_mac);                        // another key
+    EXPECT_EQ(hmac_of("Jefe", "what do ya want for nothing?"), jefe_mac);
+    EXPECT_EQ(mac_of(tc1, "Hi There"), tc1_mac);  // after an ad-hoc key
+    EXPECT_EQ(mac_of(long_key, "Test Using Larger Than Block-Size Key - Hash Key First"),
+              "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    EXPECT_EQ(mac_of(empty, ""),
+              "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad");
+    EXPECT_EQ(sha256_of("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  }
+  // A key made after another was freed is not taken for it, even at the same address.
+  auto first = std::make_unique<HmacSha256Key>("Jefe");
+  EXPECT_EQ(mac_of(*first, "what do ya want for nothing?"), jefe_mac);
+  first.reset();
+  auto second = std::make_unique<HmacSha256Key>(std::string(20, '\x0b'));
+  EXPECT_EQ(mac_of(*second, "Hi There"), tc1_mac);
+}
+
+TEST(HmacSha256KeyTest, OneKeySharedByThreadsGivesEachTheSameMac) {
+  const HmacSha256Key key("shared");
+  const std::string want = hmac_of("shared", "payload");
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(6, 0);
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([t, &key, &want, &wrong] {
+      const HmacSha256Key own("own-" + std::to_string(t));
+      const std::string own_mac = hmac_of("own-" + std::to_string(t), "payload");
+      for (int i = 0; i < 300; ++i) {
+        if (mac_of(key, "payload") != want) ++wrong[t];
+        if (i % 3 == 0 && mac_of(own, "payload") != own_mac) ++wrong[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 6; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
 }
 
 // base/md5.h: MD5 without OpenSSL, the same digests.
