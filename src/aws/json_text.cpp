@@ -21,21 +21,31 @@ bool short_escape(unsigned char c) {
   return c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t';
 }
 
+#if defined(__SSE2__)
+// True when one of the 16 characters at `p` needs an escape.
+bool block_needs_escape(const unsigned char* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  // v <= 0x1F unsigned: min(v, 0x1F) == v.
+  const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1F)), v);
+  const __m128i special =
+      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')));
+  return _mm_movemask_epi8(_mm_or_si128(control, special)) != 0;
+}
+#endif
+
 // True when some character of `s` needs an escape. Shard ids, sequence numbers and most
-// partition keys need none, so this is the common path: 16 characters at a time.
+// partition keys need none, so this is the common path: 16 characters at a time, and a
+// string of 16 or more whose length is not a multiple of 16 ends with one more block that
+// overlaps the one before (no character-by-character tail).
 bool any_needs_escape(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   std::size_t i = 0;
 #if defined(__SSE2__)
-  const __m128i quote = _mm_set1_epi8('"');
-  const __m128i backslash = _mm_set1_epi8('\\');
-  const __m128i control_max = _mm_set1_epi8(0x1F);
-  for (; i + 16 <= s.size(); i += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
-    // v <= 0x1F unsigned: min(v, 0x1F) == v.
-    const __m128i control = _mm_cmpeq_epi8(_mm_min_epu8(v, control_max), v);
-    const __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash));
-    if (_mm_movemask_epi8(_mm_or_si128(control, special)) != 0) return true;
+  if (s.size() >= 16) {
+    for (; i + 16 <= s.size(); i += 16) {
+      if (block_needs_escape(p + i)) return true;
+    }
+    return i < s.size() && block_needs_escape(p + s.size() - 16);
   }
 #endif
   for (; i < s.size(); ++i) {

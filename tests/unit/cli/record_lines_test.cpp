@@ -73,6 +73,28 @@ TEST(RecordLinesTest, ACharacterNeedingAnEscapeIsFoundAtEveryPositionOfEveryStri
   }
 }
 
+// The same at every length from 1 to 70: whole blocks of 16, the last block that overlaps
+// the one before it, and strings shorter than a block.
+TEST(RecordLinesTest, ACharacterNeedingAnEscapeIsFoundAtEveryLength) {
+  RecordLines lines;
+  for (std::size_t length = 1; length <= 70; ++length) {
+    for (std::size_t pos = 0; pos <= length; ++pos) {
+      std::string text(length, '7');
+      if (pos < length) text[pos] = (pos % 2 == 0) ? '"' : '\x02';  // pos == length: none
+      Record r = record("data", text);
+      r.set_sequence_number(text);
+      std::string out;
+      lines.append(out, r, false);
+      auto j = nlohmann::json::parse(out);
+      ASSERT_EQ(j["partitionKey"].get<std::string>(), text) << length << " at " << pos;
+      ASSERT_EQ(j["sequenceNumber"].get<std::string>(), text) << length << " at " << pos;
+      if (pos == length) {
+        EXPECT_NE(out.find("\"" + text + "\""), std::string::npos);
+      }
+    }
+  }
+}
+
 TEST(RecordLinesTest, ABufferReusedAcrossRecordsAndSecondsHoldsEachLine) {
   std::mt19937 rng(5);
   RecordLines lines;
