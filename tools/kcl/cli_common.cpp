@@ -206,7 +206,7 @@ Result<StartPosition> parse_start_position(std::string_view text) {
 
 void write_record(std::ostream& out, const Record& r, bool raw) {
   thread_local RecordLines lines;
-  thread_local std::string line;
+  thread_local LineBuffer line;
   line.clear();
   lines.append(line, r, raw);
   out.write(line.data(), static_cast<std::streamsize>(line.size()));

@@ -112,7 +112,7 @@ class Output {
   long long write(std::span<const Record> records, std::string_view stream = {}) {
     static constexpr std::size_t kChunk = 256 * 1024;
     thread_local RecordLines lines;
-    thread_local std::string text;
+    thread_local LineBuffer text;
     const std::size_t granted = reserve(records.size());
     std::size_t in_chunk = 0;
     auto flush = [&] {

@@ -129,6 +129,29 @@ TEST(RecordLinesTest, ABufferReusedAcrossRecordsAndSecondsHoldsEachLine) {
   EXPECT_EQ(start, out.size());
 }
 
+// A LineBuffer holds the same text as a string, line after line, as it grows past its first
+// capacity (4096) many times and after clear().
+TEST(RecordLinesTest, ALineBufferHoldsWhatAStringHolds) {
+  std::mt19937 rng(7);
+  RecordLines lines;
+  LineBuffer buffer;
+  for (int round = 0; round < 2; ++round) {
+    std::string expected;
+    buffer.clear();
+    for (int i = 0; i < 300; ++i) {
+      std::string data(static_cast<std::size_t>(rng() % 700), 'd');
+      const bool raw = i % 7 == 0;
+      const std::string stream = i % 5 == 0 ? "stream \"" + std::to_string(i) : "";
+      lines.append(expected, record(data, "k" + std::to_string(i)), raw, stream);
+      lines.append(buffer, record(data, "k" + std::to_string(i)), raw, stream);
+      ASSERT_EQ(std::string_view(buffer.data(), buffer.size()), expected) << round << " " << i;
+    }
+  }
+  EXPECT_FALSE(buffer.empty());
+  buffer.clear();
+  EXPECT_TRUE(buffer.empty());
+}
+
 TEST(RecordLinesTest, RawLinesAreTheDataAlone) {
   RecordLines lines;
   std::string out;
