@@ -187,7 +187,7 @@ constexpr int kReadsPerDiscovery = 5;
 
 // Finds the leases the table gives this worker (LeaseAdopter::discover): the way a worker
 // learns its leases that depends on nothing the leader sends. One that moved makes the polls
-// active. False when keys were left to look at again. The next idle one is due
+// active. False when keys were left to look at again. The leader's next idle one is due
 // kReadsPerDiscovery idle_lock_read_intervals after this one.
 CallTask<bool> AssignmentAgent::discover_leases() {
   if (hold_veto()) {  // its membership lapses soon, or registers anew: looked at again soon
@@ -285,43 +285,41 @@ void AssignmentAgent::schedule_lock_read(Clock::MonoTime now) {
   poll_.next_lock_read = next;
 }
 
-// Nothing in progress: the leases the table gives this worker every kReadsPerDiscovery
-// idle_lock_read_intervals (discover_leases, in place of the next read of the lock unless the
-// lock may have lapsed), and the lock every idle_lock_read_interval (not on the leader, whose
-// renewals return it). A lock that calls for attention makes the worker active: its next
-// poll, at once, finds its leases in the table and reads the lock. The discovery keeps its
-// own time, so a worker whose reads of the lock fail still finds its leases.
+// Nothing in progress: the lock every idle_lock_read_interval, and every kReadsPerDiscovery-th
+// of those reads, made or failed, finds the leases the table gives this worker instead
+// (discover_leases; both when the lock may have lapsed, so a worker whose reads of the lock
+// fail still finds its leases). A lock that calls for attention makes the worker active: its
+// next poll, at once, finds its leases in the table and reads the lock. The leader, whose
+// renewals return the lock, discovers on a schedule of its own.
 CallTask<Clock::MonoTime> AssignmentAgent::idle_poll(coordination::WorkerEntry entry) {
   const auto now = clock_.now();
   const milliseconds retry = std::max(milliseconds(5), config_.poll_interval / 4);
+  if (lock_.leading()) {
+    if (now >= poll_.next_discovery) (void)co_await discover_leases();
+    co_return std::min(poll_.next_discovery,
+                       now + jittered(config_.effective_idle_poll_interval()));
+  }
+  if (now < poll_.next_lock_read) co_return poll_.next_lock_read;
   const auto lapse = lock_.lapses_at();
-  bool lock_read_due = !lock_.leading() && now >= poll_.next_lock_read;
-  if (now >= poll_.next_discovery) {
+  const bool lapse_read = lapse && now >= *lapse;
+  if (++poll_.idle_reads % kReadsPerDiscovery == 0) {
     if (!(co_await discover_leases())) {
-      poll_.next_discovery = now + jittered(retry);
-      co_return poll_.next_discovery;
+      --poll_.idle_reads;  // the next try is a discovery again
+      co_return now + jittered(retry);
     }
-    // It stands in for the next read of the lock (the same half read unit), unless the lock
-    // may have lapsed.
-    if (!lock_.leading() && !(lapse && now >= *lapse)) {
+    if (!lapse_read) {
       schedule_lock_read(now);
-      lock_read_due = false;
+      co_return poll_active() ? now : poll_.next_lock_read;
     }
   }
-  if (lock_read_due) {
-    auto seen = co_await call(runner_, Lane::kPoll, [this] {
-      return coordination_.read_leader(coordination::Consistency::kEventual);
-    });
-    polls_.record(seen.status());
-    if (!seen.ok()) co_return std::min(poll_.next_discovery, now + jittered(retry));
-    if (observe_lock(*seen, entry.incarnation, now)) co_await try_lead(*seen, now);
-    schedule_lock_read(now);
-  }
-  if (poll_active()) co_return now;
-  const Clock::MonoTime next = lock_.leading()
-                                   ? now + jittered(config_.effective_idle_poll_interval())
-                                   : poll_.next_lock_read;
-  co_return std::min(next, poll_.next_discovery);
+  auto seen = co_await call(runner_, Lane::kPoll, [this] {
+    return coordination_.read_leader(coordination::Consistency::kEventual);
+  });
+  polls_.record(seen.status());
+  if (!seen.ok()) co_return now + jittered(retry);
+  if (observe_lock(*seen, entry.incarnation, now)) co_await try_lead(*seen, now);
+  schedule_lock_read(now);
+  co_return poll_active() ? now : poll_.next_lock_read;
 }
 
 // The leader's idle read budget: half a read unit per lease and minute for reading every

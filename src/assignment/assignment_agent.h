@@ -14,9 +14,9 @@
 //                    on what was read). While something is in progress (see poll_active) it
 //                    reads the lock, and discovers, every
 //                    poll_interval; otherwise it reads the lock (every idle_poll_interval,
-//                    sooner with many leases: idle_lock_read_interval), and discovers every
-//                    five such intervals, in place of a read of the lock (the same half read
-//                    unit). A lock whose attention
+//                    sooner with many leases: idle_lock_read_interval), every fifth read,
+//                    made or failed, a discover instead (the same half read unit). A lock
+//                    whose attention
 //                    moved (the leader saw a join or a heartbeat overdue, or moved a lease
 //                    of another worker) makes it active at once. Reads are
 //                    eventually consistent, except while confirming a take of the lock whose
@@ -27,8 +27,8 @@
 //                    the same path as every worker's).
 //
 // Liveness: a lease the table gives a live worker is read within kReadsPerDiscovery (5) of its
-// idle_lock_read_intervals (25 s with the defaults, 7.5 s at a 3 s failover; on its own
-// schedule, so a worker whose reads of the lock fail still finds it), or a poll_interval while
+// idle reads of the lock (25 s with the defaults, 7.5 s at a 3 s failover; a read that failed
+// counts, so a worker whose reads of the lock fail still finds it), or a poll_interval while
 // something moves (a call for attention, kept until it lands; a new leader's first pass),
 // whatever became of the leader's calls for attention or the leader itself. A worker whose own
 // renewals have failed for half the slack before its hold lapses adopts nothing new.
@@ -170,7 +170,9 @@ class AssignmentAgent {
     // the busy state the last poll left behind, when the lock is next read while idle
     bool busy = false;
     Clock::MonoTime next_lock_read{};
-    // when the leases the table gives this worker are next found while idle
+    // idle reads of the lock so far, made or failed (every kReadsPerDiscovery-th is a
+    // discovery instead), and when the leader next discovers
+    std::uint64_t idle_reads = 0;
     Clock::MonoTime next_discovery{};
     Clock::MonoTime active_until{};  // polls are active until then
   } poll_;

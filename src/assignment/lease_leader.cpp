@@ -327,8 +327,11 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, LeaderPassResult&
     if (still_orphan && failure.code() == StatusCode::kConditionFailed) {
       taken = leases_.take_lease(now, move.to);
     } else if (now.lease_owner && !now.checkpoint_owner && workers_.count(*now.lease_owner)) {
-      // Ours landed although its answer was lost, or another leader's moved it: tell the owner.
+      // Ours landed although its answer was lost, or another leader's moved it: tell the owner,
+      // and hand it off only once the owner has taken it (hand_off()): a worker that never
+      // read a lease would not finish its handoff.
       tell(*now.lease_owner, r);
+      assigned_counter_[move.lease_key] = now.lease_counter;
       unknown_.erase(move.lease_key);
       if (*now.lease_owner == move.to) ++r.assigned;
       return MoveOutcome::kDone;

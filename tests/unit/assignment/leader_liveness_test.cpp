@@ -497,6 +497,75 @@ void start_a_and_b_led_by_a(Fleet& fleet, int leases) {
   ASSERT_TRUE(fleet.worker("a").agent->leading());
 }
 
+// Seed 752 of the quarter-faults fleet: the leader's take of a lease for b landed but its
+// answer was lost; b, whose reads failed, had not taken it yet when a joining worker made the
+// leader rebalance, and the leader handed it off from b. b never read the
+// lease, so it never finished the handoff (nothing tells a worker of a lease whose
+// checkpointOwner it is but whose leaseOwner it no longer is), and the receiver waited the
+// whole handoff_timeout. A lease assigned by the leader is handed off only once its owner has
+// taken it, whether or not the answer of the assigning take arrived.
+TEST(LeaderLivenessScriptedTest, ALeaseWhoseAssigningTakeWasLostIsNotHandedOffUnread) {
+  const FleetOptions o = scripted_fleet(3);
+  Fleet fleet(o);
+  ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
+  // While deaf, b neither reads the lock nor finds its leases in the table.
+  bool deaf_b = false;
+  auto deafness = [&](std::string_view op, std::string_view) {
+    InjectedFault f;
+    if (deaf_b && (op == "read_leader" || op == "owned_lease_keys")) {
+      f.when = InjectedFault::When::kBefore;
+    }
+    return f;
+  };
+  FleetWorker& b = fleet.start("b");
+  b.coordination_view.faults().set_script(deafness);
+  b.lease_view.faults().set_script(deafness);
+  ASSERT_TRUE(fleet.run_until(
+      [&] {
+        return fleet.worker("a").coordinator->held_count() == 2 && b.coordinator->held_count() == 1;
+      },
+      20s));
+  FleetWorker& a = fleet.worker("a");
+  ASSERT_TRUE(a.agent->leading());
+  fleet.run_for(o.failover);  // b idle again: it reads only the lock
+
+  // The leader's take of a fourth lease for b (the one with fewer) lands; its answer is lost.
+  // Its key sorts first, so it is the one b hands off when c joins.
+  const std::string extra_key = "shardId-00000000000-extra";
+  bool lost = false;
+  a.lease_view.faults().set_script([&](std::string_view op, std::string_view subject) {
+    InjectedFault f;
+    if (!lost && op == "take_lease" && subject == extra_key) {
+      lost = true;
+      f.when = InjectedFault::When::kAfter;
+    }
+    return f;
+  });
+  deaf_b = true;
+  Lease extra;
+  extra.lease_key = extra_key;
+  fleet.leases().put(extra);
+  ASSERT_TRUE(a.coordination_view.note_leases_changed().ok());
+  ASSERT_TRUE(fleet.run_until([&] { return lost; }, 10s));
+  ASSERT_EQ(fleet.leases().peek(extra_key)->lease_owner, "b");
+  fleet.start("c");
+  fleet.run_for(o.failover);  // the fleet settles and the leader rebalances, b still deaf
+  deaf_b = false;
+
+  auto all_read = [&] {
+    for (const Lease& l : fleet.leases().snapshot()) {
+      if (!l.lease_owner || l.checkpoint_owner) return false;
+      if (!fleet.worker(*l.lease_owner).coordinator->holds(l.lease_key)) return false;
+    }
+    return fleet.worker("c").coordinator->held_count() > 0;
+  };
+  auto took = fleet.run_until(all_read, 60s);
+  ASSERT_TRUE(took) << "the fleet never settled with every lease read";
+  EXPECT_LE(*took, o.failover + 7s) << "a lease waited " << took->count()
+                                    << " ms (a handoff b never heard of waits handoff_timeout)";
+  EXPECT_EQ(fleet.double_holds(), 0);
+}
+
 // The fault suite's R7: after an outage the new leader assigns a lease to a worker whose
 // membership ends at that moment; the worker then registers again. Registering makes it look
 // at the table at once: the lease is read within about a second, not at its next periodic
