@@ -315,8 +315,10 @@ LeaseLeader::MoveOutcome LeaseLeader::assign(const Move& move, LeaderPassResult&
     auto fresh = reread(move.lease_key);
     if (!fresh.ok()) {
       // Whether the take landed is unknown: the worker is told anyway (it looks at the table
-      // and adopts the lease only if the table gives it to it).
+      // and adopts the lease only if the table gives it to it), and should it have landed, the
+      // lease is not handed off before its owner took it (the counter it would have written).
       tell(move.to, r);
+      assigned_counter_[move.lease_key] = seen.lease_counter + 1;
       note_failure(r, failure.code() == StatusCode::kConditionFailed ? fresh.status() : failure);
       return MoveOutcome::kStoreDown;
     }

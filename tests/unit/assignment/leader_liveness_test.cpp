@@ -503,8 +503,9 @@ void start_a_and_b_led_by_a(Fleet& fleet, int leases) {
 // lease, so it never finished the handoff (nothing tells a worker of a lease whose
 // checkpointOwner it is but whose leaseOwner it no longer is), and the receiver waited the
 // whole handoff_timeout. A lease assigned by the leader is handed off only once its owner has
-// taken it, whether or not the answer of the assigning take arrived.
-TEST(LeaderLivenessScriptedTest, ALeaseWhoseAssigningTakeWasLostIsNotHandedOffUnread) {
+// taken it, whether or not the answer of the assigning take arrived, and whether or not the
+// leader's read after the take could tell that it landed.
+void lease_taken_unseen_then_c_joins(bool reread_fails) {
   const FleetOptions o = scripted_fleet(3);
   Fleet fleet(o);
   ASSERT_NO_FATAL_FAILURE(start_a_alone(fleet, o.leases));
@@ -533,11 +534,19 @@ TEST(LeaderLivenessScriptedTest, ALeaseWhoseAssigningTakeWasLostIsNotHandedOffUn
   // Its key sorts first, so it is the one b hands off when c joins.
   const std::string extra_key = "shardId-00000000000-extra";
   bool lost = false;
+  bool reread_failed = false;
   a.lease_view.faults().set_script([&](std::string_view op, std::string_view subject) {
     InjectedFault f;
     if (!lost && op == "take_lease" && subject == extra_key) {
       lost = true;
       f.when = InjectedFault::When::kAfter;
+    } else if (reread_fails && lost && !reread_failed && op == "get_lease" &&
+               subject == extra_key) {
+      reread_failed = true;
+      f.when = InjectedFault::When::kBefore;
+      // and the leader's next pass reads the whole table (which shows the take landed) rather
+      // than trying the take again
+      EXPECT_TRUE(a.coordination_view.note_leases_changed().ok());
     }
     return f;
   });
@@ -564,6 +573,14 @@ TEST(LeaderLivenessScriptedTest, ALeaseWhoseAssigningTakeWasLostIsNotHandedOffUn
   EXPECT_LE(*took, o.failover + 7s) << "a lease waited " << took->count()
                                     << " ms (a handoff b never heard of waits handoff_timeout)";
   EXPECT_EQ(fleet.double_holds(), 0);
+}
+
+TEST(LeaderLivenessScriptedTest, ALeaseWhoseAssigningTakeWasLostIsNotHandedOffUnread) {
+  for (const bool reread_fails : {false, true}) {
+    SCOPED_TRACE(reread_fails ? "the leader's read after the take failing too"
+                              : "the take's answer lost");
+    ASSERT_NO_FATAL_FAILURE(lease_taken_unseen_then_c_joins(reread_fails));
+  }
 }
 
 // The fault suite's R7: after an outage the new leader assigns a lease to a worker whose
