@@ -325,7 +325,7 @@ std::string derive_signing_key(std::string_view secret, std::string_view date,
   k += secret;
   std::string k_date = hmac_sha256(k, date);
   // Do not leave the secret in a freed buffer longer than needed.
-  std::fill(k.begin(), k.end(), '\0');
+  base::wipe(k);
   std::string k_region = hmac_sha256(k_date, region);
   std::string k_service = hmac_sha256(k_region, service);
   return hmac_sha256(k_service, "aws4_request");
@@ -373,7 +373,7 @@ SigV4Signer::Key SigV4Signer::signing_key(std::string_view secret, std::string_v
   }
   std::string derived = derive_signing_key(secret, date, region, service);
   auto key = std::make_shared<const base::HmacSha256Key>(derived);
-  std::fill(derived.begin(), derived.end(), '\0');
+  base::wipe(derived);
   std::lock_guard<std::mutex> lock(mu_);
   ++derived_;
   if (keys_.emplace(cache_key, key).second) {

@@ -128,7 +128,9 @@ bool hmac_sha256(std::string_view key, std::string_view data, Sha256Digest& out)
 
 HmacSha256Key::HmacSha256Key(std::string_view key) : key_(key), id_(next_key_id()) {}
 
-HmacSha256Key::~HmacSha256Key() { OPENSSL_cleanse(key_.data(), key_.size()); }
+void wipe(std::string& secret) noexcept { OPENSSL_cleanse(secret.data(), secret.size()); }
+
+HmacSha256Key::~HmacSha256Key() { wipe(key_); }
 
 bool HmacSha256Key::mac(std::string_view data, Sha256Digest& out) const noexcept {
   EVP_MAC_CTX* ctx = hmac_sha256_context();

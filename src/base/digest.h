@@ -30,6 +30,9 @@ using Md5Digest = std::array<unsigned char, kMd5Size>;
 bool sha256(std::string_view data, Sha256Digest& out) noexcept;
 bool hmac_sha256(std::string_view key, std::string_view data, Sha256Digest& out) noexcept;
 bool md5(std::string_view data, Md5Digest& out) noexcept;
+// Overwrites a secret's characters with zeros in a way the compiler does not drop as a dead
+// store (OPENSSL_cleanse), before the string goes away.
+void wipe(std::string& secret) noexcept;
 
 // An HMAC-SHA-256 key for many messages (a SigV4 signing key): the first mac() on a thread
 // sets that thread's HMAC context up with the key (hashing its inner and outer pads); later

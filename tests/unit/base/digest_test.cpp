@@ -194,5 +194,12 @@ TEST(Md5DirectTest, SameAsOpenSslForEveryLengthUpTo300Bytes) {
   }
 }
 
+TEST(DigestTest, WipeZeroesEveryCharacterAndKeepsTheLength) {
+  std::string secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+  const std::size_t size = secret.size();
+  wipe(secret);
+  EXPECT_EQ(secret, std::string(size, '\0'));
+}
+
 }  // namespace
 }  // namespace kcl::base
