@@ -90,8 +90,7 @@ void AssignmentAgent::membership_ended(const Status& reason) {
   const Status why = reason.ok() ? Status(StatusCode::kLeaseLost,
                                           "worker " + config_.worker_id + " lost its membership")
                                  : Status(StatusCode::kLeaseLost, reason.message());
-  (void)held_.lose_all(why);
-  adopter_.membership_ended();
+  adopter_.membership_ended(why);
 }
 
 std::vector<FailingCalls> AssignmentAgent::failing_calls() const {

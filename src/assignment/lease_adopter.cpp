@@ -221,21 +221,54 @@ CallTask<Status> LeaseAdopter::hand_back_unread() {
   auto owned =
       co_await call(runner_, Lane::kPoll, [this] { return store_.owned_lease_keys(worker_id()); });
   if (!owned.ok()) co_return owned.status().with_context("reading the leases of this worker: ");
-  LookResult result;
   for (const std::string& key : *owned) {
     if (held_.holds(key)) continue;
-    auto read = co_await get_lease(key);
-    if (!read.ok()) co_return read.status().with_context("reading lease " + key + ": ");
-    const std::optional<Lease>& lease = *read;
-    if (!lease || lease->lease_owner != worker_id() || lease->checkpoint_owner) continue;
-    if (!(co_await evict(*lease, result))) {
-      co_return result.status.with_context("handing back " + key + ": ");
-    }
+    Status s = co_await hand_back(key);
+    if (!s.ok()) co_return s.with_context("handing back " + key + ": ");
   }
   co_return Status::Ok();
 }
 
-void LeaseAdopter::membership_ended() { incoming_.clear(); }
+// One evict_lease hands back a lease assigned to this worker. A lease still being handed over
+// to it takes two: the first completes the handoff (checkpointOwner goes, the counter moves, so
+// a write of the old owner still finishing fails and it gives the lease up; its next owner
+// starts from the last checkpoint), the second removes leaseOwner. A condition that fails means
+// the lease moved meanwhile (the old owner completed the handoff): it is read again.
+CallTask<Status> LeaseAdopter::hand_back(std::string key) {
+  std::optional<Lease> current;
+  for (int failed = 0;;) {
+    if (!current) {
+      auto read = co_await get_lease(key);
+      if (!read.ok()) co_return read.status();
+      current = std::move(*read);
+    }
+    if (!current || current->lease_owner != worker_id()) co_return Status::Ok();
+    auto done = co_await call(runner_, Lane::kPoll,
+                              [this, &current] { return store_.evict_lease(*current); });
+    if (done.ok()) {
+      current = std::move(*done);
+      continue;
+    }
+    if (done.status().code() != StatusCode::kConditionFailed) co_return done.status();
+    if (++failed == kTakeAttempts) {
+      co_return Status(StatusCode::kUnavailable,
+                       "the condition failed " + std::to_string(kTakeAttempts) + " times");
+    }
+    current.reset();
+  }
+}
+
+void LeaseAdopter::membership_ended(const Status& why) {
+  // The consumers of leases this worker was handing off stop without completing their
+  // handoffs: the next discover() completes each at once (act_on_unheld), so the new owner
+  // need not wait handoff_timeout. The owner index does not find them: their leaseOwner is the
+  // new owner already.
+  for (const leases::HeldSummary& h : held_.summaries()) {
+    if (h.handing_off) unfinished_.insert(h.lease_key);
+  }
+  (void)held_.lose_all(why);
+  incoming_.clear();
+}
 
 std::vector<std::string> LeaseAdopter::claimed_keys() const {
   std::vector<std::string> keys;

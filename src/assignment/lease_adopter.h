@@ -71,15 +71,17 @@ class LeaseAdopter {
   // Checks the leases handed to this worker whose old owner has not finished yet.
   CallTask<LookResult> poll_incoming_handoffs();
   bool has_pending_incoming() const;
-  // The membership ended (every lease was given up): handoffs to come are forgotten.
-  void membership_ended();
+  // The membership ended: every lease is given up (`why` tells their consumers), handoffs to
+  // come are forgotten, and those from this worker that were in progress are completed by the
+  // next discover().
+  void membership_ended(const Status& why);
   // The held leases and those handed to this worker, sorted.
   std::vector<std::string> claimed_keys() const;
   // Graceful shutdown: nothing more is adopted; an assigned lease is handed straight back.
   void stop_taking() { stopped_.store(true); }
   // The last step of a graceful stop, when nothing is held any more: reads the leases the
-  // table gives this worker and hands back each one assigned to it (one whose handoff to it
-  // is still pending is left to its old owner, who completes or keeps it).
+  // table gives this worker and hands back each one assigned to it, and each one still being
+  // handed over to it (hand_back), so a fleet stopped at any moment leaves no lease owned.
   CallTask<Status> hand_back_unread();
   bool taking_stopped() const { return stopped_.load(); }
 
@@ -101,6 +103,8 @@ class LeaseAdopter {
   // false when the store failed.
   CallTask<bool> evict(Lease lease, LookResult& result);
   CallTask<Result<std::optional<Lease>>> get_lease(std::string key);
+  // Hands back one lease the table gives this worker (see hand_back_unread).
+  CallTask<Status> hand_back(std::string key);
   const std::string& worker_id() const { return config_.worker_id; }
 
   leases::HeldLeases& held_;

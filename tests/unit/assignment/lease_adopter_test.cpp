@@ -105,9 +105,8 @@ TEST_F(LeaseAdopterTest, AfterTheMembershipLapsesTheLeaseIsAdoptedInANewTenure) 
   const auto tenure = held_.tenure_of(kKey);
   clock_.advance(config_.failover_time);
   // What Membership::abandon does through its ended callback.
-  const std::vector<std::string> lost = held_.lose_all(Status(StatusCode::kLeaseLost, "lapsed"));
-  ASSERT_EQ(lost, std::vector<std::string>{kKey});
-  adopter_.membership_ended();
+  adopter_.membership_ended(Status(StatusCode::kLeaseLost, "lapsed"));
+  ASSERT_FALSE(held_.tenure_of(kKey).has_value());
   hold_->set_basis(clock_.now());  // registered again
   LookResult again = adopter_.discover().run_inline();
   EXPECT_EQ(again.gained, std::vector<std::string>{kKey});
@@ -131,6 +130,50 @@ TEST_F(LeaseAdopterTest, GainingALeaseStillHeldEndsTheEarlierTenureAndSaysSo) {
   EXPECT_EQ(listener_.events,
             (std::vector<std::string>{"gained " + std::string(kKey), "lost " + std::string(kKey),
                                       "gained " + std::string(kKey)}));
+}
+
+// A worker whose membership ends while it hands a lease off (its consumer stops without
+// completing the handoff) completes the handoff at its next discover(), when it registered
+// again: the receiver takes the lease then instead of after handoff_timeout. The owner index
+// does not find the lease (its leaseOwner is the receiver already); without this the
+// receiver waited, and a fleet stopped meanwhile left the lease owned.
+TEST_F(LeaseAdopterTest, AHandoffInProgressWhenTheMembershipEndsIsCompletedByTheNextDiscover) {
+  ASSERT_EQ(adopter_.discover().run_inline().gained.size(), 1u);
+  auto handed = store_.initiate_handoff(*held_.held_lease(kKey), "b");  // the leader's move
+  ASSERT_TRUE(handed.ok()) << handed.status().to_string();
+  const LookResult noted = adopter_.discover().run_inline();
+  ASSERT_EQ(noted.handoffs_requested, std::vector<std::string>{kKey});
+  clock_.advance(config_.failover_time);
+  adopter_.membership_ended(Status(StatusCode::kLeaseLost, "lapsed"));
+  hold_->set_basis(clock_.now());  // registered again
+  LookResult after = adopter_.discover().run_inline();
+  ASSERT_TRUE(after.status.ok()) << after.status.to_string();
+  const Lease now = *store_.get_lease(kKey).value();
+  EXPECT_EQ(now.lease_owner, std::optional<std::string>("b"));
+  EXPECT_FALSE(now.checkpoint_owner.has_value()) << "the handoff was left pending";
+}
+
+// A worker that stops while a lease is being handed to it (the old owner has not completed
+// the handoff) hands it back too: no lease is left owned by a worker that is gone. The old
+// owner's writes then fail on the counter, so it gives the lease up.
+TEST_F(LeaseAdopterTest, AStoppingWorkerHandsBackALeaseStillBeingHandedToIt) {
+  Lease l;
+  l.lease_key = kKey;
+  l.lease_owner = "x";
+  store_.put(l);
+  auto handed = store_.initiate_handoff(*store_.get_lease(kKey).value(), "a");
+  ASSERT_TRUE(handed.ok()) << handed.status().to_string();
+  LookResult seen = adopter_.discover().run_inline();
+  ASSERT_TRUE(seen.gained.empty());
+  ASSERT_TRUE(adopter_.has_pending_incoming());
+  adopter_.stop_taking();
+  Status back = adopter_.hand_back_unread().run_inline();
+  ASSERT_TRUE(back.ok()) << back.to_string();
+  const Lease now = *store_.get_lease(kKey).value();
+  EXPECT_FALSE(now.lease_owner.has_value()) << "still owned by " << *now.lease_owner;
+  EXPECT_FALSE(now.checkpoint_owner.has_value());
+  auto late = store_.evict_lease(*handed);  // the old owner completing the handoff
+  EXPECT_EQ(late.status().code(), StatusCode::kConditionFailed);
 }
 
 // Holds every call until step() runs the oldest and resumes the step that awaited it, as the
