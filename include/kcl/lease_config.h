@@ -68,25 +68,26 @@ struct LeaseConfig {
   // connection costs one attempt, not the lease.
   std::chrono::milliseconds renew_interval{0};
 
-  // kLeader: how often a worker with something in progress (it joined or saw a post in the
-  // last failover_time, a handoff to or from it is pending, the lock changed hands) reads its
-  // own entry (the leader posts the leases it assigns or wants handed off there) and the
-  // leader lock, eventually consistent. Default 1 s, range 10 ms..failover_time / 2. Sets how
-  // fast a worker in the middle of a change acts on the leader's next post.
+  // kLeader: how often a worker with something in progress (it joined, found a lease moved,
+  // or saw a new leader or a call for attention in the last failover_time; a handoff to or
+  // from it is pending) finds the leases the table gives it (a Query of the lease table's
+  // owner index) and reads the leader lock, eventually consistent. Default 1 s, range
+  // 10 ms..failover_time / 2. Sets how fast a worker in the middle of a change acts on the
+  // leader's next move.
   std::chrono::milliseconds poll_interval{1000};
 
   // kLeader: how often a worker with nothing in progress reads the leader lock (eventually
   // consistent; half a read unit); one holding many leases reads it more often, within a
   // budget of 2 read units per lease and 12.5 per worker and minute (from 6 leases on, every
-  // 2.4 s with the defaults). Its own entry then comes back with each heartbeat (at no read
-  // cost), and a heartbeat that brings a post wakes the poll at once. The leader calls the
-  // workers' attention in the lock when something is about to move (a join, a post, a
-  // heartbeat overdue): a worker that reads it polls its entry every poll_interval for a
-  // failover time. Default 0 = max(poll_interval, failover_time / 2); range
-  // poll_interval..failover_time. Sets how soon an idle worker acts on a post, how long a
-  // lapsed lock can go unnoticed (a new leader is elected within failover_time + this of the
-  // old one's crash) and, with renew_interval, most of an idle worker's read cost
-  // (docs/cost-model.md).
+  // 2.4 s with the defaults). Every fifth of those reads finds the leases the table gives it
+  // instead, so a lease assigned to it is read within five of them whatever became of the
+  // leader. The leader calls the workers' attention in the lock when something is about to
+  // move (a join, a move, a heartbeat overdue): a worker that reads it finds its leases and
+  // polls every poll_interval for a failover time. Default 0 = max(poll_interval,
+  // failover_time / 2); range poll_interval..failover_time. Sets how soon an idle worker acts
+  // on a move, how long a lapsed lock can go unnoticed (a new leader is elected within
+  // failover_time + this of the old one's crash) and, with renew_interval, most of an idle
+  // worker's read cost (docs/cost-model.md).
   std::chrono::milliseconds idle_poll_interval{0};
 
   // kLeader: how often the leader reads every worker's entry (eventually consistent) while

@@ -398,9 +398,33 @@ CallTask<Status> AssignmentAgent::leave_task() {
   // A lease assigned to this worker after its last look (a pass that planned before it saw
   // this worker draining) is handed back, so a fleet stopped at any moment leaves no lease
   // owned by a worker that is gone.
-  s = co_await adopter_.hand_back_unread();
+  s = co_await hand_back_unread();
   if (first.ok() && !s.ok()) first = s;
   co_return first;
+}
+
+// A lease still being handed over to this worker is left to its old owner while that one is
+// a member not stopping: it still reads the shard and checkpoints, and a write of this worker
+// would make its last checkpoint fail (records read twice); it completes the handoff, and the
+// leader moves the lease on. One whose old owner is gone or stopping (or when the workers
+// cannot be read) is handed back.
+CallTask<Status> AssignmentAgent::hand_back_unread() {
+  auto handing_over = co_await adopter_.hand_back_unread();
+  if (!handing_over.ok()) co_return handing_over.status();
+  if (handing_over->empty()) co_return Status::Ok();
+  auto view = co_await call(runner_, Lane::kPoll, [this] {
+    return coordination_.read_all(coordination::Consistency::kEventual);
+  });
+  for (const LeaseAdopter::HandingOver& h : *handing_over) {
+    const bool reading =
+        view.ok() && std::any_of(view->workers.begin(), view->workers.end(), [&](const auto& w) {
+          return w.worker_id == h.from && !w.draining;
+        });
+    if (reading) continue;
+    Status s = co_await adopter_.hand_back(h.key);
+    if (!s.ok()) co_return s.with_context("handing back " + h.key + ": ");
+  }
+  co_return Status::Ok();
 }
 
 }  // namespace kcl::assignment

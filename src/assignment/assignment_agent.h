@@ -123,6 +123,8 @@ class AssignmentAgent {
   std::optional<std::string> assign_veto() const;
   std::optional<std::string> hold_veto() const;
   CallTask<Done> poll_handoffs();
+  // The leases the table gives this worker at its stop, handed back (leave()).
+  CallTask<Status> hand_back_unread();
   CallTask<bool> discover_leases();
   bool observe_lock(const std::optional<coordination::LeaderEntry>& seen,
                     const std::string& incarnation, Clock::MonoTime now);

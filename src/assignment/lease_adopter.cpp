@@ -217,16 +217,25 @@ CallTask<LookResult> LeaseAdopter::poll_incoming_handoffs() {
   co_return result;
 }
 
-CallTask<Status> LeaseAdopter::hand_back_unread() {
+CallTask<Result<std::vector<LeaseAdopter::HandingOver>>> LeaseAdopter::hand_back_unread() {
   auto owned =
       co_await call(runner_, Lane::kPoll, [this] { return store_.owned_lease_keys(worker_id()); });
   if (!owned.ok()) co_return owned.status().with_context("reading the leases of this worker: ");
+  std::vector<HandingOver> handing_over;
   for (const std::string& key : *owned) {
     if (held_.holds(key)) continue;
-    Status s = co_await hand_back(key);
+    auto read = co_await get_lease(key);
+    if (!read.ok()) co_return read.status().with_context("reading lease " + key + ": ");
+    const std::optional<Lease>& lease = *read;
+    if (!lease || lease->lease_owner != worker_id()) continue;
+    if (lease->checkpoint_owner) {
+      handing_over.push_back({key, *lease->checkpoint_owner});
+      continue;
+    }
+    Status s = co_await hand_back(key, *lease);
     if (!s.ok()) co_return s.with_context("handing back " + key + ": ");
   }
-  co_return Status::Ok();
+  co_return handing_over;
 }
 
 // One evict_lease hands back a lease assigned to this worker. A lease still being handed over
@@ -234,15 +243,16 @@ CallTask<Status> LeaseAdopter::hand_back_unread() {
 // a write of the old owner still finishing fails and it gives the lease up; its next owner
 // starts from the last checkpoint), the second removes leaseOwner. A condition that fails means
 // the lease moved meanwhile (the old owner completed the handoff): it is read again.
-CallTask<Status> LeaseAdopter::hand_back(std::string key) {
-  std::optional<Lease> current;
+CallTask<Status> LeaseAdopter::hand_back(std::string key, std::optional<Lease> seen) {
+  std::optional<Lease> current = std::move(seen);
   for (int failed = 0;;) {
     if (!current) {
       auto read = co_await get_lease(key);
       if (!read.ok()) co_return read.status();
       current = std::move(*read);
+      if (!current) co_return Status::Ok();
     }
-    if (!current || current->lease_owner != worker_id()) co_return Status::Ok();
+    if (current->lease_owner != worker_id()) co_return Status::Ok();
     auto done = co_await call(runner_, Lane::kPoll,
                               [this, &current] { return store_.evict_lease(*current); });
     if (done.ok()) {

@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -79,10 +80,20 @@ class LeaseAdopter {
   std::vector<std::string> claimed_keys() const;
   // Graceful shutdown: nothing more is adopted; an assigned lease is handed straight back.
   void stop_taking() { stopped_.store(true); }
+  // A lease still being handed over to this worker: its key and its old owner.
+  struct HandingOver {
+    std::string key;
+    std::string from;
+  };
   // The last step of a graceful stop, when nothing is held any more: reads the leases the
-  // table gives this worker and hands back each one assigned to it, and each one still being
-  // handed over to it (hand_back), so a fleet stopped at any moment leaves no lease owned.
-  CallTask<Status> hand_back_unread();
+  // table gives this worker and hands back each one assigned to it. Returns those still
+  // being handed over to it, for the caller to hand back (hand_back) unless their old owner
+  // still reads them: that one completes the handoff, and the leader moves the lease on.
+  CallTask<Result<std::vector<HandingOver>>> hand_back_unread();
+  // Hands back a lease the table gives this worker (`seen`: as just read, else it is read),
+  // one still being handed over to it included: so a fleet stopped at any moment leaves no
+  // lease owned.
+  CallTask<Status> hand_back(std::string key, std::optional<Lease> seen = std::nullopt);
   bool taking_stopped() const { return stopped_.load(); }
 
  private:
@@ -103,8 +114,6 @@ class LeaseAdopter {
   // false when the store failed.
   CallTask<bool> evict(Lease lease, LookResult& result);
   CallTask<Result<std::optional<Lease>>> get_lease(std::string key);
-  // Hands back one lease the table gives this worker (see hand_back_unread).
-  CallTask<Status> hand_back(std::string key);
   const std::string& worker_id() const { return config_.worker_id; }
 
   leases::HeldLeases& held_;

@@ -366,10 +366,9 @@ Result<std::optional<Lease>> LeaseLeader::reread(const std::string& key) {
 }
 
 // A lease whose owners this leader knows (live or fenced by it): an orphan when it is free,
-// or its owner was fenced; one whose old owner was fenced mid-handoff gets its handoff
+// or its owner was fenced or left; one whose old owner was fenced mid-handoff gets its handoff
 // finished on that owner's behalf, so the worker it was going to starts (reading from the
-// checkpoint; the receiver polls its pending handoffs). False when the store
-// failed.
+// checkpoint; the receiver polls its pending handoffs). False when the store failed.
 bool LeaseLeader::judge_known(const Lease& lease, std::vector<std::string>& orphans,
                               Status& status) {
   const std::string& key = lease.lease_key;
@@ -390,7 +389,22 @@ bool LeaseLeader::judge_known(const Lease& lease, std::vector<std::string>& orph
     }
     return true;
   }
-  if (!lease.checkpoint_owner && dead_.count(*lease.lease_owner)) orphans.push_back(key);
+  if (!dead_.count(*lease.lease_owner)) return true;
+  if (lease.checkpoint_owner) {
+    // Handed to a worker that left before its old owner finished: that one completes the
+    // handoff (the lease then names the worker gone). Read again each pass till then, so the
+    // lease moves on at once rather than at the next scan.
+    auto fresh = reread(key);
+    if (!fresh.ok()) {
+      status = fresh.status();
+      return false;
+    }
+    const std::optional<Lease>& now = *fresh;
+    if (!now || now->checkpoint_owner || (now->lease_owner && !dead_.count(*now->lease_owner))) {
+      return true;
+    }
+  }
+  orphans.push_back(key);
   return true;
 }
 

@@ -154,9 +154,10 @@ TEST_F(LeaseAdopterTest, AHandoffInProgressWhenTheMembershipEndsIsCompletedByThe
 }
 
 // A worker that stops while a lease is being handed to it (the old owner has not completed
-// the handoff) hands it back too: no lease is left owned by a worker that is gone. The old
-// owner's writes then fail on the counter, so it gives the lease up.
-TEST_F(LeaseAdopterTest, AStoppingWorkerHandsBackALeaseStillBeingHandedToIt) {
+// the handoff) is told of that lease by hand_back_unread(); hand_back() then gives it back
+// (the agent asks for it when the old owner no longer reads: AssignmentAgent), so no lease is
+// left owned by a worker that is gone. The old owner's writes then fail on the counter.
+TEST_F(LeaseAdopterTest, ALeaseStillBeingHandedToAStoppingWorkerIsReportedAndCanBeHandedBack) {
   Lease l;
   l.lease_key = kKey;
   l.lease_owner = "x";
@@ -167,7 +168,14 @@ TEST_F(LeaseAdopterTest, AStoppingWorkerHandsBackALeaseStillBeingHandedToIt) {
   ASSERT_TRUE(seen.gained.empty());
   ASSERT_TRUE(adopter_.has_pending_incoming());
   adopter_.stop_taking();
-  Status back = adopter_.hand_back_unread().run_inline();
+  auto left = adopter_.hand_back_unread().run_inline();
+  ASSERT_TRUE(left.ok()) << left.status().to_string();
+  ASSERT_EQ(left->size(), 1u);
+  EXPECT_EQ((*left)[0].key, kKey);
+  EXPECT_EQ((*left)[0].from, "x");
+  EXPECT_EQ(store_.get_lease(kKey).value()->lease_owner, std::optional<std::string>("a"))
+      << "left to the old owner until asked";
+  Status back = adopter_.hand_back(kKey).run_inline();
   ASSERT_TRUE(back.ok()) << back.to_string();
   const Lease now = *store_.get_lease(kKey).value();
   EXPECT_FALSE(now.lease_owner.has_value()) << "still owned by " << *now.lease_owner;
