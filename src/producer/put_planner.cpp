@@ -193,8 +193,16 @@ PutPlanner::Next PutPlanner::next_call(Clock::MonoTime now, Urgency urgency) {
   call.entries.reserve(std::min(queued_records_, kMaxCallRecords));
   const std::size_t most_items = config_.aggregate ? kMaxReservedItems : kMaxCallRecords;
   call.items.reserve(std::min(queued_records_, most_items));
+  // A call due takes from every shard that may send: those not yet ready for a linger's
+  // worth give what their tokens allow now, so that the shards spend their tokens together
+  // and come ready together again (one call for all of them, not one each as they drift
+  // apart: a call's fixed cost is most of what a small record costs).
   for (auto& [id, q] : shards_) {
-    if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
+    if (!sendable(q, now)) continue;
+    if (rate_ready_at(q, now) > now &&
+        q.rate.ready_at(1, static_cast<double>(q.items.front()->bytes), now) > now) {
+      continue;
+    }
     if (take_from_shard(q, now, call, next.wake)) ++q.in_flight;
     if (call.entries.size() >= kMaxCallRecords) break;
   }
@@ -217,7 +225,12 @@ bool PutPlanner::take_from_shard(ShardQueue& q, Clock::MonoTime now, PlannedCall
     const Plan plan = plan_record(q, ordered_keys);
     if (call.bytes + plan.bytes > kMaxCallBytes) break;
     if (!q.rate.take(1, static_cast<double>(plan.bytes), now)) {
-      wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(plan.bytes), now));
+      // A shard this call leaves sendable looks again when its next record's tokens come;
+      // one the call fills to its flight limit waits for the answer instead.
+      const bool took = !call.entries.empty() && call.entries.back().shard == shard;
+      if (!took || q.in_flight + 1 < config_.max_in_flight_per_shard) {
+        wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(plan.bytes), now));
+      }
       break;
     }
     PlannedEntry e;
