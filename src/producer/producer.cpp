@@ -276,10 +276,12 @@ class Producer::Impl {
                    "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
                        " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
       }
-      // Nothing more can join the buffered records until some are answered: the sender need
-      // not wait for a linger to fill its calls.
+      // Nothing more can join the buffered records until some are answered: the planning
+      // need not wait for a linger to fill its calls. It is asked to look again only when that
+      // makes a call due or its next look sooner (with a backlog waiting for its tokens,
+      // neither: the look would find what it planned).
       ++buffered_.waiting_putters;
-      if (buffered_.waiting_putters == 1 && !sender_state_.wake) {
+      if (buffered_.waiting_putters == 1 && !sender_state_.wake && look_for_waiting_putters()) {
         const Look look = ask_look();
         lock.unlock();
         notify(look);
@@ -436,6 +438,19 @@ class Producer::Impl {
   // max) and the planner has a time to watch (not its hour of nothing to do).
   bool look_needed(Clock::MonoTime wake) const {
     return wake < sender_state_.next_wake && wake < clock_.now() + std::chrono::minutes(59);
+  }
+
+  // Requires mu_, put() about to wait for room (waiting_putters counted). Whether the planner
+  // would now make a call or look again sooner than the planning thread will.
+  bool look_for_waiting_putters() {
+    if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
+      return false;  // a finished call's thread plans
+    }
+    const auto now = clock_.now();
+    Clock::MonoTime wake = now + std::chrono::hours(1);
+    const producer::PutPlanner::Urgency urgency{sender_state_.flushing > 0 || sender_state_.stop,
+                                                true};
+    return planner_.call_due_at(now, urgency, wake) || look_needed(wake);
   }
 
   // Requires mu_. The call due now, taken out of the planner and counted as in flight (the

@@ -206,6 +206,12 @@ PutPlanner::Next PutPlanner::next_call(Clock::MonoTime now, Urgency urgency) {
     if (take_from_shard(q, now, call, next.wake)) ++q.in_flight;
     if (call.entries.size() >= kMaxCallRecords) break;
   }
+  if (!call.empty()) {
+    // The next look, with the call's shards in flight (what was planned before it took them
+    // is now, or a token away): when another call is due at once, now.
+    next.wake = now + std::chrono::hours(1);
+    if (call_due(now, urgency, next.wake)) next.wake = now;
+  }
   return next;
 }
 
@@ -225,12 +231,7 @@ bool PutPlanner::take_from_shard(ShardQueue& q, Clock::MonoTime now, PlannedCall
     const Plan plan = plan_record(q, ordered_keys);
     if (call.bytes + plan.bytes > kMaxCallBytes) break;
     if (!q.rate.take(1, static_cast<double>(plan.bytes), now)) {
-      // A shard this call leaves sendable looks again when its next record's tokens come;
-      // one the call fills to its flight limit waits for the answer instead.
-      const bool took = !call.entries.empty() && call.entries.back().shard == shard;
-      if (!took || q.in_flight + 1 < config_.max_in_flight_per_shard) {
-        wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(plan.bytes), now));
-      }
+      wake = std::min(wake, q.rate.ready_at(1, static_cast<double>(plan.bytes), now));
       break;
     }
     PlannedEntry e;
