@@ -26,7 +26,7 @@ namespace kcl {
 using producer::kMaxRecordBytes;
 
 namespace {
-// The producer whose sender or request thread this is (put() callbacks run on the latter).
+// The producer whose request thread this is (put() callbacks run on it).
 thread_local const void* current_producer = nullptr;
 // The most items of answered records kept for new records.
 constexpr std::size_t kMaxSpareItems = 10000;
@@ -131,7 +131,7 @@ class Producer::Impl {
     if (ending_.result) return *ending_.result;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sender_state_.closing = true;
+      plan_state_.closing = true;
     }
     space_cv_.notify_all();  // put() calls waiting for room give up
     const Status flushed = requesters_.empty() ? Status::Ok() : flush(config_.close_timeout);
@@ -169,14 +169,14 @@ class Producer::Impl {
 
   Status flush(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    ++sender_state_.flushing;
+    ++plan_state_.flushing;
     const Look look = ask_look();
     lock.unlock();
     notify(look);
     lock.lock();
     const bool done = clock_.wait_for(lock, done_cv_, timeout,
-                                      [&] { return buffered_.records == 0 || sender_state_.stop; });
-    --sender_state_.flushing;
+                                      [&] { return buffered_.records == 0 || plan_state_.stop; });
+    --plan_state_.flushing;
     if (done && buffered_.records == 0) return Status::Ok();
     return Status(StatusCode::kDeadlineExceeded,
                   "kcl::Producer flush: " + std::to_string(buffered_.records) +
@@ -253,12 +253,13 @@ class Producer::Impl {
     return Status::Ok();
   }
 
-  // Queues a checked record on its shard's queue and wakes the sender when it is due sooner
-  // than the sender's wake-up or completes a call. A full buffer waits for room
-  // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
+  // Queues a checked record on its shard's queue and asks for a look at the plan when it is
+  // due sooner than the planning thread's next look or completes a call. A full buffer waits
+  // for room (block_when_full) or resolves the record kUnavailable; closing resolves it
+  // kCancelled.
   void enqueue(Item& staged) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (sender_state_.closing) {
+    if (plan_state_.closing) {
       lock.unlock();
       return resolve(staged, Status(StatusCode::kCancelled,
                                     "kcl::Producer was shut down; the record was not sent"));
@@ -281,15 +282,15 @@ class Producer::Impl {
       // makes a call due or its next look sooner (with a backlog waiting for its tokens,
       // neither: the look would find what it planned).
       ++buffered_.waiting_putters;
-      if (buffered_.waiting_putters == 1 && !sender_state_.wake && look_for_waiting_putters()) {
+      if (buffered_.waiting_putters == 1 && !plan_state_.wake && look_for_waiting_putters()) {
         const Look look = ask_look();
         lock.unlock();
         notify(look);
         lock.lock();
       }
-      space_cv_.wait(lock, [&] { return sender_state_.stop || sender_state_.closing || !full(); });
+      space_cv_.wait(lock, [&] { return plan_state_.stop || plan_state_.closing || !full(); });
       --buffered_.waiting_putters;
-      if (sender_state_.stop || sender_state_.closing) {
+      if (plan_state_.stop || plan_state_.closing) {
         lock.unlock();
         return resolve(staged, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
       }
@@ -305,10 +306,10 @@ class Producer::Impl {
     // one that fills a call. (Behind a shard's first record, or once a call's worth waits for
     // its tokens, more records change nothing it plans; a finished call's thread plans
     // itself.) With nobody planning (next_wake is max) an idle request thread is woken.
-    const bool wake_sender =
-        !sender_state_.wake &&
-        ((added.first_of_shard && added.deadline < sender_state_.next_wake) || added.fills_call);
-    const Look look = wake_sender ? ask_look() : Look::kNone;
+    const bool wake_planner =
+        !plan_state_.wake &&
+        ((added.first_of_shard && added.deadline < plan_state_.next_wake) || added.fills_call);
+    const Look look = wake_planner ? ask_look() : Look::kNone;
     // The item the next record will fill, last written by a request thread: its lines come
     // while the next put() checks and hashes its record.
     if (!spare_items_.empty()) base::prefetch_object(spare_items_.back().get(), /*for_write=*/true);
@@ -353,7 +354,7 @@ class Producer::Impl {
   void stop_threads() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sender_state_.stop = true;
+      plan_state_.stop = true;
     }
     cv_.notify_all();
     space_cv_.notify_all();
@@ -423,8 +424,8 @@ class Producer::Impl {
   // Requires mu_. Asks for a look at the plan sooner than the planning thread's next one;
   // notify() the answer after the lock is let go.
   Look ask_look() {
-    sender_state_.wake = true;
-    return sender_state_.planning ? Look::kPlanner : Look::kIdle;
+    plan_state_.wake = true;
+    return plan_state_.planning ? Look::kPlanner : Look::kIdle;
   }
 
   // Without mu_: wakes whom ask_look() named.
@@ -437,7 +438,7 @@ class Producer::Impl {
   // for: it is sooner than the planning thread's next look, or nobody plans (next_wake is
   // max) and the planner has a time to watch (not its hour of nothing to do).
   bool look_needed(Clock::MonoTime wake) const {
-    return wake < sender_state_.next_wake && wake < clock_.now() + std::chrono::minutes(59);
+    return wake < plan_state_.next_wake && wake < clock_.now() + std::chrono::minutes(59);
   }
 
   // Requires mu_, put() about to wait for room (waiting_putters counted). Whether the planner
@@ -448,7 +449,7 @@ class Producer::Impl {
     }
     const auto now = clock_.now();
     Clock::MonoTime wake = now + std::chrono::hours(1);
-    const producer::PutPlanner::Urgency urgency{sender_state_.flushing > 0 || sender_state_.stop,
+    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop,
                                                 true};
     return planner_.call_due_at(now, urgency, wake) || look_needed(wake);
   }
@@ -462,7 +463,7 @@ class Producer::Impl {
     if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
       return std::nullopt;
     }
-    const producer::PutPlanner::Urgency urgency{sender_state_.flushing > 0 || sender_state_.stop,
+    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop,
                                                 buffered_.waiting_putters > 0};
     auto next = planner_.next_call(now, urgency);
     wake = next.wake;
@@ -480,18 +481,18 @@ class Producer::Impl {
   // to watch. Otherwise it waits until the planning is free.
   std::optional<Call> wait_for_call(std::unique_lock<std::mutex>& lock) {
     for (;;) {
-      if (sender_state_.stop) return std::nullopt;
-      if (sender_state_.planning) {
+      if (plan_state_.stop) return std::nullopt;
+      if (plan_state_.planning) {
         ++idle_threads_;
-        request_cv_.wait(lock, [&] { return sender_state_.stop || !sender_state_.planning; });
+        request_cv_.wait(lock, [&] { return plan_state_.stop || !plan_state_.planning; });
         --idle_threads_;
         continue;
       }
-      sender_state_.planning = true;
-      sender_state_.next_wake = Clock::MonoTime::min();  // planning now: it sees every record
-      sender_state_.wake = false;
-      if (sender_state_.refresh_needed) {
-        sender_state_.refresh_needed = false;
+      plan_state_.planning = true;
+      plan_state_.next_wake = Clock::MonoTime::min();  // planning now: it sees every record
+      plan_state_.wake = false;
+      if (plan_state_.refresh_needed) {
+        plan_state_.refresh_needed = false;
         lock.unlock();
         (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
         lock.lock();
@@ -499,15 +500,15 @@ class Producer::Impl {
         Clock::MonoTime wake{};
         std::optional<Call> call = take_due_call(wake);
         if (!call) {
-          sender_state_.next_wake = wake;
+          plan_state_.next_wake = wake;
           clock_.wait_until(lock, cv_, wake,
-                            [&] { return sender_state_.stop || sender_state_.wake; });
+                            [&] { return plan_state_.stop || plan_state_.wake; });
         }
-        sender_state_.planning = false;
-        sender_state_.next_wake = Clock::MonoTime::max();  // nobody plans
+        plan_state_.planning = false;
+        plan_state_.next_wake = Clock::MonoTime::max();  // nobody plans
         if (call) {
           const bool watch = look_needed(wake) && idle_threads_ > 0;
-          if (watch) sender_state_.wake = true;
+          if (watch) plan_state_.wake = true;
           lock.unlock();
           if (watch) request_cv_.notify_one();
           lock.lock();
@@ -515,8 +516,8 @@ class Producer::Impl {
         }
         continue;
       }
-      sender_state_.planning = false;
-      sender_state_.next_wake = Clock::MonoTime::max();
+      plan_state_.planning = false;
+      plan_state_.next_wake = Clock::MonoTime::max();
     }
   }
 
@@ -545,12 +546,12 @@ class Producer::Impl {
       // call (or a refresh to make), an idle thread is asked to plan when there is a time to
       // watch.
       Look look = Look::kNone;
-      if (!sender_state_.stop && sender_state_.refresh_needed) {
-        if (sender_state_.planning) look = ask_look();
-      } else if (!sender_state_.stop) {
+      if (!plan_state_.stop && plan_state_.refresh_needed) {
+        if (plan_state_.planning) look = ask_look();
+      } else if (!plan_state_.stop) {
         Clock::MonoTime wake{};
         next = take_due_call(wake);
-        if ((next || sender_state_.planning) && look_needed(wake) && !sender_state_.wake) {
+        if ((next || plan_state_.planning) && look_needed(wake) && !plan_state_.wake) {
           look = ask_look();
         }
       }
@@ -582,7 +583,7 @@ class Producer::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       counts = planner_.on_result(call, result, clock_.now(), done);
-      if (counts.refresh_needed) sender_state_.refresh_needed = true;
+      if (counts.refresh_needed) plan_state_.refresh_needed = true;
       --in_flight_calls_;
     }
     report_counts(counts);
@@ -683,7 +684,7 @@ class Producer::Impl {
   std::condition_variable space_cv_;    // put() waiting for room
   std::condition_variable done_cv_;     // flush()
   // What the planning is asked to do (guarded by mu_).
-  struct SenderState {
+  struct PlanState {
     bool stop = false;
     bool closing = false;  // shutdown() began: put() refuses records
     bool wake = false;     // a look at the plan was asked for
@@ -692,7 +693,7 @@ class Producer::Impl {
     int flushing = 0;
     // The planning thread's next look: min while it plans, max when nobody plans.
     Clock::MonoTime next_wake = Clock::MonoTime::max();
-  } sender_state_;
+  } plan_state_;
   int idle_threads_ = 0;  // request threads waiting on request_cv_ (guarded by mu_)
   // The records put() has buffered, and the put() calls waiting for room (guarded by mu_).
   struct Buffered {
