@@ -12,15 +12,16 @@
 //   producer.shutdown();                             // sends what is left, stops the threads
 //
 // How it works: put() maps the record to its shard (MD5 of the partition key, or the explicit
-// hash key, against the shard map from ListShards) and appends it to that shard's queue. One
-// background sender thread builds PutRecords calls (at most 500 records and 5 MiB, each
-// record at most 1 MiB) from the shards' queues once a record waited `linger` (counted from
-// when its shard's tokens allow it to go, so shards that wait for tokens fill a call
-// together), a full call's worth may go, or put() waits for room; it packs consecutive small
-// records of one shard into KPL aggregates (at most `aggregation_max_bytes` each), takes each
-// shard's tokens (records/s and bytes/s) and hands the call to one of
-// `max_concurrent_requests` request threads, which write its request body straight from the
-// records (no copy of a record before it). No thread per shard.
+// hash key, against the shard map from ListShards) and appends it to that shard's queue.
+// `max_concurrent_requests` background request threads build PutRecords calls (at most 500
+// records and 5 MiB, each record at most 1 MiB) from the shards' queues, one idle thread at a
+// time planning, once a record waited `linger` (counted from when its shard's tokens allow it
+// to go, so shards that wait for tokens fill a call together), a full call's worth may go, or
+// put() waits for room; a call takes from every shard that may send what its tokens allow. The
+// planning packs consecutive small records of one shard into KPL aggregates (at most
+// `aggregation_max_bytes` each) and takes each shard's tokens (records/s and bytes/s); the
+// thread that took the call sends it, writing its request body straight from the records (no
+// copy of a record before it). No thread per shard.
 //
 // Failures: records that a PutRecords answer marks failed are the only ones sent again, after
 // the backoff of the shared retry policy (aws::RetryPolicy of the Kinesis client: capped
@@ -163,7 +164,8 @@ using PutRecordCallback = std::function<void(Result<PutResult>, UserRecord)>;
 
 class Producer {
  public:
-  // Validates the configuration, reads the shard map (ListShards) and starts the sender.
+  // Validates the configuration, reads the shard map (ListShards) and starts the request
+  // threads.
   // Errors: kInvalidArgument listing every configuration problem; the ListShards error
   // (kNotFound for a stream that does not exist, kPermissionDenied, ...) naming the stream.
   static Result<std::unique_ptr<Producer>> create(ProducerConfig config, Dependencies deps = {});

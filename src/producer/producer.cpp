@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <deque>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -27,7 +26,7 @@ namespace kcl {
 using producer::kMaxRecordBytes;
 
 namespace {
-// The producer whose sender or request thread this is (put() callbacks run on the latter).
+// The producer whose request thread this is (put() callbacks run on it).
 thread_local const void* current_producer = nullptr;
 // The most items of answered records kept for new records.
 constexpr std::size_t kMaxSpareItems = 10000;
@@ -77,10 +76,12 @@ using producer::kPrefetchAhead;
 using producer::prefetch_data;
 using producer::prefetch_item;
 
-// The dispatcher: the lock, the buffer's bounds, the sender thread (asks the planner for the
-// next call and when to look again) and the request threads (make the call, hand the answer
-// to the planner, answer the records outside the lock). What to send is the planner's
-// (producer/put_planner.h).
+// The dispatcher: the lock, the buffer's bounds and the request threads. A request thread
+// makes a call, hands the answer to the planner and answers the records outside the lock;
+// between calls one idle request thread at a time plans (asks the planner for the next call
+// and when to look again, and waits for that time) and sends the call it takes itself, the
+// others wait until the planning is free or a look is asked for: a call due is never handed
+// from one thread to another. What to send is the planner's (producer/put_planner.h).
 class Producer::Impl {
  public:
   Impl(ProducerConfig config, std::shared_ptr<kinesis::KinesisClient> client,
@@ -110,7 +111,6 @@ class Producer::Impl {
                                   config_.stream_name + "': " + s.message());
     }
     refreshes_ = 0;
-    sender_ = base::named_thread("kcl-put-send", [this] { send_loop(); });
     for (int i = 0; i < config_.max_concurrent_requests; ++i) {
       requesters_.push_back(base::named_thread("kcl-put-call", [this] { request_loop(); }));
     }
@@ -131,10 +131,10 @@ class Producer::Impl {
     if (ending_.result) return *ending_.result;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sender_state_.closing = true;
+      plan_state_.closing = true;
     }
     space_cv_.notify_all();  // put() calls waiting for room give up
-    const Status flushed = sender_.joinable() ? flush(config_.close_timeout) : Status::Ok();
+    const Status flushed = requesters_.empty() ? Status::Ok() : flush(config_.close_timeout);
     stop_threads();
     const std::size_t cancelled = cancel_left(flushed);
     ending_.result = cancelled == 0
@@ -169,12 +169,14 @@ class Producer::Impl {
 
   Status flush(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
-    ++sender_state_.flushing;
-    sender_state_.wake = true;
-    cv_.notify_all();
+    ++plan_state_.flushing;
+    const Look look = ask_look();
+    lock.unlock();
+    notify(look);
+    lock.lock();
     const bool done = clock_.wait_for(lock, done_cv_, timeout,
-                                      [&] { return buffered_.records == 0 || sender_state_.stop; });
-    --sender_state_.flushing;
+                                      [&] { return buffered_.records == 0 || plan_state_.stop; });
+    --plan_state_.flushing;
     if (done && buffered_.records == 0) return Status::Ok();
     return Status(StatusCode::kDeadlineExceeded,
                   "kcl::Producer flush: " + std::to_string(buffered_.records) +
@@ -251,12 +253,13 @@ class Producer::Impl {
     return Status::Ok();
   }
 
-  // Queues a checked record on its shard's queue and wakes the sender when it is due sooner
-  // than the sender's wake-up or completes a call. A full buffer waits for room
-  // (block_when_full) or resolves the record kUnavailable; closing resolves it kCancelled.
+  // Queues a checked record on its shard's queue and asks for a look at the plan when it is
+  // due sooner than the planning thread's next look or completes a call. A full buffer waits
+  // for room (block_when_full) or resolves the record kUnavailable; closing resolves it
+  // kCancelled.
   void enqueue(Item& staged) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (sender_state_.closing) {
+    if (plan_state_.closing) {
       lock.unlock();
       return resolve(staged, Status(StatusCode::kCancelled,
                                     "kcl::Producer was shut down; the record was not sent"));
@@ -274,16 +277,20 @@ class Producer::Impl {
                    "kcl::Producer buffer full (" + std::to_string(config_.max_buffered_records) +
                        " records / " + std::to_string(config_.max_buffered_bytes) + " bytes)"));
       }
-      // Nothing more can join the buffered records until some are answered: the sender need
-      // not wait for a linger to fill its calls.
+      // Nothing more can join the buffered records until some are answered: the planning
+      // need not wait for a linger to fill its calls. It is asked to look again only when that
+      // makes a call due or its next look sooner (with a backlog waiting for its tokens,
+      // neither: the look would find what it planned).
       ++buffered_.waiting_putters;
-      if (buffered_.waiting_putters == 1 && !sender_state_.wake) {
-        sender_state_.wake = true;
-        cv_.notify_all();
+      if (buffered_.waiting_putters == 1 && !plan_state_.wake && look_for_waiting_putters()) {
+        const Look look = ask_look();
+        lock.unlock();
+        notify(look);
+        lock.lock();
       }
-      space_cv_.wait(lock, [&] { return sender_state_.stop || sender_state_.closing || !full(); });
+      space_cv_.wait(lock, [&] { return plan_state_.stop || plan_state_.closing || !full(); });
       --buffered_.waiting_putters;
-      if (sender_state_.stop || sender_state_.closing) {
+      if (plan_state_.stop || plan_state_.closing) {
         lock.unlock();
         return resolve(staged, Status(StatusCode::kCancelled, "kcl::Producer is closing"));
       }
@@ -294,19 +301,20 @@ class Producer::Impl {
     ++buffered_.records;
     buffered_.bytes += item->bytes;
     const auto added = planner_.add(std::move(item), clock_.now());
-    // The sender plans its wake-up from each shard's first record and the queued totals: it
-    // needs waking only for a record that is its shard's first and due sooner, or one that
-    // fills a call. (Behind a shard's first record, or once a call's worth waits for its
-    // tokens, more records change nothing it plans; a finished call wakes it anyway.)
-    const bool wake_sender =
-        !sender_state_.wake &&
-        ((added.first_of_shard && added.deadline < sender_state_.next_wake) || added.fills_call);
-    if (wake_sender) sender_state_.wake = true;
+    // The planning thread plans its wake-up from each shard's first record and the queued
+    // totals: it needs waking only for a record that is its shard's first and due sooner, or
+    // one that fills a call. (Behind a shard's first record, or once a call's worth waits for
+    // its tokens, more records change nothing it plans; a finished call's thread plans
+    // itself.) With nobody planning (next_wake is max) an idle request thread is woken.
+    const bool wake_planner =
+        !plan_state_.wake &&
+        ((added.first_of_shard && added.deadline < plan_state_.next_wake) || added.fills_call);
+    const Look look = wake_planner ? ask_look() : Look::kNone;
     // The item the next record will fill, last written by a request thread: its lines come
     // while the next put() checks and hashes its record.
     if (!spare_items_.empty()) base::prefetch_object(spare_items_.back().get(), /*for_write=*/true);
     lock.unlock();
-    if (wake_sender) cv_.notify_all();  // after the lock: woken under it, it would wait for it
+    notify(look);  // after the lock: woken under it, the thread would wait for it
   }
 
   bool on_own_thread() const { return current_producer == this; }
@@ -346,12 +354,11 @@ class Producer::Impl {
   void stop_threads() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      sender_state_.stop = true;
+      plan_state_.stop = true;
     }
     cv_.notify_all();
     space_cv_.notify_all();
     request_cv_.notify_all();
-    if (sender_.joinable()) sender_.join();
     for (auto& t : requesters_) t.join();
     requesters_.clear();
   }
@@ -363,10 +370,6 @@ class Producer::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       left = planner_.drain();
-      for (auto& call : requests_) {
-        for (auto& item : call.items) left.push_back(std::move(item));
-      }
-      requests_.clear();
     }
     const Status cancelled(StatusCode::kCancelled,
                            "kcl::Producer closed before the record was sent (" +
@@ -414,45 +417,53 @@ class Producer::Impl {
     return request;
   }
 
-  void send_loop() {
-    current_producer = this;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!sender_state_.stop) {
-      if (sender_state_.refresh_needed) {
-        sender_state_.refresh_needed = false;
-        lock.unlock();
-        (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
-        lock.lock();
-        continue;
-      }
-      Clock::MonoTime wake{};
-      std::optional<Call> call = take_due_call(wake);
-      if (call) {
-        requests_.push_back(std::move(*call));
-        // Woken after the lock is let go, the request thread does not wait for it at once.
-        lock.unlock();
-        request_cv_.notify_one();
-        lock.lock();
-        continue;
-      }
-      sender_state_.next_wake = wake;
-      clock_.wait_until(lock, cv_, wake, [&] { return sender_state_.stop || sender_state_.wake; });
-      sender_state_.wake = false;
-      sender_state_.next_wake = Clock::MonoTime::min();
+  // Whom a look at the plan is asked of: nobody, the planning thread (waiting on cv_ for its
+  // next look), or an idle request thread (nobody plans: one takes the planning).
+  enum class Look { kNone, kPlanner, kIdle };
+
+  // Requires mu_. Asks for a look at the plan sooner than the planning thread's next one;
+  // notify() the answer after the lock is let go.
+  Look ask_look() {
+    plan_state_.wake = true;
+    return plan_state_.planning ? Look::kPlanner : Look::kIdle;
+  }
+
+  // Without mu_: wakes whom ask_look() named.
+  void notify(Look look) {
+    if (look == Look::kPlanner) cv_.notify_all();
+    if (look == Look::kIdle) request_cv_.notify_one();
+  }
+
+  // Requires mu_. Whether a look at `wake` (the planner's next, just computed) must be asked
+  // for: it is sooner than the planning thread's next look, or nobody plans (next_wake is
+  // max) and the planner has a time to watch (not its hour of nothing to do).
+  bool look_needed(Clock::MonoTime wake) const {
+    return wake < plan_state_.next_wake && wake < clock_.now() + std::chrono::minutes(59);
+  }
+
+  // Requires mu_, put() about to wait for room (waiting_putters counted). Whether the planner
+  // would now make a call or look again sooner than the planning thread will.
+  bool look_for_waiting_putters() {
+    if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
+      return false;  // a finished call's thread plans
     }
+    const auto now = clock_.now();
+    Clock::MonoTime wake = now + std::chrono::hours(1);
+    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop,
+                                                true};
+    return planner_.call_due_at(now, urgency, wake) || look_needed(wake);
   }
 
   // Requires mu_. The call due now, taken out of the planner and counted as in flight (the
-  // sender hands it to a request thread; a request thread whose call was answered keeps it);
-  // nothing when none is due or every permitted call is in flight. `wake`: when the planner
-  // wants to look again (in an hour when it was not asked).
+  // thread that takes it sends it); nothing when none is due or every permitted call is in
+  // flight. `wake`: when the planner wants to look again (in an hour when it was not asked).
   std::optional<Call> take_due_call(Clock::MonoTime& wake) {
     const auto now = clock_.now();
     wake = now + std::chrono::hours(1);
     if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
       return std::nullopt;
     }
-    const producer::PutPlanner::Urgency urgency{sender_state_.flushing > 0 || sender_state_.stop,
+    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop,
                                                 buffered_.waiting_putters > 0};
     auto next = planner_.next_call(now, urgency);
     wake = next.wake;
@@ -463,20 +474,55 @@ class Producer::Impl {
     return std::move(next.call);
   }
 
-  // Requires mu_ (held through `lock`). The sender's next call for this thread; nothing once
-  // the producer stops and no call is in flight.
+  // Requires mu_ (held through `lock`). The next call for this idle request thread; nothing
+  // once the producer stops. When nobody plans, this thread does: it refreshes the shard map
+  // when asked, takes the call due, or waits for the planner's next look (or one asked for);
+  // leaving with a call, it wakes an idle thread to plan only when the planner has a time
+  // to watch. Otherwise it waits until the planning is free.
   std::optional<Call> wait_for_call(std::unique_lock<std::mutex>& lock) {
-    request_cv_.wait(
-        lock, [&] { return !requests_.empty() || (sender_state_.stop && in_flight_calls_ == 0); });
-    if (requests_.empty()) return std::nullopt;
-    Call call = std::move(requests_.front());
-    requests_.pop_front();
-    return call;
+    for (;;) {
+      if (plan_state_.stop) return std::nullopt;
+      if (plan_state_.planning) {
+        ++idle_threads_;
+        request_cv_.wait(lock, [&] { return plan_state_.stop || !plan_state_.planning; });
+        --idle_threads_;
+        continue;
+      }
+      plan_state_.planning = true;
+      plan_state_.next_wake = Clock::MonoTime::min();  // planning now: it sees every record
+      plan_state_.wake = false;
+      if (plan_state_.refresh_needed) {
+        plan_state_.refresh_needed = false;
+        lock.unlock();
+        (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
+        lock.lock();
+      } else {
+        Clock::MonoTime wake{};
+        std::optional<Call> call = take_due_call(wake);
+        if (!call) {
+          plan_state_.next_wake = wake;
+          clock_.wait_until(lock, cv_, wake,
+                            [&] { return plan_state_.stop || plan_state_.wake; });
+        }
+        plan_state_.planning = false;
+        plan_state_.next_wake = Clock::MonoTime::max();  // nobody plans
+        if (call) {
+          const bool watch = look_needed(wake) && idle_threads_ > 0;
+          if (watch) plan_state_.wake = true;
+          lock.unlock();
+          if (watch) request_cv_.notify_one();
+          lock.lock();
+          return call;
+        }
+        continue;
+      }
+      plan_state_.planning = false;
+      plan_state_.next_wake = Clock::MonoTime::max();
+    }
   }
 
   // A request thread: makes a call, answers its records, and then, when the next call is due
-  // already, takes it itself (the sender would only hand it to a request thread: two thread
-  // hand-offs fewer a call); else waits for the sender's.
+  // already, takes it itself; else it plans (or waits, when another thread plans).
   void request_loop() {
     current_producer = this;
     Done done;  // these two are kept from call to call (their capacity)
@@ -495,17 +541,26 @@ class Producer::Impl {
       keep_spares(answered);
       buffered_.records -= a.records;
       buffered_.bytes -= a.bytes;
-      if (!sender_state_.stop && !sender_state_.refresh_needed) {
-        Clock::MonoTime ignored{};
-        next = take_due_call(ignored);
+      // Without a call of its own this thread plans next (wait_for_call) unless another one
+      // does: that one is woken when the planner's next look is sooner than its own. With a
+      // call (or a refresh to make), an idle thread is asked to plan when there is a time to
+      // watch.
+      Look look = Look::kNone;
+      if (!plan_state_.stop && plan_state_.refresh_needed) {
+        if (plan_state_.planning) look = ask_look();
+      } else if (!plan_state_.stop) {
+        Clock::MonoTime wake{};
+        next = take_due_call(wake);
+        if ((next || plan_state_.planning) && look_needed(wake) && !plan_state_.wake) {
+          look = ask_look();
+        }
       }
-      sender_state_.wake = true;
-      // The putters, flush() and the sender are woken after the lock is let go: woken under
-      // it, each would only block on it (two more context switches each).
+      // The putters and flush() are woken after the lock is let go: woken under it, each
+      // would only block on it (two more context switches each).
       lock.unlock();
       space_cv_.notify_all();
       done_cv_.notify_all();
-      cv_.notify_all();
+      notify(look);
       lock.lock();
     }
   }
@@ -528,9 +583,8 @@ class Producer::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       counts = planner_.on_result(call, result, clock_.now(), done);
-      if (counts.refresh_needed) sender_state_.refresh_needed = true;
+      if (counts.refresh_needed) plan_state_.refresh_needed = true;
       --in_flight_calls_;
-      if (sender_state_.stop && in_flight_calls_ == 0) request_cv_.notify_all();
     }
     report_counts(counts);
     // Answered outside the lock: the records the service took, then those that failed for
@@ -625,19 +679,22 @@ class Producer::Impl {
   } ending_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;          // sender
-  std::condition_variable request_cv_;  // request threads
+  std::condition_variable cv_;          // the planning request thread
+  std::condition_variable request_cv_;  // idle request threads while another plans
   std::condition_variable space_cv_;    // put() waiting for room
   std::condition_variable done_cv_;     // flush()
-  // What the sender is asked to do (guarded by mu_).
-  struct SenderState {
+  // What the planning is asked to do (guarded by mu_).
+  struct PlanState {
     bool stop = false;
     bool closing = false;  // shutdown() began: put() refuses records
-    bool wake = false;
+    bool wake = false;     // a look at the plan was asked for
     bool refresh_needed = false;
+    bool planning = false;  // a request thread plans (or waits for its next look on cv_)
     int flushing = 0;
-    Clock::MonoTime next_wake = Clock::MonoTime::min();
-  } sender_state_;
+    // The planning thread's next look: min while it plans, max when nobody plans.
+    Clock::MonoTime next_wake = Clock::MonoTime::max();
+  } plan_state_;
+  int idle_threads_ = 0;  // request threads waiting on request_cv_ (guarded by mu_)
   // The records put() has buffered, and the put() calls waiting for room (guarded by mu_).
   struct Buffered {
     std::size_t records = 0;
@@ -646,11 +703,9 @@ class Producer::Impl {
   } buffered_;
   std::size_t in_flight_calls_ = 0;
   std::uint64_t refreshes_ = 0;
-  std::deque<Call> requests_;
   producer::PutPlanner planner_;                    // the queued records and what to send next
   std::vector<std::unique_ptr<Item>> spare_items_;  // items of answered records, for new ones
   ProducerStats stats_;
-  std::thread sender_;
   std::vector<std::thread> requesters_;
 };
 

@@ -193,10 +193,24 @@ PutPlanner::Next PutPlanner::next_call(Clock::MonoTime now, Urgency urgency) {
   call.entries.reserve(std::min(queued_records_, kMaxCallRecords));
   const std::size_t most_items = config_.aggregate ? kMaxReservedItems : kMaxCallRecords;
   call.items.reserve(std::min(queued_records_, most_items));
+  // A call due takes from every shard that may send: those not yet ready for a linger's
+  // worth give what their tokens allow now, so that the shards spend their tokens together
+  // and come ready together again (one call for all of them, not one each as they drift
+  // apart: a call's fixed cost is most of what a small record costs).
   for (auto& [id, q] : shards_) {
-    if (!sendable(q, now) || rate_ready_at(q, now) > now) continue;
+    if (!sendable(q, now)) continue;
+    if (rate_ready_at(q, now) > now &&
+        q.rate.ready_at(1, static_cast<double>(q.items.front()->bytes), now) > now) {
+      continue;
+    }
     if (take_from_shard(q, now, call, next.wake)) ++q.in_flight;
     if (call.entries.size() >= kMaxCallRecords) break;
+  }
+  if (!call.empty()) {
+    // The next look, with the call's shards in flight (what was planned before it took them
+    // is now, or a token away): when another call is due at once, now.
+    next.wake = now + std::chrono::hours(1);
+    if (call_due(now, urgency, next.wake)) next.wake = now;
   }
   return next;
 }

@@ -152,6 +152,12 @@ class PutPlanner {
   // empty one; and when a shard may become sendable or its linger ends.
   Next next_call(Clock::MonoTime now, Urgency urgency);
 
+  // Whether next_call() at `now` would make a call, taking nothing; lowers `wake` to when it
+  // should look again otherwise.
+  bool call_due_at(Clock::MonoTime now, Urgency urgency, Clock::MonoTime& wake) {
+    return call_due(now, urgency, wake);
+  }
+
   // The answer to `call` (a failure of the call as a whole, or one result per entry): the
   // records taken go to `done` when they failed for good; those to retry go back to their
   // shards; those that succeeded stay in `call` (the caller answers them). Frees the

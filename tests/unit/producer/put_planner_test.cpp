@@ -272,6 +272,47 @@ TEST(PutPlannerTest, RateWindowKeepsAShardAtItsLimits) {
   }
 }
 
+// A call due takes from every shard that may send what its tokens allow, also from one not
+// yet ready for a linger's worth: the shards then spend their tokens together and come ready
+// together (before, such a shard waited and went in a call of its own).
+TEST(PutPlannerTest, ACallDueTakesWhatAShardNotYetReadyMaySend) {
+  ProducerConfig c = base_config();
+  c.shard_records_per_second = 1000;  // records limit only; ordered (one call of a shard)
+  Fixture f(c);
+  auto count_of = [](const PlannedCall& call, const std::string& shard) {
+    std::size_t n = 0;
+    for (const PlannedEntry& e : call.entries) n += call.shards[e.shard] == shard ? e.count : 0;
+    return n;
+  };
+  for (int i = 0; i < 300; ++i) f.planner.add(record(key_in(1, i), 20), kT0);
+  f.planner.add(record(key_in(0, 0), 20), kT0);
+  EXPECT_TRUE(f.planner.next_call(kT0, {}).call.empty());  // the shards ready from here
+  auto first = f.planner.next_call(kT0 + 100ms, {});
+  ASSERT_EQ(first.call.shards.size(), 2u);
+  const std::size_t first_of_1 = count_of(first.call, "shardId-1");
+  EXPECT_GE(first_of_1, 90u);  // shard 1 spent its tokens (a linger's worth)
+  EXPECT_LT(first_of_1, 300u);
+  // Both shards in flight (ordered): nothing to look at before the answer, though shard 1
+  // holds more records and its next token comes in a millisecond.
+  EXPECT_EQ(first.wake, kT0 + 100ms + std::chrono::hours(1));
+  PutPlanner::Done done;
+  f.planner.on_result(first.call, all_ok(first.call), kT0 + 110ms, done);
+
+  // 50 ms later shard 0 has a record that may go at once (put() waits for room); shard 1 has
+  // 50 ms of tokens, half a linger's worth: they go along.
+  f.planner.add(record(key_in(0, 1), 20), kT0 + 150ms);
+  PutPlanner::Urgency putters_wait;
+  putters_wait.waiting_putters = true;
+  auto second = f.planner.next_call(kT0 + 150ms, putters_wait);
+  EXPECT_EQ(count_of(second.call, "shardId-0"), 1u);
+  const std::size_t second_of_1 = count_of(second.call, "shardId-1");
+  EXPECT_GE(second_of_1, 40u);
+  EXPECT_LE(second_of_1, 60u);
+  f.planner.on_result(second.call, all_ok(second.call), kT0 + 160ms, done);
+  EXPECT_TRUE(done.empty());
+  EXPECT_EQ(f.planner.queued_records(), 300u - first_of_1 - second_of_1);
+}
+
 TEST(PutPlannerTest, AggregationPacksRecordsUpToItsSizeLimit) {
   ProducerConfig c = base_config();
   c.aggregate = true;
