@@ -449,8 +449,7 @@ class Producer::Impl {
     }
     const auto now = clock_.now();
     Clock::MonoTime wake = now + std::chrono::hours(1);
-    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop,
-                                                true};
+    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop, true};
     return planner_.call_due_at(now, urgency, wake) || look_needed(wake);
   }
 
@@ -501,8 +500,7 @@ class Producer::Impl {
         std::optional<Call> call = take_due_call(wake);
         if (!call) {
           plan_state_.next_wake = wake;
-          clock_.wait_until(lock, cv_, wake,
-                            [&] { return plan_state_.stop || plan_state_.wake; });
+          clock_.wait_until(lock, cv_, wake, [&] { return plan_state_.stop || plan_state_.wake; });
         }
         plan_state_.planning = false;
         plan_state_.next_wake = Clock::MonoTime::max();  // nobody plans
