@@ -441,16 +441,24 @@ class Producer::Impl {
     return wake < plan_state_.next_wake && wake < clock_.now() + std::chrono::minutes(59);
   }
 
+  // Requires mu_. Every permitted call is in flight (a finished call's thread plans next).
+  bool calls_full() const {
+    return in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests);
+  }
+
+  // Requires mu_. How urgent the queued records are: a flush or a stop sends what there is, and
+  // so does a put() waiting for room.
+  producer::PutPlanner::Urgency urgency() const {
+    return {plan_state_.flushing > 0 || plan_state_.stop, buffered_.waiting_putters > 0};
+  }
+
   // Requires mu_, put() about to wait for room (waiting_putters counted). Whether the planner
   // would now make a call or look again sooner than the planning thread will.
   bool look_for_waiting_putters() {
-    if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
-      return false;  // a finished call's thread plans
-    }
+    if (calls_full()) return false;
     const auto now = clock_.now();
     Clock::MonoTime wake = now + std::chrono::hours(1);
-    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop, true};
-    return planner_.call_due_at(now, urgency, wake) || look_needed(wake);
+    return planner_.call_due(now, urgency(), wake) || look_needed(wake);
   }
 
   // Requires mu_. The call due now, taken out of the planner and counted as in flight (the
@@ -459,12 +467,8 @@ class Producer::Impl {
   std::optional<Call> take_due_call(Clock::MonoTime& wake) {
     const auto now = clock_.now();
     wake = now + std::chrono::hours(1);
-    if (in_flight_calls_ >= static_cast<std::size_t>(config_.max_concurrent_requests)) {
-      return std::nullopt;
-    }
-    const producer::PutPlanner::Urgency urgency{plan_state_.flushing > 0 || plan_state_.stop,
-                                                buffered_.waiting_putters > 0};
-    auto next = planner_.next_call(now, urgency);
+    if (calls_full()) return std::nullopt;
+    auto next = planner_.next_call(now, urgency());
     wake = next.wake;
     if (next.call.empty()) return std::nullopt;
     ++in_flight_calls_;
@@ -490,32 +494,26 @@ class Producer::Impl {
       plan_state_.planning = true;
       plan_state_.next_wake = Clock::MonoTime::min();  // planning now: it sees every record
       plan_state_.wake = false;
+      std::optional<Call> call;
+      Clock::MonoTime wake = Clock::MonoTime::max();
       if (plan_state_.refresh_needed) {
         plan_state_.refresh_needed = false;
         lock.unlock();
         (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
         lock.lock();
-      } else {
-        Clock::MonoTime wake{};
-        std::optional<Call> call = take_due_call(wake);
-        if (!call) {
-          plan_state_.next_wake = wake;
-          clock_.wait_until(lock, cv_, wake, [&] { return plan_state_.stop || plan_state_.wake; });
-        }
-        plan_state_.planning = false;
-        plan_state_.next_wake = Clock::MonoTime::max();  // nobody plans
-        if (call) {
-          const bool watch = look_needed(wake) && idle_threads_ > 0;
-          if (watch) plan_state_.wake = true;
-          lock.unlock();
-          if (watch) request_cv_.notify_one();
-          lock.lock();
-          return call;
-        }
-        continue;
+      } else if (!(call = take_due_call(wake))) {
+        plan_state_.next_wake = wake;
+        clock_.wait_until(lock, cv_, wake, [&] { return plan_state_.stop || plan_state_.wake; });
       }
       plan_state_.planning = false;
-      plan_state_.next_wake = Clock::MonoTime::max();
+      plan_state_.next_wake = Clock::MonoTime::max();  // nobody plans
+      if (!call) continue;
+      const bool watch = look_needed(wake) && idle_threads_ > 0;
+      if (watch) plan_state_.wake = true;
+      lock.unlock();
+      if (watch) request_cv_.notify_one();
+      lock.lock();
+      return call;
     }
   }
 

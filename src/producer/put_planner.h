@@ -154,9 +154,7 @@ class PutPlanner {
 
   // Whether next_call() at `now` would make a call, taking nothing; lowers `wake` to when it
   // should look again otherwise.
-  bool call_due_at(Clock::MonoTime now, Urgency urgency, Clock::MonoTime& wake) {
-    return call_due(now, urgency, wake);
-  }
+  bool call_due(Clock::MonoTime now, Urgency urgency, Clock::MonoTime& wake);
 
   // The answer to `call` (a failure of the call as a whole, or one result per entry): the
   // records taken go to `done` when they failed for good; those to retry go back to their
@@ -212,7 +210,6 @@ class PutPlanner {
   bool sendable(const ShardQueue& q, Clock::MonoTime now) const;
   Clock::MonoTime rate_ready_at(ShardQueue& q, Clock::MonoTime now);
   std::chrono::milliseconds coalesce() const;
-  bool call_due(Clock::MonoTime now, Urgency urgency, Clock::MonoTime& wake);
   bool take_from_shard(ShardQueue& q, Clock::MonoTime now, PlannedCall& call,
                        Clock::MonoTime& wake);
   Plan plan_record(const ShardQueue& q, const KeySet* ordered_keys);

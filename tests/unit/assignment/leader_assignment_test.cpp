@@ -395,45 +395,59 @@ TEST_P(FleetStopTest, AFleetStoppedWhileADeadWorkersLeasesMoveLeavesNoLeaseOwned
 
 INSTANTIATE_TEST_SUITE_P(StopMoments, FleetStopTest, ::testing::Range(0, 3001, 250));
 
-// The lease being handed to `to`, and its old owner, once a handoff to it is pending.
-std::optional<Lease> handing_to(const InMemoryLeaseStore& leases, const std::string& to) {
-  for (const Lease& l : leases.snapshot()) {
-    if (l.lease_owner == to && l.checkpoint_owner) return l;
+// a and b hold two leases each, their processors slow to stop (they do not complete
+// handoffs); c joins, and a lease is being handed to it (`handed`, from its old owner).
+class MidHandoffTest : public LeaderAssignmentTest {
+ protected:
+  void SetUp() override {
+    testing::add_free_leases(leases_, 4);
+    a_ = &start("a");
+    b_ = &start("b");
+    ASSERT_TRUE(run_until([&] { return a_->held() == 2 && b_->held() == 2; }, 15s));
+    a_->complete_handoffs = b_->complete_handoffs = false;
+    c_ = &start("c");
+    ASSERT_TRUE(run_until([&] { return (handed_ = handing_to_c()).has_value(); }, 15s));
+    old_owner_ = &node(*handed_->checkpoint_owner);
   }
-  return std::nullopt;
-}
+
+  std::optional<Lease> handing_to_c() const {
+    for (const Lease& l : leases_.snapshot()) {
+      if (l.lease_owner == "c" && l.checkpoint_owner) return l;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Lease> handed_now() {
+    auto l = leases_.get_lease(handed_->lease_key);
+    return l.ok() ? *l : std::nullopt;
+  }
+
+  Node *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *old_owner_ = nullptr;
+  std::optional<Lease> handed_;
+};
 
 // A worker that stops while a lease is still being handed to it leaves that lease to its old
 // owner, a member still reading it: a write of the receiver would make the old owner's last
 // checkpoint fail (records read twice). The old owner completes the handoff later; the lease
 // then names a worker that left, and the leader, which reads such a lease at each pass, moves
 // it on at once, not at its next scan of the table (lease_scan_interval, 30 s).
-TEST_F(LeaderAssignmentTest, AReceiverThatStopsMidHandoffLeavesTheLeaseToItsOldOwner) {
-  testing::add_free_leases(leases_, 4);
-  Node& a = start("a");
-  Node& b = start("b");
-  ASSERT_TRUE(run_until([&] { return a.held() == 2 && b.held() == 2; }, 15s));
-  a.complete_handoffs = b.complete_handoffs = false;  // their processors are slow to stop
-  Node& c = start("c");
-  ASSERT_TRUE(run_until([&] { return handing_to(leases_, "c").has_value(); }, 15s));
-  const Lease handed = *handing_to(leases_, "c");
-  Node& old_owner = node(*handed.checkpoint_owner);
-  c.agent->drain();
+TEST_F(MidHandoffTest, AReceiverThatStopsLeavesTheLeaseToItsOldOwner) {
+  c_->agent->drain();
   run_for(500ms);
-  ASSERT_TRUE(c.coordinator->release_all().ok());
-  c.running = false;
-  ASSERT_TRUE(c.agent->leave().ok());
-  auto left = leases_.get_lease(handed.lease_key);
-  ASSERT_TRUE(left.ok() && left->has_value());
-  EXPECT_EQ((*left)->checkpoint_owner, handed.checkpoint_owner)
+  ASSERT_TRUE(c_->coordinator->release_all().ok());
+  c_->running = false;
+  ASSERT_TRUE(c_->agent->leave().ok());
+  const std::optional<Lease> left = handed_now();
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->checkpoint_owner, handed_->checkpoint_owner)
       << "the handoff was not left to the old owner, which still reads the shard";
 
-  old_owner.complete_handoffs = true;  // its processor checkpoints and lets go
+  old_owner_->complete_handoffs = true;  // its processor checkpoints and lets go
   const auto completing = clock_.now();
   auto moved_on = [&] {
-    auto l = leases_.get_lease(handed.lease_key);
-    return l.ok() && l->has_value() && (**l).lease_owner && *(**l).lease_owner != "c" &&
-           !(**l).checkpoint_owner && a.held() + b.held() == 4;
+    const std::optional<Lease> l = handed_now();
+    return l && l->lease_owner && *l->lease_owner != "c" && !l->checkpoint_owner &&
+           a_->held() + b_->held() == 4;
   };
   ASSERT_TRUE(run_until(moved_on, 40s));
   const auto took = clock_.now() - completing;
@@ -445,33 +459,24 @@ TEST_F(LeaderAssignmentTest, AReceiverThatStopsMidHandoffLeavesTheLeaseToItsOldO
 // receiver stops: nobody would complete the handoff, so the receiver hands the lease back and
 // the fleet, stopped, leaves no lease owned (seen once in CI as "still owned" after every
 // worker exited).
-TEST_F(LeaderAssignmentTest, AReceiverThatStopsMidHandoffFromAWorkerGoneHandsTheLeaseBack) {
-  testing::add_free_leases(leases_, 4);
-  Node& a = start("a");
-  Node& b = start("b");
-  ASSERT_TRUE(run_until([&] { return a.held() == 2 && b.held() == 2; }, 15s));
-  a.complete_handoffs = b.complete_handoffs = false;
-  Node& c = start("c");
-  ASSERT_TRUE(run_until([&] { return handing_to(leases_, "c").has_value(); }, 15s));
-  const Lease handed = *handing_to(leases_, "c");
-  Node& old_owner = node(*handed.checkpoint_owner);
-  old_owner.running = false;
+TEST_F(MidHandoffTest, AReceiverThatStopsWhenTheOldOwnerIsGoneHandsTheLeaseBack) {
+  old_owner_->running = false;
   auto view = coordination_.read_all(Consistency::kStrong);
   ASSERT_TRUE(view.ok());
   for (const WorkerEntry& w : view->workers) {
-    if (w.worker_id == old_owner.id) {
+    if (w.worker_id == old_owner_->id) {
       ASSERT_TRUE(coordination_.fence_worker(w).ok());
     }
   }
   // The receiver stops before any leader pass sees the old owner gone.
-  c.agent->drain();
-  ASSERT_TRUE(c.coordinator->release_all().ok());
-  c.running = false;
-  ASSERT_TRUE(c.agent->leave().ok());
-  auto left = leases_.get_lease(handed.lease_key);
-  ASSERT_TRUE(left.ok() && left->has_value());
-  EXPECT_FALSE((**left).lease_owner.has_value()) << "still owned by " << *(**left).lease_owner;
-  EXPECT_FALSE((**left).checkpoint_owner.has_value());
+  c_->agent->drain();
+  ASSERT_TRUE(c_->coordinator->release_all().ok());
+  c_->running = false;
+  ASSERT_TRUE(c_->agent->leave().ok());
+  const std::optional<Lease> left = handed_now();
+  ASSERT_TRUE(left.has_value());
+  EXPECT_FALSE(left->lease_owner.has_value()) << "still owned by " << *left->lease_owner;
+  EXPECT_FALSE(left->checkpoint_owner.has_value());
   EXPECT_EQ(violations_, 0);
 }
 
