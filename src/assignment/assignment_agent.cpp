@@ -9,6 +9,16 @@ namespace kcl::assignment {
 
 using std::chrono::milliseconds;
 
+namespace {
+
+// Whether `worker` is a member that is not stopping: one that still reads its leases.
+bool reads_leases(const coordination::CoordinationView& view, const std::string& worker) {
+  return std::any_of(view.workers.begin(), view.workers.end(),
+                     [&](const auto& w) { return w.worker_id == worker && !w.draining; });
+}
+
+}  // namespace
+
 AssignmentAgent::AssignmentAgent(coordination::CoordinationStore& coordination,
                                  leases::LeaseStore& leases, leases::HeldLeases& held,
                                  MembershipHold& hold, leases::LoadMeter* load,
@@ -412,19 +422,35 @@ CallTask<Status> AssignmentAgent::hand_back_unread() {
   auto handing_over = co_await adopter_.hand_back_unread();
   if (!handing_over.ok()) co_return handing_over.status();
   if (handing_over->empty()) co_return Status::Ok();
-  auto view = co_await call(runner_, Lane::kPoll, [this] {
-    return coordination_.read_all(coordination::Consistency::kEventual);
-  });
+  const auto view = co_await read_workers();
   for (const LeaseAdopter::HandingOver& h : *handing_over) {
-    const bool reading =
-        view.ok() && std::any_of(view->workers.begin(), view->workers.end(), [&](const auto& w) {
-          return w.worker_id == h.from && !w.draining;
-        });
-    if (reading) continue;
+    if (view.ok() && reads_leases(*view, h.from)) continue;
     Status s = co_await adopter_.hand_back(h.key);
     if (!s.ok()) co_return s.with_context("handing back " + h.key + ": ");
   }
   co_return Status::Ok();
+}
+
+// The old owner's side of a fleet stopped mid-handoff (hand_back_unread() is the receiver's):
+// whichever of the two stops last sees the other stopping or gone and frees the lease. Only a
+// stop whose release completed a handoff reads the workers.
+CallTask<Status> AssignmentAgent::release_task() {
+  std::vector<std::string> handed_over;
+  Status first = co_await call(runner_, Lane::kPoll,
+                               [this, &handed_over] { return held_.release_all(&handed_over); });
+  if (handed_over.empty()) co_return first;
+  const auto view = co_await read_workers();
+  if (!view.ok()) co_return first;  // the handoffs stand: their receivers adopt them
+  Status s = co_await adopter_.free_unread(std::move(handed_over), [&](const std::string& worker) {
+    return reads_leases(*view, worker);
+  });
+  co_return first.ok() ? s : first;
+}
+
+CallTask<Result<coordination::CoordinationView>> AssignmentAgent::read_workers() {
+  co_return co_await call(runner_, Lane::kPoll, [this] {
+    return coordination_.read_all(coordination::Consistency::kEventual);
+  });
 }
 
 }  // namespace kcl::assignment

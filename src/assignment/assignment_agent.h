@@ -89,12 +89,17 @@ class AssignmentAgent {
   // Graceful shutdown begins: nothing more is adopted, and the leader learns at once (a
   // heartbeat) that this worker takes nothing more.
   CallTask<Done> drain_task();
+  // Once the consumers stopped: every held lease is handed back (HeldLeases::release_all(); a
+  // handoff in progress completes), and a lease handed off to a worker that is gone or
+  // stopping too is freed (LeaseAdopter::free_unread).
+  CallTask<Status> release_task();
   CallTask<Status> leave_task();
   // The same, run inline (no call runner): tests and the simulation.
   Clock::MonoTime heartbeat_step() { return heartbeat_task().run_inline(); }
   Clock::MonoTime poll_step() { return poll_task().run_inline(); }
   Clock::MonoTime leader_step() { return leader_task().run_inline(); }
   void drain() { (void)drain_task().run_inline(); }
+  Status release_all() { return release_task().run_inline(); }
   Status leave() { return leave_task().run_inline(); }
   // Where the calls run (the coordinator); null runs them inline.
   void set_call_runner(CallRunner* runner);
@@ -125,6 +130,8 @@ class AssignmentAgent {
   CallTask<Done> poll_handoffs();
   // The leases the table gives this worker at its stop, handed back (leave()).
   CallTask<Status> hand_back_unread();
+  // The workers' entries (an eventually consistent read), for a stop's hand-backs.
+  CallTask<Result<coordination::CoordinationView>> read_workers();
   CallTask<bool> discover_leases();
   bool observe_lock(const std::optional<coordination::LeaderEntry>& seen,
                     const std::string& incarnation, Clock::MonoTime now);

@@ -19,8 +19,7 @@
 // of a shard uses, with their hold rule as its HoldPolicy.
 //
 // A worker's part: make_assignment(), prepare() (tables), start() (threads); at a graceful
-// stop drain(), then stop its consumers (final checkpoints), held().release_all(), stop(),
-// leave().
+// stop drain(), then stop its consumers (final checkpoints), release_all(), stop(), leave().
 //
 // Thread safety: prepare/start/drain/stop/leave from the worker's controlling thread, in that
 // order; held(), leases_changed() and report() from any thread.
@@ -96,6 +95,10 @@ class AssignmentStrategy {
   virtual void drain() = 0;
   // This worker created or deleted leases (a shard sync): the strategy looks at the table.
   virtual void leases_changed() = 0;
+  // Once the consumers stopped at a graceful stop: hands back every held lease (a handoff
+  // in progress completes; leader-based, a lease handed off to a worker that is gone or
+  // stopping too is freed, so a fleet stopped together leaves no lease owned).
+  virtual Status release_all() { return held().release_all(); }
   // Ends the threads (a step in progress finishes). Releases nothing.
   virtual void stop() = 0;
   // The last step of a graceful stop, after the leases were handed back and stop().

@@ -26,6 +26,15 @@ void LeaderAssignment::drain() {
   coordinator_.run_and_wait([this] { return agent_.drain_task(); });
 }
 
+Status LeaderAssignment::release_all() {
+  Status released;
+  coordinator_.run_and_wait([this, &released]() -> CallTask<Done> {
+    released = co_await agent_.release_task();
+    co_return Done{};
+  });
+  return released;
+}
+
 // The agent's state is the caller's again once the coordinator stopped: leave() runs inline.
 void LeaderAssignment::stop() {
   coordinator_.stop();

@@ -27,6 +27,7 @@ class LeaderAssignment final : public AssignmentStrategy {
   Status prepare() override { return coordination_->create_table_if_not_exists(); }
   void start() override;
   void drain() override;
+  Status release_all() override;
   void leases_changed() override { (void)coordination_->note_leases_changed(); }
   void stop() override;
   Status leave() override { return agent_.leave(); }

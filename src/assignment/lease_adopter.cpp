@@ -244,6 +244,11 @@ CallTask<Result<std::vector<LeaseAdopter::HandingOver>>> LeaseAdopter::hand_back
 // starts from the last checkpoint), the second removes leaseOwner. A condition that fails means
 // the lease moved meanwhile (the old owner completed the handoff): it is read again.
 CallTask<Status> LeaseAdopter::hand_back(std::string key, std::optional<Lease> seen) {
+  co_return co_await hand_back_for(worker_id(), std::move(key), std::move(seen));
+}
+
+CallTask<Status> LeaseAdopter::hand_back_for(std::string owner, std::string key,
+                                             std::optional<Lease> seen) {
   std::optional<Lease> current = std::move(seen);
   for (int failed = 0;;) {
     if (!current) {
@@ -252,7 +257,7 @@ CallTask<Status> LeaseAdopter::hand_back(std::string key, std::optional<Lease> s
       current = std::move(*read);
       if (!current) co_return Status::Ok();
     }
-    if (current->lease_owner != worker_id()) co_return Status::Ok();
+    if (current->lease_owner != owner) co_return Status::Ok();
     auto done = co_await call(runner_, Lane::kPoll,
                               [this, &current] { return store_.evict_lease(*current); });
     if (done.ok()) {
@@ -266,6 +271,19 @@ CallTask<Status> LeaseAdopter::hand_back(std::string key, std::optional<Lease> s
     }
     current.reset();
   }
+}
+
+CallTask<Status> LeaseAdopter::free_unread(std::vector<std::string> keys,
+                                           std::function<bool(const std::string&)> reads) {
+  for (const std::string& key : keys) {
+    auto read = co_await get_lease(key);
+    if (!read.ok()) co_return read.status().with_context("reading lease " + key + ": ");
+    const std::optional<Lease>& lease = *read;
+    if (!lease || !lease->lease_owner || reads(*lease->lease_owner)) continue;
+    Status s = co_await hand_back_for(*lease->lease_owner, key, *lease);
+    if (!s.ok()) co_return s.with_context("freeing " + key + ": ");
+  }
+  co_return Status::Ok();
 }
 
 void LeaseAdopter::membership_ended(const Status& why) {

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -94,6 +95,12 @@ class LeaseAdopter {
   // one still being handed over to it included: so a fleet stopped at any moment leaves no
   // lease owned.
   CallTask<Status> hand_back(std::string key, std::optional<Lease> seen = std::nullopt);
+  // A graceful stop's last look at the leases this worker was handing off (`keys`), once
+  // HeldLeases::release_all() completed their handoffs: each that the table now gives to a
+  // worker for which `reads` is false (gone, or stopping itself) is freed, as its receiver
+  // would hand it back: nobody else would (a fleet stopped while a lease was being handed).
+  CallTask<Status> free_unread(std::vector<std::string> keys,
+                               std::function<bool(const std::string& worker)> reads);
   bool taking_stopped() const { return stopped_.load(); }
 
  private:
@@ -114,6 +121,8 @@ class LeaseAdopter {
   // false when the store failed.
   CallTask<bool> evict(Lease lease, LookResult& result);
   CallTask<Result<std::optional<Lease>>> get_lease(std::string key);
+  // hand_back() for the worker `owner` the table gives the lease to.
+  CallTask<Status> hand_back_for(std::string owner, std::string key, std::optional<Lease> seen);
   const std::string& worker_id() const { return config_.worker_id; }
 
   leases::HeldLeases& held_;

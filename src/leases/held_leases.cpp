@@ -424,7 +424,7 @@ Status HeldLeases::release(std::string_view lease_key) {
   return released.status();
 }
 
-Status HeldLeases::release_all() {
+Status HeldLeases::release_all(std::vector<std::string>* handed_over) {
   std::vector<std::shared_ptr<Held>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -432,8 +432,15 @@ Status HeldLeases::release_all() {
   }
   Status first;
   for (const auto& h : all) {
-    Status s = release(h->lease.lease_key);
-    if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
+    std::vector<PendingLoss> losses;  // none: a release reports no loss
+    auto released =
+        write_held(h->lease.lease_key, WriteKind::kRelease, nullptr, std::nullopt, losses);
+    if (released.ok()) {
+      if (handed_over && released->lease_owner) handed_over->push_back(released->lease_key);
+      continue;
+    }
+    const Status& s = released.status();
+    if (s.code() != StatusCode::kLeaseLost) {
       if (first.ok()) first = s;
       drop_held(h);  // it expires by this worker's silence
     }

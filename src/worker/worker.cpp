@@ -495,7 +495,7 @@ void Worker::Impl::graceful_stop() {
   log(LogLevel::kInfo, "shutting down: no more leases will be taken");
   assignment_->drain();  // nothing more is taken or assigned to this worker
   stop_consumers();
-  Status released = assignment_->held().release_all();
+  Status released = assignment_->release_all();
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
   assignment_->stop();
   if (Status left = assignment_->leave(); !left.ok()) {

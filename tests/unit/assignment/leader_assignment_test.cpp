@@ -132,6 +132,15 @@ class LeaderAssignmentTest : public ::testing::Test {
   void run_for(std::chrono::milliseconds d) {
     (void)run_until([] { return false; }, d);
   }
+  // A graceful stop as the worker makes it: drain, the consumers stopping for `consumers`
+  // (the steps go on meanwhile), the leases handed back, leave.
+  void stop(Node& n, std::chrono::milliseconds consumers = 0ms) {
+    n.agent->drain();
+    run_for(consumers);
+    ASSERT_TRUE(n.agent->release_all().ok());
+    n.running = false;
+    ASSERT_TRUE(n.agent->leave().ok());
+  }
   std::size_t total_gains() const {
     std::size_t n = 0;
     for (auto& node : nodes_) n += node->listener.gained.size();
@@ -382,7 +391,7 @@ TEST_P(FleetStopTest, AFleetStoppedWhileADeadWorkersLeasesMoveLeavesNoLeaseOwned
   for (Node* n : stopping) n->agent->drain();
   run_for(1500ms);  // the consumers stop meanwhile; the steps go on
   for (Node* n : stopping) {
-    ASSERT_TRUE(n->coordinator->release_all().ok());
+    ASSERT_TRUE(n->agent->release_all().ok());
     n->running = false;
   }
   for (Node* n : stopping) EXPECT_TRUE(n->agent->leave().ok());
@@ -432,11 +441,7 @@ class MidHandoffTest : public LeaderAssignmentTest {
 // then names a worker that left, and the leader, which reads such a lease at each pass, moves
 // it on at once, not at its next scan of the table (lease_scan_interval, 30 s).
 TEST_F(MidHandoffTest, AReceiverThatStopsLeavesTheLeaseToItsOldOwner) {
-  c_->agent->drain();
-  run_for(500ms);
-  ASSERT_TRUE(c_->coordinator->release_all().ok());
-  c_->running = false;
-  ASSERT_TRUE(c_->agent->leave().ok());
+  ASSERT_NO_FATAL_FAILURE(stop(*c_, 500ms));
   const std::optional<Lease> left = handed_now();
   ASSERT_TRUE(left.has_value());
   EXPECT_EQ(left->checkpoint_owner, handed_->checkpoint_owner)
@@ -469,14 +474,44 @@ TEST_F(MidHandoffTest, AReceiverThatStopsWhenTheOldOwnerIsGoneHandsTheLeaseBack)
     }
   }
   // The receiver stops before any leader pass sees the old owner gone.
-  c_->agent->drain();
-  ASSERT_TRUE(c_->coordinator->release_all().ok());
-  c_->running = false;
-  ASSERT_TRUE(c_->agent->leave().ok());
+  ASSERT_NO_FATAL_FAILURE(stop(*c_));
   const std::optional<Lease> left = handed_now();
   ASSERT_TRUE(left.has_value());
   EXPECT_FALSE(left->lease_owner.has_value()) << "still owned by " << *left->lease_owner;
   EXPECT_FALSE(left->checkpoint_owner.has_value());
+  EXPECT_EQ(violations_, 0);
+}
+
+// A fleet stopped while a lease is being handed: the receiver stops first and leaves the lease
+// to its old owner, which still reads it; the old owner, stopping later, completes the handoff
+// as it hands its leases back and then finds the receiver gone, so it frees the lease instead
+// of leaving it in the name of a worker that left (the next fleet would wait the failover
+// time for it).
+TEST_F(MidHandoffTest, AFleetStoppedWhileALeaseIsHandedLeavesNoLeaseOwned) {
+  ASSERT_NO_FATAL_FAILURE(stop(*c_, 500ms));
+  ASSERT_EQ(handed_now()->checkpoint_owner, handed_->checkpoint_owner);
+  for (Node* n : {a_, b_}) n->agent->drain();
+  for (Node* n : {a_, b_}) {
+    ASSERT_TRUE(n->agent->release_all().ok());
+    n->running = false;
+  }
+  for (Node* n : {a_, b_}) EXPECT_TRUE(n->agent->leave().ok());
+  for (const Lease& l : leases_.snapshot()) {
+    EXPECT_FALSE(l.lease_owner.has_value()) << l.lease_key << " still owned by " << *l.lease_owner;
+    EXPECT_FALSE(l.checkpoint_owner.has_value()) << l.lease_key;
+  }
+  EXPECT_EQ(violations_, 0);
+}
+
+// The same stop the other way round: the old owner stops first while the receiver goes on;
+// the handoff completes and the receiver reads the lease (nothing is freed under it).
+TEST_F(MidHandoffTest, AnOldOwnerThatStopsCompletesTheHandoffToALiveReceiver) {
+  ASSERT_NO_FATAL_FAILURE(stop(*old_owner_));
+  const std::optional<Lease> left = handed_now();
+  ASSERT_TRUE(left.has_value());
+  EXPECT_EQ(left->lease_owner, "c") << "the handoff to a live receiver was undone";
+  EXPECT_FALSE(left->checkpoint_owner.has_value());
+  ASSERT_TRUE(run_until([&] { return c_->coordinator->holds(handed_->lease_key); }, 10s));
   EXPECT_EQ(violations_, 0);
 }
 
@@ -487,7 +522,7 @@ TEST_F(LeaderAssignmentTest, AGracefulLeaveHandsEverythingOverAtOnce) {
   ASSERT_TRUE(run_until([&] { return a.held() == 3 && b.held() == 3; }, 15s));
   Node& leaving = b.agent->leading() ? b : a;  // the leader leaves: the harder case
   Node& staying = &leaving == &a ? b : a;
-  ASSERT_TRUE(leaving.coordinator->release_all().ok());
+  ASSERT_TRUE(leaving.agent->release_all().ok());
   leaving.running = false;
   const double lost_before = metrics_.count_of("leader.lost");
   ASSERT_TRUE(leaving.agent->leave().ok());
