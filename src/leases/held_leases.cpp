@@ -192,17 +192,30 @@ Status HeldLeases::give_up(WriteContext& w, std::string why) {
 }
 
 // Re-reads the lease (consistent read). Still ours (as owner, or as checkpoint owner while a
-// handoff is pending): the counter, checkpoint and pending checkpoint in the table moved only
-// through this worker's own writes whose results it did not see, or through the leader
-// starting a handoff, which moves only the owners. Writes of this worker to this lease are
-// serialized by write_mu, so nothing else of ours is in flight: adopt what the table holds.
-// The deadline is not extended by the unseen write. Otherwise the lease is lost.
+// handoff is pending) and its counter at most one past the one held: the counter, checkpoint
+// and pending checkpoint in the table moved only through this worker's own write whose result
+// it did not see, or through the leader starting a handoff, which moves only the owners.
+// Writes of this worker to this lease are serialized by write_mu, and each is conditional on
+// the counter held until a re-read, so at most one of them lands unseen: adopt what the table
+// holds. The deadline is not extended by the unseen write. A counter further on means the
+// lease was held by another worker meanwhile and came back to this one (taken for another
+// while this worker re-registered, say, then handed back): what this tenure read since is not
+// its to checkpoint, so the lease is lost (the table still gives it to this worker, whose
+// next look takes it again as a new tenure, starting from the table's checkpoint). Otherwise
+// the lease is lost too.
 Result<Lease> HeldLeases::reread_held(WriteContext& w) {
   const std::string& key = w.current.lease_key;
   auto fresh = store_.get_lease(key);
   if (!fresh.ok()) return fresh.status();
   if (!fresh->has_value()) return give_up(w, "the lease for " + key + " no longer exists");
   const Lease& now_in_table = **fresh;
+  if (now_in_table.actual_owner() == worker_id() &&
+      now_in_table.lease_counter > w.current.lease_counter + 1) {
+    return give_up(w, "the lease for " + key + " was held by another worker meanwhile " +
+                          "(leaseCounter " + std::to_string(w.current.lease_counter) + " -> " +
+                          std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
+                          " takes it again as a new tenure");
+  }
   if (now_in_table.actual_owner() == worker_id()) {
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -367,6 +367,37 @@ TEST_F(CoordinatorTest, OwnUnseenWriteIsAdoptedNotMistakenForALoss) {
   EXPECT_TRUE(la.lost().empty());
 }
 
+// A lease that passed through another worker's tenure and came back to this one while this
+// worker did not look (taken for another, written by it, then given back to this worker's id:
+// a leader that took it for another just as this worker registered again, then handed it
+// back). The table names this worker, but what it read since its own take is not its to
+// checkpoint: the write is refused as lost, not adopted as an unseen write of its own.
+TEST_F(CoordinatorTest, ALeaseThatWasHeldByAnotherMeanwhileIsLostNotAdopted) {
+  add_free_leases(store_, 1);
+  auto a = make("A");
+  RecordingListener la;
+  a->set_listener(&la);
+  ASSERT_EQ(a->run_take_pass().taken.size(), 1u);
+  const std::string key = shard(0);
+  auto taken_for_b = store_.take_lease(*store_.peek(key), "B");
+  ASSERT_TRUE(taken_for_b.ok());
+  CheckpointFields bs;
+  bs.checkpoint = ExtendedSequenceNumber("500");
+  ASSERT_TRUE(store_.update_checkpoint(*taken_for_b, bs).ok());
+  ASSERT_TRUE(store_.take_lease(*store_.peek(key), "A").ok());  // given back to A's id
+  const Lease before = *store_.peek(key);
+  ASSERT_EQ(before.lease_owner, "A");
+  CheckpointFields fields;
+  fields.checkpoint = ExtendedSequenceNumber("42");
+  auto written = a->update_checkpoint(key, fields);
+  ASSERT_FALSE(written.ok()) << "a checkpoint of the earlier tenure was accepted";
+  EXPECT_EQ(written.status().code(), StatusCode::kLeaseLost);
+  EXPECT_NE(written.status().message().find("held by another worker meanwhile"), std::string::npos)
+      << written.status();
+  EXPECT_EQ(*store_.peek(key), before) << "the earlier tenure wrote nothing";
+  EXPECT_EQ(la.lost(), std::vector<std::string>{key});
+}
+
 TEST_F(CoordinatorTest, DeletedLeaseIsLost) {
   add_free_leases(store_, 1);
   auto a = make("A");
