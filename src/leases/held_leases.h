@@ -21,10 +21,13 @@
 // worker's writes to one lease are serialized (a per-lease mutex), so its own renewal and
 // checkpoint never race each other's condition. When a condition fails, the lease is re-read
 // (consistently): if this worker is still its actual owner (leaseOwner, or checkpointOwner
-// while a handoff it gives is pending), only its own writes whose answers it did not see
-// moved the counter (a timeout after DynamoDB applied the write) or the leader started a
-// handoff (which moves only the owners): the stored lease is adopted and the write retried;
-// otherwise the lease is lost and the caller gets kLeaseLost naming the new owner. Failed
+// while a handoff it gives is pending) and the counter is at most one past the one held, only
+// its own write whose answer it did not see moved the counter (a timeout after DynamoDB
+// applied the write; the writes after it are conditional on the same counter, so one lands at
+// most) or the leader started a handoff (which moves only the owners): the stored lease is
+// adopted and the write retried. A counter further on means another worker held the lease
+// meanwhile and it came back to this one's id: lost, as is a lease another worker owns, and
+// the caller gets kLeaseLost naming why. Failed
 // writes, and writes of unknown outcome, never extend the hold. Whoever takes a lease over
 // does so only after this worker's hold has ended by the policy's rule (assignment/
 // assignment_strategy.h states each strategy's side), so a worker acting on a lease it holds is
