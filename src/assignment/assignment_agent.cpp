@@ -447,9 +447,12 @@ CallTask<Status> AssignmentAgent::release_task() {
   co_return first.ok() ? s : first;
 }
 
+// Strongly consistent: the two workers of a handoff each stop on what they read of the other,
+// and a lagging replica could hide the other's draining from both (once per stop, and only
+// when a handoff was in progress).
 CallTask<Result<coordination::CoordinationView>> AssignmentAgent::read_workers() {
   co_return co_await call(runner_, Lane::kPoll, [this] {
-    return coordination_.read_all(coordination::Consistency::kEventual);
+    return coordination_.read_all(coordination::Consistency::kStrong);
   });
 }
 

@@ -130,7 +130,7 @@ class AssignmentAgent {
   CallTask<Done> poll_handoffs();
   // The leases the table gives this worker at its stop, handed back (leave()).
   CallTask<Status> hand_back_unread();
-  // The workers' entries (an eventually consistent read), for a stop's hand-backs.
+  // The workers' entries (a strongly consistent read), for a stop's hand-backs.
   CallTask<Result<coordination::CoordinationView>> read_workers();
   CallTask<bool> discover_leases();
   bool observe_lock(const std::optional<coordination::LeaderEntry>& seen,
