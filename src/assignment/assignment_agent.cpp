@@ -435,7 +435,7 @@ CallTask<Status> AssignmentAgent::hand_back_unread() {
 // whichever of the two stops last sees the other stopping or gone and frees the lease. Only a
 // stop whose release completed a handoff reads the workers.
 CallTask<Status> AssignmentAgent::release_task() {
-  std::vector<std::string> handed_over;
+  std::vector<Lease> handed_over;
   Status first = co_await call(runner_, Lane::kPoll,
                                [this, &handed_over] { return held_.release_all(&handed_over); });
   if (handed_over.empty()) co_return first;

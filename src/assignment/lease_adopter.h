@@ -95,11 +95,11 @@ class LeaseAdopter {
   // one still being handed over to it included: so a fleet stopped at any moment leaves no
   // lease owned.
   CallTask<Status> hand_back(std::string key, std::optional<Lease> seen = std::nullopt);
-  // A graceful stop's last look at the leases this worker was handing off (`keys`), once
-  // HeldLeases::release_all() completed their handoffs: each that the table now gives to a
+  // A graceful stop's last look at the leases this worker was handing off, as
+  // HeldLeases::release_all() wrote them when it completed their handoffs: each given to a
   // worker for which `reads` is false (gone, or stopping itself) is freed, as its receiver
   // would hand it back: nobody else would (a fleet stopped while a lease was being handed).
-  CallTask<Status> free_unread(std::vector<std::string> keys,
+  CallTask<Status> free_unread(std::vector<Lease> handed_over,
                                std::function<bool(const std::string& worker)> reads);
   bool taking_stopped() const { return stopped_.load(); }
 

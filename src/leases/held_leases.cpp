@@ -209,14 +209,13 @@ Result<Lease> HeldLeases::reread_held(WriteContext& w) {
   if (!fresh.ok()) return fresh.status();
   if (!fresh->has_value()) return give_up(w, "the lease for " + key + " no longer exists");
   const Lease& now_in_table = **fresh;
-  if (now_in_table.actual_owner() == worker_id() &&
-      now_in_table.lease_counter > w.current.lease_counter + 1) {
-    return give_up(w, "the lease for " + key + " was held by another worker meanwhile " +
-                          "(leaseCounter " + std::to_string(w.current.lease_counter) + " -> " +
-                          std::to_string(now_in_table.lease_counter) + "); worker " + worker_id() +
-                          " takes it again as a new tenure");
-  }
   if (now_in_table.actual_owner() == worker_id()) {
+    if (now_in_table.lease_counter > w.current.lease_counter + 1) {
+      return give_up(w, "the lease for " + key + " was held by another worker meanwhile " +
+                            "(leaseCounter " + std::to_string(w.current.lease_counter) + " -> " +
+                            std::to_string(now_in_table.lease_counter) + "); worker " +
+                            worker_id() + " takes it again as a new tenure");
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = held_.find(key);
@@ -437,7 +436,7 @@ Status HeldLeases::release(std::string_view lease_key) {
   return released.status();
 }
 
-Status HeldLeases::release_all(std::vector<std::string>* handed_over) {
+Status HeldLeases::release_all(std::vector<Lease>* handed_over) {
   std::vector<std::shared_ptr<Held>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -449,7 +448,7 @@ Status HeldLeases::release_all(std::vector<std::string>* handed_over) {
     auto released =
         write_held(h->lease.lease_key, WriteKind::kRelease, nullptr, std::nullopt, losses);
     if (released.ok()) {
-      if (handed_over && released->lease_owner) handed_over->push_back(released->lease_key);
+      if (handed_over && released->lease_owner) handed_over->push_back(*std::move(released));
       continue;
     }
     const Status& s = released.status();

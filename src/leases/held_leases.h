@@ -162,9 +162,9 @@ class HeldLeases {
   Status release(std::string_view lease_key);
   // Releases every held lease; returns the first failure other than kLeaseLost. Leases that
   // could not be released are dropped anyway (they expire by their owner's silence). A lease
-  // being handed off (known or found by the release) completes its handoff instead: its key
-  // goes into `handed_over` when given.
-  Status release_all(std::vector<std::string>* handed_over = nullptr);
+  // being handed off (known or found by the release) completes its handoff instead: the lease
+  // as written goes into `handed_over` when given.
+  Status release_all(std::vector<Lease>* handed_over = nullptr);
   // The old owner's last step of a handoff (after the consumer stopped): removes
   // checkpointOwner so the new owner starts. kLeaseLost when the lease was taken meanwhile.
   Status complete_handoff(std::string_view lease_key);
