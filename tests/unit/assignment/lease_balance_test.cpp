@@ -14,7 +14,7 @@ namespace {
 using namespace std::chrono_literals;
 using Kind = SimulationEvent::Kind;
 
-SimulationOptions options(int workers, int shards, std::uint64_t seed) {
+SimulationOptions takes_options(int workers, int shards, std::uint64_t seed) {
   SimulationOptions o;
   o.workers = workers;
   o.shards = shards;
@@ -40,7 +40,7 @@ void expect_converges(const SimulationReport& report, double max_passes) {
 
 TEST(LeaseBalanceTest, ThreeWorkersTenShards) {
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
-    auto report = run_lease_simulation(options(3, 10, seed));
+    auto report = run_lease_simulation(takes_options(3, 10, seed));
     ASSERT_TRUE(report.ok()) << report.status();
     expect_converges(*report, 8);
     EXPECT_EQ(report->phases.back().max_held, 4);
@@ -50,7 +50,7 @@ TEST(LeaseBalanceTest, ThreeWorkersTenShards) {
 
 TEST(LeaseBalanceTest, TenWorkersHundredShards) {
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
-    auto report = run_lease_simulation(options(10, 100, seed));
+    auto report = run_lease_simulation(takes_options(10, 100, seed));
     ASSERT_TRUE(report.ok()) << report.status();
     expect_converges(*report, 8);
     EXPECT_EQ(report->phases.back().max_held, 10);
@@ -60,7 +60,7 @@ TEST(LeaseBalanceTest, TenWorkersHundredShards) {
 
 TEST(LeaseBalanceTest, WorkersJoiningAndLeaving) {
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
-    SimulationOptions o = options(10, 100, seed);
+    SimulationOptions o = takes_options(10, 100, seed);
     o.duration = 60min;
     o.events = {
         {10min, Kind::kJoin, 3, 0ms},   // 13 workers
@@ -78,7 +78,7 @@ TEST(LeaseBalanceTest, WorkersJoiningAndLeaving) {
 }
 
 TEST(LeaseBalanceTest, FewerShardsThanWorkers) {
-  auto report = run_lease_simulation(options(12, 5, 3));
+  auto report = run_lease_simulation(takes_options(12, 5, 3));
   ASSERT_TRUE(report.ok()) << report.status();
   expect_converges(*report, 6);
   EXPECT_EQ(report->phases.back().max_held, 1);
@@ -86,7 +86,7 @@ TEST(LeaseBalanceTest, FewerShardsThanWorkers) {
 }
 
 TEST(LeaseBalanceTest, GracefulLeaveIsTakenOverFasterThanACrash) {
-  SimulationOptions leave = options(4, 40, 9);
+  SimulationOptions leave = takes_options(4, 40, 9);
   leave.duration = 20min;
   leave.events = {{10min, Kind::kLeave, 1, 0ms}};
   SimulationOptions crash = leave;

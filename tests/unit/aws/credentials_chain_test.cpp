@@ -32,7 +32,7 @@ using std::chrono::seconds;
 using test::FakeEnv;
 using test::TempDir;
 
-constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
+using test::kSecret;
 
 // A provider whose answers the test scripts; counts calls; can block inside get().
 class ScriptedProvider final : public CredentialsProvider {

@@ -27,8 +27,8 @@ using kcl::testing::ServedRequest;
 using test::FakeEnv;
 using test::TempDir;
 
-constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
-constexpr const char* kToken = "IQoJb3JpZ2luX2VjEXAMPLETOKENxyz";
+using test::kSecret;
+using test::kToken;
 constexpr const char* kJwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.SIGNATUREjwt";
 constexpr const char* kEcsAuth = "ecs-auth-TOKEN-value-42";
 

@@ -19,10 +19,10 @@ namespace fs = std::filesystem;
 using test::FakeEnv;
 using test::TempDir;
 
-constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
-constexpr const char* kToken = "IQoJb3JpZ2luX2VjEXAMPLETOKENxyz";
+using test::kSecret;
+using test::kToken;
 
-void expect_no_secrets(const Status& s) {
+void expect_no_profile_secrets(const Status& s) {
   const std::string text = s.to_string();
   EXPECT_EQ(text.find(kSecret), std::string::npos) << text;
   EXPECT_EQ(text.find(kToken), std::string::npos) << text;
@@ -81,7 +81,7 @@ TEST(CredentialsEnvTest, HalfConfiguredIsAnErrorWithoutSecrets) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("AWS_ACCESS_KEY_ID"), std::string::npos);
-  expect_no_secrets(r.status());
+  expect_no_profile_secrets(r.status());
 
   env.vars = {{"AWS_ACCESS_KEY_ID", "AKID"}, {"AWS_SECRET_ACCESS_KEY", ""}};  // empty = unset
   r = make_environment_provider(env.lookup())->get();
@@ -198,7 +198,7 @@ TEST_F(CredentialsProfileTest, HalfKeysIsAnErrorWithoutSecrets) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(r.status().message().find("no aws_access_key_id"), std::string::npos);
-  expect_no_secrets(r.status());
+  expect_no_profile_secrets(r.status());
 }
 
 TEST_F(CredentialsProfileTest, UnsupportedSourcesSayWhatToDo) {
@@ -253,7 +253,7 @@ TEST_F(CredentialsProfileTest, CredentialProcessNonZeroExitIsAClearError) {
   EXPECT_NE(r.status().message().find("credential_process of profile 'broken'"), std::string::npos)
       << r.status();
   EXPECT_NE(r.status().message().find("exited with status 3"), std::string::npos) << r.status();
-  expect_no_secrets(r.status());
+  expect_no_profile_secrets(r.status());
 }
 
 TEST_F(CredentialsProfileTest, CredentialProcessBadJsonIsAClearError) {
@@ -264,7 +264,7 @@ TEST_F(CredentialsProfileTest, CredentialProcessBadJsonIsAClearError) {
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
   EXPECT_NE(r.status().message().find("credential_process of profile 'bad'"), std::string::npos);
   EXPECT_NE(r.status().message().find("not a JSON object"), std::string::npos);
-  expect_no_secrets(r.status());
+  expect_no_profile_secrets(r.status());
 }
 
 TEST_F(CredentialsProfileTest, CredentialProcessCommandNotFound) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "aws/http_transport.h"
+#include "aws_test_util.h"
 #include "support/local_http_server.h"
 
 namespace kcl::aws {
@@ -17,10 +18,7 @@ namespace {
 using kcl::testing::CannedResponse;
 using kcl::testing::LocalHttpServer;
 using kcl::testing::ServedRequest;
-
-bool contains(const std::string& haystack, std::string_view needle) {
-  return haystack.find(needle) != std::string::npos;
-}
+using test::contains;
 
 HttpConfig test_config() {
   HttpConfig c;

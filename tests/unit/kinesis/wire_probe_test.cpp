@@ -31,7 +31,7 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-std::string cbor_of(const nlohmann::json& j) {
+std::string cbor_body(const nlohmann::json& j) {
   const std::vector<std::uint8_t> bytes = nlohmann::json::to_cbor(j);
   return std::string(bytes.begin(), bytes.end());
 }
@@ -112,16 +112,16 @@ TEST(CborProbeJudgeTest, NoAnswerMeansJsonWithTheError) {
 
 TEST(CborProbeJudgeTest, ASuccessMustBeOneCborMap) {
   std::string why;
-  const Result<std::string> iterator(cbor_of({{"ShardIterator", "AAAA"}}));
+  const Result<std::string> iterator(cbor_body({{"ShardIterator", "AAAA"}}));
   EXPECT_EQ(judge_cbor_probe(iterator, kCborType, why), Wire::kCbor);
   EXPECT_TRUE(contains(why, "answered in CBOR")) << why;
   // The same answer in JSON, a CBOR array, trailing bytes, a truncated map: JSON.
   EXPECT_EQ(judge_cbor_probe(Result<std::string>(std::string(R"({"ShardIterator":"AAAA"})")),
                              "application/x-amz-json-1.1", why),
             Wire::kJson);
-  EXPECT_EQ(
-      judge_cbor_probe(Result<std::string>(cbor_of(nlohmann::json::array({1, 2}))), kCborType, why),
-      Wire::kJson);
+  EXPECT_EQ(judge_cbor_probe(Result<std::string>(cbor_body(nlohmann::json::array({1, 2}))),
+                             kCborType, why),
+            Wire::kJson);
   EXPECT_TRUE(contains(why, "not one CBOR map")) << why;
   EXPECT_EQ(judge_cbor_probe(Result<std::string>(*iterator + "x"), kCborType, why), Wire::kJson);
   EXPECT_EQ(judge_cbor_probe(Result<std::string>(iterator->substr(0, iterator->size() - 2)),
@@ -160,7 +160,7 @@ class WireProbeTest : public ::testing::Test {
     CannedResponse r;
     r.status = status;
     r.headers = {{"Content-Type", kCborType}};
-    r.body = cbor_of(body);
+    r.body = cbor_body(body);
     return r;
   }
 };

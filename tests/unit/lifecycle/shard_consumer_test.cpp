@@ -54,9 +54,9 @@ struct Script {
   std::vector<Status> checkpoints;  // results of the checkpoints written
 };
 
-class ScriptedProcessor final : public RecordProcessor {
+class ScriptedShardProcessor final : public RecordProcessor {
  public:
-  explicit ScriptedProcessor(Script& s) : s_(s) {}
+  explicit ScriptedShardProcessor(Script& s) : s_(s) {}
   void initialize(const InitializationInput& input) override {
     s_.events.push_back("initialize " + input.starting_position.to_string());
     if (s_.initialize_throws > 0) {
@@ -96,7 +96,7 @@ class ScriptedFactory final : public RecordProcessorFactory {
  public:
   explicit ScriptedFactory(Script& s) : s_(s) {}
   std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<ScriptedProcessor>(s_);
+    return std::make_unique<ScriptedShardProcessor>(s_);
   }
 
  private:

@@ -22,7 +22,7 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-Lease lease(const std::string& key, const std::string& owner) {
+Lease owned_lease(const std::string& key, const std::string& owner) {
   Lease l;
   l.lease_key = key;
   l.lease_owner = owner;
@@ -53,8 +53,8 @@ struct Node {
 class FleetServers : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::vector<Lease> leases = {lease("s1", "A"), lease("s2", "A"), lease("s3", "B"),
-                                       lease("s4", "B")};
+    const std::vector<Lease> leases = {owned_lease("s1", "A"), owned_lease("s2", "A"),
+                                       owned_lease("s3", "B"), owned_lease("s4", "B")};
     for (const char* id : {"A", "B"}) {
       Node& n = nodes_[id];
       StatusServerConfig config;
@@ -165,7 +165,7 @@ TEST_F(FleetServers, WithoutADirectoryTheViewSaysWhyAndKeepsItsOwnFigures) {
   src.worker_id = "solo";
   src.registry = std::make_shared<metrics::MetricsRegistry>();
   src.list_leases = []() -> Result<std::vector<Lease>> {
-    return std::vector<Lease>{lease("s1", "solo"), lease("s2", "other")};
+    return std::vector<Lease>{owned_lease("s1", "solo"), owned_lease("s2", "other")};
   };
   src.health = [] { return HealthState{}; };
   src.peers_note = "none: no directory here";

@@ -145,8 +145,8 @@ TEST(FetcherQueueTest, BatchesCarryMillisBehindAndBytes) {
 
 TEST(FetcherQueueTest, TakeBatchFromAnotherThreadWhileFetching) {
   FetcherHarness h;
-  constexpr std::size_t kRecords = 20000;
-  h.fake->add_records(kRecords);
+  constexpr std::size_t kQueued = 20000;
+  h.fake->add_records(kQueued);
   RetrievalConfig cfg;
   cfg.max_records_per_call = 137;
   cfg.max_prefetch_records = 500;
@@ -157,7 +157,7 @@ TEST(FetcherQueueTest, TakeBatchFromAnotherThreadWhileFetching) {
   std::thread consumer([&] {
     std::size_t next = 0;
     const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (next < kRecords && std::chrono::steady_clock::now() < deadline) {
+    while (next < kQueued && std::chrono::steady_clock::now() < deadline) {
       auto b = f->take_batch();
       if (!b) {
         std::this_thread::yield();
@@ -172,7 +172,7 @@ TEST(FetcherQueueTest, TakeBatchFromAnotherThreadWhileFetching) {
     }
   });
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (taken.load() < kRecords && std::chrono::steady_clock::now() < deadline) {
+  while (taken.load() < kQueued && std::chrono::steady_clock::now() < deadline) {
     FetchStep s = f->fetch_step();
     if (s.wait_for_take) {
       std::this_thread::yield();
@@ -181,7 +181,7 @@ TEST(FetcherQueueTest, TakeBatchFromAnotherThreadWhileFetching) {
     }
   }
   consumer.join();
-  EXPECT_EQ(taken.load(), kRecords);
+  EXPECT_EQ(taken.load(), kQueued);
   EXPECT_FALSE(failed.load());
   EXPECT_LE(f->queued_records(), 0u);
 }

@@ -23,7 +23,7 @@ using test::sid;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-const auto kTimestamp = std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 55);
+using test::kTimestamp;
 
 // ---------------------------------------------------------------------------------------
 // InitialPosition

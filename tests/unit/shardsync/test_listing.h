@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -13,6 +14,10 @@
 #include "kinesis/kinesis_types.h"
 
 namespace kcl::shardsync::test {
+
+// A timestamp the tests start leases at (AT_TIMESTAMP), some 55 years after the epoch.
+inline const auto kTimestamp =
+    std::chrono::system_clock::time_point{} + std::chrono::hours(24 * 365 * 55);
 
 inline std::string sid(int n) {
   std::string digits = std::to_string(n);

@@ -29,7 +29,7 @@ WorkerConfig base_config() {
   return c;
 }
 
-std::string joined(const std::vector<std::string>& problems) {
+std::string joined_problems(const std::vector<std::string>& problems) {
   std::string out;
   for (const std::string& p : problems) out += p + "\n";
   return out;
@@ -140,7 +140,7 @@ TEST(WorkerOptions, NamesAreUniqueAndEachFieldHasTheTablesType) {
 }
 
 TEST(WorkerOptions, TheBaseConfigurationIsValid) {
-  EXPECT_EQ(joined(base_config().validate()), "");
+  EXPECT_EQ(joined_problems(base_config().validate()), "");
 }
 
 // Every absolute bound of the table is validate()'s: the value at the bound passes, one step
@@ -156,7 +156,7 @@ TEST(WorkerOptions, ValidateEnforcesEveryBoundOfTheTable) {
       EXPECT_EQ(any_names(problems, o), !valid)
           << o.name << " = " << v << (valid ? " should pass" : " should be refused")
           << "; problems:\n"
-          << joined(problems);
+          << joined_problems(problems);
       ++bounds;
     };
     if (o.lo_note.empty() && o.lo > -kUnbounded) {
