@@ -197,10 +197,6 @@ class ScriptedTransport final : public HttpTransport {
   std::vector<HttpRequest> sent_;
 };
 
-// Example credentials for the tests that check no secret reaches a message or a log.
-inline constexpr const char* kSecret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYSECRETKEY";
-inline constexpr const char* kToken = "IQoJb3JpZ2luX2VjEXAMPLETOKENxyz";
-
 inline bool contains(const std::string& haystack, std::string_view needle) {
   return haystack.find(needle) != std::string::npos;
 }

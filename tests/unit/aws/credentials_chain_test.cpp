@@ -32,7 +32,7 @@ using std::chrono::seconds;
 using test::FakeEnv;
 using test::TempDir;
 
-using test::kSecret;
+using test::kSecretKey;
 
 // A provider whose answers the test scripts; counts calls; can block inside get().
 class ScriptedProvider final : public CredentialsProvider {
@@ -95,7 +95,7 @@ class ScriptedProvider final : public CredentialsProvider {
 Credentials creds(std::string id, std::optional<std::chrono::system_clock::time_point> exp) {
   Credentials c;
   c.access_key_id = std::move(id);
-  c.secret_access_key = kSecret;
+  c.secret_access_key = kSecretKey;
   c.expiration = exp;
   return c;
 }
@@ -403,12 +403,12 @@ class PublicChainTest : public ::testing::Test {
 
 TEST_F(PublicChainTest, EnvironmentVariables) {
   env_.set("AWS_ACCESS_KEY_ID", "AKIDENV");
-  env_.set("AWS_SECRET_ACCESS_KEY", kSecret);
+  env_.set("AWS_SECRET_ACCESS_KEY", kSecretKey);
   env_.set("AWS_SESSION_TOKEN", "tok");
   auto c = make_default_chain(AwsConfig{}, transport_)->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "AKIDENV");
-  EXPECT_EQ(c->secret_access_key, kSecret);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
   EXPECT_EQ(c->session_token, "tok");
 }
 
@@ -416,7 +416,7 @@ TEST_F(PublicChainTest, NothingFoundAndNoSecretsInTheMessage) {
   env_.set("AWS_PROFILE", "dev");
   dir_.write("config", std::string("[profile dev]\nregion = us-east-1\n[profile other]\n"
                                    "aws_access_key_id = AKIDOTHER\naws_secret_access_key = ") +
-                           kSecret + "\n");
+                           kSecretKey + "\n");
   auto r = make_default_chain(AwsConfig{}, transport_)->get();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
@@ -426,7 +426,7 @@ TEST_F(PublicChainTest, NothingFoundAndNoSecretsInTheMessage) {
                                        0),
             0u)
       << r.status();
-  EXPECT_EQ(r.status().to_string().find(kSecret), std::string::npos);
+  EXPECT_EQ(r.status().to_string().find(kSecretKey), std::string::npos);
 }
 
 TEST_F(PublicChainTest, ImdsThroughALocalServer) {

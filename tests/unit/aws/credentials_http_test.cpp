@@ -27,14 +27,14 @@ using kcl::testing::ServedRequest;
 using test::FakeEnv;
 using test::TempDir;
 
-using test::kSecret;
-using test::kToken;
+using test::kSecretKey;
+using test::kSessionToken;
 constexpr const char* kJwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW0ifQ.SIGNATUREjwt";
 constexpr const char* kEcsAuth = "ecs-auth-TOKEN-value-42";
 
 void expect_no_secrets(const Status& s) {
   const std::string text = s.to_string();
-  for (const char* secret : {kSecret, kToken, kJwt, kEcsAuth}) {
+  for (const char* secret : {kSecretKey, kSessionToken, kJwt, kEcsAuth}) {
     EXPECT_EQ(text.find(secret), std::string::npos) << text;
   }
 }
@@ -69,8 +69,9 @@ std::string iso(std::chrono::system_clock::time_point t) {
 std::string sts_ok(const std::string& key_id, std::chrono::system_clock::time_point expiration) {
   return "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
          "<AssumeRoleWithWebIdentityResult><Credentials><AccessKeyId>" +
-         key_id + "</AccessKeyId><SecretAccessKey>" + kSecret + "</SecretAccessKey><SessionToken>" +
-         kToken + "</SessionToken><Expiration>" + iso(expiration) +
+         key_id + "</AccessKeyId><SecretAccessKey>" + kSecretKey +
+         "</SecretAccessKey><SessionToken>" + kSessionToken + "</SessionToken><Expiration>" +
+         iso(expiration) +
          "</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
          "<ResponseMetadata><RequestId>req-1</RequestId></ResponseMetadata>"
          "</AssumeRoleWithWebIdentityResponse>";
@@ -79,7 +80,7 @@ std::string sts_ok(const std::string& key_id, std::chrono::system_clock::time_po
 std::string metadata_json(const std::string& key_id,
                           std::chrono::system_clock::time_point expiration) {
   return R"({"Code": "Success", "Type": "AWS-HMAC", "AccessKeyId": ")" + key_id +
-         R"(", "SecretAccessKey": ")" + kSecret + R"(", "Token": ")" + kToken +
+         R"(", "SecretAccessKey": ")" + kSecretKey + R"(", "Token": ")" + kSessionToken +
          R"(", "Expiration": ")" + iso(expiration) + R"("})";
 }
 
@@ -120,8 +121,8 @@ TEST_F(CredentialsHttpTest, WebIdentityCallsStsWithTheToken) {
   auto c = make_web_identity_provider({}, env_.lookup(), transport_, clock_)->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "ASIAWEB");
-  EXPECT_EQ(c->secret_access_key, kSecret);
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
+  EXPECT_EQ(c->session_token, kSessionToken);
   ASSERT_TRUE(c->expiration.has_value());
   EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(*c->expiration - expiration).count(),
             0);
@@ -265,8 +266,8 @@ TEST_F(CredentialsHttpTest, ContainerFullUriWithAuthorizationToken) {
   auto c = make_container_provider(env_.lookup(), transport_)->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "ASIAECS");
-  EXPECT_EQ(c->secret_access_key, kSecret);
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
+  EXPECT_EQ(c->session_token, kSessionToken);
   ASSERT_TRUE(c->expiration.has_value());
   auto reqs = ecs.requests();
   ASSERT_EQ(reqs.size(), 1u);
@@ -399,7 +400,7 @@ TEST_F(CredentialsHttpTest, ImdsV2TokenFirstThenRoleThenCredentials) {
   auto c = make_imds_provider(env_.lookup(), transport_)->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "ASIAIMDS1");
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->session_token, kSessionToken);
   ASSERT_TRUE(c->expiration.has_value());
 
   auto reqs = server.requests();

@@ -19,24 +19,24 @@ namespace fs = std::filesystem;
 using test::FakeEnv;
 using test::TempDir;
 
-using test::kSecret;
-using test::kToken;
+using test::kSecretKey;
+using test::kSessionToken;
 
 void expect_no_profile_secrets(const Status& s) {
   const std::string text = s.to_string();
-  EXPECT_EQ(text.find(kSecret), std::string::npos) << text;
-  EXPECT_EQ(text.find(kToken), std::string::npos) << text;
+  EXPECT_EQ(text.find(kSecretKey), std::string::npos) << text;
+  EXPECT_EQ(text.find(kSessionToken), std::string::npos) << text;
 }
 
 // ---- static and environment ----
 
 TEST(CredentialsStaticTest, ReturnsWhatWasConfigured) {
-  auto p = make_static_provider({"AKID", kSecret, kToken});
+  auto p = make_static_provider({"AKID", kSecretKey, kSessionToken});
   auto c = p->get();
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->access_key_id, "AKID");
-  EXPECT_EQ(c->secret_access_key, kSecret);
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
+  EXPECT_EQ(c->session_token, kSessionToken);
   EXPECT_FALSE(c->expiration.has_value());
 
   auto empty = make_static_provider({"AKID", "", ""})->get();
@@ -54,15 +54,15 @@ TEST(CredentialsEnvTest, NotSetIsNotFound) {
 TEST(CredentialsEnvTest, ReadsKeysTokenAndExpiration) {
   FakeEnv env;
   env.vars = {{"AWS_ACCESS_KEY_ID", "AKID"},
-              {"AWS_SECRET_ACCESS_KEY", kSecret},
-              {"AWS_SESSION_TOKEN", kToken},
+              {"AWS_SECRET_ACCESS_KEY", kSecretKey},
+              {"AWS_SESSION_TOKEN", kSessionToken},
               {"AWS_CREDENTIAL_EXPIRATION", "2030-01-01T00:00:00Z"}};
   auto p = make_environment_provider(env.lookup());
   auto c = p->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "AKID");
-  EXPECT_EQ(c->secret_access_key, kSecret);
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
+  EXPECT_EQ(c->session_token, kSessionToken);
   EXPECT_TRUE(c->expiration.has_value());
 
   env.vars.erase("AWS_SESSION_TOKEN");
@@ -76,7 +76,7 @@ TEST(CredentialsEnvTest, ReadsKeysTokenAndExpiration) {
 
 TEST(CredentialsEnvTest, HalfConfiguredIsAnErrorWithoutSecrets) {
   FakeEnv env;
-  env.vars = {{"AWS_SECRET_ACCESS_KEY", kSecret}, {"AWS_SESSION_TOKEN", kToken}};
+  env.vars = {{"AWS_SECRET_ACCESS_KEY", kSecretKey}, {"AWS_SESSION_TOKEN", kSessionToken}};
   auto r = make_environment_provider(env.lookup())->get();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -110,14 +110,14 @@ class CredentialsProfileTest : public ::testing::Test {
 
 TEST_F(CredentialsProfileTest, DefaultProfileFromCredentialsFile) {
   write_credentials(std::string("[default]\naws_access_key_id = AKID\naws_secret_access_key = ") +
-                    kSecret + "\naws_session_token = " + kToken + "\n");
+                    kSecretKey + "\naws_session_token = " + kSessionToken + "\n");
   auto p = provider();
   EXPECT_EQ(p->name(), "shared files (profile default)");
   auto c = p->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "AKID");
-  EXPECT_EQ(c->secret_access_key, kSecret);
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
+  EXPECT_EQ(c->session_token, kSessionToken);
 }
 
 TEST_F(CredentialsProfileTest, NoFilesIsNotFound) {
@@ -193,7 +193,7 @@ TEST_F(CredentialsProfileTest, ProfileWithoutCredentialsIsNotFound) {
 }
 
 TEST_F(CredentialsProfileTest, HalfKeysIsAnErrorWithoutSecrets) {
-  write_credentials(std::string("[default]\naws_secret_access_key = ") + kSecret + "\n");
+  write_credentials(std::string("[default]\naws_secret_access_key = ") + kSecretKey + "\n");
   auto r = provider()->get();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
@@ -219,14 +219,14 @@ TEST_F(CredentialsProfileTest, UnsupportedSourcesSayWhatToDo) {
 TEST_F(CredentialsProfileTest, CredentialProcessSuccess) {
   std::string out = dir_.write(
       "out.json", std::string(R"({"Version": 1, "AccessKeyId": "ASIAPROC", "SecretAccessKey": ")") +
-                      kSecret + R"(", "SessionToken": ")" + kToken +
+                      kSecretKey + R"(", "SessionToken": ")" + kSessionToken +
                       R"(", "Expiration": "2030-01-01T00:00:00Z"})");
   write_config("[profile proc]\ncredential_process = cat '" + out + "'\n");
   auto c = provider("proc")->get();
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->access_key_id, "ASIAPROC");
-  EXPECT_EQ(c->secret_access_key, kSecret);
-  EXPECT_EQ(c->session_token, kToken);
+  EXPECT_EQ(c->secret_access_key, kSecretKey);
+  EXPECT_EQ(c->session_token, kSessionToken);
   ASSERT_TRUE(c->expiration.has_value());
   EXPECT_EQ(*c->expiration, *parse_iso8601("2030-01-01T00:00:00Z"));
 }
@@ -245,7 +245,7 @@ TEST_F(CredentialsProfileTest, CredentialProcessRunsThroughTheShell) {
 TEST_F(CredentialsProfileTest, CredentialProcessNonZeroExitIsAClearError) {
   std::string out = dir_.write(
       "out.json", std::string(R"({"Version": 1, "AccessKeyId": "ASIAPROC", "SecretAccessKey": ")") +
-                      kSecret + R"("})");
+                      kSecretKey + R"("})");
   write_config("[profile broken]\ncredential_process = cat '" + out + "'; exit 3\n");
   auto r = provider("broken")->get();
   ASSERT_FALSE(r.ok());
@@ -257,7 +257,8 @@ TEST_F(CredentialsProfileTest, CredentialProcessNonZeroExitIsAClearError) {
 }
 
 TEST_F(CredentialsProfileTest, CredentialProcessBadJsonIsAClearError) {
-  std::string out = dir_.write("out.txt", std::string("Secret is ") + kSecret + " token " + kToken);
+  std::string out =
+      dir_.write("out.txt", std::string("Secret is ") + kSecretKey + " token " + kSessionToken);
   write_config("[profile bad]\ncredential_process = cat '" + out + "'\n");
   auto r = provider("bad")->get();
   ASSERT_FALSE(r.ok());
