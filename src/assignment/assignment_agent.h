@@ -1,51 +1,25 @@
-// AssignmentAgent: one worker's part in leader-based assignment (LeaseAssignment::kLeader),
-// as three steps written as coroutines (call_task.h) that LeaderAssignment's Coordinator runs
-// on one thread, their DynamoDB calls on I/O lanes (so a slow lease-table scan never delays a
-// heartbeat), and that tests and the simulation run inline on a ManualClock (*_step()):
+// AssignmentAgent: the schedule of one worker's steps in leader-based assignment
+// (LeaseAssignment::kLeader), written as coroutines (call_task.h) that LeaderAssignment's
+// Coordinator runs on one thread and that tests and the simulation run inline (*_step()):
 //
-//  heartbeat_step()  registers or renews the membership (membership.h); on the leader, also
-//                    renews the leader lock (leader_lock.h: a leader that loses its lock, or
-//                    cannot renew it in time, gives up its incarnation, every lease, because
-//                    the next leader may fence that incarnation at once).
-//  poll_step()       finds the leases the table gives this worker (LeaseAdopter::discover: a
-//                    Query of the lease table's owner index) and acts on what differs from
-//                    what it claims; checks handoffs waiting to come in; and takes the lock
-//                    when nobody holds it or it has not moved for failover_time (conditional
-//                    on what was read). While something is in progress (see poll_active) it
-//                    reads the lock, and discovers, every
-//                    poll_interval; otherwise it reads the lock (every idle_poll_interval,
-//                    sooner with many leases: idle_lock_read_interval), every fifth read,
-//                    made or failed, a discover instead (the same half read unit). A lock
-//                    whose attention
-//                    moved (the leader saw a join or a heartbeat overdue, or moved a lease
-//                    of another worker) makes it active at once. Reads are
-//                    eventually consistent, except while confirming a take of the lock whose
-//                    answer was lost, and an entry that reads as gone or replaced is
-//                    confirmed by a strongly consistent read.
-//  leader_step()     on the leader: one LeaseLeader pass; when the pass moved a lease to or
-//                    from this worker, it finds its leases in the table at once (discover,
-//                    the same path as every worker's).
-//
-// Liveness: a lease the table gives a live worker is read within kReadsPerDiscovery (5) of its
-// idle reads of the lock (25 s with the defaults, 7.5 s at a 3 s failover; a read that failed
-// counts, so a worker whose reads of the lock fail still finds it), or a poll_interval while
-// something moves (a call for attention, kept until it lands; a new leader's first pass),
-// whatever became of the leader's calls for attention or the leader itself. A worker whose own
-// renewals have failed for half the slack before its hold lapses adopts nothing new.
+//  heartbeat_step()  registers or renews the membership (membership.h); on the leader, the
+//                    leader lock's renewal holds it instead (leader_lock.h).
+//  poll_step()       finds the leases the table gives this worker (LeaseAdopter::discover)
+//                    and reads the lock, taking it when nobody holds it or it lapsed: every
+//                    poll_interval while something moves (poll_active()); idle, the lock
+//                    within a read budget per held lease, every fifth idle read a discovery
+//                    instead, and active again when the lock's call for attention moves.
+//  leader_step()     on the leader: one LeaseLeader pass, then a discovery when the pass
+//                    moved a lease to or from this worker.
 //
 // Each step returns when it wants to run again. drain() begins a graceful stop (a stopping
-// leader hands the lock over and assigns nothing more); leave() is its last step, after the
-// leases were handed back: the lock is released if still held, the entry removed, and
-// whatever the table gave this worker after its last look handed back.
+// leader hands the lock over and assigns nothing more); release_all() and leave() end it.
+// Why a lease the table gives a live worker is read within a bound, and who owns what:
+// src/assignment/README.md.
 //
-// Thread safety: the agent's state (membership, leader lock, the poll's schedule, the
-// leases being adopted, the leader's view between passes) belongs to the thread that runs its
-// steps: the coordinator (coordinator.h), or the caller of the *_step() functions and of
-// drain()/leave() when no coordinator runs. Its calls touch only their requests and
-// thread-safe stores: reads and the adopter's takes on the poll lane, renewals on the renew
-// lane, the leader's pass on the pass lane. Shared with other threads: the held leases
-// (HeldLeases), the hold basis (MembershipHold), and leading(), leader_terms(),
-// failing_calls(), which any thread may read.
+// Thread safety: the agent's state belongs to the thread that runs its steps (the
+// coordinator, or the caller of *_step(), drain() and leave() when none runs); its calls touch
+// only their requests and thread-safe stores. leading() and failing_calls() from any thread.
 #pragma once
 
 #include <atomic>
@@ -110,7 +84,6 @@ class AssignmentAgent {
 
   bool leading() const { return lock_.leading(); }
   void set_on_leading(std::function<void()> fn) { lock_.set_on_elected(std::move(fn)); }
-  std::uint64_t leader_terms() const { return lock_.terms(); }
   Membership& membership() { return membership_; }
   const LeaseLeader& leader() const { return leader_; }
   LeaseAdopter& adopter() { return adopter_; }

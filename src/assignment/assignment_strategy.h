@@ -1,25 +1,15 @@
-// AssignmentStrategy: who holds which lease, behind one interface the worker owns. Two
-// strategies, chosen once from LeaseConfig::assignment by make_assignment() (the only place
-// that looks at it):
-//
-//  - leader-based (leader_assignment.h): a worker elected through a lock in the
-//    coordination table assigns the leases and moves them by graceful handoffs; each worker
-//    holds all its leases through one heartbeat of its membership entry. Hold rule: a lease
-//    is held until failover_time - lost_lease_margin after the start of the membership's last
-//    successful renewal (the heartbeat, and the lock renewal on the leader); the leader moves
-//    a worker's leases only after fencing its entry, which it does only after seeing it
-//    unchanged for failover_time (membership.h has the argument).
-//  - worker-takes (worker_takes_assignment.h): every worker scans the lease table, takes
-//    free and expired leases, steals to balance and renews each lease it holds (the Java KCL
-//    2.x's way). Hold rule: failover_time - lost_lease_margin after the start of the lease's
-//    own last successful write; others take it only after seeing its counter unchanged for
-//    failover_time (lease_taker.h has the argument).
-//
-// Both fill the same held-lease core (leases/held_leases.h), whose fenced writes every reader
-// of a shard uses, with their hold rule as its HoldPolicy.
-//
-// A worker's part: make_assignment(), prepare() (tables), start() (threads); at a graceful
-// stop drain(), then stop its consumers (final checkpoints), release_all(), stop(), leave().
+// AssignmentStrategy: what a worker asks of the way its leases are shared. Two strategies,
+// chosen once from LeaseConfig::assignment by make_assignment() (the only place that looks at
+// it), both filling the held-lease core (leases/held_leases.h) with their hold rule as its
+// HoldPolicy:
+//  - leader-based (leader_assignment.h): an elected leader assigns the leases and moves them
+//    by graceful handoffs; one heartbeat of the worker's membership entry holds all its
+//    leases (hold rule and safety argument: membership.h).
+//  - worker-takes (worker_takes_assignment.h): every worker takes free and expired leases,
+//    steals to balance and renews each lease it holds, as the Java KCL 2.x does (hold rule
+//    and safety argument: lease_taker.h).
+// A worker calls make_assignment(), prepare(), start(); at a graceful stop drain(), stops its
+// consumers, then release_all(), stop(), leave().
 //
 // Thread safety: prepare/start/drain/stop/leave from the worker's controlling thread, in that
 // order; held(), leases_changed() and report() from any thread.

@@ -94,7 +94,7 @@ CallTask<bool> LeaderLock::try_lead(std::optional<coordination::LeaderEntry> see
   previous_ = ours ? taken_from_ : seen;
   taken_from_.reset();
   leading_.store(true);
-  terms_.fetch_add(1);
+  ++terms_;
   membership_.set_leader_basis(start);
   membership_.set_held_by_lock(true);
   metrics_.count("leader.elected", 1, {});

@@ -16,7 +16,7 @@
 //
 // Thread safety: belongs to the thread that runs the agent's steps (the coordinator); its
 // calls run on the renew lane (renewals, release) and the poll lane (a take, as the read that
-// decided it). leading() and terms() may be read from any thread.
+// decided it). leading() may be read from any thread.
 #pragma once
 
 #include <atomic>
@@ -73,7 +73,7 @@ class LeaderLock {
 
   bool held() const { return held_.has_value(); }
   bool leading() const { return leading_.load(); }
-  std::uint64_t terms() const { return terms_.load(); }
+  std::uint64_t terms() const { return terms_; }
   // A take of the lock whose answer was lost is being confirmed (read the lock strongly).
   bool confirming_take() const { return taken_from_.has_value(); }
   // The holder this worker took the lock from, for the new term's first pass to fence.
@@ -103,9 +103,9 @@ class LeaderLock {
   std::optional<coordination::LeaderEntry> previous_;  // before this worker took it
   std::optional<coordination::LeaderEntry>
       taken_from_;  // the lock as seen before a take whose answer was lost
+  std::uint64_t terms_ = 0;
   // Read by other threads (the leader's pass on its lane, report()).
   std::atomic<bool> leading_{false};
-  std::atomic<std::uint64_t> terms_{0};
 };
 
 }  // namespace kcl::assignment

@@ -1,31 +1,21 @@
-// LeaseAdopter: a worker's side of leader-based assignment for the leases themselves: it
-// finds the leases the table gives this worker (discover: a Query of the owner index, on a
-// period and whenever something moves) and acts on each that differs from what it claims.
+// LeaseAdopter: brings what this worker holds in line with what the lease table gives it
+// (leader-based). discover() reads the keys of the leases whose leaseOwner is this worker and
+// looks at each that differs from what it claims (held, or handed to it: claimed_keys()):
+//  - gained: assigned to it (no checkpointOwner): adopted with take_lease (counter + 1,
+//    conditional on what was read), which fences an earlier holder's writes. Handed to it
+//    while the old owner still reads (checkpointOwner = that owner): waited for in
+//    poll_incoming_handoffs() until the old owner completes, or handoff_timeout passes.
+//  - to hand off: held, checkpointOwner = this worker, leaseOwner another: HeldLeases tells
+//    the listener once; the worker stops the shard's consumer (final checkpoint) and
+//    completes the handoff (HeldLeases::complete_handoff), within the hold MembershipHold
+//    gives a lease being handed off.
+//  - lost: held, but the table gives it to another or deleted it: given up.
+// After the membership ended every lease was given up; those the table still gives this
+// worker are adopted again by its next discover() (every take is conditional).
 //
-//  - Gain. A lease assigned to this worker (leaseOwner = it, no checkpointOwner) is adopted
-//    with take_lease (counter + 1, conditional on what was read), which fences any earlier
-//    holder's writes. One handed to it while the old owner still reads (checkpointOwner =
-//    that owner) waits in poll_incoming_handoffs() until the old owner has removed
-//    checkpointOwner, or until handoff_timeout, after which it is taken anyway.
-//  - Hand off. A held lease whose checkpointOwner is this worker and whose leaseOwner is
-//    another is to be handed off: HeldLeases tells the listener (once); the worker stops the
-//    shard's consumer gracefully (the processor checkpoints) and completes the handoff
-//    (HeldLeases::complete_handoff, which removes checkpointOwner, fenced like every write).
-//    If the consumer has not stopped within handoff_timeout less a margin of this worker
-//    learning of the handoff, the hold ends (MembershipHold) before the receiver takes it
-//    anyway. Checkpoints remain possible meanwhile: the write finds this worker still the
-//    lease's actual owner (the Java KCL 3.x's checkpoint owner).
-//  - Lost. A held lease the table gives to someone else, or that was deleted, is given up.
-//  - After the membership ended (abandoned or fenced), every lease was given up: those the
-//    table still gives the worker when it registers again are adopted by its next discover()
-//    (a fence moves them elsewhere first, and every take is conditional, so at most one
-//    worker gets each).
-//  - What it claims: the keys of its held leases and of those handed to it (claimed_keys),
-//    which discover() compares with the keys the table gives it.
-//
-// Thread safety: the adopter belongs to the thread that runs the agent's steps (the
-// coordinator); its store calls run on the poll lane (inline without a call runner).
-// taking_stopped() from any thread.
+// Thread safety: belongs to the thread that runs the agent's steps (the coordinator); its
+// store calls run on the poll lane (inline without a call runner). taking_stopped() from any
+// thread.
 #pragma once
 
 #include <atomic>

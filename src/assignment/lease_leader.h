@@ -1,46 +1,27 @@
-// LeaseLeader: what the worker holding the leader lock does (LeaseAssignment::kLeader), as
-// one explicit pass so the simulation and tests drive it on a ManualClock.
+// LeaseLeader: the leader's pass (LeaseAssignment::kLeader), run every leader_poll_interval
+// by the agent, and by the simulation and tests on a ManualClock:
+//  1. observe: reads every worker entry; times each worker's silence from the last change of
+//     its (incarnation, heartbeat) this leader saw, on its own clock (an older heartbeat of
+//     the same incarnation, a lagging replica, is no change); fences (a delete conditional
+//     on that value) every worker silent for failover_time, and the previous leader named
+//     in the lock it took over;
+//  2. scan: reads the lease table only when it must (a new term, a worker gone, a worker's
+//     leasesVersion note, every lease_scan_interval);
+//  3. plan (assignment_planner.h) and execute: orphans are assigned (take_lease for the new
+//     owner), a live worker's excess handed off (initiate_handoff); a write whose answer was
+//     lost is read again; a failed move waits for the next pass, and the pass stops when
+//     the store fails (two moves in a row, or a write and the read after it);
+//  4. calls the workers' attention (LeaderPassResult::attention) when a move concerns
+//     another worker, one missed a heartbeat, or one joined; every worker finds its leases
+//     by reading the table (LeaseAdopter::discover).
+// While the membership keeps changing, free leases and rebalancing wait until it has not
+// changed for settle_time (failover_time / 2 at most); leases of fenced workers move at once.
+// A lease whose owner is neither a registered worker nor fenced by this leader (worker-takes,
+// the Java KCL) is taken once its leaseCounter has not moved for failover_time.
 //
-// Each pass (every leader_poll_interval):
-//  1. reads every worker entry of the coordination table (a few hundred small items at most);
-//     notes, on this worker's monotonic clock, when each entry's (incarnation, heartbeat)
-//     last changed; fences (a delete conditional on that value) every worker silent for
-//     failover_time, and the previous leader's incarnation named in the lock it took over;
-//  2. reads the lease table when it must: on becoming leader, when a worker left or was
-//     fenced, when a worker noted that it created or deleted leases (leasesVersion), and every
-//     lease_scan_interval; otherwise it works from what it read and wrote;
-//  3. plans (assignment_planner.h) and carries the plan out: free and orphaned leases are
-//     assigned (take_lease for the new owner, conditional on a fresh read when the old owner
-//     was fenced), excess leases of live workers are handed off gracefully
-//     (initiate_handoff); a take or handoff whose answer was lost is read again; a write that
-//     failed for one lease leaves that lease to the next pass and the pass goes on with the
-//     others (it stops when two moves in a row fail, or a write and the read after it both
-//     fail: the store is failing, not the lease);
-//  4. calls the attention of the workers (one write of the lock, LeaderPassResult::attention)
-//     when a move concerns another worker: the table is the truth, and every worker finds the
-//     leases it gives it by reading the table (LeaseAdopter::discover), the leader included.
-// While workers keep joining or leaving (a fleet starting, a rolling deploy), free leases and
-// rebalancing wait until the membership has not changed for settle_time (at most
-// failover_time / 2 in all; the membership is read every settle_time / 4 meanwhile), so a
-// fleet that starts together is assigned in one pass instead of handing leases on as each
-// worker arrives. Leases of fenced workers and expired leases
-// never wait: they move in the pass that finds them.
-// Leases of an owner that is neither a registered worker nor fenced by this leader (a worker
-// of kWorkerTakes mode, the Java KCL, or one fenced by an earlier leader) are judged as in
-// kWorkerTakes mode: taken once their leaseCounter has not moved for failover_time, as seen
-// by this leader's reads.
-//
-// Reads per pass: the worker entries; the lease table only as above. Writes: only for
-// changes (fences, assignments, handoffs), and one call for the workers' attention in a pass
-// that saw a join, moved a lease of another worker, or found a heartbeat overdue
-// (LeaderPassResult::attention): idle workers mostly read only the lock (assignment_agent.h).
-// A worker's silence is timed from the last change of its heartbeat this leader saw, on its
-// own clock: the leader writes nothing into a worker's entry but a fence, and
-// a read showing an older heartbeat of the same incarnation (a lagging replica) is no change.
-//
-// Thread safety: one thread at a time runs begin/run_pass/end (the agent's leader step: the
-// pass on the pass lane, the rest on the coordinator, never at once); the authority and
-// self-report callbacks are called from run_pass's thread; stats() from any thread.
+// Thread safety: one thread at a time runs begin/run_pass/end (the pass on the pass lane,
+// the rest on the coordinator); the callbacks are called from run_pass's thread; stats()
+// from any thread.
 #pragma once
 
 #include <atomic>

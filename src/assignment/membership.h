@@ -1,5 +1,5 @@
 // Membership: this worker's entry in the coordination table (LeaseAssignment::kLeader), which
-// holds every lease the worker holds, and the worker's side of the leader lock.
+// holds every lease the worker holds.
 //
 // One write per renew interval keeps the membership: a heartbeat (an atomic increment),
 // conditional on the incarnation. The hold basis is the *start* of the last
@@ -46,10 +46,10 @@ namespace kcl::assignment {
 
 // The hold rule of leader-based assignment (a leases::HoldPolicy): every held lease is held
 // until the membership's basis + failover_time - lost_lease_margin, and a lease being handed
-// off also no longer than handoff_timeout less a margin (two polls, at least
-// lost_lease_margin) after this worker learned of the handoff, before the receiver takes it
-// anyway. No basis (not a member): nothing is held. Membership sets the basis.
-// The margin above: two polls, at least lost_lease_margin.
+// off also no longer than handoff_timeout less handoff_margin() after this worker learned of
+// the handoff, before the receiver takes it anyway. No basis (not a member): nothing is held.
+// Membership sets the basis.
+// That margin: two polls, at least lost_lease_margin.
 std::chrono::milliseconds handoff_margin(const LeaseConfig& config);
 // How long the old owner of a lease being handed off may wait for its processor to finish
 // (a pull consumer's records taken and not yet acknowledged): handoff_timeout less twice the
