@@ -2,9 +2,9 @@
 // by the agent, and by the simulation and tests on a ManualClock:
 //  1. observe: reads every worker entry; times each worker's silence from the last change of
 //     its (incarnation, heartbeat) this leader saw, on its own clock (an older heartbeat of
-//     the same incarnation, a lagging replica, is no change); fences (a delete conditional
-//     on that value) every worker silent for failover_time, and the previous leader named
-//     in the lock it took over;
+//     the same incarnation, a lagging replica, is no change; the leader writes nothing into
+//     an entry but a fence); fences (a delete conditional on that value) every worker silent
+//     for failover_time, and the previous leader named in the lock it took over;
 //  2. scan: reads the lease table only when it must (a new term, a worker gone, a worker's
 //     leasesVersion note, every lease_scan_interval);
 //  3. plan (assignment_planner.h) and execute: orphans are assigned (take_lease for the new
@@ -15,9 +15,10 @@
 //     another worker, one missed a heartbeat, or one joined; every worker finds its leases
 //     by reading the table (LeaseAdopter::discover).
 // While the membership keeps changing, free leases and rebalancing wait until it has not
-// changed for settle_time (failover_time / 2 at most); leases of fenced workers move at once.
-// A lease whose owner is neither a registered worker nor fenced by this leader (worker-takes,
-// the Java KCL) is taken once its leaseCounter has not moved for failover_time.
+// changed for settle_time (failover_time / 2 at most); leases of fenced workers and expired
+// leases move at once. A lease whose owner is neither a registered worker nor fenced by this
+// leader (worker-takes, the Java KCL, one fenced by an earlier leader) is taken once its
+// leaseCounter has not moved for failover_time.
 //
 // Thread safety: one thread at a time runs begin/run_pass/end (the pass on the pass lane,
 // the rest on the coordinator); the callbacks are called from run_pass's thread; stats()
