@@ -1,7 +1,8 @@
 // Checker self-test: takes a clean run directory, makes copies with one planted fault each
 // (a lost record, a skipped record, two records swapped, a child read before its parent, a
 // decreasing checkpoint, an instance resuming before the last checkpoint, a zombie
-// checkpoint, a lease left owned, a lease a live worker never reads, a crash) and checks that the checker reports each one
+// checkpoint, a lease left owned, a lease a live worker never reads, a paused worker's shard
+// nobody reads again, a crash) and checks that the checker reports each one
 // under the right rule. Run by the short and soak profiles after a passing run, so a
 // checker that has gone blind fails the suite.
 //
@@ -160,6 +161,19 @@ const mutations = {
       return !(e.worker === worker && e.shard === longest.shard)
     }))
   },
+  // A paused worker whose shard nobody read again, not even the worker once it resumed: a
+  // pause of the owner of a lease not at SHARD_END, after every processor of its shard began.
+  R7pause(dir) {
+    const polls = readLines(path.join(dir, 'leases.jsonl')).map(JSON.parse)
+    const owned = polls.flatMap((p) => p.leases.filter((l) => l.o && l.cp !== 'SHARD_END').map((l) => ({p, l})))
+    if (!owned.length) throw new Error('no owned lease in the polls')
+    const {p, l} = owned[owned.length - 1]
+    const lastInit = instances(dir).filter((x) => x.init && x.shard === l.k).reduce((m, x) => Math.max(m, x.init.t), 0)
+    const t = Math.max(p.t, lastInit) + 1
+    fs.appendFileSync(path.join(dir, 'events.jsonl'),
+      JSON.stringify({t, type: 'pause', worker: l.o, leases: [l.k], ms: 4000}) + '\n' +
+      JSON.stringify({t: t + 4e6, type: 'resume', worker: l.o}) + '\n')
+  },
   // A worker that crashed.
   crash(dir) {
     fs.appendFileSync(path.join(dir, 'events.jsonl'),
@@ -167,7 +181,7 @@ const mutations = {
   },
 }
 
-const expectedRule = {R1: 'R1', R2gap: 'R2', R2swap: 'R2', R2lineage: 'R2', R3: 'R3', R4: 'R4', R5: 'R5', R6: 'R6', R7: 'R7', crash: 'crash'}
+const expectedRule = {R1: 'R1', R2gap: 'R2', R2swap: 'R2', R2lineage: 'R2', R3: 'R3', R4: 'R4', R5: 'R5', R6: 'R6', R7: 'R7', R7pause: 'R7', crash: 'crash'}
 
 function selftest(runDir) {
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'kcl-checker-selftest-'))

@@ -1076,13 +1076,16 @@ function printReport(p, r, dir, seconds) {
       `${stats(takeovers.map((t) => t.tableSeconds))}`)
     for (const t of takeovers) {
       out.push(`  ${t.type} of ${t.worker}: ${t.shards} shards, first start elsewhere after ${s(t.initSeconds)}, ` +
-        `new owners in the table after ${s(t.tableSeconds)}`)
+        `new owners in the table after ${s(t.tableSeconds)}` +
+        (t.readBySelf ? ` (it resumed first and read them again itself after ${s(t.readSeconds)})` : ''))
     }
   } else {
     for (const t of r.timings.takeovers) {
       out.push(`takeover after ${t.type} of ${t.worker}: ` +
         (t.shards ? `${t.shards} shards, first record-processor start elsewhere after ${s(t.initSeconds)} ` +
-          `(lease table shows new owners after ${s(t.tableSeconds)})` : 'it held no unfinished shard'))
+          `(lease table shows new owners after ${s(t.tableSeconds)})` +
+          (t.readBySelf ? `; it resumed first and read them again itself after ${s(t.readSeconds)}` : '')
+          : 'it held no unfinished shard'))
     }
   }
   if (r.timings.children.length > 4) {
