@@ -171,7 +171,13 @@ def test_a_processor_that_raises_gets_the_batch_again_and_its_traceback_logged_o
     assert "raise ValueError" in tracebacks[0].getMessage()
     core = [r for r in caplog.records if r.name == "kcl.consumer"
             and "process_records raised ValueError: flaky downstream" in r.getMessage()]
-    assert len(core) == 3, "the core reports each failure in one line"
+    # The core reports a series once with its count (attempts 1, 3, 10, ...), not per retry,
+    # and the delivery that ends it.
+    assert ["(attempt 1)" in r.getMessage() for r in core] == [True, False], \
+        [r.getMessage() for r in core]
+    assert "(attempt 3)" in core[1].getMessage()
+    assert any(r.name == "kcl.consumer" and "delivered the 20 records at attempt 4" in
+               r.getMessage() for r in caplog.records)
     assert any("succeeded after 3 failure(s)" in r.getMessage() for r in caplog.records)
 
 

@@ -1,5 +1,7 @@
 #include "lifecycle/callback_delivery.h"
 
+#include "base/repeat_report.h"
+
 namespace kcl::lifecycle {
 
 void CallbackDelivery::started(const DeliveryHost& host, std::function<void(SteadyTime)>) {
@@ -34,8 +36,15 @@ std::optional<SteadyTime> CallbackDelivery::idle(DeliveryHost& host) {
   last_call_at_ = now;
   ProcessRecordsInput input{std::span<const Record>(), host.checkpointer(), 0};
   if (!host.call_processor("process_records", [&] { processor().process_records(input); })) {
-    // Nothing was delivered, so nothing is delivered again: the failure is only reported.
-    host.log(LogLevel::kError, host.last_error() + " (in an empty batch)");
+    // Nothing was delivered, so nothing is delivered again: the failure is only reported,
+    // the 1st, 3rd, 10th, 100th, ... of a series with its count.
+    ++empty_failures_;
+    if (base::worth_reporting(empty_failures_)) {
+      host.log(LogLevel::kError, host.last_error() + " (in an empty batch; " +
+                                     std::to_string(empty_failures_) + " in a row)");
+    }
+  } else {
+    empty_failures_ = 0;
   }
   return now + interval;
 }

@@ -4,6 +4,7 @@
 // nothing for ProcessingConfig::empty_batch_interval gets an empty process_records() call.
 #pragma once
 
+#include <cstdint>
 #include <span>
 
 #include "lifecycle/delivery.h"
@@ -29,7 +30,8 @@ class CallbackDelivery : public Delivery {
                std::span<const Record> records);
 
  private:
-  SteadyTime last_call_at_{};  // the last process_records call (or initialize)
+  SteadyTime last_call_at_{};         // the last process_records call (or initialize)
+  std::uint64_t empty_failures_ = 0;  // empty-batch calls failed in a row
 };
 
 }  // namespace kcl::lifecycle

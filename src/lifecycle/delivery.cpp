@@ -1,5 +1,8 @@
 #include "lifecycle/delivery.h"
 
+#include <cstdint>
+
+#include "base/repeat_report.h"
 #include "lifecycle/bisecting_delivery.h"
 #include "lifecycle/callback_delivery.h"
 #include "lifecycle/paced_delivery.h"
@@ -33,9 +36,13 @@ std::optional<SteadyTime> Delivery::deliver_whole(DeliveryHost& host,
   if (!call_with(host, batch, call)) {
     if (processing_.on_processor_error != ProcessorErrorPolicy::kSkip ||
         attempts_ < processing_.max_attempts_before_skip) {
-      host.log(LogLevel::kError,
-               host.last_error() + "; delivering the same " + std::to_string(count) +
-                   " records again after a backoff (attempt " + std::to_string(attempts_) + ")");
+      // A processor that keeps failing fills no log: attempts 1, 3, 10, 100, ... are
+      // reported, each with its count, and the delivery that ends the series.
+      if (base::worth_reporting(static_cast<std::uint64_t>(attempts_))) {
+        host.log(LogLevel::kError,
+                 host.last_error() + "; delivering the same " + std::to_string(count) +
+                     " records again after a backoff (attempt " + std::to_string(attempts_) + ")");
+      }
       // Until it is delivered again, a checkpoint (say the final one in shutdown_requested,
       // if shutdown or lease loss comes first) must not name its records, or they would
       // never be delivered again.
@@ -46,6 +53,9 @@ std::optional<SteadyTime> Delivery::deliver_whole(DeliveryHost& host,
                                    std::to_string(count) + " records after " +
                                    std::to_string(attempts_) +
                                    " attempts (on_processor_error = kSkip)");
+  } else if (attempts_ > 1) {
+    host.log(LogLevel::kInfo, "delivered the " + std::to_string(count) + " records at attempt " +
+                                  std::to_string(attempts_));
   }
   attempts_ = 0;
   host.count_processed(count, bytes);

@@ -1,7 +1,9 @@
 #include "lifecycle/shard_consumer.h"
 
 #include <algorithm>
+#include <cstdint>
 
+#include "base/repeat_report.h"
 #include "leases/stream_identifier.h"
 #include "retrieval/shard_fetcher.h"
 #include "shardsync/lineage.h"
@@ -208,10 +210,12 @@ std::optional<SteadyTime> ShardConsumer::step_waiting_on_parents() {
   if (!lease_.parent_shard_ids.empty()) {
     auto unfinished = shardsync::unfinished_parent(*ctx_.leases.store, lease_);
     if (!unfinished.ok()) {
-      log(LogLevel::kWarn,
-          "could not read the parents' leases: " + unfinished.status().to_string());
+      if (auto line = parent_reads_.failed(unfinished.status(), now())) {
+        log(LogLevel::kWarn, *line);
+      }
       return now() + ctx_.timings.parent_check_interval;
     }
+    if (auto line = parent_reads_.succeeded(now())) log(LogLevel::kInfo, *line);
     if (const std::optional<Lease>& parent = *unfinished) {
       const std::string owner = parent->actual_owner().value_or("");
       watch_.note_parent_wait(
@@ -262,16 +266,23 @@ std::optional<retrieval::StartPosition> ShardConsumer::start_position(
   }
 }
 
-// Makes the delivery (and the processor) with the context's factory; false when the
-// application's factory threw or returned none.
-bool ShardConsumer::make_delivery() {
-  if (delivery_) return true;
+// Makes the delivery (and the processor) with the context's factory; what went wrong when
+// the application's factory threw or returned none.
+std::optional<std::string> ShardConsumer::make_delivery() {
+  if (delivery_) return std::nullopt;
   bool ok = call_processor("factory.create",
                            [&] { delivery_ = ctx_.deliveries->create(names_.shard_id); });
-  if (ok && delivery_) return true;
+  if (ok && delivery_) return std::nullopt;
   delivery_.reset();
-  log(LogLevel::kError, ok ? "the processor factory returned no processor" : last_error());
-  return false;
+  return ok ? "the processor factory returned no processor" : last_error();
+}
+
+SteadyTime ShardConsumer::retry_initializing(LogLevel level, const std::string& why) {
+  const auto attempt = static_cast<std::uint64_t>(consecutive_failures_) + 1;
+  if (base::worth_reporting(attempt)) {
+    log(level, why + " (attempt " + std::to_string(attempt) + "; again after a backoff)");
+  }
+  return backoff_after_failure();
 }
 
 // The shard's records source, in a fetch task of its own on the pool; the delivery learns
@@ -301,8 +312,8 @@ std::optional<SteadyTime> ShardConsumer::fail_unusable(const ExtendedSequenceNum
 std::optional<SteadyTime> ShardConsumer::step_initializing() {
   if (auto failed = load_checkpoint()) {
     if (failed->code() == StatusCode::kLeaseLost) return finish(ConsumerOutcome::kLeaseLost);
-    log(LogLevel::kWarn, "initializing: reading the lease: " + failed->to_string());
-    return backoff_after_failure();
+    return retry_initializing(LogLevel::kWarn,
+                              "initializing: reading the lease: " + failed->to_string());
   }
   const ExtendedSequenceNumber start = checkpoints_->checkpointer().last_checkpoint();
   if (start.is_shard_end()) {
@@ -311,7 +322,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
   }
   const std::optional<retrieval::StartPosition> position = start_position(start);
   if (!position) return fail_unusable(start);
-  if (!make_delivery()) return backoff_after_failure();
+  if (auto failed = make_delivery()) return retry_initializing(LogLevel::kError, *failed);
   InitializationInput init;
   init.shard_id = names_.shard_id;
   init.stream_name = names_.stream;
@@ -319,8 +330,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
   init.pending_checkpoint = checkpoints_->checkpointer().pending_checkpoint();
   init.pending_checkpoint_state = lease_.pending_checkpoint_state;
   if (!call_processor("initialize", [&] { delivery_->processor().initialize(init); })) {
-    log(LogLevel::kError, last_error() + "; retrying");
-    return backoff_after_failure();
+    return retry_initializing(LogLevel::kError, last_error());
   }
   consecutive_failures_ = 0;
   start_fetching(*position);

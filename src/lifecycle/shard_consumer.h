@@ -156,7 +156,10 @@ class ShardConsumer final : public Task,
   std::optional<SteadyTime> step_initializing();
   std::optional<Status> load_checkpoint();
   std::optional<retrieval::StartPosition> start_position(const ExtendedSequenceNumber& start) const;
-  bool make_delivery();
+  std::optional<std::string> make_delivery();
+  // Initializing failed for `why`: tried again after a backoff, and the 1st, 3rd, 10th,
+  // 100th, ... failure in a row is logged with its count.
+  SteadyTime retry_initializing(LogLevel level, const std::string& why);
   void start_fetching(const retrieval::StartPosition& position);
   std::optional<SteadyTime> fail_unusable(const ExtendedSequenceNumber& start);
   std::optional<SteadyTime> step_processing();
@@ -210,6 +213,7 @@ class ShardConsumer final : public Task,
   // For stall_signal(), read from the scheduler's thread.
   std::atomic<bool> batch_in_hand_{false};  // pending_ holds records
   base::FailureSeries checkpoint_failures_{"checkpoint"};
+  base::FailureSeries parent_reads_{"reading the parents' leases"};
   ProgressWatch watch_;
   ProcessorCalls calls_;
   ShardReader reader_;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include "assignment/assignment_strategy.h"
 #include "assignment/membership.h"
 #include "aws/retry.h"
+#include "base/repeat_report.h"
 #include "base/status_macros.h"
 #include "base/thread_name.h"
 #include "leases/load_meter.h"
@@ -284,8 +286,12 @@ Status Worker::Impl::retry_at_start(const std::string& what, const std::function
   while (!s.ok()) {
     const std::optional<std::chrono::milliseconds> delay = retries.next_delay(s);
     if (!delay) break;
-    log(LogLevel::kWarn, what + " failed (attempt " + std::to_string(retries.failures_in_a_row()) +
-                             "), retrying: " + s.to_string());
+    // Attempts 1, 3, 10, ... are reported; the last failure is the caller's to report.
+    const auto attempt = static_cast<std::uint64_t>(retries.failures_in_a_row());
+    if (base::worth_reporting(attempt)) {
+      log(LogLevel::kWarn,
+          what + " failed (attempt " + std::to_string(attempt) + "), retrying: " + s.to_string());
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (clock_->wait_for(lock, cv_, *delay, [&] { return asked_.stop; })) break;

@@ -193,19 +193,51 @@ TEST_F(DeliveryTest, CallbackDeliversAFailedBatchAgainAfterABackoff) {
   CallbackDelivery d(processor(), processing_);
   auto first = batch_of(0, 2);
   ASSERT_EQ(d.deliver(host_, first), std::nullopt);
-  int throws_left = 2;
+  int throws_left = 3;
   calls_.throws = [&](std::span<const Record>) { return throws_left-- > 0; };
   auto second = batch_of(2, 2);
   EXPECT_EQ(d.deliver(host_, second), clock_.now() + 5s);
   EXPECT_EQ(host_.allowed, ExtendedSequenceNumber("101")) << "rewound to the first batch";
   EXPECT_TRUE(host_.logged("attempt 1")) << host_.lines.back();
   EXPECT_TRUE(d.deliver(host_, second).has_value());
-  EXPECT_TRUE(host_.logged("attempt 2"));
+  EXPECT_FALSE(host_.logged("attempt 2")) << "a failure that repeats is not logged each time";
+  EXPECT_TRUE(d.deliver(host_, second).has_value());
+  EXPECT_TRUE(host_.logged("again after a backoff (attempt 3)"));
   EXPECT_EQ(d.deliver(host_, second), std::nullopt);
-  EXPECT_EQ(host_.failures, 2);
-  EXPECT_EQ(host_.rewinds, 2);
+  EXPECT_TRUE(host_.logged("delivered the 2 records at attempt 4")) << host_.lines.back();
+  EXPECT_EQ(host_.lines.size(), 3u);
+  EXPECT_EQ(host_.failures, 3);
+  EXPECT_EQ(host_.rewinds, 3);
   EXPECT_EQ(host_.processed, 4u) << "counted once, when processed";
   EXPECT_EQ(host_.allowed, ExtendedSequenceNumber("103"));
+}
+
+TEST_F(DeliveryTest, AProcessorThatKeepsFailingFillsNoLog) {
+  CallbackDelivery d(processor(), processing_);
+  calls_.throws = [](std::span<const Record>) { return true; };
+  auto batch = batch_of(0, 1);
+  for (int i = 0; i < 150; ++i) ASSERT_TRUE(d.deliver(host_, batch).has_value());
+  // Attempts 1, 3, 10 and 100, each with its count.
+  ASSERT_EQ(host_.lines.size(), 4u);
+  EXPECT_NE(host_.lines[3].find("(attempt 100)"), std::string::npos) << host_.lines[3];
+  EXPECT_EQ(host_.failures, 150);
+}
+
+TEST_F(DeliveryTest, AnEmptyBatchThatKeepsFailingIsLoggedWithItsCount) {
+  processing_.empty_batch_interval = 3s;
+  CallbackDelivery d(processor(), processing_);
+  d.started(host_, [](SteadyTime) {});
+  calls_.throws = [](std::span<const Record>) { return true; };
+  for (int i = 0; i < 12; ++i) {
+    clock_.advance(3s);
+    EXPECT_EQ(d.idle(host_), clock_.now() + 3s);
+  }
+  EXPECT_EQ(host_.failures, 12);
+  ASSERT_EQ(host_.lines.size(), 3u);
+  EXPECT_NE(host_.lines[0].find("(in an empty batch; 1 in a row)"), std::string::npos)
+      << host_.lines[0];
+  EXPECT_NE(host_.lines[2].find("(in an empty batch; 10 in a row)"), std::string::npos)
+      << host_.lines[2];
 }
 
 TEST_F(DeliveryTest, CallbackSkipsABatchAfterMaxAttemptsUnderTheSkipPolicy) {

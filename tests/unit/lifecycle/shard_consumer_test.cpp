@@ -772,6 +772,33 @@ TEST_F(ShardConsumerTest, AThrottlingSeriesIsLoggedOnceNotPerRetry) {
   ctx_.logger = nullptr;
 }
 
+TEST_F(ShardConsumerTest, AnInitializeThatKeepsThrowingIsLoggedOnceNotPerRetry) {
+  kcl::testing::CapturedLog log(LogLevel::kInfo);
+  ctx_.logger = &log;
+  Script script;
+  script.initialize_throws = 12;
+  ScriptedFactory factory(script);
+  ctx_.factory = &factory;
+  add_lease(kShard);
+  fake_->add_records(1, "r");
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(
+      *c, [&] { return script.data.size() == 1; }, 2000));
+  EXPECT_EQ(count(script.events, "initialize TRIM_HORIZON"), 13u);
+  std::vector<std::string> failures;
+  for (const auto& line : log.lines()) {
+    if (line.find("scripted initialize failure") != std::string::npos) failures.push_back(line);
+  }
+  // 12 failures in a row: the 1st, 3rd and 10th are logged, each with its count.
+  ASSERT_EQ(failures.size(), 3u) << ::testing::PrintToString(log.lines());
+  EXPECT_NE(failures[0].find("(attempt 1;"), std::string::npos) << failures[0];
+  EXPECT_NE(failures[1].find("(attempt 3;"), std::string::npos) << failures[1];
+  EXPECT_NE(failures[2].find("(attempt 10;"), std::string::npos) << failures[2];
+  ctx_.logger = nullptr;
+  ctx_.factory = &factory_;
+}
+
 TEST_F(ShardConsumerTest, AChildWaitingOnItsParentSignalsWhichParentAndItsHolder) {
   const std::string parent = "shardId-000000000003";
   add_lease(parent, ExtendedSequenceNumber(seq_number(1)));
