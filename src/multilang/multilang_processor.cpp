@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "aws/base64.h"
+#include "base/repeat_report.h"
 
 namespace kcl::multilang {
 
@@ -70,7 +71,13 @@ void MultiLangProcessor::fail(const std::string& what) {
   }
   const std::string message = "record processor of shard " + shard_id_ + ": " + what + how +
                               "; it is stopped and a new one starts before the next delivery";
-  log(LogLevel::kError, message);
+  ++failures_in_a_row_;
+  if (base::worth_reporting(failures_in_a_row_)) {
+    log(LogLevel::kError,
+        failures_in_a_row_ == 1
+            ? message
+            : message + " (failure " + std::to_string(failures_in_a_row_) + " in a row)");
+  }
   throw std::runtime_error(message);
 }
 
@@ -177,6 +184,7 @@ void MultiLangProcessor::process_records(const ProcessRecordsInput& input) {
             {"records", std::move(records)},
             {"millisBehindLatest", input.millis_behind_latest}};
   exchange("processRecords", m.dump(), &input.checkpointer);
+  failures_in_a_row_ = 0;
 }
 
 void MultiLangProcessor::lease_lost() {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -72,6 +73,8 @@ class MultiLangProcessor final : public RecordProcessor {
   void answer_checkpoint(const nlohmann::json& request, Checkpointer* checkpointer, bool shard_end);
   // Starts the child and initializes it when there is none (a first start or a restart).
   void ensure_child(Checkpointer* checkpointer);
+  // Stops the child and throws `what`; logs it when it is the 1st, 3rd, 10th, 100th, ...
+  // failure in a row (the core reports each series with its count too).
   [[noreturn]] void fail(const std::string& what);
   void log(LogLevel level, const std::string& message) const;
 
@@ -82,6 +85,7 @@ class MultiLangProcessor final : public RecordProcessor {
   std::unique_ptr<ChildProcess> child_;
   std::optional<InitializationInput> init_;
   int children_started_ = 0;
+  std::uint64_t failures_in_a_row_ = 0;  // fail() since the last processRecords answered
 };
 
 class MultiLangProcessorFactory final : public RecordProcessorFactory {

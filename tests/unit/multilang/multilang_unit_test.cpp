@@ -12,6 +12,7 @@
 #include "kcl/multilang.h"
 #include "multilang/multilang_processor.h"
 #include "multilang/properties.h"
+#include "support/captured_log.h"
 #include "support/emulators.h"
 
 namespace kcl::multilang {
@@ -469,6 +470,27 @@ TEST_F(ScriptedChildTest, AChildThatExitsIsReportedWithItsExitStatus) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("exit status 3"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(ScriptedChildTest, AChildThatKeepsExitingIsLoggedOncePerSeriesWithItsCount) {
+  auto log = std::make_shared<kcl::testing::CapturedLog>(LogLevel::kError);
+  MultiLangProcessor p(child("    if a == 'processRecords':\n"
+                             "        sys.exit(3)\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       log);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_THROW(p.process_records(ProcessRecordsInput{recs, cp, 0}), std::runtime_error);
+  }
+  EXPECT_EQ(p.children_started(), 12);
+  const std::vector<std::string> lines = log->lines();
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
+  EXPECT_NE(lines[0].find("exit status 3"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("in a row"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("(failure 3 in a row)"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("(failure 10 in a row)"), std::string::npos) << lines[2];
 }
 
 TEST_F(ScriptedChildTest, ACheckpointDuringInitializeIsRefused) {
