@@ -18,12 +18,12 @@ namespace kcl {
 
 struct MultiLangProperties {
   WorkerConfig worker;
-  std::vector<std::string> command;                   // executableName, split into argv
-  std::chrono::milliseconds response_timeout{60000};  // timeoutInSeconds
-  std::string dead_letter_file;                       // deadLetterFile (the policy is set)
-  std::string dead_letter_stream;                     // deadLetterStream (a sink to make)
-  std::vector<std::string> ignored_keys;              // present but without meaning for kcl-cpp
-  std::vector<std::string> warnings;                  // understood but not honoured as asked
+  std::vector<std::string> command;               // executableName, split into argv
+  std::chrono::milliseconds response_timeout{0};  // timeoutInSeconds; 0 (unset): no limit
+  std::string dead_letter_file;                   // deadLetterFile (the policy is set)
+  std::string dead_letter_stream;                 // deadLetterStream (a sink to make)
+  std::vector<std::string> ignored_keys;          // present but without meaning for kcl-cpp
+  std::vector<std::string> warnings;              // understood but not honoured as asked
 };
 
 // `text` is the file's content, `origin` its name for messages. Errors: kInvalidArgument

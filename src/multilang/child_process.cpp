@@ -45,9 +45,25 @@ class StderrPump {
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
     base::named_thread("kcl-child-err", [this] { run(); }).detach();
   }
-  static void emit(Source& s, std::string line) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+  static void emit(Source& s, const std::string& line) {
     if (s.logger && !line.empty()) s.logger->log(LogLevel::kInfo, s.component, "stderr: " + line);
+  }
+  // A line ends at \n or \r (a progress bar rewriting its line writes only \r); one longer
+  // than kLongestLine is logged in pieces, so a child that never ends a line holds no more.
+  static constexpr std::size_t kLongestLine = 64 * 1024;
+  static void emit_lines(Source& s) {
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t end = s.pending.find_first_of("\r\n", start);
+      if (end == std::string::npos) break;
+      emit(s, s.pending.substr(start, end - start));
+      start = end + 1;
+    }
+    s.pending.erase(0, start);
+    while (s.pending.size() >= kLongestLine) {
+      emit(s, s.pending.substr(0, kLongestLine) + " [line continues]");
+      s.pending.erase(0, kLongestLine);
+    }
   }
   void run() {
     std::vector<Source> sources;
@@ -73,15 +89,11 @@ class StderrPump {
         const ssize_t n = ::read(s.fd, buf, sizeof buf);
         if (n > 0) {
           s.pending.append(buf, static_cast<std::size_t>(n));
-          std::size_t nl;
-          while ((nl = s.pending.find('\n')) != std::string::npos) {
-            emit(s, s.pending.substr(0, nl));
-            s.pending.erase(0, nl + 1);
-          }
+          emit_lines(s);
           continue;
         }
         if (n < 0 && errno == EINTR) continue;
-        emit(s, std::move(s.pending));  // the child's end closed
+        emit(s, s.pending);  // the child's end closed
         ::close(s.fd);
         sources.erase(sources.begin() + static_cast<std::ptrdiff_t>(i));
       }
@@ -135,13 +147,29 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  // Nothing else of this process goes to the child: not every library marks its descriptors
+  // close-on-exec (sockets, files), and a child holding a connection's socket keeps it open
+  // after this process closed it.
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  // Signals as a fresh program has them: this process ignores SIGPIPE (a write to a child that
+  // exited must not kill it), and an ignored signal would stay ignored across the exec.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
   for (auto& a : copy) args.push_back(a.data());
   args.push_back(nullptr);
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
-  const int rc = posix_spawnp(&child->pid_, args[0], &fa, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&child->pid_, args[0], &fa, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
@@ -155,6 +183,8 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
   }
   child->in_ = in[1];
   child->out_ = out[0];
+  // Written with a deadline: a child that stops reading must not block this thread for ever.
+  (void)::fcntl(child->in_, F_SETFL, ::fcntl(child->in_, F_GETFL) | O_NONBLOCK);
   // A write to a child that exited must fail with EPIPE, not kill the daemon.
   signal(SIGPIPE, SIG_IGN);
   StderrPump::instance().add(err[0], std::move(logger), std::move(component));
@@ -163,13 +193,28 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
 
 ChildProcess::~ChildProcess() { stop(std::chrono::milliseconds(500)); }
 
-Status ChildProcess::write_line(const std::string& line) {
+Status ChildProcess::write_line(const std::string& line,
+                                std::chrono::steady_clock::time_point deadline) {
   if (in_ < 0) return Status(StatusCode::kUnavailable, "the record processor's input is closed");
   std::string data = line + "\n";
   std::size_t off = 0;
   while (off < data.size()) {
     const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        return Status(StatusCode::kDeadlineExceeded,
+                      "the record processor did not read its input in time (" +
+                          std::to_string(off) + " of " + std::to_string(data.size()) +
+                          " bytes written)");
+      }
+      pollfd p{in_, POLLOUT, 0};
+      const auto wait =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
+      (void)::poll(&p, 1, static_cast<int>(std::min<long long>(wait, 1000)));
+      continue;
+    }
     if (n <= 0) {
       return Status(StatusCode::kUnavailable, std::string("writing to the record processor: ") +
                                                   std::strerror(errno) + " (it exited?)");
@@ -212,10 +257,24 @@ Result<std::string> ChildProcess::read_line(std::chrono::steady_clock::time_poin
     if (n <= 0) {
       ::close(out_);
       out_ = -1;
-      return Status(StatusCode::kUnavailable,
-                    "the record processor closed its output (" + exit_description() + ")");
+      return Status(StatusCode::kUnavailable, "the record processor closed its output");
     }
     buffer_.append(buf, static_cast<std::size_t>(n));
+  }
+}
+
+void ChildProcess::drain_output(std::chrono::milliseconds wait) {
+  if (out_ < 0) {
+    std::this_thread::sleep_for(wait);
+    return;
+  }
+  pollfd p{out_, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return;
+  char buf[65536];
+  const ssize_t n = ::read(out_, buf, sizeof buf);
+  if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+    ::close(out_);
+    out_ = -1;
   }
 }
 
@@ -247,7 +306,7 @@ void ChildProcess::stop(std::chrono::milliseconds grace) {
         status_ = st;
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      drain_output(std::chrono::milliseconds(10));
     }
     if (!reaped_) {
       ::kill(pid_, SIGKILL);

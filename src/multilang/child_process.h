@@ -1,7 +1,9 @@
 // multilang/child_process.h: one record processor child process (MultiLangDaemon protocol):
 // started with a command line, spoken to over its stdin (lines written and flushed) and
-// stdout (lines read with a deadline); its stderr is forwarded line by line to the logger
-// with the shard's name by one thread shared by every child of the process.
+// stdout (lines read), each with a deadline; its stderr is forwarded line by line to the
+// logger with the shard's name by one thread shared by every child of the process. The child
+// gets only its three pipes (no other descriptor of this process, such as its connections)
+// and the default disposition and an empty mask for every signal.
 //
 // Thread safety: write_line(), read_line() and stop() from one thread at a time (the shard's
 // processor).
@@ -27,13 +29,16 @@ class ChildProcess {
                                                      std::string component);
   ~ChildProcess();  // stop()
 
-  // Writes `line` and a newline. kUnavailable when the child closed its input (exited).
-  Status write_line(const std::string& line);
+  // Writes `line` and a newline. kUnavailable when the child closed its input (exited);
+  // kDeadlineExceeded when it had not read enough of it by `deadline` (its pipe full).
+  Status write_line(const std::string& line, std::chrono::steady_clock::time_point deadline);
   // The next non-blank line (without its \r\n). kDeadlineExceeded when none came by
   // `deadline`; kUnavailable when the child closed its output (exited); kInvalidArgument for
   // a line longer than 16 MiB.
   Result<std::string> read_line(std::chrono::steady_clock::time_point deadline);
-  // Closes its input, waits up to `grace` for it to exit, then kills it. Idempotent.
+  // Closes its input, waits up to `grace` for it to exit (reading and dropping what it still
+  // writes to its output, so a child flushing at exit does not block), then kills it.
+  // Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
   pid_t pid() const { return pid_; }
   // How it ended, once stopped or exited ("exit status 3", "killed by signal 9").
@@ -41,6 +46,8 @@ class ChildProcess {
 
  private:
   ChildProcess() = default;
+  // Reads and drops what the child writes to its output, waiting up to `wait` for some.
+  void drain_output(std::chrono::milliseconds wait);
   pid_t pid_ = -1;
   int in_ = -1;   // the child's stdin (we write)
   int out_ = -1;  // the child's stdout (we read)

@@ -40,10 +40,17 @@ Status checkpoint_as_asked(Checkpointer& checkpointer, const json& seq, const js
   if (seq.is_null()) return checkpointer.checkpoint();
   if (!seq.is_string())
     return Status(StatusCode::kInvalidArgument, "sequenceNumber is not a string");
-  const SubSequenceNumber n = sub.is_number_unsigned() ? sub.get<SubSequenceNumber>()
-                              : sub.is_number_integer() && sub.get<long long>() >= 0
-                                  ? static_cast<SubSequenceNumber>(sub.get<long long>())
-                                  : 0;
+  SubSequenceNumber n = 0;
+  if (sub.is_number_unsigned()) {
+    n = sub.get<SubSequenceNumber>();
+  } else if (sub.is_string() && !sub.get<std::string>().empty() &&
+             sub.get<std::string>().find_first_not_of("0123456789") == std::string::npos &&
+             sub.get<std::string>().size() < 20) {
+    n = std::stoull(sub.get<std::string>());  // as Java reads "3" into a Long
+  } else if (!sub.is_null()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "subSequenceNumber " + sub.dump() + " is not a number of 0 or more");
+  }
   return seq.get<std::string>() == "SHARD_END" && shard_end
              ? checkpointer.checkpoint()
              : checkpointer.checkpoint(seq.get<std::string>(), n);
@@ -98,42 +105,65 @@ void MultiLangProcessor::ensure_child(Checkpointer* checkpointer) {
   exchange("initialize", m.dump(), nullptr);
 }
 
+std::chrono::steady_clock::time_point MultiLangProcessor::next_deadline() const {
+  if (options_.response_timeout.count() <= 0) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + options_.response_timeout;
+}
+
+std::string MultiLangProcessor::timeout_text(const Status& s) const {
+  return s.code() == StatusCode::kDeadlineExceeded
+             ? " (timeoutInSeconds: " + std::to_string(options_.response_timeout.count()) + " ms)"
+             : std::string();
+}
+
 void MultiLangProcessor::exchange(const std::string& action, const std::string& message,
                                   Checkpointer* checkpointer, bool shard_end) {
   if (!child_) fail("no child process");
-  Status w = child_->write_line(message);
-  if (!w.ok()) fail("sending " + action + ": " + w.message());
-  const auto deadline = std::chrono::steady_clock::now() + options_.response_timeout;
+  // As the Java daemon: the timeout bounds each message the child sends (the first one counted
+  // from when the message to it began to be written), not the whole exchange, so a child that
+  // checkpoints along a long batch is not taken for hung.
+  auto deadline = next_deadline();
+  Status w = child_->write_line(message, deadline);
+  if (!w.ok()) fail("sending " + action + ": " + w.message() + timeout_text(w));
   for (;;) {
     const json m = read_message(action, deadline);
-    const std::string what = m["action"];
-    if (what == "status") {
-      if (m.value("responseFor", std::string()) != action) {
+    if (m["action"] == "status") {
+      const auto& for_what = m.contains("responseFor") ? m["responseFor"] : json(nullptr);
+      if (!for_what.is_string() || for_what.get<std::string>() != action) {
         fail("answered " + action + " with a status for " +
-             m.value("responseFor", std::string("?")));
+             (for_what.is_string() ? for_what.get<std::string>() : for_what.dump()));
       }
       return;
     }
-    if (what != "checkpoint") fail("sent an unexpected action '" + what + "' during " + action);
     answer_checkpoint(m, checkpointer, shard_end);
+    deadline = next_deadline();
   }
 }
 
 nlohmann::json MultiLangProcessor::read_message(const std::string& action,
                                                 std::chrono::steady_clock::time_point deadline) {
-  auto line = child_->read_line(deadline);
-  if (!line.ok()) {
-    fail("waiting for the answer to " + action + ": " + line.status().message() +
-         (line.status().code() == StatusCode::kDeadlineExceeded
-              ? " (" + std::to_string(options_.response_timeout.count()) + " ms)"
-              : std::string()));
+  for (;;) {
+    auto line = child_->read_line(deadline);
+    if (!line.ok()) {
+      fail("waiting for the answer to " + action + ": " + line.status().message() +
+           timeout_text(line.status()));
+    }
+    json m = json::parse(*line, nullptr, false);
+    if (m.is_object() && m.contains("action") &&
+        (m["action"] == "status" || m["action"] == "checkpoint")) {
+      return m;
+    }
+    // As the Java daemon: a line that is not a status or a checkpoint (a print left in the
+    // child's code, a library's banner) is skipped, logged at the 1st, 3rd, 10th, 100th, ...
+    ++lines_skipped_;
+    if (base::worth_reporting(lines_skipped_)) {
+      log(LogLevel::kWarn,
+          "skipped a line on the record processor's output that is not a status or a checkpoint"
+          " (" +
+              std::to_string(lines_skipped_) + (lines_skipped_ == 1 ? " line" : " lines") +
+              " so far): " + line->substr(0, 200));
+    }
   }
-  json m = json::parse(*line, nullptr, false);
-  if (!m.is_object() || !m.contains("action") || !m["action"].is_string()) {
-    fail("answered " + action +
-         " with something that is not a protocol message: " + line->substr(0, 200));
-  }
-  return m;
 }
 
 void MultiLangProcessor::answer_checkpoint(const nlohmann::json& request,
@@ -155,8 +185,8 @@ void MultiLangProcessor::answer_checkpoint(const nlohmann::json& request,
     }
   }
   reply["error"] = error.empty() ? json(nullptr) : json(error);
-  Status sent = child_->write_line(reply.dump());
-  if (!sent.ok()) fail("answering a checkpoint: " + sent.message());
+  Status sent = child_->write_line(reply.dump(), next_deadline());
+  if (!sent.ok()) fail("answering a checkpoint: " + sent.message() + timeout_text(sent));
 }
 
 void MultiLangProcessor::initialize(const InitializationInput& input) {

@@ -14,11 +14,16 @@
 // unreachable), IllegalArgumentException (a position before the checkpoint or after the
 // last record delivered, or not a number).
 //
-// Failures of the child: it exits, writes something that is not a protocol message, or does
-// not answer within `response_timeout`. Unlike the Java MultiLangDaemon, which exits as a
-// whole, only this shard's child is stopped (killed if need be): the callback throws, the
-// worker delivers the same batch again after its backoff, and the processor starts a new
-// child first, initialized at the shard's current checkpoint. Other shards go on.
+// Lines the child writes that are not a status or a checkpoint (a print statement, a
+// library's banner) are skipped, as the Java MultiLangDaemon skips them, and logged once per
+// series with the count.
+//
+// Failures of the child: it exits, answers with a status for another action, or does not
+// send its next message (or read what it is sent) within `response_timeout`. Unlike the Java
+// MultiLangDaemon, which exits as a whole, only this shard's child is stopped (killed if need
+// be): the callback throws, the worker delivers the same batch again after its backoff, and
+// the processor starts a new child first, initialized at the shard's current checkpoint.
+// Other shards go on.
 //
 // Thread safety: as any RecordProcessor.
 #pragma once
@@ -38,8 +43,11 @@
 namespace kcl::multilang {
 
 struct ChildOptions {
-  std::vector<std::string> command;                   // argv of the child
-  std::chrono::milliseconds response_timeout{60000};  // per exchange
+  std::vector<std::string> command;  // argv of the child
+  // How long the child may take to send each message (timeoutInSeconds); 0: no limit, as the
+  // Java daemon without timeoutInSeconds (a child that hangs is then reported by the worker's
+  // hung-processor warning and stall detection).
+  std::chrono::milliseconds response_timeout{0};
   // The initialize message also names the shard's stream ("streamName"): a worker reading
   // several streams (properties key streamNames).
   bool tell_stream = false;
@@ -76,6 +84,11 @@ class MultiLangProcessor final : public RecordProcessor {
   // Stops the child and throws `what`; logs it when it is the 1st, 3rd, 10th, 100th, ...
   // failure in a row (the core reports each series with its count too).
   [[noreturn]] void fail(const std::string& what);
+  // When the child's next message (or the read of what it is sent) is due; far away when
+  // there is no timeout.
+  std::chrono::steady_clock::time_point next_deadline() const;
+  // " (timeoutInSeconds: N ms)" for a deadline that passed, else empty.
+  std::string timeout_text(const Status& s) const;
   void log(LogLevel level, const std::string& message) const;
 
   const ChildOptions options_;
@@ -86,6 +99,7 @@ class MultiLangProcessor final : public RecordProcessor {
   std::optional<InitializationInput> init_;
   int children_started_ = 0;
   std::uint64_t failures_in_a_row_ = 0;  // fail() since the last processRecords answered
+  std::uint64_t lines_skipped_ = 0;      // lines of the children's output that were skipped
 };
 
 class MultiLangProcessorFactory final : public RecordProcessorFactory {

@@ -8,10 +8,10 @@
 // kinesisEndpoint, dynamoDBEndpoint, workerId, failoverTimeMillis, maxRecords,
 // idleTimeBetweenReadsInMillis, shardSyncIntervalMillis, parentShardPollIntervalMillis,
 // maxLeasesForWorker, maxLeasesToStealAtOneTime, initialLeaseTableReadCapacity,
-// initialLeaseTableWriteCapacity, timeoutInSeconds (how long the child may take to answer one
-// message; default 60), maxActiveThreads (threads running the shards' processors), and the
-// retrieval mode: retrievalMode = FANOUT | POLLING with consumerName. Poison records
-// (kcl-cpp's own keys): deadLetterFile = PATH or deadLetterStream = NAME turns on
+// initialLeaseTableWriteCapacity, timeoutInSeconds (how long the child may take to send each
+// message; unset, no limit, as the Java daemon), maxActiveThreads (threads running the shards'
+// processors), and the retrieval mode: retrievalMode = FANOUT | POLLING with consumerName. Poison
+// records (kcl-cpp's own keys): deadLetterFile = PATH or deadLetterStream = NAME turns on
 // ProcessorErrorPolicy::kDeadLetter: a batch whose child fails (an error, a crash, no answer)
 // maxAttemptsBeforeDeadLetter times (default 3) is bisected and each record that keeps
 // failing goes to that JSON-lines file or stream (kcl/dead_letter.h).

@@ -132,8 +132,9 @@ void add_multilang_command(CLI::App& parent, const GlobalOptions& global, int& e
       "multilang",
       "Run record processors written in any language with the Java KCL's MultiLangDaemon "
       "protocol and properties file: one child process per shard (executableName), JSON lines "
-      "over its stdin/stdout, its stderr forwarded to the log. A child that exits, breaks the "
-      "protocol or does not answer within timeoutInSeconds is replaced; the other shards go "
+      "over its stdin/stdout, its stderr forwarded to the log; other lines on its stdout are "
+      "skipped. A child that exits, answers a status for another action or does not send its "
+      "next message within timeoutInSeconds (unset: no limit) is replaced; the other shards go "
       "on. SIGINT/SIGTERM stop gracefully (shutdownRequested to every child).");
   auto* named =
       cmd->add_option("-p,--properties", f->properties, "The MultiLangDaemon properties file");

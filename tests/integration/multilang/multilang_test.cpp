@@ -211,10 +211,12 @@ TEST_F(MultiLangTest, TwoDaemonsShareTheShardsOneSurvivesTheOthersKillAndARestar
   EXPECT_EQ(finished_lines(out).size() - before, 20u) << "nothing before the checkpoints again";
 }
 
-TEST_F(MultiLangTest, AChildThatBreaksTheProtocolIsReplacedAndTheDaemonGoesOn) {
+TEST_F(MultiLangTest, AChildThatPrintsIsKeptOneThatExitsIsReplacedAndTheDaemonGoesOn) {
   put(10);
-  // A child that answers initialize, then prints garbage for its first processRecords; the
-  // next child (started by the daemon) behaves.
+  // Every child prints a line that is not a message before each status (skipped, as the Java
+  // daemon skips it: no batch would get through otherwise); the first one, at its first
+  // processRecords, prints garbage and exits, and the next child (started by the daemon)
+  // gets the batch.
   const std::string script = base_ + ".py";
   const std::string marker = base_ + ".broke";
   const std::string out = base_ + ".records";
@@ -230,7 +232,7 @@ for line in sys.stdin:
     if a == "processRecords" and not os.path.exists(marker):
         open(marker, "w").close()
         print("this is not json", flush=True)
-        continue
+        sys.exit(1)
     if a == "processRecords":
         with open(out, "a") as f:
             for r in m["records"]:
@@ -238,6 +240,7 @@ for line in sys.stdin:
         print(json.dumps({"action": "checkpoint", "sequenceNumber": None}), flush=True)
         reply = json.loads(sys.stdin.readline())
         assert reply["action"] == "checkpoint" and reply["error"] is None, reply
+    print("done with", a, flush=True)
     print(json.dumps({"action": "status", "responseFor": a}), flush=True)
 )";
   ChildProcess d = daemon(properties("python3 " + script + " " + marker + " " + out), out);

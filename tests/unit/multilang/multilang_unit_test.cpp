@@ -1,12 +1,19 @@
 // kcl multilang's parts: the properties file, the child's command line, and the protocol
 // with scripted children (small Python programs): checkpoints answered with the Java error
-// names, a child that never answers, and one that exits.
+// names, a child that never answers, one that stops reading, one that exits, lines that are
+// not messages, and what a child inherits.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kcl/multilang.h"
@@ -589,6 +596,189 @@ TEST_F(ScriptedChildTest, BlankLinesAndCrLfLineEndsAreTolerated) {
   EXPECT_EQ(cp.calls, (std::vector<std::string>{std::string(recs[0].sequence_number()) + "#0",
                                                 std::string(recs[0].sequence_number()) + "#0"}));
   EXPECT_EQ(p.children_started(), 1) << "the child was never taken for broken";
+}
+
+TEST_F(ScriptedChildTest, TheTimeoutBoundsEachMessageNotTheWholeBatch) {
+  // Four checkpoints 0.8 s apart: 3.2 s in all against a 2 s timeout, each message well
+  // within it (the Java daemon times each message).
+  MultiLangProcessor p(child("    if a == 'processRecords':\n"
+                             "        for i in range(4):\n"
+                             "            time.sleep(0.8)\n"
+                             "            reply({'action': 'checkpoint', 'sequenceNumber': None})\n"
+                             "            json.loads(sys.stdin.readline())\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  const auto start = std::chrono::steady_clock::now();
+  p.process_records(ProcessRecordsInput{recs, cp, 0});
+  EXPECT_GT(std::chrono::steady_clock::now() - start, 3s) << "the batch took longer than 2 s";
+  EXPECT_EQ(cp.calls.size(), 4u);
+  EXPECT_EQ(p.children_started(), 1) << "a child that keeps checkpointing is not hung";
+}
+
+TEST_F(ScriptedChildTest, LinesThatAreNotMessagesAreSkippedAndLoggedOncePerSeries) {
+  auto log = std::make_shared<kcl::testing::CapturedLog>(LogLevel::kWarn);
+  // Before each status: a print, JSON that is not an object, an object without an action and
+  // one with an action the protocol does not have (the Java daemon skips each).
+  MultiLangProcessor p(
+      child("    if a == 'processRecords':\n"
+            "        print('processing', len(m['records']), 'records', flush=True)\n"
+            "        print('[1, 2]', flush=True)\n"
+            "        reply({'hello': 1})\n"
+            "        reply({'action': 'debug', 'text': 'x'})\n"
+            "    reply({'action': 'status', 'responseFor': a})\n"),
+      log);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  for (int i = 0; i < 3; ++i) p.process_records(ProcessRecordsInput{recs, cp, 0});
+  EXPECT_EQ(p.children_started(), 1) << "the child was never taken for broken";
+  const std::vector<std::string> lines = log->lines();
+  ASSERT_EQ(lines.size(), 3u) << "12 lines skipped: logged at the 1st, 3rd and 10th; "
+                              << ::testing::PrintToString(lines);
+  EXPECT_NE(lines[0].find("(1 line so far): processing 1 records"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("(3 lines so far)"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("(10 lines so far)"), std::string::npos) << lines[2];
+}
+
+TEST_F(ScriptedChildTest, AStatusWithoutAResponseForIsAProtocolError) {
+  MultiLangProcessor p(child("    if a == 'processRecords':\n"
+                             "        reply({'action': 'status', 'responseFor': None})\n"
+                             "        continue\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  try {
+    p.process_records(ProcessRecordsInput{recs, cp, 0});
+    FAIL() << "a status for no action must fail the call";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("with a status for null"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(p.process_records(ProcessRecordsInput{recs, cp, 0}), std::runtime_error);
+  EXPECT_EQ(p.children_started(), 2) << "the child out of step was replaced";
+}
+
+TEST_F(ScriptedChildTest, AChildThatStopsReadingItsInputIsStoppedAndReplaced) {
+  // It answers initialize, then reads nothing more: a batch larger than the pipe holds must
+  // not block the shard's thread for ever.
+  MultiLangProcessor p(child("    reply({'action': 'status', 'responseFor': a})\n"
+                             "    time.sleep(60)\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  std::vector<Record> recs = records();
+  recs[0].set_data(std::string(1 << 20, 'x'));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    p.process_records(ProcessRecordsInput{recs, cp, 0});
+    FAIL() << "a child that does not read must fail the call";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not read its input in time"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << "bounded by the timeout";
+}
+
+TEST_F(ScriptedChildTest, SubSequenceNumbersAreReadAsTheJavaDaemonReadsThem) {
+  const std::string seen = ::testing::TempDir() + "/" + kcl::testing::unique_name("subseq");
+  MultiLangProcessor p(child("    if a == 'processRecords':\n"
+                             "        for sub in (3, '4', -1, 'x'):\n"
+                             "            reply({'action': 'checkpoint', 'sequenceNumber': '7', "
+                             "'subSequenceNumber': sub})\n"
+                             "            r = json.loads(sys.stdin.readline())\n"
+                             "            open('" +
+                             seen +
+                             "', 'a').write(str(r['error']) + '\\n')\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  auto recs = records();
+  p.process_records(ProcessRecordsInput{recs, cp, 0});
+  EXPECT_EQ(cp.calls, (std::vector<std::string>{"7#3", "7#4"}));
+  std::ifstream in(seen);
+  std::vector<std::string> errors;
+  for (std::string l; std::getline(in, l);) errors.push_back(l);
+  EXPECT_EQ(errors, (std::vector<std::string>{"None", "None", "IllegalArgumentException",
+                                              "IllegalArgumentException"}));
+}
+
+TEST_F(ScriptedChildTest, AChildGetsOnlyItsPipesAndTheDefaultSignals) {
+  // What this process holds that a child must not get: a socket opened without
+  // close-on-exec (as some libraries open theirs), and SIGPIPE ignored (as the daemon does).
+  // The child is a shell (Python would ignore SIGPIPE itself): `ls` and `grep` show what
+  // they inherited through it.
+  signal(SIGPIPE, SIG_IGN);
+  const int leaky = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(leaky, 0);
+  const std::string seen = ::testing::TempDir() + "/" + kcl::testing::unique_name("inherit");
+  ChildOptions o;
+  o.command = {"sh", "-c",
+               "read line; ls /proc/self/fd > " + seen + ".fds; grep -E '^Sig(Ign|Blk)' " +
+                   "/proc/self/status > " + seen + ".sig; " +
+                   "echo '{\"action\": \"status\", \"responseFor\": \"initialize\"}'; read line"};
+  o.response_timeout = 5s;
+  MultiLangProcessor p(o, nullptr);
+  init(p);
+  ::close(leaky);
+  std::ifstream fds_in(seen + ".fds");
+  std::set<int> fds;
+  for (int fd; fds_in >> fd;) fds.insert(fd);
+  // 0, 1, 2 and the descriptor ls opened to list them.
+  EXPECT_EQ(fds, (std::set<int>{0, 1, 2, 3})) << "only its pipes (socket " << leaky << ")";
+  std::ifstream sig_in(seen + ".sig");
+  std::map<std::string, unsigned long long> sig;
+  for (std::string name, mask; sig_in >> name >> mask;) sig[name] = std::stoull(mask, nullptr, 16);
+  ASSERT_EQ(sig.size(), 2u);
+  EXPECT_EQ(sig["SigIgn:"] & (1ULL << (SIGPIPE - 1)), 0u) << "SIGPIPE is not ignored in the child";
+  EXPECT_EQ(sig["SigBlk:"], 0u) << "no signal blocked";
+}
+
+TEST_F(ScriptedChildTest, StderrLinesEndAtCarriageReturnsAndLongOnesAreLoggedInPieces) {
+  // A progress bar rewriting its line (\r only), then 150 KB with no line end at all.
+  auto log = std::make_shared<kcl::testing::CapturedLog>(LogLevel::kInfo);
+  MultiLangProcessor p(child("    if a == 'initialize':\n"
+                             "        sys.stderr.write('10%\\r20%\\r30%\\n')\n"
+                             "        sys.stderr.write('y' * 150000)\n"
+                             "        sys.stderr.flush()\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       log);
+  init(p);
+  auto stderr_lines = [&] {
+    std::vector<std::string> out;
+    for (const std::string& l : log->lines()) {
+      if (l.rfind("stderr: ", 0) == 0) out.push_back(l.substr(8, 40));
+    }
+    return out;
+  };
+  const std::string piece = std::string(40, 'y');
+  const std::vector<std::string> want = {"10%", "20%", "30%", piece, piece};
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (stderr_lines() != want && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(stderr_lines(), want) << "three lines, then two 64 KiB pieces of the long one (the "
+                                     "rest waits for its end)";
+}
+
+TEST_F(ScriptedChildTest, AChildWritingAtItsExitIsNotBlockedByAFullPipe) {
+  // After its last status the child writes 1 MB to its stdout before it exits (more than the
+  // pipe holds), then leaves a mark: a stop that drains the pipe lets it finish.
+  const std::string mark = ::testing::TempDir() + "/" + kcl::testing::unique_name("exited");
+  MultiLangProcessor p(child("    reply({'action': 'status', 'responseFor': a})\n"
+                             "sys.stdout.write('x' * (1 << 20) + '\\n')\n"
+                             "sys.stdout.flush()\n"
+                             "open('" +
+                             mark + "', 'w').close()\n"),
+                       nullptr);
+  init(p);
+  FakeCheckpointer cp;
+  p.shutdown_requested(cp);
+  EXPECT_TRUE(std::ifstream(mark).good()) << "the child finished its exit before it was stopped";
 }
 
 }  // namespace
