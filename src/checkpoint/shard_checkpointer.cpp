@@ -196,7 +196,11 @@ Result<PreparedCheckpoint> ShardCheckpointer::prepare_checkpoint(
     const ExtendedSequenceNumber& position, std::optional<std::string> application_state) {
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(settle_unknown_write_locked());
-  if (position == last_checkpoint_) return PreparedCheckpoint{position, false};
+  // At the last checkpoint: nothing to prepare, unless it is the shard's last record, which
+  // now stands for the whole shard processed (SHARD_END, as checkpoint() writes it).
+  if (position == last_checkpoint_ && resolve_shard_end_locked(position) == position) {
+    return PreparedCheckpoint{position, false};
+  }
   KCL_RETURN_IF_ERROR(validate_locked(position, "prepared checkpoint"));
   const ExtendedSequenceNumber target = resolve_shard_end_locked(position);
   if (target == last_checkpoint_) return PreparedCheckpoint{target, false};

@@ -216,10 +216,19 @@ Result<Lease> HeldLeases::reread_held(WriteContext& w) {
                             std::to_string(now_in_table.lease_counter) + "); worker " +
                             worker_id() + " takes it again as a new tenure");
     }
+    bool same_tenure = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = held_.find(key);
-      if (it != held_.end() && it->second == w.h) w.h->lease = now_in_table;
+      same_tenure = it != held_.end() && it->second == w.h;
+      if (same_tenure) w.h->lease = now_in_table;
+    }
+    if (!same_tenure) {
+      // Dropped since this write began (the loss was reported then), and perhaps taken again
+      // as a new tenure: a write of the old one retried now would land in the new one.
+      return Status(StatusCode::kLeaseLost, "worker " + worker_id() +
+                                                " no longer holds the lease for " + key +
+                                                " in the tenure this write began in");
     }
     if (now_in_table.checkpoint_owner && now_in_table.lease_owner &&
         *now_in_table.lease_owner != worker_id()) {
@@ -301,8 +310,8 @@ std::optional<Result<Lease>> HeldLeases::letting_go_landed(WriteContext& w) {
 // The first steps of a write: the lease is held in `tenure`, this worker's write lock on it
 // is taken (a renewal does not wait for one: a checkpoint or release in flight renews the
 // lease if it lands), and its deadline has not passed. Returns the lease as held.
-Result<Lease> HeldLeases::begin_write(WriteContext& w, std::optional<std::uint64_t> tenure) {
-  const std::string key = w.h->lease.lease_key;
+Result<Lease> HeldLeases::begin_write(WriteContext& w, const std::string& key,
+                                      std::optional<std::uint64_t> tenure) {
   if (tenure && w.h->tenure != *tenure) {
     // Not a loss of the current tenure: nothing to drop or report.
     return Status(StatusCode::kLeaseLost,
@@ -385,7 +394,7 @@ Result<Lease> HeldLeases::write_held(std::string_view key, WriteKind kind,
                   "worker " + worker_id() + " does not hold the lease for " + std::string(key));
   }
   WriteContext w{h, kind, {}, {}, losses, std::nullopt, {}};
-  Result<Lease> result = begin_write(w, tenure);
+  Result<Lease> result = begin_write(w, std::string(key), tenure);
   if (result.ok())
     result = kind == WriteKind::kRefresh ? reread_held(w) : write_attempts(w, fields);
   if (w.write_lock.owns_lock()) w.write_lock.unlock();
@@ -437,16 +446,15 @@ Status HeldLeases::release(std::string_view lease_key) {
 }
 
 Status HeldLeases::release_all(std::vector<Lease>* handed_over) {
-  std::vector<std::shared_ptr<Held>> all;
+  std::vector<std::pair<std::string, std::shared_ptr<Held>>> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, h] : held_) all.push_back(h);
+    for (const auto& [key, h] : held_) all.emplace_back(key, h);
   }
   Status first;
-  for (const auto& h : all) {
+  for (const auto& [key, h] : all) {
     std::vector<PendingLoss> losses;  // none: a release reports no loss
-    auto released =
-        write_held(h->lease.lease_key, WriteKind::kRelease, nullptr, std::nullopt, losses);
+    auto released = write_held(key, WriteKind::kRelease, nullptr, std::nullopt, losses);
     if (released.ok()) {
       if (handed_over && released->lease_owner) handed_over->push_back(*std::move(released));
       continue;

@@ -208,7 +208,8 @@ class HeldLeases {
   void report_held_gauge();
   Result<Lease> write_held(std::string_view key, WriteKind kind, const CheckpointFields* fields,
                            std::optional<std::uint64_t> tenure, std::vector<PendingLoss>& losses);
-  Result<Lease> begin_write(WriteContext& w, std::optional<std::uint64_t> tenure);
+  Result<Lease> begin_write(WriteContext& w, const std::string& key,
+                            std::optional<std::uint64_t> tenure);
   Result<Lease> write_attempts(WriteContext& w, const CheckpointFields* fields);
   Status give_up(WriteContext& w, std::string why);
   Result<Lease> reread_held(WriteContext& w);

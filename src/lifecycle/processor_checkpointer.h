@@ -32,7 +32,9 @@ class ProcessorCheckpointer final : public Checkpointer {
   Status prepare_checkpoint(std::string_view sequence_number, SubSequenceNumber sub_sequence_number,
                             std::string_view application_state) override {
     auto position = ExtendedSequenceNumber::parse(sequence_number, sub_sequence_number);
-    if (!position.ok()) return position.status();
+    if (!position.ok()) {
+      return position.status().with_context("prepared checkpoint of " + inner_.lease_key() + ": ");
+    }
     std::optional<std::string> state;
     if (!application_state.empty()) state = std::string(application_state);
     auto prepared = inner_.prepare_checkpoint(*position, std::move(state));

@@ -124,6 +124,7 @@ class ShardConsumer final : public Task,
   // processor's records handed on are waited for up to `drain` from now (the earliest of
   // the bounds when asked more than once); a callback processor has none to wait for.
   void request_shutdown(std::chrono::milliseconds drain = std::chrono::milliseconds(0));
+  bool shutdown_requested() const { return shutdown_.load(); }
 
   const std::string& shard_id() const override { return names_.shard_id; }
   const std::string& lease_key() const { return names_.lease_key; }

@@ -44,7 +44,15 @@ ConsumersEnded ConsumerSupervisor::reconcile(bool stopping) {
     std::lock_guard<std::mutex> lock(mu_);
     sweep_locked(held_keys, ended, run);
     for (const auto& [key, new_owner] : handing_off) {
-      if (!consumers_.count(key)) handoffs_ready.push_back(key);
+      auto c = consumers_.find(key);
+      if (c == consumers_.end()) {
+        handoffs_ready.push_back(key);
+      } else if (!c->second->shutdown_requested()) {
+        // The handoff was noted while this consumer was being started from an earlier look
+        // (hand_off() found no consumer then): it is asked to finish now.
+        c->second->request_shutdown(options_.handoff_bound);
+        run.push_back(c->second);
+      }
     }
     if (!stopping && !ended.fatal) start_locked(held, handing_off, run);
     consumers = consumers_.size();

@@ -62,6 +62,9 @@ class ConsumerSupervisor {
     // A failed shard's consumer is started again after this.
     std::chrono::milliseconds restart_backoff{5000};
     std::chrono::milliseconds hung_warning{60000};  // a callback this long is reported
+    // How long a consumer whose lease is handed off may take to finish (hand_off()'s bound,
+    // for a handoff reconcile() finds before hand_off() found its consumer).
+    std::chrono::milliseconds handoff_bound{0};
   };
 
   // `held`, `pool`, `clock` and `metrics` must outlive this object.

@@ -411,6 +411,7 @@ void Worker::Impl::make_consumer_parts() {
   options.restart_backoff = std::min<std::chrono::milliseconds>(
       config_.processing.failure_backoff_max, std::chrono::seconds(5));
   options.hung_warning = config_.processing.hung_processor_warning;
+  options.handoff_bound = assignment::handoff_finish_bound(config_.leases);
   supervisor_ = std::make_unique<worker::ConsumerSupervisor>(
       options, assignment_->held(), *pool_, *clock_, *metrics_,
       [this](const Lease& lease) {

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "assignment/worker_takes_assignment.h"
@@ -201,8 +203,12 @@ class PartitionableStore final : public LeaseStore {
     if (partitioned_) return cut();
     return inner_.initiate_handoff(seen, new_owner);
   }
+  // Runs once before the next checkpoint write reaches the store (a write in flight while
+  // something else happens).
+  void before_next_checkpoint(std::function<void()> fn) { before_checkpoint_ = std::move(fn); }
   Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& f) override {
     if (partitioned_) return cut();
+    if (auto fn = std::exchange(before_checkpoint_, nullptr)) fn();
     return inner_.update_checkpoint(held, f);
   }
   Status update_child_shard_ids(std::string_view k, const std::vector<std::string>& c) override {
@@ -218,6 +224,7 @@ class PartitionableStore final : public LeaseStore {
   static Status cut() { return Status(StatusCode::kUnavailable, "partitioned"); }
   LeaseStore& inner_;
   bool partitioned_ = false;
+  std::function<void()> before_checkpoint_;
 };
 
 // A clock whose wall time must never be read (the lease logic judges expiry on monotonic

@@ -120,6 +120,21 @@ TEST_F(CheckpointerTest, CheckpointAtTheShardsLastRecordIsShardEnd) {
   EXPECT_EQ(table().checkpoint, ESN::shard_end());
 }
 
+TEST_F(CheckpointerTest, APrepareAtTheShardsLastRecordAlreadyCheckpointedIsShardEnd) {
+  // The last record was checkpointed while processing; at the shard's end the processor
+  // prepares and commits that same record: SHARD_END, or the shard's end never counts as
+  // processed (its children would wait for ever).
+  cp_->records_delivered(ESN("500"));
+  ASSERT_TRUE(cp_->checkpoint("500").ok());
+  cp_->shard_ended(ESN("500"));
+  auto prepared = cp_->prepare_checkpoint(ESN("500"));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_TRUE(prepared->written);
+  EXPECT_EQ(prepared->position, ESN::shard_end());
+  ASSERT_TRUE(cp_->commit(*prepared).ok());
+  EXPECT_EQ(table().checkpoint, ESN::shard_end());
+}
+
 TEST_F(CheckpointerTest, TwoPhasePrepareThenCommit) {
   cp_->records_delivered(ESN("700"));
   auto prepared = cp_->prepare_checkpoint(ESN("650"), std::string("app-state"));
@@ -318,6 +333,35 @@ TEST_F(CheckpointerTest, CheckpointerOfAnEarlierTenureCannotWriteAfterTheLeaseCa
   // Asking for the old tenure explicitly is refused.
   EXPECT_EQ(ShardCheckpointer::create(a_->held(), shard(0), cp_->tenure()).status().code(),
             StatusCode::kLeaseLost);
+}
+
+TEST(CheckpointTenureTest, AWriteOfAnEarlierTenureDoesNotLandAfterTheLeaseCameBack) {
+  // A checkpoint is in flight when its tenure ends and the lease comes back to this worker as
+  // a new tenure (lost, then taken again: the counter moves by one). The write's condition
+  // fails on that counter; retried, it would land in the new tenure.
+  ManualClock clock;
+  InMemoryLeaseStore inner;
+  leases::testing::PartitionableStore store(inner);
+  Lease l;
+  l.lease_key = shard(0);
+  l.checkpoint = ESN("100");
+  inner.put(l);
+  TakesWorker a(store, test_config("A"), clock, NoopMetricsSink::instance(), 1);
+  ASSERT_EQ(a.run_take_pass().taken.size(), 1u);
+  auto cp = ShardCheckpointer::create(a.held(), shard(0));
+  ASSERT_TRUE(cp.ok()) << cp.status();
+  (*cp)->records_delivered(ESN("300"));
+  store.before_next_checkpoint([&] {
+    a.held().lose_all(Status(StatusCode::kLeaseLost, "membership lapsed"));
+    auto taken = inner.take_lease(*inner.peek(shard(0)), "A");
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    a.held().gain(*taken, clock.now());
+  });
+  Status late = (*cp)->checkpoint();
+  EXPECT_EQ(late.code(), StatusCode::kLeaseLost) << late;
+  EXPECT_EQ(inner.peek(shard(0))->checkpoint, ESN("100")) << "nothing of the old tenure landed";
+  EXPECT_TRUE(a.holds(shard(0))) << "the new tenure keeps the lease";
+  EXPECT_NE(a.tenure_of(shard(0)), (*cp)->tenure());
 }
 
 TEST_F(CheckpointerTest, CheckpointRacingOwnRenewalsFromTwoThreads) {

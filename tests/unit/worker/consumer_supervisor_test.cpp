@@ -241,6 +241,24 @@ TEST_F(ConsumerSupervisorTest, ALostLeaseEndsItsConsumer) {
   EXPECT_EQ(factory_.shutdowns, 0) << "a lost lease is not checkpointed";
 }
 
+TEST_F(ConsumerSupervisorTest, AHandoffNotedBeforeItsConsumerWasSeenStillStopsIt) {
+  // The leader starts a handoff of a lease whose consumer a look is starting at that moment
+  // (from a list of handoffs read just before): hand_off() finds no consumer, so only a later
+  // look can ask it to finish. Then the handoff completes.
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
+  auto handing = store_.initiate_handoff(*store_.peek("shardId-0"), "w2");
+  ASSERT_TRUE(handing.ok()) << handing.status();
+  takes_.held().note_handoff(*handing);
+  ASSERT_TRUE(look_until([&] {
+    return store_.peek("shardId-0")->lease_owner == "w2" &&
+           !store_.peek("shardId-0")->checkpoint_owner;
+  })) << "the consumer was never asked to finish: the handoff never completed";
+  EXPECT_EQ(factory_.shutdowns, 1) << "its processor checkpointed at shutdown_requested";
+  EXPECT_FALSE(takes_.held().holds("shardId-0"));
+}
+
 TEST_F(ConsumerSupervisorTest, StopAllAsksEveryConsumerForItsFinalCheckpoint) {
   hold({"shardId-0", "shardId-1"});
   make_supervisor();
