@@ -34,7 +34,8 @@
 //
 // Ordering: with max_in_flight_per_shard = 1 (the default) a shard has at most one call in
 // flight and failed records go back to the front of their shard's queue, so the records of
-// one partition key are written in the order put() was called. A larger value sends more
+// one partition key are written in the order put() was called, across a split or a merge
+// too (no shard sends while a call to a shard that closed is unanswered). A larger value sends more
 // calls per shard at once (more throughput on a hot shard) but a record that is retried can
 // then land after records put later with the same key.
 //
@@ -92,7 +93,9 @@ struct ProducerConfig {
   // Bytes (data + partition key) put but not yet resolved. Default 64 MiB, range >= 1 MiB.
   std::size_t max_buffered_bytes = std::size_t{64} << 20;
   // When the buffer is full: true = put() waits for room (default); false = put() returns a
-  // future that is already failed with kUnavailable ("buffer full").
+  // future that is already failed with kUnavailable ("buffer full"). A put() from a callback
+  // never waits (its thread answers the records that make room): the record is taken, and
+  // the buffer may then hold more than its bounds by what callbacks put.
   bool block_when_full = true;
   // Pack small records into KPL aggregates. Default true.
   bool aggregate = true;

@@ -245,7 +245,9 @@ class Producer::Impl {
                                                         "' is not a decimal below 2^128");
       }
       item.hash = *h;
-      item.key_id = std::hash<std::string_view>{}(item.pk);
+      // The same id as a record of this key without one (the ordering of a key holds
+      // whichever way its records name their shard).
+      item.key_id = static_cast<std::uint64_t>(producer::partition_key_hash(item.pk));
     } else {
       item.hash = producer::partition_key_hash(item.pk);
       item.key_id = static_cast<std::uint64_t>(item.hash);
@@ -288,7 +290,12 @@ class Producer::Impl {
         notify(look);
         lock.lock();
       }
-      space_cv_.wait(lock, [&] { return plan_state_.stop || plan_state_.closing || !full(); });
+      // A put() from a callback runs on a request thread, which answers the records that free
+      // the room it would wait for: it does not wait (the buffer may then hold more than its
+      // bounds by what callbacks put while a call is answered).
+      if (!on_own_thread()) {
+        space_cv_.wait(lock, [&] { return plan_state_.stop || plan_state_.closing || !full(); });
+      }
       --buffered_.waiting_putters;
       if (plan_state_.stop || plan_state_.closing) {
         lock.unlock();

@@ -40,7 +40,8 @@ void PutPlanner::set_map(ShardMap map, Clock::MonoTime now) {
     }
     q.items.clear();
     if (q.in_flight > 0) {
-      // Keep its in-flight count until the calls return.
+      // Keep its in-flight count until the calls return; meanwhile no shard sends (below).
+      closed_in_flight_.insert(id);
       if (auto again = shards_.find(id); again != shards_.end()) {
         again->second.in_flight += q.in_flight;
       } else {
@@ -108,9 +109,13 @@ PutPlanner::ShardQueue& PutPlanner::queue_named(const std::string& id, Clock::Mo
   return it->second;
 }
 
-// Whether shard `q` may contribute to a call now.
+// Whether shard `q` may contribute to a call now. Not while a call to a shard the map no
+// longer has open is unanswered: its records' keys now go to the shards that replaced it,
+// and a record of it that failed comes back ahead of theirs (ordering across a split or a
+// merge); a call's answer ends the wait.
 bool PutPlanner::sendable(const ShardQueue& q, Clock::MonoTime now) const {
-  return !q.items.empty() && q.in_flight < config_.max_in_flight_per_shard && now >= q.not_before;
+  return closed_in_flight_.empty() && !q.items.empty() &&
+         q.in_flight < config_.max_in_flight_per_shard && now >= q.not_before;
 }
 
 // When shard `q`'s tokens allow a worthwhile send: a linger's worth of its rate, or all it
@@ -149,7 +154,9 @@ bool PutPlanner::call_due(Clock::MonoTime now, Urgency urgency, Clock::MonoTime&
   for (auto& [id, q] : shards_) {
     if (q.items.empty()) continue;
     if (!sendable(q, now)) {
-      if (q.in_flight < config_.max_in_flight_per_shard) wake = std::min(wake, q.not_before);
+      if (q.in_flight < config_.max_in_flight_per_shard && closed_in_flight_.empty()) {
+        wake = std::min(wake, q.not_before);
+      }
       q.ready_since.reset();
       continue;
     }
@@ -389,6 +396,7 @@ void PutPlanner::settle_shards(const PlannedCall& call, const std::vector<ShardO
     if (it == shards_.end()) continue;
     ShardQueue& q = it->second;
     --q.in_flight;
+    if (q.in_flight == 0 && !closed_in_flight_.empty()) closed_in_flight_.erase(q.id);
     q.rate.on_answered(outcome.sent_records, outcome.sent_bytes, outcome.written_records,
                        outcome.written_bytes, call.built, now);
     if (outcome.throttled) {

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -227,6 +228,8 @@ class PutPlanner {
   ShardMap map_;
   std::vector<ShardQueue*> range_queues_;  // the queue of each of map_'s ranges
   std::map<std::string, ShardQueue> shards_;
+  // Shards no longer open in map_ with calls unanswered: no shard sends until they answer.
+  std::set<std::string> closed_in_flight_;
   std::size_t queued_records_ = 0;
   std::size_t queued_bytes_ = 0;
   KplAggregator agg_;

@@ -24,6 +24,7 @@
 #include "kcl/worker.h"
 #include "kinesis/kinesis_client.h"
 #include "kpl/kpl_format.h"
+#include "producer/kpl_aggregator.h"
 #include "producer/producer_access.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "support/captured_log.h"
@@ -577,6 +578,46 @@ TEST_F(ScriptedProducerTest, FailFastWhenTheBufferIsFull) {
   EXPECT_NE(rejected.status().message().find("buffer full"), std::string::npos);
   ASSERT_TRUE(producer->flush(30s).ok());
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(futures[static_cast<std::size_t>(i)].get().ok());
+}
+
+// A callback that puts a failed record again while the buffer is full runs on the thread
+// that answers the records making room: waiting there would wait for itself (with one
+// request thread, for ever). The record is taken at once instead.
+TEST_F(ScriptedProducerTest, APutFromACallbackWhileTheBufferIsFullDoesNotWaitForItself) {
+  script.fail_times = [](const std::string& d) { return d == "x" ? 1000 : 0; };
+  script.error_code = [](const std::string&) { return std::string("KMSAccessDeniedException"); };
+  config.linger = 1ms;
+  config.aggregate = false;
+  config.max_concurrent_requests = 1;
+  config.max_buffered_records = 2;
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
+  std::atomic<int> again{0};
+  Producer* p = producer.get();
+  producer->put("k", "x", "", [&, p](Result<PutResult> r, UserRecord) {
+    if (!r.ok() && again.fetch_add(1) == 0) (void)p->put("k", "again");
+  });
+  producer->put("k", "y");
+  ASSERT_TRUE(producer->flush(30s).ok()) << "the request thread waited for itself";
+  EXPECT_EQ(again.load(), 1);
+  auto accepted = script.accepted();
+  std::sort(accepted.begin(), accepted.end());
+  EXPECT_EQ(accepted, (std::vector<std::string>{"again", "y"}));
+}
+
+// One partition key, its second record naming its shard by an explicit hash key (the same
+// shard): still one key, so the two never share a call and a retry of the first keeps it
+// ahead of the second.
+TEST_F(ScriptedProducerTest, AKeysOrderHoldsWhenOneOfItsRecordsHasAnExplicitHashKey) {
+  script.fail_times = [](const std::string& d) { return d == "first" ? 1 : 0; };
+  config.linger = 50ms;
+  config.aggregate = false;
+  auto producer = made(ProducerAccess::make(config, client_for(server)));
+  const std::string ehk = producer::hash_key_to_string(producer::partition_key_hash("k"));
+  auto first = producer->put("k", "first");
+  auto second = producer->put("k", "second", ehk);
+  ASSERT_TRUE(first.get().ok());
+  ASSERT_TRUE(second.get().ok());
+  EXPECT_EQ(script.accepted(), (std::vector<std::string>{"first", "second"}));
 }
 
 TEST_F(ScriptedProducerTest, ItsThreadsAreNamedAndGoneAfterShutdown) {

@@ -366,6 +366,44 @@ TEST(PutPlannerTest, AggregationPacksRecordsUpToItsSizeLimit) {
   EXPECT_LT(next.call.entries.size(), 10u);
 }
 
+TEST(PutPlannerTest, AfterASplitTheChildrenWaitForTheParentsCallSoAKeyStaysInOrder) {
+  ProducerConfig c = base_config();
+  c.linger = 0ms;
+  Fixture f(c);  // ordered
+  const std::string k = key_in(1, 0);
+  f.planner.add(record(k, 10, '1'), kT0);
+  auto first = f.planner.next_call(kT0, {});
+  ASSERT_EQ(first.call.items.size(), 1u);
+  ASSERT_EQ(first.call.shards, std::vector<std::string>{"shardId-1"});
+  // shardId-1 splits while its call is in flight; the key's next record is for a child.
+  const HashKey half = HashKey{1} << 127, three_quarters = half + (HashKey{1} << 126);
+  f.planner.set_map(ShardMap({{0, half - 1, "shardId-0"},
+                              {half, three_quarters - 1, "shardId-2"},
+                              {three_quarters, ~HashKey{0}, "shardId-3"}}),
+                    kT0);
+  f.planner.add(record(k, 10, '2'), kT0 + 1ms);
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  EXPECT_TRUE(f.planner.next_call(kT0 + 2ms, flush).call.empty())
+      << "the child must not send the key's second record before the parent's call answers";
+  // The parent's call is throttled: its record comes back ahead of the second.
+  auto answer = all_ok(first.call);
+  answer->records[0].ok = false;
+  answer->records[0].error_code = "ProvisionedThroughputExceededException";
+  PutPlanner::Done done;
+  f.planner.on_result(first.call, answer, kT0 + 3ms, done);
+  std::vector<std::string> sent;
+  auto t = kT0 + 3ms;
+  for (int step = 0; step < 20000 && sent.size() < 2; ++step, t += 1ms) {
+    auto next = f.planner.next_call(t, flush);
+    if (next.call.empty()) continue;
+    for (const auto& item : next.call.items) sent.push_back(item->data);
+    PutPlanner::Done more;
+    f.planner.on_result(next.call, all_ok(next.call), t, more);
+  }
+  EXPECT_EQ(sent, (std::vector<std::string>{"1111111111", "2222222222"}));
+}
+
 TEST(PutPlannerTest, ASplitMovesQueuedRecordsToTheOpenShards) {
   ProducerConfig c = base_config();
   Fixture f(c);
