@@ -349,7 +349,7 @@ std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std
     // go with `batch`, the frame with the buffer); subscribe again after the last good
     // continuation.
     event_.buffer.reset();
-    return stream_lost();
+    return stream_lost("an event could not be read: " + parsed.message());
   }
   retries_.on_success();
   quiet_ends_ = 0;
@@ -370,7 +370,9 @@ std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std
 
 FetchStep FanOutSource::classify_stream_end(Drained& drained, Clock::MonoTime now,
                                             std::size_t queued) {
-  if (drained.decode_error) return stream_lost();
+  if (drained.decode_error) {
+    return stream_lost("the event stream is corrupt: " + drained.decode_error->message());
+  }
   if (drained.closed) {
     if (drained.http_status != 200 && drained.http_status != 0) return on_http_error(drained);
     if (drained.close_status.ok() && drained.http_status == 200 && !drained.cut_short) {
@@ -379,7 +381,11 @@ FetchStep FanOutSource::classify_stream_end(Drained& drained, Clock::MonoTime no
                                queued > 0 ? FetchOutcome::kRecords : FetchOutcome::kNoRecords,
                                "lifetime");
     }
-    return stream_lost();
+    if (!drained.close_status.ok()) {
+      return stream_lost("the event stream broke off: " + drained.close_status.message());
+    }
+    return stream_lost(drained.cut_short ? "the event stream ended inside an event"
+                                         : "the event stream ended before its lifetime");
   }
   if (now - last_event_at_ >= config_.fanout_idle_timeout) {
     streams_lost_.fetch_add(1);
@@ -405,10 +411,9 @@ FetchStep FanOutSource::on_http_error(Drained& drained) {
                      "error");
 }
 
-FetchStep FanOutSource::stream_lost() {
+FetchStep FanOutSource::stream_lost(const std::string& why) {
   streams_lost_.fetch_add(1);
-  return retry_after(Status(StatusCode::kUnavailable, "the subscription's event stream broke off"),
-                     "lost");
+  return retry_after(Status(StatusCode::kUnavailable, why), "lost");
 }
 
 }  // namespace kcl::retrieval

@@ -133,8 +133,9 @@ class FanOutSource final : public QueuedRecordsSource {
   FetchStep classify_stream_end(Drained& drained, Clock::MonoTime now, std::size_t queued);
   // The answer to SubscribeToShard was not 200.
   FetchStep on_http_error(Drained& drained);
-  // The stream was lost, cut short or corrupt: subscribe again after a backoff.
-  FetchStep stream_lost();
+  // The stream was lost, cut short or corrupt (`why`, for the retry's reason and the stall
+  // report): subscribe again after a backoff.
+  FetchStep stream_lost(const std::string& why);
 
   const FanOutContext ctx_;
   const std::string shard_id_;
