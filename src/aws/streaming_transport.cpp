@@ -1,6 +1,9 @@
 #include "aws/streaming_transport.h"
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <cctype>
 #include <cstring>
@@ -20,6 +23,7 @@ struct StreamingTransport::Stream {
   Headers response_headers;
   bool response_reported = false;
   bool paused = false;
+  bool fresh_connection = false;
   char errbuf[CURL_ERROR_SIZE] = {};
 
   ~Stream() {
@@ -67,6 +71,16 @@ static std::size_t stream_header_cb(char* data, std::size_t size, std::size_t n,
   return size * n;
 }
 
+// A connection whose peer stops acknowledging is closed 30 s after the first byte (or
+// keepalive probe) it left unacknowledged.
+static int set_user_timeout(void*, curl_socket_t fd, curlsocktype purpose) {
+  if (purpose == CURLSOCKTYPE_IPCXN) {
+    const unsigned int ms = 30000;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+  }
+  return CURL_SOCKOPT_OK;
+}
+
 static std::size_t stream_write_cb(char* data, std::size_t size, std::size_t n, void* user) {
   auto* s = static_cast<StreamingTransport::Stream*>(user);
   if (!s->response_reported) {
@@ -101,10 +115,12 @@ StreamingTransport::~StreamingTransport() {
 }
 
 StreamingTransport::StreamId StreamingTransport::open(HttpRequest request,
-                                                      std::shared_ptr<StreamHandler> handler) {
+                                                      std::shared_ptr<StreamHandler> handler,
+                                                      bool fresh_connection) {
   auto s = std::make_unique<Stream>();
   s->request = std::move(request);
   s->handler = std::move(handler);
+  s->fresh_connection = fresh_connection;
   StreamId id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -150,6 +166,9 @@ void StreamingTransport::start_locked_out(Stream& s) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(config_.connect_timeout.count()));
   curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPIDLE, 10L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 5L);
+  curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, set_user_timeout);
   curl_easy_setopt(h, CURLOPT_BUFFERSIZE, static_cast<long>(config_.receive_buffer_bytes));
   curl_easy_setopt(
       h, CURLOPT_HTTP_VERSION,
@@ -158,6 +177,7 @@ void StreamingTransport::start_locked_out(Stream& s) {
     // Wait for the connection to an endpoint to be able to multiplex rather than opening one
     // per stream.
     curl_easy_setopt(h, CURLOPT_PIPEWAIT, 1L);
+    if (s.fresh_connection) curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
   } else {
     // h2c with prior knowledge: libcurl 7.88 fails a second stream on such a connection
     // (CURLE_HTTP2), so each stream to a plain-HTTP endpoint gets a connection of its own.

@@ -13,6 +13,11 @@
 // streams on the connection go on. So a slow consumer bounds memory (to the window) instead of
 // buffering without limit.
 //
+// A connection whose peer stops acknowledging (a dead host, a network partition) is closed
+// by the kernel within 30 s of the first unacknowledged byte or keepalive probe
+// (TCP_USER_TIMEOUT; keepalive probes from 10 s of silence), failing its streams, rather than
+// after the kernel's retransmissions give up (about 15 minutes).
+//
 // Handlers are called on the transport's thread, one call at a time, and must return quickly
 // (no blocking, no calls back into the transport other than resume()/cancel()).
 //
@@ -58,8 +63,12 @@ class StreamingTransport {
   StreamingTransport(const StreamingTransport&) = delete;
   StreamingTransport& operator=(const StreamingTransport&) = delete;
 
-  // Starts a request whose response is streamed to `handler`.
-  StreamId open(HttpRequest request, std::shared_ptr<StreamHandler> handler);
+  // Starts a request whose response is streamed to `handler`. `fresh_connection`: on a new
+  // connection, not one the transport already has (after a stream went silent: its
+  // connection may be dead although its socket looks alive, and would take the new stream
+  // into the same silence).
+  StreamId open(HttpRequest request, std::shared_ptr<StreamHandler> handler,
+                bool fresh_connection = false);
   // Takes up a paused stream again.
   void resume(StreamId id);
   // Ends a stream; its on_close(kCancelled) follows unless it had already closed.

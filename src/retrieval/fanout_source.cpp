@@ -166,7 +166,8 @@ FetchStep FanOutSource::subscribe() {
   // What one subscription may hold before its stream is paused.
   inbox_->max_bytes = std::min<std::size_t>(config_.max_prefetch_bytes, std::size_t{4} << 20);
   inbox_->wake = wake_;
-  stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_));
+  stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_),
+                                    std::exchange(fresh_connection_next_, false));
   subscriptions_.fetch_add(1);
   if (ctx_.metrics) {
     const MetricTag tags[] = {{"shard", shard_id_}, {"stream", ctx_.stream}};
@@ -389,6 +390,9 @@ FetchStep FanOutSource::classify_stream_end(Drained& drained, Clock::MonoTime no
   }
   if (now - last_event_at_ >= config_.fanout_idle_timeout) {
     streams_lost_.fetch_add(1);
+    // Nothing came, not even the service's empty events: the connection may be dead while
+    // its socket looks alive. The next subscription does not go onto it.
+    fresh_connection_next_ = true;
     const milliseconds delay = normal_end_delay();
     if (quiet_ends_ < 1'000'000) ++quiet_ends_;
     return resubscribe_after(delay, FetchOutcome::kRetrying, "lost");

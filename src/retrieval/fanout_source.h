@@ -154,6 +154,8 @@ class FanOutSource final : public QueuedRecordsSource {
   bool resume_filter_ = false;
   aws::RetrySeries retries_;  // failures in a row and their backoff
   int quiet_ends_ = 0;        // idle ends in a row (no event since)
+  // The last subscription went silent: the next one opens a connection of its own.
+  bool fresh_connection_next_ = false;
   std::mt19937_64 rng_;
   kinesis::GetRecordsResult event_;  // reused from event to event
 

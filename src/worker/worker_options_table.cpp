@@ -316,7 +316,7 @@ constexpr WorkerOption kOptions[] = {
      .kind = K::kDuration,
      .lo = kSecond,
      .hi = 10 * kMinute,
-     .doc = "Fan-out: a subscription silent this long is made again"},
+     .doc = "Fan-out: a subscription silent this long is made again, on a new connection"},
     {.name = "fanout_in_use_backoff",
      KCL_AT(retrieval.fanout_in_use_backoff),
      .kind = K::kDuration,

@@ -24,6 +24,9 @@
 //                                           how many were written before the client paused
 //   {"end": true}                           ends the stream normally (the 5-minute lifetime)
 //   {"hold": true}                          keeps the stream open until the client goes
+//   {"silence": true}                       the connection goes silent: this stream and every
+//                                           later one on its session get nothing more (as a
+//                                           dead host whose socket still looks alive)
 // Prints {"port": P} once listening; logs one JSON line per subscription (its
 // StartingPosition) and per flood ("flood" with written / paused counts) to --log.
 'use strict';
@@ -125,6 +128,10 @@ async function play(stream, actions) {
     } else if (a.hold) {
       await new Promise((r) => stream.on('close', r));
       return;
+    } else if (a.silence) {
+      stream.session.silenced = true;
+      await new Promise((r) => stream.on('close', r));
+      return;
     }
   }
   if (!stream.destroyed && !stream.closed) stream.end();
@@ -136,6 +143,11 @@ const server = arg('--tls-key')
 let sessions = 0;
 server.on('session', () => log({session: ++sessions}));
 server.on('stream', (stream, headers) => {
+  if (stream.session.silenced) {
+    log({silenced: true});
+    stream.on('error', () => {});
+    return;  // never answered
+  }
   const chunks = [];
   stream.on('data', (c) => chunks.push(c));
   stream.on('error', () => {});

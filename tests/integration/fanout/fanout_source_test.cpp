@@ -522,6 +522,24 @@ TEST_F(FanOutSourceTest, APausedShardDoesNotHoldUpTheOthers) {
   }());
 }
 
+// The connection goes silent after the first event (a dead host whose socket still looks
+// alive): the idle end's new subscription must not go onto it, or it waits in the same
+// silence at every try.
+TEST_F(FanOutSourceTest, AfterASilentStreamTheNextSubscriptionTakesANewConnection) {
+  serve(json::array({json::array({event({0}, 0), {{"silence", true}}}),
+                     json::array({event({1}, 1), {{"hold", true}}})}));
+  RetrievalConfig c = retrieval();
+  c.fanout_idle_timeout = 1s;
+  auto s = source(StartPosition::trim_horizon(), c);
+  ASSERT_TRUE(drive(*s, [&] { return data_.size() >= 2; }))
+      << "after the silence: " << ::testing::PrintToString(data_) << ", "
+      << log_lines("silenced").size() << " subscriptions sent into it";
+  EXPECT_EQ(data_, names({0, 1}));
+  EXPECT_EQ(log_lines("session").size(), 2u) << "a second connection";
+  EXPECT_EQ(log_lines("silenced").size(), 0u) << "nothing sent into the silent one";
+  EXPECT_EQ(log_lines("subscription")[1]["position"]["SequenceNumber"], seq(0));
+}
+
 TEST_F(FanOutSourceTest, ManyShardsShareOneConnection) {
   serve(json::array({json::array({event({0}, 0), {{"hold", true}}})}));
   std::vector<std::shared_ptr<FanOutSource>> sources;
