@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "base/thread_name.h"
@@ -104,6 +105,33 @@ class StderrPump {
   int wake_[2] = {-1, -1};
 };
 
+namespace {
+
+// Children started and not yet reaped, for kill_all(). A pid leaves the set in the same locked
+// step that reaps it, so kill_all() never signals a pid that could have been reused.
+std::mutex g_children_mu;
+std::set<pid_t>& live_children() {
+  static auto* children = new std::set<pid_t>();  // lives as long as the process
+  return *children;
+}
+
+}  // namespace
+
+void ChildProcess::kill_all() {
+  std::lock_guard<std::mutex> lock(g_children_mu);
+  for (pid_t pid : live_children()) ::kill(pid, SIGKILL);
+}
+
+bool ChildProcess::reap(bool wait) {
+  std::lock_guard<std::mutex> lock(g_children_mu);
+  int st = 0;
+  if (::waitpid(pid_, &st, wait ? 0 : WNOHANG) != pid_) return false;
+  reaped_ = true;
+  status_ = st;
+  live_children().erase(pid_);
+  return true;
+}
+
 std::vector<std::string> split_command(const std::string& command) {
   std::vector<std::string> out;
   std::string cur;
@@ -180,6 +208,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
     child->pid_ = -1;
     return Status(StatusCode::kFailedPrecondition,
                   "cannot start the record processor '" + argv[0] + "': " + std::strerror(rc));
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_children_mu);
+    live_children().insert(child->pid_);
   }
   child->in_ = in[1];
   child->out_ = out[0];
@@ -279,13 +311,7 @@ void ChildProcess::drain_output(std::chrono::milliseconds wait) {
 }
 
 std::string ChildProcess::exit_description() {
-  if (!reaped_ && pid_ > 0) {
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      reaped_ = true;
-      status_ = st;
-    }
-  }
+  if (!reaped_ && pid_ > 0) (void)reap(false);
   if (!reaped_) return "still running";
   if (WIFEXITED(status_)) return "exit status " + std::to_string(WEXITSTATUS(status_));
   if (WIFSIGNALED(status_)) return "killed by signal " + std::to_string(WTERMSIG(status_));
@@ -299,20 +325,12 @@ void ChildProcess::stop(std::chrono::milliseconds grace) {
   }
   if (pid_ > 0 && !reaped_) {
     const auto until = std::chrono::steady_clock::now() + grace;
-    int st = 0;
-    while (std::chrono::steady_clock::now() < until) {
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        status_ = st;
-        break;
-      }
+    while (std::chrono::steady_clock::now() < until && !reap(false)) {
       drain_output(std::chrono::milliseconds(10));
     }
     if (!reaped_) {
       ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &st, 0);
-      reaped_ = true;
-      status_ = st;
+      (void)reap(true);
     }
   }
   if (out_ >= 0) {

@@ -41,11 +41,16 @@ class ChildProcess {
   // Idempotent.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
   pid_t pid() const { return pid_; }
+  // Kills (SIGKILL) every child this process started and has not reaped: a daemon whose
+  // graceful stop waits on children that never answer. Their reads then end (kUnavailable).
+  static void kill_all();
   // How it ended, once stopped or exited ("exit status 3", "killed by signal 9").
   std::string exit_description();
 
  private:
   ChildProcess() = default;
+  // Reaps the child if it exited (waiting for it when `wait`); whether it is reaped now.
+  bool reap(bool wait);
   // Reads and drops what the child writes to its output, waiting up to `wait` for some.
   void drain_output(std::chrono::milliseconds wait);
   pid_t pid_ = -1;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -102,12 +103,22 @@ class ChildProcess {
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
+  // The exit status once it has exited (128 + signal when killed by one); empty while it runs.
+  std::optional<int> exit_status() {
+    if (pid_ <= 0) return exited_;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return std::nullopt;
+    pid_ = -1;
+    exited_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exited_;
+  }
   // The lines of stdout finished so far (finished_lines).
   std::vector<std::string> lines() const { return finished_lines(out_path_); }
 
  private:
   std::string out_path_;
   pid_t pid_ = -1;
+  std::optional<int> exited_;
 };
 
 // A Node script that prints {"port": P} on its first line of stdout (the tests' scripted

@@ -3,8 +3,10 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "commands.h"
 #include "dead_letter_options.h"
 #include "kcl/worker.h"
+#include "multilang/child_process.h"
 #include "multilang/properties.h"
 
 namespace kcl::cli {
@@ -120,7 +123,18 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
     return 0;
   }
   std::cerr << "kcl multilang: stopping gracefully (shutdownRequested to every child)\n";
-  Status stopped = worker.shutdown();
+  // The worker hands the leases back once shutdown_timeout (shutdownGraceMillis) has passed,
+  // then waits for its threads, of which one may be in a call to a child that never answers
+  // (no timeoutInSeconds): those children are killed then, so the daemon ends.
+  std::shared_future<Status> ending = worker.begin_shutdown();
+  const auto grace = config.processing.shutdown_timeout + std::chrono::seconds(5);
+  if (ending.wait_for(grace) != std::future_status::ready) {
+    logger->log(LogLevel::kWarn, "multilang",
+                "children still had not answered " + std::to_string(grace.count() / 1000) +
+                    " s after the stop began; killing them");
+    multilang::ChildProcess::kill_all();
+  }
+  Status stopped = ending.get();
   if (!stopped.ok()) return report_error("multilang", stopped);
   return 0;
 }

@@ -253,6 +253,45 @@ for line in sys.stdin:
   EXPECT_EQ(d.stop(), 0) << "the daemon did not exit because of one child";
 }
 
+// Without timeoutInSeconds (as the Java daemon, no limit) a child that never answers holds
+// its shard; a graceful stop hands the leases back after shutdownGraceMillis and then kills
+// such children, so the daemon ends instead of waiting for them for ever.
+TEST_F(MultiLangTest, AStopEndsEvenWhenAChildNeverAnswersAndThereIsNoTimeout) {
+  put(4);
+  const std::string script = base_ + ".py";
+  const std::string out = base_ + ".records";
+  std::ofstream(script) << R"(import json, sys, time
+out = sys.argv[1]
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    a = json.loads(line)["action"]
+    if a == "processRecords":
+        with open(out, "a") as f:
+            f.write("hung\n")
+        time.sleep(3600)
+    print(json.dumps({"action": "status", "responseFor": a}), flush=True)
+)";
+  const std::string props = properties("python3 " + script + " " + out);
+  std::string text;
+  {
+    std::ifstream in(props);
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("timeoutInSeconds", 0) != 0) text += l + "\n";
+    }
+  }
+  std::ofstream(props) << text << "shutdownGraceMillis = 2000\n";
+  ChildProcess d = daemon(props, out);
+  ASSERT_TRUE(d.started());
+  ASSERT_TRUE(eventually([&] { return !finished_lines(out).empty(); }, 120s))
+      << "a child got its first batch";
+  d.signal(SIGTERM);
+  EXPECT_TRUE(eventually([&] { return d.exit_status().has_value(); }, 60s))
+      << "the daemon still runs 60 s after SIGTERM";
+  EXPECT_EQ(d.exit_status(), std::optional<int>(0));
+}
+
 // deadLetterFile: a child that dies on one record's batch (every time) gets the batch's halves
 // until the record is found; it goes to the file and the shard goes on past it.
 TEST_F(MultiLangTest, AChildThatKeepsFailingOnARecordHasItDeadLettered) {
