@@ -9,7 +9,9 @@
 //     failures, transient error types), after a full-jitter backoff, while the client's
 //     retry quota can pay for it (RetryPolicy in retry.h: the SDKs' standard mode);
 //   - a clock-skew rejection (RequestTimeTooSkewed, "Signature expired") is retried at once,
-//     once per call, with the skew measured from the response's Date header.
+//     once per call, with the skew measured from the response's Date header (measured by a
+//     call of one attempt too, for the next call; measured again when the clock is set right
+//     later, so a correction never outlives the skew).
 // Credentials are fetched for every attempt (the provider caches and refreshes them).
 //
 // Secrets: error messages carry the service's error type and message and a sanitized
@@ -310,7 +312,9 @@ class JsonClient final : public AwsJsonClient {
       } else {
         bool skew = false;
         st = http_error(c.op, *resp, creds, signature, c.details, &skew);
-        if (skew && !c.skew_retried && more_attempts && adjust_skew(*resp)) {
+        // Measured whatever attempts are left: a call of one attempt (GetRecords, PutRecords)
+        // fails, and the next call is signed right.
+        if (skew && !c.skew_retried && adjust_skew(*resp) && more_attempts) {
           c.skew_retried = true;
           *retry_at_once = true;
         }
@@ -473,14 +477,18 @@ class JsonClient final : public AwsJsonClient {
     return Status(code, std::move(msg), details);
   }
 
-  // Measures the clock skew from the response's Date header; true when it was large enough
-  // to explain the rejection and has been applied.
+  // Measures the clock skew from the response's Date header against the time requests are
+  // signed with (this clock and the correction in use); true when that is off by enough to
+  // explain the rejection and the correction was measured again from this clock (to 0 when
+  // the clock itself is now within minutes: a host whose clock was set right since).
   bool adjust_skew(const HttpResponse& resp) {
     auto server = parse_http_date(resp.header("date"));
     if (!server) return false;
-    auto skew = std::chrono::duration_cast<std::chrono::milliseconds>(*server - clock_.wall_now());
-    if (std::chrono::abs(skew) < std::chrono::minutes(4)) return false;
-    skew_ms_.store(skew.count());
+    const auto wall = clock_.wall_now();
+    const auto signed_at = wall + std::chrono::milliseconds(skew_ms_.load());
+    if (std::chrono::abs(*server - signed_at) < std::chrono::minutes(4)) return false;
+    auto skew = std::chrono::duration_cast<std::chrono::milliseconds>(*server - wall);
+    skew_ms_.store(std::chrono::abs(skew) < std::chrono::minutes(4) ? 0 : skew.count());
     return true;
   }
 

@@ -241,6 +241,24 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
       }
       break;  // not expected from GetShardIterator: terminal
     case StatusCode::kNotFound: {
+      // The stream is gone, or only the shard: a closed shard whose records all passed the
+      // stream's retention no longer exists. Its reading then ends at its end, as the Java
+      // KCL ends it, so that its children start (there is nothing left to read in it).
+      auto stream = client_.describe_stream_summary(stream_);
+      if (stream.ok() && stream->stream_status != "DELETING") {
+        state_ = State::kDone;
+        iterator_.clear();
+        return finish_at_shard_end(FetchedBatch{});
+      }
+      if (!stream.ok() && stream.status().code() != StatusCode::kNotFound) {
+        const std::optional<milliseconds> delay = retries_.next_delay(stream.status());
+        if (delay) {  // which of the two cannot be told yet
+          note_retry_reason("shard " + shard_id_ + " not found, and stream " + stream_ +
+                            " could not be described: " + stream.status().to_string());
+          next_due_ = clock_.now() + *delay;
+          return FetchStep{FetchOutcome::kRetrying, next_due_};
+        }
+      }
       std::string message = "stream " + stream_ + " was deleted or shard " + shard_id_ +
                             " no longer exists: " + status.message();
       if (status.aws())

@@ -112,6 +112,12 @@ class FakeKinesis final : public aws::AwsJsonClient {
     std::lock_guard<std::mutex> lock(mu_);
     deleted_ = true;
   }
+  // The shard is gone while the stream stays (a closed shard past the stream's retention):
+  // GetShardIterator and GetRecords answer ResourceNotFoundException for it.
+  void expire_shard() {
+    std::lock_guard<std::mutex> lock(mu_);
+    shard_expired_ = true;
+  }
   // Every iterator handed out so far answers ExpiredIteratorException from now on.
   void expire_all_iterators() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -191,6 +197,16 @@ class FakeKinesis final : public aws::AwsJsonClient {
     if (deleted_) {
       return error(StatusCode::kNotFound, op, "ResourceNotFoundException",
                    "Stream " + std::string(kStream) + " under account 000000000000 not found.");
+    }
+    if (op == "DescribeStreamSummary") {
+      return nlohmann::json{
+          {"StreamDescriptionSummary", {{"StreamName", kStream}, {"StreamStatus", "ACTIVE"}}}}
+          .dump();
+    }
+    if (shard_expired_ && (op == "GetShardIterator" || op == "GetRecords")) {
+      return error(StatusCode::kNotFound, op, "ResourceNotFoundException",
+                   "Shard " + std::string(kShard) + " in stream " + kStream +
+                       " under account 000000000000 does not exist");
     }
     if (op == "GetShardIterator") return get_shard_iterator(body);
     if (op == "GetRecords") return get_records(body);
@@ -297,6 +313,7 @@ class FakeKinesis final : public aws::AwsJsonClient {
   bool closed_ = false;
   bool end_with_last_records_ = false;
   bool deleted_ = false;
+  bool shard_expired_ = false;
   nlohmann::json child_shards_ = nlohmann::json::array();
   std::optional<std::int64_t> millis_behind_override_;
   std::map<std::string, std::size_t> iterators_;

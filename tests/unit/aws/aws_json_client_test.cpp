@@ -386,6 +386,54 @@ TEST_F(ScriptedClientTest, CorrectsClockSkewOnceFromTheDateHeader) {
   EXPECT_EQ(header_of(sent[1].headers, "X-Amz-Date"), format_amz_date(server_now));
 }
 
+// "Sun, 06 Nov 1994 08:49:37 GMT" for `t`.
+std::string http_date(Clock::WallTime t) {
+  std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char date[64];
+  std::strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return date;
+}
+
+TEST_F(ScriptedClientTest, AClockSetRightAfterASkewWasCorrectedIsSignedRightAgain) {
+  // Our clock is two hours behind: corrected from the Date header.
+  transport_->push_response(
+      400, error_body("InvalidSignatureException", "Signature expired: ... is now earlier"),
+      {{"date", http_date(clock_.wall_now() + std::chrono::hours(2))}});
+  transport_->push_response(200, "{}");
+  auto c = client();
+  ASSERT_TRUE(c->call("ListShards", "{}").ok());
+  // Then the host's clock is set right (NTP steps it): requests signed two hours ahead are
+  // refused as not yet current, and the correction is measured again.
+  clock_.skew_wall(std::chrono::hours(2));
+  transport_->push_response(
+      400, error_body("InvalidSignatureException", "Signature not yet current: ... is still later"),
+      {{"date", http_date(clock_.wall_now())}});
+  transport_->push_response(200, "{}");
+  auto r = c->call("ListShards", "{}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto sent = transport_->sent();
+  ASSERT_EQ(sent.size(), 4u);
+  EXPECT_EQ(header_of(sent[3].headers, "X-Amz-Date"), format_amz_date(clock_.wall_now()));
+}
+
+TEST_F(ScriptedClientTest, ACallOfOneAttemptMeasuresTheSkewForTheNextCall) {
+  const auto server_now = clock_.wall_now() + std::chrono::hours(2);
+  transport_->push_response(
+      400, error_body("InvalidSignatureException", "Signature expired: ... is now earlier"),
+      {{"date", http_date(server_now)}});
+  transport_->push_response(200, "{}");
+  auto c = client();
+  CallOptions once;
+  once.max_attempts = 1;
+  EXPECT_FALSE(c->call("GetRecords", "{}", once).ok()) << "no attempt left to retry";
+  ASSERT_TRUE(c->call("GetRecords", "{}", once).ok());
+  auto sent = transport_->sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(header_of(sent[1].headers, "X-Amz-Date"), format_amz_date(server_now));
+}
+
 TEST_F(ScriptedClientTest, ServerTextEchoingSecretsIsRedacted) {
   transport_->push([](const HttpRequest& req) -> Result<HttpResponse> {
     HttpResponse resp;

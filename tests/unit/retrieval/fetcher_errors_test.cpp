@@ -130,6 +130,23 @@ TEST(FetcherErrorsTest, ShardGoneAtGetShardIteratorIsTerminal) {
   EXPECT_TRUE(f->drained());
 }
 
+// A closed shard whose records all passed the stream's retention no longer exists while its
+// stream does: its reading ends at its end (as the Java KCL's), so that its children start,
+// rather than as a deleted stream (which stops a one-stream worker).
+TEST(FetcherErrorsTest, AShardGoneWhileItsStreamRemainsEndsAtItsEnd) {
+  FetcherHarness h;
+  h.fake->expire_shard();
+  auto f = h.make(StartPosition::after_checkpoint(seq_number(3)));
+  FetchStep s = f->fetch_step();
+  EXPECT_TRUE(f->terminal_error().ok()) << f->terminal_error();
+  EXPECT_TRUE(f->shard_ended());
+  auto b = f->take_batch();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->shard_end);
+  EXPECT_TRUE(b->records.empty());
+  EXPECT_NE(s.outcome, FetchOutcome::kFailed);
+}
+
 TEST(FetcherErrorsTest, NonRetryableErrorIsTerminalWithContext) {
   FetcherHarness h;
   h.fake->add_records(10);
