@@ -347,6 +347,15 @@ class CurlTransport final : public HttpTransport {
       if (extra != detail) detail += " (" + extra + ")";
     }
     StatusCode code = code_for(rc);
+    // The connection closed or reset under the handshake (a load balancer, a NAT gateway or a
+    // proxy dropping it) is a network failure, retried as any other; a handshake the peer
+    // answered wrongly (not TLS, a bad certificate) stays a TLS problem.
+    const bool dropped_in_handshake =
+        rc == CURLE_SSL_CONNECT_ERROR && (detail.find("SSL_ERROR_SYSCALL") != std::string::npos ||
+                                          detail.find("Connection reset") != std::string::npos ||
+                                          detail.find("unexpected eof") != std::string::npos ||
+                                          detail.find("Broken pipe") != std::string::npos);
+    if (dropped_in_handshake) code = StatusCode::kUnavailable;
     std::string what;
     switch (rc) {
       case CURLE_OPERATION_TIMEDOUT:
@@ -369,7 +378,9 @@ class CurlTransport final : public HttpTransport {
         what = "the server did not answer in HTTP";
         break;
       default:
-        if (is_tls_error(rc)) {
+        if (dropped_in_handshake) {
+          what = "the connection was closed during the TLS handshake";
+        } else if (is_tls_error(rc)) {
           what = rc == CURLE_PEER_FAILED_VERIFICATION ? "TLS certificate verification failed"
                                                       : "TLS handshake or certificate problem";
           if (!config_.ca_bundle.empty()) what += " (CA bundle " + config_.ca_bundle + ")";

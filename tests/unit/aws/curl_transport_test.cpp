@@ -1,6 +1,10 @@
 // The libcurl transport against LocalHttpServer: round trips, keep-alive, concurrency and
 // every failure the header comment promises (codes and messages).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -239,6 +243,63 @@ TEST(CurlTransportTest, TlsToAPlainHttpServerIsAClearTlsError) {
   EXPECT_TRUE(contains(r.status().message(), "TLS")) << r.status();
   EXPECT_TRUE(contains(r.status().message(), url)) << r.status();
   EXPECT_FALSE(contains(r.status().to_string(), "SIG-SECRET"));
+}
+
+// A listener on loopback that takes each connection's first bytes (a TLS ClientHello) and
+// then closes it: with a reset (as a load balancer dropping it) or an orderly close.
+class DroppingListener {
+ public:
+  explicit DroppingListener(bool reset) : reset_(reset) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 8) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        char buf[4096];
+        (void)::recv(c, buf, sizeof buf, 0);
+        if (reset_) {
+          linger l{1, 0};
+          ::setsockopt(c, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        }
+        ::close(c);
+      }
+    });
+  }
+  ~DroppingListener() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    if (thread_.joinable()) thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  bool reset_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(CurlTransportTest, AConnectionDroppedDuringTheTlsHandshakeIsRetryable) {
+  for (bool reset : {true, false}) {
+    DroppingListener listener(reset);
+    ASSERT_GT(listener.port(), 0);
+    auto transport = make_curl_transport(test_config());
+    const std::string url = "https://127.0.0.1:" + std::to_string(listener.port()) + "/";
+    auto r = transport->send(HttpRequest{"POST", url, {}, "{}", {}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable)
+        << (reset ? "reset: " : "closed: ") << r.status();
+    EXPECT_TRUE(contains(r.status().message(), "closed during the TLS handshake")) << r.status();
+  }
 }
 
 TEST(CurlTransportTest, MalformedUrlAndUnsupportedSchemeAreInvalidArgument) {
