@@ -14,23 +14,29 @@ namespace {
 
 class FileSink final : public DeadLetterSink {
  public:
-  FileSink(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  // `torn`: the file does not end with a line end (a write cut short before this process).
+  FileSink(std::string path, int fd, bool torn) : path_(std::move(path)), fd_(fd), torn_(torn) {}
   ~FileSink() override { ::close(fd_); }
   FileSink(const FileSink&) = delete;
   FileSink& operator=(const FileSink&) = delete;
 
   // One write() of the whole line (O_APPEND: lines of concurrent shards never interleave),
-  // then fdatasync. A line cut short by a failed write is followed by the whole line when the
-  // letter is asked again, so a reader skips lines that do not parse.
+  // then fdatasync. A line cut short by a failed write (a full disk) is ended before the next
+  // one, which starts a line of its own: the letter asked again is whole on its line, and a
+  // reader skips the piece, which does not parse.
   Status accept(const DeadLetter& letter) override {
-    const std::string line = dead_letter_json(letter) + "\n";
     std::lock_guard<std::mutex> lock(mu_);
+    const std::string line = (torn_ ? "\n" : "") + dead_letter_json(letter) + "\n";
     std::size_t done = 0;
     while (done < line.size()) {
       const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return failed("writing to");
+      if (n <= 0) {
+        if (done > 0) torn_ = true;
+        return failed("writing to");
+      }
       done += static_cast<std::size_t>(n);
+      torn_ = false;  // the piece before was ended by the line end this one starts with
     }
     if (::fdatasync(fd_) != 0) return failed("flushing");
     return Status::Ok();
@@ -46,6 +52,7 @@ class FileSink final : public DeadLetterSink {
   const std::string path_;
   const int fd_;
   std::mutex mu_;
+  bool torn_;  // guarded by mu_: the file's last line is a piece of one
 };
 
 }  // namespace
@@ -56,7 +63,16 @@ Result<std::shared_ptr<DeadLetterSink>> make_file_dead_letter_sink(const std::st
     return Status(StatusCode::kInvalidArgument, "cannot open the dead-letter file " + path +
                                                     " for appending: " + std::strerror(errno));
   }
-  return std::shared_ptr<DeadLetterSink>(std::make_shared<FileSink>(path, fd));
+  // Whether the file ends inside a line (a write cut short by an earlier process).
+  bool torn = false;
+  const int reader = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (reader >= 0) {
+    const off_t size = ::lseek(reader, 0, SEEK_END);
+    char last = '\n';
+    if (size > 0 && ::pread(reader, &last, 1, size - 1) == 1) torn = last != '\n';
+    ::close(reader);
+  }
+  return std::shared_ptr<DeadLetterSink>(std::make_shared<FileSink>(path, fd, torn));
 }
 
 }  // namespace kcl

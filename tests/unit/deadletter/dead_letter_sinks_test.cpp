@@ -2,8 +2,11 @@
 // JSON-lines file (one parseable line per letter, appended, a clear error for a path that
 // cannot be opened) and the callback sink.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -72,6 +75,50 @@ TEST(FileDeadLetterSinkTest, AppendsOneLinePerLetter) {
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(nlohmann::json::parse(lines[1])["error"], "e1");
   EXPECT_EQ(nlohmann::json::parse(lines[2])["error"], "e2");
+}
+
+// Every line of `path` that parses as JSON, by its "error".
+std::vector<std::string> parsed_errors(const char* path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) {
+    auto j = nlohmann::json::parse(l, nullptr, false);
+    if (j.is_object() && j.contains("error")) out.push_back(j["error"]);
+  }
+  return out;
+}
+
+TEST(FileDeadLetterSinkTest, ALetterCutShortByAFullDiskIsWholeOnItsOwnLineWhenAskedAgain) {
+  char tmpl[] = "/tmp/kcl-dead-letter-unit-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  auto sink = make_file_dead_letter_sink(tmpl);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->accept(letter("one", "e1")).ok());
+  // The disk fills 100 bytes further: the next letter's line is cut short and refused.
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(tmpl, &st), 0);
+  rlimit full = before;
+  full.rlim_cur = static_cast<rlim_t>(st.st_size) + 100;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+  const Status cut = (*sink)->accept(letter(std::string(4096, 'x'), "e2"));
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
+  EXPECT_EQ(cut.code(), StatusCode::kUnavailable) << cut;
+  // Room again: the letter asked again, and one more; then a new sink on the same file
+  // after another piece was left (a process that stopped mid-write).
+  ASSERT_TRUE((*sink)->accept(letter(std::string(4096, 'x'), "e2")).ok());
+  ASSERT_TRUE((*sink)->accept(letter("three", "e3")).ok());
+  { std::ofstream(tmpl, std::ios::app) << "{\"piece\":"; }
+  auto again = make_file_dead_letter_sink(tmpl);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE((*again)->accept(letter("four", "e4")).ok());
+  const std::vector<std::string> errors = parsed_errors(tmpl);
+  ::unlink(tmpl);
+  EXPECT_EQ(errors, (std::vector<std::string>{"e1", "e2", "e3", "e4"}));
 }
 
 TEST(FileDeadLetterSinkTest, APathThatCannotBeOpenedIsNamed) {
