@@ -13,7 +13,7 @@ namespace kcl::cloudwatch {
 namespace {
 
 double value_of(const Datum& d) {
-  if (d.unit == "Count" || d.unit == "Bytes") return d.sum;
+  if (!d.level && (d.unit == "Count" || d.unit == "Bytes")) return d.sum;
   return d.count > 0 ? d.sum / d.count : 0;
 }
 

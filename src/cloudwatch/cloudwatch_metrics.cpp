@@ -94,6 +94,7 @@ void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, 
     d.name = std::get<1>(key);
     d.shard_id = std::get<2>(key);
     d.unit = std::move(unit);
+    d.level = kind == Kind::kGauge;
     d.min = value;
     d.max = value;
     it = series_.emplace(std::move(key), std::move(d)).first;

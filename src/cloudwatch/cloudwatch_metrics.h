@@ -48,6 +48,9 @@ struct Datum {
   double sum = 0;
   double min = 0;
   double max = 0;
+  // A level (a gauge: leases held, a queue's depth), whatever its unit: one value for it
+  // (EMF) is its mean over the interval, never a sum of its samples.
+  bool level = false;
 };
 
 class CloudWatchAggregator final : public MetricsSink {

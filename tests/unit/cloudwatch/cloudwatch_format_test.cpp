@@ -172,6 +172,28 @@ TEST(EmfTest, LinesFollowTheSpecificationAndCarrySumsAndMeans) {
   EXPECT_TRUE(seen);
 }
 
+TEST(EmfTest, ALevelCountedInCountsCarriesItsMeanNotTheSumOfItsSamples) {
+  // Leases held (CurrentLeases, unit Count) reported three times in an interval.
+  CloudWatchMetricsConfig config;
+  CloudWatchAggregator agg(config);
+  for (double held : {8.0, 10.0, 12.0}) agg.gauge("leases.held", held, {});
+  agg.count("consumer.records_processed", 5, {});
+  agg.count("consumer.records_processed", 7, {});
+  PublishContext ctx{"orders-app", "worker-1", std::chrono::system_clock::time_point(1700000000s)};
+  bool seen = false;
+  for (const std::string& l : emf_lines(agg.drain(), ctx)) {
+    auto doc = nlohmann::json::parse(l);
+    if (doc.contains("CurrentLeases")) {
+      seen = true;
+      EXPECT_EQ(doc["CurrentLeases"], 10) << "the mean of 8, 10 and 12, not their sum";
+    }
+    if (doc.contains("RecordsProcessed")) {
+      EXPECT_EQ(doc["RecordsProcessed"], 12) << "a sum";
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST(PutMetricDataBodyTest, SplitsAtTheDatumAndByteLimitsAndEncodesValues) {
   std::vector<Datum> ds;
   for (int i = 0; i < 2500; ++i) {
