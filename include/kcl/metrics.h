@@ -31,6 +31,11 @@ class MetricsSink {
   virtual void gauge(std::string_view name, double value, MetricTags tags) = 0;
   // How long something took (a renewal round trip).
   virtual void timing(std::string_view name, std::chrono::nanoseconds value, MetricTags tags) = 0;
+  // Levels carrying every one of `tags` are no longer this worker's to report (a shard it
+  // stopped reading: its lag, its queue): a sink that keeps the last level of a gauge drops
+  // them, so that no stale level (an alert's "behind" for a shard another worker now reads)
+  // outlives the shard here. A gauge set again afterwards is reported again.
+  virtual void forget(MetricTags /*tags*/) {}
 };
 
 // Discards everything; the default sink.

@@ -149,6 +149,8 @@ void ShardConsumer::report_corrupt_aggregates() {
 }
 
 void ShardConsumer::mark_done() {
+  // The shard's levels (its lag, its queue) are no longer this worker's to report.
+  metrics().forget(tags());
   state_.store(ConsumerState::kDone);
   if (ctx_.runtime.on_consumer_done) ctx_.runtime.on_consumer_done();
 }

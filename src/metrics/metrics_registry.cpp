@@ -159,6 +159,7 @@ struct MetricsRegistry::Series {
   std::array<std::atomic<std::uint64_t>, kDurationBuckets.size() + 1> buckets{};
   std::atomic<std::uint64_t> count{0};
   std::atomic<double> sum{0};
+  std::atomic<bool> hidden{false};  // a gauge forgotten, until it is set again
 };
 
 std::string escape_label_value(std::string_view v) {
@@ -256,7 +257,25 @@ void MetricsRegistry::count(std::string_view name, double value, MetricTags tags
 }
 
 void MetricsRegistry::gauge(std::string_view name, double value, MetricTags tags) {
-  series(name, MetricKind::kGauge, tags).value.store(value, std::memory_order_relaxed);
+  Series& s = series(name, MetricKind::kGauge, tags);
+  s.value.store(value, std::memory_order_relaxed);
+  s.hidden.store(false, std::memory_order_relaxed);
+}
+
+void MetricsRegistry::forget(MetricTags tags) {
+  Labels wanted;
+  for (const MetricTag& t : tags) {
+    wanted.emplace_back(sanitize_label_name(t.key), std::string(t.value));
+  }
+  if (wanted.empty()) return;
+  std::shared_lock lock(mu_);
+  for (const auto& [key, s] : series_) {
+    if (s->kind != MetricKind::kGauge) continue;
+    const bool all = std::all_of(wanted.begin(), wanted.end(), [&](const auto& w) {
+      return std::find(s->labels.begin(), s->labels.end(), w) != s->labels.end();
+    });
+    if (all) s->hidden.store(true, std::memory_order_relaxed);
+  }
 }
 
 void MetricsRegistry::timing(std::string_view name, std::chrono::nanoseconds value,
@@ -276,6 +295,7 @@ std::vector<SeriesSnapshot> MetricsRegistry::snapshot() const {
     std::shared_lock lock(mu_);
     out.reserve(series_.size());
     for (const auto& [key, s] : series_) {
+      if (s->hidden.load(std::memory_order_relaxed)) continue;
       SeriesSnapshot snap;
       snap.family = s->family;
       snap.kind = s->kind;

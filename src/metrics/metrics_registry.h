@@ -57,6 +57,9 @@ class MetricsRegistry final : public MetricsSink {
   void count(std::string_view name, double value, MetricTags tags) override;
   void gauge(std::string_view name, double value, MetricTags tags) override;
   void timing(std::string_view name, std::chrono::nanoseconds value, MetricTags tags) override;
+  // Hides the gauges whose labels include every tag until one is set again (a series is never
+  // freed: the hot path writes through references to it).
+  void forget(MetricTags tags) override;
 
   // Every series, sorted by family then labels.
   std::vector<SeriesSnapshot> snapshot() const;

@@ -26,6 +26,10 @@ class TeeMetricsSink final : public MetricsSink {
     a_->timing(n, v, t);
     b_->timing(n, v, t);
   }
+  void forget(MetricTags t) override {
+    a_->forget(t);
+    b_->forget(t);
+  }
 
  private:
   std::shared_ptr<MetricsSink> a_, b_;

@@ -113,6 +113,29 @@ TEST(MetricsRegistry, LabelValuesAreEscapedAndNamesSanitized) {
   EXPECT_EQ(sanitize_label_name("__x"), "x__x");
 }
 
+TEST(MetricsRegistry, ForgottenGaugesLeaveTheExpositionUntilSetAgain) {
+  MetricsRegistry reg;
+  MetricTag a[] = {{"shard", "shardId-000000000000"}, {"stream", "orders"}};
+  MetricTag b[] = {{"shard", "shardId-000000000001"}, {"stream", "orders"}};
+  reg.gauge("consumer.millis_behind_latest", 400000, MetricTags(a, 2));
+  reg.gauge("consumer.millis_behind_latest", 0, MetricTags(b, 2));
+  reg.count("consumer.records_processed", 3, MetricTags(a, 2));
+  reg.forget(MetricTags(a, 2));
+  std::string text = reg.prometheus_text();
+  EXPECT_EQ(text.find("shard=\"shardId-000000000000\",stream=\"orders\"} 400000"),
+            std::string::npos)
+      << "the lag of a shard no longer read here is gone: " << text;
+  EXPECT_NE(text.find("shard=\"shardId-000000000001\",stream=\"orders\"} 0\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("kcl_records_processed_total{shard=\"shardId-000000000000\""),
+            std::string::npos)
+      << "counters stay: " << text;
+  reg.gauge("consumer.millis_behind_latest", 5, MetricTags(a, 2));
+  text = reg.prometheus_text();
+  EXPECT_NE(text.find("shard=\"shardId-000000000000\",stream=\"orders\"} 5\n"), std::string::npos)
+      << "set again: reported again: " << text;
+}
+
 TEST(MetricsRegistry, NegativeCountsAreDropped) {
   MetricsRegistry reg;
   reg.count("leases.taken", 2, {});

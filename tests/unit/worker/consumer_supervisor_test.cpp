@@ -13,6 +13,7 @@
 #include <string>
 
 #include "leases/in_memory_lease_store.h"
+#include "metrics/metrics_registry.h"
 #include "retrieval/queued_records_source.h"
 #include "support/captured_log.h"
 #include "support/consumer_context_builder.h"
@@ -230,15 +231,26 @@ TEST_F(ConsumerSupervisorTest, AGoneStreamOfSeveralAsksItsSync) {
 }
 
 TEST_F(ConsumerSupervisorTest, ALostLeaseEndsItsConsumer) {
+  metrics::MetricsRegistry registry;
+  ctx_.metrics = &registry;
   hold({"shardId-0", "shardId-1"});
   make_supervisor();
   ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 2; }));
+  // The shard's lag as the worker reported it while it read the shard.
+  for (const char* shard : {"shardId-0", "shardId-1"}) {
+    const MetricTag tag{"shard", shard};
+    registry.gauge("consumer.millis_behind_latest", 400000, MetricTags(&tag, 1));
+  }
   ASSERT_TRUE(takes_.held().lose("shardId-0", Status(StatusCode::kLeaseLost, "taken")));
   supervisor_->lease_lost("shardId-0");
   ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
   EXPECT_EQ(supervisor_->shard_states().count("shardId-0"), 0u);
   EXPECT_EQ(made_["shardId-0"], 1) << "a lease no longer held gets no new consumer";
   EXPECT_EQ(factory_.shutdowns, 0) << "a lost lease is not checkpointed";
+  const std::string text = registry.prometheus_text();
+  EXPECT_EQ(text.find("{shard=\"shardId-0\"} 400000"), std::string::npos)
+      << "no stale lag for a shard this worker no longer reads: " << text;
+  EXPECT_NE(text.find("{shard=\"shardId-1\"} 400000"), std::string::npos) << text;
 }
 
 TEST_F(ConsumerSupervisorTest, AHandoffNotedBeforeItsConsumerWasSeenStillStopsIt) {
