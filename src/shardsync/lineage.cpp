@@ -257,7 +257,11 @@ std::vector<Lease> leases_to_create(const std::vector<kinesis::Shard>& listing,
 
     ExtendedSequenceNumber checkpoint;
     if (parent_in_play) {
-      checkpoint = ExtendedSequenceNumber::trim_horizon();
+      // After its parents: from its start, or, when the application starts at a time, from
+      // that time (as the Java KCL: a child older than the time holds records before it).
+      checkpoint = initial_position.kind == InitialPosition::Kind::kAtTimestamp
+                       ? initial_position.sentinel()
+                       : ExtendedSequenceNumber::trim_horizon();
     } else if (initial_position.kind == InitialPosition::Kind::kLatest && shard.closed()) {
       // Rule 3, LATEST: a closed shard will never hold anything new.
       continue;

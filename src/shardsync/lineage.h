@@ -102,17 +102,18 @@ Result<std::optional<Lease>> unfinished_parent(leases::LeaseStore& store, const 
 // For each shard of the listing without a lease, parents first:
 //  1. some descendant has a lease: skip. The shard was finished and its lease cleaned up;
 //     recreating it would read it again. (Or, on LATEST, it held nothing to read.)
-//  2. some parent has a lease or gets one in this pass: create with TRIM_HORIZON. Nothing
-//     written to a child is skipped; the consumer waits for the parents anyway.
+//  2. some parent has a lease or gets one in this pass: create with TRIM_HORIZON (with
+//     AT_TIMESTAMP, that sentinel, as the Java KCL does: a child that began before the time
+//     holds records before it). Nothing written to a child after the time is skipped; the
+//     consumer waits for the parents anyway.
 //  3. otherwise no parent has a lease (a root; a shard whose parents held nothing to read on
 //     LATEST; a parent's lease is removed only once every child has a started lease, so a
 //     cleaned-up parent cannot leave a child without one): with LATEST, a closed shard is
 //     skipped (it will hold nothing new) and an open one gets LATEST; with TRIM_HORIZON /
 //     AT_TIMESTAMP the shard gets that sentinel.
-// On an empty table this gives: TRIM_HORIZON / AT_TIMESTAMP: the roots with the initial
-// sentinel and all their descendants with TRIM_HORIZON; LATEST: the open shards only, with
-// LATEST. (The Java KCL gives AT_TIMESTAMP descendants AT_TIMESTAMP; here they start at
-// TRIM_HORIZON like every child, and wait for their parents.)
+// On an empty table this gives: TRIM_HORIZON / AT_TIMESTAMP: every shard with the initial
+// sentinel (the descendants wait for their parents); LATEST: the open shards only, with
+// LATEST.
 //
 // Every lease: leaseCounter 0, no owner, ownerSwitchesSinceCheckpoint 0, parentShardId =
 // the shard's parent and adjacent parent (sorted), childShardIds = its children in the

@@ -199,15 +199,21 @@ TEST(LeasesToCreateTest, FreshTableTrimHorizon) {
   EXPECT_LT(pos(1), pos(5));
 }
 
-TEST(LeasesToCreateTest, FreshTableAtTimestampRootsGetTheSentinelChildrenTrimHorizon) {
+TEST(LeasesToCreateTest, FreshTableAtTimestampGivesEveryShardTheSentinel) {
+  // As the Java KCL: the children too start at the time, not at their start (a child that
+  // began before the time holds records the application asked to skip).
   auto created = leases_to_create(lineage_listing(), {}, InitialPosition::at_timestamp(kTimestamp));
   ASSERT_EQ(keys(created), ids({0, 1, 2, 3, 4, 5}));
-  for (int root : {0, 1, 2}) {
-    EXPECT_EQ(find(created, sid(root))->checkpoint, ExtendedSequenceNumber::at_timestamp());
+  for (int shard : {0, 1, 2, 3, 4, 5}) {
+    EXPECT_EQ(find(created, sid(shard))->checkpoint, ExtendedSequenceNumber::at_timestamp());
   }
-  for (int child : {3, 4, 5}) {
-    EXPECT_EQ(find(created, sid(child))->checkpoint, ExtendedSequenceNumber::trim_horizon());
-  }
+  // A split of a shard being read: its children start at the time too (after it).
+  std::vector<Lease> existing = {lease(0, seq("5"))};
+  std::vector<kinesis::Shard> listing = {shard(0, -1, -1, true), shard(3, 0), shard(4, 0)};
+  created = leases_to_create(listing, existing, InitialPosition::at_timestamp(kTimestamp));
+  ASSERT_EQ(keys(created), ids({3, 4}));
+  EXPECT_EQ(created[0].checkpoint, ExtendedSequenceNumber::at_timestamp());
+  EXPECT_EQ(created[0].parent_shard_ids, ids({0}));
 }
 
 TEST(LeasesToCreateTest, FreshTableLatestOnlyOpenShards) {

@@ -225,11 +225,8 @@ TEST(ShardSyncerTest, FreshTableAtTimestamp) {
   auto r = syncer.sync_once();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->leases_created, 6u);
-  for (int root : {0, 1, 2}) {
-    EXPECT_EQ(store.peek(sid(root))->checkpoint, ExtendedSequenceNumber::at_timestamp());
-  }
-  for (int child : {3, 4, 5}) {
-    EXPECT_EQ(store.peek(sid(child))->checkpoint, ExtendedSequenceNumber::trim_horizon());
+  for (int shard : {0, 1, 2, 3, 4, 5}) {
+    EXPECT_EQ(store.peek(sid(shard))->checkpoint, ExtendedSequenceNumber::at_timestamp());
   }
 }
 
