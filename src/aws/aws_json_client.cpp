@@ -159,6 +159,7 @@ struct Call {
   HttpRequest request;
   AwsErrorDetails details;
   bool skew_retried = false;  // the one at-once retry after a clock-skew rejection is used
+  bool renewed = false;       // the one at-once retry with credentials fetched anew is used
   int retries = 0;            // backoffs taken so far
   int quota_taken = 0;        // retry-quota tokens this call's retries took
   Status last;                // the last attempt's failure
@@ -317,6 +318,16 @@ class JsonClient final : public AwsJsonClient {
         if (skew && !c.skew_retried && adjust_skew(*resp) && more_attempts) {
           c.skew_retried = true;
           *retry_at_once = true;
+        }
+        // Credentials the service says expired (a session rotated before its stated
+        // expiry, or a host clock behind): fetched anew, and tried once more at once.
+        if (c.details.error_type == "ExpiredTokenException" ||
+            c.details.error_type == "ExpiredToken") {
+          credentials_->reject(creds);
+          if (!c.renewed && more_attempts) {
+            c.renewed = true;
+            *retry_at_once = true;
+          }
         }
       }
     }

@@ -138,6 +138,18 @@ class CachingProvider final : public CredentialsProvider {
 
   std::string name() const override { return inner_->name(); }
 
+  void reject(const Credentials& used) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ && cached_->access_key_id == used.access_key_id &&
+          cached_->session_token == used.session_token) {
+        cached_.reset();
+        next_attempt_ = {};
+      }
+    }
+    inner_->reject(used);
+  }
+
  private:
   bool fresh(const Credentials& c) const {
     return !c.expiration || clock_.wall_now() + options_.refresh_before < *c.expiration;
@@ -198,6 +210,10 @@ class ChainProvider final : public CredentialsProvider {
     const int last = last_winner_.load(std::memory_order_acquire);
     if (last >= 0) return "chain: " + providers_[static_cast<std::size_t>(last)]->name();
     return "default credentials chain";
+  }
+
+  void reject(const Credentials& used) override {
+    for (const auto& p : providers_) p->reject(used);
   }
 
  private:

@@ -30,6 +30,10 @@ class CredentialsProvider {
   // when it should have had credentials but failed. Messages never contain secrets.
   virtual Result<Credentials> get() = 0;
   virtual std::string name() const = 0;
+  // The service refused `used` as expired (ExpiredToken): what this provider keeps of them is
+  // dropped, so the next get() fetches anew (a role session rotated early, a credentials
+  // file rewritten since). Providers that keep nothing ignore it.
+  virtual void reject(const Credentials& /*used*/) {}
 };
 
 std::shared_ptr<CredentialsProvider> make_static_provider(const StaticCredentials& creds);

@@ -434,6 +434,19 @@ TEST_F(ScriptedClientTest, ACallOfOneAttemptMeasuresTheSkewForTheNextCall) {
   EXPECT_EQ(header_of(sent[1].headers, "X-Amz-Date"), format_amz_date(server_now));
 }
 
+TEST_F(ScriptedClientTest, CredentialsRefusedAsExpiredAreFetchedAnewAndTriedAtOnce) {
+  transport_->push_response(400, error_body("ExpiredTokenException",
+                                            "The security token included in the request is "
+                                            "expired"));
+  transport_->push_response(200, "{}");
+  auto r = client()->call("ListShards", "{}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(transport_->sent().size(), 2u);
+  EXPECT_TRUE(sleeps_.empty()) << "tried again at once";
+  EXPECT_EQ(creds_->rejected(), 1) << "the provider was told to drop them";
+  EXPECT_EQ(creds_->calls(), 2) << "and asked again";
+}
+
 TEST_F(ScriptedClientTest, ServerTextEchoingSecretsIsRedacted) {
   transport_->push([](const HttpRequest& req) -> Result<HttpResponse> {
     HttpResponse resp;

@@ -147,12 +147,21 @@ class FixedCredentials final : public CredentialsProvider {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  void reject(const Credentials& used) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (used.access_key_id == creds_.access_key_id) ++rejected_;
+  }
+  int rejected() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return rejected_;
+  }
 
  private:
   mutable std::mutex mu_;
   Credentials creds_;
   Status fail_;
   int calls_ = 0;
+  int rejected_ = 0;
 };
 
 // A transport that answers from a script and records what it was sent.

@@ -114,6 +114,22 @@ TEST(CredentialsCacheTest, LongTermCredentialsAreFetchedOnce) {
   EXPECT_EQ(p->name(), "inner");
 }
 
+TEST(CredentialsCacheTest, CredentialsTheServiceRefusesAsExpiredAreFetchedAnew) {
+  // Long-term keys from a credentials file rewritten since (or a session rotated before its
+  // stated expiry): cached for good until the service refuses them.
+  ManualClock clock;
+  auto inner = std::make_shared<ScriptedProvider>("inner");
+  inner->answer(creds("AKID", std::nullopt));
+  auto chain = make_chain({make_caching_provider(inner, clock)});
+  const Credentials first = *chain->get();
+  EXPECT_EQ(first.access_key_id, "AKID#1");
+  chain->reject(creds("OTHER", std::nullopt));
+  EXPECT_EQ(chain->get()->access_key_id, "AKID#1") << "others' rejection drops nothing";
+  chain->reject(first);
+  EXPECT_EQ(chain->get()->access_key_id, "AKID#2");
+  EXPECT_EQ(inner->calls(), 2);
+}
+
 TEST(CredentialsCacheTest, RefreshesWhenLessThanFiveMinutesRemain) {
   ManualClock clock;
   auto inner = std::make_shared<ScriptedProvider>("inner");
