@@ -237,13 +237,21 @@ class ImdsProvider final : public CredentialsProvider {
     if (!transport_) return Status(StatusCode::kNotFound, "no HTTP transport was given");
     const std::string endpoint = imds_endpoint(env_);
     const std::string what = "instance metadata at " + endpoint;
-    KCL_ASSIGN_OR_RETURN(const std::string token, session_token(endpoint, what));
+    bool token_timed_out = false;
+    KCL_ASSIGN_OR_RETURN(const std::string token, session_token(endpoint, what, token_timed_out));
     HttpRequest get_role;
     get_role.method = "GET";
     get_role.url = endpoint + "/latest/meta-data/iam/security-credentials/";
     get_role.timeout = options_.request_timeout;
     if (!token.empty()) get_role.headers.emplace_back("X-aws-ec2-metadata-token", token);
-    KCL_ASSIGN_OR_RETURN(const std::string role, role_name(get_role, what));
+    auto listed = role_name(get_role, what);
+    if (!listed.ok() && token_timed_out && !succeeded_once_.load() &&
+        listed.status().code() == StatusCode::kUnavailable) {
+      // Neither request answered: no instance metadata service here.
+      return Status(StatusCode::kNotFound, "no instance metadata service reachable at " + endpoint +
+                                               " (not on EC2?): " + listed.status().message());
+    }
+    KCL_ASSIGN_OR_RETURN(const std::string role, std::move(listed));
     auto creds = role_credentials(get_role, role, what);
     if (creds.ok()) succeeded_once_.store(true);
     return creds;
@@ -252,14 +260,22 @@ class ImdsProvider final : public CredentialsProvider {
 
  private:
   // IMDSv2: a session token first. Empty when the service has no IMDSv2 and IMDSv1 may be
-  // used.
-  Result<std::string> session_token(const std::string& endpoint, const std::string& what) {
+  // used, or when the token request timed out and IMDSv1 may be used (`timed_out`): a
+  // container on EC2 one hop further than the instance's hop limit never gets the answer to
+  // the PUT, while IMDSv1 answers it (as the AWS SDKs fall back).
+  Result<std::string> session_token(const std::string& endpoint, const std::string& what,
+                                    bool& timed_out) {
     HttpRequest put;
     put.method = "PUT";
     put.url = endpoint + "/latest/api/token";
     put.timeout = options_.connect_timeout;
     put.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
     auto resp = transport_->send(put);
+    if (!resp.ok() && resp.status().timed_out() &&
+        !env_true(env_, "AWS_EC2_METADATA_V1_DISABLED")) {
+      timed_out = true;
+      return std::string();
+    }
     if (!resp.ok()) {
       if (succeeded_once_.load()) {
         return Status(StatusCode::kUnavailable,

@@ -513,6 +513,47 @@ TEST_F(CredentialsHttpTest, ImdsV1FallbackOnlyWhenAllowed) {
   ASSERT_FALSE(r.ok());
 }
 
+// A container one hop past the instance's hop limit: the token request's answer never comes
+// back (a timeout), while IMDSv1 answers. Unless IMDSv1 is disabled, it is used; and when
+// neither answers, there is no instance metadata service (the chain moves on).
+TEST_F(CredentialsHttpTest, ImdsV1FallbackWhenTheTokenRequestTimesOut) {
+  auto fake = std::make_shared<RecordingTransport>();
+  bool v1_answers = true;
+  fake->answer = [&](const HttpRequest& req) -> Result<HttpResponse> {
+    if (req.method == "PUT") return Status(StatusCode::kUnavailable, "timed out").as_timeout();
+    if (!v1_answers) return Status(StatusCode::kUnavailable, "timed out").as_timeout();
+    HttpResponse resp;
+    resp.status = 200;
+    resp.body = req.url.ends_with("/security-credentials/")
+                    ? std::string("v1role")
+                    : metadata_json("ASIAV1", clock_.wall_now() + std::chrono::hours(1));
+    return resp;
+  };
+  auto c = make_imds_provider(env_.lookup(), fake)->get();
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->access_key_id, "ASIAV1");
+  ASSERT_EQ(fake->sent.size(), 3u);
+  for (std::size_t i = 1; i < 3; ++i) {
+    for (const auto& [name, value] : fake->sent[i].headers) {
+      EXPECT_NE(name, "X-aws-ec2-metadata-token") << "IMDSv1: no token";
+    }
+  }
+
+  v1_answers = false;
+  auto none = make_imds_provider(env_.lookup(), fake)->get();
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound) << none.status();
+  EXPECT_NE(none.status().message().find("no instance metadata service reachable"),
+            std::string::npos)
+      << none.status();
+
+  v1_answers = true;
+  env_.vars["AWS_EC2_METADATA_V1_DISABLED"] = "true";
+  auto v2_only = make_imds_provider(env_.lookup(), fake)->get();
+  ASSERT_FALSE(v2_only.ok());
+  EXPECT_EQ(v2_only.status().code(), StatusCode::kNotFound) << v2_only.status();
+}
+
 TEST_F(CredentialsHttpTest, CachedImdsCredentialsRefreshNearExpiry) {
   FakeImds imds(clock_);
   LocalHttpServer server([&](const ServedRequest& r) { return imds.handle(r); });
