@@ -81,7 +81,11 @@ Result<std::shared_ptr<DeadLetterSink>> make_file_dead_letter_sink(const std::st
 // A sink that writes each letter as one record to the producer's stream and accepts once the
 // producer resolved it with a sequence number: the record's partition key is the original
 // partition key and its data is dead_letter_json(letter) (the original bytes are in "data",
-// base64, exactly as read). `producer` must outlive the sink.
+// base64, exactly as read). A letter too large for one record (a record of about 780 KB or
+// more) is written as several in order, each the same object with "part" (1, 2, ...),
+// "parts" and a slice of "data" (the slices joined in part order are the base64 of the
+// bytes; a long "error" is cut to 4 KiB); it is accepted once every part is written, and
+// asked again writes them all again. `producer` must outlive the sink.
 std::shared_ptr<DeadLetterSink> make_stream_dead_letter_sink(Producer& producer);
 
 // The JSON object a file or stream sink writes for `letter` (one line, no newline):

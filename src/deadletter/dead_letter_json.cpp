@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "aws/base64.h"
+#include "deadletter/dead_letter_parts.h"
 #include "kcl/dead_letter.h"
 
 namespace kcl {
@@ -12,11 +13,9 @@ std::int64_t epoch_ms(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
 }
 
-}  // namespace
-
-std::string dead_letter_json(const DeadLetter& letter) {
+nlohmann::ordered_json envelope(const DeadLetter& letter, const std::string& error) {
   const Record& r = letter.record;
-  nlohmann::ordered_json j = {
+  return {
       {"stream", letter.stream},
       {"shard_id", letter.shard_id},
       {"sequence_number", std::string(r.sequence_number())},
@@ -24,12 +23,46 @@ std::string dead_letter_json(const DeadLetter& letter) {
       {"partition_key", std::string(r.partition_key())},
       {"approximate_arrival_timestamp", epoch_ms(r.approximate_arrival_timestamp())},
       {"attempts", letter.attempts},
-      {"error", letter.error},
+      {"error", error},
       {"dead_lettered_at", epoch_ms(letter.dead_lettered_at)},
-      {"data", aws::base64_encode(r.data())},
   };
-  // Errors quote what processors threw, which may hold any bytes: replace invalid UTF-8.
+}
+
+// Errors quote what processors threw, which may hold any bytes: invalid UTF-8 is replaced.
+std::string dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+}  // namespace
+
+std::string dead_letter_json(const DeadLetter& letter) {
+  nlohmann::ordered_json j = envelope(letter, letter.error);
+  j["data"] = aws::base64_encode(letter.record.data());
+  return dump(j);
+}
+
+namespace deadletter {
+
+std::vector<std::string> dead_letter_json_parts(const DeadLetter& letter, std::size_t max_bytes) {
+  std::string whole = dead_letter_json(letter);
+  if (whole.size() <= max_bytes) return {std::move(whole)};
+  const std::string data = aws::base64_encode(letter.record.data());
+  nlohmann::ordered_json j = envelope(letter, letter.error.substr(0, 4096));
+  j["part"] = 1'000'000;
+  j["parts"] = 1'000'000;
+  j["data"] = "";
+  const std::size_t overhead = dump(j).size();
+  const std::size_t slice = (max_bytes > overhead + 4 ? max_bytes - overhead : 4) / 4 * 4;
+  const std::size_t parts = (data.size() + slice - 1) / slice;
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < parts; ++i) {
+    j["part"] = i + 1;
+    j["parts"] = parts;
+    j["data"] = data.substr(i * slice, slice);
+    out.push_back(dump(j));
+  }
+  return out;
+}
+
+}  // namespace deadletter
 }  // namespace kcl

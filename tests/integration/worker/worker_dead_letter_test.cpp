@@ -263,6 +263,53 @@ TEST_F(WorkerDeadLetterTest, StreamSinkWritesThePoisonRecordToASecondStream) {
               std::string(got->records[0].data).c_str());
 }
 
+// A poison record of 900 KB: its letter (base64) would exceed a record's 1 MiB, so the
+// stream sink writes it in parts, which join back into the record's bytes.
+TEST_F(WorkerDeadLetterTest, StreamSinkWritesALetterTooLargeForOneRecordInParts) {
+  const std::string dlq = kcl::testing::unique_name("dlq");
+  ASSERT_TRUE(kinesis_->create_stream(dlq, 1).ok());
+  ASSERT_TRUE(kinesis_->wait_for_active(dlq, 30s).ok());
+  ProducerConfig pc;
+  pc.stream_name = dlq;
+  pc.aws = aws_;
+  pc.linger = std::chrono::milliseconds(0);
+  auto producer = Producer::create(pc);
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  auto sink = make_stream_dead_letter_sink(**producer);
+  std::string bytes(900 * 1024, 'b');
+  for (std::size_t i = 0; i < bytes.size(); i += 7) bytes[i] = static_cast<char>(i % 256);
+  Record::Fields f;
+  f.shard_id = "shardId-000000000000";
+  f.sequence_number = "49590338271490256608559692538361571095921575989136588850";
+  f.partition_key = "pk-big";
+  f.data = bytes;
+  const DeadLetter letter{
+      "orders", "shardId-000000000000",          Record(std::move(f)), "too big",
+      3,        std::chrono::system_clock::now()};
+  const Status accepted = sink->accept(letter);
+  ASSERT_TRUE(accepted.ok()) << accepted;
+  (void)(*producer)->shutdown();
+  auto dlq_shards = kinesis_->list_shards(dlq);
+  ASSERT_TRUE(dlq_shards.ok());
+  auto it =
+      kinesis_->get_shard_iterator(dlq, dlq_shards->at(0).shard_id, kinesis::IteratorPosition{});
+  ASSERT_TRUE(it.ok()) << it.status();
+  auto got = kinesis_->get_records(*it, 100);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->records.size(), 2u);
+  std::string joined;
+  for (std::size_t i = 0; i < got->records.size(); ++i) {
+    EXPECT_EQ(got->records[i].partition_key, "pk-big");
+    auto j = nlohmann::json::parse(got->records[i].data);
+    EXPECT_EQ(j["part"], i + 1);
+    EXPECT_EQ(j["parts"], 2);
+    joined += j["data"].get<std::string>();
+  }
+  auto data = aws::base64_decode(joined);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(*data, bytes);
+}
+
 TEST_F(WorkerDeadLetterTest, ARefusingSinkHoldsTheCheckpointUntilItAccepts) {
   create_stream(1);
   const auto seqs = put(names("r", 0, 20));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "aws/base64.h"
+#include "deadletter/dead_letter_parts.h"
 #include "kcl/dead_letter.h"
 
 namespace kcl {
@@ -55,6 +56,35 @@ TEST(DeadLetterJsonTest, CarriesThePositionTheErrorAndTheBytes) {
   ASSERT_TRUE(data.ok());
   EXPECT_EQ(*data, bytes);
   EXPECT_EQ(dead_letter_json(letter("x", "e")).find('\n'), std::string::npos) << "one line";
+}
+
+TEST(DeadLetterJsonTest, ALetterTooLargeForOneRecordIsCutIntoPartsThatJoinBack) {
+  // 900 KB of bytes: 1.2 MB of base64, over a Kinesis record's 1 MiB.
+  std::string bytes(900 * 1024, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 131 % 251);
+  const DeadLetter big = letter(bytes, std::string(10000, 'e'));
+  const std::size_t max = (std::size_t{1} << 20) - 11;  // the room a key of 11 bytes leaves
+  const auto parts = deadletter::dead_letter_json_parts(big, max);
+  ASSERT_EQ(parts.size(), 2u);
+  std::string joined;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_LE(parts[i].size(), max);
+    auto j = nlohmann::json::parse(parts[i]);
+    EXPECT_EQ(j["part"], i + 1);
+    EXPECT_EQ(j["parts"], 2);
+    EXPECT_EQ(j["sequence_number"], "49590338271490256608559692538361571095921575989136588850");
+    EXPECT_EQ(j["error"].get<std::string>().size(), 4096u) << "a long error is cut in parts";
+    const std::string slice = j["data"];
+    EXPECT_TRUE(aws::base64_decode(slice).ok()) << "each slice decodes alone";
+    joined += slice;
+  }
+  auto data = aws::base64_decode(joined);
+  ASSERT_TRUE(data.ok());
+  EXPECT_EQ(*data, bytes);
+  // A letter that fits is the one object dead_letter_json makes.
+  const DeadLetter small = letter("x", "e");
+  EXPECT_EQ(deadletter::dead_letter_json_parts(small, max),
+            std::vector<std::string>{dead_letter_json(small)});
 }
 
 TEST(FileDeadLetterSinkTest, AppendsOneLinePerLetter) {
