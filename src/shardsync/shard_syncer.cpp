@@ -168,12 +168,23 @@ Result<SyncResult> ShardSyncer::sync_once(const std::vector<Lease>* leases) {
   if (!leased.ok()) return fail("list_leases", leased.status().with_context("listing leases: "));
   auto own = own_leases(*leased);
   if (!own.ok()) return fail("list_leases", own.status());
-  const std::vector<Lease>& existing = *own;
-  result.leases = existing.size();
+  std::vector<Lease> existing = std::move(own).value();
   auto listed = lister_();
   if (!listed.ok()) return fail("list_shards", listed.status());
   const std::vector<kinesis::Shard>& shards = *listed;
   result.shards = shards.size();
+  // A listing of the leases the caller read earlier may miss a lease created and deleted
+  // since (a shard read to its end and cleaned up once its children started): from it, that
+  // shard would get a lease again and be read again, after its children. Before creating
+  // anything (a reshard: rare) the table is read afresh.
+  if (leases != nullptr && !leases_to_create(shards, existing, initial_position_).empty()) {
+    auto fresh = store_->list_leases();
+    if (!fresh.ok()) return fail("list_leases", fresh.status().with_context("listing leases: "));
+    auto fresh_own = own_leases(*fresh);
+    if (!fresh_own.ok()) return fail("list_leases", fresh_own.status());
+    existing = std::move(fresh_own).value();
+  }
+  result.leases = existing.size();
   std::vector<Lease> view = existing;
   if (Status s = create_missing(shards, view, result); !s.ok()) return fail("create", s);
   // The listing is complete when it was read to the last page; an empty listing is never

@@ -93,9 +93,11 @@ class ShardSyncer {
                                 MetricsSink& metrics = NoopMetricsSink::instance());
 
   // One pass, as described above. Idempotent: a second pass over an unchanged stream and
-  // table writes nothing. `leases`, when given, is the lease table as listed just before
-  // (by the caller, once for several streams' passes: each pass then costs no scan of its
-  // own); the listing of shards still comes after it.
+  // table writes nothing. `leases`, when given, is the lease table as listed before (by the
+  // caller, once for several streams' passes: each pass then costs no scan of its own); the
+  // listing of shards still comes after it, and a pass that finds a lease to create reads
+  // the table afresh first (a lease created and deleted since the caller's listing must not
+  // be created again).
   Result<SyncResult> sync_once(const std::vector<Lease>* leases = nullptr);
 
   const InitialPosition& initial_position() const { return initial_position_; }

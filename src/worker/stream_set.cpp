@@ -175,9 +175,9 @@ Status StreamSet::delete_leases_of(const std::string& identifier, Turn& turn) {
 Status StreamSet::sync(Entry& e, Turn& turn) {
   KCL_RETURN_IF_ERROR(resolve(e));
   // Several streams: one scan of the lease table serves every stream's sync for half the
-  // sync interval (each reads its own stream's leases out of it). A listing older than the
-  // shards' is what a sync needs (shard_syncer.h): a lease created since is created again
-  // and found to exist; one gone since was trimmed.
+  // sync interval (each reads its own stream's leases out of it) while there is nothing to
+  // create; a sync that finds something to create reads the table afresh first
+  // (shard_syncer.h).
   const auto now = clock_.now();
   if (multi_ && (!listing_ || now - listing_at_ >= config_.processing.shard_sync_interval / 2)) {
     auto listed = store_.list_leases();

@@ -28,6 +28,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 using test::kTimestamp;
+using test::lease;
 
 // A listing the test changes between passes.
 struct Stream {
@@ -216,6 +217,25 @@ TEST(ShardSyncerTest, MultiStreamSyncersKeepEachStreamsLeasesApart) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("one-stream lease " + sid(9)));
+}
+
+// A multi-stream worker's listing of the leases, read before shard 3 was created, read to
+// its end and cleaned up once its children 6 and 7 started: from that listing 3 looks like a
+// shard that still needs a lease. The pass reads the table afresh before creating and
+// creates nothing.
+TEST(ShardSyncerTest, AnOldListingDoesNotBringBackALeaseCleanedUpSince) {
+  leases::InMemoryLeaseStore store;
+  // Now in the table: 0 finished and kept (a child of it not started yet), 6 and 7 started.
+  store.put(lease(0, ExtendedSequenceNumber::shard_end()));
+  store.put(lease(6, seq("9"), ids({3})));
+  store.put(lease(7, seq("9"), ids({3})));
+  const std::vector<Lease> old_listing = {lease(0, seq("5"))};
+  Stream stream{{shard(0, -1, -1, true), shard(3, 0, -1, true), shard(6, 3), shard(7, 3)}, {}};
+  ShardSyncer syncer(stream.lister(), store, InitialPosition::trim_horizon());
+  auto r = syncer.sync_once(&old_listing);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->leases_created, 0u);
+  EXPECT_FALSE(store.peek(sid(3))) << "shard 3 is not read again after its children";
 }
 
 TEST(ShardSyncerTest, FreshTableAtTimestamp) {
