@@ -149,8 +149,9 @@ void ShardConsumer::report_corrupt_aggregates() {
 }
 
 void ShardConsumer::mark_done() {
-  // The shard's levels (its lag, its queue) are no longer this worker's to report.
-  metrics().forget(tags());
+  // The shard's levels (its lag, its queue) are no longer this worker's to report, unless it
+  // failed and is started again here.
+  if (outcome_.load() != ConsumerOutcome::kFailed) metrics().forget(tags());
   state_.store(ConsumerState::kDone);
   if (ctx_.runtime.on_consumer_done) ctx_.runtime.on_consumer_done();
 }
@@ -383,6 +384,10 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
   // The fetch task wakes this consumer when it queued a batch or the source finished; look
   // again within a second regardless (cheap), so nothing can be missed for long.
   report_corrupt_aggregates();
+  if (const std::int64_t lag = reader_.millis_behind(); idle_lag_published_ != lag) {
+    metrics().gauge("consumer.millis_behind_latest", static_cast<double>(lag), tags());
+    idle_lag_published_ = lag;
+  }
   SteadyTime next = now() + std::chrono::seconds(1);
   if (call_by) next = std::min(next, *call_by);
   if (auto idle_call = delivery_->idle(*this)) next = std::min(next, *idle_call);

@@ -213,6 +213,9 @@ class ShardConsumer final : public Task,
   std::atomic<std::uint64_t> dead_lettered_{0};
   // For stall_signal(), read from the scheduler's thread.
   std::atomic<bool> batch_in_hand_{false};  // pending_ holds records
+  // The lag last published while no batch came (a quiet shard's reads say how far behind it
+  // is too, so its figure is known without a record).
+  std::optional<std::int64_t> idle_lag_published_;
   base::FailureSeries checkpoint_failures_{"checkpoint"};
   base::FailureSeries parent_reads_{"reading the parents' leases"};
   ProgressWatch watch_;

@@ -93,6 +93,10 @@ std::optional<retrieval::FetchedBatch> ShardReader::take() {
 
 bool ShardReader::finished_and_drained() const { return source_->finished() && source_->drained(); }
 
+std::int64_t ShardReader::millis_behind() const {
+  return source_ ? source_->millis_behind_latest() : 0;
+}
+
 Status ShardReader::terminal_error() const { return source_->terminal_error(); }
 
 std::uint64_t ShardReader::new_corrupt_aggregates() {

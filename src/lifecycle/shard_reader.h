@@ -48,6 +48,8 @@ class ShardReader {
   std::optional<retrieval::FetchedBatch> take();
   // The source finished (a terminal error) and every batch was taken.
   bool finished_and_drained() const;
+  // How far behind the stream's tip the source's last read found the shard (0 before one).
+  std::int64_t millis_behind() const;
   Status terminal_error() const;
   // The source's corrupt aggregates not yet returned by an earlier call.
   std::uint64_t new_corrupt_aggregates();
