@@ -82,6 +82,41 @@ class WorkerDeadLetterTest : public WorkerTest {
   void TearDown() override {
     if (!file_.empty()) std::remove(file_.c_str());
   }
+  // A dead-letter stream of one shard and a producer writing to it.
+  std::unique_ptr<Producer> dead_letter_stream(const std::string& name) {
+    EXPECT_TRUE(kinesis_->create_stream(name, 1).ok());
+    EXPECT_TRUE(kinesis_->wait_for_active(name, 30s).ok());
+    ProducerConfig pc;
+    pc.stream_name = name;
+    pc.aws = aws_;
+    pc.aggregate = false;
+    pc.linger = std::chrono::milliseconds(0);
+    auto producer = Producer::create(pc);
+    EXPECT_TRUE(producer.ok()) << producer.status();
+    return producer.ok() ? std::move(producer).value() : nullptr;
+  }
+  // The records (partition key, data) of the one shard of `stream`, from its start.
+  struct Written {
+    std::string partition_key, data;
+  };
+  std::vector<Written> records_of(const std::string& stream) {
+    auto listed = kinesis_->list_shards(stream);
+    EXPECT_TRUE(listed.ok() && !listed->empty());
+    if (!listed.ok() || listed->empty()) return {};
+    auto it =
+        kinesis_->get_shard_iterator(stream, listed->at(0).shard_id, kinesis::IteratorPosition{});
+    EXPECT_TRUE(it.ok()) << it.status();
+    if (!it.ok()) return {};
+    auto got = kinesis_->get_records(*it, 100);
+    EXPECT_TRUE(got.ok()) << got.status();
+    std::vector<Written> out;
+    if (got.ok()) {
+      for (const auto& r : got->records) {
+        out.push_back({std::string(r.partition_key), std::string(r.data)});
+      }
+    }
+    return out;
+  }
   WorkerConfig dead_letter_config(std::shared_ptr<DeadLetterSink> sink, int attempts = 3) {
     WorkerConfig c = config("A");
     c.processing.on_processor_error = ProcessorErrorPolicy::kDeadLetter;
@@ -222,37 +257,24 @@ TEST_F(WorkerDeadLetterTest, OneBadRecordInTenThousandGoesToTheFileAndEveryGoodO
 TEST_F(WorkerDeadLetterTest, StreamSinkWritesThePoisonRecordToASecondStream) {
   create_stream(1);
   const std::string dlq = kcl::testing::unique_name("dlq");
-  ASSERT_TRUE(kinesis_->create_stream(dlq, 1).ok());
-  ASSERT_TRUE(kinesis_->wait_for_active(dlq, 30s).ok());
+  auto producer = dead_letter_stream(dlq);
+  ASSERT_TRUE(producer);
   const auto seqs = put(names("r", 0, 20));
   ASSERT_EQ(seqs.size(), 20u);
-  ProducerConfig pc;
-  pc.stream_name = dlq;
-  pc.aws = aws_;
-  pc.aggregate = false;
-  pc.linger = std::chrono::milliseconds(0);
-  auto producer = Producer::create(pc);
-  ASSERT_TRUE(producer.ok()) << producer.status();
   auto tally = std::make_shared<Tally>();
   tally->bad = "r7";
-  Worker w(dead_letter_config(make_stream_dead_letter_sink(**producer), 2),
+  Worker w(dead_letter_config(make_stream_dead_letter_sink(*producer), 2),
            factory("A", tallying(tally)));
   ASSERT_TRUE(w.start().ok());
   const std::string shard = shards().at(0).shard_id;
   ASSERT_TRUE(eventually([&] { return checkpoint_passed(shard, seqs[18]); }, 60s));
   ASSERT_TRUE(stop(w).ok());
-  (void)(*producer)->shutdown();
+  (void)producer->shutdown();
 
-  auto dlq_shards = kinesis_->list_shards(dlq);
-  ASSERT_TRUE(dlq_shards.ok());
-  auto it =
-      kinesis_->get_shard_iterator(dlq, dlq_shards->at(0).shard_id, kinesis::IteratorPosition{});
-  ASSERT_TRUE(it.ok()) << it.status();
-  auto got = kinesis_->get_records(*it, 100);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->records.size(), 1u);
-  EXPECT_EQ(got->records[0].partition_key, "pk-r7");
-  auto j = nlohmann::json::parse(got->records[0].data);
+  const auto got = records_of(dlq);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].partition_key, "pk-r7");
+  auto j = nlohmann::json::parse(got[0].data);
   EXPECT_EQ(j["sequence_number"], seqs[7]);
   EXPECT_EQ(j["shard_id"], shard);
   EXPECT_NE(j["error"].get<std::string>().find("cannot parse r7"), std::string::npos);
@@ -260,22 +282,16 @@ TEST_F(WorkerDeadLetterTest, StreamSinkWritesThePoisonRecordToASecondStream) {
   ASSERT_TRUE(data.ok());
   EXPECT_EQ(*data, "r7");
   std::printf("[ figures  ] dead-letter stream %s got 1 record: %s\n", dlq.c_str(),
-              std::string(got->records[0].data).c_str());
+              got[0].data.c_str());
 }
 
 // A poison record of 900 KB: its letter (base64) would exceed a record's 1 MiB, so the
 // stream sink writes it in parts, which join back into the record's bytes.
 TEST_F(WorkerDeadLetterTest, StreamSinkWritesALetterTooLargeForOneRecordInParts) {
   const std::string dlq = kcl::testing::unique_name("dlq");
-  ASSERT_TRUE(kinesis_->create_stream(dlq, 1).ok());
-  ASSERT_TRUE(kinesis_->wait_for_active(dlq, 30s).ok());
-  ProducerConfig pc;
-  pc.stream_name = dlq;
-  pc.aws = aws_;
-  pc.linger = std::chrono::milliseconds(0);
-  auto producer = Producer::create(pc);
-  ASSERT_TRUE(producer.ok()) << producer.status();
-  auto sink = make_stream_dead_letter_sink(**producer);
+  auto producer = dead_letter_stream(dlq);
+  ASSERT_TRUE(producer);
+  auto sink = make_stream_dead_letter_sink(*producer);
   std::string bytes(900 * 1024, 'b');
   for (std::size_t i = 0; i < bytes.size(); i += 7) bytes[i] = static_cast<char>(i % 256);
   Record::Fields f;
@@ -288,19 +304,13 @@ TEST_F(WorkerDeadLetterTest, StreamSinkWritesALetterTooLargeForOneRecordInParts)
       3,        std::chrono::system_clock::now()};
   const Status accepted = sink->accept(letter);
   ASSERT_TRUE(accepted.ok()) << accepted;
-  (void)(*producer)->shutdown();
-  auto dlq_shards = kinesis_->list_shards(dlq);
-  ASSERT_TRUE(dlq_shards.ok());
-  auto it =
-      kinesis_->get_shard_iterator(dlq, dlq_shards->at(0).shard_id, kinesis::IteratorPosition{});
-  ASSERT_TRUE(it.ok()) << it.status();
-  auto got = kinesis_->get_records(*it, 100);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->records.size(), 2u);
+  (void)producer->shutdown();
+  const auto got = records_of(dlq);
+  ASSERT_EQ(got.size(), 2u);
   std::string joined;
-  for (std::size_t i = 0; i < got->records.size(); ++i) {
-    EXPECT_EQ(got->records[i].partition_key, "pk-big");
-    auto j = nlohmann::json::parse(got->records[i].data);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].partition_key, "pk-big");
+    auto j = nlohmann::json::parse(got[i].data);
     EXPECT_EQ(j["part"], i + 1);
     EXPECT_EQ(j["parts"], 2);
     joined += j["data"].get<std::string>();

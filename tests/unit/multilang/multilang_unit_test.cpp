@@ -358,6 +358,14 @@ TEST(PropertiesTest, ReadsAFileShapedLikeTheJavaSample) {
                                       "metricsBufferTimeMillis", "taskBackoffTimeMillis"}));
 }
 
+// The lines of the file at `path` (what a scripted child wrote there).
+std::vector<std::string> lines_in(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
 // Records what the processor asks of the checkpointer; answers with `result`.
 class FakeCheckpointer final : public Checkpointer {
  public:
@@ -433,9 +441,7 @@ TEST_F(ScriptedChildTest, CheckpointsAreAnsweredWithTheJavaErrorNames) {
     cp.result = result;
     p.process_records(ProcessRecordsInput{recs, cp, 0});
   }
-  std::ifstream in(seen);
-  std::vector<std::string> errors;
-  for (std::string l; std::getline(in, l);) errors.push_back(l);
+  const std::vector<std::string> errors = lines_in(seen);
   EXPECT_EQ(errors,
             (std::vector<std::string>{"None", "ShutdownException", "IllegalArgumentException"}));
   EXPECT_EQ(cp.calls.size(), 3u);
@@ -538,28 +544,35 @@ TEST_F(ScriptedChildTest, ShardEndedCheckpointsShardEndAndLeaseLostRefusesCheckp
     init(p);
     p.lease_lost();
   }
-  std::ifstream in(seen);
-  std::vector<std::string> got;
-  for (std::string l; std::getline(in, l);) got.push_back(l);
+  const std::vector<std::string> got = lines_in(seen);
   EXPECT_EQ(got, (std::vector<std::string>{"shardEnded None", "leaseLost InvalidStateException"}));
   EXPECT_EQ(cp.calls, (std::vector<std::string>{"last"})) << "one checkpoint: the shard's end";
 }
 
-TEST_F(ScriptedChildTest, AStatusForAnotherActionIsAProtocolError) {
-  MultiLangProcessor p(child("    if a == 'processRecords':\n"
-                             "        reply({'action': 'status', 'responseFor': 'initialize'})\n"
-                             "        continue\n"
-                             "    reply({'action': 'status', 'responseFor': a})\n"),
-                       nullptr);
-  init(p);
-  FakeCheckpointer cp;
-  auto recs = records();
-  try {
-    p.process_records(ProcessRecordsInput{recs, cp, 0});
-    FAIL() << "a wrong responseFor must fail the call";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("with a status for initialize"), std::string::npos)
-        << e.what();
+TEST_F(ScriptedChildTest, AStatusForAnotherActionOrNoneIsAProtocolError) {
+  // responseFor naming another action, or none at all (null): the child is out of step, and
+  // the next delivery goes to a new one.
+  const std::pair<std::string, std::string> cases[] = {{"'initialize'", "for initialize"},
+                                                       {"None", "for null"}};
+  for (const auto& [response_for, said] : cases) {
+    MultiLangProcessor p(child("    if a == 'processRecords':\n"
+                               "        reply({'action': 'status', 'responseFor': " +
+                               response_for +
+                               "})\n"
+                               "        continue\n"
+                               "    reply({'action': 'status', 'responseFor': a})\n"),
+                         nullptr);
+    init(p);
+    FakeCheckpointer cp;
+    auto recs = records();
+    try {
+      p.process_records(ProcessRecordsInput{recs, cp, 0});
+      ADD_FAILURE() << "a status " << said << " must fail the call";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("with a status " + said), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(p.process_records(ProcessRecordsInput{recs, cp, 0}), std::runtime_error);
+    EXPECT_EQ(p.children_started(), 2) << "the child out of step was replaced";
   }
 }
 
@@ -588,9 +601,7 @@ TEST_F(ScriptedChildTest, BlankLinesAndCrLfLineEndsAreTolerated) {
   p.process_records(ProcessRecordsInput{recs, cp, 0});
   p.process_records(ProcessRecordsInput{recs, cp, 0});
   p.shutdown_requested(cp);
-  std::ifstream in(seen);
-  std::vector<std::string> got;
-  for (std::string l; std::getline(in, l);) got.push_back(l);
+  const std::vector<std::string> got = lines_in(seen);
   EXPECT_EQ(got, (std::vector<std::string>{"None 1", "None 1"}))
       << "both batches reached the child and its checkpoints were accepted";
   EXPECT_EQ(cp.calls, (std::vector<std::string>{std::string(recs[0].sequence_number()) + "#0",
@@ -643,25 +654,6 @@ TEST_F(ScriptedChildTest, LinesThatAreNotMessagesAreSkippedAndLoggedOncePerSerie
   EXPECT_NE(lines[2].find("(10 lines so far)"), std::string::npos) << lines[2];
 }
 
-TEST_F(ScriptedChildTest, AStatusWithoutAResponseForIsAProtocolError) {
-  MultiLangProcessor p(child("    if a == 'processRecords':\n"
-                             "        reply({'action': 'status', 'responseFor': None})\n"
-                             "        continue\n"
-                             "    reply({'action': 'status', 'responseFor': a})\n"),
-                       nullptr);
-  init(p);
-  FakeCheckpointer cp;
-  auto recs = records();
-  try {
-    p.process_records(ProcessRecordsInput{recs, cp, 0});
-    FAIL() << "a status for no action must fail the call";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("with a status for null"), std::string::npos) << e.what();
-  }
-  EXPECT_THROW(p.process_records(ProcessRecordsInput{recs, cp, 0}), std::runtime_error);
-  EXPECT_EQ(p.children_started(), 2) << "the child out of step was replaced";
-}
-
 TEST_F(ScriptedChildTest, AChildThatStopsReadingItsInputIsStoppedAndReplaced) {
   // It answers initialize, then reads nothing more: a batch larger than the pipe holds must
   // not block the shard's thread for ever.
@@ -700,9 +692,7 @@ TEST_F(ScriptedChildTest, SubSequenceNumbersAreReadAsTheJavaDaemonReadsThem) {
   auto recs = records();
   p.process_records(ProcessRecordsInput{recs, cp, 0});
   EXPECT_EQ(cp.calls, (std::vector<std::string>{"7#3", "7#4"}));
-  std::ifstream in(seen);
-  std::vector<std::string> errors;
-  for (std::string l; std::getline(in, l);) errors.push_back(l);
+  const std::vector<std::string> errors = lines_in(seen);
   EXPECT_EQ(errors, (std::vector<std::string>{"None", "None", "IllegalArgumentException",
                                               "IllegalArgumentException"}));
 }
