@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -43,26 +44,27 @@ std::string form_encode(std::string_view text) {
 }
 
 std::vector<std::string> emf_lines(const std::vector<Datum>& datums, const PublishContext& ctx) {
-  // Group by (operation, shard): one directive's dimensions per line.
-  std::map<std::pair<std::string, std::string>, std::vector<const Datum*>> groups;
-  for (const Datum& d : datums) groups[{d.operation, d.shard_id}].push_back(&d);
+  // Group by (operation, shard, stream): one directive's dimensions per line.
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<const Datum*>> groups;
+  for (const Datum& d : datums) groups[{d.operation, d.shard_id, d.stream}].push_back(&d);
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(ctx.timestamp.time_since_epoch())
           .count();
   std::vector<std::string> lines;
   for (const auto& [key, members] : groups) {
+    const auto& [operation, shard, stream] = key;
     for (std::size_t from = 0; from < members.size(); from += 100) {
-      nlohmann::json dims = nlohmann::json::array({"Operation"});
+      nlohmann::json dims = nlohmann::json::array();
       nlohmann::json root;
-      root["Operation"] = key.first;
-      if (!key.second.empty()) {
-        dims.push_back("ShardId");
-        root["ShardId"] = key.second;
-      }
-      if (!ctx.worker_id.empty()) {
-        dims.push_back("WorkerIdentifier");
-        root["WorkerIdentifier"] = ctx.worker_id;
-      }
+      auto add_dim = [&](const char* name, const std::string& value) {
+        if (value.empty()) return;
+        dims.push_back(name);
+        root[name] = value;
+      };
+      add_dim("Operation", operation);
+      add_dim("ShardId", shard);
+      add_dim("StreamId", stream);
+      add_dim("WorkerIdentifier", ctx.worker_id);
       nlohmann::json metrics = nlohmann::json::array();
       for (std::size_t i = from; i < std::min(members.size(), from + 100); ++i) {
         const Datum& d = *members[i];
@@ -99,12 +101,14 @@ std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
           p + "StatisticValues.Maximum=" + number(d.max);
       int dim = 0;
       auto add_dim = [&](std::string_view name, const std::string& value) {
+        if (value.empty()) return;
         const std::string q = p + "Dimensions.member." + std::to_string(++dim) + ".";
         m += q + "Name=" + std::string(name) + q + "Value=" + form_encode(value);
       };
       add_dim("Operation", d.operation);
-      if (!d.shard_id.empty()) add_dim("ShardId", d.shard_id);
-      if (!ctx.worker_id.empty()) add_dim("WorkerIdentifier", ctx.worker_id);
+      add_dim("ShardId", d.shard_id);
+      add_dim("StreamId", d.stream);
+      add_dim("WorkerIdentifier", ctx.worker_id);
       return m;
     };
     std::string m = member(in_body + 1);

@@ -60,9 +60,10 @@ void CloudWatchAggregator::timing(std::string_view name, std::chrono::nanosecond
 
 void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, MetricTags tags) {
   if (level_ == MetricsLevel::kNone) return;
-  std::string shard;
+  std::string shard, stream;
   for (const MetricTag& t : tags) {
     if (t.key == "shard") shard = t.value;
+    if (t.key == "stream") stream = t.value;
   }
   if (!shard_dimension_) shard.clear();
   std::string operation, name, unit;
@@ -77,12 +78,12 @@ void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, 
     operation = std::string(point.substr(0, dot));
     name = std::string(point);
     for (const MetricTag& t : tags) {
-      if (t.key != "shard") name += "." + std::string(t.value);
+      if (t.key != "shard" && t.key != "stream") name += "." + std::string(t.value);
     }
     unit = kind == Kind::kTiming ? "Milliseconds" : kind == Kind::kCount ? "Count" : "None";
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_tuple(std::move(operation), std::move(name), std::move(shard));
+  SeriesKey key{std::move(operation), std::move(name), std::move(shard), std::move(stream)};
   auto it = series_.find(key);
   if (it == series_.end()) {
     if (series_.size() >= max_series_) {
@@ -93,6 +94,7 @@ void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, 
     d.operation = std::get<0>(key);
     d.name = std::get<1>(key);
     d.shard_id = std::get<2>(key);
+    d.stream = std::get<3>(key);
     d.unit = std::move(unit);
     d.level = kind == Kind::kGauge;
     d.min = value;
@@ -107,7 +109,7 @@ void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, 
 }
 
 std::vector<Datum> CloudWatchAggregator::drain() {
-  std::map<std::tuple<std::string, std::string, std::string>, Datum, std::less<>> taken;
+  std::map<SeriesKey, Datum, std::less<>> taken;
   {
     std::lock_guard<std::mutex> lock(mu_);
     taken.swap(series_);

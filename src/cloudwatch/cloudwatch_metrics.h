@@ -5,6 +5,10 @@
 //   point "consumer.records_processed" {shard=S}  ->  Operation=ProcessTask,
 //       RecordsProcessed (Count, SUMMARY), ShardId=S
 //
+// A point tagged with its stream (a worker of several streams) carries a StreamId dimension,
+// so the same shard id of two streams stays two series (the Java KCL's StreamId; its value
+// there is the serialized identifier, here the stream's name).
+//
 // A point without a Java counterpart is published at DETAILED only, under Operation = its
 // first word ("aws.requests" -> Operation "aws") and its name with its tag values appended
 // ("aws.requests.Kinesis.GetRecords.ok").
@@ -51,6 +55,8 @@ struct Datum {
   // A level (a gauge: leases held, a queue's depth), whatever its unit: one value for it
   // (EMF) is its mean over the interval, never a sum of its samples.
   bool level = false;
+  // Several streams: the stream's name (the StreamId dimension); empty: none.
+  std::string stream = {};
 };
 
 class CloudWatchAggregator final : public MetricsSink {
@@ -74,8 +80,9 @@ class CloudWatchAggregator final : public MetricsSink {
   const bool shard_dimension_;
   const std::size_t max_series_;
   mutable std::mutex mu_;
-  // (operation, name, shard) -> datum
-  std::map<std::tuple<std::string, std::string, std::string>, Datum, std::less<>> series_;
+  // (operation, name, shard, stream) -> datum
+  using SeriesKey = std::tuple<std::string, std::string, std::string, std::string>;
+  std::map<SeriesKey, Datum, std::less<>> series_;
   std::uint64_t dropped_ = 0;
 };
 

@@ -194,6 +194,43 @@ TEST(EmfTest, ALevelCountedInCountsCarriesItsMeanNotTheSumOfItsSamples) {
   EXPECT_TRUE(seen);
 }
 
+// A worker of several streams: shardId-000000000000 of two streams stays two series, each
+// with a StreamId dimension in both formats (the Java KCL's MetricsUtil.addStreamId).
+TEST(CloudWatchAggregatorTest, TheSameShardIdOfTwoStreamsStaysTwoSeriesWithAStreamId) {
+  CloudWatchAggregator agg(config_at(MetricsLevel::kDetailed));
+  for (const char* stream : {"orders", "payments"}) {
+    const MetricTag tags[] = {{"shard", "shardId-000000000000"}, {"stream", stream}};
+    agg.count("consumer.records_processed", stream[0] == 'o' ? 3 : 5, MetricTags(tags, 2));
+    agg.count("fanout.resubscribes", 1, MetricTags(tags, 2));
+  }
+  auto ds = agg.drain();
+  std::map<std::string, double> processed;
+  for (const Datum& d : ds) {
+    if (d.name == "RecordsProcessed") processed[d.stream] = d.sum;
+    if (d.operation == "fanout") {
+      EXPECT_EQ(d.name, "fanout.resubscribes") << "the stream is a dimension, not in the name";
+    }
+  }
+  EXPECT_EQ(processed, (std::map<std::string, double>{{"orders", 3}, {"payments", 5}}));
+  PublishContext ctx{"app", "worker-1", std::chrono::system_clock::time_point(1700000000s)};
+  std::set<std::string> emf_streams;
+  for (const std::string& l : emf_lines(ds, ctx)) {
+    expect_valid_emf(l);
+    auto doc = nlohmann::json::parse(l);
+    if (!doc.contains("RecordsProcessed")) continue;
+    emf_streams.insert(doc["StreamId"].get<std::string>());
+    EXPECT_EQ(doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0],
+              nlohmann::json::array({"Operation", "ShardId", "StreamId", "WorkerIdentifier"}));
+  }
+  EXPECT_EQ(emf_streams, (std::set<std::string>{"orders", "payments"}));
+  const std::string body = put_metric_data_bodies(ds, ctx)[0].body;
+  for (const char* stream : {"orders", "payments"}) {
+    EXPECT_NE(body.find("Dimensions.member.3.Name=StreamId&MetricData.member."),
+              std::string::npos);
+    EXPECT_NE(body.find(std::string("Dimensions.member.3.Value=") + stream), std::string::npos);
+  }
+}
+
 TEST(PutMetricDataBodyTest, SplitsAtTheDatumAndByteLimitsAndEncodesValues) {
   std::vector<Datum> ds;
   for (int i = 0; i < 2500; ++i) {
