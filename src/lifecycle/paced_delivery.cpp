@@ -22,9 +22,10 @@ PacedDelivery::PacedDelivery(std::unique_ptr<PacedRecordProcessor> processor,
       paced_(static_cast<PacedRecordProcessor&>(this->processor())),
       pace_(std::move(pace)) {}
 
-void PacedDelivery::started(const DeliveryHost&, std::function<void(SteadyTime)> wake) {
+void PacedDelivery::started(const DeliveryHost& host, std::function<void(SteadyTime)> wake) {
   PaceContext context = pace_;
   context.wake = std::move(wake);
+  context.tags = host.tags();
   paced_.attach(std::move(context));
 }
 

@@ -43,6 +43,10 @@ struct PaceContext {
   Logger* logger = nullptr;  // may be null
   MetricsSink* metrics = nullptr;
   const Clock* clock = nullptr;
+  // The shard's metric tags (the consumer's: shard, and stream on a worker of several
+  // streams), so the processor's own series are forgotten with the consumer's; they live as
+  // long as the consumer.
+  MetricTags tags;
 };
 
 struct Pace {

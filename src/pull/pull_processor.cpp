@@ -63,14 +63,16 @@ void PullProcessor::write(Checkpointer& checkpointer, const ExtendedSequenceNumb
 
 lifecycle::Pace PullProcessor::pace(Checkpointer& checkpointer) {
   PaceDecision d = hub_->pace(*shard_);
-  const MetricTag tag{"shard", shard_->shard_id()};
+  // The consumer's tags (with the stream on a worker of several streams); a processor
+  // attached without them is tagged with its shard.
+  const MetricTag shard_tag{"shard", shard_->shard_id()};
+  const MetricTags tags = context_.tags.empty() ? MetricTags(&shard_tag, 1) : context_.tags;
   if (context_.metrics) {
-    context_.metrics->gauge("pull.unacked_records", static_cast<double>(d.unacked),
-                            MetricTags(&tag, 1));
+    context_.metrics->gauge("pull.unacked_records", static_cast<double>(d.unacked), tags);
   }
   if (d.stuck_report) {
     log(LogLevel::kWarn, *d.stuck_report);
-    if (context_.metrics) context_.metrics->count("pull.stuck_records", 1, MetricTags(&tag, 1));
+    if (context_.metrics) context_.metrics->count("pull.stuck_records", 1, tags);
   }
   if (d.checkpoint_at) write(checkpointer, *d.checkpoint_at);
   return lifecycle::Pace{d.accept_batch, d.next_call};

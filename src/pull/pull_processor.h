@@ -10,7 +10,8 @@
 // and the shard consumer waits (bounded) for those taken to be acknowledged before the final
 // checkpoint; those still not acknowledged then are logged once, with their count.
 //
-// Metrics (tag "shard"): pull.unacked_records (gauge: taken, not acknowledged),
+// Metrics (the consumer's tags: shard, and stream on a worker of several streams):
+// pull.unacked_records (gauge: taken, not acknowledged),
 // pull.stuck_records (count: records reported as stuck).
 //
 // Thread safety: as any RecordProcessor (calls for one shard never overlap).

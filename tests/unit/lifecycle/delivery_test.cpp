@@ -437,6 +437,8 @@ TEST_F(PacedTest, AttachesWithTheConsumersWakeUpAndTheWorkersClock) {
   ASSERT_EQ(script_.calls, std::vector<std::string>{"attach"});
   EXPECT_EQ(script_.attached.clock, &clock_);
   EXPECT_EQ(script_.attached.metrics, &host_.metrics_);
+  EXPECT_EQ(script_.attached.tags.data(), host_.tags().data()) << "the consumer's own tags";
+  EXPECT_EQ(script_.attached.tags.size(), host_.tags().size());
   ASSERT_TRUE(script_.attached.wake);
   script_.attached.wake(clock_.now() + 2s);
   EXPECT_EQ(woken, clock_.now() + 2s);

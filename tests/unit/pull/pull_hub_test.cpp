@@ -11,6 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "metrics/metrics_registry.h"
+#include "pull/pull_processor.h"
+
 namespace kcl::pull {
 namespace {
 
@@ -408,6 +411,56 @@ TEST_F(PullHubTest, ConcurrentAcksInRandomOrderEndAtTheLastRecord) {
   ASSERT_TRUE(d.checkpoint_at.has_value());
   EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(3999)));
   EXPECT_TRUE(hub_->drained(*a));
+}
+
+// A worker of several streams: the unacked gauge carries the consumer's tags (the stream
+// too), so the same shard id of two streams stays two series and the consumer's end forgets
+// it with the rest of the shard's series.
+TEST_F(PullHubTest, TheUnackedGaugeCarriesTheConsumersTagsAndIsForgottenWithThem) {
+  make_hub();
+  metrics::MetricsRegistry registry;
+  class NoCheckpoints final : public Checkpointer {
+   public:
+    Status checkpoint() override { return Status::Ok(); }
+    Status checkpoint(const Record&) override { return Status::Ok(); }
+    Status checkpoint(std::string_view, SubSequenceNumber) override { return Status::Ok(); }
+    Status prepare_checkpoint(std::string_view, SubSequenceNumber, std::string_view) override {
+      return Status::Ok();
+    }
+    Status commit_prepared() override { return Status::Ok(); }
+    ExtendedSequenceNumber last_checkpoint() const override {
+      return ExtendedSequenceNumber::trim_horizon();
+    }
+  } checkpointer;
+  const MetricTag orders[] = {{"shard", "shardId-000000000000"}, {"stream", "orders"}};
+  const MetricTag payments[] = {{"shard", "shardId-000000000000"}, {"stream", "payments"}};
+  std::vector<std::unique_ptr<PullProcessor>> processors;
+  for (const auto* tags : {orders, payments}) {
+    auto p = std::make_unique<PullProcessor>(hub_, "shardId-000000000000");
+    lifecycle::PaceContext context;
+    context.wake = [](Clock::MonoTime) {};
+    context.metrics = &registry;
+    context.clock = &clock_;
+    context.tags = MetricTags(tags, 2);
+    p->attach(std::move(context));
+    processors.push_back(std::move(p));
+  }
+  std::vector<Record> batch{record("shardId-000000000000", 1), record("shardId-000000000000", 2)};
+  processors[0]->hand_in(batch, 0);
+  ASSERT_EQ(take().size(), 2u);
+  for (auto& p : processors) (void)p->pace(checkpointer);
+  const std::string text = registry.prometheus_text();
+  EXPECT_NE(text.find(R"(kcl_pull_unacked_records{shard="shardId-000000000000",stream="orders"} 2)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find(R"(kcl_pull_unacked_records{shard="shardId-000000000000",stream="payments"} 0)"),
+      std::string::npos)
+      << text;
+  registry.forget(MetricTags(orders, 2));
+  const std::string after = registry.prometheus_text();
+  EXPECT_EQ(after.find(R"(stream="orders")"), std::string::npos) << after;
+  EXPECT_NE(after.find(R"(stream="payments")"), std::string::npos) << after;
 }
 
 }  // namespace
