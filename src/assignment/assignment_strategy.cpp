@@ -17,7 +17,8 @@ std::unique_ptr<AssignmentStrategy> make_assignment(const LeaseConfig& config,
       leases::LeaseStore* store = parts.store;
       parts.coordination = std::make_shared<coordination::DynamoDbCoordinationStore>(
           parts.dynamodb, config,
-          [store]() -> Result<bool> { return store ? store->uses_entity_types() : false; });
+          [store]() -> Result<bool> { return store ? store->uses_entity_types() : false; },
+          parts.logger);
     } else {
       parts.coordination = std::make_shared<coordination::InMemoryCoordinationStore>();
     }

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
 
 #include "base/time_text.h"

@@ -19,6 +19,7 @@ using Type = AttributeValue::Type;
 constexpr std::string_view kKey = "key";
 constexpr std::string_view kLeaderKey = "kcl-cpp/leader";
 constexpr std::string_view kWorkerPrefix = "kcl-cpp/worker/";
+constexpr std::size_t kMaxTableName = 255;
 
 std::string worker_key(std::string_view worker_id) {
   return std::string(kWorkerPrefix) + std::string(worker_id);
@@ -56,7 +57,12 @@ Result<std::int64_t> get_n(const Item& item, std::string_view key, std::string_v
   return v;
 }
 
-Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
+// A worker entry. Its identity (workerId, incarnation, heartbeat) must be readable; what it
+// reports beside (leaseCount, statusUrl, its load, draining) is read where it can be, and
+// what cannot be read is left at its default and named in `unreadable` (an entry written by
+// another version of kcl-cpp still counts as a live worker).
+Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key,
+                                     std::vector<std::string>& unreadable) {
   WorkerEntry w;
   KCL_ASSIGN_OR_RETURN(auto id, get_s(item, key, "workerId"));
   KCL_ASSIGN_OR_RETURN(auto inc, get_s(item, key, "incarnation"));
@@ -64,25 +70,40 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key) {
   w.worker_id = std::move(*id);
   w.incarnation = std::move(*inc);
   KCL_ASSIGN_OR_RETURN(w.heartbeat, get_n(item, key, "heartbeat"));
-  KCL_ASSIGN_OR_RETURN(w.lease_count, get_n(item, key, "leaseCount"));
-  KCL_ASSIGN_OR_RETURN(auto url, get_s(item, key, "statusUrl"));
-  w.status_url = url.value_or("");
+  auto advisory = [&](const Status& s) {
+    if (!s.ok()) unreadable.push_back(s.message());
+  };
+  auto count = get_n(item, key, "leaseCount");
+  advisory(count.status());
+  if (count.ok()) w.lease_count = *count;
+  auto url = get_s(item, key, "statusUrl");
+  advisory(url.status());
+  if (url.ok()) w.status_url = url->value_or("");
   if (auto it = item.find("leaseLoad"); it != item.end()) {
-    if (it->second.type() != Type::kS) return bad(key, "leaseLoad", "is not a string");
-    auto load = decode_lease_load(it->second.s());
-    if (!load.ok()) return bad(key, "leaseLoad", load.status().message());
-    w.lease_kbps = std::move(*load);
+    auto load = it->second.type() == Type::kS ? decode_lease_load(it->second.s())
+                                              : Result<std::map<std::string, double>>(Status(
+                                                    StatusCode::kInternal, "is not a string"));
+    if (load.ok()) {
+      w.lease_kbps = std::move(*load);
+    } else {
+      advisory(bad(key, "leaseLoad", load.status().message()));
+    }
   } else if (auto old = item.find("leaseKbps"); old != item.end()) {
     // As written before leaseLoad (a map of lease key -> KB/s).
-    if (old->second.type() != Type::kM) return bad(key, "leaseKbps", "is not a map");
-    for (const auto& [lease, v] : old->second.m()) {
-      if (v.type() != Type::kN) return bad(key, "leaseKbps." + lease, "is not a number");
-      w.lease_kbps[lease] = std::strtod(v.s().c_str(), nullptr);
+    if (old->second.type() != Type::kM) {
+      advisory(bad(key, "leaseKbps", "is not a map"));
+    } else {
+      for (const auto& [lease, v] : old->second.m()) {
+        if (v.type() == Type::kN) w.lease_kbps[lease] = std::strtod(v.s().c_str(), nullptr);
+      }
     }
   }
   if (auto it = item.find("draining"); it != item.end()) {
-    if (it->second.type() != Type::kBool) return bad(key, "draining", "is not a boolean");
-    w.draining = it->second.boolean();
+    if (it->second.type() == Type::kBool) {
+      w.draining = it->second.boolean();
+    } else {
+      advisory(bad(key, "draining", "is not a boolean"));
+    }
   }
   return w;
 }
@@ -148,11 +169,12 @@ Expression same_leader(const LeaderEntry& l) {
 
 DynamoDbCoordinationStore::DynamoDbCoordinationStore(
     std::shared_ptr<dynamodb::DynamoDbClient> client, const LeaseConfig& config,
-    LayoutProbe single_table_probe)
+    LayoutProbe single_table_probe, Logger* logger)
     : client_(std::move(client)),
       table_(config.effective_coordinator_table_name()),
       config_(config),
-      single_table_probe_(std::move(single_table_probe)) {
+      single_table_probe_(std::move(single_table_probe)),
+      logger_(logger) {
   aws::CallOptions renew;
   renew.max_attempts = 1;
   renew.request_timeout = config.effective_renew_call_timeout();
@@ -173,13 +195,34 @@ Status DynamoDbCoordinationStore::resolve_table() {
   };
   const std::string own = config_.effective_table_name() + "-KclCppCoordinatorState";
   const std::string shared = config_.effective_coordinator_table_name();
-  KCL_ASSIGN_OR_RETURN(bool own_exists, exists(own));
+  // kcl-cpp's own name is looked for first. A name past DynamoDB's 255 characters cannot
+  // exist; a role allowed only the tables the Java KCL 3.x documents (the lease table and
+  // "-CoordinatorState") may not describe it: both are taken as absent.
+  bool own_exists = false;
+  if (own.size() <= kMaxTableName) {
+    auto found = exists(own);
+    if (found.ok()) {
+      own_exists = *found;
+    } else if (found.status().code() != StatusCode::kPermissionDenied) {
+      return found.status();
+    } else if (logger_ && logger_->enabled(LogLevel::kInfo)) {
+      logger_->log(LogLevel::kInfo, "coordination table",
+                   "not allowed to describe " + own + " (" + found.status().message() +
+                       "): looking for " + shared);
+    }
+  }
   bool use_own = own_exists;
   if (!use_own) {
     KCL_ASSIGN_OR_RETURN(bool shared_exists, exists(shared));
     if (!shared_exists && single_table_probe_) {
       KCL_ASSIGN_OR_RETURN(use_own, single_table_probe_());
     }
+  }
+  if (use_own && own.size() > kMaxTableName) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the coordination table's name " + own +
+                      " is longer than DynamoDB's 255 "
+                      "characters; set LeaseConfig::coordinator_table_name");
   }
   table_ = use_own ? own : shared;
   resolved_ = true;
@@ -228,6 +271,7 @@ Status DynamoDbCoordinationStore::create_table_if_not_exists() {
 Result<CoordinationView> DynamoDbCoordinationStore::read_all(Consistency consistency) {
   KCL_ASSIGN_OR_RETURN(auto items, client_->scan_all(table_, consistency == Consistency::kStrong));
   CoordinationView v;
+  std::vector<std::string> unreadable;
   for (const Item& item : items) {
     auto k = item.find(std::string(kKey));
     if (k == item.end() || k->second.type() != Type::kS) continue;
@@ -236,9 +280,19 @@ Result<CoordinationView> DynamoDbCoordinationStore::read_all(Consistency consist
       KCL_ASSIGN_OR_RETURN(auto l, leader_from_item(item));
       v.leader = std::move(l);
     } else if (key.rfind(kWorkerPrefix, 0) == 0) {
-      KCL_ASSIGN_OR_RETURN(auto w, worker_from_item(item, key));
-      v.workers.push_back(std::move(w));
+      // An entry whose identity cannot be read is skipped (its worker is as absent; it
+      // writes the entry anew when it registers again); the rest of the fleet goes on.
+      auto w = worker_from_item(item, key, unreadable);
+      if (w.ok()) {
+        v.workers.push_back(std::move(*w));
+      } else {
+        unreadable.push_back(w.status().message() + " (the entry is skipped)");
+      }
     }  // entries of others (the Java KCL's) are not ours
+  }
+  std::sort(unreadable.begin(), unreadable.end());  // a stable order: the scan's is not
+  if (auto line = unreadable_.read(unreadable); line && logger_ && logger_->enabled(line->level)) {
+    logger_->log(line->level, "coordination table " + table_, line->text);
   }
   std::sort(v.workers.begin(), v.workers.end(),
             [](const WorkerEntry& a, const WorkerEntry& b) { return a.worker_id < b.worker_id; });
@@ -319,7 +373,8 @@ Result<WorkerEntry> DynamoDbCoordinationStore::heartbeat(const WorkerEntry& held
     w.lease_kbps = report.lease_kbps;
     return w;
   }
-  return worker_from_item(*written.attributes, key);
+  std::vector<std::string> unread;  // the heartbeat wrote what it reports itself
+  return worker_from_item(*written.attributes, key, unread);
 }
 
 Status DynamoDbCoordinationStore::fence_worker(const WorkerEntry& seen) {

@@ -19,7 +19,12 @@
 //                                     wrote is ignored)
 //
 // Every conditional write is one PutItem / UpdateItem / DeleteItem with a ConditionExpression;
-// reads are consistent. A malformed entry is kInternal naming the entry and the attribute.
+// reads are consistent. A malformed leader entry is kInternal naming the entry and the
+// attribute. read_all() skips a worker entry whose identity (workerId, incarnation,
+// heartbeat) cannot be read, and reads the rest of one whose other attributes cannot (left at
+// their defaults); both are logged once per series, so one bad entry does not stop the fleet's
+// leader. A role that may not describe "<lease table>-KclCppCoordinatorState" (the Java KCL
+// 3.x's documented policy names only its own tables) resolves as if it did not exist.
 //
 // Thread safety: all methods may be called from many threads at once.
 #pragma once
@@ -29,6 +34,7 @@
 #include <memory>
 #include <string>
 
+#include "base/unreadable_items.h"
 #include "coordination/coordination_store.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/lease_config.h"
@@ -41,8 +47,10 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   using LayoutProbe = std::function<Result<bool>()>;
 
   // `single_table_probe` may be empty: the lease table is taken as not single-table.
+  // `logger` (may be null) hears of entries skipped as unreadable.
   DynamoDbCoordinationStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
-                            const LeaseConfig& config, LayoutProbe single_table_probe = {});
+                            const LeaseConfig& config, LayoutProbe single_table_probe = {},
+                            Logger* logger = nullptr);
 
   // Picks the table (see above) once; later calls return the first success. Called by
   // create_table_if_not_exists(); readers that create nothing (kcl leases) call it first.
@@ -79,6 +87,9 @@ class DynamoDbCoordinationStore final : public CoordinationStore {
   bool resolved_ = false;
   LeaseConfig config_;
   LayoutProbe single_table_probe_;
+  Logger* logger_;
+  base::UnreadableItems unreadable_{"a readable worker entry",
+                                    "an entry without a readable identity counts as absent"};
 };
 
 }  // namespace kcl::coordination

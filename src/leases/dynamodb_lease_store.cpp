@@ -225,28 +225,9 @@ Result<std::vector<std::string>> DynamoDbLeaseStore::owned_lease_keys(std::strin
 }
 
 void DynamoDbLeaseStore::report_unreadable(const std::vector<std::string>& unreadable) {
-  std::string line;
-  const LogLevel level = unreadable.empty() ? LogLevel::kInfo : LogLevel::kWarn;
-  {
-    std::lock_guard<std::mutex> lock(scan_mu_);
-    if (unreadable != reported_unreadable_) {
-      scans_with_same_unreadable_ = 0;
-      if (unreadable.empty()) line = "every lease item is readable again";
-      reported_unreadable_ = unreadable;
-    }
-    if (!unreadable.empty() && base::worth_reporting(++scans_with_same_unreadable_)) {
-      line = std::to_string(unreadable.size()) +
-             (unreadable.size() == 1 ? " item is" : " items are") +
-             " not a readable lease and skipped (their shards are not read until fixed; " +
-             std::to_string(scans_with_same_unreadable_) +
-             (scans_with_same_unreadable_ == 1 ? " scan" : " scans in a row") +
-             "): " + unreadable.front();
-      if (unreadable.size() > 1) line += "; and " + std::to_string(unreadable.size() - 1) + " more";
-    }
-  }
-  if (line.empty() || !options_.logger) return;
-  if (options_.logger->enabled(level)) {
-    options_.logger->log(level, "lease table " + options_.table_name, line);
+  auto line = unreadable_.read(unreadable);
+  if (line && options_.logger && options_.logger->enabled(line->level)) {
+    options_.logger->log(line->level, "lease table " + options_.table_name, line->text);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unreadable_items.h"
 #include "dynamodb/dynamodb_client.h"
 #include "kcl/lease_config.h"
 #include "kcl/logging.h"
@@ -108,10 +109,9 @@ class DynamoDbLeaseStore final : public LeaseStore {
   std::atomic<bool> uses_entity_type_{false};
   // The table has LeaseOwnerToLeaseKeyIndex, ACTIVE (known from create_table_if_not_exists).
   std::atomic<bool> owner_index_{false};
-  mutable std::mutex scan_mu_;  // guards the three below
+  mutable std::mutex scan_mu_;  // guards last_scan_
   LeaseScanSummary last_scan_;
-  std::vector<std::string> reported_unreadable_;  // the set last reported
-  std::uint64_t scans_with_same_unreadable_ = 0;
+  base::UnreadableItems unreadable_{"a readable lease", "their shards are not read until fixed"};
 };
 
 }  // namespace kcl::leases

@@ -279,6 +279,45 @@ TEST_F(DynamoDbLeaseStoreTest, CoordinationEntryLoadFiguresMoveToTheShortForm) {
   EXPECT_LT((**raw).at("leaseLoad").s().size(), 700u) << "50 leases' figures";
 }
 
+// One worker entry the leader cannot read (written by hand, or by another version) does not
+// stop the fleet's leader: an entry whose identity is unreadable is skipped, one whose other
+// attributes are is read with them at their defaults; each logged once per series.
+TEST_F(DynamoDbLeaseStoreTest, AnUnreadableWorkerEntryIsSkippedNotTheWholeRead) {
+  LeaseConfig c = config(kcl::testing::unique_name("coordbad"));
+  tables_.push_back(c.effective_coordinator_table_name());
+  kcl::testing::CapturedLog log;
+  coordination::DynamoDbCoordinationStore store(client_, c, {}, &log);
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  for (const char* item : {
+           R"({"key": {"S": "kcl-cpp/worker/good"}, "workerId": {"S": "good"},
+               "incarnation": {"S": "i1"}, "heartbeat": {"N": "4"}, "leaseCount": {"N": "2"}})",
+           R"({"key": {"S": "kcl-cpp/worker/newer"}, "workerId": {"S": "newer"},
+               "incarnation": {"S": "i2"}, "heartbeat": {"N": "7"}, "leaseCount": {"N": "1"},
+               "draining": {"N": "1"}, "leaseLoad": {"M": {}}})",
+           R"({"key": {"S": "kcl-cpp/worker/broken"}, "workerId": {"S": "broken"},
+               "incarnation": {"S": "i3"}, "heartbeat": {"S": "soon"}})"}) {
+    auto parsed = dynamodb::item_from_json(nlohmann::json::parse(item));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    ASSERT_TRUE(client_->put_item(store.table_name(), *parsed).ok());
+  }
+  for (int read = 0; read < 2; ++read) {
+    auto all = store.read_all(coordination::Consistency::kStrong);
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->workers.size(), 2u);
+    EXPECT_EQ(all->workers[0].worker_id, "good");
+    EXPECT_EQ(all->workers[0].lease_count, 2);
+    EXPECT_EQ(all->workers[1].worker_id, "newer");
+    EXPECT_EQ(all->workers[1].heartbeat, 7);
+    EXPECT_FALSE(all->workers[1].draining);
+    EXPECT_TRUE(all->workers[1].lease_kbps.empty());
+  }
+  const auto lines = log.lines();
+  ASSERT_EQ(lines.size(), 1u) << "the second read with the same entries logs nothing";
+  EXPECT_NE(lines[0].find("3 items are not a readable worker entry"), std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[0].find("kcl-cpp/worker/broken"), std::string::npos) << lines[0];
+}
+
 TEST_F(DynamoDbLeaseStoreTest, LoadsItemsWrittenInTheJavaKclFormat) {
   auto store = ready_store();
   // Written by hand exactly as the Java KCL 2.x writes them.
@@ -424,7 +463,7 @@ TEST_F(DynamoDbLeaseStoreTest, TheJava35SingleTableLayoutIsReadAndItsOtherItemsL
   const auto lines = logger->lines();
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_NE(lines[0].find("1 item is not a readable lease"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[1].find("3 scans in a row"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("3 reads in a row"), std::string::npos) << lines[1];
 
   auto leader = store.get_lease("Leader");
   ASSERT_TRUE(leader.ok()) << leader.status();

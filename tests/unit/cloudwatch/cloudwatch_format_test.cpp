@@ -225,8 +225,7 @@ TEST(CloudWatchAggregatorTest, TheSameShardIdOfTwoStreamsStaysTwoSeriesWithAStre
   EXPECT_EQ(emf_streams, (std::set<std::string>{"orders", "payments"}));
   const std::string body = put_metric_data_bodies(ds, ctx)[0].body;
   for (const char* stream : {"orders", "payments"}) {
-    EXPECT_NE(body.find("Dimensions.member.3.Name=StreamId&MetricData.member."),
-              std::string::npos);
+    EXPECT_NE(body.find("Dimensions.member.3.Name=StreamId&MetricData.member."), std::string::npos);
     EXPECT_NE(body.find(std::string("Dimensions.member.3.Value=") + stream), std::string::npos);
   }
 }

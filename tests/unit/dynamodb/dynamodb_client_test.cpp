@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "coordination/dynamodb_coordination_store.h"
+
 namespace kcl::dynamodb {
 namespace {
 
@@ -716,6 +718,41 @@ TEST_F(DynamoDbClientTest, TableOperationsDoNotAskForConsumedCapacity) {
   fake_->respond(json{{"Table", {{"TableName", "t"}, {"TableStatus", "ACTIVE"}}}});
   ASSERT_TRUE(client_.describe_table("t").ok());
   EXPECT_FALSE(last_body().contains("ReturnConsumedCapacity"));
+}
+
+// The coordination table's name: a role allowed only the tables the Java KCL 3.x's policy
+// names may not describe kcl-cpp's own "-KclCppCoordinatorState"; that is taken as absent and
+// the shared "-CoordinatorState" used. An own name past 255 characters is not looked for.
+TEST_F(DynamoDbClientTest, TheCoordinationTableResolvesPastAnOwnNameItMayNotDescribe) {
+  auto shared = std::make_shared<DynamoDbClient>(fake_, clock_, [](milliseconds) {});
+  LeaseConfig config;
+  config.application_name = "orders";
+  coordination::DynamoDbCoordinationStore store(shared, config);
+  fake_->fail(StatusCode::kPermissionDenied,
+              "User is not authorized to perform: dynamodb:DescribeTable", "AccessDeniedException");
+  fake_->respond(table_json("ACTIVE"));
+  Status s = store.resolve_table();
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(store.table_name(), "orders-CoordinatorState");
+  ASSERT_EQ(fake_->calls.size(), 2u);
+  EXPECT_EQ(fake_->calls[0].body["TableName"], "orders-KclCppCoordinatorState");
+  EXPECT_EQ(fake_->calls[1].body["TableName"], "orders-CoordinatorState");
+
+  // Any other failure of the look is the start's failure, named.
+  coordination::DynamoDbCoordinationStore again(shared, config);
+  fake_->fail(StatusCode::kInternal, "boom", "InternalServerError", 500);
+  s = again.resolve_table();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.to_string().find("orders-KclCppCoordinatorState"), std::string::npos) << s;
+
+  fake_->calls.clear();
+  config.application_name = std::string(235, 'a');  // + "-CoordinatorState" fits in 255
+  coordination::DynamoDbCoordinationStore long_name(shared, config);
+  fake_->respond(table_json("ACTIVE"));
+  s = long_name.resolve_table();
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_EQ(fake_->calls.size(), 1u) << "the own name (258 characters) is not looked for";
+  EXPECT_EQ(fake_->calls[0].body["TableName"], config.application_name + "-CoordinatorState");
 }
 
 }  // namespace

@@ -450,8 +450,9 @@ TEST_F(PullHubTest, TheUnackedGaugeCarriesTheConsumersTagsAndIsForgottenWithThem
   ASSERT_EQ(take().size(), 2u);
   for (auto& p : processors) (void)p->pace(checkpointer);
   const std::string text = registry.prometheus_text();
-  EXPECT_NE(text.find(R"(kcl_pull_unacked_records{shard="shardId-000000000000",stream="orders"} 2)"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(R"(kcl_pull_unacked_records{shard="shardId-000000000000",stream="orders"} 2)"),
+      std::string::npos)
       << text;
   EXPECT_NE(
       text.find(R"(kcl_pull_unacked_records{shard="shardId-000000000000",stream="payments"} 0)"),
