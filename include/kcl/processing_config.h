@@ -11,11 +11,13 @@
 
 namespace kcl {
 
-// What the worker does when a processor's process_records throws.
+// What the worker does when a processor's process_records throws. Records the processor
+// checkpointed during the call that threw are done: what is delivered again starts after them.
 enum class ProcessorErrorPolicy {
   kRetry,       // deliver the same batch again after a backoff, forever (default: nothing lost)
   kSkip,        // after max_attempts_before_skip failures, log and move on (records are lost to
-                // this processor; explicit opt-in)
+                // this processor, counted in the metric consumer.records_skipped; explicit
+                // opt-in)
   kDeadLetter,  // after max_attempts_before_dead_letter failures, bisect the batch to the
                 // record(s) that fail and hand each to dead_letter_sink with the error, then
                 // go on (nothing lost; redelivery and checkpoints: kcl/dead_letter.h)

@@ -3,10 +3,15 @@
 // A RecordProcessorFactory makes one RecordProcessor per shard lease the worker holds.
 // The worker calls a processor's methods in this order:
 //
-//   initialize  ->  process_records*  ->  exactly one of
+//   initialize  ->  process_records*  ->  one of
 //                                          lease_lost          (another worker took the lease)
 //                                          shard_ended         (the shard was read to its end)
 //                                          shutdown_requested  (the worker is stopping)
+//
+// One of them ends the processor, with one exception: a shard_ended that did not checkpoint
+// SHARD_END (it threw, or returned without) is called again after a backoff, and if the lease
+// is lost meanwhile, lease_lost follows it. Unlike the Java KCL, lease_lost does not follow a
+// shutdown_requested: release what the processor holds in whichever of the three ends it.
 //
 // Threads: calls for one shard are never concurrent and always come one after another
 // (happens-before), but successive calls may come from different threads of the worker's

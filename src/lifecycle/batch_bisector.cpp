@@ -1,5 +1,7 @@
 #include "lifecycle/batch_bisector.h"
 
+#include <algorithm>
+
 namespace kcl::lifecycle {
 
 BatchBisector::BatchBisector(std::size_t size, int max_attempts)
@@ -18,6 +20,15 @@ void BatchBisector::succeeded() {
 }
 
 void BatchBisector::dead_lettered() { succeeded(); }
+
+bool BatchBisector::processed_front(std::size_t count) {
+  if (stack_.empty()) return false;
+  Part& part = stack_.back().part;
+  part.begin = std::min(part.end, part.begin + count);
+  if (part.size() > 0) return false;
+  succeeded();
+  return true;
+}
 
 int BatchBisector::failures_of_current() const {
   return stack_.empty() ? 0 : stack_.back().inherited + own_failures_;

@@ -40,6 +40,9 @@ class BatchBisector {
   std::optional<Part> current() const;
   // The current part was processed; on to the next.
   void succeeded();
+  // The first `count` records of the current part were processed (checkpointed in a call that
+  // failed): the part starts after them. True when that was the whole part (on to the next).
+  bool processed_front(std::size_t count);
   // The current part failed.
   Next failed();
   // The current part (one record) was handed to the dead-letter sink; on to the next.

@@ -48,13 +48,18 @@ std::optional<SteadyTime> BisectingDelivery::deliver_part(DeliveryHost& host,
     bisector_->succeeded();
     return std::nullopt;
   }
-  // Until delivered again, a checkpoint must not name the part's records.
+  // Until delivered again, a checkpoint must not name the part's records; those the processor
+  // checkpointed during the call are done.
   host.rewind_checkpoint_to(before);
+  if (const std::size_t done = checkpointed_prefix(host, records); done > 0) {
+    host.count_processed(done, bytes_of(records.first(done)));
+    if (bisector_->processed_front(done)) return std::nullopt;  // the whole part
+  }
   const bool was_bisecting = bisector_->bisecting();
   switch (bisector_->failed()) {
     case BatchBisector::Next::kRetryAfterBackoff:
       host.log(LogLevel::kError, host.last_error() + "; delivering the same " +
-                                     std::to_string(records.size()) +
+                                     std::to_string(bisector_->current()->size()) +
                                      " records again after a backoff (attempt " +
                                      std::to_string(bisector_->failures_of_current()) + ")");
       return host.backoff_after_failure();

@@ -19,10 +19,23 @@ bool Delivery::call_with(DeliveryHost& host, const retrieval::FetchedBatch& batc
   return ok;
 }
 
+std::size_t Delivery::checkpointed_prefix(DeliveryHost& host, std::span<const Record> records) {
+  const ExtendedSequenceNumber stored = host.checkpointer().last_checkpoint();
+  if (!stored.is_sequence_number()) return 0;
+  std::size_t n = 0;
+  for (; n < records.size(); ++n) {
+    const ExtendedSequenceNumber at(std::string(records[n].sequence_number()),
+                                    records[n].sub_sequence_number());
+    if (!at.is_sequence_number() || at > stored) break;
+  }
+  return n;
+}
+
 // Before the call the checkpointer learns the batch's last record (so the processor may
 // checkpoint at any record of this batch during the call, never at a later one). A failed call
 // delivers the same batch again after a backoff (the checkpointer forgets the batch until
-// then), or skips it after N attempts when the application opted in.
+// then; records the processor checkpointed during the call are done and left out), or skips
+// it after N attempts when the application opted in.
 std::optional<SteadyTime> Delivery::deliver_whole(DeliveryHost& host,
                                                   retrieval::FetchedBatch& batch,
                                                   const std::function<void()>& call) {
@@ -47,12 +60,26 @@ std::optional<SteadyTime> Delivery::deliver_whole(DeliveryHost& host,
       // if shutdown or lease loss comes first) must not name its records, or they would
       // never be delivered again.
       host.rewind_checkpoint_to(before);
+      if (const std::size_t done = checkpointed_prefix(host, batch.records); done > 0) {
+        std::size_t done_bytes = 0;
+        for (std::size_t i = 0; i < done; ++i) done_bytes += batch.records[i].data().size();
+        batch.records.erase(batch.records.begin(),
+                            batch.records.begin() + static_cast<std::ptrdiff_t>(done));
+        host.count_processed(done, done_bytes);
+        if (batch.records.empty()) {  // checkpointed to its last record before it failed
+          attempts_ = 0;
+          return std::nullopt;
+        }
+      }
       return host.backoff_after_failure();
     }
     host.log(LogLevel::kError, host.last_error() + "; skipping the batch of " +
                                    std::to_string(count) + " records after " +
                                    std::to_string(attempts_) +
                                    " attempts (on_processor_error = kSkip)");
+    attempts_ = 0;
+    host.count_skipped(count);
+    return std::nullopt;
   } else if (attempts_ > 1) {
     host.log(LogLevel::kInfo, "delivered the " + std::to_string(count) + " records at attempt " +
                                   std::to_string(attempts_));

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -53,6 +54,9 @@ class DeliveryHost {
   virtual void count_processed(std::size_t count, std::size_t bytes) = 0;
   // One record was accepted by the dead-letter sink; this ends the series of failures.
   virtual void count_dead_lettered() = 0;
+  // `count` records were skipped unprocessed (ProcessorErrorPolicy::kSkip): counted apart
+  // from the processed ones; this ends the series of failures.
+  virtual void count_skipped(std::size_t count) = 0;
   // When to run again after a failure (backoff growing with the failures in a row).
   virtual SteadyTime backoff_after_failure() = 0;
   // Shutdown or the lease's loss was asked for (between parts of a batch, stop).
@@ -112,6 +116,11 @@ class Delivery {
   std::optional<SteadyTime> deliver_whole(DeliveryHost& host, retrieval::FetchedBatch& batch,
                                           const std::function<void()>& call);
   const ProcessingConfig& processing() const { return processing_; }
+  // After a failed call (the checkpoint rewound): how many of `records` lead at or before the
+  // stored checkpoint. The processor checkpointed them during the call, so it has declared
+  // them done; delivered again, its checkpoints at them would be refused (a checkpoint never
+  // moves back), so they are counted as processed and not delivered again.
+  static std::size_t checkpointed_prefix(DeliveryHost& host, std::span<const Record> records);
 
  private:
   std::unique_ptr<RecordProcessor> processor_;

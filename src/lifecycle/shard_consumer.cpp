@@ -127,6 +127,11 @@ void ShardConsumer::count_processed(std::size_t count, std::size_t bytes) {
   if (ctx_.leases.load) ctx_.leases.load->note_processed(names_.lease_key, bytes);  // balancing
 }
 
+void ShardConsumer::count_skipped(std::size_t count) {
+  consecutive_failures_ = 0;
+  metrics().count("consumer.records_skipped", static_cast<double>(count), tags());
+}
+
 void ShardConsumer::count_dead_lettered() {
   consecutive_failures_ = 0;
   dead_lettered_.fetch_add(1, std::memory_order_relaxed);
@@ -431,9 +436,15 @@ std::optional<SteadyTime> ShardConsumer::step_shard_end() {
   }
   std::string why =
       ok ? "shard_ended() returned without checkpointing" : last_error() + " before checkpointing";
-  log(LogLevel::kError, "shard " + names_.shard_id + " was read to its end but " + why +
-                            ": its child shards cannot start until SHARD_END is checkpointed. Call "
-                            "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended().");
+  // Once per series (the 1st, 3rd, 10th, 100th, ... attempt), with its count.
+  const auto attempt = static_cast<std::uint64_t>(consecutive_failures_) + 1;
+  if (base::worth_reporting(attempt) || shutdown_.load()) {
+    log(LogLevel::kError,
+        "shard " + names_.shard_id + " was read to its end but " + why +
+            ": its child shards cannot start until SHARD_END is checkpointed. Call "
+            "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended() (attempt " +
+            std::to_string(attempt) + ").");
+  }
   metrics().count("consumer.shard_end_not_checkpointed", 1, tags());
   if (shutdown_.load()) {
     // Do not hold the worker's shutdown up: the lease is handed back with its checkpoint

@@ -189,6 +189,7 @@ class ShardConsumer final : public Task,
   void rewind_checkpoint_to(const std::optional<ExtendedSequenceNumber>& previous) override;
   void count_processed(std::size_t count, std::size_t bytes) override;
   void count_dead_lettered() override;
+  void count_skipped(std::size_t count) override;
   SteadyTime backoff_after_failure() override;
   bool stop_asked() const override { return shutdown_.load() || lease_lost_.load(); }
   void log(LogLevel level, const std::string& message) const override;

@@ -29,6 +29,9 @@ constexpr Known kKnown[] = {
      "Time spent in the record processor's process_records call."},
     {"processor.failures", "kcl_processor_failures_total",
      "Processor callbacks that threw, per shard."},
+    {"consumer.records_skipped", "kcl_records_skipped_total",
+     "Records skipped unprocessed after the processor kept failing on their batch "
+     "(on_processor_error = skip), per shard."},
     {"records.dead_lettered", "kcl_records_dead_lettered_total",
      "Records handed to the dead-letter sink (and accepted) after the processor kept failing on "
      "them, by stream, shard and sink."},

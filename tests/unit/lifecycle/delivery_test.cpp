@@ -92,6 +92,7 @@ class RecordingHost final : public DeliveryHost {
     processed_bytes += bytes;
   }
   void count_dead_lettered() override { ++dead_lettered; }
+  void count_skipped(std::size_t count) override { skipped += count; }
   SteadyTime backoff_after_failure() override {
     ++backoffs;
     return clock_.now() + 5s;
@@ -118,6 +119,7 @@ class RecordingHost final : public DeliveryHost {
   std::size_t processed = 0;
   std::size_t processed_bytes = 0;
   int dead_lettered = 0;
+  std::size_t skipped = 0;
   int backoffs = 0;
   bool stop = false;
   mutable std::vector<std::string> lines;
@@ -249,9 +251,12 @@ TEST_F(DeliveryTest, CallbackSkipsABatchAfterMaxAttemptsUnderTheSkipPolicy) {
   EXPECT_TRUE(d.deliver(host_, bad).has_value());
   EXPECT_EQ(d.deliver(host_, bad), std::nullopt) << "skipped at the 2nd attempt";
   EXPECT_TRUE(host_.logged("skipping the batch of 2 records after 2 attempts"));
+  EXPECT_EQ(host_.skipped, 2u) << "counted as skipped";
+  EXPECT_EQ(host_.processed, 0u) << "not as processed";
   auto next = batch_of(2, 2);
   EXPECT_EQ(d.deliver(host_, next), std::nullopt);
   EXPECT_EQ(calls_.batches.size(), 3u);
+  EXPECT_EQ(host_.processed, 2u);
   // A new batch starts its own count of attempts.
   calls_.throws = [](std::span<const Record> r) { return holds(r, "r4"); };
   auto again = batch_of(4, 1);

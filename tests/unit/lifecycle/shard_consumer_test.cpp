@@ -683,6 +683,122 @@ TEST_F(DeadLetterConsumerTest, ADeadLetteredLastRecordMayBeCheckpointedOnceAccep
   EXPECT_EQ(box_.letters[0].attempts, 2 + 1 + 2);
 }
 
+// Checkpoints at each record it has processed; throws at `bad` while `failures_left` > 0, and,
+// when `throw_on_refused`, at a checkpoint that is refused.
+struct PerRecord {
+  std::vector<std::string> refused;
+  std::string bad;
+  int failures_left = 0;
+  bool throw_on_refused = false;
+};
+
+class PerRecordProcessor final : public RecordProcessor {
+ public:
+  explicit PerRecordProcessor(PerRecord& s) : s_(s) {}
+  void initialize(const InitializationInput&) override {}
+  void process_records(const ProcessRecordsInput& input) override {
+    for (const Record& r : input.records) {
+      if (r.data() == s_.bad && s_.failures_left > 0) {
+        --s_.failures_left;
+        throw std::runtime_error("a passing failure");
+      }
+      const Status st = input.checkpointer.checkpoint(r);
+      if (!st.ok()) {
+        s_.refused.push_back(std::string(r.data()) + ": " + st.to_string());
+        if (s_.throw_on_refused) throw std::runtime_error("checkpoint refused: " + st.to_string());
+      }
+    }
+  }
+  void lease_lost() override {}
+  void shard_ended(Checkpointer&) override {}
+  void shutdown_requested(Checkpointer&) override {}
+
+ private:
+  PerRecord& s_;
+};
+
+class MidBatchCheckpointTest : public DeadLetterConsumerTest {
+ protected:
+  class Factory final : public RecordProcessorFactory {
+   public:
+    explicit Factory(PerRecord& s) : s_(s) {}
+    std::unique_ptr<RecordProcessor> create(std::string_view) override {
+      return std::make_unique<PerRecordProcessor>(s_);
+    }
+
+   private:
+    PerRecord& s_;
+  };
+  // 10 records; the processor checkpoints r0..r5, then fails once at r6.
+  void run_to_the_end() {
+    add_lease(kShard);
+    ctx_.factory = &factory_;
+    fake_->add_records(10, "r");
+    script_.data.clear();
+    per_record_.bad = "r6";
+    per_record_.failures_left = 1;
+    auto c = consumer();
+    ASSERT_TRUE(c);
+    ASSERT_TRUE(
+        drive(*c, [&] { return stored().checkpoint == ExtendedSequenceNumber(seq_number(9)); }))
+        << "stuck at " << stored().checkpoint.to_string();
+    for (const std::string& r : per_record_.refused) ADD_FAILURE() << "refused: " << r;
+  }
+  PerRecord per_record_;
+  Factory factory_{per_record_};
+};
+
+// A call that failed after the processor checkpointed part of its batch: the batch delivered
+// again starts after what it checkpointed, so none of its checkpoints is refused as moving
+// back (a processor that treats a refused checkpoint as an error would never get past it).
+TEST_F(MidBatchCheckpointTest, ARetryStartsAfterTheRecordsCheckpointedInTheFailedCall) {
+  per_record_.throw_on_refused = true;
+  run_to_the_end();
+}
+
+// Under dead letters too: the part delivered again starts after them, and a passing failure
+// sends nothing to the sink.
+TEST_F(MidBatchCheckpointTest, UnderDeadLettersNoCheckpointedRecordIsDeadLettered) {
+  use_dead_letters(3);
+  per_record_.throw_on_refused = true;
+  run_to_the_end();
+  for (const DeadLetter& l : box_.letters) ADD_FAILURE() << "dead-lettered " << l.record.data();
+}
+
+// kSkip: skipped records are counted apart, not as processed.
+TEST_F(DeadLetterConsumerTest, SkippedRecordsAreNotCountedAsProcessed) {
+  add_lease(kShard);
+  ctx_.processing.on_processor_error = ProcessorErrorPolicy::kSkip;
+  ctx_.processing.max_attempts_before_skip = 2;
+  ctx_.metrics = &metrics_;
+  fake_->add_records(5, "r");
+  script_.throws = [](std::span<const Record> r) { return contains(r, "r0"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  const std::string shard = "{shard=" + std::string(kShard) + "}";
+  ASSERT_TRUE(
+      drive(*c, [&] { return metrics_.count_of("consumer.records_skipped" + shard) == 5; }));
+  EXPECT_EQ(metrics_.count_of("consumer.records_processed" + shard), 0);
+  EXPECT_EQ(c->records_delivered(), 0u);
+}
+
+// A shard end never checkpointed is retried after a backoff for ever; its error is logged once
+// per series with the attempt's count, not at every attempt.
+TEST_F(ShardConsumerTest, AShardEndNeverCheckpointedIsLoggedOncePerSeries) {
+  kcl::testing::CapturedLog log(LogLevel::kError);
+  ctx_.logger = &log;
+  auto c = consumer_at_refused_shard_end(1000);
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(
+      *c, [&] { return count(script_.events, "shard_ended") >= 50; }, 5000));
+  std::vector<std::string> lines;
+  for (const std::string& l : log.lines()) {
+    if (l.find("was read to its end") != std::string::npos) lines.push_back(l);
+  }
+  ASSERT_EQ(lines.size(), 3u) << "attempts 1, 3 and 10 of 50 or more";
+  EXPECT_NE(lines[2].find("(attempt 10)"), std::string::npos) << lines[2];
+}
+
 }  // namespace
 }  // namespace kcl::lifecycle
 
