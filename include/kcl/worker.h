@@ -157,7 +157,10 @@ class Worker {
 
   // Validates the configuration, prepares the lease table and shard leases, and starts the
   // threads; returns once running. Errors: kInvalidArgument listing every configuration
-  // problem; kFailedPrecondition for a lease table with the wrong schema; AWS errors.
+  // problem; kFailedPrecondition for a lease table with the wrong schema, or a worker already
+  // shut down; AWS errors. A shutdown asked while start() retries ends it: start() returns
+  // the failure, and the shutdown's result is that failure too. After a failed start without
+  // a shutdown, start() may be called again.
   Status start();
   // start(), then blocks until the worker has stopped (after shutdown() or a fatal error).
   // Returns why it stopped (OK after a graceful shutdown).

@@ -86,6 +86,8 @@ class Worker::Impl final : public leases::LeaseListener {
   // shutdown (aws/retry.h, SeriesRule::start_up).
   Status retry_at_start(const std::string& what, const std::function<Status()>& step);
   std::shared_future<Status> shutdown();
+  // How the worker ended, once (later calls change nothing).
+  void end_with(const Status& how);
   Status wait() {
     if (!started_.load())
       return Status(StatusCode::kFailedPrecondition, "the worker was not started");
@@ -305,9 +307,23 @@ Status Worker::Impl::start() {
   if (started_.exchange(true)) {
     return Status(StatusCode::kFailedPrecondition, "the worker was already started");
   }
-  auto fail = [&](Status s) {
+  if (ending_.done.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     started_.store(false);
-    return s.code() == StatusCode::kInvalidArgument ? s : s.with_context("starting the worker: ");
+    return Status(StatusCode::kFailedPrecondition,
+                  "the worker was shut down before it was started");
+  }
+  auto fail = [&](Status s) {
+    if (s.code() != StatusCode::kInvalidArgument) s = s.with_context("starting the worker: ");
+    bool stop_asked = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // against shutdown()'s look at started_
+      stop_asked = asked_.stop;
+      started_.store(false);
+    }
+    // A shutdown asked while starting waits on how the worker ended: this failure. Without
+    // one, start() may be called again.
+    if (stop_asked) end_with(s);
+    return s;
   };
   auto problems = config_.validate();
   if (!problems.empty()) {
@@ -517,7 +533,11 @@ void Worker::Impl::graceful_stop() {
     exit_status = asked_.fatal;
   }
   log(LogLevel::kInfo, exit_status.ok() ? "stopped" : "stopped: " + exit_status.to_string());
-  ending_.promise.set_value(exit_status);
+  end_with(exit_status);
+}
+
+void Worker::Impl::end_with(const Status& how) {
+  std::call_once(ending_.once, [&] { ending_.promise.set_value(how); });
 }
 
 // Asks every consumer to stop (their processors' final checkpoints) and waits until they have,
@@ -548,18 +568,17 @@ void Worker::Impl::stop_consumers() {
 }
 
 std::shared_future<Status> Worker::Impl::shutdown() {
-  if (!started_.load()) {
-    std::call_once(ending_.once, [&] {
-      ending_.promise.set_value(
-          Status(StatusCode::kFailedPrecondition, "the worker was not started"));
-    });
+  bool started = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started = started_.load();
+    if (started) asked_.stop = true;
+  }
+  if (!started) {
+    end_with(Status(StatusCode::kFailedPrecondition, "the worker was not started"));
     return ending_.done;
   }
   ready_.store(false);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    asked_.stop = true;
-  }
   cv_.notify_all();
   return ending_.done;
 }

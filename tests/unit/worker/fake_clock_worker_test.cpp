@@ -302,5 +302,69 @@ TEST(FakeClockWorkerTest, ShutdownInsideAProcessorBeginsTheStopAndSaysItDidNotWa
   EXPECT_TRUE(worker->shutdown().ok());
 }
 
+// ListShards that keeps failing as a 503 would (retried at start), counting its calls.
+class ListShardsUnavailable final : public aws::AwsJsonClient {
+ public:
+  Result<std::string> call(std::string_view, std::string, const aws::CallOptions&) override {
+    ++calls;
+    return Status(StatusCode::kUnavailable, "scripted: the service is unavailable");
+  }
+  const std::string& endpoint() const override { return endpoint_; }
+  const std::string& region() const override { return region_; }
+  std::atomic<int> calls{0};
+
+ private:
+  std::string endpoint_ = "http://fake";
+  std::string region_ = "us-east-1";
+};
+
+std::unique_ptr<Worker> worker_that_cannot_list_shards(
+    ManualClock& clock, std::shared_ptr<ListShardsUnavailable> kinesis, Recorder& recorder) {
+  WorkerInternals internals;
+  internals.kinesis = std::make_shared<kinesis::KinesisClient>(std::move(kinesis));
+  internals.lease_store = std::make_shared<leases::InMemoryLeaseStore>();
+  WorkerConfig config;
+  config.stream_name = "s";
+  config.leases.application_name = "fake-clock-app";
+  config.leases.worker_id = "w1";
+  Dependencies deps;
+  deps.clock = &clock;
+  return make_worker(config, std::make_shared<RecordingFactory>(recorder), deps, internals);
+}
+
+// A shutdown asked while start() is still retrying ends the start and the worker: the
+// shutdown's future holds the start's failure (it waited for ever before).
+TEST(FakeClockWorkerTest, AShutdownWhileStartingEndsWithTheStartsFailure) {
+  ManualClock clock;
+  Recorder recorder;
+  auto kinesis = std::make_shared<ListShardsUnavailable>();
+  auto worker = worker_that_cannot_list_shards(clock, kinesis, recorder);
+  std::future<Status> started = std::async(std::launch::async, [&] { return worker->start(); });
+  for (int i = 0; i < 100000 && kinesis->calls.load() == 0; ++i) {
+    std::this_thread::sleep_for(100us);
+  }
+  ASSERT_GT(kinesis->calls.load(), 0) << "the start never listed the shards";
+  std::shared_future<Status> done = worker->begin_shutdown();
+  ASSERT_EQ(started.wait_for(30s), std::future_status::ready) << "start() did not end";
+  const Status start_status = started.get();
+  EXPECT_FALSE(start_status.ok());
+  ASSERT_EQ(done.wait_for(30s), std::future_status::ready) << "the shutdown never ended";
+  EXPECT_EQ(done.get().code(), start_status.code()) << done.get().to_string();
+  EXPECT_EQ(worker->shutdown().code(), start_status.code());
+}
+
+// shutdown() before start(): the worker is done, and a start() after it is refused rather
+// than running a worker whose end was already told.
+TEST(FakeClockWorkerTest, AStartAfterAShutdownIsRefused) {
+  ManualClock clock;
+  Recorder recorder;
+  auto worker = make_fake_clock_worker(clock, std::make_shared<leases::InMemoryLeaseStore>(),
+                                       std::make_shared<RecordingFactory>(recorder));
+  EXPECT_EQ(worker->shutdown().code(), StatusCode::kFailedPrecondition);
+  const Status s = worker->start();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.to_string();
+  EXPECT_NE(s.message().find("shut down before it was started"), std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace kcl::worker
