@@ -117,7 +117,7 @@ class Output {
     std::size_t in_chunk = 0;
     auto flush = [&] {
       std::lock_guard<std::mutex> lock(mu_);
-      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return false;
+      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return gone();
       written_ += static_cast<long long>(in_chunk);
       text.clear();
       in_chunk = 0;
@@ -131,7 +131,7 @@ class Output {
     }
     if (!text.empty() && !flush()) return -1;
     std::lock_guard<std::mutex> lock(mu_);
-    if (std::fflush(stdout) != 0) return -1;
+    if (std::fflush(stdout) != 0) return gone() ? 0 : -1;
     if (max_ > 0 && written_ >= max_) wake_stop_waiter();
     return static_cast<long long>(granted);
   }
@@ -139,8 +139,26 @@ class Output {
     std::lock_guard<std::mutex> lock(mu_);
     return max_ > 0 && written_ >= max_;
   }
+  // Standard output is gone (the reader closed the pipe: `kcl consume | head`).
+  bool closed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
+  long long written() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return written_;
+  }
 
  private:
+  // A write failed (mu_ held): the reader is gone; the command stops (wake-up) gracefully.
+  bool gone() {
+    if (!closed_) {
+      closed_ = true;
+      wake_stop_waiter();
+    }
+    return false;
+  }
+
   // How many of `wanted` records this caller may print (every one without a limit).
   std::size_t reserve(std::size_t wanted) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -156,6 +174,7 @@ class Output {
   mutable std::mutex mu_;
   long long reserved_ = 0;  // records some thread may print
   long long written_ = 0;   // records printed and flushed
+  bool closed_ = false;     // a write to stdout failed
 };
 
 // Prints each batch and checkpoints the last record printed, at most every interval: when a
@@ -181,7 +200,9 @@ class PrintingProcessor final : public RecordProcessor {
     if (!input.records.empty()) hold_while_file_exists();
     refuse_rejected(input.records);
     const long long printed = out_.write(input.records, stream_);
-    if (printed < 0) throw std::runtime_error("cannot write to standard output");
+    // Standard output is gone (its reader closed the pipe): the command is stopping, and nothing
+    // past the last record printed is ever checkpointed.
+    if (printed < 0) return;
     if (printed > 0) {
       const Record& last = input.records[static_cast<std::size_t>(printed - 1)];
       last_printed_ =
@@ -200,9 +221,11 @@ class PrintingProcessor final : public RecordProcessor {
     }
   }
   void shard_ended(Checkpointer& checkpointer) override {
-    // SHARD_END only once every record of the shard was printed; a shard cut by --max keeps
-    // its checkpoint at the last record printed (the next run prints the rest).
-    check(out_.limit_reached() ? checkpoint(checkpointer) : checkpointer.checkpoint());
+    // SHARD_END only once every record of the shard was printed; a shard cut by --max, or by
+    // standard output closing, keeps its checkpoint at the last record printed (the next run
+    // prints the rest).
+    check(out_.limit_reached() || out_.closed() ? checkpoint(checkpointer)
+                                                : checkpointer.checkpoint());
   }
   void shutdown_requested(Checkpointer& checkpointer) override { check(checkpoint(checkpointer)); }
 
@@ -370,9 +393,9 @@ Status apply_option_flags(const ConsumeFlags& f, WorkerConfig& config) {
 // After a graceful stop: the records delivered, and exit status 1 when the stop failed or a
 // shard never delivered because its consumer kept failing (even though the worker itself
 // stopped cleanly).
-int report_stop(Worker& worker, const Status& stopped) {
+int report_stop(Worker& worker, const Output& out, const Status& stopped) {
   auto stats = worker.stats();
-  say("consume", "stopped after " + std::to_string(stats.records_delivered) + " records" +
+  say("consume", "stopped after " + std::to_string(out.written()) + " records printed" +
                      (stats.records_dead_lettered > 0
                           ? " (" + std::to_string(stats.records_dead_lettered) + " dead-lettered)"
                           : ""));
@@ -433,13 +456,18 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
     say("consume", "status page " + worker.http_url() + "/status (metrics at " + worker.http_url() +
                        "/metrics)");
   }
-  if (auto stopped = wait_for_worker_or_stop(worker, [&] { return out.limit_reached(); })) {
+  auto stopped =
+      wait_for_worker_or_stop(worker, [&] { return out.limit_reached() || out.closed(); });
+  if (stopped) {
     // Stopped on its own: a fatal error such as the stream being deleted.
     if (!stopped->ok()) return report_error("consume", *stopped);
     return 0;
   }
-  say("consume", "stopping gracefully (a second signal exits at once)");
-  return report_stop(worker, worker.shutdown());
+  say("consume", std::string(out.closed()          ? "standard output was closed: stopping"
+                             : out.limit_reached() ? "--max records printed: stopping"
+                                                   : "stopping") +
+                     " gracefully (a second signal exits at once)");
+  return report_stop(worker, out, worker.shutdown());
 }
 
 // The streams and how the workers share them.
@@ -568,8 +596,8 @@ void add_consume_command(CLI::App& parent, const GlobalOptions& global, int& exi
       "(fields as kcl tail). Workers of one application share the shards through the lease "
       "table (named after the application); checkpoints cover only output already flushed, "
       "at most every --checkpoint-interval. SIGINT/SIGTERM stop gracefully (final checkpoints, "
-      "leases handed back); a "
-      "second signal exits at once.");
+      "leases handed back); a second signal exits at once. A closed output (kcl consume | "
+      "head) stops it gracefully too, checkpointed at the last record printed.");
   add_worker_flags(*cmd, *f);
   add_run_flags(*cmd, *f);
   auto* max_attempts = add_failure_flags(*cmd, *f);

@@ -239,6 +239,8 @@ int run_status(const GlobalOptions& g, const StatusFlags& f) {
   install_stop_signals();
   while (!stop_requested()) {
     if (int rc = show(g, f, tty); rc != 0) return rc;
+    // Its reader is gone (`kcl status --watch | head`): nothing more to draw for.
+    if (!std::cout || std::ferror(stdout) != 0) return 0;
     for (int i = 0; i < f.interval_s * 10 && !stop_requested(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

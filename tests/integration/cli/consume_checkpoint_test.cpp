@@ -8,10 +8,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -150,6 +153,41 @@ TEST_F(ConsumeCheckpointTest, AnIdleShardIsCheckpointedSoACrashAfterAnIntervalPr
   ASSERT_EQ(lines.size(), 1u) << "records printed again after the crash";
   ASSERT_EQ(marker.size(), 1u);
   EXPECT_NE(lines[0].find(marker[0]), std::string::npos) << "not the new record: " << lines[0];
+}
+
+// `kcl consume | head`: once the reader of its output is gone, the next record it cannot
+// print stops it gracefully (exit 0), checkpointed at the last record it did print. (It
+// delivered the same batch again for ever before, logging "cannot write to standard output".)
+TEST_F(ConsumeCheckpointTest, AClosedOutputStopsItAtTheLastRecordPrinted) {
+  const auto first = put(0, 3);
+  ASSERT_EQ(first.size(), 3u);
+  const std::string fifo = ::testing::TempDir() + "/" + app_ + ".fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  // The read end first (non-blocking, so the command's open for writing does not wait; not
+  // inherited, or the command would hold its own reader).
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  KclProcess p = consume(3600000, {"--raw"}, fifo);
+  ASSERT_TRUE(p.started());
+  std::string got;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        char buf[256];
+        const ssize_t n = ::read(reader, buf, sizeof buf);
+        if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+        return std::count(got.begin(), got.end(), '\n') >= 3;
+      },
+      60s))
+      << "read: " << got;
+  EXPECT_EQ(got, "r0\nr1\nr2\n");
+  ::close(reader);  // as `head -3` exits
+  put(3, 3);
+  std::optional<int> exited;
+  ASSERT_TRUE(testing::eventually([&] { return (exited = p.exit_status()).has_value(); }, 60s))
+      << "the command still runs after its output was closed";
+  EXPECT_EQ(*exited, 0);
+  EXPECT_EQ(checkpoint(), first.back()) << "checkpointed at the last record printed";
+  ::unlink(fifo.c_str());
 }
 
 TEST_F(ConsumeCheckpointTest, MaxPrintsExactlyThatManyAndTheNextRunPrintsTheRest) {
