@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -34,8 +35,10 @@ void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--region", region,
                  "AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, then the profile)");
   app.add_option("--endpoint-url", endpoint_url,
-                 "Endpoint for every service, e.g. http://127.0.0.1:4567 (default: "
-                 "AWS_ENDPOINT_URL_KINESIS / AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL)");
+                 "Endpoint for every service that has none of its own, e.g. "
+                 "http://127.0.0.1:4567; a service's own variable wins over it, as in the AWS "
+                 "SDKs (AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB, "
+                 "AWS_ENDPOINT_URL_CLOUDWATCH; default: AWS_ENDPOINT_URL)");
   app.add_option("--profile", profile,
                  "Profile of ~/.aws/config and ~/.aws/credentials "
                  "(default: AWS_PROFILE, then 'default')");
@@ -214,6 +217,9 @@ void write_record(std::ostream& out, const Record& r, bool raw) {
 
 namespace {
 std::atomic<int> g_signals{0};
+// A second stop signal exits at once unless it came within this of the first (100 ms).
+constexpr long long kSameStopWindowNs = 100'000'000;
+
 // The self-pipe: the handler writes a byte to [1]; wait_for_worker_or_stop polls [0].
 int g_wake_pipe[2] = {-1, -1};
 
@@ -235,11 +241,25 @@ extern "C" void on_reload_signal(int) {
   errno = saved_errno;
 }
 
+// When the first stop signal came (CLOCK_MONOTONIC, ns).
+std::atomic<long long> g_first_signal_ns{0};
+
+long long monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
 extern "C" void on_stop_signal(int) {
   const int saved_errno = errno;
-  if (g_signals.fetch_add(1) >= 1) {
+  const long long now = monotonic_ns();
+  if (g_signals.fetch_add(1) == 0) {
+    g_first_signal_ns.store(now);
+  } else if (now - g_first_signal_ns.load() >= kSameStopWindowNs) {
     _exit(130);
   }
+  // A second signal within the window is the same stop: GNU timeout sends SIGTERM to the
+  // command and then to its process group, both at once.
   write_wake_byte();
   errno = saved_errno;
 }

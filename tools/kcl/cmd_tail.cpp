@@ -43,6 +43,7 @@ int run_tail(const GlobalOptions& g, const TailFlags& f) {
   o.max_records = f.max;
   o.stop_at_end = f.stop_at_end;
   o.read_rate = static_cast<std::size_t>(f.read_rate);
+  o.before_wait = [] { std::cout.flush(); };
   std::ios::sync_with_stdio(false);
   TailReader reader(*client, o, [&](const Record& r) {
     write_record(std::cout, r, f.raw);

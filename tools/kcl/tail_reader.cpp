@@ -114,7 +114,10 @@ Status TailReader::run() {
       continue;
     }
     if (all_caught_up && o_.stop_at_end) break;
-    if (earliest > clock.now()) std::this_thread::sleep_until(earliest);
+    if (earliest > clock.now()) {
+      if (o_.before_wait) o_.before_wait();
+      std::this_thread::sleep_until(earliest);
+    }
   }
   return Status::Ok();
 }

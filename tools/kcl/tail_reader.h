@@ -32,6 +32,9 @@ struct TailOptions {
   std::size_t read_rate = RetrievalConfig{}.max_read_bytes_per_second;
   // Makes each shard's records source; empty = polling (retrieval::ShardFetcher).
   retrieval::RecordsSourceFactory source_factory;
+  // Called before the read waits for its next step (nothing more is due now): flush what was
+  // emitted, so a reader of the output sees each record without waiting for the run's end.
+  std::function<void()> before_wait;
 };
 
 class TailReader {

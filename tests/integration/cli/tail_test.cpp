@@ -2,11 +2,13 @@
 // while being written is printed once, a parent's records before its children's.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <string>
 #include <vector>
 
 #include "kinesis/kinesis_client.h"
 #include "support/emulators.h"
+#include "support/eventually.h"
 #include "support/kcl_process.h"
 
 namespace kcl::cli {
@@ -44,6 +46,22 @@ TEST_F(TailTest, PrintsEveryRecordOnceParentsBeforeChildren) {
   EXPECT_EQ(p.wait(), 0);
   EXPECT_EQ(p.lines(),
             (std::vector<std::string>{"a0", "a1", "a2", "a3", "a4", "b0", "b1", "b2", "b3", "b4"}));
+}
+
+// Following a stream: each record reaches the output while the command runs (it sat in the
+// stream buffer until exit before), and a stop signal sent twice at once (GNU timeout signals
+// the command and then its process group) is one graceful stop that keeps what was read.
+TEST_F(TailTest, ARecordIsPrintedWhileItRunsAndTwoSignalsAtOnceAreOneStop) {
+  KclProcess p(aws_, {"tail", "--stream", stream_, "--from", "trim-horizon", "--raw"},
+               ::testing::TempDir() + "/" + stream_ + "-follow.out");
+  ASSERT_TRUE(p.started());
+  put("f", 2);
+  ASSERT_TRUE(testing::eventually([&] { return p.lines().size() == 2; }, 60s))
+      << "printed " << p.lines().size() << " of 2 records while running";
+  p.signal(SIGTERM);
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
+  EXPECT_EQ(p.lines(), (std::vector<std::string>{"f0", "f1"}));
 }
 
 TEST_F(TailTest, MaxStopsAfterThatManyRecordsAndAMissingStreamIsAnError) {
