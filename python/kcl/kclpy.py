@@ -86,6 +86,20 @@ def _error_name(e: KclError) -> str:
     return "KinesisClientLibDependencyException"
 
 
+def _sub_sequence_number(value: Any) -> int:
+    """A checkpoint's sub-sequence number as the MultiLangDaemon reads it (Jackson, into a
+    Long; kcl-cpp's daemon in src/multilang's checkpoint_as_asked): None is 0, an int of 0 or
+    more or a string of digits is that number; anything else (negative, a float, a bool,
+    other text) is refused with ``IllegalArgumentException``."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64:
+        return value
+    if isinstance(value, str) and 0 < len(value) < 20 and value.strip("0123456789") == "":
+        return int(value)
+    raise CheckpointError("IllegalArgumentException")
+
+
 class Checkpointer:
     """amazon_kclpy's checkpointer over a shard's kcl.Checkpointer."""
 
@@ -107,9 +121,7 @@ class Checkpointer:
             elif not isinstance(sequence_number, str):
                 raise CheckpointError("IllegalArgumentException")
             else:
-                sub = sub_sequence_number if isinstance(sub_sequence_number, int) and \
-                    not isinstance(sub_sequence_number, bool) and sub_sequence_number >= 0 else 0
-                self._core.checkpoint(sequence_number, sub)
+                self._core.checkpoint(sequence_number, _sub_sequence_number(sub_sequence_number))
         except KclError as e:
             _log.warning("checkpoint of %s failed: %s", self._core.shard_id, e)
             raise CheckpointError(_error_name(e)) from e

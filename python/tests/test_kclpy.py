@@ -14,6 +14,8 @@ import sys
 import textwrap
 from typing import Any, Dict, List
 
+import pytest
+
 import kcl
 from kcl import kclpy
 from conftest import wait_until
@@ -518,3 +520,33 @@ def test_kcl_multilang_in_process_names_what_it_cannot_take(tmp_path):
                         str(tmp_path / "no-such-python"), str(props)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 127 and "no-such-python" in r.stderr, r.stderr
+
+
+class _FakeCore:
+    """A kcl.Checkpointer standing in for the core: records the checkpoints asked of it."""
+    shard_id = "shardId-000000000000"
+
+    def __init__(self) -> None:
+        self.calls: List[tuple] = []
+
+    def checkpoint(self, *args: Any) -> None:
+        self.calls.append(args)
+
+
+def test_a_sub_sequence_number_is_read_as_the_daemon_reads_it():
+    core = _FakeCore()
+    cp = kclpy.Checkpointer(core)
+    cp.checkpoint("49590", 3)
+    cp.checkpoint("49590", "3")  # Jackson reads a digit string as its number
+    cp.checkpoint("49590", None)
+    cp.checkpoint("49590")
+    cp.checkpoint("49590", 2**64 - 1)
+    assert core.calls == [("49590", 3), ("49590", 3), ("49590", 0), ("49590", 0),
+                          ("49590", 2**64 - 1)]
+    for bad in (-1, "-1", "3a", "", " 3", "٣", 1.5, 3.0, True, [3], 2**64,
+                "12345678901234567890"):
+        with pytest.raises(kclpy.CheckpointError) as e:
+            cp.checkpoint("49590", bad)
+        assert e.value.value == "IllegalArgumentException", bad
+    assert len(core.calls) == 5, "a refused sub-sequence number checkpoints nothing"
+
