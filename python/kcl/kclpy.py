@@ -21,8 +21,11 @@ call it:
   ``shutdown(checkpointer, reason)``, ``shutdown_requested(checkpointer)``.
 
 Each shard's processor is a deep copy of the instance given to KCLProcess (its state as the
-program made it, as in a fresh child), or, when it cannot be copied, a new instance of its
-class made with no arguments. Checkpoints raise ``CheckpointError`` with the values the
+program made it, as in a fresh child). When deepcopy refuses it (a lock, a client, a
+connection), each copy keeps the instance's attributes: deep-copied where they can be, a new
+lock for a lock, shared where neither can be done (logged once as a warning); only an
+instance that cannot be copied at all is replaced by a new one of its class made with no
+arguments, with a warning. Checkpoints raise ``CheckpointError`` with the values the
 MultiLangDaemon answers (``ShutdownException`` once the lease is lost,
 ``ThrottlingException``, ``InvalidStateException`` where no checkpoint is possible,
 ``IllegalArgumentException``, ``KinesisClientLibDependencyException``). As under
@@ -494,25 +497,101 @@ class _Adapter(RecordProcessor):
         self._calls.call_shutdown_requested(self._checkpointer(checkpointer))
 
 
+# Attributes deepcopy refuses that a copy gets a new one of: a lock guards its own copy's state.
+_NEW_IN_EACH_COPY: Dict[type, Callable[[], Any]] = {
+    type(threading.Lock()): threading.Lock,
+    type(threading.RLock()): threading.RLock,
+}
+
+
+def _copy_by_attributes(template: Any) -> Tuple[Any, List[str]]:
+    """A new instance of `template`'s class (not constructed) with its ``__dict__``
+    attributes deep-copied where they can be, a new lock for a lock, and the value itself
+    (shared by the copies) where neither can be done; and what it could not deep-copy."""
+    cls: Any = type(template)
+    p = cls.__new__(cls)
+    memo: Dict[int, Any] = {}
+    state: Dict[str, Any] = {}
+    not_copied: List[str] = []
+    for name, value in vars(template).items():
+        trial = dict(memo)  # a failed copy leaves nothing half made in memo
+        try:
+            state[name] = copy.deepcopy(value, trial)
+            memo = trial
+            continue
+        except Exception as e:  # noqa: BLE001 - a lock, a socket, a client
+            why = "%s: %s" % (type(e).__name__, e)
+        make_new = _NEW_IN_EACH_COPY.get(type(value))
+        if make_new is not None:
+            state[name] = make_new()
+            not_copied.append("%r (%s; a new one in each copy)" % (name, why))
+        else:
+            state[name] = value
+            not_copied.append("%r (%s; shared by all copies)" % (name, why))
+    p.__dict__.update(state)
+    return p, not_copied
+
+
+def _has_slots(cls: type) -> bool:
+    """Whether instances of `cls` keep attributes outside ``__dict__`` (in ``__slots__``)."""
+    for k in cls.__mro__:
+        slots = k.__dict__.get("__slots__", ())
+        if any(n not in ("__dict__", "__weakref__")
+               for n in ((slots,) if isinstance(slots, str) else slots)):
+            return True
+    return False
+
+
 def _processor_copies(template: Any) -> Callable[[], _Adapter]:
-    """One processor per shard: a deep copy of `template`, or its class called with no
-    arguments when it cannot be copied."""
+    """One processor per shard: a deep copy of `template`; when deepcopy refuses it, a copy
+    made attribute by attribute (_copy_by_attributes), or a shallow copy; as a last resort
+    its class called with no arguments. A fallback is logged once, not once per shard."""
     cls = type(template)
     try:
         inspect.signature(cls).bind()
         constructible = True
     except (TypeError, ValueError):
         constructible = False
+    warned: List[bool] = []
+    warned_lock = threading.Lock()
+
+    def warn_once(message: str, *args: Any) -> None:
+        with warned_lock:
+            if warned:
+                return
+            warned.append(True)
+        _log.warning(message, *args)
 
     def make() -> _Adapter:
         try:
             return _Adapter(copy.deepcopy(template))
-        except Exception as e:  # noqa: BLE001 - a lock, a socket, a client: make a new one
-            if not constructible:
-                raise TypeError("cannot make a record processor for a shard: %r cannot be "
-                                "copied (%s) and %s() needs arguments" % (template, e,
-                                                                          cls.__name__)) from e
-            return _Adapter(cls())
+        except Exception as e:  # noqa: BLE001 - a lock, a socket, a client
+            error = e
+        what = "record processor %r cannot be deep-copied (%s: %s)" % (
+            template, type(error).__name__, error)
+        if hasattr(template, "__dict__") and not _has_slots(cls):
+            try:
+                p, not_copied = _copy_by_attributes(template)
+                warn_once("%s; each shard's processor is a copy of its attributes, of which "
+                          "%s could not be deep-copied", what,
+                          ", ".join(not_copied) or "none")
+                return _Adapter(p)
+            except Exception:  # noqa: BLE001 - on to a shallow copy
+                pass
+        try:
+            p = copy.copy(template)
+            warn_once("%s; each shard's processor is a shallow copy (its attributes shared "
+                      "by all shards)", what)
+            return _Adapter(p)
+        except Exception:  # noqa: BLE001 - on to cls()
+            pass
+        if not constructible:
+            raise TypeError("cannot make a record processor for a shard: %r cannot be "
+                            "copied (%s) and %s() needs arguments" % (template, error,
+                                                                      cls.__name__)) from error
+        warn_once("%s, nor copied in part; each shard's processor is a new %s(), made with no "
+                  "arguments", what, cls.__name__)
+        return _Adapter(cls())
     return make
 
 

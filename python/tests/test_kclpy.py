@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Any, Dict, List
 
 import pytest
@@ -550,3 +552,64 @@ def test_a_sub_sequence_number_is_read_as_the_daemon_reads_it():
         assert e.value.value == "IllegalArgumentException", bad
     assert len(core.calls) == 5, "a refused sub-sequence number checkpoints nothing"
 
+
+class _SlotlessBase:
+    __slots__ = ()
+
+
+class _LockedProcessor(_SlotlessBase):
+    """A processor deepcopy refuses (a lock), made with an argument its class has a default
+    for: a copy made as `type(p)()` would run with table "default"."""
+    version = 3
+
+    def __init__(self, table: str = "default") -> None:
+        self.table = table
+        self.seen: List[str] = []
+        self.lock = threading.Lock()
+        self.rlock = threading.RLock()
+        self.client = _Uncopyable()
+
+
+class _Uncopyable:
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise TypeError("cannot copy a client")
+
+
+def test_a_processor_deepcopy_refuses_is_copied_with_its_attributes(caplog):
+    template = _LockedProcessor(table="orders")
+    make = kclpy._processor_copies(template)
+    with caplog.at_level(logging.WARNING, logger="kcl.kclpy"):
+        copies = [make()._calls._p for _ in range(3)]
+    for p in copies:
+        assert type(p) is _LockedProcessor and p is not template
+        assert p.table == "orders"
+        assert p.seen == [] and p.seen is not template.seen, "deep-copied where it can be"
+        assert p.client is template.client, "shared where it cannot be copied"
+    locks = [template.lock] + [p.lock for p in copies]
+    assert len({id(lock) for lock in locks}) == 4, "each copy has a lock of its own"
+    assert all(type(lock) is type(template.lock) for lock in locks)
+    assert len({id(p.rlock) for p in copies + [template]}) == 4
+    assert all(type(p.rlock) is type(template.rlock) for p in copies)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, "one warning, not one per shard: %r" % warnings
+    assert "'client'" in warnings[0].getMessage() and "'lock'" in warnings[0].getMessage()
+    assert "cannot copy a client" in warnings[0].getMessage()
+
+
+class _NoDictProcessor:
+    __slots__ = ("table",)
+
+    def __init__(self, table: str = "default") -> None:
+        self.table = table
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        raise TypeError("no copies of this one")
+
+
+def test_a_processor_that_cannot_be_copied_at_all_is_made_anew_with_a_warning(caplog):
+    make = kclpy._processor_copies(_NoDictProcessor(table="orders"))
+    with caplog.at_level(logging.WARNING, logger="kcl.kclpy"):
+        copies = [make()._calls._p for _ in range(2)]
+    assert [p.table for p in copies] == ["default", "default"]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "_NoDictProcessor()" in warnings[0].getMessage(), warnings
