@@ -25,7 +25,14 @@ int python_level(kcl::LogLevel level) {
 
 }  // namespace
 
-bool python_alive() { return Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0; }
+bool python_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+  // _Py_IsFinalizing() was removed in CPython 3.13, which made Py_IsFinalizing() public.
+  return Py_IsInitialized() != 0 && Py_IsFinalizing() == 0;
+#else
+  return Py_IsInitialized() != 0 && _Py_IsFinalizing() == 0;
+#endif
+}
 
 PyLogger::PyLogger() {
   forward_ = py::object(py::module_::import("kcl._logging").attr("forward")).release().ptr();
