@@ -132,7 +132,8 @@ struct LeaseConfig {
   // docs/lease-table-layouts.md.
   std::string coordinator_table_name;
 
-  // kWorkerTakes: how many lease renewals of one pass run at once. Default 8, range 1..64;
+  // kWorkerTakes: how many lease renewals of one pass run at once (each on a lane of its own
+  // for the pass). Default 8, range 1..64;
   // 1 renews one lease after the other (the simulation does, to stay deterministic).
   int renew_parallelism = 8;
 

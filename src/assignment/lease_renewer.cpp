@@ -39,13 +39,12 @@ void renew_all(leases::HeldLeases& held, const LeaseConfig& config,
         break;
     }
   };
-  constexpr std::size_t kParallel = 8;
   if (keys.size() <= 1 || config.renew_parallelism <= 1) {
     for (const auto& key : keys) renew_one(key);
     return;
   }
   const std::size_t lanes =
-      std::min({kParallel, keys.size(), static_cast<std::size_t>(config.renew_parallelism)});
+      std::min(keys.size(), static_cast<std::size_t>(config.renew_parallelism));
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> threads;
   threads.reserve(lanes);

@@ -1,6 +1,7 @@
 #include "assignment/lease_taker.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 namespace kcl::assignment {
@@ -63,16 +64,24 @@ void LeaseTaker::drop_taken_elsewhere(const std::vector<Lease>& leases, TakeView
 }
 
 // Held by this worker, available (free, expired, or this worker's in the table but not
-// held), or held by another live worker; notes when the first suspect lease expires.
+// held), or held by another live worker; notes when the first suspect lease expires. A lease
+// of an ended shard (SHARD_END) is none of these: it is not read again, so it neither counts
+// toward a worker's share nor is taken (counted, a worker at max_leases_per_worker holding
+// ended parents would never take their children, and the parents go only once the children
+// started).
 void LeaseTaker::classify(const std::vector<Lease>& leases, TakeView& view,
                           TakePassResult& result) {
+  std::set<std::string_view> ended;
+  for (const Lease& lease : leases) {
+    if (lease.checkpoint.is_shard_end()) ended.insert(lease.lease_key);
+  }
   for (const auto& [key, held] : view.held) {
-    if (held.current) ++view.mine;
+    if (held.current && !ended.count(key)) ++view.mine;
   }
   const auto suspect_after = config_.effective_renew_interval() * 3 / 2;
   for (std::size_t i = 0; i < leases.size(); ++i) {
     const Lease& lease = leases[i];
-    if (view.held.count(lease.lease_key)) continue;
+    if (view.held.count(lease.lease_key) || ended.count(lease.lease_key)) continue;
     if (!lease.lease_owner || *lease.lease_owner == config_.worker_id) {
       view.available.push_back(&lease);
       continue;
@@ -80,9 +89,7 @@ void LeaseTaker::classify(const std::vector<Lease>& leases, TakeView& view,
     const auto since = view.now - view.seen[i]->changed_at;
     if (since >= config_.failover_time) {
       view.available.push_back(&lease);
-      if (!lease.checkpoint.is_shard_end()) {
-        result.orphaned.push_back({lease.lease_key, *lease.lease_owner, view.seen[i]->changed_at});
-      }
+      result.orphaned.push_back({lease.lease_key, *lease.lease_owner, view.seen[i]->changed_at});
     } else {
       ++view.counts[*lease.lease_owner];
       if (since > suspect_after) {
@@ -194,7 +201,9 @@ TakePassResult LeaseTaker::run_take_pass() {
   observe(leases, view);
   drop_taken_elsewhere(leases, view);
   classify(leases, view, result);
-  const int total = result.leases_seen;
+  // The share is of the leases still to be read (classify()).
+  const int total = static_cast<int>(std::count_if(
+      leases.begin(), leases.end(), [](const Lease& l) { return !l.checkpoint.is_shard_end(); }));
   if (total == 0) return result;
   const int workers = result.workers_seen;
   int target = workers >= total ? 1 : (total + workers - 1) / workers;

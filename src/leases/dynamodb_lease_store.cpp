@@ -97,12 +97,22 @@ DynamoDbLeaseStoreOptions DynamoDbLeaseStoreOptions::from_config(const LeaseConf
   o.read_capacity_units = config.read_capacity_units;
   o.write_capacity_units = config.write_capacity_units;
   o.table_active_timeout = config.table_active_timeout;
+  o.renew_call_timeout = config.effective_renew_call_timeout();
   return o;
 }
 
 DynamoDbLeaseStore::DynamoDbLeaseStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
                                        DynamoDbLeaseStoreOptions options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+    : client_(std::move(client)), options_(std::move(options)) {
+  renew_client_ = client_;
+  if (options_.renew_call_timeout.count() > 0) {
+    aws::CallOptions renew;
+    renew.max_attempts = 1;
+    renew.request_timeout = options_.renew_call_timeout;
+    renew.deadline = options_.renew_call_timeout;
+    renew_client_ = client_->with_call_options(renew);
+  }
+}
 
 DynamoDbLeaseStore::DynamoDbLeaseStore(std::shared_ptr<dynamodb::DynamoDbClient> client,
                                        const LeaseConfig& config)
@@ -282,17 +292,19 @@ Status DynamoDbLeaseStore::create_lease_if_not_exists(const Lease& lease) {
 
 Result<Lease> DynamoDbLeaseStore::conditional_update(std::string_view operation,
                                                      const Lease& expected, Expression update,
-                                                     Lease locally_expected) {
+                                                     Lease locally_expected,
+                                                     dynamodb::DynamoDbClient* through) {
   return write_update(operation, expected.lease_key, std::move(update), fence(expected),
-                      std::move(locally_expected));
+                      std::move(locally_expected), through);
 }
 
 Result<Lease> DynamoDbLeaseStore::write_update(std::string_view operation,
                                                std::string_view lease_key, Expression update,
-                                               const Expression& condition,
-                                               Lease locally_expected) {
-  auto written = client_->update_item(options_.table_name, lease_key_item(lease_key), update,
-                                      condition, dynamodb::ReturnValues::kAllNew);
+                                               const Expression& condition, Lease locally_expected,
+                                               dynamodb::DynamoDbClient* through) {
+  dynamodb::DynamoDbClient& client = through != nullptr ? *through : *client_;
+  auto written = client.update_item(options_.table_name, lease_key_item(lease_key), update,
+                                    condition, dynamodb::ReturnValues::kAllNew);
   if (!written.ok()) {
     return written.status().with_context(std::string(operation) + " of lease " +
                                          std::string(lease_key) + ": ");
@@ -336,7 +348,7 @@ Result<Lease> DynamoDbLeaseStore::renew_lease(const Lease& held) {
   }
   Lease result = held;
   result.lease_counter += 1;
-  return conditional_update("renew", held, bump(held), std::move(result));
+  return conditional_update("renew", held, bump(held), std::move(result), renew_client_.get());
 }
 
 Result<Lease> DynamoDbLeaseStore::evict_lease(const Lease& held) {

@@ -46,6 +46,9 @@ struct DynamoDbLeaseStoreOptions {
   bool consistent_scan = false;
   // Where unreadable lease items are reported; null: nowhere (last_scan() still tells).
   std::shared_ptr<Logger> logger;
+  // A lease renewal's deadline, one attempt (LeaseConfig::effective_renew_call_timeout()): a
+  // stalled connection costs one renewal, not every lease held. 0: the client's own options.
+  std::chrono::milliseconds renew_call_timeout{0};
 
   static DynamoDbLeaseStoreOptions from_config(const LeaseConfig& config);
 };
@@ -95,15 +98,18 @@ class DynamoDbLeaseStore final : public LeaseStore {
 
  private:
   Status verify_key_schema(const dynamodb::TableDescription& table) const;
+  // Through `through` when given (renewals), else the store's client.
   Result<Lease> conditional_update(std::string_view operation, const Lease& expected,
-                                   dynamodb::Expression update, Lease locally_expected);
+                                   dynamodb::Expression update, Lease locally_expected,
+                                   dynamodb::DynamoDbClient* through = nullptr);
   Result<Lease> write_update(std::string_view operation, std::string_view lease_key,
                              dynamodb::Expression update, const dynamodb::Expression& condition,
-                             Lease locally_expected);
+                             Lease locally_expected, dynamodb::DynamoDbClient* through = nullptr);
   // Logs the unreadable leases of a scan when worth it (see the header comment).
   void report_unreadable(const std::vector<std::string>& unreadable);
 
   std::shared_ptr<dynamodb::DynamoDbClient> client_;
+  std::shared_ptr<dynamodb::DynamoDbClient> renew_client_;  // client_ with the renewal deadline
   DynamoDbLeaseStoreOptions options_;
   // Set once an item with an entityType was seen: new leases carry entityType "LEASE".
   std::atomic<bool> uses_entity_type_{false};

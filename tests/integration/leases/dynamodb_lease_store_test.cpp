@@ -24,6 +24,7 @@
 #include "support/emulators.h"
 #include "support/lease_store_contract.h"
 #include "support/lease_test_util.h"
+#include "support/local_http_server.h"
 
 namespace kcl::leases {
 namespace {
@@ -316,6 +317,42 @@ TEST_F(DynamoDbLeaseStoreTest, AnUnreadableWorkerEntryIsSkippedNotTheWholeRead) 
   EXPECT_NE(lines[0].find("3 items are not a readable worker entry"), std::string::npos)
       << lines[0];
   EXPECT_NE(lines[0].find("kcl-cpp/worker/broken"), std::string::npos) << lines[0];
+}
+
+// A lease renewal (worker-takes) has a deadline of half the renew interval and one attempt: a
+// DynamoDB connection that stalls costs that renewal, not every lease held while the call
+// waits out the request timeout (30 s) and its retries.
+TEST(DynamoDbLeaseStoreRenewTest, ARenewalThatStallsEndsAtItsDeadline) {
+  kcl::testing::LocalHttpServer stalled([](const kcl::testing::ServedRequest&) {
+    kcl::testing::CannedResponse r;
+    r.delay = std::chrono::minutes(2);  // ends early when the server stops
+    return r;
+  });
+  AwsConfig config;
+  config.region = "us-east-1";
+  config.dynamodb_endpoint_url = stalled.url();
+  config.credentials = StaticCredentials{"AKIDEXAMPLE", "secret", ""};
+  auto raw = aws::make_aws_json_client(aws::dynamodb_service(), config,
+                                       aws::make_curl_transport(config.http),
+                                       aws::make_static_provider(*config.credentials));
+  auto client = std::make_shared<dynamodb::DynamoDbClient>(std::move(raw));
+  LeaseConfig lc;
+  lc.application_name = "stalled";
+  lc.assignment = LeaseAssignment::kWorkerTakes;
+  lc.failover_time = 1500ms;  // renew interval 500 ms: each renewal's deadline 250 ms
+  DynamoDbLeaseStore store(client, lc);
+  Lease held;
+  held.lease_key = "shardId-000000000000";
+  held.lease_owner = "w1";
+  held.lease_counter = 4;
+  const auto start = std::chrono::steady_clock::now();
+  auto renewed = store.renew_lease(held);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(renewed.ok());
+  EXPECT_LT(took, 5s) << "the renewal waited "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                      << " ms: " << renewed.status();
+  EXPECT_EQ(stalled.requests().size(), 1u) << "one attempt";
 }
 
 TEST_F(DynamoDbLeaseStoreTest, LoadsItemsWrittenInTheJavaKclFormat) {

@@ -46,6 +46,30 @@ class CoordinatorTest : public ::testing::Test {
   InMemoryLeaseStore store_;
 };
 
+// A worker at max_leases_per_worker whose two shards both split and ended (SHARD_END) takes
+// their children: the ended leases count toward no share (before, its share of 2 was full of
+// ended parents, and the parents are cleaned up only once their children started).
+TEST_F(CoordinatorTest, EndedLeasesDoNotFillAShareSoTheChildrenAreTaken) {
+  LeaseConfig c = test_config("A");
+  c.max_leases_per_worker = 2;
+  add_free_leases(store_, 2);
+  auto a = make("A", c);
+  ASSERT_EQ(a->run_take_pass().taken.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    CheckpointFields fields;
+    fields.checkpoint = ExtendedSequenceNumber::shard_end();
+    ASSERT_TRUE(a->update_checkpoint(shard(i), fields).ok());
+  }
+  add_free_leases(store_, 4, 2);  // the children
+  TakePassResult r = a->run_take_pass();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.target, 2);
+  EXPECT_EQ(r.taken.size(), 2u) << "two of the four children, up to max_leases_per_worker";
+  for (const std::string& key : r.taken) {
+    EXPECT_FALSE(store_.peek(key)->checkpoint.is_shard_end()) << key << " is an ended parent";
+  }
+}
+
 TEST_F(CoordinatorTest, TakesFreeLeasesOnFirstPassAndTellsTheListener) {
   add_free_leases(store_, 3);
   auto a = make("A");
