@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 
 namespace kcl::cloudwatch {
 
@@ -32,6 +33,14 @@ constexpr std::array<Row, 9> kRows = {{
      {"RenewAllLeases", "RenewLease.Time", "Milliseconds", MetricsLevel::kDetailed}},
     {"leases.taken", {"TakeLeases", "TakenLeases", "Count", MetricsLevel::kSummary}},
 }};
+
+// Adds one value to a statistic set (count 0: empty).
+void include(Datum& d, double value) {
+  d.min = d.count == 0 ? value : std::min(d.min, value);
+  d.max = d.count == 0 ? value : std::max(d.max, value);
+  d.count += 1;
+  d.sum += value;
+}
 
 }  // namespace
 
@@ -82,6 +91,11 @@ void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, 
     }
     unit = kind == Kind::kTiming ? "Milliseconds" : kind == Kind::kCount ? "Count" : "None";
   }
+  Labels labels;
+  if (kind == Kind::kGauge) {
+    labels.reserve(tags.size());
+    for (const MetricTag& t : tags) labels.emplace_back(t.key, t.value);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   SeriesKey key{std::move(operation), std::move(name), std::move(shard), std::move(stream)};
   auto it = series_.find(key);
@@ -90,33 +104,62 @@ void CloudWatchAggregator::add(std::string_view point, Kind kind, double value, 
       ++dropped_;
       return;
     }
-    Datum d;
+    Series s;
+    Datum& d = s.datum;
     d.operation = std::get<0>(key);
     d.name = std::get<1>(key);
     d.shard_id = std::get<2>(key);
     d.stream = std::get<3>(key);
     d.unit = std::move(unit);
     d.level = kind == Kind::kGauge;
-    d.min = value;
-    d.max = value;
-    it = series_.emplace(std::move(key), std::move(d)).first;
+    it = series_.emplace(std::move(key), std::move(s)).first;
   }
-  Datum& d = it->second;
-  d.count += 1;
-  d.sum += value;
-  d.min = std::min(d.min, value);
-  d.max = std::max(d.max, value);
+  Series& s = it->second;
+  include(s.datum, value);
+  if (s.datum.level) s.last[std::move(labels)] = Last{value, true};
+}
+
+void CloudWatchAggregator::forget(MetricTags tags) {
+  if (tags.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = series_.begin(); it != series_.end();) {
+    Series& s = it->second;
+    if (!s.datum.level) {
+      ++it;
+      continue;
+    }
+    std::erase_if(s.last, [&](const auto& entry) {
+      const Labels& labels = entry.first;
+      return std::all_of(tags.begin(), tags.end(), [&](const MetricTag& t) {
+        return std::any_of(labels.begin(), labels.end(),
+                           [&](const auto& l) { return l.first == t.key && l.second == t.value; });
+      });
+    });
+    it = s.last.empty() ? series_.erase(it) : std::next(it);
+  }
 }
 
 std::vector<Datum> CloudWatchAggregator::drain() {
-  std::map<SeriesKey, Datum, std::less<>> taken;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    taken.swap(series_);
-  }
   std::vector<Datum> out;
-  out.reserve(taken.size());
-  for (auto& [key, d] : taken) out.push_back(std::move(d));
+  std::lock_guard<std::mutex> lock(mu_);
+  out.reserve(series_.size());
+  for (auto it = series_.begin(); it != series_.end();) {
+    Series& s = it->second;
+    if (!s.datum.level) {
+      out.push_back(std::move(s.datum));
+      it = series_.erase(it);
+      continue;
+    }
+    // A gauge: this interval's points, and the last value of each tag set not set in it.
+    Datum d = s.datum;
+    for (auto& [labels, last] : s.last) {
+      if (!last.set_this_interval) include(d, last.value);
+      last.set_this_interval = false;
+    }
+    s.datum.count = s.datum.sum = s.datum.min = s.datum.max = 0;
+    if (d.count > 0) out.push_back(std::move(d));
+    ++it;
+  }
   return out;
 }
 

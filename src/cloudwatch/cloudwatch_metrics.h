@@ -13,6 +13,14 @@
 // first word ("aws.requests" -> Operation "aws") and its name with its tag values appended
 // ("aws.requests.Kinesis.GetRecords.ok").
 //
+// A gauge (a level: leases held, a shard's lag) is published in every interval, not only in
+// those it was set in: callers set some gauges only when they change (leases held on a take
+// or a loss, an idle shard's lag), and a series that goes silent blanks dashboards and sends
+// alarms to INSUFFICIENT_DATA (the Java KCL publishes CurrentLeases every renewal). An interval
+// it was not set in carries its last value (count 1, sum = min = max = that value) until it is
+// set again or forget() drops it (a shard's consumer ended). Counts and timings reset every
+// interval.
+//
 // Thread safety: CloudWatchAggregator's members may be called from any thread; a point costs
 // one short critical section (no I/O).
 #pragma once
@@ -25,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kcl/cloudwatch_config.h"
@@ -66,15 +75,34 @@ class CloudWatchAggregator final : public MetricsSink {
   void count(std::string_view name, double value, MetricTags tags) override;
   void gauge(std::string_view name, double value, MetricTags tags) override;
   void timing(std::string_view name, std::chrono::nanoseconds value, MetricTags tags) override;
+  // Gauges set with every one of `tags` (among all the tags they were set with, not only
+  // those that became dimensions) are no longer carried into later intervals, nor published
+  // for the current one; a gauge set again afterwards is published again.
+  void forget(MetricTags tags) override;
 
-  // Everything aggregated since the last drain (and resets).
+  // Everything aggregated since the last drain, and every gauge's last value in a series
+  // not set since (see above). Resets counts and timings.
   std::vector<Datum> drain();
-  // Points dropped because max_series distinct series were already held.
+  // Points dropped because max_series distinct series were already held (gauges carried
+  // from earlier intervals count among them until forgotten).
   std::uint64_t dropped() const;
 
  private:
   enum class Kind { kCount, kGauge, kTiming };
   void add(std::string_view point, Kind kind, double value, MetricTags tags);
+
+  // A gauge's tags as set (key, value), which forget() matches.
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+  struct Last {
+    double value = 0;
+    bool set_this_interval = false;
+  };
+  struct Series {
+    Datum datum;  // this interval's points; count 0: none yet
+    // Gauges: the last value of each tag set that maps to this series (one, unless a
+    // dimension is off: then the shards of a ShardId-less series).
+    std::map<Labels, Last> last;
+  };
 
   const MetricsLevel level_;
   const bool shard_dimension_;
@@ -82,7 +110,7 @@ class CloudWatchAggregator final : public MetricsSink {
   mutable std::mutex mu_;
   // (operation, name, shard, stream) -> datum
   using SeriesKey = std::tuple<std::string, std::string, std::string, std::string>;
-  std::map<SeriesKey, Datum, std::less<>> series_;
+  std::map<SeriesKey, Series, std::less<>> series_;
   std::uint64_t dropped_ = 0;
 };
 

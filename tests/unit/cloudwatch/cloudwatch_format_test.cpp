@@ -61,7 +61,91 @@ TEST(CloudWatchAggregatorTest, MapsPointsToJavaNamesAndAggregatesStatisticSets) 
   const Datum* generic = find(ds, "aws.requests.Kinesis.GetRecords.ok");
   ASSERT_TRUE(generic) << "a point without a Java name is published at DETAILED";
   EXPECT_EQ(generic->operation, "aws");
-  EXPECT_TRUE(agg.drain().empty()) << "drained";
+  auto again = agg.drain();
+  ASSERT_EQ(again.size(), 1u) << "counts and timings drained; the gauge carried";
+  EXPECT_EQ(again[0].name, "CurrentLeases");
+}
+
+// Leases held is set only when it changes (a take, a release, a loss) and an idle shard's lag
+// only when a batch comes: every interval still carries their last value, as the Java KCL
+// publishes CurrentLeases every renewal, until the shard's consumer ends (forget).
+TEST(CloudWatchAggregatorTest, AGaugeIsPublishedEveryIntervalUntilForgotten) {
+  CloudWatchAggregator agg(config_at(MetricsLevel::kSummary));
+  const MetricTag shard[] = {{"shard", "shardId-1"}};
+  agg.gauge("leases.held", 3, {});
+  agg.gauge("consumer.millis_behind_latest", 500, MetricTags(shard, 1));
+  agg.gauge("consumer.millis_behind_latest", 100, MetricTags(shard, 1));
+  agg.count("consumer.records_processed", 7, MetricTags(shard, 1));
+  auto first = agg.drain();
+  ASSERT_TRUE(find(first, "CurrentLeases"));
+  ASSERT_TRUE(find(first, "MillisBehindLatest", "shardId-1"));
+  EXPECT_EQ(find(first, "MillisBehindLatest", "shardId-1")->count, 2);
+  ASSERT_TRUE(find(first, "RecordsProcessed", "shardId-1"));
+
+  for (int interval = 2; interval <= 3; ++interval) {
+    auto ds = agg.drain();
+    const Datum* held = find(ds, "CurrentLeases");
+    ASSERT_TRUE(held) << "interval " << interval << ": the last value is carried";
+    EXPECT_TRUE(held->level);
+    EXPECT_EQ(held->count, 1);
+    EXPECT_EQ(held->sum, 3);
+    EXPECT_EQ(held->min, 3);
+    EXPECT_EQ(held->max, 3);
+    const Datum* lag = find(ds, "MillisBehindLatest", "shardId-1");
+    ASSERT_TRUE(lag) << "interval " << interval;
+    EXPECT_EQ(lag->count, 1);
+    EXPECT_EQ(lag->sum, 100) << "the last value, not the interval's mean";
+    EXPECT_FALSE(find(ds, "RecordsProcessed", "shardId-1")) << "counts reset every interval";
+  }
+
+  // Set again: the interval has its own points only.
+  agg.gauge("leases.held", 5, {});
+  agg.gauge("leases.held", 7, {});
+  auto set_again = agg.drain();
+  ASSERT_TRUE(find(set_again, "CurrentLeases"));
+  EXPECT_EQ(find(set_again, "CurrentLeases")->count, 2);
+  EXPECT_EQ(find(set_again, "CurrentLeases")->sum, 12);
+  EXPECT_EQ(find(agg.drain(), "CurrentLeases")->sum, 7);
+
+  // The shard's consumer ended: its gauges stop; the worker's do not.
+  agg.forget(MetricTags(shard, 1));
+  auto after = agg.drain();
+  EXPECT_FALSE(find(after, "MillisBehindLatest", "shardId-1"));
+  EXPECT_TRUE(find(after, "CurrentLeases"));
+  // Set again after being forgotten: published again.
+  agg.gauge("consumer.millis_behind_latest", 0, MetricTags(shard, 1));
+  EXPECT_TRUE(find(agg.drain(), "MillisBehindLatest", "shardId-1"));
+  EXPECT_TRUE(find(agg.drain(), "MillisBehindLatest", "shardId-1"));
+  // A tag every given tag must match; a gauge without it stays.
+  const MetricTag other[] = {{"shard", "shardId-1"}, {"stream", "orders"}};
+  agg.forget(MetricTags(other, 2));
+  EXPECT_TRUE(find(agg.drain(), "MillisBehindLatest", "shardId-1"));
+  agg.forget(MetricTags(shard, 1));
+  EXPECT_FALSE(find(agg.drain(), "MillisBehindLatest", "shardId-1"));
+}
+
+// Without the ShardId dimension the shards' lags share a series: it carries each shard's
+// last value, and forgetting one shard leaves the others'.
+TEST(CloudWatchAggregatorTest, AGaugeSharedByShardsCarriesEachShardsLastValue) {
+  CloudWatchMetricsConfig c = config_at(MetricsLevel::kSummary);
+  c.shard_id_dimension = false;
+  CloudWatchAggregator agg(c);
+  const MetricTag a{"shard", "shardId-1"}, b{"shard", "shardId-2"};
+  agg.gauge("consumer.millis_behind_latest", 100, MetricTags(&a, 1));
+  agg.gauge("consumer.millis_behind_latest", 300, MetricTags(&b, 1));
+  agg.drain();
+  auto ds = agg.drain();
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].count, 2);
+  EXPECT_EQ(ds[0].min, 100);
+  EXPECT_EQ(ds[0].max, 300);
+  agg.forget(MetricTags(&b, 1));
+  ds = agg.drain();
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].count, 1);
+  EXPECT_EQ(ds[0].max, 100);
+  agg.forget(MetricTags(&a, 1));
+  EXPECT_TRUE(agg.drain().empty());
 }
 
 TEST(CloudWatchAggregatorTest, LevelsFilterAsTheJavaKcl) {
