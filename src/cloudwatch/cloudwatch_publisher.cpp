@@ -82,9 +82,21 @@ void CloudWatchPublisher::stop() {
 void CloudWatchPublisher::publish_now() {
   std::lock_guard<std::mutex> publishing(publish_mu_);
   std::vector<Datum> datums = aggregator_->drain();
+  const std::uint64_t dropped = aggregator_->dropped();
+  std::uint64_t nth_with_drops = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.dropped_points = aggregator_->dropped();
+    if (dropped > stats_.dropped_points) nth_with_drops = ++publications_with_drops_;
+    stats_.dropped_points = dropped;
+  }
+  if (nth_with_drops > 0 && base::worth_reporting(nth_with_drops)) {
+    log(LogLevel::kWarn,
+        std::to_string(dropped) + " metric points dropped so far (" +
+            std::to_string(nth_with_drops) +
+            (nth_with_drops == 1 ? " publication" : " publications") +
+            " with drops): max_series (" + std::to_string(config_.max_series) +
+            ") distinct series were already held, points of further series are not published; "
+            "raise cloudwatch.max_series (metrics_max_series) or lower the metrics level");
   }
   if (datums.empty() || config_.mode == CloudWatchMetricsMode::kOff) return;
   PublishContext ctx{namespace_, worker_id_, clock_.wall_now()};

@@ -8,6 +8,8 @@
 // Failures: a call that fails after its retries drops that batch (metrics are not worth
 // holding records' memory for), counts it ("cloudwatch.publish_failures", stats()) and is
 // logged once per series of failures with its count; publishing never blocks a point.
+// Points dropped past max_series are counted (stats().dropped_points) and logged with the
+// count so far at the 1st, 3rd, 10th, 100th... publication that found more of them.
 //
 // Thread safety: sink() from any thread; start() and stop() from one thread.
 #pragma once
@@ -84,6 +86,7 @@ class CloudWatchPublisher {
   std::thread thread_;
   PublisherStats stats_;
   std::uint64_t failures_in_a_row_ = 0;
+  std::uint64_t publications_with_drops_ = 0;  // publications that found new points dropped
 };
 
 }  // namespace kcl::cloudwatch
