@@ -1,5 +1,6 @@
 #include "cloudwatch/cloudwatch_publisher.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -71,6 +72,7 @@ void CloudWatchPublisher::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (!started_ || stopping_) return;
     stopping_ = true;
+    stop_by_ = clock_.now() + kStopPublishDeadline;
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
@@ -123,7 +125,29 @@ void CloudWatchPublisher::write_emf(const std::vector<Datum>& datums, const Publ
 
 void CloudWatchPublisher::put(const std::vector<Datum>& datums, const PublishContext& ctx) {
   for (const PutBody& put : put_metric_data_bodies(datums, ctx)) {
-    Result<std::string> r = client_->call("PutMetricData", put.body);
+    // The call's budget: the periodic one, or after stop() one attempt within what is left
+    // of kStopPublishDeadline (none left: not sent).
+    aws::CallOptions options;
+    bool stopping = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+    }
+    if (stopping) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(stop_by_ - clock_.now());
+      options.max_attempts = 1;
+      options.deadline = left;
+    } else {
+      options.deadline = std::min(config_.buffer_time, kPublishCallDeadline);
+    }
+    Result<std::string> r =
+        stopping && options.deadline.count() <= 0
+            ? Result<std::string>(Status(StatusCode::kDeadlineExceeded,
+                                         "PutMetricData not sent: the " +
+                                             std::to_string(kStopPublishDeadline.count()) +
+                                             " ms given to publishing after stop() have passed"))
+            : client_->call("PutMetricData", put.body, options);
     std::uint64_t failures = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);

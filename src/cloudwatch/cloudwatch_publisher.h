@@ -11,9 +11,19 @@
 // Points dropped past max_series are counted (stats().dropped_points) and logged with the
 // count so far at the 1st, 3rd, 10th, 100th... publication that found more of them.
 //
+// Deadlines: PutMetricData calls go through a client that cannot cancel a call in flight,
+// so every call is bounded instead. A periodic publication's call gets
+// min(buffer_time, kPublishCallDeadline) for all its attempts; once stop() is called, calls
+// get one attempt each and share kStopPublishDeadline from that moment, and those that would
+// start after it are not sent (counted as failed calls). stop() so returns within about
+// max(kStopPublishDeadline, the rest of the call in flight) even against an endpoint that
+// accepts and never answers (it took two minutes: the call in flight and a final publication
+// of 5 attempts of 30 s), well inside Kubernetes' 30 s grace period.
+//
 // Thread safety: sink() from any thread; start() and stop() from one thread.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -45,6 +55,13 @@ struct PublisherStats {
 
 class CloudWatchPublisher {
  public:
+  // What one periodic publication's call may take, retries included (less when buffer_time
+  // is shorter: a publication does not run into the next one).
+  static constexpr std::chrono::milliseconds kPublishCallDeadline{10000};
+  // What publishing may take after stop() is called, besides the rest of a call in flight:
+  // one attempt per call.
+  static constexpr std::chrono::milliseconds kStopPublishDeadline{5000};
+
   // `client` is the PutMetricData client (mode kPutMetricData; null for kEmf).
   CloudWatchPublisher(CloudWatchMetricsConfig config, std::string metrics_namespace,
                       std::string worker_id, std::unique_ptr<aws::AwsJsonClient> client,
@@ -57,7 +74,8 @@ class CloudWatchPublisher {
   // Opens the EMF file (kFailedPrecondition naming it when it cannot be) and starts the
   // thread.
   Status start();
-  // Publishes what is left and joins the thread. Idempotent.
+  // Publishes what is left (within kStopPublishDeadline, see above) and joins the thread.
+  // Idempotent.
   void stop();
   // Publishes what was aggregated so far, on the caller's thread (the thread calls it every
   // buffer_time).
@@ -82,6 +100,7 @@ class CloudWatchPublisher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;
+  Clock::MonoTime stop_by_{};  // set by stop(): calls after it are not sent
   bool started_ = false;
   std::thread thread_;
   PublisherStats stats_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,8 +15,11 @@
 #include <vector>
 
 #include "cloudwatch/cloudwatch_publisher.h"
+#include "support/captured_log.h"
 #include "support/child_process.h"
 #include "support/emulators.h"
+#include "support/eventually.h"
+#include "support/local_http_server.h"
 
 namespace kcl::cloudwatch {
 namespace {
@@ -183,6 +187,47 @@ TEST_F(PutMetricDataTest, ASlowServerNeverSlowsThePoints) {
   auto lines_before = requests().size();
   p->publish_now();
   EXPECT_EQ(requests().size(), lines_before + 1);
+}
+
+// An endpoint that accepts and never answers: stop() took two minutes (the call in flight,
+// 60 s of attempts of 30 s, then a final publication of as much), past Kubernetes' 30 s
+// grace. Now the call in flight ends within min(buffer_time, 10 s) and the final publication
+// makes one attempt within what is left of 5 s from stop(). The client keeps its defaults
+// (5 attempts, 30 s per request, 60 s per call).
+TEST(PutMetricDataStopTest, StopEndsPromptlyAgainstAnEndpointThatNeverAnswers) {
+  testing::LocalHttpServer server([](const testing::ServedRequest&) {
+    testing::CannedResponse r;
+    r.delay = std::chrono::minutes(10);  // ends when the server stops
+    return r;
+  });
+  AwsConfig aws;
+  aws.region = "us-east-1";
+  aws.cloudwatch_endpoint_url = server.url();
+  aws.credentials = StaticCredentials{"AKIDPMDTEST", "pmd-secret", ""};
+  auto client = aws::make_aws_json_client(cloudwatch_service(), aws);
+  ASSERT_TRUE(client.ok()) << client.status();
+  CloudWatchMetricsConfig config;
+  config.mode = CloudWatchMetricsMode::kPutMetricData;
+  config.buffer_time = 1s;
+  auto log = std::make_shared<testing::CapturedLog>(LogLevel::kWarn);
+  CloudWatchPublisher p(config, "orders-app", "worker-1", std::move(client).value(), log,
+                        SystemClock::instance());
+  ASSERT_TRUE(p.start().ok());
+  p.sink()->count("leases.taken", 1, {});
+  // The publisher's thread has a call in flight that the server holds.
+  ASSERT_TRUE(testing::eventually([&] { return server.requests().size() == 1; }, 30s));
+  p.sink()->count("leases.taken", 1, {});  // left for the final publication
+
+  const auto began = std::chrono::steady_clock::now();
+  p.stop();
+  const auto took = std::chrono::steady_clock::now() - began;
+  EXPECT_LT(took, 20s) << "stop() took "
+                       << std::chrono::duration_cast<std::chrono::seconds>(took).count() << " s";
+  // The call in flight made one attempt within its 1 s budget; the final publication one.
+  EXPECT_LE(server.requests().size(), 2u);
+  EXPECT_EQ(p.stats().calls, 0u);
+  EXPECT_EQ(p.stats().failed_calls, 2u);
+  EXPECT_FALSE(log->lines().empty()) << "the failures are logged";
 }
 
 }  // namespace
