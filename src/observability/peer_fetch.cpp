@@ -55,6 +55,16 @@ PeerReport fetch_one(const PeerAddress& peer, std::chrono::milliseconds timeout)
     out.error = peer.url + ": " + report.status().message();
     return out;
   }
+  // Whose report it is: workers listening on 0.0.0.0 without an advertise address all
+  // publish http://127.0.0.1:PORT, where each finds itself; its figures shown under the
+  // peer's name would be wrong for every shard the peer reads.
+  if (report->worker.worker_id != peer.worker_id) {
+    out.error = peer.url + " answered with the report of worker '" + report->worker.worker_id +
+                "', not of '" + peer.worker_id +
+                "' (the address it published reaches another worker: set "
+                "http_advertise_address, --http-advertise, when workers run on several hosts)";
+    return out;
+  }
   out.report = std::move(report).value();
   return out;
 }

@@ -1,7 +1,9 @@
 // observability/peer_fetch.h: fetching the other workers' own reports
 // (/status.json?scope=local) for the fleet view, all at once, each within a short timeout.
-// A peer that cannot be reached, answers with an error or with something unreadable gets a
-// PeerReport with the reason instead of a report; the view is never failed by one peer.
+// A peer that cannot be reached, answers with an error or with something unreadable, or with
+// the report of another worker (an address such as http://127.0.0.1:PORT that reaches the
+// fetching worker itself) gets a PeerReport with the reason instead of a report; the view is
+// never failed by one peer.
 //
 // Thread safety: fetch_peer_reports may be called from any thread; it starts its own.
 #pragma once

@@ -22,6 +22,18 @@ std::string advertised_url(const std::string& advertise, int bound_port,
   return "http://" + host + ":" + std::to_string(port);
 }
 
+std::string wildcard_address_warning(const std::string& address, const std::string& advertise,
+                                     const std::string& published) {
+  if (!advertise.empty()) return {};
+  auto hp = parse_http_address(address);
+  if (!hp.ok() || (hp->first != "0.0.0.0" && hp->first != "::")) return {};
+  return "the http endpoint listens on every interface (" + address +
+         ") but no advertise address is set: this worker publishes " + published +
+         " to its peers, where each of them finds itself, so their fleet views cannot reach "
+         "this one (they show it unreachable, naming whose report they got); set "
+         "http_advertise_address (--http-advertise) to an address the other workers reach";
+}
+
 WorkerEndpoint::WorkerEndpoint(std::string address, std::shared_ptr<MetricsSink> user_sink,
                                std::string advertise)
     : address_(std::move(address)),
@@ -54,6 +66,10 @@ Status WorkerEndpoint::start(EndpointSources in) {
 
 std::string WorkerEndpoint::advertised() const {
   return server_ ? advertised_url(advertise_, server_->port(), server_->url()) : std::string();
+}
+
+std::string WorkerEndpoint::advertise_warning() const {
+  return server_ ? wildcard_address_warning(address_, advertise_, advertised()) : std::string();
 }
 
 void WorkerEndpoint::stop() {

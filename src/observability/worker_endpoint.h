@@ -35,6 +35,13 @@ struct EndpointSources {
 std::string advertised_url(const std::string& advertise, int bound_port,
                            const std::string& bound_url);
 
+// A warning for the log when `address` (as StatusServerConfig::address) listens on every
+// interface (0.0.0.0, ::) and `advertise` is empty: the worker then publishes `published`
+// (http://127.0.0.1:PORT), where each worker of another host finds itself, not this one.
+// Empty when there is nothing to say.
+std::string wildcard_address_warning(const std::string& address, const std::string& advertise,
+                                     const std::string& published);
+
 class WorkerEndpoint {
  public:
   // `user_sink` (may be null) keeps receiving every point. `advertise`: as advertised_url's.
@@ -51,6 +58,8 @@ class WorkerEndpoint {
   std::string url() const { return server_ ? server_->url() : std::string(); }
   // What the worker publishes for its peers (advertised_url()); empty before start().
   std::string advertised() const;
+  // wildcard_address_warning() for this endpoint; empty before start().
+  std::string advertise_warning() const;
 
  private:
   std::string address_;

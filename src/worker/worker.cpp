@@ -276,6 +276,9 @@ Status Worker::Impl::start_endpoint() {
   assignment_->set_status_url(endpoint.advertised());
   log(LogLevel::kInfo, "serving " + endpoint.url() + "/status and /metrics (published as " +
                            endpoint.advertised() + ")");
+  if (std::string warning = endpoint.advertise_warning(); !warning.empty()) {
+    log(LogLevel::kWarn, warning);
+  }
   return Status::Ok();
 }
 

@@ -221,6 +221,22 @@ TEST(AdvertisedUrl, FormsAnUrlFromHostPortOrTheBoundOne) {
   EXPECT_EQ(advertised_url("http://lb.example:80/", 9400, "x"), "http://lb.example:80");
 }
 
+// Listening on every interface with no advertise address: the published
+// http://127.0.0.1:PORT reaches each peer itself; said once at start (the worker logs it).
+TEST(AdvertisedUrl, ListeningOnEveryInterfaceWithoutAnAdvertiseAddressIsWarnedOf) {
+  const std::string published = "http://127.0.0.1:9400";
+  for (const char* address : {"0.0.0.0:9400", "[::]:9400"}) {
+    const std::string w = wildcard_address_warning(address, "", published);
+    EXPECT_NE(w.find(address), std::string::npos) << w;
+    EXPECT_NE(w.find(published), std::string::npos) << w;
+    EXPECT_NE(w.find("http_advertise_address"), std::string::npos) << w;
+  }
+  EXPECT_EQ(wildcard_address_warning("0.0.0.0:9400", "10.1.2.3", published), "");
+  EXPECT_EQ(wildcard_address_warning("127.0.0.1:9400", "", published), "");
+  EXPECT_EQ(wildcard_address_warning("9400", "", published), "") << "a bare port: loopback";
+  EXPECT_EQ(wildcard_address_warning("10.1.2.3:9400", "", "http://10.1.2.3:9400"), "");
+}
+
 TEST(LocalFiguresSampling, RatesLagAndLastProgressPerShard) {
   metrics::MetricsRegistry registry;
   LocalFigures figures(3);

@@ -157,6 +157,42 @@ TEST_F(FleetServers, AnyWorkerShowsEveryShardsFiguresAndEveryWorkersHealth) {
                                          .count()));
 }
 
+// Workers listening on 0.0.0.0 without an advertise address all publish
+// http://127.0.0.1:PORT: B's address here is A's own endpoint. A's view took its own report
+// for B's and showed A's figures and health under B's name; now B is unreachable, with an
+// error naming both workers.
+TEST_F(FleetServers, APeerWhoseAddressAnswersWithAnotherWorkersReportIsUnreachable) {
+  directory_ = {{"A", nodes_["A"].server->url()}, {"B", nodes_["A"].server->url()}};
+  set_lag("A", "s1", 100);
+  json fleet, b;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    fleet = get("A", "/status.json");
+    b = find(fleet["workers"], "worker_id", "B");
+    if (b.contains("reachable") && fleet["fleet"]["workers"] == 2) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(b.contains("reachable")) << fleet.dump();
+  EXPECT_FALSE(b["reachable"].get<bool>()) << b.dump();
+  const std::string error = b.value("error", "");
+  EXPECT_NE(error.find("report of worker 'A'"), std::string::npos) << b.dump();
+  EXPECT_NE(error.find("not of 'B'"), std::string::npos) << b.dump();
+  EXPECT_NE(error.find(nodes_["A"].server->url()), std::string::npos) << b.dump();
+  EXPECT_EQ(fleet["fleet"]["workers_reachable"], 1);
+  EXPECT_EQ(find(fleet["shards"], "shard_id", "s1")["millis_behind"], 100);
+  EXPECT_TRUE(find(fleet["shards"], "shard_id", "s3")["millis_behind"].is_null());
+
+  // B's own view, with the same directory: A's address is A's, so A is shown.
+  const auto b_deadline = std::chrono::steady_clock::now() + 10s;
+  json a;
+  while (std::chrono::steady_clock::now() < b_deadline) {
+    a = find(get("B", "/status.json")["workers"], "worker_id", "A");
+    if (a.value("reachable", false)) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(a.value("reachable", false)) << a.dump();
+}
+
 TEST_F(FleetServers, WithoutADirectoryTheViewSaysWhyAndKeepsItsOwnFigures) {
   StatusServerConfig config;
   config.address = "127.0.0.1:0";
