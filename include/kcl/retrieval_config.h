@@ -36,7 +36,8 @@ struct RetrievalConfig {
   std::chrono::milliseconds min_call_interval{250};
 
   // Pause after a response that shows the shard caught up (no records and
-  // MillisBehindLatest == 0) before the next GetRecords. Default 1 s, range 0..10 min.
+  // MillisBehindLatest == 0) before the next GetRecords. Default 1 s, range 0..4 min (a shard
+  // iterator expires after 5 minutes).
   // A response that returned records, or says the shard is behind, is followed as soon as
   // min_call_interval and max_read_bytes_per_second allow.
   std::chrono::milliseconds idle_time_between_calls{1000};
@@ -83,7 +84,8 @@ struct RetrievalConfig {
   // after the failed call started. The fetcher never gives up on such failures.
   // Base: default 200 ms, range 1 ms..1 min.
   std::chrono::milliseconds throttle_backoff_base{200};
-  // Cap of one backoff. Default 10 s, range throttle_backoff_base..10 min.
+  // Cap of one backoff. Default 10 s, range throttle_backoff_base..4 min (inside a shard
+  // iterator's 5-minute life).
   std::chrono::milliseconds throttle_backoff_max{10000};
 
   // Timeout of one GetRecords request (one attempt). Default 30 s, range 100 ms..10 min.

@@ -43,8 +43,10 @@ std::vector<std::string> RetrievalConfig::validate() const {
                        "; it must be between 1 and 10000 (the GetRecords limit)");
   }
   within("min_call_interval", min_call_interval, milliseconds(0), seconds(60), "60 s");
-  within("idle_time_between_calls", idle_time_between_calls, milliseconds(0), minutes(10),
-         "10 min");
+  // Both waits stay inside a shard iterator's 5-minute life: an iterator that expires during an
+  // idle wait at LATEST is asked for again at LATEST, past what came meanwhile.
+  within("idle_time_between_calls", idle_time_between_calls, milliseconds(0), minutes(4),
+         "4 min (a shard iterator lives 5)");
   if (max_read_bytes_per_second != 0 && max_read_bytes_per_second < 1024) {
     problems.push_back("max_read_bytes_per_second is " + std::to_string(max_read_bytes_per_second) +
                        "; it must be 0 (no pacing by bytes) or at least 1024");
@@ -58,10 +60,10 @@ std::vector<std::string> RetrievalConfig::validate() const {
                        "; it must be between 1 byte and 16 GiB");
   }
   within("throttle_backoff_base", throttle_backoff_base, milliseconds(1), minutes(1), "1 min");
-  if (throttle_backoff_max < throttle_backoff_base || throttle_backoff_max > minutes(10)) {
+  if (throttle_backoff_max < throttle_backoff_base || throttle_backoff_max > minutes(4)) {
     problems.push_back("throttle_backoff_max is " + ms(throttle_backoff_max) +
                        "; it must be at least throttle_backoff_base (" + ms(throttle_backoff_base) +
-                       ") and at most 10 min");
+                       ") and at most 4 min (a shard iterator lives 5)");
   }
   within("get_records_timeout", get_records_timeout, milliseconds(100), minutes(10), "10 min");
   within("iterator_request_timeout", iterator_request_timeout, milliseconds(100), minutes(10),

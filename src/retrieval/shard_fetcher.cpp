@@ -258,6 +258,12 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
           next_due_ = clock_.now() + *delay;
           return FetchStep{FetchOutcome::kRetrying, next_due_};
         }
+        // It will not be told (a role without kinesis:DescribeStreamSummary, which a
+        // one-stream worker needs nowhere else): the shard ends at its end, as the Java KCL
+        // ends a shard on ResourceNotFound; a deleted stream is found by the shard sync.
+        state_ = State::kDone;
+        iterator_.clear();
+        return finish_at_shard_end(FetchedBatch{});
       }
       std::string message = "stream " + stream_ + " was deleted or shard " + shard_id_ +
                             " no longer exists: " + status.message();

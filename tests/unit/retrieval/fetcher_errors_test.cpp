@@ -147,6 +147,25 @@ TEST(FetcherErrorsTest, AShardGoneWhileItsStreamRemainsEndsAtItsEnd) {
   EXPECT_NE(s.outcome, FetchOutcome::kFailed);
 }
 
+// The same with a role that may not describe the stream (a one-stream worker needs
+// kinesis:DescribeStreamSummary nowhere else): the shard still ends at its end, as the Java
+// KCL ends it on ResourceNotFound, instead of the worker stopping for a "deleted" stream.
+TEST(FetcherErrorsTest, AShardGoneEndsAtItsEndWhenTheStreamMayNotBeDescribed) {
+  FetcherHarness h;
+  h.fake->expire_shard();
+  h.fake->fail_next("DescribeStreamSummary",
+                    Status(StatusCode::kPermissionDenied,
+                           "User is not authorized to perform: kinesis:DescribeStreamSummary"));
+  auto f = h.make(StartPosition::after_checkpoint(seq_number(3)));
+  FetchStep s = f->fetch_step();
+  EXPECT_NE(s.outcome, FetchOutcome::kFailed);
+  EXPECT_TRUE(f->terminal_error().ok()) << f->terminal_error();
+  EXPECT_TRUE(f->shard_ended());
+  auto b = f->take_batch();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(b->shard_end);
+}
+
 TEST(FetcherErrorsTest, NonRetryableErrorIsTerminalWithContext) {
   FetcherHarness h;
   h.fake->add_records(10);
