@@ -25,6 +25,7 @@
 #include "lifecycle/paced_delivery.h"
 #include "lifecycle/processor_calls.h"
 #include "support/lease_test_util.h"
+#include "support/null_checkpointer.h"
 
 namespace kcl::lifecycle {
 namespace {
@@ -51,19 +52,7 @@ retrieval::FetchedBatch batch_of(int first, int count) {
 }
 
 // Accepts every checkpoint; the deliveries only pass it on.
-class NullCheckpointer final : public Checkpointer {
- public:
-  Status checkpoint() override { return Status::Ok(); }
-  Status checkpoint(const Record&) override { return Status::Ok(); }
-  Status checkpoint(std::string_view, SubSequenceNumber) override { return Status::Ok(); }
-  Status prepare_checkpoint(std::string_view, SubSequenceNumber, std::string_view) override {
-    return Status::Ok();
-  }
-  Status commit_prepared() override { return Status::Ok(); }
-  ExtendedSequenceNumber last_checkpoint() const override {
-    return ExtendedSequenceNumber::trim_horizon();
-  }
-};
+using kcl::testing::NullCheckpointer;
 
 // What a delivery asked of its consumer.
 class RecordingHost final : public DeliveryHost {

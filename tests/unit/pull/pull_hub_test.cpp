@@ -13,6 +13,7 @@
 
 #include "metrics/metrics_registry.h"
 #include "pull/pull_processor.h"
+#include "support/null_checkpointer.h"
 
 namespace kcl::pull {
 namespace {
@@ -419,19 +420,7 @@ TEST_F(PullHubTest, ConcurrentAcksInRandomOrderEndAtTheLastRecord) {
 TEST_F(PullHubTest, TheUnackedGaugeCarriesTheConsumersTagsAndIsForgottenWithThem) {
   make_hub();
   metrics::MetricsRegistry registry;
-  class NoCheckpoints final : public Checkpointer {
-   public:
-    Status checkpoint() override { return Status::Ok(); }
-    Status checkpoint(const Record&) override { return Status::Ok(); }
-    Status checkpoint(std::string_view, SubSequenceNumber) override { return Status::Ok(); }
-    Status prepare_checkpoint(std::string_view, SubSequenceNumber, std::string_view) override {
-      return Status::Ok();
-    }
-    Status commit_prepared() override { return Status::Ok(); }
-    ExtendedSequenceNumber last_checkpoint() const override {
-      return ExtendedSequenceNumber::trim_horizon();
-    }
-  } checkpointer;
+  kcl::testing::NullCheckpointer checkpointer;
   const MetricTag orders[] = {{"shard", "shardId-000000000000"}, {"stream", "orders"}};
   const MetricTag payments[] = {{"shard", "shardId-000000000000"}, {"stream", "payments"}};
   std::vector<std::unique_ptr<PullProcessor>> processors;
