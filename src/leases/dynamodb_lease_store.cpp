@@ -23,7 +23,9 @@ bool describes_owner_index(const dynamodb::TableDescription& t) {
     const bool keyed = !g.key_schema.empty() &&
                        g.key_schema[0].attribute_name == attr::kLeaseOwner &&
                        g.key_schema[0].key_type == "HASH";
-    return keyed && (g.index_status.empty() || g.index_status == "ACTIVE");
+    // UPDATING (a throughput change) still serves queries; CREATING (backfilling) does not.
+    return keyed &&
+           (g.index_status.empty() || g.index_status == "ACTIVE" || g.index_status == "UPDATING");
   }
   return false;
 }
@@ -141,7 +143,7 @@ Status DynamoDbLeaseStore::create_table_if_not_exists() {
   auto described = client_->describe_table(table);
   if (described.ok()) {
     KCL_RETURN_IF_ERROR(verify_key_schema(*described));
-    owner_index_.store(describes_owner_index(*described));
+    note_index(describes_owner_index(*described));
     if (described->table_status == "ACTIVE") return Status::Ok();
     if (described->table_status == "DELETING") {
       return Status(StatusCode::kFailedPrecondition,
@@ -175,7 +177,7 @@ Status DynamoDbLeaseStore::create_table_if_not_exists() {
   }
   auto active = client_->wait_until_active(table, options_.table_active_timeout);
   if (!active.ok()) return active.status().with_context("waiting for lease table " + table + ": ");
-  owner_index_.store(describes_owner_index(*active));
+  note_index(describes_owner_index(*active));
   return verify_key_schema(*active);
 }
 
@@ -205,11 +207,50 @@ Result<std::vector<Lease>> DynamoDbLeaseStore::list_leases() {
 }
 
 Result<std::vector<std::string>> DynamoDbLeaseStore::owned_lease_keys(std::string_view owner) {
+  const bool indexed = owner_index_.load() || owner_index_now_serves();
+  auto keys = read_owned_keys(owner, indexed);
+  if (!keys.ok() && indexed && keys.status().code() == StatusCode::kInvalidArgument) {
+    // The index is gone (ValidationException: no such index): scan, and look again later.
+    owner_index_.store(false);
+    {
+      std::lock_guard<std::mutex> lock(index_mu_);
+      index_looked_at_ = std::chrono::steady_clock::now();
+    }
+    if (options_.logger && options_.logger->enabled(LogLevel::kWarn)) {
+      options_.logger->log(LogLevel::kWarn, "lease table " + options_.table_name,
+                           keys.status().to_string() + "; reading owned leases by a scan until " +
+                               std::string(kOwnerIndex) + " serves again");
+    }
+    keys = read_owned_keys(owner, false);
+  }
+  return keys;
+}
+
+void DynamoDbLeaseStore::note_index(bool serves) {
+  owner_index_.store(serves);
+  std::lock_guard<std::mutex> lock(index_mu_);
+  index_looked_at_ = std::chrono::steady_clock::now();
+}
+
+bool DynamoDbLeaseStore::owner_index_now_serves() {
+  {
+    std::lock_guard<std::mutex> lock(index_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - index_looked_at_ < options_.owner_index_recheck) return false;
+    index_looked_at_ = now;
+  }
+  auto described = client_->describe_table(options_.table_name);
+  if (!described.ok() || !describes_owner_index(*described)) return false;
+  owner_index_.store(true);
+  return true;
+}
+
+Result<std::vector<std::string>> DynamoDbLeaseStore::read_owned_keys(std::string_view owner,
+                                                                     bool indexed) {
   Expression match;
   match.expression = "#o = :o";
   match.names["#o"] = std::string(attr::kLeaseOwner);
   match.values[":o"] = AttributeValue::S(std::string(owner));
-  const bool indexed = owner_index_.load();
   if (!indexed) {
     match.names["#k"] = std::string(attr::kLeaseKey);
   }

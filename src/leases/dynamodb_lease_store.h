@@ -49,6 +49,10 @@ struct DynamoDbLeaseStoreOptions {
   // A lease renewal's deadline, one attempt (LeaseConfig::effective_renew_call_timeout()): a
   // stalled connection costs one renewal, not every lease held. 0: the client's own options.
   std::chrono::milliseconds renew_call_timeout{0};
+  // While the table has no owner index that serves queries (none, or one a Java KCL 3.x
+  // worker is still building: CREATING), how often owned_lease_keys() looks again: one
+  // DescribeTable (not billed), and the index is queried from then on once it is ACTIVE.
+  std::chrono::milliseconds owner_index_recheck{std::chrono::minutes(5)};
 
   static DynamoDbLeaseStoreOptions from_config(const LeaseConfig& config);
 };
@@ -74,8 +78,10 @@ class DynamoDbLeaseStore final : public LeaseStore {
   // but leaseKey (S) as the only key is kFailedPrecondition, before anything is written.
   Status create_table_if_not_exists() override;
   Result<std::vector<Lease>> list_leases() override;
-  // A Query of LeaseOwnerToLeaseKeyIndex where the table has it (ACTIVE), else a filtered
-  // scan (billed for every item it reads).
+  // A Query of LeaseOwnerToLeaseKeyIndex where the table has it serving (ACTIVE or UPDATING),
+  // else a filtered scan (billed for every item it reads); without it, the table is looked at
+  // again every owner_index_recheck, and a query answered "no such index" (it was deleted)
+  // turns to the scan at once.
   Result<std::vector<std::string>> owned_lease_keys(std::string_view owner) override;
   bool has_owner_index() const override { return owner_index_.load(); }
   Result<std::optional<Lease>> get_lease(std::string_view lease_key) override;
@@ -113,8 +119,18 @@ class DynamoDbLeaseStore final : public LeaseStore {
   DynamoDbLeaseStoreOptions options_;
   // Set once an item with an entityType was seen: new leases carry entityType "LEASE".
   std::atomic<bool> uses_entity_type_{false};
-  // The table has LeaseOwnerToLeaseKeyIndex, ACTIVE (known from create_table_if_not_exists).
+  // Reads the keys of `owner`'s leases, by the owner index or by a filtered scan.
+  Result<std::vector<std::string>> read_owned_keys(std::string_view owner, bool indexed);
+  // Whether a look at the table, when one is due, finds the owner index serving (and notes it).
+  bool owner_index_now_serves();
+  // What a description of the table said of the owner index, now.
+  void note_index(bool serves);
+
+  // The table has LeaseOwnerToLeaseKeyIndex, ACTIVE or UPDATING (create_table_if_not_exists,
+  // then owner_index_now_serves(); false again when a query says the index is gone).
   std::atomic<bool> owner_index_{false};
+  std::mutex index_mu_;  // guards the one below
+  std::chrono::steady_clock::time_point index_looked_at_{};
   mutable std::mutex scan_mu_;  // guards last_scan_
   LeaseScanSummary last_scan_;
   base::UnreadableItems unreadable_{"a readable lease", "their shards are not read until fixed"};

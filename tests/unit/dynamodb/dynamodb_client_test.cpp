@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "coordination/dynamodb_coordination_store.h"
+#include "leases/dynamodb_lease_store.h"
 
 namespace kcl::dynamodb {
 namespace {
@@ -753,6 +754,63 @@ TEST_F(DynamoDbClientTest, TheCoordinationTableResolvesPastAnOwnNameItMayNotDesc
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_EQ(fake_->calls.size(), 1u) << "the own name (258 characters) is not looked for";
   EXPECT_EQ(fake_->calls[0].body["TableName"], config.application_name + "-CoordinatorState");
+}
+
+// The owner index (LeaseOwnerToLeaseKeyIndex) as the lease table describes it over time: one
+// a Java KCL 3.x worker is still building (CREATING) at start is looked at again and queried
+// once ACTIVE (the worker scanned the whole table for its leases for good before); one that
+// went away ("no such index") turns the read to a scan at once (every read failed before).
+TEST_F(DynamoDbClientTest, TheOwnerIndexIsLookedAtAgainUntilItServesAndLeftWhenItIsGone) {
+  auto table_with_index = [](const std::string& index_status) {
+    json t = table_json("ACTIVE");
+    t["Table"]["GlobalSecondaryIndexes"] =
+        json::array({{{"IndexName", "LeaseOwnerToLeaseKeyIndex"},
+                      {"KeySchema",
+                       {{{"AttributeName", "leaseOwner"}, {"KeyType", "HASH"}},
+                        {{"AttributeName", "leaseKey"}, {"KeyType", "RANGE"}}}},
+                      {"IndexStatus", index_status}}});
+    return t;
+  };
+  const json owned = {{"Items", {{{"leaseKey", {{"S", "shardId-1"}}}}}}};
+  leases::DynamoDbLeaseStoreOptions options;
+  options.table_name = "leases";
+  options.owner_index_recheck = milliseconds(0);  // look at every read
+  leases::DynamoDbLeaseStore store(
+      std::make_shared<DynamoDbClient>(fake_, clock_, [](milliseconds) {}), options);
+  fake_->respond(table_with_index("CREATING"));
+  ASSERT_TRUE(store.create_table_if_not_exists().ok());
+  EXPECT_FALSE(store.has_owner_index());
+
+  // Still CREATING: a scan.
+  fake_->respond(table_with_index("CREATING"));
+  fake_->respond(owned);
+  auto keys = store.owned_lease_keys("w1");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(*keys, std::vector<std::string>{"shardId-1"});
+  EXPECT_EQ(fake_->calls.back().operation, "Scan");
+
+  // ACTIVE: the index from then on.
+  fake_->respond(table_with_index("ACTIVE"));
+  fake_->respond(owned);
+  keys = store.owned_lease_keys("w1");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(fake_->calls.back().operation, "Query");
+  EXPECT_TRUE(store.has_owner_index());
+  const std::size_t before = fake_->calls.size();
+  fake_->respond(owned);
+  ASSERT_TRUE(store.owned_lease_keys("w1").ok());
+  EXPECT_EQ(fake_->calls.size(), before + 1) << "a query alone, no look at the table";
+
+  // Deleted: the query is refused; the same read scans.
+  fake_->fail(StatusCode::kInvalidArgument,
+              "The table does not have the specified index: LeaseOwnerToLeaseKeyIndex",
+              "ValidationException");
+  fake_->respond(owned);
+  keys = store.owned_lease_keys("w1");
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  EXPECT_EQ(*keys, std::vector<std::string>{"shardId-1"});
+  EXPECT_EQ(fake_->calls.back().operation, "Scan");
+  EXPECT_FALSE(store.has_owner_index());
 }
 
 }  // namespace
