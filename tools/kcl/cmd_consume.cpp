@@ -117,7 +117,10 @@ class Output {
     std::size_t in_chunk = 0;
     auto flush = [&] {
       std::lock_guard<std::mutex> lock(mu_);
-      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) return gone();
+      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
+        mark_closed();
+        return false;
+      }
       written_ += static_cast<long long>(in_chunk);
       text.clear();
       in_chunk = 0;
@@ -131,7 +134,10 @@ class Output {
     }
     if (!text.empty() && !flush()) return -1;
     std::lock_guard<std::mutex> lock(mu_);
-    if (std::fflush(stdout) != 0) return gone() ? 0 : -1;
+    if (std::fflush(stdout) != 0) {
+      mark_closed();
+      return -1;
+    }
     if (max_ > 0 && written_ >= max_) wake_stop_waiter();
     return static_cast<long long>(granted);
   }
@@ -151,12 +157,11 @@ class Output {
 
  private:
   // A write failed (mu_ held): the reader is gone; the command stops (wake-up) gracefully.
-  bool gone() {
+  void mark_closed() {
     if (!closed_) {
       closed_ = true;
       wake_stop_waiter();
     }
-    return false;
   }
 
   // How many of `wanted` records this caller may print (every one without a limit).
