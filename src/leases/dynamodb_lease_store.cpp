@@ -211,11 +211,7 @@ Result<std::vector<std::string>> DynamoDbLeaseStore::owned_lease_keys(std::strin
   auto keys = read_owned_keys(owner, indexed);
   if (!keys.ok() && indexed && keys.status().code() == StatusCode::kInvalidArgument) {
     // The index is gone (ValidationException: no such index): scan, and look again later.
-    owner_index_.store(false);
-    {
-      std::lock_guard<std::mutex> lock(index_mu_);
-      index_looked_at_ = std::chrono::steady_clock::now();
-    }
+    note_index(false);
     if (options_.logger && options_.logger->enabled(LogLevel::kWarn)) {
       options_.logger->log(LogLevel::kWarn, "lease table " + options_.table_name,
                            keys.status().to_string() + "; reading owned leases by a scan until " +

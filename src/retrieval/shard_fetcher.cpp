@@ -245,12 +245,9 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
       // stream's retention no longer exists. Its reading then ends at its end, as the Java
       // KCL ends it, so that its children start (there is nothing left to read in it).
       auto stream = client_.describe_stream_summary(stream_);
-      if (stream.ok() && stream->stream_status != "DELETING") {
-        state_ = State::kDone;
-        iterator_.clear();
-        return finish_at_shard_end(FetchedBatch{});
-      }
-      if (!stream.ok() && stream.status().code() != StatusCode::kNotFound) {
+      const bool stream_gone = stream.ok() ? stream->stream_status == "DELETING"
+                                           : stream.status().code() == StatusCode::kNotFound;
+      if (!stream.ok() && !stream_gone) {
         const std::optional<milliseconds> delay = retries_.next_delay(stream.status());
         if (delay) {  // which of the two cannot be told yet
           note_retry_reason("shard " + shard_id_ + " not found, and stream " + stream_ +
@@ -258,9 +255,11 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
           next_due_ = clock_.now() + *delay;
           return FetchStep{FetchOutcome::kRetrying, next_due_};
         }
-        // It will not be told (a role without kinesis:DescribeStreamSummary, which a
-        // one-stream worker needs nowhere else): the shard ends at its end, as the Java KCL
-        // ends a shard on ResourceNotFound; a deleted stream is found by the shard sync.
+        // Otherwise it will not be told (a role without kinesis:DescribeStreamSummary, which a
+        // one-stream worker needs nowhere else): taken as the shard alone gone, as the Java
+        // KCL ends a shard on ResourceNotFound; a deleted stream is found by the shard sync.
+      }
+      if (!stream_gone) {
         state_ = State::kDone;
         iterator_.clear();
         return finish_at_shard_end(FetchedBatch{});
