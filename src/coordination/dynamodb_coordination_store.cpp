@@ -80,10 +80,9 @@ Result<WorkerEntry> worker_from_item(const Item& item, std::string_view key,
   advisory(url.status());
   if (url.ok()) w.status_url = url->value_or("");
   if (auto it = item.find("leaseLoad"); it != item.end()) {
-    auto load = it->second.type() == Type::kS ? decode_lease_load(it->second.s())
-                                              : Result<std::map<std::string, double>>(Status(
-                                                    StatusCode::kInternal, "is not a string"));
-    if (load.ok()) {
+    if (it->second.type() != Type::kS) {
+      advisory(bad(key, "leaseLoad", "is not a string"));
+    } else if (auto load = decode_lease_load(it->second.s()); load.ok()) {
       w.lease_kbps = std::move(*load);
     } else {
       advisory(bad(key, "leaseLoad", load.status().message()));
