@@ -494,7 +494,10 @@ class _Adapter(RecordProcessor):
             cp._shard_end = False
 
     def shutdown_requested(self, checkpointer: _kcl.Checkpointer) -> None:
+        # As under the MultiLangDaemon: the worker lets the lease go after shutdown_requested,
+        # and the processor hears of it (lease_lost, or shutdown with ZOMBIE) last.
         self._calls.call_shutdown_requested(self._checkpointer(checkpointer))
+        self._calls.call_lease_lost()
 
 
 # Attributes deepcopy refuses that a copy gets a new one of: a lock guards its own copy's state.

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Set
 
 import pytest
 
@@ -253,6 +253,15 @@ def stop(p: subprocess.Popen, sig: int = signal.SIGTERM) -> str:
     return err
 
 
+def assert_lease_lost_ends(evs: List[Dict[str, Any]], shards: Set[str]) -> None:
+    """A graceful stop: each shard's processor hears shutdown_requested, then lease_lost (the
+    worker lets the lease go), as under the MultiLangDaemon."""
+    for shard in shards:
+        ends = [e["e"] for e in evs if e.get("shard") == shard
+                and e["e"] in ("shutdown_requested", "lease_lost")]
+        assert ends == ["shutdown_requested", "lease_lost"], (shard, ends)
+
+
 def test_a_v3_processor_through_a_split_and_sigterm(emulators, names, tmp_path):
     stream, app = names("s"), names("app")
     emulators.kinesis.create_stream(stream, 1)
@@ -300,6 +309,7 @@ def test_a_v3_processor_through_a_split_and_sigterm(emulators, names, tmp_path):
                    if v["checkpoint"] != "SHARD_END"}
     assert len(open_shards) == 2
     assert {e["shard"] for e in evs if e["e"] == "shutdown_requested"} == open_shards
+    assert_lease_lost_ends(evs, open_shards)
     last: Dict[str, str] = {}
     for e in records():
         last[e["shard"]] = e["seq"]
@@ -483,6 +493,7 @@ def test_the_same_program_as_a_kcl_multilang_child(emulators, names, tmp_path):
     assert all(base64.b64decode(e["b64"]).decode() == e["data"] for e in records)
     pids = {e["pid"] for e in evs if e["e"] == "initialize"}
     assert len(pids) == 2 and p.pid not in pids, "a child process per shard"
+    assert_lease_lost_ends(evs, set(last))
     assert {e["shard"] for e in evs if e["e"] == "shutdown_requested"} == set(last)
 
 

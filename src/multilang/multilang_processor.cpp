@@ -238,8 +238,9 @@ void MultiLangProcessor::shard_ended(Checkpointer& checkpointer) {
 void MultiLangProcessor::shutdown_requested(Checkpointer& checkpointer) {
   if (!child_) return;
   exchange("shutdownRequested", json{{"action", "shutdownRequested"}}.dump(), &checkpointer);
-  child_->stop();
-  child_.reset();
+  // The worker lets the lease go once this returns; as under the Java MultiLangDaemon, the
+  // child hears of it (leaseLost) before it is ended, and can release what it holds there.
+  lease_lost();
 }
 
 }  // namespace kcl::multilang

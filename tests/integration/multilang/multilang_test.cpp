@@ -88,14 +88,17 @@ class MultiLangTest : public ::testing::Test {
     return path;
   }
 
-  ChildProcess daemon(const std::string& props, const std::string& out) {
+  // `log`: where the daemon's log (its children's stderr among it) goes; the test's own
+  // stderr when empty.
+  ChildProcess daemon(const std::string& props, const std::string& out,
+                      const std::string& log = "") {
     std::vector<std::string> env = testing::emulator_environment(aws_);
     const char* path = std::getenv("PATH");
     env.back() = std::string("PATH=") + (path ? path : "/usr/bin:/bin");
     env.push_back("KCL_NODE_MODULES=" + node_modules());
     env.push_back("MULTILANG_OUT=" + out);
     return ChildProcess({KCL_CLI_PATH, "multilang", "--properties", props}, env,
-                        base_ + ".daemon.out");
+                        base_ + ".daemon.out", log);
   }
 
   std::map<std::string, std::string> checkpoints() {
@@ -119,8 +122,10 @@ class MultiLangTest : public ::testing::Test {
 TEST_F(MultiLangTest, AnAwsKclNodeProcessorGetsEveryRecordAndCheckpoints) {
   const auto last = put(60);
   const std::string out = base_ + ".records";
-  ChildProcess d = daemon(
-      properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js"), out);
+  const std::string log_path = base_ + ".daemon.log";
+  ChildProcess d =
+      daemon(properties("node " KCL_SOURCE_DIR "/tests/integration/multilang/record_writer.js"),
+             out, log_path);
   ASSERT_TRUE(d.started());
   ASSERT_TRUE(eventually([&] { return finished_lines(out).size() >= 60; }, 120s))
       << finished_lines(out).size() << " records written by the children";
@@ -140,6 +145,17 @@ TEST_F(MultiLangTest, AnAwsKclNodeProcessorGetsEveryRecordAndCheckpoints) {
   EXPECT_EQ(d.stop(), 0);
   auto cps = checkpoints();
   for (const auto& [shard, seq] : last) EXPECT_EQ(cps[shard], seq) << shard;
+  // As under the Java MultiLangDaemon, a graceful stop's shutdownRequested is followed by
+  // leaseLost (the worker lets the lease go) before the child is ended.
+  std::string log;
+  for (const auto& l : finished_lines(log_path)) log += l + "\n";
+  for (const auto& [shard, seq] : last) {
+    const auto asked = log.find("shutdown requested " + shard);
+    ASSERT_NE(asked, std::string::npos) << shard << "\n" << log;
+    EXPECT_NE(log.find("lease lost " + shard, asked), std::string::npos)
+        << shard << ": no leaseLost after its shutdownRequested\n"
+        << log;
+  }
 }
 
 // streamNames (kcl-cpp's own key): one daemon, two streams, one lease table; each child's

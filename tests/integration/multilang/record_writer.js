@@ -40,6 +40,7 @@ const processor = {
     });
   },
   shutdownRequested(input, done) {
+    process.stderr.write(`shutdown requested ${shard}\n`);
     input.checkpointer.checkpoint((err) => {
       if (err) process.stderr.write(`shutdown checkpoint failed: ${err}\n`);
       done();
