@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "aws/cbor.h"
 #include "aws/http_transport.h"
 #include "aws/json_util.h"
 #include "aws/retry.h"
@@ -23,10 +24,16 @@ constexpr std::size_t kMinRecordJsonBytes = 96;
 // At most as many records as one GetRecords answer: larger events grow the vector as usual.
 constexpr std::size_t kMaxRecordsReserved = 10000;
 
-// The message of an exception or error event: its JSON payload's message (or Message), else
-// its :error-message header.
+// The message of an exception or error event: its payload's message (or Message), in CBOR
+// when its :content-type says so (AWS answers a CBOR subscription in CBOR), else in JSON;
+// else its :error-message header.
 std::string service_error_message(const eventstream::Message& m) {
   std::string message(m.string_header(":error-message"));
+  if (m.string_header(":content-type").find("cbor") != std::string_view::npos) {
+    std::string type, text, why;
+    if (aws::cbor::read_error_body(m.payload(), type, text, why) && !text.empty()) message = text;
+    return message;
+  }
   auto body = nlohmann::json::parse(m.payload(), nullptr, false);
   if (body.is_object()) {
     for (const char* key : {"message", "Message"}) {

@@ -12,6 +12,8 @@
 //                                           (a record with "noData": true has no Data field)
 //   {"initial": true}                       an initial-response event
 //   {"exception": "Type", "message": "..."} an exception message inside the 200 stream
+//                                           (with "cbor": true its payload is CBOR, as AWS
+//                                           sends it to a CBOR subscription)
 //   {"httpError": {"status": 400, "type": "ResourceInUseException", "message": "..."}}
 //                                           an error answer instead of the stream
 //   {"corrupt": true}                       an event whose message CRC is wrong
@@ -33,6 +35,7 @@
 const http2 = require('http2');
 const path = require('path');
 const {message} = require(path.join(__dirname, '../../../tools/emulators/event_stream.js'));
+const cbor = require(path.join(__dirname, '../../../tools/emulators/cbor.js'));
 const fs = require('fs');
 
 const args = process.argv.slice(2);
@@ -83,8 +86,10 @@ async function play(stream, actions) {
     if (a.event) stream.write(eventMessage(a.event, false));
     else if (a.initial) stream.write(message({':message-type': 'event', ':event-type': 'initial-response'}, '{}'));
     else if (a.exception) {
+      const text = a.message || '';
       stream.write(message({':message-type': 'exception', ':exception-type': a.exception,
-        ':content-type': 'application/json'}, JSON.stringify({message: a.message || ''})));
+        ':content-type': a.cbor ? 'application/x-amz-cbor-1.1' : 'application/json'},
+        a.cbor ? cbor.encode({message: text}) : JSON.stringify({message: text})));
     } else if (a.corrupt) stream.write(eventMessage({records: [{seq: seq(999999), data: 'bad'}], continuation: seq(999999)}, true));
     else if (a.resetMidMessage) {
       const m = eventMessage({records: [{seq: seq(888888), data: 'cut'}], continuation: seq(888888)}, false);

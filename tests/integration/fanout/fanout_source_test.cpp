@@ -434,6 +434,22 @@ TEST_F(FanOutSourceTest, ResourceNotFoundForTheShardEndsItCleanly) {
   EXPECT_TRUE(s->terminal_error().ok());
 }
 
+// In the stream of a CBOR subscription AWS writes an exception's message in CBOR: the
+// consumer's absence must still be told from the shard's.
+TEST_F(FanOutSourceTest, AConsumerNotFoundInACborExceptionIsAnErrorNotTheShardsEnd) {
+  serve(json::array({json::array(
+      {event({0}, 0),
+       {{"exception", "ResourceNotFoundException"},
+        {"cbor", true},
+        {"message", "Consumer arn:aws:kinesis:us-east-1:1:stream/s/consumer/c:1 not found."}}})}));
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return s->finished(); }));
+  EXPECT_FALSE(ended_) << "the shard was taken for ended";
+  EXPECT_EQ(s->terminal_error().code(), StatusCode::kNotFound) << s->terminal_error();
+  EXPECT_NE(s->terminal_error().message().find("not found."), std::string::npos)
+      << s->terminal_error();
+}
+
 TEST_F(FanOutSourceTest, ResourceNotFoundForTheConsumerIsAnError) {
   serve(json::array({json::array({{{"httpError",
                                     {{"status", 400},
