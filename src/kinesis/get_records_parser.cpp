@@ -329,6 +329,9 @@ Status parse_document(od::document& doc, GetRecordsResult& out, RecordSink* sink
     od::value v = field.value();
     if (is_null_member(v)) continue;  // absent; NextShardIterator null = the shard's end
     if (key == "Records") {
+      // As the CBOR reader: two arrays would be delivered both with a sink, the second alone
+      // without one.
+      if (have_records) return malformed("a second Records member");
       KCL_RETURN_IF_ERROR(parse_records(v, out, sink));
       have_records = true;
     } else if (key == "NextShardIterator") {

@@ -360,6 +360,13 @@ TEST(GetRecordsParserTest, RejectsWrongTypes) {
                    "ChildShards[0].ParentShards");
 }
 
+TEST(GetRecordsParserTest, RejectsASecondRecordsMember) {
+  expect_malformed(
+      R"({"Records":[{"SequenceNumber":"1","PartitionKey":"a","Data":""}],)"
+      R"("Records":[{"SequenceNumber":"2","PartitionKey":"b","Data":""}],"NextShardIterator":"x"})",
+      "a second Records member");
+}
+
 TEST(GetRecordsParserTest, RejectsMissingFields) {
   expect_malformed(R"({})", "Records: missing");
   expect_malformed(R"({"NextShardIterator":"x"})", "Records: missing");

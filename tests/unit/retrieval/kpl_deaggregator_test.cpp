@@ -343,8 +343,11 @@ TEST(KplDeaggregatorTest, MagicOnlyAndTooShort) {
   expect_delivered_as_it_came(t::kinesis_record(magic + std::string(16, 'a')), "MD5 mismatch");
 }
 
-// Decision: a valid aggregate with zero sub-records delivers nothing (as the Java KCL does)
-// and is reported as kEmptyAggregate with a reason, so the caller can count or log it.
+// Decision: a valid aggregate with zero sub-records delivers nothing and is reported as
+// kEmptyAggregate with a reason, so the caller can count or log it. (The Java KCL delivers
+// one with tables as nothing too, but the 20 bytes of magic + MD5("") as a plain record: it
+// wants more bytes than the digest after the magic. An empty aggregate is what a KPL writes
+// for no records, so kcl-cpp reads both as empty aggregates.)
 TEST(KplDeaggregatorTest, EmptyAggregateDeliversNothingButIsReported) {
   {  // zero-length protobuf: magic + MD5("")
     const std::string data = t::kpl_magic() + t::from_hex("d41d8cd98f00b204e9800998ecf8427e");
