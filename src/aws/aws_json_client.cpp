@@ -315,19 +315,34 @@ class JsonClient final : public AwsJsonClient {
         st = http_error(c.op, *resp, creds, signature, c.details, &skew);
         // Measured whatever attempts are left: a call of one attempt (GetRecords, PutRecords)
         // fails, and the next call is signed right.
-        if (skew && !c.skew_retried && adjust_skew(*resp) && more_attempts) {
-          c.skew_retried = true;
-          *retry_at_once = true;
+        bool mended = false;  // the next call is signed right: the failure is not final
+        if (skew && !c.skew_retried && adjust_skew(*resp)) {
+          mended = true;
+          if (more_attempts) {
+            c.skew_retried = true;
+            *retry_at_once = true;
+          }
         }
         // Credentials the service says expired (a session rotated before its stated
         // expiry, or a host clock behind): fetched anew, and tried once more at once.
         if (c.details.error_type == "ExpiredTokenException" ||
             c.details.error_type == "ExpiredToken") {
           credentials_->reject(creds);
+          mended = !c.renewed;
           if (!c.renewed && more_attempts) {
             c.renewed = true;
             *retry_at_once = true;
           }
+        }
+        // A call of one attempt (GetRecords, PutRecords) ends here, but not for good: its
+        // caller's own retry (after a backoff) is signed with the skew or the credentials
+        // just mended, where an access error would have ended a shard's reading.
+        if (mended && !more_attempts) {
+          st = Status(StatusCode::kUnavailable,
+                      st.message() + " (" +
+                          (skew ? "clock skew measured" : "credentials fetched anew") +
+                          "; the next call is signed with them)",
+                      c.details);
         }
       }
     }

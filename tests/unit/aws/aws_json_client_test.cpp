@@ -427,7 +427,13 @@ TEST_F(ScriptedClientTest, ACallOfOneAttemptMeasuresTheSkewForTheNextCall) {
   auto c = client();
   CallOptions once;
   once.max_attempts = 1;
-  EXPECT_FALSE(c->call("GetRecords", "{}", once).ok()) << "no attempt left to retry";
+  auto first = c->call("GetRecords", "{}", once);
+  ASSERT_FALSE(first.ok()) << "no attempt left to retry";
+  // Not an access error that would end a shard's reading: the caller's next call is signed
+  // right.
+  EXPECT_EQ(first.status().code(), StatusCode::kUnavailable) << first.status();
+  EXPECT_NE(first.status().message().find("clock skew measured"), std::string::npos)
+      << first.status();
   ASSERT_TRUE(c->call("GetRecords", "{}", once).ok());
   auto sent = transport_->sent();
   ASSERT_EQ(sent.size(), 2u);
@@ -445,6 +451,22 @@ TEST_F(ScriptedClientTest, CredentialsRefusedAsExpiredAreFetchedAnewAndTriedAtOn
   EXPECT_TRUE(sleeps_.empty()) << "tried again at once";
   EXPECT_EQ(creds_->rejected(), 1) << "the provider was told to drop them";
   EXPECT_EQ(creds_->calls(), 2) << "and asked again";
+}
+
+TEST_F(ScriptedClientTest, CredentialsRefusedAsExpiredInACallOfOneAttemptFailItForNow) {
+  transport_->push_response(400, error_body("ExpiredTokenException",
+                                            "The security token included in the request is "
+                                            "expired"));
+  transport_->push_response(200, "{}");
+  auto c = client();
+  CallOptions once;
+  once.max_attempts = 1;
+  auto first = c->call("GetRecords", "{}", once);
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), StatusCode::kUnavailable) << first.status();
+  EXPECT_EQ(creds_->rejected(), 1);
+  ASSERT_TRUE(c->call("GetRecords", "{}", once).ok());
+  EXPECT_EQ(creds_->calls(), 2) << "the next call asked for credentials anew";
 }
 
 TEST_F(ScriptedClientTest, ServerTextEchoingSecretsIsRedacted) {
