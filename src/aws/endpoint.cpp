@@ -242,8 +242,36 @@ Result<std::string> signing_region(const Found& region, const Found& endpoint,
   return region.value;
 }
 
-// https://<service>.<region>.amazonaws.com, .cn for the cn- regions.
-Result<std::string> default_endpoint(const std::string& svc, const std::string& region) {
+// The SDKs' FIPS setting: AWS_USE_FIPS_ENDPOINT, else the profile's use_fips_endpoint.
+Result<bool> find_fips(const AwsConfig& config, const EnvLookup& env) {
+  Found f;
+  if (auto v = env_value(env, "AWS_USE_FIPS_ENDPOINT")) {
+    f = {std::string(trim(*v)), "AWS_USE_FIPS_ENDPOINT"};
+  } else {
+    const std::string profile = resolve_profile_name(config.profile, env);
+    if (auto p = load_shared_profile(profile, env).get("use_fips_endpoint")) {
+      f = {std::string(trim(*p)), "use_fips_endpoint of profile '" + printable(profile) + "'"};
+    }
+  }
+  const std::string value = to_lower(f.value);
+  if (value.empty() || value == "false") return false;
+  if (value == "true") return true;
+  return Status(StatusCode::kInvalidArgument,
+                f.source + " is '" + printable(f.value) + "': true or false");
+}
+
+// The regions where every service kcl-cpp calls (Kinesis, DynamoDB, CloudWatch) has a FIPS
+// endpoint named <service>-fips.<region>.amazonaws.com. Elsewhere (GovCloud, whose endpoints
+// follow rules of their own per service, and regions without FIPS endpoints) a FIPS
+// endpoint is named by the user rather than guessed.
+bool has_fips_endpoints(std::string_view region) {
+  return region == "us-east-1" || region == "us-east-2" || region == "us-west-1" ||
+         region == "us-west-2";
+}
+
+// https://<service>.<region>.amazonaws.com, .cn for the cn- regions; with `fips`,
+// https://<service>-fips.<region>.amazonaws.com.
+Result<std::string> default_endpoint(const std::string& svc, const std::string& region, bool fips) {
   if (svc.empty()) {
     return Status(StatusCode::kInvalidArgument, "no service name to build an endpoint from");
   }
@@ -254,6 +282,18 @@ Result<std::string> default_endpoint(const std::string& svc, const std::string& 
     }
   }
   std::string lower_region = to_lower(region);
+  if (fips) {
+    if (!has_fips_endpoints(lower_region)) {
+      return Status(StatusCode::kInvalidArgument,
+                    "FIPS endpoints are asked for (AWS_USE_FIPS_ENDPOINT or use_fips_endpoint), "
+                    "but kcl-cpp knows none of " +
+                        svc + " in " + printable(region) + ": name it with " +
+                        (svc == "monitoring" ? std::string("AWS_ENDPOINT_URL_CLOUDWATCH")
+                                             : "AWS_ENDPOINT_URL_" + service_env_suffix(svc)) +
+                        " or --endpoint-url");
+    }
+    return "https://" + svc + "-fips." + lower_region + ".amazonaws.com";
+  }
   std::string url = "https://" + svc + "." + lower_region + ".amazonaws.com";
   if (lower_region.rfind("cn-", 0) == 0) url += ".cn";
   return url;
@@ -272,7 +312,8 @@ Result<ResolvedEndpoint> resolve_endpoint(const AwsConfig& config, std::string_v
   if (!endpoint.value.empty()) {
     KCL_ASSIGN_OR_RETURN(out.url, normalize_endpoint(endpoint.value, endpoint.source));
   } else {
-    KCL_ASSIGN_OR_RETURN(out.url, default_endpoint(svc, out.region));
+    KCL_ASSIGN_OR_RETURN(const bool fips, find_fips(config, env));
+    KCL_ASSIGN_OR_RETURN(out.url, default_endpoint(svc, out.region, fips));
   }
   return out;
 }

@@ -43,6 +43,48 @@ TEST_F(EndpointTest, ChinaRegionsUseTheCnDomain) {
   EXPECT_EQ(r->url, "https://kinesis.cn-north-1.amazonaws.com.cn");
 }
 
+TEST_F(EndpointTest, FipsEndpointsAreUsedWhereTheyAreKnownAndNamedElsewhere) {
+  AwsConfig c;
+  c.region = "us-east-2";
+  env_.set("AWS_USE_FIPS_ENDPOINT", "true");
+  for (const char* svc : {"kinesis", "dynamodb", "monitoring"}) {
+    auto r = resolve_endpoint(c, svc);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->url, std::string("https://") + svc + "-fips.us-east-2.amazonaws.com");
+    EXPECT_EQ(r->region, "us-east-2");
+  }
+  // Where kcl-cpp knows no FIPS endpoint it says so rather than use one that is not.
+  c.region = "us-gov-west-1";
+  auto gov = resolve_endpoint(c, "kinesis");
+  ASSERT_FALSE(gov.ok());
+  EXPECT_TRUE(contains(gov.status().message(), "AWS_ENDPOINT_URL_KINESIS")) << gov.status();
+  // A named endpoint wins, FIPS or not.
+  c.kinesis_endpoint_url = "https://kinesis.us-gov-west-1.amazonaws.com";
+  auto named = resolve_endpoint(c, "kinesis");
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(named->url, "https://kinesis.us-gov-west-1.amazonaws.com");
+
+  // The profile's use_fips_endpoint, when the variable is not set; a value that is neither
+  // true nor false is named.
+  env_.unset("AWS_USE_FIPS_ENDPOINT");
+  dir_.write("config",
+             "[default]\nuse_fips_endpoint = TRUE\n[profile odd]\nuse_fips_endpoint=yes\n");
+  env_.set("AWS_CONFIG_FILE", (dir_.path() / "config").string());
+  AwsConfig p;
+  p.region = "us-west-2";
+  auto f = resolve_endpoint(p, "dynamodb");
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->url, "https://dynamodb-fips.us-west-2.amazonaws.com");
+  p.profile = "odd";
+  auto odd = resolve_endpoint(p, "dynamodb");
+  ASSERT_FALSE(odd.ok());
+  EXPECT_TRUE(contains(odd.status().message(), "use_fips_endpoint")) << odd.status();
+  env_.set("AWS_USE_FIPS_ENDPOINT", "false");
+  auto off = resolve_endpoint(p, "dynamodb");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->url, "https://dynamodb.us-west-2.amazonaws.com");
+}
+
 TEST_F(EndpointTest, RegionPrecedence) {
   dir_.write("config", "[default]\nregion = ap-south-1\n[profile other]\nregion=sa-east-1\n");
   env_.set("AWS_CONFIG_FILE", (dir_.path() / "config").string());
