@@ -1,7 +1,9 @@
 // The static and environment providers, the caching wrapper and the chain.
 #include "aws/credentials.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <utility>
@@ -10,6 +12,7 @@
 #include "aws/credentials_internal.h"
 #include "aws/http_transport.h"
 #include "base/status_macros.h"
+#include "kcl/logging.h"
 
 namespace kcl::aws {
 namespace credentials_internal {
@@ -84,20 +87,28 @@ class CachingProvider final : public CredentialsProvider {
  public:
   CachingProvider(std::shared_ptr<CredentialsProvider> inner, const Clock& clock,
                   CachingOptions options)
-      : inner_(std::move(inner)), clock_(clock), options_(options) {}
+      : inner_(std::move(inner)), clock_(clock), options_(std::move(options)) {
+    if (!options_.logger) options_.logger = make_default_logger();
+  }
 
   Result<Credentials> get() override {
     std::unique_lock<std::mutex> lock(mu_);
     if (cached_ && fresh(*cached_)) return *cached_;
-    if (cached_ && usable(*cached_) && (refreshing_ || clock_.now() < next_attempt_)) {
-      return *cached_;  // someone is refreshing, or we tried recently; these still work
-    }
     if (refreshing_) {
+      if (cached_ && usable(*cached_)) return *cached_;  // these still work meanwhile
       // Nothing usable: wait for the refresh in progress and share its outcome.
       const std::uint64_t generation = generation_;
       cv_.wait(lock, [&] { return generation_ != generation; });
       // After a success cached_ holds what was fetched; after a failure it holds the old
       // credentials only while they are usable.
+      if (cached_) return *cached_;
+      return last_error_;
+    }
+    if (clock_.now() < next_attempt_) {
+      // A fetch ended recently: what it left is the answer until the next one is due (the
+      // credentials it brought, expired or not, or its failure), so credentials answered
+      // near or past their expiry, or a failing source, cost one fetch per interval rather
+      // than one per AWS request.
       if (cached_) return *cached_;
       return last_error_;
     }
@@ -114,25 +125,44 @@ class CachingProvider final : public CredentialsProvider {
     lock.lock();
     refreshing_ = false;
     ++generation_;
+    const Clock::MonoTime now = clock_.now();
     Result<Credentials> out = fetched;
+    std::string warning;
     if (fetched.ok()) {
       cached_ = fetched.value();
+      failures_ = 0;
       last_error_ = Status(StatusCode::kInternal, "no refresh failed");
-      // Credentials issued with less than refresh_before left would otherwise be fetched
-      // again on every call.
-      if (!fresh(*cached_)) next_attempt_ = clock_.now() + options_.min_refresh_interval;
+      // Credentials issued with less than refresh_before left (or already expired) would
+      // otherwise be fetched again on every call.
+      if (!fresh(*cached_)) next_attempt_ = now + options_.min_refresh_interval;
+      if (expired(*cached_)) {
+        // As the AWS SDKs' static stability does: use them and let the service decide.
+        if (!warned_expired_) warning = expired_warning(*cached_);
+        warned_expired_ = true;
+      } else {
+        warned_expired_ = false;
+      }
     } else {
-      next_attempt_ = clock_.now() + options_.min_refresh_interval;
       last_error_ = fetched.status();
-      // A failed refresh while the cached credentials still work: keep using them.
       if (cached_ && usable(*cached_)) {
+        // A failed refresh while the cached credentials still work: keep using them.
         out = *cached_;
+        next_attempt_ = now + options_.min_refresh_interval;
       } else {
         cached_.reset();
+        if (fetched.status().code() == StatusCode::kNotFound) {
+          next_attempt_ = {};  // nothing configured: settings made later count at once
+        } else {
+          ++failures_;
+          next_attempt_ = now + failure_backoff();
+        }
       }
     }
     lock.unlock();
     cv_.notify_all();
+    if (!warning.empty() && options_.logger->enabled(LogLevel::kWarn)) {
+      options_.logger->log(LogLevel::kWarn, "credentials", warning);
+    }
     return out;
   }
 
@@ -157,6 +187,26 @@ class CachingProvider final : public CredentialsProvider {
   bool usable(const Credentials& c) const {
     return !c.expiration || clock_.wall_now() + options_.usable_until_before < *c.expiration;
   }
+  bool expired(const Credentials& c) const {
+    return c.expiration && clock_.wall_now() >= *c.expiration;
+  }
+
+  // failure_backoff doubled per failure after the first, at most min_refresh_interval.
+  std::chrono::milliseconds failure_backoff() const {
+    const std::chrono::milliseconds cap = options_.min_refresh_interval;
+    std::chrono::milliseconds delay = options_.failure_backoff;
+    for (int i = 1; i < failures_ && delay < cap; ++i) delay *= 2;
+    return std::min(delay, cap);
+  }
+
+  std::string expired_warning(const Credentials& c) const {
+    const auto ago =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.wall_now() - *c.expiration);
+    return "credentials from " + inner_->name() + " had expired " + std::to_string(ago.count()) +
+           " s before they were fetched (the source serves stale credentials, or this host's "
+           "clock is ahead); they are used as they are and fetched again every " +
+           std::to_string(options_.min_refresh_interval.count()) + " s";
+  }
 
   std::shared_ptr<CredentialsProvider> inner_;
   const Clock& clock_;
@@ -169,6 +219,8 @@ class CachingProvider final : public CredentialsProvider {
   std::uint64_t generation_ = 0;
   Status last_error_{StatusCode::kInternal, "no refresh failed"};
   Clock::MonoTime next_attempt_{};
+  int failures_ = 0;             // failed fetches in a row with nothing usable cached
+  bool warned_expired_ = false;  // the last fetch's credentials were expired and said so
 };
 
 class ChainProvider final : public CredentialsProvider {

@@ -27,6 +27,7 @@
 #include "aws/ini_file.h"
 #include "kcl/aws_config.h"
 #include "kcl/clock.h"
+#include "kcl/logging.h"
 #include "kcl/status.h"
 
 namespace kcl::aws::credentials_internal {
@@ -79,15 +80,25 @@ struct CachingOptions {
   std::chrono::seconds refresh_before{300};
   // When a refresh fails, keep serving the cached credentials while more than this remains.
   std::chrono::seconds usable_until_before{10};
-  // While cached credentials are still usable, do not retry a failed or too-short-lived
-  // refresh more often than this (monotonic clock).
+  // After a fetch that answered credentials inside the refresh window (or already expired),
+  // or a failed refresh while the cached credentials still work, the next fetch waits this
+  // long (monotonic clock). Also the longest wait between failed fetches.
   std::chrono::seconds min_refresh_interval{30};
+  // After a failed fetch with nothing usable cached, the next fetch waits this long, doubled
+  // per further failure up to min_refresh_interval; the failure is answered meanwhile.
+  // A kNotFound answer (nothing configured) is not backed off.
+  std::chrono::milliseconds failure_backoff{1000};
+  // Where the warning about credentials fetched already expired goes (once per provider).
+  // Null: make_default_logger().
+  std::shared_ptr<Logger> logger;
 };
 
 // Caches what `inner` returns: credentials without expiration for good, temporary ones until
 // `refresh_before` their expiration (by clock.wall_now()). One caller refreshes at a time;
 // others get the cached credentials while they are usable, or wait for the refresh and share
-// its result.
+// its result. Between fetches (see min_refresh_interval and failure_backoff) callers get what
+// the last fetch left: the cached credentials, even when they expired (served as the AWS
+// SDKs' static stability does: the service decides), or the last failure.
 std::shared_ptr<CredentialsProvider> make_caching_provider(
     std::shared_ptr<CredentialsProvider> inner, const Clock& clock, CachingOptions options = {});
 

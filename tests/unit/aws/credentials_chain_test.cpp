@@ -18,6 +18,7 @@
 
 #include "aws/credentials_internal.h"
 #include "aws_test_util.h"
+#include "support/captured_log.h"
 #include "support/local_http_server.h"
 
 namespace kcl::aws::credentials_internal {
@@ -47,8 +48,8 @@ class ScriptedProvider final : public CredentialsProvider {
     cv_.notify_all();
     cv_.wait(lock, [&] { return !blocked_; });
     --inside_;
-    if (!next_.ok()) return next_.status();
-    Credentials c = next_.value();
+    if (!next_) return next_error_;
+    Credentials c = *next_;
     c.access_key_id += "#" + std::to_string(calls_);
     return c;
   }
@@ -56,7 +57,12 @@ class ScriptedProvider final : public CredentialsProvider {
 
   void answer(Result<Credentials> r) {
     std::lock_guard<std::mutex> lock(mu_);
-    next_ = std::move(r);
+    if (r.ok()) {
+      next_ = r.value();
+    } else {
+      next_.reset();
+      next_error_ = r.status();
+    }
   }
   void block() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -85,7 +91,10 @@ class ScriptedProvider final : public CredentialsProvider {
   std::string name_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  Result<Credentials> next_{Status(StatusCode::kNotFound, "nothing here")};
+  // What get() answers: next_, else next_error_ (kept apart: GCC 12 warns of a Result built
+  // from a Status in the constructor as maybe uninitialized).
+  std::optional<Credentials> next_;
+  Status next_error_{StatusCode::kNotFound, "nothing here"};
   int calls_ = 0;
   int inside_ = 0;
   int max_inside_ = 0;
@@ -242,6 +251,71 @@ TEST(CredentialsCacheTest, WaitersShareAFailedFetch) {
   EXPECT_EQ(failures.load(), 4);
   EXPECT_EQ(inner->max_inside(), 1);
   EXPECT_LE(inner->calls(), 4);
+}
+
+TEST(CredentialsCacheTest, CredentialsFetchedAlreadyExpiredAreServedNotFetchedPerCall) {
+  // IMDS static stability, a host clock ahead, a credential_process answering from its own
+  // stale cache: the fetch answers credentials already expired. They are served (the service
+  // decides) and fetched again only after the minimum interval, not once per call.
+  ManualClock clock;
+  auto log = std::make_shared<kcl::testing::CapturedLog>(LogLevel::kWarn);
+  auto inner = std::make_shared<ScriptedProvider>("inner");
+  inner->answer(creds("ASIA", clock.wall_now() - minutes(1)));
+  CachingOptions options;
+  options.logger = log;
+  auto p = make_caching_provider(inner, clock, options);
+  for (int i = 0; i < 5; ++i) {
+    auto r = p->get();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->access_key_id, "ASIA#1");
+  }
+  EXPECT_EQ(inner->calls(), 1);
+  clock.advance(options.min_refresh_interval + seconds(1));
+  EXPECT_EQ(p->get()->access_key_id, "ASIA#2");
+  EXPECT_EQ(p->get()->access_key_id, "ASIA#2");
+  EXPECT_EQ(inner->calls(), 2);
+  // Logged once, not per fetch or per call.
+  ASSERT_EQ(log->lines().size(), 1u);
+  EXPECT_NE(log->lines()[0].find("expired"), std::string::npos) << log->lines()[0];
+}
+
+TEST(CredentialsCacheTest, FailingFetchWithNothingCachedBacksOff) {
+  ManualClock clock;
+  auto inner = std::make_shared<ScriptedProvider>("inner");
+  inner->answer(Status(StatusCode::kUnavailable, "endpoint down"));
+  auto p = make_caching_provider(inner, clock);
+  for (int i = 0; i < 5; ++i) {
+    auto r = p->get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+    EXPECT_EQ(r.status().message(), "endpoint down");
+  }
+  EXPECT_EQ(inner->calls(), 1) << "the failure is answered again until the backoff passes";
+  // The backoff grows (1 s, 2 s, 4 s, ...) up to the minimum refresh interval (30 s): over
+  // 10 minutes of calls every 100 ms, at most 6 fetches in the first 31 s and then one per 30 s.
+  for (int i = 0; i < 6000; ++i) {
+    clock.advance(std::chrono::milliseconds(100));
+    ASSERT_FALSE(p->get().ok());
+  }
+  EXPECT_GE(inner->calls(), 20);
+  EXPECT_LE(inner->calls(), 26);
+  // A success ends the failure series: served at once when the backoff passes.
+  inner->answer(creds("ASIA", clock.wall_now() + minutes(60)));
+  clock.advance(seconds(31));
+  EXPECT_TRUE(p->get().ok());
+}
+
+TEST(CredentialsCacheTest, NotConfiguredIsNotBackedOff) {
+  // kNotFound says the provider has nothing configured (the chain moves on); the settings
+  // are read at each get(), so configuration made later is seen at the next call.
+  ManualClock clock;
+  auto inner = std::make_shared<ScriptedProvider>("inner");
+  auto p = make_caching_provider(inner, clock);
+  EXPECT_EQ(p->get().status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(p->get().status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(inner->calls(), 2);
+  inner->answer(creds("AKID", std::nullopt));
+  EXPECT_EQ(p->get()->access_key_id, "AKID#3");
 }
 
 // ---- chain ----
