@@ -188,6 +188,7 @@ class ContainerProvider final : public CredentialsProvider {
     req.method = "GET";
     req.url = endpoint.url;
     req.timeout = std::chrono::milliseconds(5000);
+    req.no_proxy = true;  // as the SDKs: a proxy would see the authorization token
     req.headers.emplace_back("Accept", "application/json");
     KCL_ASSIGN_OR_RETURN(std::optional<std::string> auth, container_authorization(env_));
     if (auth) req.headers.emplace_back("Authorization", *auth);
@@ -243,6 +244,7 @@ class ImdsProvider final : public CredentialsProvider {
     get_role.method = "GET";
     get_role.url = endpoint + "/latest/meta-data/iam/security-credentials/";
     get_role.timeout = options_.request_timeout;
+    get_role.no_proxy = true;  // a link-local address, never through a proxy (as the SDKs)
     if (!token.empty()) get_role.headers.emplace_back("X-aws-ec2-metadata-token", token);
     auto listed = role_name(get_role, what);
     if (!listed.ok() && token_timed_out && !succeeded_once_.load() &&
@@ -269,6 +271,7 @@ class ImdsProvider final : public CredentialsProvider {
     put.method = "PUT";
     put.url = endpoint + "/latest/api/token";
     put.timeout = options_.connect_timeout;
+    put.no_proxy = true;
     put.headers.emplace_back("X-aws-ec2-metadata-token-ttl-seconds", "21600");
     auto resp = transport_->send(put);
     if (!resp.ok() && resp.status().timed_out() &&

@@ -6,8 +6,9 @@
 // - libcurl's global state is initialised once, internally, with std::call_once the first
 //   time a transport is made (there is no global init API for users). It is never cleaned
 //   up: curl_global_cleanup is not safe while other code in the process may use libcurl.
-// - Proxies: nothing here disables libcurl's environment handling, so https_proxy /
-//   HTTPS_PROXY, http_proxy, ALL_PROXY and NO_PROXY apply as libcurl documents them.
+// - Proxies: libcurl's environment handling stays, so https_proxy / HTTPS_PROXY,
+//   http_proxy, ALL_PROXY and NO_PROXY apply as libcurl documents them, except to a request
+//   marked no_proxy (the credential endpoints), which goes straight to its host.
 // - HTTP/2 is offered through ALPN on https:// (CURL_HTTP_VERSION_2TLS); plain http:// stays
 //   on HTTP/1.1.
 // - Error messages name the method and the URL without its query or user info, the curl
@@ -240,6 +241,9 @@ class CurlTransport final : public HttpTransport {
         request.timeout.count() > 0 ? request.timeout : config_.request_timeout;
 
     set_transfer_options(h, request.url, timeout, errbuf, transfer);
+    // "*" matches every host; null (a pooled handle's earlier setting undone) leaves it to
+    // NO_PROXY from the environment.
+    curl_easy_setopt(h, CURLOPT_NOPROXY, request.no_proxy ? "*" : nullptr);
     set_method(h, request);
     curl_slist* headers = set_headers(h, request.headers);
     CURLcode rc = curl_easy_perform(h);

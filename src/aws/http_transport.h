@@ -23,6 +23,10 @@ struct HttpRequest {
   std::string body;
   // 0 = the transport's configured request timeout.
   std::chrono::milliseconds timeout{0};
+  // Straight to the host, whatever proxy the environment names (http_proxy, ALL_PROXY):
+  // for the link-local credential endpoints (instance metadata, the container endpoint),
+  // which the AWS SDKs never open through a proxy.
+  bool no_proxy = false;
 };
 
 // Large response bodies given back once their contents are no longer needed (by the records

@@ -541,5 +541,69 @@ TEST_F(PublicChainTest, ImdsThroughALocalServer) {
   EXPECT_EQ(imds.requests().size(), 3u);  // cached
 }
 
+// A proxy from the environment (http_proxy, ALL_PROXY) is never used for the link-local
+// metadata endpoints, as the Java SDK v2 opens them: a proxy would answer for the wrong
+// host, or see the container's authorization token. The test's proxy is a local server that
+// refuses everything and records what reached it.
+class MetadataProxyTest : public PublicChainTest {
+ protected:
+  MetadataProxyTest() {
+    for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ALL_PROXY",
+                             "all_proxy", "NO_PROXY", "no_proxy"}) {
+      env_.unset(name);
+    }
+    env_.set("http_proxy", proxy_.url());
+    env_.set("ALL_PROXY", proxy_.url());
+  }
+  LocalHttpServer proxy_{[](const ServedRequest&) { return CannedResponse{502, {}, ""}; }};
+};
+
+TEST_F(MetadataProxyTest, ImdsIsAskedWithoutTheProxy) {
+  LocalHttpServer imds([](const ServedRequest& req) {
+    if (req.method == "PUT") return CannedResponse{200, {}, "tok"};
+    if (req.target == "/latest/meta-data/iam/security-credentials/") {
+      return CannedResponse{200, {}, "role"};
+    }
+    return CannedResponse{200,
+                          {},
+                          R"({"Code": "Success", "AccessKeyId": "ASIAIMDS", "SecretAccessKey": )"
+                          R"("s", "Token": "t", "Expiration": "2999-01-01T00:00:00Z"})"};
+  });
+  env_.set("AWS_EC2_METADATA_DISABLED", "false");
+  env_.set("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url());
+  auto c = make_default_chain(AwsConfig{}, transport_)->get();
+  EXPECT_EQ(proxy_.requests().size(), 0u);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->access_key_id, "ASIAIMDS");
+  EXPECT_EQ(imds.requests().size(), 3u);
+}
+
+TEST_F(MetadataProxyTest, ContainerEndpointIsAskedWithoutTheProxy) {
+  LocalHttpServer ecs([](const ServedRequest&) {
+    return CannedResponse{200,
+                          {},
+                          R"({"AccessKeyId": "ASIAECS", "SecretAccessKey": "s", "Token": "t", )"
+                          R"("Expiration": "2999-01-01T00:00:00Z"})"};
+  });
+  env_.set("AWS_CONTAINER_CREDENTIALS_FULL_URI", ecs.url() + "/creds");
+  env_.set("AWS_CONTAINER_AUTHORIZATION_TOKEN", "auth");
+  auto c = make_default_chain(AwsConfig{}, transport_)->get();
+  EXPECT_EQ(proxy_.requests().size(), 0u);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->access_key_id, "ASIAECS");
+  EXPECT_EQ(ecs.requests().size(), 1u);
+}
+
+TEST_F(MetadataProxyTest, OtherRequestsStillUseTheProxy) {
+  // The proxy from the environment keeps applying to everything else (STS here).
+  HttpRequest req;
+  req.method = "GET";
+  req.url = "http://127.0.0.1:1/elsewhere";
+  auto r = transport_->send(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 502);
+  EXPECT_EQ(proxy_.requests().size(), 1u);
+}
+
 }  // namespace
 }  // namespace kcl::aws::credentials_internal
