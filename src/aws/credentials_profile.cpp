@@ -12,6 +12,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "aws/credentials_internal.h"
@@ -164,9 +165,9 @@ Result<pid_t> spawn_shell(const std::string& command, int stdout_fd, const std::
 enum class ReadEnd { kDone, kTimedOut, kTooLarge };
 
 // Reads `fd` into `output` until EOF (the process, and anything it started, closed its
-// stdout) or a read error, the timeout, or more than the output limit.
-ReadEnd read_all(int fd, const ProfileProviderOptions& options, std::string& output) {
-  const auto deadline = std::chrono::steady_clock::now() + options.process_timeout;
+// stdout) or a read error, the deadline, or more than the output limit.
+ReadEnd read_all(int fd, const ProfileProviderOptions& options,
+                 std::chrono::steady_clock::time_point deadline, std::string& output) {
   char buf[4096];
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -201,6 +202,34 @@ std::optional<int> reap(pid_t pid) {
   } while (waited < 0 && errno == EINTR);
   if (waited != pid) return std::nullopt;
   return wstatus;
+}
+
+struct Reaped {
+  std::optional<int> wstatus;  // nullopt: waitpid failed (the status is unknown)
+  bool killed = false;         // still running at the deadline, killed then
+};
+
+// Reaps `pid` once it exits by `deadline`, else kills it (SIGKILL) and reaps it: a process
+// that closed its stdout and kept running (a daemon left behind, a `sleep` after the
+// output) holds nothing past the timeout. Checked every few milliseconds (a child's exit
+// cannot be polled for portably).
+Reaped reap_by(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  std::chrono::milliseconds pause(1);
+  for (;;) {
+    int wstatus = 0;
+    const pid_t waited = ::waitpid(pid, &wstatus, WNOHANG);
+    if (waited == pid) return Reaped{wstatus, false};
+    if (waited < 0 && errno != EINTR) return Reaped{std::nullopt, false};
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    if (waited == 0) {
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+  }
+  ::kill(pid, SIGKILL);
+  return Reaped{reap(pid), true};
 }
 
 // Why a process that was read to the end failed: a signal or a non-zero exit. A wait status
@@ -245,11 +274,13 @@ Result<std::string> run_process(const std::string& command, std::string_view wha
   write_end.reset();
   if (!pid.ok()) return pid.status();
 
+  // One deadline for the output and the exit.
+  const auto deadline = std::chrono::steady_clock::now() + options.process_timeout;
   std::string output;
-  const ReadEnd end = read_all(read_end.fd, options, output);
+  const ReadEnd end = read_all(read_end.fd, options, deadline, output);
   read_end.reset();
   if (end != ReadEnd::kDone) ::kill(*pid, SIGKILL);
-  const std::optional<int> wstatus = reap(*pid);
+  const Reaped reaped = end == ReadEnd::kDone ? reap_by(*pid, deadline) : Reaped{reap(*pid), true};
 
   if (end == ReadEnd::kTimedOut) {
     return Status(StatusCode::kPermissionDenied,
@@ -261,7 +292,13 @@ Result<std::string> run_process(const std::string& command, std::string_view wha
                                                      std::to_string(options.max_process_output) +
                                                      " bytes and was killed");
   }
-  KCL_RETURN_IF_ERROR(exit_failure(prefix, wstatus));
+  if (reaped.killed) {
+    // Its exit status, which says whether the output counts, never came.
+    return Status(StatusCode::kPermissionDenied,
+                  prefix + " closed its output but did not exit within " +
+                      std::to_string(options.process_timeout.count()) + " ms and was killed");
+  }
+  KCL_RETURN_IF_ERROR(exit_failure(prefix, reaped.wstatus));
   return output;
 }
 

@@ -297,6 +297,26 @@ TEST_F(CredentialsProfileTest, CredentialProcessTimeoutAndOutputCap) {
       << chatty.status();
 }
 
+TEST_F(CredentialsProfileTest, CredentialProcessThatClosesItsOutputAndStaysIsKilled) {
+  // Prints valid credentials, closes stdout and keeps running: the timeout covers its exit
+  // too (the refresh was held until it ended).
+  ProfileProviderOptions options;
+  options.process_timeout = std::chrono::milliseconds(500);
+  write_config(
+      "[profile lingers]\ncredential_process = printf '{\"Version\": 1, \"AccessKeyId\": "
+      "\"AKIDP\", \"SecretAccessKey\": \"s\"}'; exec 1>&-; sleep 20\n");
+  const auto start = std::chrono::steady_clock::now();
+  auto r = provider("lingers", options)->get();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("closed its output but did not exit within 500 ms and "
+                                      "was killed"),
+            std::string::npos)
+      << r.status();
+}
+
 TEST_F(CredentialsProfileTest, KeysWinOverCredentialProcess) {
   write_config(
       "[default]\naws_access_key_id = KEYS\naws_secret_access_key = s\n"
