@@ -46,7 +46,8 @@ EnvLookup process_env() { return &real_getenv; }
 IniFile IniFile::parse(std::string_view text) {
   IniFile file;
   IniSection* current = nullptr;
-  std::string parent_key;  // key with an empty value: indented lines below are sub-properties
+  std::string current_key;  // the last key read in `current`: indented lines continue it
+  std::string parent_key;   // key with an empty value: indented lines below are sub-properties
   while (!text.empty()) {
     std::size_t eol = text.find('\n');
     std::string_view raw = text.substr(0, eol);
@@ -54,11 +55,21 @@ IniFile IniFile::parse(std::string_view text) {
 
     const bool indented = !raw.empty() && is_space(raw.front()) && raw.front() != '\r';
     std::string_view line = trim(raw);
-    if (line.empty() || line.front() == '#' || line.front() == ';') continue;
+    if (line.empty()) continue;
+    if (indented && current != nullptr && !current_key.empty() && parent_key.empty()) {
+      // A continuation of the value above, kept with a line break as the Java SDK v2 does
+      // (comment characters included: they are part of the value).
+      (*current)[current_key] += "\n" + std::string(line);
+      continue;
+    }
+    if (line.front() == '#' || line.front() == ';') continue;
 
     if (line.front() == '[') {
       parent_key.clear();
-      line = trim(strip_inline_comment(line));
+      current_key.clear();
+      // A section line's comment needs no whitespace before it: "[default]#note".
+      const std::size_t comment = line.find_first_of("#;");
+      if (comment != std::string_view::npos) line = trim(line.substr(0, comment));
       if (line.size() < 2 || line.back() != ']') {
         current = nullptr;  // a broken header: ignore its properties too
         continue;
@@ -75,11 +86,14 @@ IniFile IniFile::parse(std::string_view text) {
     std::string value(trim(strip_inline_comment(line.substr(eq + 1))));
 
     if (indented && !parent_key.empty()) {
-      current->emplace(parent_key + "." + key, std::move(value));
+      (*current)[parent_key + "." + key] = std::move(value);  // a later one wins
       continue;
     }
+    // A key given again (in the same section or a repeated one) takes the later value, as
+    // the SDKs do.
     parent_key = value.empty() ? key : std::string();
-    current->emplace(std::move(key), std::move(value));
+    current_key = key;
+    (*current)[std::move(key)] = std::move(value);
   }
   return file;
 }

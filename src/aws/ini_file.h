@@ -1,13 +1,15 @@
 // The AWS shared files (~/.aws/credentials and ~/.aws/config): a small INI parser and the
 // rules for finding a profile in them, as the AWS CLI and SDKs read them.
 //
-// Format handled: `[section]` headers (spaces inside the brackets are trimmed),
-// `key = value` or `key: value` lines (key names compared case-insensitively, stored
-// lower-case), whole-line comments starting with `#` or `;`, inline comments (`#` or `;`
-// preceded by whitespace) on section lines and on values, and nested sub-properties (an
-// indented `name = value` following `key =` with an empty value), which are kept as
-// "key.name". Lines that do not parse are ignored; the first occurrence of a section or
-// key wins, later ones are merged into it.
+// Format handled: `[section]` headers (spaces inside the brackets are trimmed; a `#` or `;`
+// starts a comment anywhere after the header, "[default]#note"), `key = value` or
+// `key: value` lines (key names compared case-insensitively, stored lower-case), whole-line
+// comments starting with `#` or `;`, inline comments (`#` or `;` preceded by whitespace) on
+// values, continuation lines (an indented line after `key = value` is appended to the value
+// after a "\n", comment characters included) and nested sub-properties (an indented
+// `name = value` following `key =` with an empty value), which are kept as "key.name".
+// Lines that do not parse are ignored. A section given again is merged into the first; a
+// key given again takes the later value (as the AWS SDKs and CLI read the files).
 //
 // In the config file a profile NAME lives in `[profile NAME]` (`[default]` and
 // `[profile default]` both name the default profile); in the credentials file it is

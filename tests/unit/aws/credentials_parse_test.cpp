@@ -217,7 +217,7 @@ TEST(IniFileTest, SectionsKeysCommentsAndSubProperties) {
       "extra = merged\n");
   const IniSection* d = ini.section("default");
   ASSERT_NE(d, nullptr);
-  EXPECT_EQ(d->at("aws_access_key_id"), "AKID");  // first occurrence wins
+  EXPECT_EQ(d->at("aws_access_key_id"), "SECOND");  // the later occurrence wins (as the SDKs)
   EXPECT_EQ(d->at("aws_secret_access_key"), "secret");
   EXPECT_EQ(d->at("region"), "eu-west-1");
   EXPECT_EQ(d->at("password"), "a#b;c");  // no whitespace before # or ;: part of the value
@@ -232,6 +232,61 @@ TEST(IniFileTest, SectionsKeysCommentsAndSubProperties) {
   ASSERT_NE(dev, nullptr);
   EXPECT_EQ(dev->at("credential_process"), "/bin/echo hi");
   EXPECT_EQ(ini.section("broken"), nullptr);
+}
+
+TEST(IniFileTest, ALaterValueWins) {
+  // Java SDK v2's ProfileFileReader (and the CLI) warn and take the later value, within a
+  // section and across repeats of it.
+  const auto ini = IniFile::parse(
+      "[default]\n"
+      "region = us-east-1\n"
+      "region = eu-west-1\n"
+      "aws_access_key_id = FIRST\n"
+      "s3 =\n"
+      "  addressing_style = path\n"
+      "  addressing_style = virtual\n"
+      "[other]\n"
+      "x = 1\n"
+      "[default]\n"
+      "aws_access_key_id = SECOND\n");
+  const IniSection* d = ini.section("default");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->at("region"), "eu-west-1");
+  EXPECT_EQ(d->at("aws_access_key_id"), "SECOND");
+  EXPECT_EQ(d->at("s3.addressing_style"), "virtual");
+}
+
+TEST(IniFileTest, ACommentRightAfterASectionHeader) {
+  const auto ini = IniFile::parse(
+      "[default]#comment\n"
+      "region = us-east-1\n"
+      "[profile dev];note\n"
+      "region = eu-west-1\n");
+  const IniSection* d = ini.section("default");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->at("region"), "us-east-1");
+  const IniSection* dev = ini.section("profile dev");
+  ASSERT_NE(dev, nullptr);
+  EXPECT_EQ(dev->at("region"), "eu-west-1");
+}
+
+TEST(IniFileTest, ContinuationLinesAreAppendedWithALineBreak) {
+  const auto ini = IniFile::parse(
+      "[default]\n"
+      "credential_process = /bin/tool\n"
+      "  --flag value\n"
+      "\t# kept: part of the value\n"
+      "region = us-east-1\n"
+      "s3 =\n"
+      "  max_concurrent_requests = 10\n"
+      "after = x\n");
+  const IniSection* d = ini.section("default");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->at("credential_process"), "/bin/tool\n--flag value\n# kept: part of the value");
+  EXPECT_EQ(d->at("region"), "us-east-1");
+  EXPECT_EQ(d->at("s3"), "");
+  EXPECT_EQ(d->at("s3.max_concurrent_requests"), "10");
+  EXPECT_EQ(d->at("after"), "x");
 }
 
 TEST(IniFileTest, ProfileNameAndPaths) {
