@@ -519,18 +519,21 @@ TEST_F(PublicChainTest, NothingFoundAndNoSecretsInTheMessage) {
   EXPECT_EQ(r.status().to_string().find(kSecretKey), std::string::npos);
 }
 
+// Instance metadata with one role: a session token, the role, its credentials (ASIAIMDS).
+CannedResponse imds_answer(const ServedRequest& req) {
+  if (req.method == "PUT") return CannedResponse{200, {}, "tok"};
+  if (req.header("x-aws-ec2-metadata-token") != "tok") return CannedResponse{401, {}, ""};
+  if (req.target == "/latest/meta-data/iam/security-credentials/") {
+    return CannedResponse{200, {}, "role"};
+  }
+  return CannedResponse{200,
+                        {},
+                        R"({"Code": "Success", "AccessKeyId": "ASIAIMDS", "SecretAccessKey": )"
+                        R"("s", "Token": "t", "Expiration": "2999-01-01T00:00:00Z"})"};
+}
+
 TEST_F(PublicChainTest, ImdsThroughALocalServer) {
-  LocalHttpServer imds([](const ServedRequest& req) {
-    if (req.method == "PUT") return CannedResponse{200, {}, "tok"};
-    if (req.header("x-aws-ec2-metadata-token") != "tok") return CannedResponse{401, {}, ""};
-    if (req.target == "/latest/meta-data/iam/security-credentials/") {
-      return CannedResponse{200, {}, "role"};
-    }
-    return CannedResponse{200,
-                          {},
-                          R"({"Code": "Success", "AccessKeyId": "ASIAIMDS", "SecretAccessKey": )"
-                          R"("s", "Token": "t", "Expiration": "2999-01-01T00:00:00Z"})"};
-  });
+  LocalHttpServer imds(&imds_answer);
   env_.set("AWS_EC2_METADATA_DISABLED", "false");
   env_.set("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url());
   auto chain = make_default_chain(AwsConfig{}, transport_);
@@ -559,16 +562,7 @@ class MetadataProxyTest : public PublicChainTest {
 };
 
 TEST_F(MetadataProxyTest, ImdsIsAskedWithoutTheProxy) {
-  LocalHttpServer imds([](const ServedRequest& req) {
-    if (req.method == "PUT") return CannedResponse{200, {}, "tok"};
-    if (req.target == "/latest/meta-data/iam/security-credentials/") {
-      return CannedResponse{200, {}, "role"};
-    }
-    return CannedResponse{200,
-                          {},
-                          R"({"Code": "Success", "AccessKeyId": "ASIAIMDS", "SecretAccessKey": )"
-                          R"("s", "Token": "t", "Expiration": "2999-01-01T00:00:00Z"})"};
-  });
+  LocalHttpServer imds(&imds_answer);
   env_.set("AWS_EC2_METADATA_DISABLED", "false");
   env_.set("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url());
   auto c = make_default_chain(AwsConfig{}, transport_)->get();
