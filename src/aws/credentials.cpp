@@ -132,6 +132,10 @@ class CachingProvider final : public CredentialsProvider {
       cached_ = fetched.value();
       failures_ = 0;
       last_error_ = Status(StatusCode::kInternal, "no refresh failed");
+      last_fetch_ = now;
+      fetched_after_refusal_ = refusal_pending_;
+      refusal_pending_ = false;
+      refused_ = false;
       // Credentials issued with less than refresh_before left (or already expired) would
       // otherwise be fetched again on every call.
       if (!fresh(*cached_)) next_attempt_ = now + options_.min_refresh_interval;
@@ -173,8 +177,18 @@ class CachingProvider final : public CredentialsProvider {
       std::lock_guard<std::mutex> lock(mu_);
       if (cached_ && cached_->access_key_id == used.access_key_id &&
           cached_->session_token == used.session_token) {
-        cached_.reset();
-        next_attempt_ = {};
+        const Clock::MonoTime retry_at = last_fetch_ + options_.min_refresh_interval;
+        if (fetched_after_refusal_ && clock_.now() < retry_at) {
+          // Those fetched anew after a refusal are refused too: the source answers the same
+          // ones (IMDS's static stability, a host clock behind). They stay the answer until
+          // the interval has passed, rather than a fetch for each refused request.
+          refused_ = true;
+          next_attempt_ = retry_at;
+        } else {
+          cached_.reset();
+          next_attempt_ = {};
+          refusal_pending_ = true;
+        }
       }
     }
     inner_->reject(used);
@@ -182,6 +196,7 @@ class CachingProvider final : public CredentialsProvider {
 
  private:
   bool fresh(const Credentials& c) const {
+    if (refused_) return false;
     return !c.expiration || clock_.wall_now() + options_.refresh_before < *c.expiration;
   }
   bool usable(const Credentials& c) const {
@@ -219,8 +234,12 @@ class CachingProvider final : public CredentialsProvider {
   std::uint64_t generation_ = 0;
   Status last_error_{StatusCode::kInternal, "no refresh failed"};
   Clock::MonoTime next_attempt_{};
-  int failures_ = 0;             // failed fetches in a row with nothing usable cached
-  bool warned_expired_ = false;  // the last fetch's credentials were expired and said so
+  int failures_ = 0;                    // failed fetches in a row with nothing usable cached
+  bool warned_expired_ = false;         // the last fetch's credentials were expired and said so
+  Clock::MonoTime last_fetch_{};        // when the last successful fetch ended
+  bool refusal_pending_ = false;        // the cached ones were refused: the next fetch renews
+  bool fetched_after_refusal_ = false;  // the cached ones were fetched after a refusal
+  bool refused_ = false;                // ... and refused again: served until next_attempt_
 };
 
 class ChainProvider final : public CredentialsProvider {

@@ -139,6 +139,28 @@ TEST(CredentialsCacheTest, CredentialsTheServiceRefusesAsExpiredAreFetchedAnew) 
   EXPECT_EQ(inner->calls(), 2);
 }
 
+TEST(CredentialsCacheTest, CredentialsRefusedAgainAfterARenewalAreNotFetchedPerRequest) {
+  // The source answers the same refused credentials (IMDS's static stability, a host clock
+  // behind): one renewal at once, then one fetch per minimum interval, not one per request.
+  ManualClock clock;
+  auto inner = std::make_shared<ScriptedProvider>("inner");
+  inner->answer(creds("ASIA", clock.wall_now() + minutes(60)));
+  auto p = make_caching_provider(inner, clock);
+  const Credentials first = *p->get();
+  p->reject(first);
+  EXPECT_EQ(p->get()->access_key_id, "ASIA#2") << "fetched anew at once";
+  for (int i = 0; i < 5; ++i) {  // each request refused, as the service does
+    const Credentials used = *p->get();
+    EXPECT_EQ(used.access_key_id, "ASIA#2");
+    p->reject(used);
+  }
+  EXPECT_EQ(inner->calls(), 2);
+  clock.advance(seconds(31));
+  EXPECT_EQ(p->get()->access_key_id, "ASIA#3");
+  EXPECT_EQ(p->get()->access_key_id, "ASIA#3");
+  EXPECT_EQ(inner->calls(), 3);
+}
+
 TEST(CredentialsCacheTest, RefreshesWhenLessThanFiveMinutesRemain) {
   ManualClock clock;
   auto inner = std::make_shared<ScriptedProvider>("inner");
