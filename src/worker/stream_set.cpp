@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iterator>
 #include <random>
 #include <set>
 #include <utility>
@@ -89,6 +90,12 @@ void StreamSet::refresh_list(Clock::MonoTime now) {
       continue;
     }
     listed.insert(s.name);
+    // A former stream listed again before its leases could be deleted keeps them.
+    std::erase_if(deletions_, [&](const auto& d) {
+      if (!d.second.former || d.second.stream != s.name) return false;
+      log_(LogLevel::kInfo, "stream " + s.name + " is listed again; its leases are kept");
+      return true;
+    });
     auto [it, added] = entries_.try_emplace(s.name);
     Entry& e = it->second;
     if (added) {
@@ -153,6 +160,8 @@ Status StreamSet::resolve(Entry& e) {
                                              summary->stream_arn + "\" or no creation time");
   }
   e.identifier = id.serialize();
+  // The same stream (same creation time) is there after all: its leases stay.
+  deletions_.erase(e.identifier);
   {
     std::lock_guard<std::mutex> lock(mu_);
     arns_[e.config.name] = summary->stream_arn;
@@ -170,6 +179,41 @@ Status StreamSet::delete_leases_of(const std::string& identifier, Turn& turn) {
     ++turn.leases_deleted;
   }
   return Status::Ok();
+}
+
+void StreamSet::delete_later(const std::string& stream, const std::string& identifier, bool former,
+                             Turn& turn) {
+  if (identifier.empty()) return;  // never resolved: it has no leases of its own here
+  auto it = deletions_.try_emplace(identifier, stream, former).first;
+  if (!try_deletion(identifier, it->second, turn)) return;
+  deletions_.erase(it);
+}
+
+bool StreamSet::try_deletion(const std::string& identifier, Deletion& d, Turn& turn) {
+  const auto now = clock_.now();
+  Status s = delete_leases_of(identifier, turn);
+  if (s.ok()) {
+    if (auto line = d.failures.succeeded(now)) log_(LogLevel::kInfo, *line);
+    return true;
+  }
+  // A throttle or an unavailable table must not stop the worker: the identifier is kept and
+  // the deletion tried again at the next interval (what was deleted stays deleted).
+  const milliseconds retry = config_.processing.shard_sync_interval;
+  const Clock::MonoTime again = now + jittered(retry);
+  if (next_deletion_ <= now || again < next_deletion_) next_deletion_ = again;
+  if (auto line = d.failures.failed(s, now)) {
+    log_(LogLevel::kWarn, *line + "; tried again in about " + std::to_string(retry.count() / 1000) +
+                              " s until they are gone");
+  }
+  return false;
+}
+
+void StreamSet::retry_deletions(Clock::MonoTime now, Turn& turn) {
+  if (deletions_.empty() || now < next_deletion_) return;
+  next_deletion_ = Clock::MonoTime{};
+  for (auto it = deletions_.begin(); it != deletions_.end();) {
+    it = try_deletion(it->first, it->second, turn) ? deletions_.erase(it) : std::next(it);
+  }
 }
 
 Status StreamSet::sync(Entry& e, Turn& turn) {
@@ -192,13 +236,14 @@ Status StreamSet::sync(Entry& e, Turn& turn) {
     return Status::Ok();
   }
   if (multi_ && r.status().code() == StatusCode::kNotFound && !e.identifier.empty()) {
-    // Deleted: its leases go now; listed still, it is resolved again later (a stream made
-    // again under the name is another stream).
+    // Deleted: its leases go now (the identifier goes with the deletion, kept until it
+    // succeeds); listed still, it is resolved again later (a stream made again under the
+    // name is another stream).
     log_(LogLevel::kWarn, "stream " + e.config.name + " no longer exists; deleting its leases");
-    const std::string gone = e.identifier;
-    e.identifier.clear();
+    const std::string gone = std::exchange(e.identifier, std::string());
     e.syncer.reset();
-    return delete_leases_of(gone, turn);
+    delete_later(e.config.name, gone, /*former=*/false, turn);
+    return Status::Ok();
   }
   return r.status();
 }
@@ -269,6 +314,7 @@ Result<StreamSet::Turn> StreamSet::tick(const std::set<std::string>& sync_now) {
     next_list_ = now + config_.stream_poll_interval;
   }
   Turn turn;
+  retry_deletions(now, turn);
   const milliseconds delay = config_.former_stream_deletion_delay;
   for (auto it = entries_.begin(); it != entries_.end();) {
     Entry& e = it->second;
@@ -276,7 +322,7 @@ Result<StreamSet::Turn> StreamSet::tick(const std::set<std::string>& sync_now) {
       if (delay.count() > 0 && now - *e.missing_since >= delay) {
         log_(LogLevel::kInfo, "stream " + it->first + " has not been listed for " +
                                   std::to_string(delay.count() / 1000) + " s: deleting its leases");
-        if (!e.identifier.empty()) KCL_RETURN_IF_ERROR(delete_leases_of(e.identifier, turn));
+        delete_later(it->first, e.identifier, /*former=*/true, turn);
         it = entries_.erase(it);
         continue;
       }
@@ -311,6 +357,7 @@ Result<StreamSet::Turn> StreamSet::tick(const std::set<std::string>& sync_now) {
 Clock::MonoTime StreamSet::next_due() const {
   Clock::MonoTime due = Clock::MonoTime::max();
   if (multi_ && config_.stream_tracker) due = next_list_;
+  if (!deletions_.empty()) due = std::min(due, next_deletion_);
   const milliseconds delay = config_.former_stream_deletion_delay;
   for (const auto& [name, e] : entries_) {
     if (!e.missing_since) {

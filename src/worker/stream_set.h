@@ -21,7 +21,11 @@
 // (by whoever holds them) and are deleted former_stream_deletion_delay after this worker
 // first saw it missing, unless it came back (0: never). A stream that no longer exists has
 // its leases deleted at once and is resolved again while it is listed (a stream created
-// again under the same name is another stream: a new creation epoch).
+// again under the same name is another stream: a new creation epoch). A deletion that fails
+// (a throttle, a 5xx) is kept, with the stream's identifier, and tried again at each shard
+// sync interval until it succeeds (as the Java KCL's "Will retry later"); a former stream
+// listed again before then keeps its leases. Failures in a row of a deletion are logged at
+// the 1st, 3rd, 10th, 100th... with their count (base/failure_series.h).
 //
 // Thread safety: start() and tick() from the worker's controlling (scheduler) thread;
 // initial_position_of() and names() from any thread.
@@ -37,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "base/failure_series.h"
 #include "kcl/clock.h"
 #include "kcl/logging.h"
 #include "kcl/metrics.h"
@@ -112,6 +117,16 @@ class StreamSet {
     Clock::MonoTime next_sync{};
     std::optional<Clock::MonoTime> missing_since;  // former: when first seen missing
   };
+  // The leases of a stream to delete (by its identifier) until a deletion succeeds.
+  struct Deletion {
+    Deletion(std::string stream_name, bool is_former)
+        : stream(std::move(stream_name)),
+          former(is_former),
+          failures("deleting the leases of stream " + stream) {}
+    const std::string stream;
+    const bool former;  // no longer listed (else: no longer exists)
+    base::FailureSeries failures;
+  };
 
   std::vector<StreamConfig> configured_streams();
   void refresh_list(Clock::MonoTime now);
@@ -119,6 +134,13 @@ class StreamSet {
   // Syncs one stream; a deleted stream's leases are deleted. Adds to `turn`.
   Status sync(Entry& e, Turn& turn);
   Status delete_leases_of(const std::string& identifier, Turn& turn);
+  // Notes the leases of `identifier` (stream `stream`) to be deleted and tries it now.
+  void delete_later(const std::string& stream, const std::string& identifier, bool former,
+                    Turn& turn);
+  // Tries one deletion; true when done. A failure is logged per series and kept.
+  bool try_deletion(const std::string& identifier, Deletion& d, Turn& turn);
+  // The deletions that failed before, tried again when due.
+  void retry_deletions(Clock::MonoTime now, Turn& turn);
   void schedule_spread(Clock::MonoTime now);
   // Several streams: kFailedPrecondition when the lease table holds one-stream leases.
   Status check_table_kind();
@@ -141,7 +163,9 @@ class StreamSet {
   // Several streams only: the lease table as last listed for the syncs, and when.
   std::optional<std::vector<Lease>> listing_;
   Clock::MonoTime listing_at_{};
-  Clock::MonoTime next_resolve_{};  // DescribeStreamSummary calls paced from here on
+  Clock::MonoTime next_resolve_{};             // DescribeStreamSummary calls paced from here on
+  std::map<std::string, Deletion> deletions_;  // by stream identifier: still to delete
+  Clock::MonoTime next_deletion_{};            // when a failed deletion is tried again
 };
 
 // DescribeStreamSummary calls a worker makes at most in a second: half of an account's limit

@@ -165,11 +165,14 @@ class RecordingMetrics final : public MetricsSink {
   std::map<std::string, int> timings_;
 };
 
-// A view of a shared store that can be cut off (a network partition of one worker).
+// A view of a shared store that can be cut off (a network partition of one worker), or whose
+// deletions alone fail (as DynamoDB throttles them).
 class PartitionableStore final : public LeaseStore {
  public:
   explicit PartitionableStore(LeaseStore& inner) : inner_(inner) {}
   void set_partitioned(bool p) { partitioned_ = p; }
+  void set_deletes_throttled(bool t) { deletes_throttled_ = t; }
+  int deletes_refused() const { return deletes_refused_; }
 
   Status create_table_if_not_exists() override {
     if (partitioned_) return cut();
@@ -217,6 +220,10 @@ class PartitionableStore final : public LeaseStore {
   }
   Status delete_lease(std::string_view k) override {
     if (partitioned_) return cut();
+    if (deletes_throttled_) {
+      ++deletes_refused_;
+      return Status(StatusCode::kUnavailable, "ProvisionedThroughputExceededException");
+    }
     return inner_.delete_lease(k);
   }
 
@@ -224,6 +231,8 @@ class PartitionableStore final : public LeaseStore {
   static Status cut() { return Status(StatusCode::kUnavailable, "partitioned"); }
   LeaseStore& inner_;
   bool partitioned_ = false;
+  bool deletes_throttled_ = false;
+  int deletes_refused_ = 0;
   std::function<void()> before_checkpoint_;
 };
 
