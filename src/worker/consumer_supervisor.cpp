@@ -82,17 +82,25 @@ void ConsumerSupervisor::sweep_locked(const std::set<std::string>& held_keys, Co
     }
     ++it;
   }
+  // A lease no longer held (taken by another worker, handed off, deleted) takes its shard's
+  // records with it: the shard is no longer this worker's, failing or not.
+  const auto not_held = [&](const auto& entry) { return !held_keys.count(entry.first); };
   std::erase_if(finished_, [&](const std::string& k) { return !held_keys.count(k); });
+  std::erase_if(failures_, not_held);
+  std::erase_if(restart_at_, not_held);
 }
 
 // A finished shard asks for a shard sync (its children's leases); a failed one is restarted
 // after a backoff (a deleted stream stops a one-stream worker; of several streams, it asks
-// for a shard sync, which deletes that stream's leases); the rest end their shard's series of
-// failures once they delivered.
+// for a shard sync, which deletes that stream's leases); one that ended otherwise (shard end,
+// lease lost, shutdown) ends its shard's series of failures.
 void ConsumerSupervisor::on_ended_locked(const std::string& shard,
                                          const lifecycle::ShardConsumer& c, ConsumersEnded& ended) {
   switch (c.outcome()) {
     case lifecycle::ConsumerOutcome::kShardFinished:
+      // Ended cleanly: whatever failed before is over.
+      failures_.erase(shard);
+      restart_at_.erase(shard);
       finished_.insert(shard);
       ended.sync_streams.insert(stream_of_lease(shard));  // create the children's leases now
       break;
@@ -109,7 +117,9 @@ void ConsumerSupervisor::on_ended_locked(const std::string& shard,
       break;
     }
     default:
-      if (c.records_delivered() > 0) failures_.erase(shard);
+      // Ended cleanly (its lease lost or handed off, a shutdown): not failing.
+      failures_.erase(shard);
+      restart_at_.erase(shard);
       break;
   }
 }
@@ -181,8 +191,8 @@ Clock::MonoTime ConsumerSupervisor::next_restart(Clock::MonoTime latest) const {
   const Clock::MonoTime now = clock_.now();
   Clock::MonoTime next = latest;
   std::lock_guard<std::mutex> lock(mu_);
-  // Past ones are not waited for: reconcile() drops them when their lease is held, and a
-  // lease lost meanwhile leaves its entry behind, which must not make the loop spin.
+  // Past ones are not waited for: reconcile() drops them when their lease is held, or no
+  // longer held; until then one must not make the loop spin.
   for (const auto& [shard, when] : restart_at_) {
     if (when > now) next = std::min(next, when);
   }

@@ -210,6 +210,38 @@ TEST_F(ConsumerSupervisorTest, AFailedShardRestartsAfterItsBackoffAndCountsTheSe
   EXPECT_FALSE(ended_.fatal);
 }
 
+TEST_F(ConsumerSupervisorTest, AFailedShardWhoseLeaseMovedIsNoLongerFailingHere) {
+  scripts_["shardId-0"].failure = Status(StatusCode::kUnavailable, "throttled");
+  hold({"shardId-0", "shardId-1"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return !supervisor_->failing_shards().empty(); }));
+  // Another worker takes the lease during the backoff.
+  ASSERT_TRUE(takes_.held().lose("shardId-0", Status(StatusCode::kLeaseLost, "taken")));
+  supervisor_->lease_lost("shardId-0");
+  ASSERT_FALSE(look_until([] { return false; }, 5));
+  EXPECT_TRUE(supervisor_->failing_shards().empty())
+      << "a shard another worker reads is shown failing here";
+  EXPECT_EQ(supervisor_->shard_states().count("shardId-0"), 0u);
+  EXPECT_EQ(supervisor_->next_restart(Clock::MonoTime::max()), Clock::MonoTime::max());
+  EXPECT_EQ(made_["shardId-0"], 1);
+}
+
+TEST_F(ConsumerSupervisorTest, AFailedShardThatThenEndsIsNoLongerFailing) {
+  scripts_["shardId-0"].failure = Status(StatusCode::kUnavailable, "throttled");
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return !supervisor_->failing_shards().empty(); }));
+  ShardScript ends;
+  ends.ends = true;
+  scripts_["shardId-0"] = ends;  // the restart reads to the shard's end
+  ASSERT_TRUE(look_until([&] { return ended_.sync_streams.count("") > 0; }, 100));
+  ASSERT_FALSE(look_until([] { return false; }, 3));
+  EXPECT_EQ(made_["shardId-0"], 2);
+  EXPECT_TRUE(supervisor_->failing_shards().empty())
+      << "a shard read to its end without a record is shown failing for ever";
+  EXPECT_EQ(supervisor_->shard_states().count("shardId-0"), 0u);
+}
+
 TEST_F(ConsumerSupervisorTest, AGoneStreamStopsAOneStreamWorker) {
   scripts_["shardId-0"].failure = Status(StatusCode::kNotFound, "stream orders not found");
   scripts_["shardId-1"].failure = Status(StatusCode::kNotFound, "stream orders not found");
