@@ -51,6 +51,18 @@ std::optional<std::string> stream_name_problem(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<std::string> initial_position_problem(const InitialPosition& position) {
+  if (position.kind == StartPosition::Kind::kAfterCheckpoint) {
+    return "is AFTER_CHECKPOINT, a resume point; it must be TRIM_HORIZON, LATEST or "
+           "AT_TIMESTAMP";
+  }
+  const std::vector<std::string> problems = position.validate();
+  if (problems.empty()) return std::nullopt;
+  std::string out = "is invalid: ";
+  for (std::size_t i = 0; i < problems.size(); ++i) out += (i == 0 ? "" : "; ") + problems[i];
+  return out;
+}
+
 StreamSet::StreamSet(const WorkerConfig& config, kinesis::KinesisClient& kinesis,
                      leases::LeaseStore& store, MetricsSink& metrics, const Clock& clock, Log log)
     : config_(config),
@@ -90,6 +102,16 @@ void StreamSet::refresh_list(Clock::MonoTime now) {
       continue;
     }
     listed.insert(s.name);
+    if (s.initial_position) {
+      if (auto problem = initial_position_problem(*s.initial_position)) {
+        if (reported_bad_positions_.insert(s.name).second) {  // once per stream
+          log_(LogLevel::kWarn, "the stream tracker gave stream " + s.name +
+                                    " an initial position that " + *problem +
+                                    "; the worker's initial position is used");
+        }
+        s.initial_position.reset();
+      }
+    }
     // A former stream listed again before its leases could be deleted keeps them.
     std::erase_if(deletions_, [&](const auto& d) {
       if (!d.second.former || d.second.stream != s.name) return false;

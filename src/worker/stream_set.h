@@ -55,6 +55,10 @@ namespace kcl::worker {
 
 // Why `name` is not a Kinesis stream name (1..128 of a-z A-Z 0-9 _ . -); empty when it is.
 std::optional<std::string> stream_name_problem(const std::string& name);
+// Why `position` cannot be where a stream's shards without a checkpoint start (AFTER_CHECKPOINT
+// is a resume point: lineage would write its sequence number as every root lease's
+// checkpoint); empty when it can.
+std::optional<std::string> initial_position_problem(const InitialPosition& position);
 
 class StreamSet {
  public:
@@ -155,6 +159,7 @@ class StreamSet {
   std::map<std::string, Entry> entries_;  // by stream name
   Clock::MonoTime next_list_{};
   std::set<std::string> reported_bad_names_;          // tracker names already logged as invalid
+  std::set<std::string> reported_bad_positions_;      // tracker positions logged as refused
   mutable std::mutex mu_;                             // guards positions_, names_ and arns_
   std::map<std::string, InitialPosition> positions_;  // by stream name
   std::string names_;

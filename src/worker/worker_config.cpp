@@ -84,8 +84,8 @@ void WorkerConfig::check_streams(std::vector<std::string>& problems) const {
     if (!seen.insert(s.name).second)
       problems.push_back(where + ": stream " + s.name + " is listed twice");
     if (s.initial_position) {
-      for (const std::string& p : s.initial_position->validate()) {
-        problems.push_back(where + ".initial_position: " + p);
+      if (auto p = worker::initial_position_problem(*s.initial_position)) {
+        problems.push_back(where + ".initial_position (stream " + s.name + ") " + *p);
       }
     }
   }

@@ -2,7 +2,7 @@
 // streams that exist, one open shard each), an in-memory lease table whose deletions can be
 // made to fail (a throttle), and a stream list the test changes. Covers the leases of a
 // former stream and of a deleted one, deleted again at a later turn after a failed deletion
-// (the worker went on).
+// (the worker went on), and a tracker's AFTER_CHECKPOINT position (refused for the worker's).
 #include "worker/stream_set.h"
 
 #include <gtest/gtest.h>
@@ -183,6 +183,25 @@ TEST_F(StreamSetTest, AStreamListedAgainBeforeItsLeasesAreDeletedKeepsThem) {
   for (int i = 0; i < 5; ++i) turn();
   EXPECT_EQ(leases_of("payments").size(), 1u) << log_text();
   EXPECT_EQ(streams().names(), "orders,payments");
+}
+
+TEST_F(StreamSetTest, ATrackersAfterCheckpointPositionIsRefusedForTheWorkersOnce) {
+  const std::string seq = "49590338271490256608559692538361571095921575989136588898";
+  config_.stream_tracker = [&] {
+    return std::vector<StreamConfig>{{"orders", StartPosition::after_checkpoint(seq)},
+                                     {"payments", InitialPosition::latest()}};
+  };
+  ASSERT_TRUE(streams().start().ok());
+  for (int i = 0; i < 3; ++i) turn();
+  EXPECT_EQ(streams().initial_position_of("orders").kind, StartPosition::Kind::kTrimHorizon);
+  EXPECT_EQ(streams().initial_position_of("payments").kind, StartPosition::Kind::kLatest);
+  const auto orders = table_.list_leases().value();
+  for (const Lease& l : orders) {
+    if (leases::lease_stream_name(l) != "orders") continue;
+    EXPECT_EQ(l.checkpoint, ExtendedSequenceNumber::trim_horizon())
+        << "the resume point became a root lease's checkpoint";
+  }
+  EXPECT_EQ(lines_with("AFTER_CHECKPOINT"), 1u) << log_text();
 }
 
 }  // namespace

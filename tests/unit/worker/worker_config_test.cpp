@@ -56,5 +56,28 @@ TEST(WorkerConfigFanOut, OneStreamIsCheckedTheSameWay) {
   EXPECT_NE(problems.find("set retrieval.consumer_name"), std::string::npos) << problems;
 }
 
+// A stream's own initial position AFTER_CHECKPOINT (a resume point) would make every root
+// lease's checkpoint that sequence number: refused, naming the stream, as the worker's own is.
+TEST(WorkerConfigStreams, AStreamsInitialPositionAfterCheckpointIsRefused) {
+  WorkerConfig c;
+  c.leases.application_name = "audit";
+  c.streams = {{"orders", StartPosition::after_checkpoint(
+                              "49590338271490256608559692538361571095921575989136588898")},
+               {"payments", InitialPosition::trim_horizon()}};
+  const std::string problems = joined(c.validate());
+  EXPECT_NE(problems.find("streams[0].initial_position (stream orders) is AFTER_CHECKPOINT"),
+            std::string::npos)
+      << problems;
+  EXPECT_EQ(problems.find("payments"), std::string::npos) << problems;
+  c.streams[0].initial_position = InitialPosition::at_timestamp({});
+  EXPECT_NE(joined(c.validate())
+                .find("streams[0].initial_position (stream orders) is invalid: "
+                      "AT_TIMESTAMP needs a timestamp"),
+            std::string::npos)
+      << joined(c.validate());
+  c.streams[0].initial_position = InitialPosition::latest();
+  EXPECT_EQ(joined(c.validate()), "");
+}
+
 }  // namespace
 }  // namespace kcl
