@@ -1,5 +1,6 @@
 #include "multilang/properties.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -7,9 +8,11 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "kcl/multilang.h"
 #include "kcl/worker_options.h"
+#include "worker/stream_set.h"
 
 namespace kcl::multilang {
 
@@ -308,24 +311,45 @@ void check_required(PropertyReader& r) {
   }
 }
 
-// streamArn = arn:aws:kinesis:REGION:ACCOUNT:stream/NAME: the stream's name (over
-// streamName), and its region unless regionName gives one.
+// streamArn = arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME (PARTITION aws, aws-cn,
+// aws-us-gov, ...): the stream's name (over streamName), and its region unless regionName
+// gives one. Read field by field; anything else is refused, naming what is wrong.
 void read_stream_arn(PropertyReader& r, MultiLangSettings& s) {
   const std::string* v = r.get("streamArn");
   if (!v) return;
-  const std::size_t at = v->find(":stream/");
-  if (at == std::string::npos) {
-    r.problem("streamArn = '" + *v + "' is not a Kinesis stream ARN");
-    return;
+  std::vector<std::string> fields;
+  for (std::size_t at = 0;;) {
+    const std::size_t colon = v->find(':', at);
+    fields.push_back(v->substr(at, colon == std::string::npos ? colon : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
   }
-  s.worker.stream_name = v->substr(at + 8);
-  const std::size_t start = std::string("arn:aws:kinesis:").size();
-  if (v->rfind("arn:", 0) == 0 && s.worker.aws.region.empty()) {
-    const std::size_t colon = v->find(':', start);
-    if (colon != std::string::npos && colon > start) {
-      s.worker.aws.region = v->substr(start, colon - start);
-    }
+  const auto refuse = [&](const std::string& why) {
+    r.problem("streamArn = '" + *v + "' is not a Kinesis stream ARN (" + why +
+              "; expected arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME)");
+  };
+  if (fields.size() != 6 || fields[0] != "arn") return refuse("not six fields after 'arn:'");
+  const std::string& partition = fields[1];
+  const std::string& region = fields[3];
+  const std::string& account = fields[4];
+  const std::string& resource = fields[5];
+  if (partition.rfind("aws", 0) != 0) return refuse("partition '" + partition + "'");
+  if (fields[2] != "kinesis") return refuse("service '" + fields[2] + "', not kinesis");
+  const auto lower_digit_dash = [](const std::string& f) {
+    return !f.empty() && std::all_of(f.begin(), f.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    });
+  };
+  if (!lower_digit_dash(region)) return refuse("region '" + region + "'");
+  if (account.size() != 12 ||
+      !std::all_of(account.begin(), account.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return refuse("account '" + account + "', not 12 digits");
   }
+  if (resource.rfind("stream/", 0) != 0) return refuse("resource '" + resource + "'");
+  const std::string name = resource.substr(7);
+  if (auto problem = worker::stream_name_problem(name)) return refuse("stream name " + *problem);
+  s.worker.stream_name = name;
+  if (s.worker.aws.region.empty()) s.worker.aws.region = region;
 }
 
 void read_initial_position(PropertyReader& r, MultiLangSettings& s) {

@@ -86,6 +86,38 @@ TEST(PropertiesTest, BuildsTheWorkerAndNamesEveryProblem) {
   }
 }
 
+// streamArn is read field by field: the region of any partition's ARN (aws-cn, aws-us-gov),
+// and a malformed ARN refused with what is wrong in it.
+TEST(PropertiesTest, AStreamArnIsReadByItsFields) {
+  const auto with_arn = [](const std::string& arn) {
+    return settings_from_properties(
+        {{"executableName", "python3 p.py"}, {"streamArn", arn}, {"applicationName", "audit"}});
+  };
+  for (const auto& [arn, region] : std::vector<std::pair<std::string, std::string>>{
+           {"arn:aws:kinesis:eu-west-1:123456789012:stream/orders", "eu-west-1"},
+           {"arn:aws-cn:kinesis:cn-north-1:123456789012:stream/orders", "cn-north-1"},
+           {"arn:aws-us-gov:kinesis:us-gov-west-1:123456789012:stream/orders", "us-gov-west-1"}}) {
+    auto s = with_arn(arn);
+    ASSERT_TRUE(s.ok()) << arn << ": " << s.status();
+    EXPECT_EQ(s->worker.stream_name, "orders") << arn;
+    EXPECT_EQ(s->worker.aws.region, region) << arn;
+  }
+  for (const auto& [arn, why] : std::vector<std::pair<std::string, std::string>>{
+           {"orders:stream/orders", "not six fields"},
+           {"arn:aws:kinesis:eu-west-1:123456789012:stream/orders:extra", "not six fields"},
+           {"arn:aws:sqs:eu-west-1:123456789012:stream/orders", "service 'sqs'"},
+           {"arn:aws:kinesis::123456789012:stream/orders", "region ''"},
+           {"arn:aws:kinesis:eu-west-1:1234:stream/orders", "account '1234'"},
+           {"arn:aws:kinesis:eu-west-1:123456789012:table/orders", "resource 'table/orders'"},
+           {"arn:aws:kinesis:eu-west-1:123456789012:stream/", "stream name is empty"}}) {
+    auto s = with_arn(arn);
+    ASSERT_FALSE(s.ok()) << arn << " was accepted as stream " << s->worker.stream_name
+                         << " in region " << s->worker.aws.region;
+    EXPECT_NE(s.status().message().find("is not a Kinesis stream ARN (" + why), std::string::npos)
+        << s.status();
+  }
+}
+
 // Poison records (kcl-cpp's own keys): the sink's file or stream and the attempts; the
 // command makes the sink from them.
 TEST(PropertiesTest, DeadLetterKeysNameTheSinkAndTheAttempts) {
