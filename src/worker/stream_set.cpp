@@ -118,7 +118,7 @@ void StreamSet::refresh_list(Clock::MonoTime now) {
       log_(LogLevel::kInfo, "stream " + s.name + " is listed again; its leases are kept");
       return true;
     });
-    auto [it, added] = entries_.try_emplace(s.name);
+    auto [it, added] = entries_.try_emplace(s.name, s.name);
     Entry& e = it->second;
     if (added) {
       if (multi_ && next_list_ != Clock::MonoTime{}) {
@@ -313,7 +313,9 @@ Result<StreamSet::Turn> StreamSet::start() {
     if (s.ok()) continue;
     // A multi-stream worker goes on without a stream that does not exist (yet).
     if (multi_ && s.code() == StatusCode::kNotFound) {
-      log_(LogLevel::kWarn, s.message() + "; it is looked for again at each shard sync");
+      if (auto line = e.sync_failures.failed(s, now)) {
+        log_(LogLevel::kWarn, *line + "; it is looked for again at each shard sync");
+      }
       continue;
     }
     return s.with_context("syncing the shards of stream " + name + ": ");
@@ -361,14 +363,18 @@ Result<StreamSet::Turn> StreamSet::tick(const std::set<std::string>& sync_now) {
         continue;
       }
       Status s = sync(e, turn);
-      if (!s.ok()) {
+      if (s.ok()) {
+        if (auto line = e.sync_failures.succeeded(now)) log_(LogLevel::kInfo, *line);
+      } else {
         if (!multi_ && s.code() == StatusCode::kNotFound) return s;
         // A stream never synced here (its leases may not exist yet) is tried again soon after
         // a transient failure; one that does not exist (yet) at the next interval.
         if (!e.syncer && s.code() != StatusCode::kNotFound) {
           e.next_sync = std::min(e.next_sync, now + kFirstSyncRetry);
         }
-        log_(LogLevel::kWarn, "shard sync of stream " + it->first + ": " + s.to_string());
+        // Every interval for ever for a listed stream that does not exist: the 1st, 3rd,
+        // 10th... failure in a row is logged, with the count.
+        if (auto line = e.sync_failures.failed(s, now)) log_(LogLevel::kWarn, *line);
       }
     }
     ++it;

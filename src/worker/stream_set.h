@@ -24,8 +24,9 @@
 // again under the same name is another stream: a new creation epoch). A deletion that fails
 // (a throttle, a 5xx) is kept, with the stream's identifier, and tried again at each shard
 // sync interval until it succeeds (as the Java KCL's "Will retry later"); a former stream
-// listed again before then keeps its leases. Failures in a row of a deletion are logged at
-// the 1st, 3rd, 10th, 100th... with their count (base/failure_series.h).
+// listed again before then keeps its leases. Failures in a row, of a deletion or of a
+// stream's sync, are logged at the 1st, 3rd, 10th, 100th... with their count
+// (base/failure_series.h).
 //
 // Thread safety: start() and tick() from the worker's controlling (scheduler) thread;
 // initial_position_of() and names() from any thread.
@@ -115,11 +116,13 @@ class StreamSet {
 
  private:
   struct Entry {
+    explicit Entry(const std::string& name) : sync_failures("shard sync of stream " + name) {}
     StreamConfig config;
     std::string identifier;  // empty in one-stream mode, or until resolved
     std::unique_ptr<shardsync::ShardSyncer> syncer;
     Clock::MonoTime next_sync{};
     std::optional<Clock::MonoTime> missing_since;  // former: when first seen missing
+    base::FailureSeries sync_failures;             // this stream's syncs failed in a row
   };
   // The leases of a stream to delete (by its identifier) until a deletion succeeds.
   struct Deletion {

@@ -2,7 +2,9 @@
 // streams that exist, one open shard each), an in-memory lease table whose deletions can be
 // made to fail (a throttle), and a stream list the test changes. Covers the leases of a
 // former stream and of a deleted one, deleted again at a later turn after a failed deletion
-// (the worker went on), and a tracker's AFTER_CHECKPOINT position (refused for the worker's).
+// (the worker went on), a tracker's AFTER_CHECKPOINT position (refused for the worker's), and
+// a stream that fails its sync at every turn, logged at the 1st, 3rd, 10th... failure with the
+// count.
 #include "worker/stream_set.h"
 
 #include <gtest/gtest.h>
@@ -183,6 +185,19 @@ TEST_F(StreamSetTest, AStreamListedAgainBeforeItsLeasesAreDeletedKeepsThem) {
   for (int i = 0; i < 5; ++i) turn();
   EXPECT_EQ(leases_of("payments").size(), 1u) << log_text();
   EXPECT_EQ(streams().names(), "orders,payments");
+}
+
+TEST_F(StreamSetTest, ASyncThatFailsAtEveryTurnIsLoggedAtTheFirstThirdAndTenthWithTheCount) {
+  listed_ = {"orders", "missing"};
+  ASSERT_TRUE(streams().start().ok());
+  for (int i = 0; i < 12; ++i) turn();
+  // 13 failures (start's and 12 turns'): the 1st, 3rd and 10th are logged.
+  EXPECT_EQ(lines_with("missing"), 3u) << log_text();
+  EXPECT_EQ(lines_with("10 times in a row"), 1u) << log_text();
+  existing_.insert("missing");
+  turn();
+  EXPECT_EQ(leases_of("missing").size(), 1u);
+  EXPECT_EQ(lines_with("recovered after 13 failures"), 1u) << log_text();
 }
 
 TEST_F(StreamSetTest, ATrackersAfterCheckpointPositionIsRefusedForTheWorkersOnce) {
