@@ -121,5 +121,63 @@ TEST(LeaseLeaderSilenceTest, AStaleReadOfAnOlderHeartbeatDoesNotRestartASilence)
   for (const WorkerEntry& w : view->workers) EXPECT_NE(w.worker_id, "b") << "b's entry is left";
 }
 
+// A pass of a leader whose lock lapsed meanwhile (its read of the workers stuck in retries for
+// longer than failover_time) fences nobody once it may no longer lead, and never the worker the
+// lock names: that one does not heartbeat while it leads, so its entry looks silent to the
+// stale pass. Fenced, the new leader would find its own entry gone and get no lease all term.
+// Run with an authority that says the old leader's renewals have lapsed (it stops the pass),
+// and without one (the lock as read guards alone).
+TEST(LeaseLeaderFenceTest, AStalePassOfTheOldLeaderLeavesTheNewLeadersEntry) {
+  for (const bool with_authority : {false, true}) {
+    SCOPED_TRACE(with_authority ? "with an authority" : "without an authority");
+    ManualClock clock;
+    InMemoryLeaseStore leases;
+    testing::add_free_leases(leases, 4);
+    InMemoryCoordinationStore table;
+    testing::FaultyCoordinationStore coordination(table);
+    LeaseConfig config;
+    config.application_name = "fence-test";
+    config.worker_id = "a";
+    config.assignment = LeaseAssignment::kLeader;
+    testing::RecordingMetrics metrics;
+    LeaseLeader leader(leases, coordination, config, clock, metrics, nullptr);
+    bool lapsed = false;
+    if (with_authority) {
+      leader.set_authority([&]() -> std::optional<std::string> {
+        if (lapsed) return "its lock renewals lapsed";
+        return std::nullopt;
+      });
+    }
+    ASSERT_TRUE(table.register_worker(worker("a")).ok());
+    ASSERT_TRUE(table.register_worker(worker("b")).ok());
+    ASSERT_TRUE(table.acquire_leadership(std::nullopt, "a", "a-1").ok());
+    leader.begin(std::nullopt);
+    ASSERT_TRUE(leader.run_pass().status.ok());  // sees b
+
+    // The next pass's eventual read misses b; its strong read stalls for 11 s, meanwhile the
+    // lock lapses and b takes it (and stops heartbeating: the lock holds its membership).
+    auto stale = table.read_all(Consistency::kStrong);
+    ASSERT_TRUE(stale.ok());
+    std::erase_if(stale->workers, [](const WorkerEntry& w) { return w.worker_id == "b"; });
+    coordination.serve_stale(*stale);
+    bool stalled = false;
+    coordination.faults().set_script([&](std::string_view op, std::string_view) {
+      if (op == "read_all" && !stalled) {
+        stalled = true;
+        clock.advance(11s);
+        lapsed = true;
+        auto lock = table.read_leader(Consistency::kStrong);
+        EXPECT_TRUE(lock.ok() && table.acquire_leadership(*lock, "b", "b-1").ok());
+      }
+      return InjectedFault{};
+    });
+    const LeaderPassResult r = leader.run_pass();
+    ASSERT_TRUE(stalled);
+    EXPECT_EQ(r.fenced, 0) << r.status.to_string();
+    EXPECT_EQ(r.status.ok(), !with_authority) << "the authority did not stop the pass";
+    EXPECT_TRUE(table.peek_worker("b").has_value()) << "the new leader's entry was fenced";
+  }
+}
+
 }  // namespace
 }  // namespace kcl::leases
