@@ -134,6 +134,9 @@ CallTask<Clock::MonoTime> AssignmentAgent::heartbeat_task() {
     r.abandoned = membership_.check_lapse();
   } else {
     r = co_await membership_.renew();
+    // A draining leader whose drain heartbeat failed hands the lock back once one lands: it
+    // runs no pass any more, and renewing the lock would leave the fleet without a leader.
+    if (r.status.ok() && !r.abandoned && adopter_.taking_stopped()) co_await lock_.hand_back();
   }
   if (r.registered) {
     log(LogLevel::kInfo, "joined the fleet (membership incarnation " +
@@ -389,8 +392,8 @@ CallTask<Clock::MonoTime> AssignmentAgent::leader_task() {
 // A graceful stop begins. Nothing more is adopted, and the leader learns at once (a heartbeat
 // saying draining) that this worker takes nothing more. A leader assigns nothing more either:
 // once that heartbeat has landed (its hold then counts from it, not from the lock) it hands
-// the lock back, so another worker leads at once; when the heartbeat failed it keeps the lock
-// but runs no pass (leader_step), and leave() releases it.
+// the lock back, so another worker leads at once; when the heartbeat failed it runs no pass
+// (leader_step) and hands the lock back after the next heartbeat that lands (heartbeat_task).
 CallTask<Done> AssignmentAgent::drain_task() {
   note_activity();
   adopter_.stop_taking();

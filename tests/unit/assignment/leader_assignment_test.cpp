@@ -535,6 +535,26 @@ TEST_F(LeaderAssignmentTest, AGracefulLeaveHandsEverythingOverAtOnce) {
   EXPECT_EQ(violations_, 0);
 }
 
+// A draining leader whose drain heartbeat failed hands the lock back after its next heartbeat
+// that lands: it runs no pass any more, and had it kept renewing the lock, the fleet would have
+// had no leader until it left (up to shutdown_timeout).
+TEST_F(LeaderAssignmentTest, ADrainingLeaderWhoseDrainHeartbeatFailedHandsTheLockBackSoon) {
+  testing::add_free_leases(leases_, 4);
+  Node& a = start("a");
+  Node& b = start("b");
+  ASSERT_TRUE(run_until([&] { return a.held() == 2 && b.held() == 2; }, 15s));
+  Node& leaving = b.agent->leading() ? b : a;
+  Node& staying = &leaving == &a ? b : a;
+  coordination_.set_partitioned(leaving.id, true);
+  leaving.agent->drain();  // its heartbeat saying draining fails
+  coordination_.set_partitioned(leaving.id, false);
+  ASSERT_TRUE(leaving.agent->leading());
+  ASSERT_TRUE(run_until([&] { return !leaving.agent->leading(); }, 5s))
+      << "the draining leader kept the lock";
+  EXPECT_TRUE(run_until([&] { return staying.agent->leading(); }, 6s));
+  EXPECT_EQ(violations_, 0);
+}
+
 // An idle worker reads only the lock; the leader calls its attention there when it assigns it
 // a lease, so the lease is taken within a read of the lock (idle_poll_interval, 1 s here), not
 // at its next discovery (five such reads).
