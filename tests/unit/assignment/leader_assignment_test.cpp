@@ -460,6 +460,23 @@ TEST_F(MidHandoffTest, AReceiverThatStopsLeavesTheLeaseToItsOldOwner) {
   EXPECT_EQ(violations_, 0);
 }
 
+// The same when the old owner never completes the handoff (its processor is stuck): its hold
+// of the lease ends (MembershipHold), nobody else would read it, and the leader assigns it once
+// it has not moved for handoff_timeout + failover_time, as a live receiver would take it.
+TEST_F(MidHandoffTest, AHandoffToAReceiverGoneThatTheOldOwnerNeverCompletesIsAssigned) {
+  ASSERT_NO_FATAL_FAILURE(stop(*c_, 500ms));
+  ASSERT_EQ(handed_now()->checkpoint_owner, handed_->checkpoint_owner);
+  const LeaseConfig defaults;
+  run_for(defaults.handoff_timeout + defaults.failover_time + 20s);
+  const std::optional<Lease> l = handed_now();
+  ASSERT_TRUE(l.has_value());
+  EXPECT_FALSE(l->checkpoint_owner.has_value()) << "still handed from " << *l->checkpoint_owner;
+  ASSERT_TRUE(l->lease_owner == "a" || l->lease_owner == "b")
+      << "owned by " << l->lease_owner.value_or("nobody");
+  EXPECT_TRUE(node(*l->lease_owner).coordinator->holds(l->lease_key));
+  EXPECT_EQ(violations_, 0);
+}
+
 // The same when the old owner is gone (its membership ended, its entry removed) before the
 // receiver stops: nobody would complete the handoff, so the receiver hands the lease back and
 // the fleet, stopped, leaves no lease owned (seen once in CI as "still owned" after every
