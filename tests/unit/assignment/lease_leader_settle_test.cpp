@@ -26,6 +26,25 @@ WorkerEntry worker(const std::string& id) {
   return w;
 }
 
+// Leader "a" over in-memory stores (4 free leases), reading the coordination table through a
+// FaultyCoordinationStore.
+struct FaultyTableLeader {
+  FaultyTableLeader() { testing::add_free_leases(leases, 4); }
+  ManualClock clock;
+  InMemoryLeaseStore leases;
+  InMemoryCoordinationStore table;
+  testing::FaultyCoordinationStore coordination{table};
+  LeaseConfig config = [] {
+    LeaseConfig c;
+    c.application_name = "leader-test";
+    c.worker_id = "a";
+    c.assignment = LeaseAssignment::kLeader;
+    return c;
+  }();
+  testing::RecordingMetrics metrics;
+  LeaseLeader leader{leases, coordination, config, clock, metrics, nullptr};
+};
+
 // A leader that saw a worker join in a pass that ended early (its lease-table read failed)
 // and then stopped leading has that join noted still. When it leads again, the new term
 // starts unsettled as every new term does: the old note does not make it settled at once.
@@ -76,17 +95,8 @@ TEST(LeaseLeaderSettleTest, ANewTermStartsUnsettledWhateverAnEarlierTermLeftNote
 // heartbeat of the same incarnation; that is not a sign of life (a heartbeat only grows), so
 // the dead worker is still fenced failover_time after its last heartbeat was first seen.
 TEST(LeaseLeaderSilenceTest, AStaleReadOfAnOlderHeartbeatDoesNotRestartASilence) {
-  ManualClock clock;
-  InMemoryLeaseStore leases;
-  testing::add_free_leases(leases, 4);
-  InMemoryCoordinationStore table;
-  testing::FaultyCoordinationStore coordination(table);
-  LeaseConfig config;
-  config.application_name = "silence-test";
-  config.worker_id = "a";
-  config.assignment = LeaseAssignment::kLeader;
-  testing::RecordingMetrics metrics;
-  LeaseLeader leader(leases, coordination, config, clock, metrics, nullptr);
+  FaultyTableLeader f;
+  auto& [clock, leases, table, coordination, config, metrics, leader] = f;
   ASSERT_TRUE(table.register_worker(worker("a")).ok());
   auto b = table.register_worker(worker("b"));
   ASSERT_TRUE(b.ok());
@@ -130,17 +140,8 @@ TEST(LeaseLeaderSilenceTest, AStaleReadOfAnOlderHeartbeatDoesNotRestartASilence)
 TEST(LeaseLeaderFenceTest, AStalePassOfTheOldLeaderLeavesTheNewLeadersEntry) {
   for (const bool with_authority : {false, true}) {
     SCOPED_TRACE(with_authority ? "with an authority" : "without an authority");
-    ManualClock clock;
-    InMemoryLeaseStore leases;
-    testing::add_free_leases(leases, 4);
-    InMemoryCoordinationStore table;
-    testing::FaultyCoordinationStore coordination(table);
-    LeaseConfig config;
-    config.application_name = "fence-test";
-    config.worker_id = "a";
-    config.assignment = LeaseAssignment::kLeader;
-    testing::RecordingMetrics metrics;
-    LeaseLeader leader(leases, coordination, config, clock, metrics, nullptr);
+    FaultyTableLeader f;
+    auto& [clock, leases, table, coordination, config, metrics, leader] = f;
     bool lapsed = false;
     if (with_authority) {
       leader.set_authority([&]() -> std::optional<std::string> {
