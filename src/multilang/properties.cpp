@@ -317,13 +317,7 @@ void check_required(PropertyReader& r) {
 void read_stream_arn(PropertyReader& r, MultiLangSettings& s) {
   const std::string* v = r.get("streamArn");
   if (!v) return;
-  std::vector<std::string> fields;
-  for (std::size_t at = 0;;) {
-    const std::size_t colon = v->find(':', at);
-    fields.push_back(v->substr(at, colon == std::string::npos ? colon : colon - at));
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
+  const std::vector<std::string> fields = worker::arn_fields(*v);
   const auto refuse = [&](const std::string& why) {
     r.problem("streamArn = '" + *v + "' is not a Kinesis stream ARN (" + why +
               "; expected arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME)");

@@ -21,14 +21,8 @@ constexpr milliseconds kFirstSyncRetry{5000};
 
 // The account of "arn:aws:kinesis:<region>:<account>:stream/<name>"; empty when it has none.
 std::string account_of(const std::string& arn) {
-  std::size_t at = 0;
-  for (int field = 0; field < 4; ++field) {
-    at = arn.find(':', at);
-    if (at == std::string::npos) return {};
-    ++at;
-  }
-  const std::size_t end = arn.find(':', at);
-  return end == std::string::npos ? std::string() : arn.substr(at, end - at);
+  std::vector<std::string> fields = arn_fields(arn);
+  return fields.size() >= 6 ? std::move(fields[4]) : std::string();
 }
 
 Clock::MonoTime::duration jittered(milliseconds interval) {
@@ -49,6 +43,16 @@ std::optional<std::string> stream_name_problem(const std::string& name) {
     }
   }
   return std::nullopt;
+}
+
+std::vector<std::string> arn_fields(std::string_view arn) {
+  std::vector<std::string> fields;
+  for (std::size_t at = 0;;) {
+    const std::size_t colon = arn.find(':', at);
+    fields.emplace_back(arn.substr(at, colon == std::string_view::npos ? colon : colon - at));
+    if (colon == std::string_view::npos) return fields;
+    at = colon + 1;
+  }
 }
 
 std::optional<std::string> initial_position_problem(const InitialPosition& position) {

@@ -40,6 +40,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/failure_series.h"
@@ -54,6 +55,9 @@
 
 namespace kcl::worker {
 
+// The colon-separated fields of an ARN: arn, partition, service, region, account, resource
+// (more when the resource has colons).
+std::vector<std::string> arn_fields(std::string_view arn);
 // Why `name` is not a Kinesis stream name (1..128 of a-z A-Z 0-9 _ . -); empty when it is.
 std::optional<std::string> stream_name_problem(const std::string& name);
 // Why `position` cannot be where a stream's shards without a checkpoint start (AFTER_CHECKPOINT
