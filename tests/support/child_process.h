@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,9 +52,11 @@ inline std::vector<std::string> finished_lines(const std::string& path) {
 class ChildProcess {
  public:
   // Starts argv[0] (a path) with `env`; its stdout goes to `stdout_path`, its stderr to
-  // `stderr_path` (empty: the test's). started() tells whether it ran.
+  // `stderr_path` (empty: the test's); with `pipe_stdin`, its stdin is a pipe the test writes
+  // (write_stdin), else the test's. started() tells whether it ran.
   ChildProcess(std::vector<std::string> argv_s, std::vector<std::string> env_s,
-               std::string stdout_path, const std::string& stderr_path = "")
+               std::string stdout_path, const std::string& stderr_path = "",
+               bool pipe_stdin = false)
       : out_path_(std::move(stdout_path)) {
     std::vector<char*> argv, envp;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -62,6 +65,10 @@ class ChildProcess {
     envp.push_back(nullptr);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    int in[2] = {-1, -1};
+    if (pipe_stdin && ::pipe2(in, O_CLOEXEC) == 0) {
+      posix_spawn_file_actions_adddup2(&fa, in[0], 0);  // clears O_CLOEXEC on the child's 0
+    }
     posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!stderr_path.empty()) {
       posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
@@ -70,12 +77,41 @@ class ChildProcess {
     const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) pid_ = -1;
+    if (in[0] >= 0) ::close(in[0]);
+    stdin_ = in[1];
   }
   ChildProcess(ChildProcess&& o) noexcept
-      : out_path_(std::move(o.out_path_)), pid_(std::exchange(o.pid_, -1)) {}
+      : out_path_(std::move(o.out_path_)),
+        pid_(std::exchange(o.pid_, -1)),
+        stdin_(std::exchange(o.stdin_, -1)) {}
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
-  ~ChildProcess() { kill_now(); }
+  ~ChildProcess() {
+    close_stdin();
+    kill_now();
+  }
+
+  // With pipe_stdin: writes `text` to the child's stdin (all of it, or false).
+  bool write_stdin(const std::string& text) {
+    std::size_t at = 0;
+    while (stdin_ >= 0 && at < text.size()) {
+      const ssize_t n = ::write(stdin_, text.data() + at, text.size() - at);
+      if (n <= 0) return false;
+      at += static_cast<std::size_t>(n);
+    }
+    return stdin_ >= 0;
+  }
+  // Bytes written to the child's stdin that it has not read yet.
+  int stdin_unread() const {
+    int n = 0;
+    if (stdin_ < 0 || ::ioctl(stdin_, FIONREAD, &n) != 0) return -1;
+    return n;
+  }
+  // The end of the child's input.
+  void close_stdin() {
+    if (stdin_ >= 0) ::close(stdin_);
+    stdin_ = -1;
+  }
 
   bool started() const { return pid_ > 0; }
   // SIGTERM (graceful stop) and the exit status.
@@ -118,6 +154,7 @@ class ChildProcess {
  private:
   std::string out_path_;
   pid_t pid_ = -1;
+  int stdin_ = -1;  // the write end of the child's stdin (pipe_stdin)
   std::optional<int> exited_;
 };
 

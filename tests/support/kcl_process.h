@@ -26,13 +26,13 @@ namespace kcl::cli {
 using namespace std::chrono_literals;
 
 // The kcl binary run with the emulators' endpoints, its stdout in a file (and its stderr,
-// when `stderr_path` is given).
+// when `stderr_path` is given; its stdin a pipe the test writes, with `pipe_stdin`).
 class KclProcess : public testing::ChildProcess {
  public:
   KclProcess(const AwsConfig& aws, std::vector<std::string> args, std::string stdout_path,
-             const std::string& stderr_path = "")
+             const std::string& stderr_path = "", bool pipe_stdin = false)
       : ChildProcess(argv(aws, std::move(args)), testing::emulator_environment(aws),
-                     std::move(stdout_path), stderr_path) {}
+                     std::move(stdout_path), stderr_path, pipe_stdin) {}
 
  private:
   static std::vector<std::string> argv(const AwsConfig& aws, std::vector<std::string> args) {

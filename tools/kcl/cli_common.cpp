@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <thread>
 
 #include "aws/base64.h"
 #include "base/status_macros.h"
@@ -284,6 +286,40 @@ std::optional<Status> wait_for_worker_or_stop(Worker& worker,
       }
     }
   }
+}
+
+namespace {
+// Empties the self-pipe of wake-ups that were not a stop (wake_stop_waiter()); a stop's byte
+// is left for every other waiter to see.
+void drain_wake_pipe_unless_stopped() {
+  if (stop_requested()) return;
+  char drain[64];
+  while (read(g_wake_pipe[0], drain, sizeof drain) > 0) {
+  }
+}
+}  // namespace
+
+bool wait_readable_or_stop(int fd) {
+  for (;;) {
+    if (stop_requested()) return false;
+    pollfd p[2] = {{fd, POLLIN, 0}, {g_wake_pipe[0], POLLIN, 0}};
+    // Without the self-pipe (it could not be made), the flag is looked at once a second.
+    const int n = poll(p, g_wake_pipe[0] < 0 ? 1 : 2, g_wake_pipe[0] < 0 ? 1000 : -1);
+    if (n < 0 && errno != EINTR) return true;  // read() then says what is wrong
+    if (n > 0 && p[0].revents != 0) return !stop_requested();
+    if (n > 0 && p[1].revents != 0) drain_wake_pipe_unless_stopped();
+  }
+}
+
+bool wait_for_stop(std::chrono::milliseconds timeout) {
+  if (stop_requested()) return true;
+  if (g_wake_pipe[0] < 0) {
+    std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1000)));
+    return stop_requested();
+  }
+  pollfd p{g_wake_pipe[0], POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) > 0) drain_wake_pipe_unless_stopped();
+  return stop_requested();
 }
 
 void install_stop_signals() {

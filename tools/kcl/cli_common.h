@@ -71,6 +71,13 @@ void write_record(std::ostream& out, const Record& r, bool raw);
 // process at once (status 130).
 void install_stop_signals();
 bool stop_requested();
+// Waits until `fd` can be read (data, its end or an error) or a stop signal came; false once
+// stop_requested(). A command that reads its input (kcl put) stops reading at the first
+// signal this way, whichever thread the signal was delivered to.
+bool wait_readable_or_stop(int fd);
+// Sleeps until a stop signal came (true), or wake_stop_waiter() was called or `timeout`
+// passed (false).
+bool wait_for_stop(std::chrono::milliseconds timeout);
 // SIGHUP: wait_for_worker_or_stop makes the worker read its stream tracker again at once
 // (Worker::refresh_streams), e.g. after --streams-file changed.
 void install_reload_signal();

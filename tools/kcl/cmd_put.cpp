@@ -9,6 +9,12 @@
 // `kcl put --file FILE` resends exactly them. The input is streamed: read a chunk at a time as
 // the producer's bounded buffer (2,500 records, 5,000 with --aggregate; 2 MiB) makes room,
 // so memory does not grow with the input.
+//
+// A stop signal (SIGINT, SIGTERM) ends the reading: the records already read are sent for up
+// to --stop-timeout-ms, those left then count as not sent (their lines go to --failures-out),
+// the summary is printed, and the exit status is 1 when a record read was not sent or failed,
+// else 130 when the input was not read to its end. A second signal exits at once
+// (cli_common.h: install_stop_signals).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,8 +23,10 @@
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -57,6 +65,7 @@ struct PutOptions {
   std::string file;
   std::string failures_out;
   int max_attempts = 8;
+  int stop_timeout_ms = 10000;
   int linger_ms = 100;
   int arrival_jitter_ms = 20;
   bool aggregate = false;
@@ -90,33 +99,49 @@ Result<std::string> key_for(const PutOptions& o, std::string_view line, std::siz
   return key;
 }
 
-// The records that failed, by line number, with their input line and why.
+// The records that failed, and those not sent (a stop signal came first), by line number,
+// with their input line and why.
 class Failures {
  public:
-  void add(std::size_t line_no, std::string line, std::string why) {
+  // `not_sent`: the producer cancelled the record at a stop (it was never answered).
+  void add(std::size_t line_no, std::string line, std::string why, bool not_sent = false) {
     std::lock_guard<std::mutex> lock(mu_);
-    failed_[line_no] = {std::move(line), std::move(why)};
+    failed_[line_no] = {std::move(line), std::move(why), not_sent};
+    if (not_sent) ++not_sent_;
   }
-  std::size_t size() const {
+  // Records that failed (not counting those not sent).
+  std::size_t failed() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return failed_.size();
+    return failed_.size() - not_sent_;
   }
-  // Lists them on stderr (in line order) and writes their lines to `path` when given.
+  std::size_t not_sent() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return not_sent_;
+  }
+  // Lists the failed ones on stderr (in line order; those not sent are counted in the
+  // summary, not listed) and writes the lines of both to `path` when given.
   Status report(const std::string& path) const {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [no, f] : failed_)
-      std::cerr << "kcl put: line " << no << ": " << f.second << "\n";
+    for (const auto& [no, f] : failed_) {
+      if (!f.not_sent) std::cerr << "kcl put: line " << no << ": " << f.why << "\n";
+    }
     if (path.empty()) return Status::Ok();
     std::ofstream out(path, std::ios::trunc);
-    for (const auto& [no, f] : failed_) out << f.first << "\n";
+    for (const auto& [no, f] : failed_) out << f.line << "\n";
     out.flush();
     if (!out) return Status(StatusCode::kInternal, "cannot write --failures-out " + path);
     return Status::Ok();
   }
 
  private:
+  struct Failed {
+    std::string line;
+    std::string why;
+    bool not_sent = false;
+  };
   mutable std::mutex mu_;
-  std::map<std::size_t, std::pair<std::string, std::string>> failed_;
+  std::map<std::size_t, Failed> failed_;
+  std::size_t not_sent_ = 0;
 };
 
 // The strings of records written, handed back by the producer's callbacks for the reader to
@@ -176,14 +201,22 @@ Result<int> open_input(const PutOptions& o) {
   return fd;
 }
 
-// Every line of `in` as one record (a line whose key cannot be made fails at once). Each
-// callback carries two words (no allocation of its own); a record comes back with its
-// outcome: a written one's string is filled with a later line, a failed one's is the
-// failures list's line, so nothing is copied.
-Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutProgress& progress) {
-  std::size_t line_no = 0;
+// Every line of `in` as one record (a line whose key cannot be made fails at once), until the
+// input ends (`ended`) or a stop signal comes; `line_no` is then the last line read. Each callback
+// carries two words (no allocation of its own); a record comes back with its outcome: a
+// written one's string is filled with a later line, a failed one's is the failures list's
+// line, so nothing is copied.
+Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutProgress& progress,
+                 std::size_t& line_no, bool& ended) {
   std::string_view line;
-  while (in.next(line)) {
+  ended = false;
+  // A stop signal ends the input at its next read (LineReader's wait_readable); the lines
+  // already read are put, so each is sent, listed or written to --failures-out.
+  for (;;) {
+    if (!in.next(line)) {
+      ended = !in.stopped();
+      break;
+    }
     ++line_no;
     auto key = key_for(o, line, line_no);
     if (!key.ok()) {
@@ -197,7 +230,8 @@ Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutPro
                      p->sent.fetch_add(1, std::memory_order_relaxed);
                      p->spares.give(std::move(record.data));
                    } else {
-                     p->failures.add(line_no, std::move(record.data), r.status().message());
+                     p->failures.add(line_no, std::move(record.data), r.status().message(),
+                                     r.status().code() == StatusCode::kCancelled);
                    }
                  });
   }
@@ -224,11 +258,113 @@ std::thread start_progress_line(const Producer& producer, const PutProgress& pro
       const double secs = std::chrono::duration<double>(now - last).count();
       std::cerr << "\rkcl put: " << static_cast<std::uint64_t>((done - last_sent) / secs)
                 << " records/s, " << s.buffered_records << " in flight, "
-                << progress.failures.size() << " failed   " << std::flush;
+                << progress.failures.failed() << " failed   " << std::flush;
       last = now;
       last_sent = done;
     }
   });
+}
+
+// How a run ended.
+struct PutEnd {
+  std::size_t lines_read = 0;
+  bool input_ended = false;    // read to its end (else a stop signal ended the reading)
+  bool stopped = false;        // a stop signal came
+  bool closed_in_time = true;  // the producer stopped within the stop deadline
+  std::size_t unanswered = 0;  // records still in unanswered calls at that deadline
+  Status flushed;              // the last flush, when no signal came
+  Status closed;               // the producer's shutdown(), when it ended in time
+};
+
+// Past --stop-timeout-ms, how long a call that is being answered may still take.
+constexpr std::chrono::milliseconds kStopGrace{1000};
+
+// Puts every line of `in` and waits until each is answered, or, once a stop signal comes,
+// stops reading and gives the records read until --stop-timeout-ms (and kStopGrace) to be
+// sent. `read`: how the reading ended (an error of the input).
+PutEnd put_until_end_or_stop(const PutOptions& o, LineReader& in, Producer& producer,
+                             PutProgress& progress, Status& read) {
+  // The first signal begins the producer's shutdown at once: put() waiting for room gives up,
+  // what is buffered is sent for at most close_timeout and the rest is cancelled (each
+  // record's callback says so).
+  std::atomic<bool> finishing{false};
+  std::thread stopper = base::named_thread("kcl-put-stop", [&] {
+    while (!finishing.load()) {
+      if (wait_for_stop(std::chrono::seconds(1))) {
+        (void)producer.begin_shutdown();
+        return;
+      }
+    }
+  });
+  PutEnd end;
+  read = put_lines(o, in, producer, progress, end.lines_read, end.input_ended);
+  // Everything read is sent; a flush in slices, so that a signal meanwhile ends the wait.
+  do {
+    end.flushed = producer.flush(std::chrono::milliseconds(250));
+  } while (end.flushed.code() == StatusCode::kDeadlineExceeded && !stop_requested());
+  finishing = true;
+  wake_stop_waiter();
+  stopper.join();
+  end.stopped = stop_requested();
+  if (!end.stopped) {
+    end.closed = producer.shutdown();
+    return end;
+  }
+  // A call that never answers holds the producer's shutdown (its threads wait for it): the
+  // wait ends at the deadline, and what is unresolved then is counted as not answered.
+  std::shared_future<Status> closing = producer.begin_shutdown();
+  end.closed_in_time = closing.wait_for(std::chrono::milliseconds(o.stop_timeout_ms) +
+                                        kStopGrace) == std::future_status::ready;
+  if (end.closed_in_time) {
+    end.closed = closing.get();
+  } else {
+    end.unanswered = producer.stats().buffered_records;
+  }
+  return end;
+}
+
+// The failures listed, --failures-out written and the summary printed; the exit status.
+int summarize(const PutOptions& o, const PutEnd& end, PutProgress& progress,
+              const ProducerStats& stats, const char* wire, const Status& read) {
+  if (end.stopped) {
+    std::cerr << "kcl put: stopped by a signal after "
+              << (end.input_ended ? "the input's last line (" : "line ") << end.lines_read
+              << (end.input_ended ? ")" : " of the input") << "; the records read had up to "
+              << o.stop_timeout_ms << " ms to be sent\n";
+  } else if (!end.flushed.ok()) {
+    std::cerr << "kcl put: " << end.flushed.message() << "\n";
+  }
+  Failures& failures = progress.failures;
+  const Status written = failures.report(o.failures_out);
+  const std::size_t failed = failures.failed();
+  const std::size_t cancelled = failures.not_sent();
+  const std::size_t not_sent = cancelled + end.unanswered;
+  if (!o.quiet || failed > 0 || not_sent > 0 || end.stopped) {
+    std::cerr << "kcl put: " << progress.sent.load() << " records sent, " << failed << " failed";
+    if (end.stopped || not_sent > 0) std::cerr << ", " << not_sent << " not sent";
+    std::cerr << " (" << stats.put_records_calls << " PutRecords calls in " << wire << ", "
+              << stats.kinesis_records_sent << " Kinesis records, " << stats.records_retried
+              << " retries, " << stats.throttled << " throttled)\n";
+  }
+  if (cancelled > 0) {
+    std::cerr << "kcl put: " << cancelled << " records read were not sent"
+              << (end.stopped ? " before the stop" : "")
+              << (o.failures_out.empty() ? " (--failures-out FILE keeps their lines, to resend)"
+                                         : "; their lines are in --failures-out " + o.failures_out)
+              << "\n";
+  } else if (!end.closed.ok()) {
+    std::cerr << "kcl put: " << end.closed.message() << "\n";
+  }
+  if (end.unanswered > 0) {
+    std::cerr << "kcl put: " << end.unanswered
+              << " records were still in PutRecords calls not answered (or queued behind them) "
+                 "at the deadline: those in a call may have been written; their lines are not "
+                 "in --failures-out\n";
+  }
+  if (!read.ok()) return report_error("put", read);
+  if (!written.ok()) return report_error("put", written);
+  if (failed > 0 || not_sent > 0) return 1;
+  return end.input_ended ? 0 : 130;  // 130: stopped before the end of the input
 }
 
 int run_put(const GlobalOptions& g, const PutOptions& o) {
@@ -236,13 +372,16 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   if (!client.ok()) return report_error("put", client.status());
   auto fd = open_input(o);
   if (!fd.ok()) return report_error("put", fd.status());
-  LineReader in(*fd);
+  install_stop_signals();
+  LineReader in(*fd, 64 * 1024, [](int input) { return wait_readable_or_stop(input); });
   ProducerConfig config;
   config.stream_name = o.stream;
   config.aggregate = o.aggregate;
   config.linger = std::chrono::milliseconds(o.linger_ms);
   config.arrival_jitter = std::chrono::milliseconds(o.arrival_jitter_ms);
   config.max_attempts = o.max_attempts;
+  // After a stop signal: how long the records read may take to be sent (shutdown()).
+  config.close_timeout = std::chrono::milliseconds(o.stop_timeout_ms);
   config.report_positions = false;  // nothing prints where a record went
   // Streaming: the input is read as fast as the producer takes it, so the buffer bounds the
   // memory whatever the size of the input.
@@ -258,28 +397,22 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   std::atomic<bool> reading{true};
   std::thread progress_line;
   if (tty) progress_line = start_progress_line(*producer, progress, reading);
-  const Status read = put_lines(o, in, *producer, progress);
+  Status read;
+  const PutEnd end = put_until_end_or_stop(o, in, *producer, progress, read);
   if (*fd != STDIN_FILENO) ::close(*fd);
-  const Status flushed = producer->flush();
-  const auto stats = producer->stats();
   reading = false;
   if (progress_line.joinable()) {
     progress_line.join();
     std::cerr << "\n";
   }
-  (void)producer->shutdown();  // resolves anything left (as cancelled)
-  if (!flushed.ok()) std::cerr << "kcl put: " << flushed.message() << "\n";
-  Failures& failures = progress.failures;
-  Status written = failures.report(o.failures_out);
-  if (!o.quiet || failures.size() > 0) {
-    std::cerr << "kcl put: " << progress.sent.load() << " records sent, " << failures.size()
-              << " failed (" << stats.put_records_calls << " PutRecords calls in " << wire << ", "
-              << stats.kinesis_records_sent << " Kinesis records, " << stats.records_retried
-              << " retries, " << stats.throttled << " throttled)\n";
+  const int exit_code = summarize(o, end, progress, producer->stats(), wire, read);
+  if (!end.closed_in_time) {
+    // The producer's threads wait for calls not answered by the deadline; its destructor
+    // would wait for them too. Everything is said and written: leave now.
+    std::cerr.flush();
+    std::_Exit(exit_code);
   }
-  if (!read.ok()) return report_error("put", read);
-  if (!written.ok()) return report_error("put", written);
-  return failures.size() == 0 ? 0 : 1;
+  return exit_code;
 }
 
 }  // namespace
@@ -312,10 +445,17 @@ void add_put_command(CLI::App& parent, const GlobalOptions& global, int& exit_co
                   "a little slower)")
       ->check(CLI::Range(0, 10000));
   cmd->add_option("--failures-out", opts->failures_out,
-                  "Write the input lines of the records that failed to this file");
+                  "Write the input lines of the records that failed, or were read but not "
+                  "sent before a stop signal, to this file (kcl put --file FILE resends them)");
   cmd->add_option("--max-attempts", opts->max_attempts,
                   "Attempts per record before it counts as failed (default 8)")
       ->check(CLI::Range(1, 100));
+  cmd->add_option("--stop-timeout-ms", opts->stop_timeout_ms,
+                  "After a stop signal (SIGINT, SIGTERM), which ends the reading: how long the "
+                  "records already read may take to be sent; those left then count as not sent "
+                  "(default 10000). The summary follows; the exit status is 1 when a record read "
+                  "was not sent or failed, else 130. A second signal exits at once")
+      ->check(CLI::Range(0, 3600000));
   cmd->add_flag("--quiet", opts->quiet, "Print the summary only when something failed");
   cmd->callback([&global, &exit_code, opts] { exit_code = run_put(global, *opts); });
 }

@@ -7,7 +7,8 @@
 
 namespace kcl::cli {
 
-LineReader::LineReader(int fd, std::size_t chunk_bytes) : fd_(fd), buffer_(chunk_bytes) {}
+LineReader::LineReader(int fd, std::size_t chunk_bytes, std::function<bool(int fd)> wait_readable)
+    : fd_(fd), wait_readable_(std::move(wait_readable)), buffer_(chunk_bytes) {}
 
 bool LineReader::next(std::string_view& line) {
   for (;;) {
@@ -25,7 +26,8 @@ bool LineReader::next(std::string_view& line) {
       return true;
     }
     if (!fill()) at_end_ = true;
-    if (!error_.empty()) return false;
+    // Stopped: the bytes after the last '\n' may be half a line; none is handed out.
+    if (!error_.empty() || stopped_) return false;
   }
 }
 
@@ -36,6 +38,10 @@ bool LineReader::fill() {
   begin_ = 0;
   if (end_ == buffer_.size()) buffer_.resize(buffer_.size() * 2);
   for (;;) {
+    if (wait_readable_ && !wait_readable_(fd_)) {
+      stopped_ = true;
+      return false;
+    }
     const ssize_t n = ::read(fd_, buffer_.data() + end_, buffer_.size() - end_);
     if (n > 0) {
       end_ += static_cast<std::size_t>(n);

@@ -1,14 +1,22 @@
 // `kcl put` as a user runs it, against kinesalite: lines from --file through the producer
 // (aggregated), read back in order by `kcl tail`; records that fail are listed, make the exit
-// status 1 and are written to --failures-out as their input lines.
+// status 1 and are written to --failures-out as their input lines. A stop signal ends the
+// reading and sends what was read (within --stop-timeout-ms), with the summary.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <atomic>
+#include <csignal>
 #include <fstream>
+#include <iterator>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "support/emulators.h"
 #include "support/kcl_process.h"
+#include "support/local_http_server.h"
 
 namespace kcl::cli {
 namespace {
@@ -70,6 +78,103 @@ TEST_F(PutTest, FailedRecordsAreWrittenToFailuresOutAndTheExitStatusIsOne) {
   for (std::string l; std::getline(f, l);) written.push_back(l);
   EXPECT_EQ(written, bad);
   EXPECT_EQ(tail(), good);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> file_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+// The summary's counts: records sent, failed, not sent (-1 each when there is no summary).
+std::array<int, 3> summary_counts(const std::string& err) {
+  std::smatch m;
+  static const std::regex re(R"(kcl put: (\d+) records sent, (\d+) failed, (\d+) not sent)");
+  if (!std::regex_search(err, m, re)) return {-1, -1, -1};
+  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])};
+}
+
+// SIGTERM while `kcl put` reads a pipe, with records read but not yet sent (a long linger):
+// it was killed at once and they were lost without a word. Now the reading ends, what was
+// read is sent, and the summary says so; every line read is in the stream or in
+// --failures-out, and the exit status says the input was not read to its end.
+TEST_F(PutTest, AStopSignalSendsTheRecordsReadAndPrintsTheSummary) {
+  const std::string base = ::testing::TempDir() + "/" + stream_ + "-stop";
+  const std::vector<std::string> lines = {"s0", "s1", "s2", "s3", "s4"};
+  KclProcess p(aws_,
+               {"put", "--stream", stream_, "--partition-key", "k", "--linger-ms", "60000",
+                "--failures-out", base + ".failures"},
+               base + ".out", base + ".err", /*pipe_stdin=*/true);
+  ASSERT_TRUE(p.started());
+  std::string input;
+  for (const auto& l : lines) input += l + "\n";
+  ASSERT_TRUE(p.write_stdin(input));
+  ASSERT_TRUE(eventually([&] { return p.stdin_unread() == 0; }, 30s)) << "the input was not read";
+  p.signal(SIGTERM);
+  const int status = p.wait();
+  const std::string err = read_file(base + ".err");
+  const auto [sent, failed, not_sent] = summary_counts(err);
+  ASSERT_GE(sent, 0) << "no summary; exit status " << status << "; stderr:\n" << err;
+  EXPECT_EQ(failed, 0) << err;
+  EXPECT_EQ(sent + not_sent, 5) << err;
+  EXPECT_EQ(status, not_sent == 0 ? 130 : 1) << err;
+  EXPECT_NE(err.find("stopped by a signal after line 5 of the input"), std::string::npos) << err;
+  std::vector<std::string> written = tail();
+  const std::vector<std::string> kept = file_lines(base + ".failures");
+  EXPECT_EQ(written.size(), static_cast<std::size_t>(sent)) << err;
+  written.insert(written.end(), kept.begin(), kept.end());
+  EXPECT_EQ(std::multiset<std::string>(written.begin(), written.end()),
+            std::multiset<std::string>(lines.begin(), lines.end()))
+      << "every line read is in the stream or in --failures-out, once";
+}
+
+// SIGTERM while the only PutRecords call is never answered: the command ends within
+// --stop-timeout-ms and a second's grace, counting the records of that call as not sent, and
+// exits 1 (it was killed at once before, without a summary).
+TEST(PutStopTest, AStopSignalEndsByTheDeadlineWhenACallIsNeverAnswered) {
+  std::atomic<int> put_calls{0};
+  testing::LocalHttpServer server([&](const testing::ServedRequest& r) {
+    testing::CannedResponse resp;
+    resp.headers = {{"Content-Type", "application/x-amz-json-1.1"}};
+    if (r.header("x-amz-target").ends_with("ListShards")) {
+      resp.body =
+          R"({"Shards":[{"ShardId":"shardId-000000000000","HashKeyRange":{)"
+          R"("StartingHashKey":"0","EndingHashKey":"340282366920938463463374607431768211455"},)"
+          R"("SequenceNumberRange":{"StartingSequenceNumber":"1"}}]})";
+      return resp;
+    }
+    ++put_calls;
+    resp.delay = std::chrono::minutes(5);  // ends when the server stops
+    resp.body = R"({"FailedRecordCount":0,"Records":[]})";
+    return resp;
+  });
+  const std::string base = ::testing::TempDir() + "/put-stop-deadline";
+  testing::ChildProcess p(
+      {KCL_CLI_PATH, "--wire", "json", "put", "--stream", "scripted", "--linger-ms", "0",
+       "--stop-timeout-ms", "200", "--failures-out", base + ".failures"},
+      {"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDKCLTESTEXAMPLE",
+       "AWS_SECRET_ACCESS_KEY=kcl-test-fake-secret-key", "AWS_ENDPOINT_URL_KINESIS=" + server.url(),
+       "PATH=/usr/bin:/bin"},
+      base + ".out", base + ".err", /*pipe_stdin=*/true);
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(p.write_stdin("a\nb\nc\n"));
+  ASSERT_TRUE(eventually([&] { return put_calls.load() > 0; }, 30s)) << read_file(base + ".err");
+  const auto signalled = std::chrono::steady_clock::now();
+  p.signal(SIGTERM);
+  ASSERT_TRUE(eventually([&] { return p.exit_status().has_value(); }, 20s))
+      << "still running 20 s after the stop signal";
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  const std::string err = read_file(base + ".err");
+  EXPECT_EQ(p.exit_status(), 1) << err;
+  EXPECT_LT(took, 5s) << "the stop deadline is 200 ms and a second's grace";
+  EXPECT_EQ(summary_counts(err), (std::array<int, 3>{0, 0, 3})) << err;
+  EXPECT_NE(err.find("not answered"), std::string::npos) << err;
 }
 
 }  // namespace

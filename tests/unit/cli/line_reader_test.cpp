@@ -1,6 +1,6 @@
 // LineReader over a pipe: lines split across chunks, a line longer than the buffer (which
-// grows), empty lines, a '\r' kept as std::getline keeps it, a last line without '\n', and
-// an empty input.
+// grows), empty lines, a '\r' kept as std::getline keeps it, a last line without '\n', an
+// empty input, and a stop (wait_readable) that ends the input without half a line.
 #include "line_reader.h"
 
 #include <gtest/gtest.h>
@@ -46,6 +46,24 @@ TEST(LineReaderTest, LinesAcrossChunksLongLinesAndTheLastLineWithoutNewline) {
   }
   EXPECT_EQ(read_lines("a\nb\n", 4), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(read_lines("", 16).empty());
+}
+
+// A stop signal during `kcl put`: the lines read whole are handed out, the half line after
+// them is not, and stopped() says why the input ended.
+TEST(LineReaderTest, AStopEndsTheInputWithoutItsHalfLine) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  ASSERT_EQ(::write(fds[1], "one\ntwo\nhal", 12), 12);
+  int reads = 0;
+  LineReader reader(fds[0], 64, [&](int) { return ++reads == 1; });
+  std::vector<std::string> lines;
+  std::string_view line;
+  while (reader.next(line)) lines.emplace_back(line);
+  EXPECT_EQ(lines, (std::vector<std::string>{"one", "two"}));
+  EXPECT_TRUE(reader.stopped());
+  EXPECT_EQ(reader.error(), "");
+  ::close(fds[1]);
+  ::close(fds[0]);
 }
 
 TEST(LineReaderTest, AReadErrorIsReported) {
