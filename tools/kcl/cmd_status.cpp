@@ -4,7 +4,10 @@
 // table -- each shard's lag, records/s, last progress and consumer state, and each worker's
 // health. --endpoint URL asks one worker's /status.json for the same view instead (no AWS
 // access). A coloured table on a terminal (shards grouped by worker, laggiest first), JSON
-// (one object) otherwise or with --json; --watch redraws every few seconds.
+// (one object) otherwise or with --json; --watch redraws every few seconds, and keeps
+// watching through failed fetches (a worker's endpoint restarting): the failure is shown
+// once, then with its count while it repeats (a banner over the last view on a terminal,
+// lines on stderr otherwise), and the view comes back when the fetch does.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,8 +16,10 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
+#include "base/failure_series.h"
 #include "commands.h"
 #include "coordination/dynamodb_coordination_store.h"
 #include "leases/dynamodb_lease_store.h"
@@ -199,8 +204,10 @@ void print_shard(const json& s, std::int64_t now_ms) {
               s.value("checkpoint", std::string()).c_str());
 }
 
-void print_table(const json& doc, bool clear) {
+// `banner` (red, above the rest): why this view is not a fresh one.
+void print_table(const json& doc, bool clear, const std::string& banner = {}) {
   if (clear) std::printf("\033[H\033[2J");  // home, clear
+  if (!banner.empty()) std::printf("\033[1;31m%s\033[0m\n\n", banner.c_str());
   const json& fleet = doc.value("fleet", json::object());
   std::printf(
       "\033[1mapplication %s  stream %s\033[0m  %d/%d workers reporting, %d/%d shards "
@@ -218,13 +225,72 @@ void print_table(const json& doc, bool clear) {
   std::fflush(stdout);
 }
 
-int show(const GlobalOptions& g, const StatusFlags& f, bool tty) {
-  auto doc = f.endpoint.empty() ? fleet_from_tables(g, f) : fleet_from_endpoint(f);
-  if (!doc.ok()) return report_error("status", doc.status());
+Result<json> fetch_view(const GlobalOptions& g, const StatusFlags& f) {
+  return f.endpoint.empty() ? fleet_from_tables(g, f) : fleet_from_endpoint(f);
+}
+
+void draw(const json& doc, const StatusFlags& f, bool tty, const std::string& banner = {}) {
   if (f.json || !tty) {
-    std::cout << doc->dump() << std::endl;
+    std::cout << doc.dump() << std::endl;
   } else {
-    print_table(*doc, f.watch);
+    print_table(doc, f.watch, banner);
+  }
+}
+
+int show(const GlobalOptions& g, const StatusFlags& f, bool tty) {
+  auto doc = fetch_view(g, f);
+  if (!doc.ok()) return report_error("status", doc.status());
+  draw(*doc, f, tty);
+  return 0;
+}
+
+// --watch: a fetch that fails (an endpoint restarting, a throttled read) does not end the
+// watch; it is said once, then with its count while it repeats (base::FailureSeries: the
+// 1st, 3rd, each power of ten), and its end is said too. On a terminal the table is redrawn
+// with the failure above the last view; otherwise the lines go to stderr and stdout gets a
+// view only when there is one. A bad configuration (kInvalidArgument) ends it at once.
+int watch(const GlobalOptions& g, const StatusFlags& f, bool tty) {
+  const bool table = tty && !f.json;
+  base::FailureSeries fetches("fetching the fleet view");
+  std::optional<json> last;
+  std::string last_at;
+  while (!stop_requested()) {
+    auto doc = fetch_view(g, f);
+    const auto now = std::chrono::steady_clock::now();
+    if (doc.ok()) {
+      if (auto line = fetches.succeeded(now); line && !table) say("status", *line);
+      draw(*doc, f, tty);
+      last = std::move(doc).value();
+      last_at = format_iso8601(std::chrono::system_clock::now());
+    } else if (doc.status().code() == StatusCode::kInvalidArgument) {
+      return report_error("status", doc.status());
+    } else {
+      const auto line = fetches.failed(doc.status(), now);
+      if (!table) {
+        if (line) say("status", *line + " (still watching)", LogLevel::kWarn);
+      } else {
+        const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(
+            now - fetches.since().value_or(now));
+        char head[96];
+        std::snprintf(head, sizeof head, "failed %llu time(s) in a row over %.1f s: ",
+                      static_cast<unsigned long long>(fetches.consecutive()),
+                      static_cast<double>(since.count()) / 1000.0);
+        const std::string banner = "kcl status: fetching the fleet view " + std::string(head) +
+                                   doc.status().to_string() + "; still watching" +
+                                   (last ? " (the view below is from " + last_at + ")" : "");
+        if (last) {
+          print_table(*last, true, banner);
+        } else {
+          std::printf("\033[H\033[2J\033[1;31m%s\033[0m\n", banner.c_str());
+          std::fflush(stdout);
+        }
+      }
+    }
+    // Its reader is gone (`kcl status --watch | head`): nothing more to draw for.
+    if (!std::cout || std::ferror(stdout) != 0) return 0;
+    for (int i = 0; i < f.interval_s * 10 && !stop_requested(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
   return 0;
 }
@@ -237,15 +303,7 @@ int run_status(const GlobalOptions& g, const StatusFlags& f) {
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
   if (!f.watch) return show(g, f, tty);
   install_stop_signals();
-  while (!stop_requested()) {
-    if (int rc = show(g, f, tty); rc != 0) return rc;
-    // Its reader is gone (`kcl status --watch | head`): nothing more to draw for.
-    if (!std::cout || std::ferror(stdout) != 0) return 0;
-    for (int i = 0; i < f.interval_s * 10 && !stop_requested(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  return 0;
+  return watch(g, f, tty);
 }
 }  // namespace
 
@@ -271,7 +329,9 @@ void add_status_command(CLI::App& parent, const GlobalOptions& global, int& exit
                   "Per-worker timeout when fetching figures (default 1000)")
       ->check(CLI::Range(50, 60000));
   cmd->add_flag("--json", f->json, "One JSON object, also on a terminal");
-  cmd->add_flag("--watch", f->watch, "Redraw until interrupted");
+  cmd->add_flag("--watch", f->watch,
+                "Redraw until interrupted; a failed fetch (a worker's endpoint restarting) is "
+                "shown, with its count while it repeats, and the watch goes on");
   cmd->add_option("--interval", f->interval_s, "Seconds between redraws with --watch (default 2)")
       ->check(CLI::Range(1, 3600));
   cmd->callback([&global, &exit_code, f] { exit_code = run_status(global, *f); });

@@ -1,10 +1,13 @@
 // `kcl status` as a user runs it, against dynalite, on a lease table the test writes item by
 // item in the Java KCL's schema: piped, it prints one JSON object listing every lease with its
 // owner (null when free), checkpoint, state and lineage, and the workers with their lease
-// counts. A missing table is an error naming it.
+// counts. A missing table is an error naming it. --watch keeps watching through failed fetches.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <csignal>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +16,7 @@
 #include "dynamodb/dynamodb_client.h"
 #include "leases/dynamodb_lease_store.h"
 #include "support/kcl_process.h"
+#include "support/local_http_server.h"
 
 namespace kcl::cli {
 namespace {
@@ -116,6 +120,71 @@ TEST_F(StatusTest, AMissingLeaseTableIsAnErrorNamingIt) {
   EXPECT_NE(text.find("kcl status: "), std::string::npos) << text;
   EXPECT_NE(text.find("reading lease table " + missing), std::string::npos) << text;
   EXPECT_TRUE(p.lines().empty());
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// `kcl status --watch` while the worker's endpoint goes away (a restart) and comes back: it
+// ended at the first failed fetch (exit 1). Now the failure is said once, then with its count
+// while it repeats, the watch goes on, and the view comes back with the endpoint.
+TEST(StatusWatchTest, KeepsWatchingThroughFailedFetchesAndResumes) {
+  std::atomic<bool> down{false};
+  std::atomic<int> refused{0};
+  testing::LocalHttpServer endpoint([&](const testing::ServedRequest&) {
+    testing::CannedResponse r;
+    if (down.load()) {
+      ++refused;
+      r.close_without_response = true;
+      return r;
+    }
+    r.headers = {{"Content-Type", "application/json"}};
+    r.body = R"({"scope":"fleet","application":"watched","stream":"s","shards":[],"workers":[]})";
+    return r;
+  });
+  const std::string base = ::testing::TempDir() + "/status-watch";
+  testing::ChildProcess p({KCL_CLI_PATH, "status", "--endpoint", endpoint.url(), "--watch",
+                           "--interval", "1", "--json"},
+                          {"PATH=/usr/bin:/bin"}, base + ".out", base + ".err");
+  ASSERT_TRUE(p.started());
+  ASSERT_TRUE(eventually([&] { return !p.lines().empty(); }, 30s)) << text_of(base + ".err");
+
+  down = true;
+  const bool counted = eventually(
+      [&] {
+        return text_of(base + ".err").find("failed 3 times in a row") != std::string::npos ||
+               p.exit_status().has_value();
+      },
+      30s);
+  std::string err = text_of(base + ".err");
+  ASSERT_TRUE(counted) << err;
+  ASSERT_FALSE(p.exit_status().has_value())
+      << "the watch ended at a failed fetch, exit status " << *p.exit_status() << ": " << err;
+  EXPECT_EQ(count_of(err, "fetching the fleet view failed: "), 1u) << "said once: " << err;
+  EXPECT_NE(err.find(endpoint.url()), std::string::npos) << err;
+  EXPECT_GE(refused.load(), 3);
+
+  down = false;
+  const std::size_t shown = p.lines().size();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return p.lines().size() > shown &&
+               text_of(base + ".err").find("recovered after") != std::string::npos;
+      },
+      30s))
+      << text_of(base + ".err");
+  EXPECT_EQ(p.stop(), 0);
+  for (const auto& line : p.lines()) {
+    EXPECT_EQ(json::parse(line, nullptr, false).value("application", ""), "watched") << line;
+  }
 }
 
 }  // namespace
