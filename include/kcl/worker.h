@@ -102,8 +102,10 @@ struct WorkerConfig {
   // worker's /status shows the whole fleet's lag, records/s and health by fetching each
   // peer's /status.json?scope=local): "HOST", "HOST:PORT", "[IPv6]:PORT" or "http://...";
   // without a port (or with port 0), the port the endpoint listens on. Default empty: the
-  // listening address (127.0.0.1 for a bare port or 0.0.0.0), which other hosts cannot
-  // reach: set it when the workers run on several hosts. Published once, in the worker's
+  // listening address (127.0.0.1 for a bare port), or, for an endpoint listening on every
+  // interface (0.0.0.0, ::), this host's name (http://HOSTNAME:PORT; the loopback address,
+  // with a WARN, when the host has no name). Set it when the peers reach this host by
+  // another address (in Kubernetes, the pod's IP). Published once, in the worker's
   // coordination-table entry at each registration (LeaseAssignment::kLeader; worker-takes
   // keeps no directory, and its fleet view has the lease table plus this worker's figures).
   std::string http_advertise_address;

@@ -435,7 +435,9 @@ StatusServer::~StatusServer() { stop(); }
 std::string StatusServer::url() const {
   auto hp = parse_http_address(impl_->config.address);
   std::string host = hp.ok() ? hp->first : "127.0.0.1";
+  // A wildcard address is reached here through loopback.
   if (host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
   if (host.find(':') != std::string::npos) host = "[" + host + "]";
   return "http://" + host + ":" + std::to_string(port_);
 }

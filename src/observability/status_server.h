@@ -144,6 +144,8 @@ class StatusServer {
   Status start();
   void stop();
   int port() const { return port_; }
+  // http://HOST:PORT of the bound address, on this machine (0.0.0.0 as 127.0.0.1, :: as
+  // [::1]); what peers are told is WorkerEndpoint's (worker_endpoint.h).
   std::string url() const;
 
   // The JSON of /status.json (from the last snapshot), for tests and `kcl status`.

@@ -35,10 +35,26 @@ struct EndpointSources {
 std::string advertised_url(const std::string& advertise, int bound_port,
                            const std::string& bound_url);
 
-// A warning for the log when `address` (as StatusServerConfig::address) listens on every
-// interface (0.0.0.0, ::) and `advertise` is empty: the worker then publishes `published`
-// (http://127.0.0.1:PORT), where each worker of another host finds itself, not this one.
-// Empty when there is nothing to say.
+// Whether `address` (as StatusServerConfig::address) listens on every interface (0.0.0.0,
+// ::): its own address is then no address a peer can fetch.
+bool is_wildcard_address(const std::string& address);
+
+// This machine's host name (gethostname), or empty when it has none worth publishing
+// ("localhost", or none at all).
+std::string published_host_name();
+
+// What the worker publishes for an endpoint listening on `address`: advertised_url() of
+// `advertise`; without one, on a wildcard address, http://`host_name`:PORT (the other
+// workers cannot reach 0.0.0.0 or ::, and 127.0.0.1 leads each of them to itself); the bound
+// URL otherwise, or when `host_name` is empty.
+std::string published_url(const std::string& address, const std::string& advertise,
+                          const std::string& host_name, int bound_port,
+                          const std::string& bound_url);
+
+// A warning for the log when `address` listens on every interface, `advertise` is empty and
+// the worker publishes `published` on a loopback address (it has no host name to publish):
+// each worker of another host then finds itself there, not this one. Empty when there is
+// nothing to say.
 std::string wildcard_address_warning(const std::string& address, const std::string& advertise,
                                      const std::string& published);
 
@@ -56,7 +72,7 @@ class WorkerEndpoint {
   Status start(EndpointSources sources);
   void stop();
   std::string url() const { return server_ ? server_->url() : std::string(); }
-  // What the worker publishes for its peers (advertised_url()); empty before start().
+  // What the worker publishes for its peers (published_url()); empty before start().
   std::string advertised() const;
   // wildcard_address_warning() for this endpoint; empty before start().
   std::string advertise_warning() const;
@@ -64,6 +80,7 @@ class WorkerEndpoint {
  private:
   std::string address_;
   std::string advertise_;
+  std::string host_name_;  // published_host_name(), read at start() for a wildcard address
   std::shared_ptr<metrics::MetricsRegistry> registry_;
   std::shared_ptr<MetricsSink> sink_;
   std::unique_ptr<StatusServer> server_;

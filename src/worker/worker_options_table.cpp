@@ -63,7 +63,8 @@ constexpr WorkerOption kOptions[] = {
     {.name = "http_advertise_address",
      KCL_AT(http_advertise_address),
      .kind = K::kText,
-     .doc = "The address other workers fetch this worker's figures at",
+     .doc = "The address other workers fetch this worker's figures at (default: the "
+            "listening one; the host name when listening on 0.0.0.0 or ::)",
      .cli = "--http-advertise"},
     // ---- LeaseConfig ----
     {.name = "app",

@@ -532,8 +532,9 @@ void add_run_flags(CLI::App& cmd, ConsumeFlags& f) {
                  "fetched from the others' endpoints)");
   cmd.add_option("--http-advertise", f.http_advertise,
                  "The address the other workers fetch this worker's figures at: HOST, "
-                 "HOST:PORT or http://HOST:PORT (default: the --http address; set it when the "
-                 "workers run on several hosts)");
+                 "HOST:PORT or http://HOST:PORT (default: the --http address, or this host's "
+                 "name when --http listens on every interface, 0.0.0.0 or [::]; set it when "
+                 "the other workers reach this host by another address, e.g. a pod's IP)");
   cmd.add_option("--cloudwatch-metrics", f.cloudwatch_metrics,
                  "Publish metrics to CloudWatch under the Java KCL's names: emf (Embedded "
                  "Metric Format lines on stderr), emf:FILE (appended to FILE) or put "

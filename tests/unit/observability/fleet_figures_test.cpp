@@ -2,14 +2,18 @@
 // fields this version does not know, or without fields it knows, still read), the merge gives
 // each shard its owner's figures (or the newest report that has it while a lease moves) and
 // each worker its health or why it is unreachable, /proc/self/stat is read right, the
-// advertised address is formed right, and per-shard figures are sampled from a registry.
+// advertised address is formed right (an endpoint on every interface publishes the host
+// name), and per-shard figures are sampled from a registry.
 #include "observability/fleet_figures.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 
+#include "leases/in_memory_lease_store.h"
 #include "observability/local_figures.h"
+#include "observability/peer_fetch.h"
 #include "observability/process_figures.h"
 #include "observability/worker_endpoint.h"
 
@@ -221,8 +225,49 @@ TEST(AdvertisedUrl, FormsAnUrlFromHostPortOrTheBoundOne) {
   EXPECT_EQ(advertised_url("http://lb.example:80/", 9400, "x"), "http://lb.example:80");
 }
 
-// Listening on every interface with no advertise address: the published
-// http://127.0.0.1:PORT reaches each peer itself; said once at start (the worker logs it).
+// An endpoint listening on every interface without an advertise address published
+// http://127.0.0.1:PORT (0.0.0.0) or http://[::]:PORT (::): no peer on another host reaches
+// either. It publishes this host's name, which answers (here too), and says no warning.
+TEST(AdvertisedUrl, AnEndpointOnEveryInterfacePublishesTheHostName) {
+  char name[256] = {};
+  ASSERT_EQ(gethostname(name, sizeof name - 1), 0);
+  const std::string host = name;
+  if (host.empty() || host == "localhost") GTEST_SKIP() << "this host has no name to publish";
+  for (const std::string address : {"0.0.0.0:0", "[::]:0"}) {
+    WorkerEndpoint endpoint(address, nullptr);
+    EndpointSources sources;
+    sources.store = std::make_shared<leases::InMemoryLeaseStore>();
+    sources.health = [] { return HealthState{}; };
+    const Status started = endpoint.start(std::move(sources));
+    if (!started.ok() && address.front() == '[') continue;  // no IPv6 here
+    ASSERT_TRUE(started.ok()) << started;
+    const std::string bound = endpoint.url();
+    const std::string port = bound.substr(bound.rfind(':') + 1);
+    EXPECT_EQ(endpoint.advertised(), "http://" + host + ":" + port) << address;
+    EXPECT_EQ(endpoint.advertise_warning(), "") << address;
+    auto live = http_get(endpoint.advertised(), "/healthz", std::chrono::seconds(5));
+    EXPECT_TRUE(live.ok()) << address << ": " << live.status();
+    auto local = http_get(bound, "/healthz", std::chrono::seconds(5));
+    EXPECT_TRUE(local.ok()) << address << " at " << bound << ": " << local.status();
+    endpoint.stop();
+  }
+}
+
+TEST(AdvertisedUrl, TheHostNameIsPublishedOnlyForAWildcardAddressWithoutAnAdvertiseOne) {
+  const std::string bound = "http://127.0.0.1:9400";
+  EXPECT_EQ(published_url("0.0.0.0:9400", "", "worker-7", 9400, bound), "http://worker-7:9400");
+  EXPECT_EQ(published_url("[::]:0", "", "worker-7", 9400, bound), "http://worker-7:9400");
+  EXPECT_EQ(published_url("0.0.0.0:9400", "lb.example:80", "worker-7", 9400, bound),
+            "http://lb.example:80");
+  EXPECT_EQ(published_url("127.0.0.1:9400", "", "worker-7", 9400, bound), bound);
+  EXPECT_EQ(published_url("9400", "", "worker-7", 9400, bound), bound);
+  EXPECT_EQ(published_url("0.0.0.0:9400", "", "", 9400, bound), bound) << "no host name";
+  EXPECT_EQ(wildcard_address_warning("0.0.0.0:9400", "", "http://worker-7:9400"), "");
+}
+
+// Listening on every interface with no advertise address and no host name to publish: the
+// published http://127.0.0.1:PORT reaches each peer itself; said once at start (the worker
+// logs it).
 TEST(AdvertisedUrl, ListeningOnEveryInterfaceWithoutAnAdvertiseAddressIsWarnedOf) {
   const std::string published = "http://127.0.0.1:9400";
   for (const char* address : {"0.0.0.0:9400", "[::]:9400"}) {
