@@ -15,6 +15,7 @@
 //   error, and never any request header (the Authorization header carries a signature).
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
@@ -234,7 +235,7 @@ class CurlTransport final : public HttpTransport {
     HttpResponse response;
     Transfer transfer;
     transfer.response = &response;
-    transfer.cap = config_.max_response_bytes;
+    transfer.cap = cap_of(request);
     char errbuf[CURL_ERROR_SIZE];
     errbuf[0] = '\0';
     const std::chrono::milliseconds timeout =
@@ -244,6 +245,7 @@ class CurlTransport final : public HttpTransport {
     // "*" matches every host; null (a pooled handle's earlier setting undone) leaves it to
     // NO_PROXY from the environment.
     curl_easy_setopt(h, CURLOPT_NOPROXY, request.no_proxy ? "*" : nullptr);
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(transfer.cap));
     set_method(h, request);
     curl_slist* headers = set_headers(h, request.headers);
     CURLcode rc = curl_easy_perform(h);
@@ -279,8 +281,6 @@ class CurlTransport final : public HttpTransport {
       curl_easy_setopt(h, CURLOPT_CAINFO, config_.ca_bundle.c_str());
     }
     if (share_ != nullptr) curl_easy_setopt(h, CURLOPT_SHARE, share_);
-    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
-                     static_cast<curl_off_t>(config_.max_response_bytes));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &transfer);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
@@ -335,14 +335,24 @@ class CurlTransport final : public HttpTransport {
     return headers;
   }
 
+  // The request's own cap when it has one no larger than the transport's; else the
+  // transport's.
+  std::size_t cap_of(const HttpRequest& request) const {
+    return request.max_response_bytes > 0
+               ? std::min(request.max_response_bytes, config_.max_response_bytes)
+               : config_.max_response_bytes;
+  }
+
   Status error_status(CURLcode rc, const char* errbuf, const HttpRequest& request,
                       std::chrono::milliseconds timeout, bool over_cap) const {
     const std::string where = request.method + " " + url_for_message(request.url);
     if (over_cap || rc == CURLE_FILESIZE_EXCEEDED) {
+      const bool own = request.max_response_bytes > 0 &&
+                       request.max_response_bytes <= config_.max_response_bytes;
       return Status(StatusCode::kInternal,
-                    where + ": response larger than the cap of " +
-                        std::to_string(config_.max_response_bytes) +
-                        " bytes (HttpConfig.max_response_bytes); transfer aborted");
+                    where + ": response larger than the cap of " + std::to_string(cap_of(request)) +
+                        " bytes (" + (own ? "the request's own" : "HttpConfig.max_response_bytes") +
+                        "); transfer aborted");
     }
     std::string detail = curl_easy_strerror(rc);
     if (errbuf[0] != '\0') {

@@ -27,6 +27,9 @@ struct HttpRequest {
   // for the link-local credential endpoints (instance metadata, the container endpoint),
   // which the AWS SDKs never open through a proxy.
   bool no_proxy = false;
+  // The largest response body accepted for this request; 0 (or more than the transport's) =
+  // the transport's cap (HttpConfig::max_response_bytes).
+  std::size_t max_response_bytes = 0;
 };
 
 // Large response bodies given back once their contents are no longer needed (by the records

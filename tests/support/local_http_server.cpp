@@ -378,7 +378,15 @@ void LocalHttpServer::serve(int fd) {
     if (!has_length) out += "Content-Length: " + std::to_string(resp.body.size()) + "\r\n";
     out += "\r\n";
     out += resp.body;
-    if (!conn.write_all(out)) break;
+    if (resp.trickle.count() > 0) {
+      bool sent = true;
+      for (std::size_t i = 0; sent && i < out.size(); ++i) {
+        sent = conn.write_all(out.substr(i, 1)) && wait_for(resp.trickle);
+      }
+      if (!sent) break;
+    } else if (!conn.write_all(out)) {
+      break;
+    }
     if (client_close || server_close) break;
   }
   ::shutdown(fd, SHUT_RDWR);

@@ -43,6 +43,9 @@ struct CannedResponse {
   bool close_without_response = false;
   // Wait this long before answering (the wait ends early when the server stops).
   std::chrono::milliseconds delay{0};
+  // Send the answer a byte at a time, with this pause after each (a slow peer that never
+  // lets a read wait long); the pauses end early when the server stops.
+  std::chrono::milliseconds trickle{0};
 };
 
 class LocalHttpServer {

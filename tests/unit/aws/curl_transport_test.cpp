@@ -334,6 +334,27 @@ TEST(CurlTransportTest, ResponseOverTheCapIsInternalNamingTheCap) {
   EXPECT_TRUE(transport->send(HttpRequest{"POST", small.url() + "/", {}, "{}", {}}).ok());
 }
 
+// A request's own cap, below the transport's: a larger answer is aborted and the message
+// says whose cap it was; the next request has the transport's cap again.
+TEST(CurlTransportTest, ARequestsOwnCapAbortsALargerAnswer) {
+  LocalHttpServer server([](const ServedRequest&) {
+    CannedResponse resp;
+    resp.body = std::string(2000, 'z');
+    return resp;
+  });
+  auto transport = make_curl_transport(test_config());
+  HttpRequest capped{"GET", server.url() + "/", {}, "", {}};
+  capped.max_response_bytes = 1000;
+  auto r = transport->send(capped);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal) << r.status();
+  EXPECT_TRUE(contains(r.status().message(), "cap of 1000 bytes (the request's own)"))
+      << r.status();
+  auto whole = transport->send(HttpRequest{"GET", server.url() + "/", {}, "", {}});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->body.size(), 2000u);
+}
+
 TEST(CurlTransportTest, ChunkedResponseOverTheCapIsAbortedToo) {
   // No Content-Length: the cap is enforced while the body streams in.
   LocalHttpServer server([](const ServedRequest&) {
