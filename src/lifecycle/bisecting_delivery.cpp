@@ -1,5 +1,8 @@
 #include "lifecycle/bisecting_delivery.h"
 
+#include <chrono>
+#include <cstdio>
+
 #include "base/dead_letter_call.h"
 #include "base/repeat_report.h"
 
@@ -15,6 +18,17 @@ std::size_t bytes_of(std::span<const Record> records) {
 
 std::string position_of(const Record& r) {
   return std::string(r.sequence_number()) + "/" + std::to_string(r.sub_sequence_number());
+}
+
+std::string records_text(std::size_t n) {
+  return std::to_string(n) + (n == 1 ? " record" : " records");
+}
+
+std::string seconds_text(SteadyTime::duration d) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
+  return text;
 }
 
 }  // namespace
@@ -45,6 +59,7 @@ std::optional<SteadyTime> BisectingDelivery::deliver_part(DeliveryHost& host,
   const std::optional<ExtendedSequenceNumber> before = host.allow_checkpoint_at(records.back());
   if (process(host, batch, records)) {
     host.count_processed(records.size(), bytes_of(records));
+    end_series(host, records.size());
     bisector_->succeeded();
     return std::nullopt;
   }
@@ -53,15 +68,27 @@ std::optional<SteadyTime> BisectingDelivery::deliver_part(DeliveryHost& host,
   host.rewind_checkpoint_to(before);
   if (const std::size_t done = checkpointed_prefix(host, records); done > 0) {
     host.count_processed(done, bytes_of(records.first(done)));
+    end_series(host, done);                                     // progress: the processor works
     if (bisector_->processed_front(done)) return std::nullopt;  // the whole part
   }
+  const SteadyTime now = host.now();
+  ++failures_;
+  if (!failing_since_) failing_since_ = now;
   const bool was_bisecting = bisector_->bisecting();
   switch (bisector_->failed()) {
     case BatchBisector::Next::kRetryAfterBackoff:
-      host.log(LogLevel::kError, host.last_error() + "; delivering the same " +
-                                     std::to_string(bisector_->current()->size()) +
-                                     " records again after a backoff (attempt " +
-                                     std::to_string(bisector_->failures_of_current()) + ")");
+      // A part that keeps failing fills no log: the 1st, 3rd, 10th, 100th, ... failure of the
+      // series is reported, each with its count.
+      if (base::worth_reporting(failures_)) {
+        host.log(LogLevel::kError, host.last_error() + "; delivering the same " +
+                                       records_text(bisector_->current()->size()) +
+                                       " again after a backoff (attempt " +
+                                       std::to_string(bisector_->failures_of_current()) +
+                                       "; failure " + std::to_string(failures_) +
+                                       " in a row over " + seconds_text(now - *failing_since_) +
+                                       ")");
+      }
+      retried_ = true;
       return host.backoff_after_failure();
     case BatchBisector::Next::kDeliverNow:
       if (!was_bisecting) {
@@ -76,6 +103,18 @@ std::optional<SteadyTime> BisectingDelivery::deliver_part(DeliveryHost& host,
       return std::nullopt;
   }
   return std::nullopt;
+}
+
+void BisectingDelivery::end_series(DeliveryHost& host, std::size_t records) {
+  if (failures_ > 0 && retried_) {
+    host.log(LogLevel::kInfo, "process_records succeeded again (" + records_text(records) +
+                                  ") after " + std::to_string(failures_) +
+                                  " failed calls in a row over " +
+                                  seconds_text(host.now() - failing_since_.value_or(host.now())));
+  }
+  failures_ = 0;
+  failing_since_.reset();
+  retried_ = false;
 }
 
 void BisectingDelivery::report_refusal(DeliveryHost& host, const std::string& sink,

@@ -7,6 +7,9 @@
 // no checkpoint can name the record. Between parts, shutdown and lease loss are looked at: the
 // parts not yet delivered are after the last record a checkpoint may name, so the next owner
 // reads them again.
+//
+// A part that keeps failing is logged once per series, the 1st, 3rd, 10th, 100th, ... failure
+// with its count, and the success that ends the series says how long it lasted.
 #pragma once
 
 #include <cstdint>
@@ -31,11 +34,18 @@ class BisectingDelivery final : public CallbackDelivery {
   std::optional<SteadyTime> dead_letter_current(DeliveryHost& host, const Record& record);
   void report_refusal(DeliveryHost& host, const std::string& sink, const Record& record,
                       const Status& refused);
+  // A process_records call succeeded: the series of failures (if any) ends.
+  void end_series(DeliveryHost& host, std::size_t records);
 
   std::optional<BatchBisector> bisector_;  // how the batch being delivered is being delivered
   bool letter_due_ = false;                // bisector_'s current record is to be dead-lettered
   std::string letter_error_;               // the failure that made it so
   std::uint64_t sink_failures_ = 0;        // the sink's refusals in a row (logged as a series)
+  // The series of failed calls since the last successful one: its length, when it began,
+  // whether a backoff was waited in it (its end is logged then).
+  std::uint64_t failures_ = 0;
+  std::optional<SteadyTime> failing_since_;
+  bool retried_ = false;
 };
 
 }  // namespace kcl::lifecycle

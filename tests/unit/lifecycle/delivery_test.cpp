@@ -356,6 +356,25 @@ TEST_F(BisectingTest, ARefusingSinkHoldsTheRecordUntilItAccepts) {
   EXPECT_EQ(calls_.batches.size(), 1u) << "the record is not delivered again meanwhile";
 }
 
+// A part that keeps failing is logged the 1st, 3rd, 10th, 100th, ... time with its count,
+// not at every retry; the call that ends the series says so.
+TEST_F(BisectingTest, APartThatKeepsFailingFillsNoLog) {
+  processing_.max_attempts_before_dead_letter = 100;
+  BisectingDelivery d(processor(), processing_);
+  int failures_left = 50;
+  calls_.throws = [&](std::span<const Record>) { return failures_left-- > 0; };
+  auto batch = batch_of(0, 4);
+  for (int step = 0; step < 50; ++step) ASSERT_TRUE(d.deliver(host_, batch).has_value());
+  std::vector<std::string> retries;
+  for (const std::string& l : host_.lines) {
+    if (l.find("again after a backoff") != std::string::npos) retries.push_back(l);
+  }
+  ASSERT_EQ(retries.size(), 3u) << "failures 1, 3 and 10 of 50";
+  EXPECT_NE(retries[2].find("(attempt 10; failure 10 in a row"), std::string::npos) << retries[2];
+  EXPECT_EQ(d.deliver(host_, batch), std::nullopt);
+  EXPECT_TRUE(host_.logged("process_records succeeded again (4 records) after 50 failed calls"));
+}
+
 TEST_F(BisectingTest, AStopAskedBetweenPartsLeavesTheRestUndelivered) {
   BisectingDelivery d(processor(), processing_);
   calls_.throws = [](std::span<const Record> r) { return holds(r, "r3"); };
