@@ -14,18 +14,37 @@
 // a batch whose process_records threw max_attempts_before_dead_letter times is bisected:
 // its first half is delivered alone, then its second half; a part that fails again is split
 // again, until a part of one record fails max_attempts_before_dead_letter times on its own.
-// That record is handed to the sink and the shard goes on with the next part. Redelivery
-// this implies (and no more): the processor sees every record of the failing batch on each
-// of its attempts, then each record of every failing part once more per level of the
-// bisection (good records of a failing half included), and each good record exactly once in
-// a call that succeeds. For a batch of B records with one bad record and max attempts N, the
-// good records are handed over N*(B-1) + sum over the failing halves of (half size - 1)
-// times in calls that throw, plus once each in the call that succeeds.
+// That record is a poison record only if a neighbour of it succeeds: the records after it,
+// delivered right after its last failure (while no checkpoint may pass it), or, when none
+// follows it in its batch, the record before it, processed just before its own attempts.
+// A poison record is handed to the sink and the shard goes on with the next part. When its
+// neighbours fail too, every record tried fails: that is an outage of what the processor
+// depends on (its database down), not a poison record. Nothing is dead-lettered then: the
+// rest of the batch is delivered again as a whole after the failure backoff (which grows
+// with every failure in a row), and searched again if it keeps failing, until it succeeds
+// or dead_letter_outage_limit (default 30 min, 0 = never) has passed since the shard's last
+// successful call; from then on, until a call succeeds, a record that fails alone max times
+// goes to the sink although its neighbours fail too. Records that fail side by side (a run
+// of bad records) look like an outage and are held the same way until that limit.
+// A record can be dead-lettered wrongly only when the outage begins, or ends, right next to
+// it: when it ends its batch (a batch of one record, say) and the outage begins with it, or
+// when the outage ends in the instant between its last failure and its neighbour's call.
+//
+// Redelivery this implies for a poison record with good neighbours (and no more): the
+// processor sees every record of the failing batch on each of its attempts, then each record
+// of every failing part once more per level of the bisection (good records of a failing
+// half included), and each good record exactly once in a call that succeeds. For a batch of
+// B records with one bad record and max attempts N, the good records are handed over
+// N*(B-1) + sum over the failing halves of (half size - 1) times in calls that throw, plus
+// once each in the call that succeeds.
 //
 // Checkpoints: the shard goes on past a dead-lettered record only once its sink accepted it
 // (accept() returned OK), so no checkpoint can pass a record that is neither processed nor
-// in the sink. A sink that fails is asked again after the processing failure backoff, for
-// ever: the shard waits (logged once per series with the count, not each time).
+// in the sink. While the records after a failing record are delivered to vouch for it, a
+// checkpoint may name only records before it (checkpoint() with no argument does so; a
+// checkpoint at one of them is refused). A sink that fails is asked again after the
+// processing failure backoff, for ever: the shard waits (logged once per series with the
+// count, not each time).
 //
 // Thread safety: a sink's accept() is called from the worker's threads, for different shards
 // at the same time; implementations must be thread-safe. The factories' sinks are.
@@ -53,7 +72,7 @@ struct DeadLetter {
                          // partition key, arrival time, data)
   std::string error;     // the last failure, e.g. "process_records threw: bad json"
   int attempts = 0;      // deliveries of this record that failed (whole batch, halves,
-                         // alone) before it was set aside; 1 for a pull nack
+                         // alone, outage retries) before it was set aside; 1 for a pull nack
   std::chrono::system_clock::time_point dead_lettered_at{};  // when it was set aside
 };
 

@@ -19,8 +19,10 @@ enum class ProcessorErrorPolicy {
                 // this processor, counted in the metric consumer.records_skipped; explicit
                 // opt-in)
   kDeadLetter,  // after max_attempts_before_dead_letter failures, bisect the batch to the
-                // record(s) that fail and hand each to dead_letter_sink with the error, then
-                // go on (nothing lost; redelivery and checkpoints: kcl/dead_letter.h)
+                // record(s) that fail while their neighbours succeed and hand each to
+                // dead_letter_sink with the error, then go on; a failure of every record (an
+                // outage) is retried instead, up to dead_letter_outage_limit (nothing lost;
+                // redelivery and checkpoints: kcl/dead_letter.h)
 };
 
 struct ProcessingConfig {
@@ -44,6 +46,18 @@ struct ProcessingConfig {
   // With kDeadLetter: failures of a batch before it is bisected, and of a single record on
   // its own before it is dead-lettered. Default 3, range 1..1000.
   int max_attempts_before_dead_letter = 3;
+  // With kDeadLetter: how long an outage may last before records are dead-lettered anyway.
+  // A record that fails alone is poison only if a neighbour succeeds (the records after it,
+  // or the one before it when it ends its batch); when its neighbours fail too, every record
+  // fails: an outage of what the processor depends on (its database down), not a poison
+  // record. The rest of the batch is then delivered again as a whole after the failure
+  // backoff, nothing dead-lettered, until it succeeds or this long has passed since the
+  // shard's last successful process_records; from then on, until one succeeds, each record
+  // that fails max_attempts_before_dead_letter times alone is dead-lettered (a run of bad
+  // records, which no neighbour vouches for, goes to the sink this way too). Default 30 min;
+  // 0 = never (an outage holds the shard for as long as it lasts, as kRetry does);
+  // otherwise 1 s..7 days.
+  std::chrono::milliseconds dead_letter_outage_limit{30 * 60 * 1000};
   // With kDeadLetter: where failing records go (kcl/dead_letter.h). Required with
   // kDeadLetter, ignored otherwise.
   std::shared_ptr<DeadLetterSink> dead_letter_sink;

@@ -40,6 +40,10 @@ void check_processing(const ProcessingConfig& p, std::vector<std::string>& probl
                        std::to_string(p.max_attempts_before_dead_letter) +
                        "; it must be between 1 and 1000");
   }
+  if (p.dead_letter_outage_limit.count() != 0) {
+    check_range(problems, "processing.dead_letter_outage_limit", p.dead_letter_outage_limit,
+                milliseconds(1000), milliseconds(7LL * 24 * 3600 * 1000));  // or 0 = never
+  }
   if (p.on_processor_error == ProcessorErrorPolicy::kDeadLetter && !p.dead_letter_sink) {
     problems.push_back(
         "processing.on_processor_error is kDeadLetter but processing.dead_letter_sink is not "

@@ -338,22 +338,107 @@ TEST_F(BisectingTest, NarrowsAFailingBatchToItsRecordAndDeadLettersIt) {
             1);
 }
 
+// r0 fails alone and r1, after it, succeeds (it vouches: r0 is poison), but the sink refuses
+// r0: the shard waits, and no checkpoint may name r0, nor r1 after it, until it accepts.
 TEST_F(BisectingTest, ARefusingSinkHoldsTheRecordUntilItAccepts) {
   processing_.max_attempts_before_dead_letter = 1;
   BisectingDelivery d(processor(), processing_);
   calls_.throws = [](std::span<const Record> r) { return holds(r, "r0"); };
   letters_.refuse = 3;
-  auto batch = batch_of(0, 1);
+  auto batch = batch_of(0, 2);
   EXPECT_EQ(d.deliver(host_, batch), clock_.now() + 5s) << "refused: wait a backoff";
   EXPECT_EQ(host_.allowed, std::nullopt) << "a checkpoint may not name the refused record";
+  EXPECT_EQ(host_.processed, 1u) << "r1 vouched for r0";
   EXPECT_TRUE(d.deliver(host_, batch).has_value());
   EXPECT_TRUE(d.deliver(host_, batch).has_value());
   EXPECT_EQ(d.deliver(host_, batch), std::nullopt) << "accepted at the 4th ask";
   EXPECT_EQ(letters_.accepted.size(), 1u);
-  EXPECT_EQ(host_.allowed, ExtendedSequenceNumber("100"));
+  EXPECT_EQ(host_.allowed, ExtendedSequenceNumber("101"));
   EXPECT_TRUE(host_.logged("accepted record 100/0 after 3 refusals"));
   EXPECT_EQ(host_.metrics_.count_of("dead_letter.sink_failures{shard=shardId-000000000000}"), 3);
-  EXPECT_EQ(calls_.batches.size(), 1u) << "the record is not delivered again meanwhile";
+  // [0,2), [0,1), then [1,2); nothing is delivered again while the sink refuses.
+  EXPECT_EQ(calls_.batches.size(), 3u);
+}
+
+// The first record fails alone; the record after it is delivered while it waits (a checkpoint
+// may name neither) and succeeds, which makes it a poison record; it is dead-lettered, and
+// only then may a checkpoint pass it.
+TEST_F(BisectingTest, TheRecordsAfterAPoisonRecordVouchForItBeforeAnyCheckpointPassesIt) {
+  BisectingDelivery d(processor(), processing_);
+  std::vector<std::optional<ExtendedSequenceNumber>> allowed;  // in each call without r0
+  calls_.throws = [&](std::span<const Record> r) {
+    if (!holds(r, "r0")) allowed.push_back(host_.allowed);
+    return holds(r, "r0");
+  };
+  auto batch = batch_of(0, 4);
+  ASSERT_GT(deliver_all(d, batch), 0);
+  ASSERT_EQ(letters_.accepted.size(), 1u);
+  EXPECT_EQ(letters_.accepted[0].record.data(), "r0");
+  EXPECT_EQ(letters_.accepted[0].attempts, 2 + 1 + 2);
+  const std::vector<std::vector<std::string>> expected{{"r0", "r1", "r2", "r3"},
+                                                       {"r0", "r1", "r2", "r3"},
+                                                       {"r0", "r1"},
+                                                       {"r0"},
+                                                       {"r0"},
+                                                       {"r1"},
+                                                       {"r2", "r3"}};
+  EXPECT_EQ(calls_.batches, expected);
+  ASSERT_EQ(allowed.size(), 2u);
+  EXPECT_EQ(allowed[0], std::nullopt) << "r1's call: r0 is not yet set aside";
+  EXPECT_EQ(allowed[1], ExtendedSequenceNumber("103"));
+  EXPECT_EQ(host_.processed, 3u);
+  EXPECT_TRUE(host_.logged("(the records after it succeeded)"));
+}
+
+// Every call fails while what the processor depends on is out (its database down): each
+// record fails alone and so do its neighbours, so no record is to blame and none is
+// dead-lettered; the batch is delivered again as a whole after a backoff, the failures are
+// logged once per series, and once the outage ends every record is processed once.
+TEST_F(BisectingTest, AnOutageDeadLettersNothing) {
+  BisectingDelivery d(processor(), processing_);
+  bool down = true;
+  calls_.throws = [&](std::span<const Record>) { return down; };
+  auto batch = batch_of(0, 8);
+  for (int step = 0; step < 300; ++step) {
+    ASSERT_TRUE(d.deliver(host_, batch).has_value())
+        << "done with the batch during the outage, at step " << step << "; dead-lettered "
+        << letters_.accepted.size();
+  }
+  EXPECT_TRUE(letters_.accepted.empty());
+  EXPECT_EQ(host_.dead_lettered, 0);
+  EXPECT_EQ(host_.processed, 0u);
+  EXPECT_EQ(host_.allowed, std::nullopt) << "a checkpoint may name nothing";
+  EXPECT_TRUE(host_.logged("taken for an outage of what the processor depends on"));
+  EXPECT_LE(host_.lines.size(), 12u) << "logged once per series";
+  const std::size_t calls = calls_.batches.size();
+  down = false;
+  ASSERT_GT(deliver_all(d, batch), 0);
+  EXPECT_TRUE(letters_.accepted.empty());
+  EXPECT_EQ(host_.processed, 8u);
+  EXPECT_EQ(calls_.batches.size(), calls + 1) << "the batch, whole";
+  EXPECT_EQ(host_.allowed, ExtendedSequenceNumber("107"));
+  EXPECT_TRUE(host_.logged("process_records succeeded again (8 records) after"));
+}
+
+// An outage lasting longer than dead_letter_outage_limit (since the last successful call):
+// from then on a record that fails alone is dead-lettered although its neighbours fail too.
+TEST_F(BisectingTest, AnOutageOutlastingItsLimitDeadLettersTheRecordsAfterAll) {
+  processing_.dead_letter_outage_limit = 10min;
+  BisectingDelivery d(processor(), processing_);
+  calls_.throws = [](std::span<const Record>) { return true; };
+  auto batch = batch_of(0, 4);
+  for (int minute = 0; minute < 10; ++minute) {
+    ASSERT_TRUE(d.deliver(host_, batch).has_value()) << "minute " << minute;
+    clock_.advance(1min);
+  }
+  EXPECT_TRUE(letters_.accepted.empty()) << "within the limit";
+  int steps = 0;
+  while (d.deliver(host_, batch).has_value() && ++steps < 100) clock_.advance(1min);
+  ASSERT_EQ(letters_.accepted.size(), 4u);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(letters_.accepted[i].record.data(), "r" + std::to_string(i));
+  EXPECT_EQ(host_.allowed, ExtendedSequenceNumber("103"));
+  EXPECT_TRUE(host_.logged("dead_letter_outage_limit"));
 }
 
 // A part that keeps failing is logged the 1st, 3rd, 10th, 100th, ... time with its count,

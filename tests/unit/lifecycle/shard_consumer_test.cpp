@@ -633,9 +633,10 @@ TEST_F(DeadLetterConsumerTest, ARefusingSinkHoldsTheShardAndItsCheckpoint) {
   auto c = consumer();
   ASSERT_TRUE(c);
   ASSERT_TRUE(drive(*c, [&] { return box_.refusals >= 5; }));
-  // [0,5) was processed and checkpointed; nothing after r5 is, while the sink refuses.
+  // [0,5) was processed and checkpointed, and r6, which vouched for r5 (it succeeded right
+  // after r5 failed alone), was processed; no checkpoint passes r5 while the sink refuses.
   EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(4)));
-  EXPECT_EQ(delivered_.load(), 5u);
+  EXPECT_EQ(delivered_.load(), 6u);
   EXPECT_EQ(metrics_.count_of("dead_letter.sink_failures{shard=" + std::string(kShard) + "}"),
             box_.refusals);
   const int refusals = box_.refusals;
@@ -681,6 +682,31 @@ TEST_F(DeadLetterConsumerTest, ADeadLetteredLastRecordMayBeCheckpointedOnceAccep
       *c, [&] { return c->done(); }, 3));
   EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber(seq_number(3)));
   EXPECT_EQ(box_.letters[0].attempts, 2 + 1 + 2);
+}
+
+// What the processor depends on is out (every call fails, say its database is down): no
+// record is to blame, so nothing is dead-lettered and the checkpoint stays where it was; once
+// it is back, every record is processed once.
+TEST_F(DeadLetterConsumerTest, AnOutageOfWhatTheProcessorNeedsDeadLettersNothing) {
+  add_lease(kShard);
+  use_dead_letters(3);
+  fake_->add_records(10, "r");
+  bool down = true;
+  script_.throws = [&](std::span<const Record>) { return down; };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(
+      *c, [&] { return failures_.load() >= 100 || !box_.letters.empty(); }, 1000));
+  EXPECT_TRUE(box_.letters.empty())
+      << "dead-lettered " << box_.letters.front().record.data() << " during the outage";
+  EXPECT_EQ(delivered_.load(), 0u);
+  EXPECT_EQ(stored().checkpoint, ExtendedSequenceNumber::trim_horizon());
+  down = false;
+  ASSERT_TRUE(
+      drive(*c, [&] { return stored().checkpoint == ExtendedSequenceNumber(seq_number(9)); }));
+  EXPECT_TRUE(box_.letters.empty());
+  EXPECT_EQ(delivered_.load(), 10u);
+  EXPECT_EQ(c->records_dead_lettered(), 0u);
 }
 
 // Checkpoints at each record it has processed; throws at `bad` while `failures_left` > 0, and,
