@@ -36,8 +36,10 @@ struct ProcessingConfig {
   // assignment only the leader syncs periodically (every worker syncs at start and when a
   // shard it holds ends): each sync scans the whole lease table.
   std::chrono::milliseconds shard_sync_interval{60000};
-  // Backoff after a processor failure (exception) or a shard_ended without checkpoint:
-  // doubles from base up to max. Defaults 200 ms and 30 s.
+  // Backoff after a processor failure (exception), a dead-letter sink's refusal or a
+  // shard_ended without checkpoint: doubles with each failure in a row on the shard, from
+  // base up to max, and starts from base again once a call succeeds (a record dead-lettered
+  // does not end the series: the processor is still failing). Defaults 200 ms and 30 s.
   std::chrono::milliseconds failure_backoff_base{200};
   std::chrono::milliseconds failure_backoff_max{30000};
   ProcessorErrorPolicy on_processor_error = ProcessorErrorPolicy::kRetry;

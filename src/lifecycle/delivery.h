@@ -52,12 +52,14 @@ class DeliveryHost {
   // `count` records of `bytes` were processed (counters, metrics, the lease's load); this
   // ends the consumer's series of failures.
   virtual void count_processed(std::size_t count, std::size_t bytes) = 0;
-  // One record was accepted by the dead-letter sink; this ends the series of failures.
+  // One record was accepted by the dead-letter sink. The series of failures goes on (a
+  // record set aside is no sign the processor works): the next failure's backoff grows on.
   virtual void count_dead_lettered() = 0;
   // `count` records were skipped unprocessed (ProcessorErrorPolicy::kSkip): counted apart
   // from the processed ones; this ends the series of failures.
   virtual void count_skipped(std::size_t count) = 0;
-  // When to run again after a failure (backoff growing with the failures in a row).
+  // When to run again after a failure (backoff growing with the failures in a row: the
+  // processor's and the dead-letter sink's, until a call succeeds).
   virtual SteadyTime backoff_after_failure() = 0;
   // Shutdown or the lease's loss was asked for (between parts of a batch, stop).
   virtual bool stop_asked() const = 0;

@@ -132,8 +132,9 @@ void ShardConsumer::count_skipped(std::size_t count) {
   metrics().count("consumer.records_skipped", static_cast<double>(count), tags());
 }
 
+// A record set aside is no sign that the processor works: the series of failures (and its
+// backoff) goes on until a call succeeds.
 void ShardConsumer::count_dead_lettered() {
-  consecutive_failures_ = 0;
   dead_lettered_.fetch_add(1, std::memory_order_relaxed);
   ctx_.counters->record_dead_lettered();
 }

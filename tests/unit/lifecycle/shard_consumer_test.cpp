@@ -709,6 +709,75 @@ TEST_F(DeadLetterConsumerTest, AnOutageOfWhatTheProcessorNeedsDeadLettersNothing
   EXPECT_EQ(c->records_dead_lettered(), 0u);
 }
 
+// A record dead-lettered does not end the shard's series of failures: the next failure backs
+// off from where the series was. (count_dead_lettered() ended it, so a processor failing
+// record after record was retried at failure_backoff_base again after each record set aside.)
+TEST_F(DeadLetterConsumerTest, ADeadLetterDoesNotResetTheFailureBackoff) {
+  add_lease(kShard);
+  use_dead_letters(2);
+  ctx_.processing.failure_backoff_base = 1s;
+  ctx_.processing.failure_backoff_max = 1h;
+  ctx_.retrieval.max_records_per_call = 1;  // a batch per record
+  fake_->add_records(4, "r");
+  script_.throws = [](std::span<const Record> r) { return contains(r, "r1") || contains(r, "r2"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  // r0 is processed; r1 fails twice alone (a backoff of 1 s between) and r0 before it
+  // succeeded: r1 is dead-lettered (no backoff). Then r2 fails, each failure with a backoff.
+  ASSERT_TRUE(drive(*c, [&] { return box_.letters.size() == 1; }));
+  EXPECT_EQ(box_.letters[0].record.data(), "r1");
+  // The consumer's own steps (its pool may have run some too): the n-th failure of r2 is the
+  // (n+1)-th backoff of the series, 2^n s.
+  int measured = 0;
+  for (int i = 0; i < 6; ++i) {  // below failure_backoff_max
+    const std::uint64_t before = failures_.load();
+    const auto at = fetch_clock_.now();
+    const std::optional<SteadyTime> next = c->run();
+    if (failures_.load() == before + 1 && next) {
+      const std::uint64_t of_r2 = failures_.load() - 2;
+      EXPECT_EQ(*next - at, std::chrono::duration_cast<Clock::MonoTime::duration>(1s) *
+                                (std::int64_t{1} << of_r2))
+          << "failure " << of_r2 << " of r2";
+      ++measured;
+    }
+    fetch_clock_.advance(1s);
+  }
+  EXPECT_GE(measured, 3);
+  EXPECT_EQ(box_.letters.size(), 1u) << "r2: r1 before it was set aside, not processed";
+}
+
+// A sink that keeps refusing is asked again after a backoff that doubles with each refusal
+// (so it was already: the refusals were one series).
+TEST_F(DeadLetterConsumerTest, ARefusingSinkIsAskedAgainAfterAGrowingBackoff) {
+  add_lease(kShard);
+  use_dead_letters(1);
+  ctx_.processing.failure_backoff_base = 1s;
+  ctx_.processing.failure_backoff_max = 1h;
+  box_.refuse = 6;
+  fake_->add_records(4, "r");
+  script_.throws = [](std::span<const Record> r) { return contains(r, "r3"); };
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return box_.refusals >= 1; }));
+  // The consumer's own steps: the n-th refusal is the n-th backoff of the series, 2^(n-1) s.
+  int measured = 0;
+  for (int i = 0; i < 10 && box_.letters.empty(); ++i) {
+    const int before = box_.refusals;
+    const auto at = fetch_clock_.now();
+    const std::optional<SteadyTime> next = c->run();
+    if (box_.refusals == before + 1 && next) {
+      EXPECT_EQ(*next - at, std::chrono::duration_cast<Clock::MonoTime::duration>(1s) *
+                                (std::int64_t{1} << (box_.refusals - 1)))
+          << "refusal " << box_.refusals;
+      ++measured;
+    }
+    fetch_clock_.advance(1s);
+  }
+  EXPECT_GE(measured, 3);
+  ASSERT_EQ(box_.letters.size(), 1u);
+  EXPECT_EQ(box_.letters[0].record.data(), "r3");
+}
+
 // Checkpoints at each record it has processed; throws at `bad` while `failures_left` > 0, and,
 // when `throw_on_refused`, at a checkpoint that is refused.
 struct PerRecord {
