@@ -9,7 +9,9 @@
 // batch. --max N prints exactly N records and checkpoints each shard at its last one printed.
 // Poison records: with --dead-letter-file or --dead-letter-stream, a batch that fails
 // --max-attempts times (say stdout refuses it, or --reject-matching names a record in it) is
-// bisected and the records that keep failing are set aside there (kcl/dead_letter.h).
+// bisected and the records that keep failing while the records next to them succeed are set
+// aside there; a failure of every record (an outage) is retried instead, up to the option
+// dead_letter_outage_limit (kcl/dead_letter.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -570,8 +572,10 @@ CLI::Option* add_failure_flags(CLI::App& cmd, ConsumeFlags& f) {
   cmd.add_flag("--raw", f.raw, "Print only each record's data, as a line of text");
   cmd.add_option("--dead-letter-file", f.dead_letter.file,
                  "Poison records: a batch that fails --max-attempts times is bisected and each "
-                 "record that keeps failing is appended to PATH as a JSON line (position, "
-                 "error, attempts, base64 data; flushed to disk before the shard goes on)");
+                 "record that keeps failing while the records next to it succeed is appended to "
+                 "PATH as a JSON line (position, error, attempts, base64 data; flushed to disk "
+                 "before the shard goes on); when they fail too (an outage) the batch is "
+                 "retried, up to --option dead_letter_outage_limit (default 30min)");
   cmd.add_option("--dead-letter-stream", f.dead_letter.stream,
                  "As --dead-letter-file, but each poison record is written to stream NAME "
                  "(its partition key kept, the same JSON object as its data)");
@@ -582,7 +586,8 @@ CLI::Option* add_failure_flags(CLI::App& cmd, ConsumeFlags& f) {
           ->check(table_range("max_attempts_before_dead_letter"));
   cmd.add_option("--reject-matching", f.reject_matching,
                  "Treat records whose data matches this regular expression as failures (they "
-                 "go to the dead-letter sink, which is then required)");
+                 "go to the dead-letter sink, which is then required; matching records side "
+                 "by side look like an outage and go there after dead_letter_outage_limit)");
   cmd.add_option("--option", f.options,
                  "Any worker option as NAME=VALUE, over the flags above (repeatable): durations "
                  "take a unit (500ms, 3s, 2min, 1h), choices a name, e.g. --option "
