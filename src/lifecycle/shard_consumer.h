@@ -136,6 +136,8 @@ class ShardConsumer final : public Task,
   Status failure() const;
   // Records this consumer delivered to its processor.
   std::uint64_t records_delivered() const { return delivered_.load(std::memory_order_relaxed); }
+  // Reads of the shard this consumer had answered (with records or without).
+  std::uint64_t reads_answered() const;
   // Records this consumer handed to the dead-letter sink (accepted).
   std::uint64_t records_dead_lettered() const {
     return dead_lettered_.load(std::memory_order_relaxed);

@@ -24,6 +24,10 @@ std::optional<StallSignal> ShardConsumer::stall_signal(SteadyTime now) {
   return waiting;
 }
 
+std::uint64_t ShardConsumer::reads_answered() const {
+  return reader_.health().answers.load(std::memory_order_relaxed);
+}
+
 std::optional<StallSignal> ShardConsumer::checkpoint_signal() const {
   const std::optional<SteadyTime> since = checkpoint_failures_.since();
   if (!since) return std::nullopt;

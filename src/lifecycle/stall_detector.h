@@ -33,6 +33,7 @@ inline constexpr const char* kStallWaitingForParent = "waiting_for_parent";
 inline constexpr const char* kStallCheckpointRejected = "checkpoint_rejected";
 inline constexpr const char* kStallNoProgress = "no_progress";
 inline constexpr const char* kStallNoLiveOwner = "no_live_owner";
+inline constexpr const char* kStallConsumerFailing = "consumer_failing";
 
 struct StallSignal {
   std::string cause;

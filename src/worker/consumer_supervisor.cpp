@@ -111,7 +111,7 @@ void ConsumerSupervisor::on_ended_locked(const std::string& shard,
       } else if (f.code() == StatusCode::kNotFound && !ended.fatal) {
         ended.fatal = f;
       }
-      on_failed_locked(shard, f, c.records_delivered());
+      on_failed_locked(shard, c, f);
       // Any other failure: try the shard again, but not in a tight loop.
       restart_at_[shard] = clock_.now() + options_.restart_backoff;
       break;
@@ -126,14 +126,20 @@ void ConsumerSupervisor::on_ended_locked(const std::string& shard,
 
 // The first failure of a series is logged; then the series is reported at 3 and at each power
 // of ten, with its count, instead of once per restart.
-void ConsumerSupervisor::on_failed_locked(const std::string& shard, const Status& failure,
-                                          std::uint64_t delivered) {
+void ConsumerSupervisor::on_failed_locked(const std::string& shard,
+                                          const lifecycle::ShardConsumer& c,
+                                          const Status& failure) {
+  const std::uint64_t delivered = c.records_delivered();
   FailureRecord& r = failures_[shard];
+  const bool first = r.consecutive == 0;
   const bool same = r.consecutive > 0 && r.cause.code() == failure.code() &&
                     r.cause.message() == failure.message();
   r.consecutive = same && delivered == 0 ? r.consecutive + 1 : 1;  // progress starts a new series
   r.cause = failure;
   r.delivered += delivered;
+  // A consumer that read the shard before it failed was not looping: the loop, if any, begins
+  // with this failure (a change of error does not begin one).
+  if (first || delivered > 0 || c.reads_answered() > 0) r.looping_since = clock_.now();
   MetricTag tag{"shard", shard};
   metrics_.count("consumer.failed", 1, MetricTags(&tag, 1));
   const int n = r.consecutive;
@@ -226,6 +232,22 @@ std::map<std::string, std::optional<lifecycle::StallSignal>> ConsumerSupervisor:
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, c] : consumers_) {
     if (!c->done()) signals[key] = c->stall_signal(now);
+  }
+  // A consumer that fails, is restarted after a backoff and fails again says nothing for long
+  // enough to be judged: the loop is the stall, until a consumer of the shard reads.
+  for (const auto& [key, f] : failures_) {
+    if (auto c = consumers_.find(key);
+        c != consumers_.end() && !c->second->done() &&
+        (c->second->reads_answered() > 0 || c->second->records_delivered() > 0)) {
+      continue;
+    }
+    signals[key] = lifecycle::StallSignal{
+        lifecycle::kStallConsumerFailing,
+        "the consumer failed " + std::to_string(f.consecutive) +
+            (f.consecutive == 1 ? " time" : " times in a row") +
+            ", restarted after a backoff each time, without reading the shard: " +
+            f.cause.to_string(),
+        f.looping_since};
   }
   return signals;
 }

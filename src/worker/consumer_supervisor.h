@@ -77,7 +77,10 @@ class ConsumerSupervisor {
   Clock::MonoTime next_restart(Clock::MonoTime latest) const;
   // Reports, once each, callbacks that have run longer than the hung warning.
   void check_hung();
-  // What each running consumer says is in its way (lifecycle/stall_detector.h).
+  // What each running consumer says is in its way (lifecycle/stall_detector.h); and a shard
+  // whose consumers keep failing (restarted after each, none reading an answer or delivering
+  // a record meanwhile) is in a restart loop: kStallConsumerFailing since the first failure of
+  // the loop, whether a restart is due or running.
   std::map<std::string, std::optional<lifecycle::StallSignal>> stall_signals() const;
   // Asks every consumer to stop (final checkpoints; a paced one drains for `drain`) and
   // returns them, to be waited for with done().
@@ -99,6 +102,9 @@ class ConsumerSupervisor {
     Status cause;
     int consecutive = 0;
     std::uint64_t delivered = 0;  // by this shard's consumers so far
+    // The first failure after which no consumer of the shard read an answer or delivered a
+    // record: the restart loop's beginning.
+    Clock::MonoTime looping_since{};
   };
   std::shared_ptr<lifecycle::ShardConsumer> find(const std::string& key) const;
   // The steps of reconcile (requires mu_).
@@ -106,7 +112,8 @@ class ConsumerSupervisor {
                     std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
   void on_ended_locked(const std::string& shard, const lifecycle::ShardConsumer& c,
                        ConsumersEnded& ended);
-  void on_failed_locked(const std::string& shard, const Status& failure, std::uint64_t delivered);
+  void on_failed_locked(const std::string& shard, const lifecycle::ShardConsumer& c,
+                        const Status& failure);
   void start_locked(const std::vector<Lease>& held,
                     const std::map<std::string, std::string>& handing_off,
                     std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);

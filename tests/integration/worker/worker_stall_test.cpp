@@ -240,6 +240,34 @@ TEST_F(WorkerStallTest, RejectedCheckpointsAreFlaggedWithTheError) {
   EXPECT_TRUE(stop(*w).ok());
 }
 
+// A consumer that fails at its start every time (here: the lease's checkpoint is no sequence
+// number of its shard, which GetShardIterator refuses) is restarted after a backoff each time and
+// never says anything itself: the restart loop is flagged, with the count and the error, and
+// /status.json shows it.
+TEST_F(WorkerStallTest, AShardWhoseConsumerFailsAtEachRestartIsFlaggedWithTheError) {
+  create_stream(1);
+  const std::string shard = shard_ids().front();
+  ASSERT_TRUE(store().create_table_if_not_exists().ok());
+  // A sequence number, but none of this shard's.
+  Lease planted;
+  planted.lease_key = shard;
+  planted.checkpoint = ExtendedSequenceNumber("12345678901234567890");
+  ASSERT_TRUE(store().create_lease_if_not_exists(planted).ok());
+  auto w = start(stall_config("w1"), std::make_shared<Script>());
+  auto failed = tlog_->wait_for({"shard " + shard + ": the consumer stopped"}, 60s);
+  ASSERT_TRUE(failed.has_value()) << tlog_->dump();
+  expect_flagged(shard, "consumer_failing", failed->at);
+  auto line = tlog_->find({"shard " + shard + " stalled (consumer_failing)"});
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->text.find("GetShardIterator: InvalidArgumentException"), std::string::npos)
+      << line->text;
+  json stalled;
+  ASSERT_TRUE(eventually(
+      [&] { return !(stalled = stall_test::shard_stalled(w->http_url(), shard)).is_null(); }, 10s));
+  EXPECT_EQ(stalled["cause"], "consumer_failing");
+  EXPECT_TRUE(stop(*w).ok());
+}
+
 TEST_F(WorkerStallTest, ALeaseWhoseOwnerStoppedRenewingIsFlaggedByAWorkerThatCannotTakeIt) {
   create_stream(2);
   const auto ids = shard_ids();

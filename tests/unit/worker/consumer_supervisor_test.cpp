@@ -210,6 +210,53 @@ TEST_F(ConsumerSupervisorTest, AFailedShardRestartsAfterItsBackoffAndCountsTheSe
   EXPECT_FALSE(ended_.fatal);
 }
 
+// A consumer that fails at once, is restarted after its backoff and fails again never says
+// anything itself for long enough to be judged: the loop is the stall, from its first failure,
+// during the backoffs and while a restarted consumer has read nothing; it ends with a read.
+TEST_F(ConsumerSupervisorTest, AShardInARestartLoopSignalsItsFailuresUntilARestartReads) {
+  scripts_["shardId-0"].failure = Status(StatusCode::kPermissionDenied, "no kms:Decrypt");
+  hold({"shardId-0", "shardId-1"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return !supervisor_->failing_shards().empty(); }));
+  const Clock::MonoTime began = clock_.now() - 100ms;  // the look that swept it
+  const auto looping = [&](int failures) {
+    const auto signals = supervisor_->stall_signals();
+    const auto s = signals.find("shardId-0");
+    if (s == signals.end() || !s->second) return ::testing::AssertionFailure() << "no signal";
+    if (s->second->cause != lifecycle::kStallConsumerFailing) {
+      return ::testing::AssertionFailure() << "cause " << s->second->cause;
+    }
+    if (s->second->since < began || s->second->since > began + 100ms) {
+      return ::testing::AssertionFailure() << "since moved";
+    }
+    const std::string count =
+        failures == 1 ? "failed 1 time," : "failed " + std::to_string(failures) + " times";
+    if (s->second->detail.find(count) == std::string::npos ||
+        s->second->detail.find("no kms:Decrypt") == std::string::npos) {
+      return ::testing::AssertionFailure() << s->second->detail;
+    }
+    return ::testing::AssertionSuccess();
+  };
+  // Waiting for its restart: no consumer runs, the shard is still stalled by the loop.
+  EXPECT_TRUE(looping(1));
+  ASSERT_TRUE(look_until([&] { return made_["shardId-0"] == 2; }, 60));
+  ASSERT_TRUE(look_until([&] {
+    auto f = supervisor_->failing_shards();
+    return !f.empty() && f[0].consecutive_failures == 2;
+  }));
+  EXPECT_TRUE(looping(2)) << "the loop's second failure";
+  const auto healthy = supervisor_->stall_signals();
+  ASSERT_TRUE(healthy.count("shardId-1"));
+  EXPECT_FALSE(healthy.at("shardId-1")) << "a shard read without trouble is not stalled";
+  // The next restart reads (an empty answer at the tip): the loop is over.
+  scripts_["shardId-0"] = ShardScript{};
+  ASSERT_TRUE(look_until([&] { return made_["shardId-0"] == 3; }, 60));
+  ASSERT_TRUE(look_until([&] {
+    const auto signals = supervisor_->stall_signals();
+    return signals.count("shardId-0") && !signals.at("shardId-0");
+  }));
+}
+
 TEST_F(ConsumerSupervisorTest, AFailedShardWhoseLeaseMovedIsNoLongerFailingHere) {
   scripts_["shardId-0"].failure = Status(StatusCode::kUnavailable, "throttled");
   hold({"shardId-0", "shardId-1"});
