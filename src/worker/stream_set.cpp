@@ -312,19 +312,41 @@ Result<StreamSet::Turn> StreamSet::start() {
     for (auto& [name, e] : entries_) e.next_sync = now;
     return turn;
   }
+  // A multi-stream worker goes on without a stream that does not exist (yet), and without one
+  // whose sync fails otherwise (an access error, a throttle past the retries) while another
+  // stream's succeeds: that one is tried again soon. When none succeeds (the lease table or
+  // the credentials, say), the start fails with the first failure.
+  std::vector<Entry*> retry_soon;
+  std::vector<std::string> lines;  // their failures, logged once the start goes on
+  std::optional<Status> first_failure;
+  bool any_synced = false;
   for (auto& [name, e] : entries_) {
     Status s = sync(e, turn);
-    if (s.ok()) continue;
-    // A multi-stream worker goes on without a stream that does not exist (yet).
-    if (multi_ && s.code() == StatusCode::kNotFound) {
+    if (s.ok()) {
+      any_synced = true;
+      if (auto line = e.sync_failures.succeeded(now)) log_(LogLevel::kInfo, *line);
+      continue;
+    }
+    if (!multi_) return s.with_context("syncing the shards of stream " + name + ": ");
+    if (s.code() == StatusCode::kNotFound) {
       if (auto line = e.sync_failures.failed(s, now)) {
         log_(LogLevel::kWarn, *line + "; it is looked for again at each shard sync");
       }
       continue;
     }
-    return s.with_context("syncing the shards of stream " + name + ": ");
+    if (!first_failure) {
+      first_failure = s.with_context("syncing the shards of stream " + name + ": ");
+    }
+    if (auto line = e.sync_failures.failed(s, now)) lines.push_back(*line);
+    retry_soon.push_back(&e);
+  }
+  if (first_failure && !any_synced) return *first_failure;
+  for (const std::string& line : lines) {
+    log_(LogLevel::kWarn, line + "; the other streams start without it; tried again in " +
+                              std::to_string(kFirstSyncRetry.count() / 1000) + " s");
   }
   schedule_spread(now);
+  for (Entry* e : retry_soon) e->next_sync = std::min(e->next_sync, now + kFirstSyncRetry);
   return turn;
 }
 

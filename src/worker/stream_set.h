@@ -24,8 +24,10 @@
 // again under the same name is another stream: a new creation epoch). A deletion that fails
 // (a throttle, a 5xx) is kept, with the stream's identifier, and tried again at each shard
 // sync interval until it succeeds (as the Java KCL's "Will retry later"); a former stream
-// listed again before then keeps its leases. Failures in a row, of a deletion or of a
-// stream's sync, are logged at the 1st, 3rd, 10th, 100th... with their count
+// listed again before then keeps its leases. At start, a stream whose sync fails (an access
+// error, a throttle past the retries) does not hold the others back: it is logged and tried
+// again 5 s later; only when no stream syncs does start() fail. Failures in a row, of a deletion or
+// of a stream's sync, are logged at the 1st, 3rd, 10th, 100th... with their count
 // (base/failure_series.h).
 //
 // Thread safety: start() and tick() from the worker's controlling (scheduler) thread;

@@ -28,14 +28,19 @@ using nlohmann::json;
 
 constexpr std::int64_t kCreated = 1700000000;
 
-// Kinesis with the streams in `existing`, each of one open shard.
+// Kinesis with the streams in `existing`, each of one open shard; those in `refused` answer
+// every call with an access error.
 std::shared_ptr<kinesis::fake::FakeJsonClient> scripted_kinesis(
-    const std::set<std::string>& existing) {
+    const std::set<std::string>& existing, const std::set<std::string>& refused) {
   auto client = std::make_shared<kinesis::fake::FakeJsonClient>();
-  client->handler = [&existing](const kinesis::fake::Call& c) -> Result<std::string> {
+  client->handler = [&existing, &refused](const kinesis::fake::Call& c) -> Result<std::string> {
     const std::string stream = c.body.value("StreamName", "");
     if (!existing.count(stream)) {
       return kinesis::fake::aws_error(StatusCode::kNotFound, "ResourceNotFoundException",
+                                      c.operation);
+    }
+    if (refused.count(stream)) {
+      return kinesis::fake::aws_error(StatusCode::kPermissionDenied, "AccessDeniedException",
                                       c.operation);
     }
     if (c.operation == "DescribeStreamSummary") {
@@ -118,10 +123,11 @@ class StreamSetTest : public ::testing::Test {
   }
 
   std::set<std::string> existing_{"orders", "payments"};
+  std::set<std::string> refused_;
   std::vector<std::string> listed_{"orders", "payments"};
   WorkerConfig config_;
   ManualClock clock_;
-  kinesis::KinesisClient kinesis_{scripted_kinesis(existing_)};
+  kinesis::KinesisClient kinesis_{scripted_kinesis(existing_, refused_)};
   leases::InMemoryLeaseStore table_;
   leases::testing::PartitionableStore store_{table_};
   std::vector<std::string> log_;
@@ -198,6 +204,37 @@ TEST_F(StreamSetTest, ASyncThatFailsAtEveryTurnIsLoggedAtTheFirstThirdAndTenthWi
   turn();
   EXPECT_EQ(leases_of("missing").size(), 1u);
   EXPECT_EQ(lines_with("recovered after 13 failures"), 1u) << log_text();
+}
+
+// Of several streams, one the worker may not read (an access error, a throttle that outlasts
+// the retries) does not fail the start of the others: it is logged and tried again soon. When
+// no stream can be synced the start fails (the worker retries its start, then reports it).
+TEST_F(StreamSetTest, AStreamThatFailsItsSyncAtStartDoesNotHoldBackTheOthers) {
+  existing_.insert("locked");
+  refused_ = {"locked"};
+  listed_ = {"orders", "locked"};
+  auto started = streams().start();
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(leases_of("orders").size(), 1u) << log_text();
+  EXPECT_TRUE(leases_of("locked").empty());
+  EXPECT_EQ(lines_with("AccessDeniedException"), 1u) << log_text();
+  // Tried again soon, not a whole sync interval later.
+  EXPECT_LE(streams().next_due(), clock_.now() + 5s);
+  refused_.clear();
+  clock_.advance(5s);
+  auto r = streams().tick();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(leases_of("locked").size(), 1u) << log_text();
+}
+
+TEST_F(StreamSetTest, AStartWhereNoStreamCanBeSyncedFails) {
+  existing_.insert("locked");
+  refused_ = {"locked", "orders"};
+  listed_ = {"orders", "locked"};
+  auto started = streams().start();
+  ASSERT_FALSE(started.ok());
+  EXPECT_NE(started.status().message().find("AccessDeniedException"), std::string::npos)
+      << started.status();
 }
 
 TEST_F(StreamSetTest, ATrackersAfterCheckpointPositionIsRefusedForTheWorkersOnce) {
