@@ -36,6 +36,44 @@ class SharedObject {
   PyObject* o_ = nullptr;
 };
 
+// The GIL for a call into Python from one of the core's threads (a processor's callback).
+// pybind11's gil_scoped_acquire alone gives a thread Python does not know a new thread state
+// for each call and deletes it after it, so threading.local values (and the thread's entry in
+// `threading`) were lost from one callback to the next. Here such a thread keeps the state
+// made at its first call until the thread ends; it is deleted then, with the GIL, unless
+// Python is finalizing (left to the interpreter). The core's threads end without the GIL
+// held by whoever waits for them (~PyWorker releases it).
+class CallbackGil {
+ public:
+  CallbackGil() : unknown_(PyGILState_GetThisThreadState() == nullptr) {
+    if (!unknown_) return;
+    Keeper& k = keeper();
+    if (!k.kept) {
+      gil_.inc_ref();  // outlives this call: dropped by the keeper at the thread's end
+      k.kept = true;
+    }
+  }
+  CallbackGil(const CallbackGil&) = delete;
+  CallbackGil& operator=(const CallbackGil&) = delete;
+
+ private:
+  struct Keeper {
+    bool kept = false;
+    ~Keeper() {
+      if (!kept || !python_alive()) return;
+      py::gil_scoped_acquire gil;
+      gil.dec_ref();  // with gil's own, the state's count reaches 0: it is cleared and deleted
+    }
+  };
+  static Keeper& keeper() {
+    thread_local Keeper k;
+    return k;
+  }
+
+  const bool unknown_;  // before gil_: whether the thread had no thread state of Python's
+  py::gil_scoped_acquire gil_;
+};
+
 // f() without the GIL (held on entry and on return): for every call into the core that may
 // wait or take a lock a core thread holds while it logs.
 template <typename F>

@@ -57,7 +57,7 @@ class PyProcessor final : public kcl::RecordProcessor {
 
   void initialize(const kcl::InitializationInput& in) override {
     cp_ = std::make_shared<PyCheckpointer>(in.shard_id);
-    py::gil_scoped_acquire gil;
+    CallbackGil gil;
     py::object pending = py::none();
     if (in.pending_checkpoint) {
       pending = py::make_tuple(in.pending_checkpoint->sequence_number(),
@@ -73,7 +73,7 @@ class PyProcessor final : public kcl::RecordProcessor {
     Attached attached(*cp_, in.checkpointer);
     std::optional<std::string> failure;
     {
-      py::gil_scoped_acquire gil;
+      CallbackGil gil;
       failure = call_adapter(adapter_.get(), "process_records", records_of(in.records),
                              py::cast(cp_), in.millis_behind_latest);
     }
@@ -81,7 +81,7 @@ class PyProcessor final : public kcl::RecordProcessor {
   }
 
   void lease_lost() override {
-    py::gil_scoped_acquire gil;
+    CallbackGil gil;
     throw_if_failed(call_adapter(adapter_.get(), "lease_lost"));
   }
 
@@ -97,7 +97,7 @@ class PyProcessor final : public kcl::RecordProcessor {
     Attached attached(*cp_, checkpointer);
     std::optional<std::string> failure;
     {
-      py::gil_scoped_acquire gil;
+      CallbackGil gil;
       failure = call_adapter(adapter_.get(), method, py::cast(cp_));
     }
     throw_if_failed(failure);
@@ -111,7 +111,7 @@ class PyFactory final : public kcl::RecordProcessorFactory {
  public:
   explicit PyFactory(py::object make_adapter) : make_adapter_(std::move(make_adapter)) {}
   std::unique_ptr<kcl::RecordProcessor> create(std::string_view shard_id) override {
-    py::gil_scoped_acquire gil;
+    CallbackGil gil;
     try {
       return std::make_unique<PyProcessor>(make_adapter_.get()(std::string(shard_id)));
     } catch (py::error_already_set& e) {

@@ -217,6 +217,43 @@ def test_checkpoint_from_another_thread_during_the_callback(emulators, names, op
     pool.shutdown()
 
 
+def test_a_core_thread_keeps_its_python_thread_state_between_callbacks(emulators, names, options):
+    """threading.local values set in one callback are there in the next on the same thread."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    local = threading.local()
+    calls: List[Any] = []  # (thread ident, the mark threading.local held on entry)
+
+    class Marks(kcl.RecordProcessor):
+        def initialize(self, input):
+            self.note()
+
+        def note(self):
+            calls.append((threading.get_ident(), getattr(local, "mark", None)))
+            local.mark = threading.get_ident()
+
+        def process_records(self, batch, checkpointer):
+            self.note()
+            checkpointer.checkpoint()
+
+    # One pool thread: every callback runs on it.
+    running = Running(kcl.Worker(stream=stream, app=app, processor_factory=Marks,
+                                 thread_pool_size=1, **options))
+    # One batch at a time, so that there are several callbacks.
+    for i in range(6):
+        put_numbered(emulators, stream, 1, start=i)
+        wait_until(lambda: len(calls) >= i + 2, what="callback %d" % (i + 2))
+    running.stop()
+    seen = set()
+    again = 0
+    for ident, mark in calls:
+        if ident in seen:
+            again += 1
+            assert mark == ident, "threading.local lost between two callbacks on thread %d" % ident
+        seen.add(ident)
+    assert again > 0, "no two callbacks on one thread: %s" % calls
+
+
 def test_checkpoint_errors_are_typed(emulators, names, options):
     stream, app = names("s"), names("app")
     emulators.kinesis.create_stream(stream, 1)
