@@ -21,14 +21,21 @@ void PullHub::attach(PullShard& shard, std::function<void(Clock::MonoTime)> wake
   shard.last_write_at_ = clock_.now();
 }
 
+// The count bound is on the window, not on the records not acknowledged: a record
+// acknowledged behind an older one stays in the window until the watermark passes it, so
+// with one record stuck the window would otherwise grow without bound. (The bytes bound
+// counts the records held: an acknowledged record's batch share is the application's to
+// free.)
 bool PullHub::has_room_locked(const PullShard& shard) const {
-  return shard.buffered_.size() + shard.unacked_ < limits_.max_unacked_per_shard &&
+  return shard.window_.size() < limits_.max_unacked_per_shard &&
          shard.buffered_bytes_ + shard.unacked_bytes_ < limits_.max_unacked_bytes_per_shard;
 }
 
 bool PullHub::takeable_locked(const PullShard& shard) const {
+  // The records of the window taken already, acknowledged or not (see has_room_locked).
+  const std::uint64_t taken_in_window = shard.next_take_ - shard.window_base_;
   return !closed_ && !shard.finished_ && !shard.stopping_ && !shard.buffered_.empty() &&
-         shard.unacked_ < limits_.max_unacked_per_shard &&
+         taken_in_window < limits_.max_unacked_per_shard &&
          shard.unacked_bytes_ < limits_.max_unacked_bytes_per_shard;
 }
 

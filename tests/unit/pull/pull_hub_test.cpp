@@ -1,18 +1,27 @@
 // PullHub: the pull consumer's queue and watermark bookkeeping, on a manual clock, without a
 // worker: out-of-order acks and the low watermark (sub-sequence numbers included), turns
-// across shards, the per-shard bounds and the wake-ups that lift them, a lost lease, stuck
-// records, checkpoint pacing and closing.
+// across shards, the per-shard bounds and the wake-ups that lift them (called without the
+// hub's lock), waiting threads woken in turn, a lost lease, stuck records, checkpoint pacing,
+// closing, and nack's dead-letter sink refusals.
 #include "pull/pull_hub.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
+#include <future>
 #include <map>
 #include <random>
+#include <set>
+#include <thread>
 #include <vector>
 
+#include "base/repeat_report.h"
 #include "metrics/metrics_registry.h"
 #include "pull/pull_processor.h"
+#include "support/captured_log.h"
+#include "support/eventually.h"
 #include "support/null_checkpointer.h"
 
 namespace kcl::pull {
@@ -412,6 +421,29 @@ TEST_F(PullHubTest, ConcurrentAcksInRandomOrderEndAtTheLastRecord) {
   ASSERT_TRUE(d.checkpoint_at.has_value());
   EXPECT_EQ(*d.checkpoint_at, ExtendedSequenceNumber(seq(3999)));
   EXPECT_TRUE(hub_->drained(*a));
+}
+
+// Records acknowledged behind one that is not stay in the window (the watermark cannot pass
+// them): the bound is on the window, so a stuck record holds its shard at the bound and
+// shows up as lag, where counting only the records not acknowledged let the window grow
+// for ever behind it.
+TEST_F(PullHubTest, AStuckRecordHoldsItsShardAtTheBoundThoughTheRecordsAfterItAreAcked) {
+  PullLimits limits;
+  limits.max_unacked_per_shard = 4;
+  make_hub(limits);
+  auto a = shard("A");
+  std::vector<Record> ra;
+  for (int i = 0; i < 6; ++i) ra.push_back(record("A", i));
+  hand_in(*a, ra);
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 4u);
+  for (std::size_t i = 1; i < 4; ++i) ASSERT_TRUE(taken[i].ack().ok());
+  EXPECT_EQ(take().size(), 0u) << "record 0 holds 4 records in the window";
+  EXPECT_FALSE(hub_->pace(*a).accept_batch) << "nor is more read";
+  EXPECT_EQ(wakes_now("A"), 0u);
+  ASSERT_TRUE(taken[0].ack().ok());
+  EXPECT_EQ(wakes_now("A"), 1u) << "the watermark passed them: room again";
+  EXPECT_EQ(take().size(), 2u);
 }
 
 // A worker of several streams: the unacked gauge carries the consumer's tags (the stream
