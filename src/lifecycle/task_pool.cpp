@@ -6,6 +6,16 @@ namespace kcl::lifecycle {
 
 namespace {
 thread_local const TaskPool* current_pool = nullptr;
+
+// Drops a reference to a task without the pool's lock: it may be the last, and the task's
+// destructor may take a lock whose holder calls schedule() (a shard consumer's pull processor
+// finishes its shard under the pull hub's lock, and the hub wakes consumers), so the two
+// would wait for each other.
+void release_unlocked(std::unique_lock<std::mutex>& lock, std::shared_ptr<Task>& task) {
+  lock.unlock();
+  task.reset();
+  lock.lock();
+}
 }  // namespace
 
 bool TaskPool::on_pool_thread() const { return current_pool == this; }
@@ -39,9 +49,10 @@ void TaskPool::stop() {
       t.join();
     }
   }
+  decltype(queue_) dropped;  // destroyed after the lock is released (see release_unlocked)
   std::lock_guard<std::mutex> lock(mu_);
   threads_ = std::move(self);
-  while (!queue_.empty()) queue_.pop();
+  std::swap(dropped, queue_);
 }
 
 void TaskPool::push_locked(const std::shared_ptr<Task>& task, SteadyTime at) {
@@ -69,16 +80,26 @@ void TaskPool::schedule(const std::shared_ptr<Task>& task, SteadyTime at) {
   push_locked(task, at);
 }
 
-std::shared_ptr<Task> TaskPool::take_due_locked(SteadyTime now) {
+std::shared_ptr<Task> TaskPool::pop_locked() {
+  std::shared_ptr<Task> task = queue_.top().task;
+  queue_.pop();
+  return task;
+}
+
+bool TaskPool::top_superseded_locked() const {
+  const Entry& top = queue_.top();
+  return top.generation != top.task->generation_ || !top.task->queued_at_;
+}
+
+std::shared_ptr<Task> TaskPool::take_due_locked(SteadyTime now,
+                                                std::vector<std::shared_ptr<Task>>& dropped) {
   while (!queue_.empty()) {
-    const Entry& top = queue_.top();
-    if (top.generation != top.task->generation_ || !top.task->queued_at_) {
-      queue_.pop();  // superseded by an earlier entry of the same task
+    if (top_superseded_locked()) {
+      dropped.push_back(pop_locked());
       continue;
     }
-    if (top.at > now) return nullptr;
-    std::shared_ptr<Task> task = top.task;
-    queue_.pop();
+    if (queue_.top().at > now) return nullptr;
+    std::shared_ptr<Task> task = pop_locked();
     task->queued_at_.reset();
     task->running_ = true;
     return task;
@@ -96,16 +117,21 @@ void TaskPool::finish_run_locked(const std::shared_ptr<Task>& task,
 
 int TaskPool::run_due(int max_runs) {
   int runs = 0;
+  std::vector<std::shared_ptr<Task>> dropped;  // released without the lock
   std::unique_lock<std::mutex> lock(mu_);
   while (runs < max_runs && !stopping_) {
-    std::shared_ptr<Task> task = take_due_locked(clock_.now());
+    std::shared_ptr<Task> task = take_due_locked(clock_.now(), dropped);
     if (!task) break;
     lock.unlock();
+    dropped.clear();
     std::optional<SteadyTime> next = task->run();
     lock.lock();
     finish_run_locked(task, next);
+    release_unlocked(lock, task);
     ++runs;
   }
+  lock.unlock();
+  dropped.clear();
   return runs;
 }
 
@@ -122,11 +148,12 @@ void TaskPool::loop() {
       cv_.wait(lock);
       continue;
     }
-    const Entry& top = queue_.top();
-    if (top.generation != top.task->generation_ || !top.task->queued_at_) {
-      queue_.pop();  // superseded by an earlier entry of the same task
+    if (top_superseded_locked()) {
+      std::shared_ptr<Task> stale = pop_locked();
+      release_unlocked(lock, stale);
       continue;
     }
+    const Entry& top = queue_.top();
     if (top.at > clock_.now()) {
       if (timer_held_) {
         // Another thread watches the clock for the earliest entry; this one sleeps until it
@@ -144,13 +171,15 @@ void TaskPool::loop() {
       timer_held_ = false;
       continue;
     }
-    std::shared_ptr<Task> task = take_due_locked(top.at);
+    std::vector<std::shared_ptr<Task>> dropped;  // none: the top entry is current
+    std::shared_ptr<Task> task = take_due_locked(top.at, dropped);
     // While this thread runs the task, another watches the clock (or takes the next task).
     if (!queue_.empty()) cv_.notify_one();
     lock.unlock();
     std::optional<SteadyTime> next = task->run();
     lock.lock();
     finish_run_locked(task, next);
+    release_unlocked(lock, task);
   }
 }
 

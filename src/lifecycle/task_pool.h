@@ -82,8 +82,15 @@ class TaskPool {
     bool operator>(const Entry& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
   void push_locked(const std::shared_ptr<Task>& task, SteadyTime at);
+  // Pops the earliest entry; its task, for the caller to drop without the lock (a task's
+  // destructor may take locks whose holders call schedule()).
+  std::shared_ptr<Task> pop_locked();
+  // The earliest entry was superseded by an earlier one of the same task.
+  bool top_superseded_locked() const;
   // The next task due by `now`, taken off the queue and marked running; null when none is.
-  std::shared_ptr<Task> take_due_locked(SteadyTime now);
+  // Superseded entries popped on the way go to `dropped`.
+  std::shared_ptr<Task> take_due_locked(SteadyTime now,
+                                        std::vector<std::shared_ptr<Task>>& dropped);
   // After a run: queues the task again when it (or a schedule() meanwhile) asked to.
   void finish_run_locked(const std::shared_ptr<Task>& task, std::optional<SteadyTime> next);
   void loop();

@@ -217,9 +217,7 @@ Status PullHub::ack_refusal_locked(const PullShard& shard, std::uint64_t index) 
   return Status::Ok();
 }
 
-Status PullHub::ack(PullShard& shard, std::uint64_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (Status refused = ack_refusal_locked(shard, index); !refused.ok()) return refused;
+bool PullHub::mark_acked_locked(PullShard& shard, std::uint64_t index) {
   PullShard::Entry& e = shard.window_[index - shard.window_base_];
   e.acked = true;
   --shard.unacked_;
@@ -234,20 +232,45 @@ Status PullHub::ack(PullShard& shard, std::uint64_t index) {
     moved = true;
   }
   if (moved) shard.watermark_dirty_ = true;
-  if (shard.wake_) {
-    const Clock::MonoTime now = clock_.now();
-    if (shard.paused_ && has_room_locked(shard)) {
-      shard.paused_ = false;
-      shard.wake_(now);  // reading may go on
-    } else if (shard.drain_wanted_ && shard.window_.empty()) {
-      shard.drain_wanted_ = false;
-      shard.wake_(now);  // the shard's end may be checkpointed
-    } else if (moved && !shard.checkpoint_wake_pending_) {
-      shard.checkpoint_wake_pending_ = true;
-      shard.wake_(std::max(now, shard.last_write_at_ + limits_.checkpoint_interval));
-    }
+  return moved;
+}
+
+std::optional<Clock::MonoTime> PullHub::wake_after_ack_locked(PullShard& shard, bool moved) {
+  if (!shard.wake_) return std::nullopt;
+  const Clock::MonoTime now = clock_.now();
+  if (shard.paused_ && has_room_locked(shard)) {
+    shard.paused_ = false;
+    return now;  // reading may go on
   }
-  make_ready_locked(shard);
+  if (shard.drain_wanted_ && shard.window_.empty()) {
+    shard.drain_wanted_ = false;
+    return now;  // the shard's end may be checkpointed
+  }
+  if (moved && !shard.checkpoint_wake_pending_) {
+    shard.checkpoint_wake_pending_ = true;
+    return std::max(now, shard.last_write_at_ + limits_.checkpoint_interval);
+  }
+  return std::nullopt;
+}
+
+Status PullHub::ack(PullShard& shard, std::uint64_t index) {
+  std::function<void(Clock::MonoTime)> wake;
+  Clock::MonoTime wake_at{};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Status refused = ack_refusal_locked(shard, index); !refused.ok()) return refused;
+    const bool moved = mark_acked_locked(shard, index);
+    if (const std::optional<Clock::MonoTime> at = wake_after_ack_locked(shard, moved)) {
+      wake = shard.wake_;
+      wake_at = *at;
+    }
+    make_ready_locked(shard);
+  }
+  // Without the hub's lock: the wake-up schedules the consumer on the task pool (taking the
+  // pool's lock), and a pool thread holding that lock may drop the last reference to a
+  // consumer, whose processor then finishes its shard (taking the hub's). A wake-up that
+  // comes after the shard finished is harmless: the consumer runs once more, or is gone.
+  if (wake) wake(wake_at);
   return Status::Ok();
 }
 

@@ -166,6 +166,12 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   // Why an ack of `index` cannot be taken now (lease lost, shard finished, acknowledged
   // already); OK when it can.
   Status ack_refusal_locked(const PullShard& shard, std::uint64_t index) const;
+  // Marks the record acknowledged and pops the acknowledged prefix of the window; true when
+  // the watermark moved.
+  bool mark_acked_locked(PullShard& shard, std::uint64_t index);
+  // When an ack wakes the shard's consumer (reading may go on, its end or a checkpoint is
+  // due); nothing when it does not.
+  std::optional<Clock::MonoTime> wake_after_ack_locked(PullShard& shard, bool moved);
   bool takeable_locked(const PullShard& shard) const;
   bool has_room_locked(const PullShard& shard) const;
   void make_ready_locked(PullShard& shard);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -182,6 +183,67 @@ TEST(TaskPoolTest, StopFromInsideATaskDoesNotCrashOrDeadlock) {
   EXPECT_TRUE(stopped.load());
   pool.reset();  // joins the thread that ran the task
   EXPECT_EQ(task->runs(), 1);
+}
+
+// A task whose run() waits until it is let go and whose destructor takes `outer` (as a shard
+// consumer's does: its pull processor finishes its shard under the pull hub's lock).
+class LockingDestructorTask final : public Task {
+ public:
+  explicit LockingDestructorTask(std::mutex& outer) : outer_(outer) {}
+  ~LockingDestructorTask() override {
+    dying.store(true);  // static: read after the task is gone
+    std::lock_guard<std::mutex> lock(outer_);
+  }
+  std::optional<SteadyTime> run() override {
+    running.store(true);
+    while (!go.load()) std::this_thread::yield();
+    return std::nullopt;
+  }
+
+  std::atomic<bool> running{false};
+  std::atomic<bool> go{false};
+  inline static std::atomic<bool> dying{false};
+
+ private:
+  std::mutex& outer_;
+};
+
+// Whether schedule() returns while a task whose last reference the pool drops (after its run,
+// on the thread `runner` starts) waits in its destructor for a lock held by the caller of
+// schedule(). A pull consumer's ack wakes its shard's consumer that way while the consumer's
+// destructor finishes the shard: the pool must drop the task without its own lock.
+bool schedule_goes_on_while_a_task_dies(TaskPool& pool, const std::function<void()>& runner) {
+  std::mutex outer;
+  std::unique_lock<std::mutex> held(outer);
+  LockingDestructorTask::dying.store(false);
+  auto task = std::make_shared<LockingDestructorTask>(outer);
+  LockingDestructorTask* raw = task.get();
+  pool.schedule_now(task);
+  auto run = std::async(std::launch::async, runner);
+  EXPECT_TRUE(kcl::testing::eventually([&] { return raw->running.load(); }));
+  task.reset();  // the pool's reference is the last
+  raw->go.store(true);
+  EXPECT_TRUE(kcl::testing::eventually([] { return LockingDestructorTask::dying.load(); }));
+  auto other = std::make_shared<FnTask>([](int) { return std::nullopt; });
+  auto scheduled =
+      std::async(std::launch::async, [&] { pool.schedule(other, SteadyClock::now() + 1h); });
+  const bool went_on = scheduled.wait_for(10s) == std::future_status::ready;
+  held.unlock();  // lets a deadlocked pool go on, so the test ends either way
+  scheduled.wait();
+  run.wait();
+  return went_on;
+}
+
+TEST(TaskPoolTest, ItsThreadsDropATaskWithoutThePoolsLock) {
+  TaskPool pool(1);
+  EXPECT_TRUE(schedule_goes_on_while_a_task_dies(pool, [] {}))
+      << "schedule() waited for the pool's lock, held while the task was destroyed";
+}
+
+TEST(TaskPoolTest, RunDueDropsATaskWithoutThePoolsLock) {
+  TaskPool pool(0);
+  EXPECT_TRUE(schedule_goes_on_while_a_task_dies(pool, [&pool] { pool.run_due(1); }))
+      << "schedule() waited for the pool's lock, held while the task was destroyed";
 }
 
 TEST(TaskPoolTest, ScheduleFromInsideATaskOfAnotherTask) {

@@ -65,6 +65,14 @@ class PullHubTest : public ::testing::Test {
     return hub_->take(max, std::chrono::steady_clock::now());
   }
 
+  // Whether another thread gets the hub's lock while the caller waits (at most 10 s): false
+  // when the caller holds it. `reader` keeps that thread's future (its destructor would wait
+  // for the lock).
+  bool hub_lock_free(std::future<PullStats>& reader) {
+    reader = std::async(std::launch::async, [this] { return hub_->stats(); });
+    return reader.wait_for(10s) == std::future_status::ready;
+  }
+
   ManualClock clock_;
   std::shared_ptr<PullHub> hub_;
   std::map<std::string, std::vector<Clock::MonoTime>> wakes_;
@@ -444,6 +452,24 @@ TEST_F(PullHubTest, AStuckRecordHoldsItsShardAtTheBoundThoughTheRecordsAfterItAr
   ASSERT_TRUE(taken[0].ack().ok());
   EXPECT_EQ(wakes_now("A"), 1u) << "the watermark passed them: room again";
   EXPECT_EQ(take().size(), 2u);
+}
+
+// The wake-up an ack asks for is called without the hub's lock: it schedules the shard's
+// consumer on the task pool, whose threads may hold the pool's lock while the last reference
+// to a consumer goes (its processor then finishes its shard, taking the hub's lock).
+TEST_F(PullHubTest, AnAckWakesTheConsumerWithoutHoldingTheHubsLock) {
+  make_hub();
+  auto a = hub_->open_shard("A");
+  std::future<PullStats> reader;
+  bool lock_free = false;
+  hub_->attach(*a, [&](Clock::MonoTime) { lock_free = hub_lock_free(reader); });
+  hand_in(*a, {record("A", 0)});
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 1u);
+  ASSERT_TRUE(taken[0].ack().ok());  // the watermark moved: a wake-up for its checkpoint
+  ASSERT_TRUE(reader.valid()) << "no wake-up";
+  reader.wait();
+  EXPECT_TRUE(lock_free) << "the wake-up was called under the hub's lock";
 }
 
 // A worker of several streams: the unacked gauge carries the consumer's tags (the stream
