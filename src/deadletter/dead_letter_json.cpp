@@ -1,4 +1,5 @@
 // The JSON envelope of a dead letter (kcl/dead_letter.h), shared by the file and stream sinks.
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "aws/base64.h"
@@ -33,6 +34,15 @@ std::string dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// The error as the parts carry it: its first 4 KiB, saying it was cut and how long it was
+// (the parts have room for the data, not for an error that quotes a whole payload).
+std::string error_for_parts(const std::string& error) {
+  constexpr std::size_t kMaxError = 4096;
+  if (error.size() <= kMaxError) return error;
+  return error.substr(0, kMaxError) + "... (cut: the error held " + std::to_string(error.size()) +
+         " bytes)";
+}
+
 }  // namespace
 
 std::string dead_letter_json(const DeadLetter& letter) {
@@ -47,13 +57,14 @@ std::vector<std::string> dead_letter_json_parts(const DeadLetter& letter, std::s
   std::string whole = dead_letter_json(letter);
   if (whole.size() <= max_bytes) return {std::move(whole)};
   const std::string data = aws::base64_encode(letter.record.data());
-  nlohmann::ordered_json j = envelope(letter, letter.error.substr(0, 4096));
+  nlohmann::ordered_json j = envelope(letter, error_for_parts(letter.error));
   j["part"] = 1'000'000;
   j["parts"] = 1'000'000;
   j["data"] = "";
   const std::size_t overhead = dump(j).size();
   const std::size_t slice = (max_bytes > overhead + 4 ? max_bytes - overhead : 4) / 4 * 4;
-  const std::size_t parts = (data.size() + slice - 1) / slice;
+  // One part at least: a letter over the room only because of its error has no data.
+  const std::size_t parts = std::max<std::size_t>(1, (data.size() + slice - 1) / slice);
   std::vector<std::string> out;
   for (std::size_t i = 0; i < parts; ++i) {
     j["part"] = i + 1;

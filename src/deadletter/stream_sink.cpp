@@ -28,8 +28,13 @@ class StreamSink final : public DeadLetterSink {
     std::string key(letter.record.partition_key());
     if (key.empty()) key = letter.shard_id;  // a partition key is required
     const std::size_t room = kMaxRecordBytes - key.size();
+    std::vector<std::string> parts = deadletter::dead_letter_json_parts(letter, room);
+    // Accepted with nothing written, the letter would be lost.
+    if (parts.empty()) {
+      return Status(StatusCode::kInternal, "dead-letter stream: the letter made no record");
+    }
     std::vector<std::future<Result<PutResult>>> puts;
-    for (std::string& part : deadletter::dead_letter_json_parts(letter, room)) {
+    for (std::string& part : parts) {
       puts.push_back(producer_.put(key, std::move(part)));
     }
     Status first;

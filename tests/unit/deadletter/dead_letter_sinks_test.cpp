@@ -73,7 +73,9 @@ TEST(DeadLetterJsonTest, ALetterTooLargeForOneRecordIsCutIntoPartsThatJoinBack) 
     EXPECT_EQ(j["part"], i + 1);
     EXPECT_EQ(j["parts"], 2);
     EXPECT_EQ(j["sequence_number"], "49590338271490256608559692538361571095921575989136588850");
-    EXPECT_EQ(j["error"].get<std::string>().size(), 4096u) << "a long error is cut in parts";
+    const std::string error = j["error"];
+    EXPECT_EQ(error.rfind(std::string(4096, 'e') + "...", 0), 0u) << "a long error is cut";
+    EXPECT_NE(error.find("10000 bytes"), std::string::npos) << "saying so: " << error.substr(4090);
     const std::string slice = j["data"];
     EXPECT_TRUE(aws::base64_decode(slice).ok()) << "each slice decodes alone";
     joined += slice;
@@ -85,6 +87,27 @@ TEST(DeadLetterJsonTest, ALetterTooLargeForOneRecordIsCutIntoPartsThatJoinBack) 
   const DeadLetter small = letter("x", "e");
   EXPECT_EQ(deadletter::dead_letter_json_parts(small, max),
             std::vector<std::string>{dead_letter_json(small)});
+}
+
+// A letter over the room only because of its error (an exception quoting a whole payload)
+// and with no data: one part, its error cut, saying so (it made no part at all, and the
+// stream sink accepted it having written nothing).
+TEST(DeadLetterJsonTest, ALetterTooLargeOnlyForItsErrorIsOnePartWithItsErrorCut) {
+  const std::size_t error_bytes = std::size_t{2} << 20;
+  const DeadLetter big = letter("", std::string(error_bytes, 'e'));
+  const std::size_t max = (std::size_t{1} << 20) - 11;
+  const auto parts = deadletter::dead_letter_json_parts(big, max);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_LE(parts[0].size(), max);
+  auto j = nlohmann::json::parse(parts[0]);
+  EXPECT_EQ(j["part"], 1);
+  EXPECT_EQ(j["parts"], 1);
+  EXPECT_EQ(j["data"], "");
+  EXPECT_EQ(j["sequence_number"], "49590338271490256608559692538361571095921575989136588850");
+  const std::string error = j["error"];
+  EXPECT_EQ(error.rfind(std::string(4096, 'e'), 0), 0u) << "its first 4 KiB";
+  EXPECT_NE(error.find(std::to_string(error_bytes) + " bytes"), std::string::npos)
+      << "the cut is said: " << error.substr(4090);
 }
 
 TEST(FileDeadLetterSinkTest, AppendsOneLinePerLetter) {
