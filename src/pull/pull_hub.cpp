@@ -194,6 +194,9 @@ std::vector<PulledRecord> PullHub::take(std::size_t max,
       shard->in_ready_ = false;
     }
   }
+  // Records left for another waiting thread: make_ready_locked() notifies only when a shard
+  // joins the ring, so without this the others would sleep until their deadline.
+  if (!ready_.empty()) records_cv_.notify_one();
   return out;
 }
 

@@ -472,6 +472,30 @@ TEST_F(PullHubTest, AnAckWakesTheConsumerWithoutHoldingTheHubsLock) {
   EXPECT_TRUE(lock_free) << "the wake-up was called under the hub's lock";
 }
 
+// A shard with records for several waiting threads: each take that leaves a shard ready
+// wakes the next waiting thread, so all of them get records at once (not one per batch while
+// the others sleep until their deadline).
+TEST_F(PullHubTest, ThreadsWaitingForRecordsAreWokenInTurnWhileRecordsAreLeft) {
+  make_hub();
+  auto a = shard("A");
+  constexpr int kThreads = 3;
+  std::atomic<int> waiting{0};
+  std::atomic<int> served{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      waiting.fetch_add(1);
+      if (hub_->take(1, std::chrono::steady_clock::now() + 60s).size() == 1) served.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(kcl::testing::eventually([&] { return waiting.load() == kThreads; }));
+  hand_in(*a, {record("A", 0), record("A", 1), record("A", 2)});
+  EXPECT_TRUE(kcl::testing::eventually([&] { return served.load() == kThreads; }, 10s))
+      << served.load() << " of " << kThreads << " threads woken";
+  hub_->stop();  // frees the threads still waiting, so the test ends either way
+  for (auto& th : threads) th.join();
+}
+
 // A worker of several streams: the unacked gauge carries the consumer's tags (the stream
 // too), so the same shard id of two streams stays two series and the consumer's end forgets
 // it with the rest of the shard's series.
