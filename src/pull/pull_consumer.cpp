@@ -68,6 +68,21 @@ const std::string& PulledRecord::stream_name() const {
 
 // ---- PullConsumer ----
 
+namespace {
+
+// now + timeout, or the end of time when that is too far to add (milliseconds::max()
+// overflowed the clock's nanoseconds).
+std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  using Steady = std::chrono::steady_clock;
+  const Steady::time_point now = Steady::now();
+  if (timeout <= std::chrono::milliseconds::zero()) return now;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Steady::time_point::max() - now);
+  return timeout >= left ? Steady::time_point::max() : now + timeout;
+}
+
+}  // namespace
+
 class PullConsumer::Impl {
  public:
   Impl(PullConsumerConfig config, Dependencies deps)
@@ -100,17 +115,14 @@ class PullConsumer::Impl {
     internals.paced_shutdown_drain = config_.shutdown_ack_timeout;
     worker_ = worker::make_worker(config_.worker, nullptr, deps_, std::move(internals));
     Status s = worker_->start();
-    if (s.ok()) {
-      started_ = true;
-    } else {
-      worker_.reset();
-    }
+    if (!s.ok()) worker_.reset();
     return s;
   }
 
+  // Before start() the hub has no shard: the caller waits until its timeout (or shutdown()),
+  // as during a drain, instead of spinning.
   std::vector<PulledRecord> take(std::size_t max, std::chrono::milliseconds timeout) {
-    if (!started_.load()) return {};
-    return hub_->take(max, std::chrono::steady_clock::now() + timeout);
+    return hub_->take(max, deadline_after(timeout));
   }
 
   Status shutdown() {
@@ -118,6 +130,7 @@ class PullConsumer::Impl {
     if (result_) return *result_;
     hub_->close();
     if (!worker_) {
+      hub_->stop();  // frees callers of next()
       result_ = Status::Ok();
       return *result_;
     }
@@ -157,7 +170,6 @@ class PullConsumer::Impl {
   Dependencies deps_;
   std::shared_ptr<pull::PullHub> hub_;
   std::mutex mu_;
-  std::atomic<bool> started_{false};
   std::unique_ptr<Worker> worker_;
   std::optional<Status> result_;
   base::BackgroundOnce stopper_;  // runs shutdown() for begin_shutdown()

@@ -165,7 +165,10 @@ std::vector<PulledRecord> PullHub::take(std::size_t max,
   std::vector<PulledRecord> out;
   if (max == 0) return out;
   std::unique_lock<std::mutex> lock(mu_);
-  records_cv_.wait_until(lock, deadline, [&] { return closed_ || !ready_.empty(); });
+  // Closed (a drain), there is nothing to hand out: the caller waits until its deadline (or
+  // stop()) instead of coming back at once, which made a puller's loop spin.
+  records_cv_.wait_until(lock, deadline, [&] { return stopped_ || (!closed_ && !ready_.empty()); });
+  if (closed_) return out;
   const Clock::MonoTime now = clock_.now();
   // Round-robin, one record per shard per turn: each shard's records stay in order, and
   // one busy shard does not hold the others back.
@@ -286,6 +289,7 @@ void PullHub::close() {
 void PullHub::stop() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
+  stopped_ = true;
   for (const auto& [key, weak] : active_) {
     const std::shared_ptr<PullShard> shard = weak.lock();
     if (!shard) continue;

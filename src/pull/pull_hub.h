@@ -146,7 +146,8 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   void finish(PullShard& shard, bool lost);
 
   // ---- from the application ----
-  // Up to `max` records, waiting until `deadline` for the first.
+  // Up to `max` records, waiting until `deadline` for the first (closed, until `deadline` or
+  // stop()).
   std::vector<PulledRecord> take(std::size_t max, std::chrono::steady_clock::time_point deadline);
   Status ack(PullShard& shard, std::uint64_t index);
   // Hands `record` to the dead-letter sink with `reason` (asking again after a backoff while
@@ -155,10 +156,11 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
               const std::string& reason);
 
   // ---- from PullConsumer ----
-  // Stops handing records out (take() returns nothing; pace() accepts no batch). The
+  // Stops handing records out (take() waits for its deadline and returns nothing; pace()
+  // accepts no batch). The
   // worker's shutdown then stops each shard (stop_offering) and waits for its acks.
   void close();
-  // After the worker stopped: acks answer kCancelled.
+  // After the worker stopped: acks answer kCancelled; take() returns at once.
   void stop();
   PullStats stats() const;
 
@@ -187,6 +189,7 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   std::deque<std::weak_ptr<PullShard>> ready_;
   std::map<const PullShard*, std::weak_ptr<PullShard>> active_;
   bool closed_ = false;
+  bool stopped_ = false;  // stop(): nobody waits in take() any more
   std::size_t buffered_total_ = 0;
   std::size_t unacked_total_ = 0;
   std::uint64_t acked_total_ = 0;

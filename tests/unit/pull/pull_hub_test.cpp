@@ -496,6 +496,37 @@ TEST_F(PullHubTest, ThreadsWaitingForRecordsAreWokenInTurnWhileRecordsAreLeft) {
   for (auto& th : threads) th.join();
 }
 
+// After close() (a drain) take() has nothing to hand out, and a puller calling it in a loop
+// would spin: it waits until its deadline, or until stop().
+TEST_F(PullHubTest, AClosedHubWaitsUntilTheDeadlineOrStop) {
+  make_hub();
+  auto a = shard("A");
+  hand_in(*a, {record("A", 0)});
+  hub_->close();
+  const auto deadline = std::chrono::steady_clock::now() + 50ms;
+  EXPECT_TRUE(hub_->take(1, deadline).empty());
+  EXPECT_GE(std::chrono::steady_clock::now(), deadline) << "returned before its deadline";
+  auto forever = std::async(std::launch::async, [&] {
+    return hub_->take(1, std::chrono::steady_clock::time_point::max()).size();
+  });
+  EXPECT_EQ(forever.wait_for(100ms), std::future_status::timeout) << "returned at once";
+  hub_->stop();
+  ASSERT_EQ(forever.wait_for(10s), std::future_status::ready) << "stop() left it waiting";
+  EXPECT_EQ(forever.get(), 0u);
+}
+
+// Likewise before start(), and a timeout too long to add to the time now
+// (milliseconds::max(), which overflowed) waits for ever: until shutdown().
+TEST(PullConsumerNextTest, BeforeStartNextWaitsUntilItsTimeoutOrShutdown) {
+  PullConsumer consumer(PullConsumerConfig{}, Dependencies{});
+  auto next = std::async(std::launch::async,
+                         [&] { return consumer.next(std::chrono::milliseconds::max()); });
+  EXPECT_EQ(next.wait_for(100ms), std::future_status::timeout) << "returned at once";
+  ASSERT_TRUE(consumer.shutdown().ok());
+  ASSERT_EQ(next.wait_for(10s), std::future_status::ready) << "shutdown() left it waiting";
+  EXPECT_FALSE(next.get().has_value());
+}
+
 // A worker of several streams: the unacked gauge carries the consumer's tags (the stream
 // too), so the same shard id of two streams stays two series and the consumer's end forgets
 // it with the rest of the shard's series.
