@@ -158,6 +158,7 @@ void PullHub::finish(PullShard& shard, bool lost) {
   shard.logger_ = nullptr;
   drop_locked(shard);
   active_.erase(&shard);
+  ended_cv_.notify_all();
 }
 
 std::vector<PulledRecord> PullHub::take(std::size_t max,
@@ -300,6 +301,7 @@ void PullHub::stop() {
   active_.clear();
   ready_.clear();
   records_cv_.notify_all();
+  ended_cv_.notify_all();
 }
 
 PullStats PullHub::stats() const {

@@ -178,11 +178,15 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   bool has_room_locked(const PullShard& shard) const;
   void make_ready_locked(PullShard& shard);
   void drop_locked(PullShard& shard);
+  // Waits `backoff` before a refusing dead-letter sink is asked again, or less once the shard
+  // ends (finish(), stop()): a handoff or a shutdown does not wait the backoff out.
+  void wait_before_asking_again(const PullShard& shard, std::chrono::milliseconds backoff);
 
   const PullLimits limits_;
   const Clock& clock_;
   mutable std::mutex mu_;
   std::condition_variable records_cv_;  // records ready, or closed
+  std::condition_variable ended_cv_;    // a shard finished (nack's backoff)
   // The hub refers to its shards weakly: a shard owns the hub (records outlive the consumer),
   // so a strong reference back would be a cycle that nothing frees when a shard is dropped
   // without finish(). Owners of a shard: its PullProcessor and the PulledRecords taken.

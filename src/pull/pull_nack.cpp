@@ -2,7 +2,6 @@
 // once the sink accepted it does it count as acknowledged (so the watermark, and with it the
 // checkpoint, passes it only then).
 #include <algorithm>
-#include <thread>
 
 #include "base/dead_letter_call.h"
 #include "base/repeat_report.h"
@@ -49,10 +48,15 @@ Status PullHub::nack(PullShard& shard, std::uint64_t index, const Record& record
       shard.metrics_->count("dead_letter.sink_failures", 1, MetricTags(&tag, 1));
     }
     lock.unlock();
-    std::this_thread::sleep_for(backoff);  // on the caller's thread, without the lock
+    wait_before_asking_again(shard, backoff);  // on the caller's thread
     backoff = std::min(backoff * 2, limits_.sink_backoff_max);
   }
   return ack(shard, index);
+}
+
+void PullHub::wait_before_asking_again(const PullShard& shard, std::chrono::milliseconds backoff) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ended_cv_.wait_for(lock, backoff, [&] { return shard.finished_; });
 }
 
 }  // namespace kcl::pull

@@ -41,6 +41,23 @@ Record record(const std::string& shard, int i, SubSequenceNumber sub = 0, std::s
   return r;
 }
 
+// A dead-letter sink that refuses a letter while `refuse` says so (called from any thread).
+class ScriptedSink final : public DeadLetterSink {
+ public:
+  explicit ScriptedSink(std::function<bool(const DeadLetter&)> refuse)
+      : refuse_(std::move(refuse)) {}
+  Status accept(const DeadLetter& letter) override {
+    calls.fetch_add(1);
+    return refuse_(letter) ? Status(StatusCode::kUnavailable, "down") : Status::Ok();
+  }
+  std::string name() const override { return "scripted"; }
+
+  std::atomic<int> calls{0};
+
+ private:
+  const std::function<bool(const DeadLetter&)> refuse_;
+};
+
 class PullHubTest : public ::testing::Test {
  protected:
   std::shared_ptr<PullHub> make_hub(PullLimits limits = {}) {
@@ -525,6 +542,32 @@ TEST(PullConsumerNextTest, BeforeStartNextWaitsUntilItsTimeoutOrShutdown) {
   ASSERT_TRUE(consumer.shutdown().ok());
   ASSERT_EQ(next.wait_for(10s), std::future_status::ready) << "shutdown() left it waiting";
   EXPECT_FALSE(next.get().has_value());
+}
+
+// A nack waiting to ask a refusing sink again ends as soon as its shard does (a handoff, a
+// shutdown), not after its backoff.
+TEST_F(PullHubTest, ANackWaitingForTheSinkEndsWhenItsShardDoes) {
+  auto sink = std::make_shared<ScriptedSink>([](const DeadLetter&) { return true; });
+  PullLimits limits;
+  limits.dead_letter_sink = sink;
+  limits.sink_backoff_base = 20s;
+  limits.sink_backoff_max = 20s;
+  make_hub(limits);
+  auto a = shard("A");
+  auto b = shard("B");
+  hand_in(*a, {record("A", 0)});
+  hand_in(*b, {record("B", 0)});
+  auto taken = take();
+  ASSERT_EQ(taken.size(), 2u);
+  auto nack_a = std::async(std::launch::async, [&] { return taken[0].nack("poison"); });
+  auto nack_b = std::async(std::launch::async, [&] { return taken[1].nack("poison"); });
+  ASSERT_TRUE(kcl::testing::eventually([&] { return sink->calls.load() == 2; }));
+  hub_->finish(*a, /*lost=*/false);
+  ASSERT_EQ(nack_a.wait_for(10s), std::future_status::ready) << "finish(): waited out its backoff";
+  EXPECT_EQ(nack_a.get().code(), StatusCode::kCancelled);
+  hub_->stop();
+  ASSERT_EQ(nack_b.wait_for(10s), std::future_status::ready) << "stop(): waited out its backoff";
+  EXPECT_EQ(nack_b.get().code(), StatusCode::kCancelled);
 }
 
 // A worker of several streams: the unacked gauge carries the consumer's tags (the stream
