@@ -178,6 +178,15 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   bool has_room_locked(const PullShard& shard) const;
   void make_ready_locked(PullShard& shard);
   void drop_locked(PullShard& shard);
+  // The shard's logger (the worker's) while it is read. Lines are logged after the lock is
+  // released: a logger may block, and nothing should wait behind it.
+  Logger* logger_locked(const PullShard& shard) const;
+  // The dead-letter sink's answers to nack(). Its refusals are one series for the hub,
+  // whatever the record (a sink that is down refuses every record nacked meanwhile): logged
+  // at the 1st, 3rd, 10th... with the count, and its end once when the sink accepts again.
+  void sink_accepted(const PullShard& shard, const std::string& sink_name);
+  void sink_refused(const PullShard& shard, const std::string& sink_name, const Record& record,
+                    const Status& why);
   // Waits `backoff` before a refusing dead-letter sink is asked again, or less once the shard
   // ends (finish(), stop()): a handoff or a shutdown does not wait the backoff out.
   void wait_before_asking_again(const PullShard& shard, std::chrono::milliseconds backoff);
@@ -199,6 +208,7 @@ class PullHub : public std::enable_shared_from_this<PullHub> {
   std::uint64_t acked_total_ = 0;
   std::uint64_t stuck_total_ = 0;
   std::uint64_t checkpoints_total_ = 0;
+  std::uint64_t sink_refusals_ = 0;  // the dead-letter sink's refusals since it last accepted
 };
 
 }  // namespace kcl::pull

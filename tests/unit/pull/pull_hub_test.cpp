@@ -570,6 +570,70 @@ TEST_F(PullHubTest, ANackWaitingForTheSinkEndsWhenItsShardDoes) {
   EXPECT_EQ(nack_b.get().code(), StatusCode::kCancelled);
 }
 
+// A sink refusing for a while is one series of refusals however many records are nacked
+// meanwhile: logged at its 1st, 3rd, 10th... refusal with the count, and once when the sink
+// accepts again; never under the hub's lock (a logger may block).
+TEST_F(PullHubTest, SinkRefusalsAreOneSeriesAcrossRecordsLoggedOutsideTheLock) {
+  constexpr std::size_t kRecords = 3;
+  constexpr int kRefusals = 12;
+  std::mutex mu;
+  std::set<std::string> refused;  // every record is refused at least once
+  int refusals = 0;
+  auto sink = std::make_shared<ScriptedSink>([&](const DeadLetter& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (refused.size() == kRecords && refusals >= kRefusals) return false;
+    refused.insert(std::string(l.record.sequence_number()));
+    ++refusals;
+    return true;
+  });
+  PullLimits limits;
+  limits.dead_letter_sink = sink;
+  limits.sink_backoff_base = 1ms;
+  limits.sink_backoff_max = 1ms;
+  make_hub(limits);
+  kcl::testing::CapturedLog log(LogLevel::kInfo);
+  std::future<PullStats> reader;
+  std::atomic<bool> probed{false};
+  bool lock_free = true;
+  struct Probe final : Logger {
+    std::function<void(std::string_view)> fn;
+    bool enabled(LogLevel) const override { return true; }
+    void log(LogLevel, std::string_view, std::string_view m) override { fn(m); }
+  } probe;
+  probe.fn = [&](std::string_view m) {
+    if (!probed.exchange(true)) lock_free = hub_lock_free(reader);
+    log.log(LogLevel::kError, "", m);
+  };
+  auto a = hub_->open_shard("A");
+  hub_->attach(
+      *a, [](Clock::MonoTime) {}, nullptr, &probe);
+  std::vector<Record> batch;
+  for (std::size_t i = 0; i < kRecords; ++i) batch.push_back(record("A", static_cast<int>(i)));
+  hand_in(*a, batch);
+  auto taken = take();
+  ASSERT_EQ(taken.size(), kRecords);
+  std::vector<std::future<Status>> nacks;
+  for (auto& r : taken) {
+    nacks.push_back(std::async(std::launch::async, [&r] { return r.nack("poison"); }));
+  }
+  for (auto& n : nacks) ASSERT_TRUE(n.get().ok());
+  if (reader.valid()) reader.wait();
+  EXPECT_TRUE(lock_free) << "logged under the hub's lock";
+  std::size_t refusal_lines = 0;
+  std::size_t expected = 0;
+  for (int n = 1; n <= refusals; ++n) expected += base::worth_reporting(n) ? 1 : 0;
+  std::size_t recovered = 0;
+  for (const std::string& line : log.lines()) {
+    refusal_lines += line.find("refused") != std::string::npos ? 1 : 0;
+    recovered += line.find("accepted again after " + std::to_string(refusals) + " refusals") !=
+                         std::string::npos
+                     ? 1
+                     : 0;
+  }
+  EXPECT_EQ(refusal_lines, expected) << refusals << " refusals of " << kRecords << " records";
+  EXPECT_EQ(recovered, 1u);
+}
+
 // A worker of several streams: the unacked gauge carries the consumer's tags (the stream
 // too), so the same shard id of two streams stays two series and the consumer's end forgets
 // it with the rest of the shard's series.
