@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include "kcl/dead_letter.h"
 
@@ -33,7 +34,8 @@ class FileSink final : public DeadLetterSink {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
         if (done > 0) torn_ = true;
-        return failed("writing to");
+        // write() of a regular file that returns 0 sets no errno: say what happened.
+        return n == 0 ? failed("writing to", "write() wrote nothing") : failed("writing to");
       }
       done += static_cast<std::size_t>(n);
       torn_ = false;  // the piece before was ended by the line end this one starts with
@@ -44,9 +46,10 @@ class FileSink final : public DeadLetterSink {
   std::string name() const override { return "file"; }
 
  private:
-  Status failed(const char* what) const {
-    return Status(StatusCode::kUnavailable, std::string("dead-letter file: ") + what + " " + path_ +
-                                                " failed: " + std::strerror(errno));
+  Status failed(const char* what) const { return failed(what, std::strerror(errno)); }
+  Status failed(const char* what, const std::string& why) const {
+    return Status(StatusCode::kUnavailable,
+                  std::string("dead-letter file: ") + what + " " + path_ + " failed: " + why);
   }
 
   const std::string path_;
@@ -55,13 +58,52 @@ class FileSink final : public DeadLetterSink {
   bool torn_;  // guarded by mu_: the file's last line is a piece of one
 };
 
+// The directory holding `path` ("." for a bare name).
+std::string parent_directory(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Makes a new file's entry in its directory durable: fdatasync of the file keeps its lines,
+// not its name, so after a crash the letters accepted could be in no file at all.
+Status sync_parent_directory(const std::string& path) {
+  const std::string dir = parent_directory(path);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Status(StatusCode::kUnavailable, "dead-letter file " + path + " was created but " +
+                                                "flushing its directory " + dir +
+                                                " failed: " + std::strerror(err));
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+// Opens `path` for appending, creating it if needed; `created` tells whether it was.
+int open_for_appending(const std::string& path, bool& created) {
+  const int flags = O_WRONLY | O_APPEND | O_CLOEXEC;
+  int fd = ::open(path.c_str(), flags | O_CREAT | O_EXCL, 0640);
+  created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = ::open(path.c_str(), flags);
+  return fd;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<DeadLetterSink>> make_file_dead_letter_sink(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+  bool created = false;
+  const int fd = open_for_appending(path, created);
   if (fd < 0) {
     return Status(StatusCode::kInvalidArgument, "cannot open the dead-letter file " + path +
                                                     " for appending: " + std::strerror(errno));
+  }
+  if (created) {
+    if (Status synced = sync_parent_directory(path); !synced.ok()) {
+      ::close(fd);
+      return synced;
+    }
   }
   // Whether the file ends inside a line (a write cut short by an earlier process).
   bool torn = false;

@@ -174,6 +174,21 @@ TEST(FileDeadLetterSinkTest, ALetterCutShortByAFullDiskIsWholeOnItsOwnLineWhenAs
   EXPECT_EQ(errors, (std::vector<std::string>{"e1", "e2", "e3", "e4"}));
 }
 
+// A file the sink creates (its directory entry flushed once, so the file that holds the
+// letters survives a crash) takes letters as one that was there.
+TEST(FileDeadLetterSinkTest, CreatesTheFileWhenItIsNotThere) {
+  char dir[] = "/tmp/kcl-dead-letter-dir-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/poison.jsonl";
+  auto sink = make_file_dead_letter_sink(path);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->accept(letter("one", "e1")).ok());
+  const std::vector<std::string> errors = parsed_errors(path.c_str());
+  ::unlink(path.c_str());
+  ::rmdir(dir);
+  EXPECT_EQ(errors, std::vector<std::string>{"e1"});
+}
+
 TEST(FileDeadLetterSinkTest, APathThatCannotBeOpenedIsNamed) {
   auto sink = make_file_dead_letter_sink("/nonexistent-dir/poison.jsonl");
   ASSERT_FALSE(sink.ok());
