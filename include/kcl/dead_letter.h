@@ -92,7 +92,8 @@ std::shared_ptr<DeadLetterSink> make_callback_dead_letter_sink(
     std::function<Status(const DeadLetter&)> accept, std::string name = "callback");
 
 // A sink that appends one JSON object per line to the file at `path` (created if missing,
-// appended to otherwise) and flushes it to disk (fdatasync) before accepting. The line is
+// its directory then flushed once; appended to otherwise) and flushes it to disk
+// (fdatasync) before accepting. The line is
 // dead_letter_json(letter). Fails with kInvalidArgument naming the path when it cannot be
 // opened for appending.
 Result<std::shared_ptr<DeadLetterSink>> make_file_dead_letter_sink(const std::string& path);
@@ -103,7 +104,8 @@ Result<std::shared_ptr<DeadLetterSink>> make_file_dead_letter_sink(const std::st
 // base64, exactly as read). A letter too large for one record (a record of about 780 KB or
 // more) is written as several in order, each the same object with "part" (1, 2, ...),
 // "parts" and a slice of "data" (the slices joined in part order are the base64 of the
-// bytes; a long "error" is cut to 4 KiB); it is accepted once every part is written, and
+// bytes; a long "error" is cut to 4 KiB, saying so: a letter too large only for its error
+// is one such part); it is accepted once every part is written, and
 // asked again writes them all again. `producer` must outlive the sink.
 std::shared_ptr<DeadLetterSink> make_stream_dead_letter_sink(Producer& producer);
 

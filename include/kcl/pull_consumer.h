@@ -47,10 +47,11 @@
 //    (the process died or missed its renewals) is delivered again by the next owner.
 //    Records of a shard whose lease was lost are not delivered any more, and their acks
 //    return kLeaseLost and write nothing.
-//  - Memory is bounded: a shard whose records taken but not acknowledged reach
-//    `max_unacked_per_shard` (or `max_unacked_bytes_per_shard`) is not offered by next()
-//    and stops reading; the other shards go on. A stuck record shows up as lag (and once in
-//    the log and the metric "pull.stuck_records"), not as growth.
+//  - Memory is bounded: a shard whose records held back from its checkpoint (taken and not
+//    acknowledged, or acknowledged after one that is not) reach `max_unacked_per_shard` (or
+//    whose records taken and not acknowledged reach `max_unacked_bytes_per_shard`) is not
+//    offered by next() and stops reading; the other shards go on. A stuck record shows up as
+//    lag (and once in the log and the metric "pull.stuck_records"), not as growth.
 //  - A shard's end is checkpointed (SHARD_END) once all its records are acknowledged; its
 //    child shards start only then, so order per partition key holds across a split.
 //
@@ -82,9 +83,10 @@ class PullHub;    // internal: the queue all shards feed
 struct PullConsumerConfig {
   // The stream, application, lease, retrieval and processing settings (kcl/worker.h).
   WorkerConfig worker;
-  // Records of one shard taken by next() and not yet acknowledged: at this bound the shard
-  // is not offered by next() and its reading pauses (records buffered but not taken count
-  // toward the reading pause too, so a shard holds at most this plus one batch).
+  // Records of one shard taken by next() and held back from its checkpoint (not yet
+  // acknowledged, or acknowledged after one that is not): at this bound the shard is not
+  // offered by next() and its reading pauses (records buffered but not taken count toward
+  // the reading pause too, so a shard holds at most this plus one batch).
   // Default 10,000, range 1..1,000,000.
   std::size_t max_unacked_per_shard = 10000;
   // The same bound in bytes of memory: each record counts its share of the batch it came in
@@ -174,14 +176,15 @@ class PullConsumer {
   // runs. Errors as Worker::start (kInvalidArgument lists every configuration problem).
   Status start();
 
-  // The next record, waiting up to `timeout`; nullopt on timeout, before start() and once
-  // shutdown() began.
+  // The next record, waiting up to `timeout` (milliseconds::max(): for ever); nullopt on
+  // timeout. Before start() and while shutdown() drains, nothing comes: it waits out its
+  // timeout (or the end of shutdown()); once shutdown() returned, nullopt at once.
   std::optional<PulledRecord> next(std::chrono::milliseconds timeout);
   // Up to `max` records (at least one unless it times out), waiting up to `timeout` for the
   // first. Records of a shard stay in shard order within and across batches.
   std::vector<PulledRecord> next_batch(std::size_t max, std::chrono::milliseconds timeout);
 
-  // Graceful stop: next() returns nothing more; each shard waits up to shutdown_ack_timeout
+  // Graceful stop: next() hands out nothing more; each shard waits up to shutdown_ack_timeout
   // for its records taken but not acknowledged, checkpoints its watermark and hands its
   // lease back (the same path as a handoff). Blocks until done; returns why the worker stopped (OK
   // after a clean stop). Calling it again returns the same result. (The same meaning as
