@@ -30,7 +30,7 @@ struct Outcome {
   std::vector<std::size_t> after_outage;  // the size of the call after each outage verdict
 };
 
-struct Script {
+struct BisectScript {
   std::set<std::size_t> bad;
   int transient = 0;  // the first calls fail whatever they hold
   // What the processor depends on is out from this call on, until that many outage verdicts
@@ -41,7 +41,7 @@ struct Script {
   int give_up_after_outages = -1;  // give_up() at that outage verdict
 };
 
-Outcome run_script(std::size_t size, int max_attempts, const Script& s) {
+Outcome run_script(std::size_t size, int max_attempts, const BisectScript& s) {
   Outcome r;
   r.seen.assign(size, 0);
   r.processed.assign(size, 0);
@@ -109,7 +109,7 @@ Outcome run_script(std::size_t size, int max_attempts, const Script& s) {
 
 Outcome run(std::size_t size, int max_attempts, const std::set<std::size_t>& bad,
             int transient = 0) {
-  Script s;
+  BisectScript s;
   s.bad = bad;
   s.transient = transient;
   return run_script(size, max_attempts, s);
@@ -190,7 +190,7 @@ TEST(BatchBisectorTest, ASingleRecordBatchIsDeadLetteredAfterMaxAttempts) {
 }
 
 TEST(BatchBisectorTest, ASingleRecordBatchNoNeighbourVouchesForIsHeldUntilGivenUp) {
-  Script s;
+  BisectScript s;
   s.bad = {0};
   s.vouched_before = false;
   s.give_up_after_outages = 5;
@@ -205,7 +205,7 @@ TEST(BatchBisectorTest, ASingleRecordBatchNoNeighbourVouchesForIsHeldUntilGivenU
 // nothing is dead-lettered and the batch is delivered again as a whole until it succeeds.
 TEST(BatchBisectorTest, AnOutageDeadLettersNothingAndRetriesTheBatchWhole) {
   for (int attempts : {1, 3}) {
-    Script s;
+    BisectScript s;
     s.down_until_outages = 10;
     Outcome r = run_script(100, attempts, s);
     EXPECT_TRUE(r.lettered.empty()) << attempts;
@@ -220,7 +220,7 @@ TEST(BatchBisectorTest, AnOutageDeadLettersNothingAndRetriesTheBatchWhole) {
 // The outage begins in the middle of a search (a poison record's): the records not yet
 // processed are retried as a whole, and only the poison record is dead-lettered.
 TEST(BatchBisectorTest, AnOutageDuringASearchDeadLettersOnlyThePoisonRecord) {
-  Script s;
+  BisectScript s;
   s.bad = {40};
   s.down_from_call = 4;  // after [0,64) x 2, [0,32) and [32,64)
   s.down_until_outages = 3;
@@ -233,7 +233,7 @@ TEST(BatchBisectorTest, AnOutageDuringASearchDeadLettersOnlyThePoisonRecord) {
 // The first record of a batch has no earlier neighbour in it: the records after it vouch,
 // delivered while it waits (no checkpoint passes it), then it is dead-lettered.
 TEST(BatchBisectorTest, AFirstRecordIsPoisonWhenTheRecordsAfterItSucceed) {
-  Script s;
+  BisectScript s;
   s.bad = {0};
   s.vouched_before = false;
   Outcome r = run_script(8, 2, s);
@@ -261,7 +261,7 @@ TEST(BatchBisectorTest, ALookAheadThatFailsIsSplitTowardsTheSuspect) {
 // looks like, so they are held (delivered again as a whole) until the outage limit gives up;
 // then each goes to the sink and every other record is processed once.
 TEST(BatchBisectorTest, BadRecordsSideBySideAreHeldAsAnOutageUntilGivenUp) {
-  Script s;
+  BisectScript s;
   s.bad = {4, 5};
   s.give_up_after_outages = 3;
   Outcome r = run_script(16, 2, s);
