@@ -581,12 +581,14 @@ LeaseLeader::MoveOutcome LeaseLeader::hand_off(const Move& move, const Lease& ca
   return MoveOutcome::kDone;
 }
 
-// The end of a pass: a fenced worker whose leases have all moved is forgotten; the pass is
+// The end of a pass: a fenced worker whose leases have all moved is forgotten (one it read to
+// its end never moves: the shard sync deletes it once its children started); the pass is
 // logged when it moved anything, and counted.
 void LeaseLeader::finish_pass(const LeaderPassResult& r) {
   for (auto it = dead_.begin(); it != dead_.end();) {
     const bool owns = std::any_of(cache_.begin(), cache_.end(), [&](const auto& kv) {
-      return kv.second.lease_owner == *it || kv.second.checkpoint_owner == *it;
+      return !kv.second.checkpoint.is_shard_end() &&
+             (kv.second.lease_owner == *it || kv.second.checkpoint_owner == *it);
     });
     it = owns ? std::next(it) : dead_.erase(it);
   }

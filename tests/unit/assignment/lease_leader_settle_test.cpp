@@ -180,5 +180,42 @@ TEST(LeaseLeaderFenceTest, AStalePassOfTheOldLeaderLeavesTheNewLeadersEntry) {
   }
 }
 
+// A fenced worker is forgotten once the leases it owned have moved. A lease it read to its end
+// (SHARD_END) never moves: no one reads it again, and the shard sync deletes it once its
+// children have started. Counted as still to move, it kept the leader on its short interval
+// (a pass every leader_poll_interval instead of the idle interval) for as long as the lease
+// was in the table.
+TEST(LeaseLeaderFenceTest, ADeadWorkersEndedLeaseDoesNotKeepTheLeaderBusy) {
+  FaultyTableLeader f;
+  auto& [clock, leases, table, coordination, config, metrics, leader] = f;
+  Lease ended;
+  ended.lease_key = testing::shard(9);
+  ended.lease_owner = "b";
+  ended.lease_counter = 7;
+  ended.checkpoint = ExtendedSequenceNumber::shard_end();
+  leases.put(ended);
+  ASSERT_TRUE(table.register_worker(worker("a")).ok());
+  ASSERT_TRUE(table.register_worker(worker("b")).ok());  // b dies at once: no heartbeat
+  ASSERT_TRUE(table.acquire_leadership(std::nullopt, "a", "a-1").ok());
+  leader.begin(std::nullopt);
+  int fenced = 0;
+  bool idle = false;
+  const auto until = clock.now() + config.failover_time * 4;
+  while (clock.now() < until && !idle) {
+    const LeaderPassResult r = leader.run_pass();
+    ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+    fenced += r.fenced;
+    idle = fenced > 0 && !leader.wants_attention(r);
+    clock.advance(config.leader_poll_interval);
+  }
+  EXPECT_EQ(fenced, 1) << "b was not fenced";
+  EXPECT_TRUE(idle) << "the leader still wants a pass every " << config.leader_poll_interval.count()
+                    << " ms, " << (config.failover_time * 4).count()
+                    << " ms on, with nothing left to move";
+  auto kept = leases.get_lease(ended.lease_key);
+  ASSERT_TRUE(kept.ok() && kept->has_value());
+  EXPECT_EQ((**kept).lease_owner, std::optional<std::string>("b")) << "the ended lease moved";
+}
+
 }  // namespace
 }  // namespace kcl::leases
