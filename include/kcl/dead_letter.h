@@ -94,8 +94,10 @@ std::shared_ptr<DeadLetterSink> make_callback_dead_letter_sink(
 // A sink that appends one JSON object per line to the file at `path` (created if missing,
 // its directory then flushed once; appended to otherwise) and flushes it to disk
 // (fdatasync) before accepting. The line is
-// dead_letter_json(letter). Fails with kInvalidArgument naming the path when it cannot be
-// opened for appending.
+// dead_letter_json(letter). A file moved away (rotated by logrotate without copytruncate,
+// say) or deleted is followed: the next letter goes to a new file at `path`, those before stay
+// in the old one. Fails with kInvalidArgument naming the path when it cannot be opened for
+// appending.
 Result<std::shared_ptr<DeadLetterSink>> make_file_dead_letter_sink(const std::string& path);
 
 // A sink that writes each letter as one record to the producer's stream and accepts once the

@@ -189,6 +189,35 @@ TEST(FileDeadLetterSinkTest, CreatesTheFileWhenItIsNotThere) {
   EXPECT_EQ(errors, std::vector<std::string>{"e1"});
 }
 
+// A file rotated away (renamed, as logrotate does) or deleted while the sink is open: the
+// next letters go to a new file at the path, those before stay in the renamed one, and a
+// directory that cannot take the new file is named in the refusal.
+TEST(FileDeadLetterSinkTest, FollowsThePathWhenTheFileIsRotatedOrDeleted) {
+  char dir[] = "/tmp/kcl-dead-letter-dir-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/poison.jsonl";
+  const std::string rotated = path + ".1";
+  auto sink = make_file_dead_letter_sink(path);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->accept(letter("one", "e1")).ok());
+  ASSERT_EQ(::rename(path.c_str(), rotated.c_str()), 0);
+  ASSERT_TRUE((*sink)->accept(letter("two", "e2")).ok());
+  ASSERT_TRUE((*sink)->accept(letter("three", "e3")).ok());
+  EXPECT_EQ(parsed_errors(rotated.c_str()), std::vector<std::string>{"e1"});
+  EXPECT_EQ(parsed_errors(path.c_str()), (std::vector<std::string>{"e2", "e3"}));
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_TRUE((*sink)->accept(letter("four", "e4")).ok());
+  EXPECT_EQ(parsed_errors(path.c_str()), std::vector<std::string>{"e4"});
+
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::unlink(rotated.c_str()), 0);
+  ASSERT_EQ(::rmdir(dir), 0);  // the directory is gone too: the letter is refused, by name
+  const Status refused = (*sink)->accept(letter("five", "e5"));
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused;
+  EXPECT_NE(refused.message().find(path), std::string::npos) << refused;
+}
+
 TEST(FileDeadLetterSinkTest, APathThatCannotBeOpenedIsNamed) {
   auto sink = make_file_dead_letter_sink("/nonexistent-dir/poison.jsonl");
   ASSERT_FALSE(sink.ok());
