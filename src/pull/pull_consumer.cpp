@@ -115,7 +115,11 @@ class PullConsumer::Impl {
     internals.paced_shutdown_drain = config_.shutdown_ack_timeout;
     worker_ = worker::make_worker(config_.worker, nullptr, deps_, std::move(internals));
     Status s = worker_->start();
-    if (!s.ok()) worker_.reset();
+    if (!s.ok()) {
+      worker_.reset();
+    } else {
+      running_.store(worker_.get());
+    }
     return s;
   }
 
@@ -148,12 +152,10 @@ class PullConsumer::Impl {
   // Waits for a stop begun by begin_shutdown() (the destructor's last step).
   void join_stopper() { stopper_.join(); }
 
+  // Not under mu_, which shutdown() holds for as long as it drains: a caller waiting here
+  // during a stop waits its timeout, not the whole stop.
   std::optional<Status> wait_for(std::chrono::milliseconds timeout) {
-    Worker* w = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      w = worker_.get();
-    }
+    Worker* w = running_.load();
     if (!w) return std::nullopt;
     return w->wait_for(timeout);
   }
@@ -161,16 +163,22 @@ class PullConsumer::Impl {
   PullStats stats() const { return hub_->stats(); }
   const std::string& worker_id() const {
     static const std::string none;
-    return worker_ ? worker_->worker_id() : none;
+    const Worker* w = running_.load();
+    return w ? w->worker_id() : none;
   }
-  std::string http_url() const { return worker_ ? worker_->http_url() : std::string(); }
+  std::string http_url() const {
+    const Worker* w = running_.load();
+    return w ? w->http_url() : std::string();
+  }
 
  private:
   const PullConsumerConfig config_;
   Dependencies deps_;
   std::shared_ptr<pull::PullHub> hub_;
   std::mutex mu_;
-  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Worker> worker_;  // guarded by mu_; kept until the consumer is destroyed
+  // The worker once started, for the calls that must not wait for mu_ (set once, under mu_).
+  std::atomic<Worker*> running_{nullptr};
   std::optional<Status> result_;
   base::BackgroundOnce stopper_;  // runs shutdown() for begin_shutdown()
 };

@@ -160,6 +160,12 @@ TEST_F(PullWorkersTest, BeginShutdownWaitsForAcksTheCallerStillMakes) {
   std::shared_future<Status> stopped = consumer.begin_shutdown();
   EXPECT_EQ(stopped.wait_for(300ms), std::future_status::timeout)
       << "the stop did not wait for the 20 records taken";
+  // A thread watching for the worker to stop by itself is not held for the whole drain:
+  // wait_for() comes back after its own timeout while the stop still waits for the acks.
+  EXPECT_FALSE(consumer.wait_for(50ms).has_value());
+  EXPECT_EQ(stopped.wait_for(0ms), std::future_status::timeout)
+      << "wait_for() returned only once the stop was over";
+  EXPECT_FALSE(consumer.worker_id().empty());
   for (PulledRecord& r : held) {
     ASSERT_TRUE(r.ack().ok());
     EXPECT_EQ(r.stream_name(), stream_) << "a record's stream, after its ack too";
