@@ -97,7 +97,7 @@ class PyProducer {
       producer_->put(std::move(key), std::move(bytes), std::move(explicit_hash_key),
                      [holder](kcl::Result<kcl::PutResult> r) {
                        if (!python_alive()) return;
-                       py::gil_scoped_acquire gil;
+                       CallbackGil gil;  // the thread keeps its state between records
                        resolve(holder->get(), r);
                      });
     }

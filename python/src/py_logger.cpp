@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "gil.h"
+
 namespace kclpy {
 
 namespace {
@@ -59,7 +61,7 @@ void PyLogger::log(kcl::LogLevel level, std::string_view component, std::string_
                  static_cast<int>(message.size()), message.data());
     return;
   }
-  py::gil_scoped_acquire gil;
+  CallbackGil gil;  // a core thread keeps its thread state from one line to the next
   PyObject* c =
       PyUnicode_DecodeUTF8(component.data(), static_cast<Py_ssize_t>(component.size()), "replace");
   PyObject* m =

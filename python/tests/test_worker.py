@@ -254,6 +254,48 @@ def test_a_core_thread_keeps_its_python_thread_state_between_callbacks(emulators
     assert again > 0, "no two callbacks on one thread: %s" % calls
 
 
+def test_a_core_thread_keeps_its_python_thread_state_between_log_lines(emulators, names, options):
+    """A logging handler on a core thread finds its threading.local values at the next line."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    local = threading.local()
+    lines: List[Any] = []  # (thread ident, the mark threading.local held on entry)
+
+    class Marks(logging.Handler):
+        def emit(self, record):
+            if threading.current_thread() is threading.main_thread():
+                return
+            lines.append((threading.get_ident(), getattr(local, "mark", None)))
+            local.mark = threading.get_ident()
+
+    logger = logging.getLogger("kcl")
+    handler = Marks(level=logging.DEBUG)
+    before = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        class Nothing(kcl.RecordProcessor):
+            def process_records(self, batch, checkpointer):
+                pass
+
+        running = Running(kcl.Worker(stream=stream, app=app, processor_factory=Nothing, **options))
+
+        def a_thread_logged_twice():
+            idents = [ident for ident, _ in lines]
+            return len(idents) > len(set(idents))
+
+        wait_until(a_thread_logged_twice, what="two log lines from one core thread")
+        running.stop()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
+    seen = set()
+    for ident, mark in list(lines):
+        if ident in seen:
+            assert mark == ident, "threading.local lost between two log lines on thread %d" % ident
+        seen.add(ident)
+
+
 def test_checkpoint_errors_are_typed(emulators, names, options):
     stream, app = names("s"), names("app")
     emulators.kinesis.create_stream(stream, 1)
