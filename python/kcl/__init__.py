@@ -9,12 +9,13 @@ Errors are kcl.KclError subclasses (kcl.errors); log lines go to the logger "kcl
 from __future__ import annotations
 
 from . import errors
-from .errors import (AlreadyExistsError, CancelledError, ConditionFailedError, ConfigError,
+from .errors import (AlreadyExistsError, ConditionFailedError, ConfigError,
                      DeadlineExceededError, ExpiredIteratorError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, KclError, LeaseLostError,
                      NotFoundError, PermissionDeniedError, UnavailableError)
 from . import _logging  # noqa: F401  (imported by the extension module)
 import collections.abc as _abc
+from typing import TYPE_CHECKING, Any
 
 from ._kcl import Checkpointer, PulledRecord, PutResult, Record, RecordBatch
 from ._kcl import __version__
@@ -25,6 +26,15 @@ from ._stats import FailingShard, ProducerStats, PullStats, WorkerStats
 from ._worker import Worker, worker_options
 
 _abc.Sequence.register(RecordBatch)
+
+if TYPE_CHECKING:
+    from .errors import CancelledError
+else:
+    def __getattr__(name: str) -> Any:
+        # kcl.CancelledError: made at its first use (it imports asyncio; kcl/errors.py).
+        if name == "CancelledError":
+            return errors.CancelledError
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "__version__", "WorkerStats", "FailingShard", "PullStats", "ProducerStats",

@@ -6,9 +6,9 @@ InvalidArgumentError mean fix the input, and so on.
 """
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-from typing import Dict, List, Optional
+import threading
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
 
 
 class KclError(Exception):
@@ -87,11 +87,15 @@ class DeadlineExceededError(KclError, TimeoutError):
     code = "DEADLINE_EXCEEDED"
 
 
-class CancelledError(KclError, concurrent.futures.CancelledError, asyncio.CancelledError):
-    """Abandoned because of shutdown. Also an asyncio.CancelledError and a
+_CANCELLED_DOC = """Abandoned because of shutdown. Also an asyncio.CancelledError and a
     concurrent.futures.CancelledError, so code written for either catches it (a producer
     future cancelled at shutdown, an awaited put_async())."""
-    code = "CANCELLED"
+
+if TYPE_CHECKING:
+    import asyncio
+
+    class CancelledError(KclError, concurrent.futures.CancelledError, asyncio.CancelledError):
+        code = "CANCELLED"
 
 
 class InternalError(KclError):
@@ -99,15 +103,40 @@ class InternalError(KclError):
     code = "INTERNAL"
 
 
-_BY_CODE = {cls.code: cls for cls in (
+_BY_CODE: Dict[str, Type[KclError]] = {cls.code: cls for cls in (
     UnavailableError, ConditionFailedError, LeaseLostError, NotFoundError, AlreadyExistsError,
     ExpiredIteratorError, InvalidArgumentError, PermissionDeniedError, FailedPreconditionError,
-    DeadlineExceededError, CancelledError, InternalError)}
+    DeadlineExceededError, InternalError)}
+
+# CancelledError derives from asyncio.CancelledError, and importing asyncio costs more than
+# the rest of `import kcl` together (about 30 ms of CPU at each start of a Python process that
+# imports kcl): the class is made at its first use (PEP 562), once.
+_cancelled_lock = threading.Lock()
+
+
+def _cancelled_error() -> Type[KclError]:
+    with _cancelled_lock:
+        made = globals().get("CancelledError")
+        if made is None:
+            import asyncio
+
+            made = type("CancelledError",
+                        (KclError, concurrent.futures.CancelledError, asyncio.CancelledError),
+                        {"__doc__": _CANCELLED_DOC, "code": "CANCELLED", "__module__": __name__})
+            globals()["CancelledError"] = made
+            _BY_CODE["CANCELLED"] = made
+        return made
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CancelledError":
+        return _cancelled_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _from_status(code: str, message: str, aws: Optional[Dict[str, object]]) -> KclError:
     """The exception for a failed kcl-cpp Status (called by the extension module)."""
-    cls = _BY_CODE.get(code, KclError)
+    cls = _cancelled_error() if code == "CANCELLED" else _BY_CODE.get(code, KclError)
     return cls(message, code, aws)
 
 

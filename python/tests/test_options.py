@@ -95,3 +95,24 @@ def test_every_option_of_the_table_is_a_keyword():
     assert "option 'kinesis_wire' is \"xml\"; it must be one of auto, cbor, json" in p, p
     assert "option 'metrics_shard_id_dimension' must be True or False, not str" in p, p
     assert any(x.startswith("cloudwatch.max_series is 5") for x in p), p
+
+
+def test_import_kcl_leaves_asyncio_alone_until_cancelled_error_is_used():
+    """`import kcl` does not import asyncio (a third of its cost); kcl.CancelledError, made at
+    its first use, is one class that is both asyncio's and concurrent.futures' CancelledError."""
+    import subprocess
+    import sys
+    code = (
+        "import sys, kcl, kcl.kclpy\n"
+        "assert 'asyncio' not in sys.modules, 'import kcl imported asyncio'\n"
+        "e = kcl.errors._from_status('CANCELLED', 'stopped', None)\n"
+        "import asyncio, concurrent.futures\n"
+        "assert type(e) is kcl.CancelledError is kcl.errors.CancelledError\n"
+        "assert isinstance(e, asyncio.CancelledError)\n"
+        "assert isinstance(e, concurrent.futures.CancelledError)\n"
+        "assert isinstance(e, kcl.KclError) and e.code == 'CANCELLED'\n"
+        "from kcl import CancelledError\n"
+        "assert CancelledError is type(e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
