@@ -136,9 +136,22 @@ def local_emulators(**extra_env):
         emu.wait(timeout=10)
 
 
+def require_own_network_namespace(tool):
+    """kinesis-local binds every interface (and fixed ports): it runs only where loopback is the
+    only interface, a network namespace of the benchmark's own (`unshare -n`)."""
+    with open("/proc/self/net/dev") as f:
+        interfaces = [line.split(":", 1)[0].strip() for line in f if ":" in line]
+    others = [i for i in interfaces if i != "lo"]
+    if others:
+        sys.exit(f"{tool}: kinesis-local listens on every interface and this namespace has "
+                 f"{', '.join(others)}; run it in a network namespace of its own: "
+                 f"unshare -n python3 {' '.join(sys.argv)}")
+
+
 def start_kinesis_local():
     """kinesis-local on 4567 and dynalite on 4569 in this network namespace (unshare -n: its
     loopback is brought up here): (kinesis-local's process, [dynalite's], URLs)."""
+    require_own_network_namespace("consume_e2e")
     nm = os.environ.get("KCL_NODE_MODULES", os.path.join(ROOT, "node_modules"))
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT="4567", KINESIS_MOCK_TLS_PORT="4568",

@@ -44,6 +44,7 @@ import statistics
 import json
 import os
 import selectors
+import shutil
 import socket
 import subprocess
 import sys
@@ -52,7 +53,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from consume_e2e import cpu_by_thread_name, start_scripted, thread_cpu_seconds  # noqa: E402
+from consume_e2e import (cpu_by_thread_name, require_own_network_namespace,  # noqa: E402
+                         start_scripted, thread_cpu_seconds)
 
 
 def wait_port(port, timeout=60):
@@ -68,6 +70,7 @@ def wait_port(port, timeout=60):
 
 def start_kinesis_local(nm):
     """kinesis-local on 4567 and dynalite on 4569: (processes, Kinesis URL, DynamoDB URL)."""
+    require_own_network_namespace("fanout_local")
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     kl_env = dict(os.environ, KINESIS_MOCK_PLAIN_PORT="4567", KINESIS_MOCK_TLS_PORT="4568",
                   LOAD_DATA_IF_EXISTS="false", SHOULD_PERSIST_DATA="false")
@@ -168,6 +171,7 @@ def main():
         for p in procs:
             p.kill()
             p.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def latency(a, kcl, env, work, stream, results):
@@ -183,38 +187,45 @@ def latency(a, kcl, env, work, stream, results):
         os.set_blocking(p.stdout.fileno(), False)
         sel.register(p.stdout, selectors.EVENT_READ, mode)
         consumers[mode] = {"proc": p, "buf": b"", "lat": []}
-    time.sleep(8)  # both hold their leases and read from LATEST
-    put_times = {}
     putters = []
-    next_put = time.monotonic()
-    sent = 0
-    deadline = time.monotonic() + a.latency_records * 0.05 + 30
-    while time.monotonic() < deadline:
-        if sent < a.latency_records and time.monotonic() >= next_put:
-            # One `kcl put` per record (it batches stdin until EOF); its start-up (a few
-            # ms) counts in both modes' figures alike.
-            put_times[sent] = time.time()
-            q = subprocess.Popen([kcl, "put", "--stream", stream, "--quiet"], env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-            q.stdin.write(("L%d\n" % sent).encode())
-            q.stdin.close()
-            putters.append(q)
-            sent += 1
-            next_put += 0.05
-        for key, _ in sel.select(timeout=0.005):
-            c = consumers[key.data]
-            chunk = key.fileobj.read() or b""
-            c["buf"] += chunk
-            while b"\n" in c["buf"]:
-                line, c["buf"] = c["buf"].split(b"\n", 1)
-                data = base64.b64decode(json.loads(line)["data"]).decode()
-                if data.startswith("L"):
-                    c["lat"].append(time.time() - put_times[int(data[1:])])
-        if sent >= a.latency_records and all(len(c["lat"]) >= a.latency_records
-                                              for c in consumers.values()):
-            break
-    for q in putters:
-        q.wait()
+    try:
+        time.sleep(8)  # both hold their leases and read from LATEST
+        put_times = {}
+        next_put = time.monotonic()
+        sent = 0
+        deadline = time.monotonic() + a.latency_records * 0.05 + 30
+        while time.monotonic() < deadline:
+            if sent < a.latency_records and time.monotonic() >= next_put:
+                # One `kcl put` per record (it batches stdin until EOF); its start-up (a few
+                # ms) counts in both modes' figures alike.
+                put_times[sent] = time.time()
+                q = subprocess.Popen([kcl, "put", "--stream", stream, "--quiet"], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+                q.stdin.write(("L%d\n" % sent).encode())
+                q.stdin.close()
+                putters.append(q)
+                sent += 1
+                next_put += 0.05
+            for key, _ in sel.select(timeout=0.005):
+                c = consumers[key.data]
+                chunk = key.fileobj.read() or b""
+                c["buf"] += chunk
+                while b"\n" in c["buf"]:
+                    line, c["buf"] = c["buf"].split(b"\n", 1)
+                    data = base64.b64decode(json.loads(line)["data"]).decode()
+                    if data.startswith("L"):
+                        c["lat"].append(time.time() - put_times[int(data[1:])])
+            if sent >= a.latency_records and all(len(c["lat"]) >= a.latency_records
+                                                  for c in consumers.values()):
+                break
+        for q in putters:
+            q.wait()
+    except BaseException:
+        # A failure midway (a bad line, an interrupt) stops both consumers and the puts.
+        for q in putters + [c["proc"] for c in consumers.values()]:
+            q.kill()
+            q.wait()
+        raise
     for mode, c in consumers.items():
         c["proc"].terminate()
         c["proc"].wait()

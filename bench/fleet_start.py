@@ -166,8 +166,13 @@ def main():
         while time.monotonic() - t0 < args.timeout:
             dead = [w for w in workers if w.poll() is not None]
             if dead:
+                # The logs' folder goes when the run ends: the first one's last lines are shown.
+                first = ids[workers.index(dead[0])]
+                with open(os.path.join(logs.name, first + ".log"), "rb") as f:
+                    tail = f.read().decode(errors="replace").splitlines()[-20:]
                 sys.exit(f"fleet_start: {len(dead)} worker(s) exited during the start "
-                         f"(first: exit {dead[0].returncode}); logs in {logs.name}")
+                         f"(first: {first}, exit {dead[0].returncode}); its last lines:\n" +
+                         "\n".join(tail))
             if held_s is None:
                 owners = lease_owners(emu_urls["dynamodb"], app)
                 if len(owners) >= total and all(o in live for o in owners.values()):

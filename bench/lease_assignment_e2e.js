@@ -18,7 +18,10 @@
 //             one unit) per shard per minute, split into coordination (everything but
 //             checkpoints) and checkpoints (UpdateItems that write the checkpoint attribute,
 //             every 5 s by default), with the on-demand price per shard-month
-//             ($0.125 per million read units, $0.625 per million write units)
+//             ($0.125 per million read units, $0.625 per million write units). dynalite's
+//             ConsumedCapacity leaves out the leaseOwner index's writes (KEYS_ONLY: one only
+//             when a lease changes owner, rare in the steady window); bench_lease_simulation
+//             counts them
 //
 //   node bench/lease_assignment_e2e.js [--build-dir build/release] [--modes leader,worker-takes]
 //                                      [--steady-s 60] [--skip-steady] [--streams N] [--http]
@@ -133,6 +136,10 @@ function startCountingProxy(upstream) {
   })))
 }
 
+// Every worker started, so that a run that fails midway (a throw, a rejected scan) stops
+// them all instead of leaving them retrying endpoints that are gone.
+const started = new Set()
+
 class ConsumeWorker {
   constructor(kcl, env, {stream, app, id, mode, http}) {
     this.id = id
@@ -154,6 +161,8 @@ class ConsumeWorker {
       if (m) this.taken.push({key: m[1], at: Date.now()})
     })
     this.exited = new Promise((resolve) => this.proc.on('exit', resolve))
+    started.add(this)
+    this.exited.then(() => started.delete(this))
   }
   kill() { this.proc.kill('SIGKILL'); return this.exited }
   stop() { this.proc.kill('SIGTERM'); return this.exited }
@@ -333,6 +342,7 @@ async function main() {
       }
     }
   } finally {
+    await Promise.all([...started].map((w) => w.kill()))
     emu.stdin.end()
   }
 }

@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=600)
     ap.add_argument("--log", help="read this output instead of running the binary")
     a = ap.parse_args()
+    failed_run = None
     if a.log:
         text = open(a.log).read()
     else:
@@ -39,6 +40,8 @@ def main():
         run = subprocess.run([a.binary, "--gtest_filter=Seeds/*"], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         text = run.stdout
+        if run.returncode != 0:
+            failed_run = run.returncode
     runs = {}
     level = None
     for line in text.splitlines():
@@ -59,6 +62,19 @@ def main():
         print(f"{name:>6}  {len(rs):>5}  {pct(silent, 50):>6} / {pct(silent, 99):>6} / {max(silent):>6}"
               f"            {pct(take, 50):>6} / {pct(take, 99):>6} / {max(take):>6}"
               f"      {len(over)} (bound {bound} ms){': seeds ' + ', '.join(over) if over else ''}")
+    # A seed that failed an assertion (two owners of a lease, say) or a run cut short must not
+    # read as a clean table: say so and exit non-zero.
+    problems = [l.strip() for l in text.splitlines() if l.startswith("[  FAILED  ]")]
+    if failed_run is not None:
+        problems.append(f"the test binary exited {failed_run}")
+    expected = None if a.log else a.seeds
+    for (name, _), rs in runs.items():
+        if expected is not None and len(rs) != expected:
+            problems.append(f"{name}: {len(rs)} seeds of {expected} ran")
+    if len(runs) != len(LEVELS):
+        problems.append(f"{len(runs)} fault levels of {len(LEVELS)} ran")
+    if problems:
+        sys.exit("liveness_sweep: NOT a clean run:\n  " + "\n  ".join(problems))
 
 
 if __name__ == "__main__":

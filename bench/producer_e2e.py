@@ -98,8 +98,13 @@ def main():
     if args.server == "kinesis-local":
         emu, others, urls = start_kinesis_local()
     else:
+        # Every run writes to a stream of its own: kinesalite's shard limit is raised to hold
+        # them all (its default, 200, stopped a --repeat 10 run partway).
+        runs_planned = len(args.only.split(",")) * (args.repeat + (1 if args.large else 0))
+        shard_limit = max(200, runs_planned * args.shards + 10)
         emu = subprocess.Popen(["node", os.path.join(ROOT, "tools", "emulators", "serve.js"),
-                                "--kinesis"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                "--kinesis", "--shard-limit", str(shard_limit)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         others, urls = [], None
     try:
         urls = urls or json.loads(emu.stdout.readline())

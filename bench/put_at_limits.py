@@ -142,7 +142,9 @@ def main():
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kcl-arg", action="append", default=[],
-                    help="an argument added to `kcl put` (repeat; e.g. --kcl-arg=--aggregate)")
+                    help="an argument added to `kcl put` (repeat; e.g. --kcl-arg=--linger-ms=50); "
+                         "not --aggregate: the proxy counts Kinesis records, and the rate is "
+                         "judged against the per-shard record limit")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     ap.add_argument("--check-throttled", type=float, default=None,
                     help="fail when more than this fraction of the records was throttled")
@@ -150,6 +152,9 @@ def main():
                     help="fail when the sustained rate is below this fraction of the limit")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds kcl put may take")
     args = ap.parse_args()
+    if any(a.startswith("--aggregate") for a in args.kcl_arg):
+        sys.exit("put_at_limits: --aggregate is not measured here (the proxy counts aggregates, "
+                 "not user records, and an aggregated put is bound by bytes per shard)")
     if args.records < 1 or args.shards < 1:
         sys.exit("put_at_limits: --records and --shards must be at least 1")
     kcl = args.kcl or os.path.join(args.build_dir, "tools", "kcl", "kcl")

@@ -4,9 +4,10 @@
 // time to STREAM, pausing PAUSE_MS between calls (kcl put's pace: 4 shards at 1,000
 // records/s take a call of 500 every 125 ms), in one of two ways:
 //
-//   client  kcl-cpp's Kinesis client: the JSON body with base64 (PutRecordsRequest), SigV4
+//   client  kcl-cpp's Kinesis client: the JSON body with base64 (PutRecordsRequest, its
+//           records added before the clock starts: the timed part is closing the body, SigV4
 //           with the body's SHA-256, libcurl, the answer parsed into per-record results
-//           (without their positions' strings, as kcl put asks for them);
+//           (without their positions' strings, as kcl put asks for them));
 //   curl    libcurl alone posting the same bodies, built before the clock starts, with fixed
 //           headers and a dummy signature (the emulators do not check it; AWS would refuse
 //           it): the cost of moving the bytes through libcurl and the kernel.

@@ -9,7 +9,8 @@ per CPU-second of one trivial processor (count records, checkpoint every 5 s) ru
 
 over the same stream (kinesalite and dynalite on loopback, tools/emulators/serve.js), one
 after another. Each run's CPU (user + system, the children of `kcl multilang` included) comes
-from wait4(). Each consumer reads a stream of --records records and one of twice as many:
+from wait4(): the daemon's figure holds the children it stopped and reaped; a child it left
+running is reparented to this script (a subreaper) and waited for (counted once, not twice). Each consumer reads a stream of --records records and one of twice as many:
 the difference, divided by --records, is the CPU of one more record, with the cost of a run
 whatever its length (interpreter and worker start, lease table, stop) apart (as
 bench/consume_e2e.py --marginal). Then the peak RSS of one Python process holding
@@ -21,6 +22,7 @@ bench/consume_e2e.py --marginal). Then the peak RSS of one Python process holdin
   (--installed: the package pip installed for --python, e.g. --python ~/kcl-venv/bin/python)
 """
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -93,6 +95,15 @@ def status_kb(pid, field):
     return 0
 
 
+def become_subreaper():
+    """A process that the measured daemon leaves running when it exits (an orphan) becomes a
+    child of this script, not of init (Linux's PR_SET_CHILD_SUBREAPER), so Children.tree_cpu_s
+    can wait for it and count its CPU."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
 class Children:
     """Polled while `kcl multilang` runs: each child's last seen CPU and the tree's RSS."""
 
@@ -114,6 +125,27 @@ class Children:
 
     def cpu_s(self):
         return sum(self.cpu.values())
+
+    def tree_cpu_s(self, daemon_wait4_cpu_s):
+        """The CPU of the daemon and its children. wait4() on the daemon already counts the
+        children it reaped itself (it stops each one and waits for it); a child it left running
+        (reparented to this script, see become_subreaper) is waited for here and added."""
+        extra = 0.0
+        for k in self.cpu:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    pid, _, ru = os.wait4(k, os.WNOHANG)
+                except ChildProcessError:
+                    break  # reaped by the daemon: in its wait4 figure already
+                if pid:
+                    extra += ru.ru_utime + ru.ru_stime
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(k, 9)
+                    deadline = float("inf")
+                time.sleep(0.01)
+        return daemon_wait4_cpu_s + extra
 
 
 class Bench:
@@ -173,10 +205,8 @@ class Bench:
 
         r = run_measured([self.kcl, "multilang", props], env, self.emulator_pid,
                          stop_when=finished)
-        # The children's CPU as last seen (they are not reaped into wait4's figures when
-        # the daemon leaves them to exit on their own).
-        r["daemon_cpu_s"] = r["cpu_s"]
-        r["cpu_s"] += children.cpu_s()
+        r["children_cpu_s"] = children.cpu_s()  # as last seen, for the split only
+        r["cpu_s"] = children.tree_cpu_s(r["cpu_s"])
         r["tree_rss_mb"], r["children"] = children.rss_mb, children.count
         return r
 
@@ -251,6 +281,7 @@ def main():
                     help="the kcl package installed for --python (e.g. a venv's, by pip) "
                          "instead of the build tree's")
     args = ap.parse_args()
+    become_subreaper()
     with local_emulators(KCL_LOG_LEVEL="warn") as (env, emu), \
             tempfile.TemporaryDirectory() as work:
         bench = Bench(args, env, emu.pid, work)

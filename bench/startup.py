@@ -43,7 +43,12 @@ try:
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         line = p.stdout.readline()
         took = time.monotonic() - t0
-        p.wait(timeout=60)
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            sys.exit("kcl consume --max 1 did not stop within 60 s of its first record")
         if not line:
             sys.exit("kcl consume --assignment %s printed nothing" % mode)
         return took
