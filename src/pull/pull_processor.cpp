@@ -88,11 +88,24 @@ void PullProcessor::shard_ended(Checkpointer& checkpointer) {
   // Called once every record was acknowledged: SHARD_END lets the children start.
   const Status s = checkpointer.checkpoint();
   if (s.ok()) {
+    failed_shard_ends_ = 0;
     hub_->finish(*shard_, false);
     return;
   }
-  log(LogLevel::kWarn, "checkpointing SHARD_END failed: " + s.to_string());
-  if (s.code() == StatusCode::kLeaseLost) hub_->finish(*shard_, true);
+  if (s.code() == StatusCode::kLeaseLost) {
+    log(LogLevel::kInfo, "SHARD_END not checkpointed: the lease was lost (" + s.to_string() + ")");
+    hub_->finish(*shard_, true);
+    return;
+  }
+  // The consumer calls this again after a backoff: one series, logged with its count.
+  ++failed_shard_ends_;
+  if (base::worth_reporting(failed_shard_ends_)) {
+    log(LogLevel::kWarn,
+        "checkpointing SHARD_END failed" +
+            (failed_shard_ends_ > 1 ? " (" + std::to_string(failed_shard_ends_) + " times in a row)"
+                                    : std::string()) +
+            ": " + s.to_string());
+  }
 }
 
 void PullProcessor::shutdown_requested(Checkpointer& checkpointer) {

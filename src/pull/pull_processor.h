@@ -51,7 +51,8 @@ class PullProcessor final : public lifecycle::PacedRecordProcessor {
   std::shared_ptr<PullHub> hub_;
   std::shared_ptr<PullShard> shard_;
   lifecycle::PaceContext context_;
-  std::uint64_t failed_writes_ = 0;  // in a row
+  std::uint64_t failed_writes_ = 0;      // in a row
+  std::uint64_t failed_shard_ends_ = 0;  // SHARD_END checkpoints failed in a row
 };
 
 class PullProcessorFactory final : public lifecycle::PacedProcessorFactory {

@@ -673,5 +673,40 @@ TEST_F(PullHubTest, TheUnackedGaugeCarriesTheConsumersTagsAndIsForgottenWithThem
   EXPECT_NE(after.find(R"(stream="payments")"), std::string::npos) << after;
 }
 
+// A SHARD_END checkpoint that keeps failing (the consumer calls shard_ended() again after
+// each backoff) is one series: logged at its 1st, 3rd and 10th failure with the count, not once
+// per attempt; a lost lease ends the shard at once.
+TEST_F(PullHubTest, AShardEndCheckpointThatKeepsFailingIsLoggedOncePerSeries) {
+  make_hub();
+  struct Failing final : Checkpointer {
+    StatusCode code = StatusCode::kUnavailable;
+    Status checkpoint() override { return Status(code, "throttled"); }
+    Status checkpoint(const Record&) override { return Status::Ok(); }
+    Status checkpoint(std::string_view, SubSequenceNumber) override { return Status::Ok(); }
+    Status prepare_checkpoint(std::string_view, SubSequenceNumber, std::string_view) override {
+      return Status::Ok();
+    }
+    Status commit_prepared() override { return Status::Ok(); }
+    ExtendedSequenceNumber last_checkpoint() const override {
+      return ExtendedSequenceNumber::trim_horizon();
+    }
+  } failing;
+  kcl::testing::CapturedLog log(LogLevel::kInfo);
+  PullProcessor p(hub_, "shardId-000000000000");
+  lifecycle::PaceContext context;
+  context.wake = [](Clock::MonoTime) {};
+  context.clock = &clock_;
+  context.logger = &log;
+  p.attach(std::move(context));
+  for (int i = 0; i < 12; ++i) p.shard_ended(failing);
+  auto lines = log.lines();
+  ASSERT_EQ(lines.size(), 3u) << "12 failed attempts";
+  EXPECT_NE(lines[2].find("10 times in a row"), std::string::npos) << lines[2];
+  EXPECT_EQ(hub_->stats().shards, 1u) << "the shard ended although SHARD_END was not written";
+  failing.code = StatusCode::kLeaseLost;
+  p.shard_ended(failing);
+  EXPECT_EQ(hub_->stats().shards, 0u) << "a lost lease did not end the shard";
+}
+
 }  // namespace
 }  // namespace kcl::pull
