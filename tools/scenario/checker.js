@@ -590,7 +590,8 @@ function liveIntervals(events) {
 
 // R7's second half: every stretch of lease-table polls in which a lease is owned by a live
 // worker (no handoff pending, not at SHARD_END, parents finished) and which lasts longer than
-// the bound must see that worker start a processor for the shard within the bound. Returns
+// the bound must see that worker start a processor for the shard within the bound, and, once
+// it read the shard, never go longer than the bound without a processor of it. Returns
 // the number of stretches that did not, and the longest time (at the polls' resolution) a
 // lease owned by a live worker went without a processor of that worker reading it.
 function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
@@ -629,9 +630,20 @@ function checkLiveOwnersRead(events, polls, instances, boundUs, violate) {
         (i) => i.initT >= s.liveSince && i.initT <= poll.ts && i.endT >= poll.ts)
       if (reading) {
         s.unreadSince = null
+        s.gapReported = false
       } else {
         if (s.unreadSince == null) s.unreadSince = s.everRead ? poll.ts : s.since
         longest = Math.max(longest, poll.ts - s.unreadSince)
+        // A processor that read the shard and ended while the table still gave the lease to
+        // its live worker: that worker must read it again within the bound too (a lease
+        // dropped locally but kept in the table, say), not only start reading once.
+        if (s.everRead && !s.gapReported && poll.ts - s.unreadSince > boundUs) {
+          s.gapReported = true
+          silent++
+          violate(`${l.k} was ${l.o}'s in the lease table while ${l.o} was live, and ${l.o} ` +
+            `stopped reading it for ${((poll.ts - s.unreadSince) / 1e6).toFixed(1)} s ` +
+            `(more than ${(boundUs / 1e6).toFixed(0)} s)`)
+        }
       }
       s.everRead = s.everRead || reading
       if (s.reported || poll.ts - s.since <= boundUs) continue
