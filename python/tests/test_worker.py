@@ -217,23 +217,42 @@ def test_checkpoint_from_another_thread_during_the_callback(emulators, names, op
     pool.shutdown()
 
 
+class ThreadMarks:
+    """Notes, at each call on a thread, the mark threading.local held on entry, then marks it:
+    a thread whose Python thread state is kept finds its own mark at its next call."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.calls: List[Any] = []  # (thread ident, the mark held on entry)
+
+    def note(self) -> None:
+        self.calls.append((threading.get_ident(), getattr(self.local, "mark", None)))
+        self.local.mark = threading.get_ident()
+
+    def repeated(self) -> int:
+        """Calls on a thread seen before; each must have found the thread's own mark."""
+        seen = set()
+        again = 0
+        for ident, mark in list(self.calls):
+            if ident in seen:
+                again += 1
+                assert mark == ident, "threading.local lost between two calls on thread %d" % ident
+            seen.add(ident)
+        return again
+
+
 def test_a_core_thread_keeps_its_python_thread_state_between_callbacks(emulators, names, options):
     """threading.local values set in one callback are there in the next on the same thread."""
     stream, app = names("s"), names("app")
     emulators.kinesis.create_stream(stream, 1)
-    local = threading.local()
-    calls: List[Any] = []  # (thread ident, the mark threading.local held on entry)
+    marks = ThreadMarks()
 
     class Marks(kcl.RecordProcessor):
         def initialize(self, input):
-            self.note()
-
-        def note(self):
-            calls.append((threading.get_ident(), getattr(local, "mark", None)))
-            local.mark = threading.get_ident()
+            marks.note()
 
         def process_records(self, batch, checkpointer):
-            self.note()
+            marks.note()
             checkpointer.checkpoint()
 
     # One pool thread: every callback runs on it.
@@ -242,31 +261,21 @@ def test_a_core_thread_keeps_its_python_thread_state_between_callbacks(emulators
     # One batch at a time, so that there are several callbacks.
     for i in range(6):
         put_numbered(emulators, stream, 1, start=i)
-        wait_until(lambda: len(calls) >= i + 2, what="callback %d" % (i + 2))
+        wait_until(lambda: len(marks.calls) >= i + 2, what="callback %d" % (i + 2))
     running.stop()
-    seen = set()
-    again = 0
-    for ident, mark in calls:
-        if ident in seen:
-            again += 1
-            assert mark == ident, "threading.local lost between two callbacks on thread %d" % ident
-        seen.add(ident)
-    assert again > 0, "no two callbacks on one thread: %s" % calls
+    assert marks.repeated() > 0, "no two callbacks on one thread: %s" % marks.calls
 
 
 def test_a_core_thread_keeps_its_python_thread_state_between_log_lines(emulators, names, options):
     """A logging handler on a core thread finds its threading.local values at the next line."""
     stream, app = names("s"), names("app")
     emulators.kinesis.create_stream(stream, 1)
-    local = threading.local()
-    lines: List[Any] = []  # (thread ident, the mark threading.local held on entry)
+    marks = ThreadMarks()
 
     class Marks(logging.Handler):
         def emit(self, record):
-            if threading.current_thread() is threading.main_thread():
-                return
-            lines.append((threading.get_ident(), getattr(local, "mark", None)))
-            local.mark = threading.get_ident()
+            if threading.current_thread() is not threading.main_thread():
+                marks.note()
 
     logger = logging.getLogger("kcl")
     handler = Marks(level=logging.DEBUG)
@@ -280,20 +289,12 @@ def test_a_core_thread_keeps_its_python_thread_state_between_log_lines(emulators
 
         running = Running(kcl.Worker(stream=stream, app=app, processor_factory=Nothing, **options))
 
-        def a_thread_logged_twice():
-            idents = [ident for ident, _ in lines]
-            return len(idents) > len(set(idents))
-
-        wait_until(a_thread_logged_twice, what="two log lines from one core thread")
+        wait_until(lambda: marks.repeated() > 0, what="two log lines from one core thread")
         running.stop()
     finally:
         logger.removeHandler(handler)
         logger.setLevel(before)
-    seen = set()
-    for ident, mark in list(lines):
-        if ident in seen:
-            assert mark == ident, "threading.local lost between two log lines on thread %d" % ident
-        seen.add(ident)
+    marks.repeated()
 
 
 def test_checkpoint_errors_are_typed(emulators, names, options):

@@ -7,7 +7,7 @@
 
 namespace kcl::testing {
 
-class NullCheckpointer final : public Checkpointer {
+class NullCheckpointer : public Checkpointer {
  public:
   Status checkpoint() override { return Status::Ok(); }
   Status checkpoint(const Record&) override { return Status::Ok(); }

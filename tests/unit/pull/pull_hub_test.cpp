@@ -678,18 +678,10 @@ TEST_F(PullHubTest, TheUnackedGaugeCarriesTheConsumersTagsAndIsForgottenWithThem
 // per attempt; a lost lease ends the shard at once.
 TEST_F(PullHubTest, AShardEndCheckpointThatKeepsFailingIsLoggedOncePerSeries) {
   make_hub();
-  struct Failing final : Checkpointer {
+  struct Failing final : kcl::testing::NullCheckpointer {
+    using NullCheckpointer::checkpoint;
     StatusCode code = StatusCode::kUnavailable;
     Status checkpoint() override { return Status(code, "throttled"); }
-    Status checkpoint(const Record&) override { return Status::Ok(); }
-    Status checkpoint(std::string_view, SubSequenceNumber) override { return Status::Ok(); }
-    Status prepare_checkpoint(std::string_view, SubSequenceNumber, std::string_view) override {
-      return Status::Ok();
-    }
-    Status commit_prepared() override { return Status::Ok(); }
-    ExtendedSequenceNumber last_checkpoint() const override {
-      return ExtendedSequenceNumber::trim_horizon();
-    }
   } failing;
   kcl::testing::CapturedLog log(LogLevel::kInfo);
   PullProcessor p(hub_, "shardId-000000000000");
