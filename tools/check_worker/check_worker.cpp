@@ -155,7 +155,13 @@ class CheckingProcessor final : public kcl::RecordProcessor {
   }
 
   void process_records(const kcl::ProcessRecordsInput& input) override {
-    if (lost_) return;  // a checkpoint said the lease is gone: process nothing more
+    if (lost_) {
+      // A checkpoint said the lease is gone: process nothing more, but say what was handed
+      // on (the checker counts a zombie's batches).
+      log_.write(head("after_lost") + ",\"records\":" + std::to_string(input.records.size()) +
+                 tail());
+      return;
+    }
     std::string buf;
     buf.reserve(input.records.size() * 140);
     const long long t = now_us();

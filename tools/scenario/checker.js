@@ -144,6 +144,9 @@ function check(dir) {
   const starts = []
   const seen = new Map()  // id -> {count, firstT, firstInst}
   let processedLines = 0
+  // Batches kcl-cpp handed to a processor after one of its checkpoints was answered
+  // LEASE_LOST (the checking processor logs them and processes nothing): a zombie's work.
+  const afterLost = {batches: 0, records: 0}
   const inst = (worker, n, shard) => {
     const id = worker + '#' + n
     if (!instances.has(id)) {
@@ -193,6 +196,10 @@ function check(dir) {
           i.endT = e.t
           break
         }
+        case 'after_lost':
+          afterLost.batches++
+          afterLost.records += e.records || 0
+          break
         case 'start':
           starts.push(e)
           break
@@ -404,6 +411,7 @@ function check(dir) {
   }
 
   // --- R6: no owner after the graceful stop ---
+  const ownedAfterStop = finalLeases ? finalLeases.filter((l) => l.o).length : null
   if (finalLeases) {
     for (const l of finalLeases) {
       if (l.o) violate('R6', `lease ${l.k} still owned by ${l.o} after the graceful stop`)
@@ -545,6 +553,9 @@ function check(dir) {
     checkpointsAccepted: checkpoints.filter((c) => c.ok && c.wrote).length,
     checkpointsFailed: checkpoints.filter((c) => !c.ok).length,
     zombieCheckpointsRejected: zombieRejected,
+    batchesAfterLeaseLost: afterLost.batches,
+    recordsAfterLeaseLost: afterLost.records,
+    ownedAfterStop,
     staleInstances,
     kills,
     pauses,

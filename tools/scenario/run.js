@@ -1112,7 +1112,10 @@ function printReport(p, r, dir, seconds) {
     out.push(`leases a live worker owned but did not read within ${r.unreadBoundS} s: ${r.silentOwners}` +
       ` (the longest unread: ${r.longestUnreadS} s)`)
   }
-  out.push(`leases owned after the graceful stop: ${r.violations.R6 || 0}`)
+  out.push(`leases owned after the graceful stop: ` +
+    (r.ownedAfterStop == null ? 'unknown (the lease table was not read after the stop)' : r.ownedAfterStop))
+  out.push(`batches handed to a processor after its checkpoint was answered LEASE_LOST: ` +
+    `${r.batchesAfterLeaseLost} (${r.recordsAfterLeaseLost} records, not processed)`)
   if (r.workerLogs) {
     out.push(`library log lines: ${r.workerLogs.errors} ERROR, ${r.workerLogs.warnings} WARN` +
       (r.workerLogs.errors ? '; most frequent errors:' : ''))
