@@ -10,10 +10,11 @@ per CPU-second of one trivial processor (count records, checkpoint every 5 s) ru
 over the same stream (kinesalite and dynalite on loopback, tools/emulators/serve.js), one
 after another. Each run's CPU (user + system, the children of `kcl multilang` included) comes
 from wait4(): the daemon's figure holds the children it stopped and reaped; a child it left
-running is reparented to this script (a subreaper) and waited for (counted once, not twice). Each consumer reads a stream of --records records and one of twice as many:
-the difference, divided by --records, is the CPU of one more record, with the cost of a run
-whatever its length (interpreter and worker start, lease table, stop) apart (as
-bench/consume_e2e.py --marginal). Then the peak RSS of one Python process holding
+running is reparented to this script (a subreaper) and waited for (counted once, not twice).
+Each consumer reads a stream of --records records and one of twice as many: the difference,
+divided by --records, is the CPU of one more record, with the cost of a run whatever its
+length (interpreter and worker start, lease table, stop) apart (as bench/consume_e2e.py
+--marginal). Then the peak RSS of one Python process holding
 --rss-shards shards, beside the RSS of `kcl multilang` and its children on the same stream.
 
   python3 bench/python_consume.py [--build-dir build/release] [--records 50000] [--shards 4]
