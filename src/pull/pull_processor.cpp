@@ -87,8 +87,9 @@ void PullProcessor::lease_lost() { hub_->finish(*shard_, true); }
 void PullProcessor::shard_ended(Checkpointer& checkpointer) {
   // Called once every record was acknowledged: SHARD_END lets the children start.
   const Status s = checkpointer.checkpoint();
+  const Clock& clock = context_.clock ? *context_.clock : SystemClock::instance();
   if (s.ok()) {
-    failed_shard_ends_ = 0;
+    if (auto line = shard_end_failures_.succeeded(clock.now())) log(LogLevel::kInfo, *line);
     hub_->finish(*shard_, false);
     return;
   }
@@ -98,14 +99,7 @@ void PullProcessor::shard_ended(Checkpointer& checkpointer) {
     return;
   }
   // The consumer calls this again after a backoff: one series, logged with its count.
-  ++failed_shard_ends_;
-  if (base::worth_reporting(failed_shard_ends_)) {
-    log(LogLevel::kWarn,
-        "checkpointing SHARD_END failed" +
-            (failed_shard_ends_ > 1 ? " (" + std::to_string(failed_shard_ends_) + " times in a row)"
-                                    : std::string()) +
-            ": " + s.to_string());
-  }
+  if (auto line = shard_end_failures_.failed(s, clock.now())) log(LogLevel::kWarn, *line);
 }
 
 void PullProcessor::shutdown_requested(Checkpointer& checkpointer) {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "base/failure_series.h"
 #include "kcl/processor.h"
 #include "lifecycle/paced_processor.h"
 #include "pull/pull_hub.h"
@@ -51,8 +52,8 @@ class PullProcessor final : public lifecycle::PacedRecordProcessor {
   std::shared_ptr<PullHub> hub_;
   std::shared_ptr<PullShard> shard_;
   lifecycle::PaceContext context_;
-  std::uint64_t failed_writes_ = 0;      // in a row
-  std::uint64_t failed_shard_ends_ = 0;  // SHARD_END checkpoints failed in a row
+  std::uint64_t failed_writes_ = 0;  // in a row
+  base::FailureSeries shard_end_failures_{"checkpointing SHARD_END"};
 };
 
 class PullProcessorFactory final : public lifecycle::PacedProcessorFactory {
