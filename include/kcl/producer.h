@@ -30,7 +30,11 @@
 // (`max_attempts` sends, or an error that is not retryable) resolves with the service's
 // error code and message. Every record's future (or callback) is resolved exactly once. A
 // PutRecords call that failed as a whole may still have been written by the service: such a
-// record can then appear twice in the stream, as with every Kinesis producer.
+// record can then appear twice in the stream, as with every Kinesis producer. An aggregate
+// the service wrote to another shard than the map predicted (a split or a merge the map has
+// not seen) is sent again too, as the KPL does: a consumer following the Java KCL drops such
+// an aggregate where it was read (RetrievalConfig::drop_aggregates_outside_shard), so the
+// copy may never be delivered; one that delivers every aggregate sees its records twice.
 //
 // Ordering: with max_in_flight_per_shard = 1 (the default) a shard has at most one call in
 // flight and failed records go back to the front of their shard's queue, so the records of
@@ -55,6 +59,7 @@
 //   producer.put_records_time    timing of a call, tag outcome
 //   producer.records_succeeded / producer.records_retried / producer.records_failed  count
 //   producer.throttled           count  records (or calls) answered with throttling
+//   producer.aggregates_resent   count  aggregates written to another shard than predicted
 // Logs (to Dependencies::logger): PutRecords calls failing as a whole, once per series with
 // the count (the 1st, 3rd, each power of ten, and the recovery), never once per retry.
 //

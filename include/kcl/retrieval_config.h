@@ -77,6 +77,17 @@ struct RetrievalConfig {
   // byte..16 GiB. One response can add up to 10 MiB (plus its records) past it.
   std::size_t max_prefetch_bytes = std::size_t{8} << 20;
 
+  // Drop a KPL aggregate that holds a record whose hash key (its explicit hash key, else the
+  // MD5 of its partition key) lies outside the hash key range of the shard it was read from,
+  // as the Java KCL does. A producer writes such an aggregate when its shard map is stale (a
+  // split or a merge it has not seen yet); the KPL and kcl::Producer then send its records
+  // again to their own shards, so delivering this copy too would deliver them twice. Default
+  // false: an aggregator that does not send them again (one that packs records of every
+  // shard together) would lose them. Each drop is logged with the aggregate's sequence
+  // number. Applies where the lease has its shard's range (kcl-cpp's leases and the Java
+  // KCL's 2.x and later do); polling and fan-out alike.
+  bool drop_aggregates_outside_shard = false;
+
   // Backoff after a throttled or otherwise transient failure (ProvisionedThroughputExceeded,
   // 5xx, timeouts) that the AWS client's own retries did not get past: the k-th failure in
   // a row waits a uniformly random time in [0, min(throttle_backoff_max,

@@ -55,6 +55,8 @@ struct ShardReading {
   RetrievalMode mode = RetrievalMode::kPolling;
   // Makes a shard's records source (polling_sources() or the fan-out one).
   retrieval::RecordsSourceFactory make_source;
+  // RetrievalConfig::drop_aggregates_outside_shard.
+  bool drop_aggregates_outside_shard = false;
 };
 
 // How long a consumer waits before it tries again.

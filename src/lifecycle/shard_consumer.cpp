@@ -154,6 +154,31 @@ void ShardConsumer::report_corrupt_aggregates() {
   }
 }
 
+void ShardConsumer::drop_misrouted_aggregates(retrieval::FetchedBatch& batch) {
+  if (!hash_range_) {
+    const auto& r = lease_.hash_key_range;
+    hash_range_ = r ? retrieval::parse_shard_hash_range(r->starting_hash_key, r->ending_hash_key)
+                    : std::nullopt;
+    if (!*hash_range_) {
+      log(LogLevel::kWarn,
+          "drop_aggregates_outside_shard is on, but the lease has no usable hash key range: "
+          "no aggregate of this shard is dropped");
+    }
+  }
+  if (!*hash_range_) return;
+  std::string first;
+  if (const std::size_t dropped =
+          retrieval::drop_aggregates_outside(batch.records, **hash_range_, &first)) {
+    log(LogLevel::kInfo,
+        "dropped " + std::to_string(dropped) +
+            " KPL aggregate(s) holding records outside this shard's hash key range (the first "
+            "at sequence number " +
+            first +
+            "): written while the producer's shard map was stale, their records sent again to "
+            "their own shards (drop_aggregates_outside_shard, the Java KCL's rule)");
+  }
+}
+
 void ShardConsumer::mark_done() {
   // The shard's levels (its lag, its queue) are no longer this worker's to report, unless it
   // failed and is started again here.
@@ -378,6 +403,9 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       return call_by ? std::min(*call_by, backstop) : backstop;
     }
     pending_ = reader_.take();
+    if (pending_ && ctx_.reading.drop_aggregates_outside_shard) {
+      drop_misrouted_aggregates(*pending_);
+    }
   }
   if (pending_) {
     if (!pending_->records.empty()) {

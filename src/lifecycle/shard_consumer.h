@@ -73,6 +73,7 @@
 #include "lifecycle/shard_reader.h"
 #include "lifecycle/stall_detector.h"
 #include "lifecycle/task_pool.h"
+#include "retrieval/kpl_deaggregator.h"
 
 namespace kcl::lifecycle {
 
@@ -177,6 +178,9 @@ class ShardConsumer final : public Task,
   void mark_done();
   // Adds the source's corrupt aggregates not yet reported to the worker's counter.
   void report_corrupt_aggregates();
+  // With drop_aggregates_outside_shard: erases the aggregates of `batch` that hold records
+  // outside the shard's hash key range, logging what it dropped.
+  void drop_misrouted_aggregates(retrieval::FetchedBatch& batch);
   // The bound of a graceful stop's drain (request_shutdown).
   SteadyTime drain_until() const;
   // The parts of stall_signal().
@@ -229,6 +233,8 @@ class ShardConsumer final : public Task,
   std::unique_ptr<ConsumerCheckpoints> checkpoints_;  // once the lease was read
   std::unique_ptr<Delivery> delivery_;                // with the processor, once made
   std::optional<retrieval::FetchedBatch> pending_;    // taken, not yet processed successfully
+  // The lease's hash key range, for drop_misrouted_aggregates (read at its first batch).
+  std::optional<std::optional<retrieval::ShardHashRange>> hash_range_;
   int consecutive_failures_ = 0;
   mutable std::mutex failure_mu_;
   Status failure_;

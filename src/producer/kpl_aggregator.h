@@ -1,7 +1,7 @@
 // producer/kpl_aggregator.h: user records -> one KPL aggregated record (the format of
 // kpl/kpl_format.h, which retrieval/kpl_deaggregator.h reads: magic F3 89 9A C2, protobuf
 // AggregatedRecord with partition key and explicit hash key tables, 16-byte MD5 of the
-// protobuf bytes), and the 128-bit hash keys that map records to shards.
+// protobuf bytes).
 //
 // Thread safety: KplAggregator is a plain value (one thread at a time); the free functions
 // are pure.
@@ -14,15 +14,15 @@
 #include <string_view>
 #include <vector>
 
+#include "kpl/hash_key.h"
+
 namespace kcl::producer {
 
-__extension__ using HashKey = unsigned __int128;
-
-// The hash key Kinesis gives a partition key: its MD5 read as a big-endian 128-bit integer.
-HashKey partition_key_hash(std::string_view partition_key);
-// A decimal explicit hash key, or nullopt when it is not digits or not below 2^128.
-std::optional<HashKey> parse_hash_key(std::string_view decimal);
-std::string hash_key_to_string(HashKey key);
+// The hash keys (kpl/hash_key.h), shared with the consumer's check of an aggregate's records.
+using kpl::hash_key_to_string;
+using kpl::HashKey;
+using kpl::parse_hash_key;
+using kpl::partition_key_hash;
 
 // One key table of an aggregate (partition keys, or explicit hash keys): each distinct key
 // once, in order of first use, found by its hash in an open-addressing index. The keys' bytes

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <variant>
 
 #include "aws/json_text.h"
@@ -400,9 +401,20 @@ class Producer::Impl {
     if (!shards.ok()) return shards.status();
     auto map = producer::ShardMap::from_shards(*shards);
     if (!map.ok()) return map.status();
-    std::lock_guard<std::mutex> lock(mu_);
-    planner_.set_map(std::move(*map), clock_.now());
-    ++refreshes_;
+    std::uint64_t resent = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      planner_.set_map(std::move(*map), clock_.now());
+      ++refreshes_;
+      resent = std::exchange(aggregates_resent_, 0);
+    }
+    if (resent > 0) {
+      logger_->log(LogLevel::kInfo, "producer",
+                   "the stream's shards changed (a split or a merge): shard map read again; " +
+                       std::to_string(resent) +
+                       " KPL aggregate(s) written to another shard than the old map said are "
+                       "sent again (a consumer following the Java KCL drops such an aggregate)");
+    }
     return Status::Ok();
   }
 
@@ -587,6 +599,7 @@ class Producer::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       counts = planner_.on_result(call, result, clock_.now(), done);
       if (counts.refresh_needed) plan_state_.refresh_needed = true;
+      aggregates_resent_ += counts.aggregates_resent;
       --in_flight_calls_;
     }
     report_counts(counts);
@@ -635,6 +648,9 @@ class Producer::Impl {
     if (c.retried) metrics_->count("producer.records_retried", double(c.retried), {});
     if (c.failed) metrics_->count("producer.records_failed", double(c.failed), {});
     if (c.throttled) metrics_->count("producer.throttled", double(c.throttled), {});
+    if (c.aggregates_resent) {
+      metrics_->count("producer.aggregates_resent", double(c.aggregates_resent), {});
+    }
   }
 
   // Without mu_ (the call's records are its own until answered): answers the records of the
@@ -645,8 +661,8 @@ class Producer::Impl {
     if (!result.ok()) return;
     for (std::size_t i = 0; i < call.entries.size(); ++i) {
       kinesis::PutRecordsEntryResult& r = result->records[i];
-      if (!r.ok) continue;
       const Entry& e = call.entries[i];
+      if (!r.ok || e.resent) continue;  // resent: its records went back to be sent again
       for (std::uint32_t k = 0; k < e.count; ++k) {
         prefetch_item(call.items, e.first + k + kPrefetchAhead);
         std::unique_ptr<Item>& item = call.items[e.first + k];
@@ -706,6 +722,8 @@ class Producer::Impl {
   } buffered_;
   std::size_t in_flight_calls_ = 0;
   std::uint64_t refreshes_ = 0;
+  // Aggregates sent again since the map was last read, for the refresh's log line (mu_).
+  std::uint64_t aggregates_resent_ = 0;
   producer::PutPlanner planner_;                    // the queued records and what to send next
   std::vector<std::unique_ptr<Item>> spare_items_;  // items of answered records, for new ones
   ProducerStats stats_;

@@ -318,6 +318,7 @@ PutPlanner::Settled PutPlanner::on_result(PlannedCall& call,
   Settled settled;
   Failed failed;
   std::vector<ShardOutcome> outcomes(call.shards.size());
+  std::vector<std::unique_ptr<PutItem>> resend;
   for (std::size_t i = 0; i < call.entries.size(); ++i) {
     PlannedEntry& e = call.entries[i];
     ShardOutcome& outcome = outcomes[e.shard];
@@ -330,15 +331,19 @@ PutPlanner::Settled PutPlanner::on_result(PlannedCall& call,
       outcome.written_bytes += e.bytes;
     } else if (const auto& r = result->records[i]; r.ok) {
       // Taken: the caller answers its records. Another shard than the map said: a split or
-      // a merge, the map is to be read again.
+      // a merge, the map is to be read again (and an aggregate sent again, see the header).
       const std::string& predicted = call.shards[e.shard];
-      if (!predicted.empty() && result->shard_ids[r.shard] != predicted) {
-        settled.refresh_needed = true;
-      }
-      counts_.records_succeeded += e.count;
+      const bool elsewhere = !predicted.empty() && result->shard_ids[r.shard] != predicted;
+      if (elsewhere) settled.refresh_needed = true;
       outcome.succeeded = true;
       outcome.written_records += 1;
       outcome.written_bytes += e.bytes;
+      if (elsewhere && e.aggregated()) {
+        resend_misrouted(call, e, result->shard_ids[r.shard], resend, done);
+        ++settled.aggregates_resent;
+        continue;
+      }
+      counts_.records_succeeded += e.count;
       continue;
     } else {
       failure = entry_failure(r);
@@ -350,11 +355,37 @@ PutPlanner::Settled PutPlanner::on_result(PlannedCall& call,
   }
   settle_shards(call, outcomes, now);
   retry_failed(failed, now, done);
+  settled.retried += resend.size();
+  requeue_front(resend, now, now);
   settled.succeeded = counts_.records_succeeded - before.records_succeeded;
   settled.failed = counts_.records_failed - before.records_failed;
   settled.throttled = counts_.throttled - before.throttled;
   for (const auto& [id, slot] : failed) settled.retried += slot.first.size();
   return settled;
+}
+
+// The records of aggregate `e`, which the service wrote to shard `written_to` instead of the
+// shard the map predicted: to `resend`, or to `done` with a failure once out of attempts.
+void PutPlanner::resend_misrouted(PlannedCall& call, PlannedEntry& e, const std::string& written_to,
+                                  std::vector<std::unique_ptr<PutItem>>& resend, Done& done) {
+  e.resent = true;
+  for (std::uint32_t k = 0; k < e.count; ++k) {
+    std::unique_ptr<PutItem>& item = call.items[e.first + k];
+    if (item->attempts < config_.max_attempts) {
+      resend.push_back(std::move(item));
+      continue;
+    }
+    ++counts_.records_failed;
+    Status failure(StatusCode::kUnavailable,
+                   "its KPL aggregate was written to shard " + written_to + ", not to " +
+                       call.shards[e.shard] +
+                       " as the shard map said (a split or a merge), and was not sent again "
+                       "after " +
+                       std::to_string(item->attempts) +
+                       " attempts: a consumer that drops aggregates holding records outside "
+                       "the shard's hash key range (the Java KCL does) will not deliver it");
+    done.emplace_back(std::move(item), std::move(failure));
+  }
 }
 
 // An entry that failed: its records fail for good (not retryable, or out of attempts) or go

@@ -80,6 +80,9 @@ struct PlannedEntry {
   std::uint32_t count = 1;
   std::uint32_t bytes = 0;  // what the shard's limit counts: data and partition key
   std::string aggregate;
+  // Set by PutPlanner::on_result when the service wrote the aggregate to another shard than
+  // predicted: its records went back to be sent again (or failed), the caller answers none.
+  bool resent = false;
   bool aggregated() const { return count >= 2; }
 };
 
@@ -132,6 +135,8 @@ class PutPlanner {
   struct Settled {
     std::uint64_t succeeded = 0, failed = 0, retried = 0, throttled = 0;
     bool refresh_needed = false;  // a record went to another shard than the map said
+    // Aggregates written to another shard than the map said, their records sent again.
+    std::uint64_t aggregates_resent = 0;
   };
   // Totals since the planner was made.
   struct Counts {
@@ -161,6 +166,12 @@ class PutPlanner {
   // records taken go to `done` when they failed for good; those to retry go back to their
   // shards; those that succeeded stay in `call` (the caller answers them). Frees the
   // shards' flight, counts the window and cuts the rate on a throttle.
+  // An aggregate the service wrote to another shard than the map predicted (a split or a
+  // merge the map has not seen) is sent again, as the KPL does: a consumer that follows the
+  // Java KCL drops an aggregate holding a record whose hash key lies outside the shard it was
+  // read from, so the copy written there may never be delivered. Its records go back to the
+  // front of their shards' queues at once (no backoff: nothing failed) and the entry is
+  // marked `resent`; a record out of attempts fails instead, saying where it was written.
   Settled on_result(PlannedCall& call, const Result<kinesis::PutRecordsResult>& result,
                     Clock::MonoTime now, Done& done);
 
@@ -222,6 +233,8 @@ class PutPlanner {
   void retry_failed(Failed& failed, Clock::MonoTime now, Done& done);
   void requeue_front(std::vector<std::unique_ptr<PutItem>>& items, Clock::MonoTime not_before,
                      Clock::MonoTime now);
+  void resend_misrouted(PlannedCall& call, PlannedEntry& e, const std::string& written_to,
+                        std::vector<std::unique_ptr<PutItem>>& resend, Done& done);
 
   const ProducerConfig config_;
   aws::RetryPolicy& policy_;

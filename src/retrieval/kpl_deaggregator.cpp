@@ -395,4 +395,56 @@ std::size_t drop_through_checkpoint(std::vector<kcl::Record>& records,
   return n;
 }
 
+std::optional<ShardHashRange> parse_shard_hash_range(std::string_view start, std::string_view end) {
+  const std::optional<kpl::HashKey> s = kpl::parse_hash_key(start);
+  const std::optional<kpl::HashKey> e = kpl::parse_hash_key(end);
+  if (!s || !e || *s > *e) return std::nullopt;
+  return ShardHashRange{*s, *e};
+}
+
+namespace {
+
+bool inside(const kcl::Record& r, const ShardHashRange& range) {
+  kpl::HashKey key = 0;
+  if (!r.explicit_hash_key().empty()) {
+    const std::optional<kpl::HashKey> ehk = kpl::parse_hash_key(r.explicit_hash_key());
+    if (!ehk) return true;  // not a hash key: no ground to drop anything
+    key = *ehk;
+  } else {
+    key = kpl::partition_key_hash(r.partition_key());
+  }
+  return key >= range.start && key <= range.end;
+}
+
+}  // namespace
+
+std::size_t drop_aggregates_outside(std::vector<kcl::Record>& records, const ShardHashRange& range,
+                                    std::string* first_dropped) {
+  std::size_t kept = 0, dropped = 0;
+  for (std::size_t i = 0; i < records.size();) {
+    // [i, j): one Kinesis record's records (an aggregate's, or a plain record alone).
+    std::size_t j = i + 1;
+    bool outside = false;
+    if (records[i].aggregated()) {
+      while (j < records.size() && records[j].aggregated() &&
+             records[j].sequence_number() == records[i].sequence_number()) {
+        ++j;
+      }
+      for (std::size_t k = i; k < j && !outside; ++k) outside = !inside(records[k], range);
+    }
+    if (outside) {
+      if (dropped++ == 0 && first_dropped != nullptr) {
+        first_dropped->assign(records[i].sequence_number());
+      }
+    } else {
+      for (std::size_t k = i; k < j; ++k, ++kept) {
+        if (kept != k) records[kept] = std::move(records[k]);
+      }
+    }
+    i = j;
+  }
+  records.erase(records.begin() + static_cast<std::ptrdiff_t>(kept), records.end());
+  return dropped;
+}
+
 }  // namespace kcl::retrieval

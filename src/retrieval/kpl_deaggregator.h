@@ -28,9 +28,11 @@
 // end are parse errors. Tags are parsed for validity (a malformed tag is a parse error, as
 // in libprotobuf) and otherwise ignored.
 //
-// Not done here (differences from the Java KCL's AggregatorUtil): the Java KCL drops an
-// aggregate whose sub-records hash outside the shard's hash-key range, and on an index error
-// keeps the sub-records decoded so far; here nothing is dropped.
+// Not done here (differences from the Java KCL's AggregatorUtil): on an index error the Java
+// KCL keeps the sub-records decoded so far; here nothing partial is kept. Its rule for an
+// aggregate holding records that hash outside the shard's range is drop_aggregates_outside()
+// below, applied by the shard consumer when RetrievalConfig::drop_aggregates_outside_shard
+// asks for it.
 //
 // Thread safety: free functions over values; safe from any thread.
 #pragma once
@@ -38,12 +40,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kcl/record.h"
 #include "kinesis/kinesis_types.h"
+#include "kpl/hash_key.h"
 
 namespace kcl::retrieval {
 
@@ -103,6 +107,31 @@ struct DeaggregationStats {
 DeaggregationStats deaggregate_all(std::vector<kinesis::KinesisRecord>&& in,
                                    std::string_view shard_id, std::vector<kcl::Record>& out,
                                    const DeaggregationLimits& limits = {});
+
+// ---- aggregates read from another shard than their records' ----
+//
+// An aggregate goes to the shard of its own hash key, but its records were packed by the
+// producer's shard map: when that map is stale (a split or a merge it has not seen) it can
+// hold records whose hash keys belong to another shard. The KPL (and kcl::Producer) then send
+// those records again to their own shards, and the Java KCL drops the whole aggregate where
+// it was read (its AggregatorUtil), so they are delivered once.
+
+// A shard's hash key range, both ends included.
+struct ShardHashRange {
+  kpl::HashKey start = 0;
+  kpl::HashKey end = ~kpl::HashKey{0};
+};
+// A lease's or a shard's range from its decimal ends; nullopt when either is not a decimal
+// below 2^128 or start > end.
+std::optional<ShardHashRange> parse_shard_hash_range(std::string_view start, std::string_view end);
+
+// Erases every record of each aggregate (consecutive records with aggregated() set and one
+// sequence number) that holds a record whose hash key (its explicit hash key, else the MD5 of
+// its partition key) lies outside `range`, keeping the order of the rest. An explicit hash
+// key that does not parse counts as inside (nothing is dropped on a doubt). Returns the
+// aggregates erased; `first_dropped`, when given, gets the first one's sequence number.
+std::size_t drop_aggregates_outside(std::vector<kcl::Record>& records, const ShardHashRange& range,
+                                    std::string* first_dropped = nullptr);
 
 // ---- resuming with a sub-sequence ----
 //

@@ -406,6 +406,7 @@ void Worker::Impl::make_consumer_parts() {
     return streams->initial_position_of(stream);
   };
   ctx_.reading.mode = config_.retrieval.mode;
+  ctx_.reading.drop_aggregates_outside_shard = config_.retrieval.drop_aggregates_outside_shard;
   ctx_.reading.make_source = internals_.records_source_factory;
   if (!ctx_.reading.make_source) {
     ctx_.reading.make_source =

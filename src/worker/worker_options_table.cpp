@@ -270,6 +270,11 @@ constexpr WorkerOption kOptions[] = {
      .lo = 1,
      .hi = 16.0 * (1LL << 30),
      .doc = "Prefetch bound per shard, in bytes"},
+    {.name = "drop_aggregates_outside_shard",
+     KCL_AT(retrieval.drop_aggregates_outside_shard),
+     .kind = K::kBool,
+     .doc = "Drop a KPL aggregate holding records outside its shard's hash key range (the "
+            "Java KCL's rule; the KPL sends them again)"},
     {.name = "throttle_backoff_base",
      KCL_AT(retrieval.throttle_backoff_base),
      .kind = K::kDuration,

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -82,14 +84,14 @@ std::vector<std::string> run_node(const std::string& mode, const std::string& in
   return lines;
 }
 
-// Every record of every shard of `stream`, from TRIM_HORIZON, deaggregated by kcl-cpp's
-// deaggregator; the raw aggregates' data are appended to `aggregates` when given.
-std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& stream,
-                             std::vector<std::string>* aggregates = nullptr) {
-  std::vector<Record> out;
+// Hands each GetRecords answer of every shard of `stream`, read from TRIM_HORIZON, to
+// `take` with its shard, shard after shard.
+void read_shards(
+    kinesis::KinesisClient& client, const std::string& stream,
+    const std::function<void(const kinesis::Shard&, std::vector<kinesis::KinesisRecord>&&)>& take) {
   auto shards = client.list_shards(stream);
   EXPECT_TRUE(shards.ok()) << shards.status().message();
-  if (!shards.ok()) return out;
+  if (!shards.ok()) return;
   for (const auto& shard : *shards) {
     auto it = client.get_shard_iterator(stream, shard.shard_id, kinesis::IteratorPosition{});
     EXPECT_TRUE(it.ok()) << it.status().message();
@@ -99,16 +101,27 @@ std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& 
       auto batch = client.get_records(iterator, 10000);
       EXPECT_TRUE(batch.ok()) << batch.status().message();
       if (!batch.ok() || batch->records.empty() || !batch->next_shard_iterator) break;
-      if (aggregates != nullptr) {
-        for (const auto& r : batch->records) {
-          if (kpl::has_magic(r.data)) aggregates->emplace_back(r.data);
-        }
-      }
-      auto stats = retrieval::deaggregate_all(std::move(batch->records), shard.shard_id, out);
-      EXPECT_EQ(stats.corrupt, 0u);
+      take(shard, std::move(batch->records));
       iterator = *batch->next_shard_iterator;
     }
   }
+}
+
+// Every record of every shard of `stream`, from TRIM_HORIZON, deaggregated by kcl-cpp's
+// deaggregator; the raw aggregates' data are appended to `aggregates` when given.
+std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& stream,
+                             std::vector<std::string>* aggregates = nullptr) {
+  std::vector<Record> out;
+  read_shards(client, stream,
+              [&](const kinesis::Shard& shard, std::vector<kinesis::KinesisRecord>&& records) {
+                if (aggregates != nullptr) {
+                  for (const auto& r : records) {
+                    if (kpl::has_magic(r.data)) aggregates->emplace_back(r.data);
+                  }
+                }
+                auto stats = retrieval::deaggregate_all(std::move(records), shard.shard_id, out);
+                EXPECT_EQ(stats.corrupt, 0u);
+              });
   return out;
 }
 
@@ -116,7 +129,7 @@ std::vector<Record> read_all(kinesis::KinesisClient& client, const std::string& 
 // dynalite, TRIM_HORIZON, deaggregation, checkpoints) whose processor keeps what it gets,
 // until `expected` records came (or two minutes passed).
 std::vector<Record> consume_all(const AwsConfig& aws, const std::string& stream,
-                                std::size_t expected) {
+                                std::size_t expected, RetrievalConfig retrieval = {}) {
   struct Sink {
     std::mutex mu;
     std::vector<Record> records;
@@ -152,6 +165,7 @@ std::vector<Record> consume_all(const AwsConfig& aws, const std::string& stream,
   config.leases.application_name = unique_name("producer-readback");
   config.initial_position = InitialPosition::trim_horizon();
   config.aws = aws;
+  config.retrieval = retrieval;
   Worker worker(config, std::make_shared<Factory>(sink));
   EXPECT_TRUE(worker.start().ok());
   const auto until = std::chrono::steady_clock::now() + 120s;
@@ -304,6 +318,87 @@ TEST_P(ProducerKinesaliteTest, HundredThousandRecordsReadBackOnceInKeyOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Aggregation, ProducerKinesaliteTest, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "Aggregated" : "Plain"; });
+
+// The data of every record of `stream` a consumer that follows the Java KCL's rule reads:
+// each shard's records deaggregated, then every aggregate holding a record outside the
+// shard's hash key range dropped (retrieval::drop_aggregates_outside).
+std::multiset<std::string> read_by_the_java_rule(kinesis::KinesisClient& client,
+                                                 const std::string& stream, std::size_t& dropped) {
+  std::multiset<std::string> out;
+  read_shards(client, stream,
+              [&](const kinesis::Shard& shard, std::vector<kinesis::KinesisRecord>&& batch) {
+                const auto range = retrieval::parse_shard_hash_range(
+                    shard.hash_key_range.starting_hash_key, shard.hash_key_range.ending_hash_key);
+                ASSERT_TRUE(range.has_value()) << shard.shard_id;
+                std::vector<Record> records;
+                (void)retrieval::deaggregate_all(std::move(batch), shard.shard_id, records);
+                dropped += retrieval::drop_aggregates_outside(records, *range);
+                for (const Record& r : records) out.emplace(r.data());
+              });
+  return out;
+}
+
+// A split the producer's map has not seen: its aggregate of records from both halves of the
+// parent lands in one child. A consumer following the Java KCL's rule drops that copy, so the
+// producer must send the records again (as the KPL does): none is lost to such a consumer,
+// neither read from the stream by hand nor by a kcl::Worker with drop_aggregates_outside_shard.
+TEST(ProducerKinesaliteTest, AnAggregateOnTheWrongSideOfASplitIsSentAgainSoNoneIsLost) {
+  auto& emu = shared_emulators();
+  auto client = make_client(emu.aws_config());
+  const std::string stream = unique_name("producer-split");
+  ASSERT_TRUE(client->create_stream(stream, 1).ok());
+  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+  ProducerConfig config;
+  config.stream_name = stream;
+  config.aggregate = true;
+  config.linger = 20ms;
+  auto log = std::make_shared<testing::CapturedLog>(LogLevel::kInfo);
+  Dependencies deps;
+  deps.logger = log;
+  auto producer = made(ProducerAccess::make(config, client, deps));
+  // The map now holds the one shard; split it at the middle of the hash key space.
+  ASSERT_TRUE(
+      client->split_shard(stream, "shardId-000000000000", "170141183460469231731687303715884105728")
+          .ok());
+  ASSERT_TRUE(client->wait_for_active(stream, 30s).ok());
+  constexpr int kRecords = 200;
+  std::vector<std::future<Result<PutResult>>> futures;
+  for (int i = 0; i < kRecords; ++i) {
+    futures.push_back(producer->put("key-" + std::to_string(i), "record-" + std::to_string(i)));
+  }
+  ASSERT_TRUE(producer->flush(60s).ok());
+  for (int i = 0; i < kRecords; ++i) {
+    auto r = futures[i].get();
+    ASSERT_TRUE(r.ok()) << i << ": " << r.status().message();
+    EXPECT_NE(r->shard_id, "shardId-000000000000") << i;
+  }
+  const ProducerStats stats = producer->stats();
+  EXPECT_GE(stats.shard_map_refreshes, 1u);
+  EXPECT_GE(stats.records_retried, static_cast<std::uint64_t>(kRecords));
+  const std::vector<std::string> lines = log->lines();
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+    return line.find("KPL aggregate(s) written to another shard than the old map said") !=
+           std::string::npos;
+  })) << ::testing::PrintToString(lines);
+  producer.reset();
+
+  std::size_t dropped = 0;
+  const std::multiset<std::string> read = read_by_the_java_rule(*client, stream, dropped);
+  EXPECT_GE(dropped, 1u) << "the copy on the wrong side of the split is there to be dropped";
+  for (int i = 0; i < kRecords; ++i) {
+    EXPECT_EQ(read.count("record-" + std::to_string(i)), 1u) << "record-" << i;
+  }
+
+  RetrievalConfig retrieval;
+  retrieval.drop_aggregates_outside_shard = true;
+  const auto records = consume_all(emu.aws_config(), stream, kRecords, retrieval);
+  std::multiset<std::string> delivered;
+  for (const Record& r : records) delivered.emplace(r.data());
+  for (int i = 0; i < kRecords; ++i) {
+    EXPECT_EQ(delivered.count("record-" + std::to_string(i)), 1u) << "record-" << i;
+  }
+  (void)client->delete_stream(stream);
+}
 
 TEST(ProducerInteropTest, KclDeaggregatesAggregatesBuiltByAwsKinesisAgg) {
   std::string input;

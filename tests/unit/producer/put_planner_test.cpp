@@ -422,5 +422,126 @@ TEST(PutPlannerTest, ASplitMovesQueuedRecordsToTheOpenShards) {
   for (const std::string& id : next.call.shards) EXPECT_NE(id, "shardId-1");
 }
 
+// shardId-1 of two_shards() split at 3/4 of the space into shardId-2 and shardId-3.
+ShardMap after_split_of_shard_1() {
+  const HashKey half = HashKey{1} << 127, three_quarters = half + (HashKey{1} << 126);
+  return ShardMap({{0, half - 1, "shardId-0"},
+                   {half, three_quarters - 1, "shardId-2"},
+                   {three_quarters, ~HashKey{0}, "shardId-3"}});
+}
+
+// An aggregate planned for shardId-1 from the old map, answered as written to shardId-3: a
+// consumer following the Java KCL drops it there (some of its records hash into shardId-2),
+// so its records are sent again, each to its own shard of the new map.
+TEST(PutPlannerTest, AnAggregateWrittenToAnotherShardThanPredictedIsSentAgain) {
+  ProducerConfig c = base_config();
+  c.aggregate = true;
+  c.linger = 0ms;
+  Fixture f(c);
+  const ShardMap split = after_split_of_shard_1();
+  int in_2 = 0, in_3 = 0;
+  for (int i = 0; in_2 < 3 || in_3 < 3; ++i) {
+    const std::string pk = key_in(1, i);
+    const std::size_t child = split.find(partition_key_hash(pk));
+    int& n = split.ranges()[child].shard_id == "shardId-2" ? in_2 : in_3;
+    if (n == 3) continue;
+    ++n;
+    f.planner.add(record(pk, 10, char('a' + in_2 + in_3)), kT0);
+  }
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  auto first = f.planner.next_call(kT0, flush);
+  ASSERT_EQ(first.call.entries.size(), 1u);
+  ASSERT_TRUE(first.call.entries[0].aggregated());
+  ASSERT_EQ(first.call.shards, std::vector<std::string>{"shardId-1"});
+  auto answer = all_ok(first.call);
+  answer->shard_ids = {"shardId-3"};
+  answer->records[0].shard_id = "shardId-3";
+  PutPlanner::Done done;
+  const PutPlanner::Settled settled = f.planner.on_result(first.call, answer, kT0 + 1ms, done);
+  EXPECT_TRUE(settled.refresh_needed);
+  EXPECT_EQ(settled.aggregates_resent, 1u);
+  EXPECT_EQ(settled.succeeded, 0u);
+  EXPECT_EQ(settled.retried, 6u);
+  EXPECT_TRUE(done.empty());
+  EXPECT_TRUE(first.call.entries[0].resent) << "the caller must not answer its records";
+  EXPECT_EQ(f.planner.queued_records(), 6u);
+
+  f.planner.set_map(split, kT0 + 2ms);
+  std::size_t sent = 0;
+  auto t = kT0 + 2ms;
+  for (int step = 0; step < 1000 && sent < 6; ++step, t += 1ms) {
+    auto next = f.planner.next_call(t, flush);
+    if (next.call.empty()) continue;
+    for (const PlannedEntry& e : next.call.entries) {
+      for (std::uint32_t k = 0; k < e.count; ++k) {
+        const PutItem& item = *next.call.items[e.first + k];
+        EXPECT_EQ(next.call.shards[e.shard], split.ranges()[split.find(item.hash)].shard_id)
+            << item.pk;
+        EXPECT_EQ(item.attempts, 2) << item.pk;
+        ++sent;
+      }
+    }
+    PutPlanner::Done more;
+    const auto again = f.planner.on_result(next.call, all_ok(next.call), t, more);
+    EXPECT_EQ(again.aggregates_resent, 0u);
+    EXPECT_TRUE(more.empty());
+  }
+  EXPECT_EQ(sent, 6u);
+  EXPECT_EQ(f.planner.queued_records(), 0u);
+}
+
+// Out of attempts, the records of a misrouted aggregate fail, saying where they were written.
+TEST(PutPlannerTest, AMisroutedAggregateOutOfAttemptsFailsNamingTheShardItWentTo) {
+  ProducerConfig c = base_config();
+  c.aggregate = true;
+  c.linger = 0ms;
+  c.max_attempts = 1;
+  Fixture f(c);
+  f.planner.add(record(key_in(1, 0), 10), kT0);
+  f.planner.add(record(key_in(1, 1), 10), kT0);
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  auto first = f.planner.next_call(kT0, flush);
+  ASSERT_EQ(first.call.entries.size(), 1u);
+  ASSERT_TRUE(first.call.entries[0].aggregated());
+  auto answer = all_ok(first.call);
+  answer->shard_ids = {"shardId-3"};
+  PutPlanner::Done done;
+  const PutPlanner::Settled settled = f.planner.on_result(first.call, answer, kT0 + 1ms, done);
+  EXPECT_EQ(settled.failed, 2u);
+  EXPECT_EQ(settled.retried, 0u);
+  ASSERT_EQ(done.size(), 2u);
+  for (const auto& [item, result] : done) {
+    ASSERT_FALSE(result.ok());
+    EXPECT_NE(result.status().message().find("written to shard shardId-3, not to shardId-1"),
+              std::string::npos)
+        << result.status().message();
+  }
+  EXPECT_EQ(f.planner.queued_records(), 0u);
+}
+
+// A plain record written to another shard (a split the map has not seen) is where its hash
+// key belongs: it succeeds; only the map is read again.
+TEST(PutPlannerTest, APlainRecordWrittenToAnotherShardSucceeds) {
+  ProducerConfig c = base_config();
+  c.linger = 0ms;
+  Fixture f(c);
+  f.planner.add(record(key_in(1, 0), 10), kT0);
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  auto first = f.planner.next_call(kT0, flush);
+  ASSERT_EQ(first.call.entries.size(), 1u);
+  auto answer = all_ok(first.call);
+  answer->shard_ids = {"shardId-3"};
+  PutPlanner::Done done;
+  const PutPlanner::Settled settled = f.planner.on_result(first.call, answer, kT0 + 1ms, done);
+  EXPECT_TRUE(settled.refresh_needed);
+  EXPECT_EQ(settled.succeeded, 1u);
+  EXPECT_EQ(settled.aggregates_resent, 0u);
+  EXPECT_FALSE(first.call.entries[0].resent);
+  EXPECT_EQ(f.planner.queued_records(), 0u);
+}
+
 }  // namespace
 }  // namespace kcl::producer

@@ -498,5 +498,77 @@ TEST(KplDeaggregatorTest, OutcomeNames) {
   EXPECT_EQ(to_string(Outcome::kCorrupt), "corrupt");
 }
 
+// ---- drop_aggregates_outside: the Java KCL's rule ----
+
+kcl::Record sub_record(const std::string& seq, std::uint64_t sub, const std::string& pk,
+                       const std::string& ehk = "") {
+  kcl::Record::Fields f;
+  f.shard_id = std::string(kShard);
+  f.sequence_number = seq;
+  f.sub_sequence_number = sub;
+  f.aggregated = true;
+  f.partition_key = pk;
+  f.explicit_hash_key = ehk;
+  f.data = seq + "/" + std::to_string(sub);
+  return kcl::Record(std::move(f));
+}
+
+kcl::Record plain_record(const std::string& seq, const std::string& ehk) {
+  kcl::Record r = sub_record(seq, 0, "plain", ehk);
+  r.set_aggregated(false);
+  return r;
+}
+
+std::vector<std::string> data_of(const std::vector<kcl::Record>& records) {
+  std::vector<std::string> out;
+  for (const auto& r : records) out.emplace_back(r.data());
+  return out;
+}
+
+TEST(KplDeaggregatorTest, AnAggregateHoldingARecordOutsideTheShardIsDroppedWhole) {
+  // The lower half of the hash key space.
+  const auto range = parse_shard_hash_range("0", "170141183460469231731687303715884105727");
+  ASSERT_TRUE(range.has_value());
+  const std::string low = "5", high = "170141183460469231731687303715884105728";
+  std::vector<kcl::Record> records = {
+      plain_record("10", high),  // a plain record is where Kinesis put it: kept
+      sub_record("11", 0, "a", low),  sub_record("11", 1, "b", low),   // inside: kept
+      sub_record("12", 0, "c", low),  sub_record("12", 1, "d", high),  // one outside: dropped
+      sub_record("12", 2, "e", low),  sub_record("13", 0, "f", "not-a-number"),  // no ground: kept
+      sub_record("14", 0, "g", high),                                            // outside: dropped
+      sub_record("15", 0, "h", low)};
+  std::string first;
+  EXPECT_EQ(drop_aggregates_outside(records, *range, &first), 2u);
+  EXPECT_EQ(first, "12");
+  EXPECT_EQ(data_of(records), (std::vector<std::string>{"10/0", "11/0", "11/1", "13/0", "15/0"}));
+}
+
+TEST(KplDeaggregatorTest, ARecordWithoutAnExplicitHashKeyIsJudgedByItsPartitionKeysMd5) {
+  // MD5("pk-0") and MD5("pk-1") fall on either side of the middle of the space (checked).
+  const kpl::HashKey half = kpl::HashKey{1} << 127;
+  const bool first_low = kpl::partition_key_hash("pk-0") < half;
+  std::string other;
+  for (int i = 1;; ++i) {
+    other = "pk-" + std::to_string(i);
+    if ((kpl::partition_key_hash(other) < half) != first_low) break;
+  }
+  const ShardHashRange low{0, half - 1}, high{half, ~kpl::HashKey{0}};
+  std::vector<kcl::Record> records = {sub_record("20", 0, "pk-0")};
+  EXPECT_EQ(drop_aggregates_outside(records, first_low ? low : high), 0u);
+  EXPECT_EQ(records.size(), 1u);
+  records.push_back(sub_record("20", 1, other));
+  EXPECT_EQ(drop_aggregates_outside(records, first_low ? low : high), 1u);
+  EXPECT_TRUE(records.empty());
+}
+
+TEST(KplDeaggregatorTest, AShardRangeParsesFromTheLeasesDecimals) {
+  EXPECT_FALSE(parse_shard_hash_range("", "5").has_value());
+  EXPECT_FALSE(parse_shard_hash_range("7", "5").has_value());
+  EXPECT_FALSE(parse_shard_hash_range("0", "340282366920938463463374607431768211456").has_value());
+  const auto whole = parse_shard_hash_range("0", "340282366920938463463374607431768211455");
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->end, ~kpl::HashKey{0});
+}
+
 }  // namespace
 }  // namespace kcl::retrieval
