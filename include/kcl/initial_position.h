@@ -3,8 +3,9 @@
 //
 // The initial position applies to the oldest shards that still need reading when an
 // application starts on an empty lease table (see src/shardsync/lineage.h for the exact
-// rules); shards created later by a split or merge always start at TRIM_HORIZON, so nothing
-// written to a child is skipped. It is stored in a new lease as its checkpoint sentinel
+// rules); shards created later by a split or merge start at TRIM_HORIZON (under
+// AT_TIMESTAMP, at the timestamp, as the Java KCL), so nothing written to a child after the
+// start is skipped. It is stored in a new lease as its checkpoint sentinel
 // (TRIM_HORIZON / LATEST / AT_TIMESTAMP), as the Java KCL does; the timestamp itself is not
 // stored: the shard consumer takes it from this configuration.
 //

@@ -52,10 +52,15 @@ std::unique_ptr<ShardCheckpointer> ShardCheckpointer::rewound(
 
 void ShardCheckpointer::shard_ended(std::optional<ExtendedSequenceNumber> last_sequence_number) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (last_sequence_number && last_sequence_number->is_sequence_number()) {
-    sequence_at_shard_end_ = last_sequence_number;
-    if (*last_sequence_number > largest_delivered_) largest_delivered_ = *last_sequence_number;
+  if (last_sequence_number && last_sequence_number->is_sequence_number() &&
+      *last_sequence_number > largest_delivered_) {
+    largest_delivered_ = *last_sequence_number;
   }
+  // The largest position the processor may name: the last record delivered, or the lease's
+  // checkpoint when none came after it (a new owner after a handover at the shard's last
+  // record, or a final batch delivered again after it was checkpointed). As in the Java KCL,
+  // naming it writes SHARD_END.
+  if (largest_delivered_.is_sequence_number()) sequence_at_shard_end_ = largest_delivered_;
   shard_ended_ = true;
 }
 

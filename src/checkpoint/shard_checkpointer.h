@@ -84,7 +84,8 @@ class ShardCheckpointer {
   // only move forward; an earlier one is ignored.
   void records_delivered(const ExtendedSequenceNumber& position);
   // The shard was read to its end. `last_sequence_number` is its last record (if any was
-  // delivered): checkpointing exactly there writes SHARD_END.
+  // delivered): checkpointing exactly there, or at the lease's checkpoint when no record came
+  // after it, writes SHARD_END.
   void shard_ended(std::optional<ExtendedSequenceNumber> last_sequence_number = std::nullopt);
 
   // A checkpointer for the same lease that has delivered records only up to `delivered`

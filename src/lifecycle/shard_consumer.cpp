@@ -463,15 +463,24 @@ std::optional<SteadyTime> ShardConsumer::step_shard_end() {
     report_corrupt_aggregates();
     return finish(ConsumerOutcome::kShardFinished);
   }
-  std::string why =
-      ok ? "shard_ended() returned without checkpointing" : last_error() + " before checkpointing";
+  // Why, and what to do: the processor failed, or its checkpoint was refused (the lease table
+  // failing: the processor is right, the write is what to look at), or it did not checkpoint.
+  std::string why;
+  if (!ok) {
+    why = last_error() + " before checkpointing";
+  } else if (checkpoint_failures_.consecutive() > 0) {
+    why = "its checkpoint failed (" + checkpoint_failures_.last_failure().to_string() + ")";
+  } else {
+    why = "shard_ended() returned without checkpointing. Call checkpointer.checkpoint() in "
+          "shard_ended()";
+  }
   // Once per series (the 1st, 3rd, 10th, 100th, ... attempt), with its count.
   const auto attempt = static_cast<std::uint64_t>(consecutive_failures_) + 1;
   if (base::worth_reporting(attempt) || shutdown_.load()) {
     log(LogLevel::kError,
         "shard " + names_.shard_id + " was read to its end but " + why +
-            ": its child shards cannot start until SHARD_END is checkpointed. Call "
-            "checkpointer.checkpoint() in shard_ended(). Retrying shard_ended() (attempt " +
+            ": its child shards cannot start until SHARD_END is checkpointed. Retrying "
+            "shard_ended() (attempt " +
             std::to_string(attempt) + ").");
   }
   metrics().count("consumer.shard_end_not_checkpointed", 1, tags());

@@ -13,7 +13,9 @@
 //   magic, valid, 0 sub-records      -> kEmptyAggregate: nothing appended (there is nothing
 //                                       to deliver, as in the Java KCL); reason says so, so
 //                                       the caller can count or log it. NB: then no delivered
-//                                       record carries this sequence number.
+//                                       record carries this sequence number. One difference:
+//                                       the magic and MD5("") alone (an empty protobuf), the
+//                                       Java KCL delivers as a plain record of those 20 bytes.
 //   magic, but shorter than magic + digest, MD5 mismatch, protobuf parse error, index out of
 //   range, required field missing, or expanding past DeaggregationLimits
 //                                    -> kCorrupt: the record AS IT CAME (one Record,

@@ -135,6 +135,25 @@ TEST_F(CheckpointerTest, APrepareAtTheShardsLastRecordAlreadyCheckpointedIsShard
   EXPECT_EQ(table().checkpoint, ESN::shard_end());
 }
 
+// A new owner (a handover after the old one checkpointed the shard's last record, 100)
+// resumes at the checkpoint, gets no record and reaches the end: the processor naming that
+// checkpoint, as the Java KCL allows, writes SHARD_END (else the children wait for ever).
+TEST_F(CheckpointerTest, ANewOwnerNamingTheCheckpointAtTheShardsEndWritesShardEnd) {
+  cp_->shard_ended();
+  ASSERT_TRUE(cp_->checkpoint("100").ok());
+  EXPECT_EQ(table().checkpoint, ESN::shard_end());
+}
+
+TEST_F(CheckpointerTest, ANewOwnerPreparingTheCheckpointAtTheShardsEndCommitsShardEnd) {
+  cp_->shard_ended();
+  auto prepared = cp_->prepare_checkpoint(ESN("100"));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_TRUE(prepared->written);
+  EXPECT_EQ(prepared->position, ESN::shard_end());
+  ASSERT_TRUE(cp_->commit(*prepared).ok());
+  EXPECT_EQ(table().checkpoint, ESN::shard_end());
+}
+
 TEST_F(CheckpointerTest, TwoPhasePrepareThenCommit) {
   cp_->records_delivered(ESN("700"));
   auto prepared = cp_->prepare_checkpoint(ESN("650"), std::string("app-state"));

@@ -894,6 +894,31 @@ TEST_F(ShardConsumerTest, AShardEndNeverCheckpointedIsLoggedOncePerSeries) {
   EXPECT_NE(lines[2].find("(attempt 10)"), std::string::npos) << lines[2];
 }
 
+// The processor checkpoints in shard_ended(), but the lease table refuses the write: the error
+// names the refusal, not the processor (which did what it should).
+TEST_F(ShardConsumerTest, AShardEndWhoseCheckpointFailsSaysWhyNotToCallCheckpoint) {
+  kcl::testing::CapturedLog log(LogLevel::kError);
+  ctx_.logger = &log;
+  add_lease(kShard);
+  fake_->add_records(3, "r");
+  fake_->close_shard();
+  script_.checkpoint_each_batch = false;
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "process 3") == 1; }));
+  store_.fail_next(1000, StatusCode::kUnavailable);
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "shard_ended") >= 1; }));
+  std::vector<std::string> lines;
+  for (const std::string& l : log.lines()) {
+    if (l.find("was read to its end") != std::string::npos) lines.push_back(l);
+  }
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("its checkpoint failed (UNAVAILABLE"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("Call checkpointer.checkpoint()"), std::string::npos) << lines[0];
+  store_.fail_next(0);
+  EXPECT_FALSE(stored().checkpoint.is_shard_end());
+}
+
 }  // namespace
 }  // namespace kcl::lifecycle
 
