@@ -240,10 +240,15 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
   const std::string what = type + (message.empty() ? std::string() : ": " + message);
   if (type == "ResourceNotFoundException") {
     if (message.find("onsumer") != std::string::npos) {
-      // The next source of this stream finds or registers the consumer again.
+      // Deregistered (by hand, a clean-up, another application's worker): the next source of
+      // this stream finds or registers the consumer again, so the shard is read again after
+      // the worker's restart backoff. kUnavailable, not kNotFound: the stream is there, and
+      // a one-stream worker stops on a stream that is gone.
       if (ctx_.consumers) ctx_.consumers->forget(ctx_.stream, consumer_arn_);
-      return fail(Status(StatusCode::kNotFound,
-                         "the stream consumer " + consumer_arn_ + " no longer exists: " + what));
+      return fail(Status(StatusCode::kUnavailable, "the stream consumer " + consumer_arn_ +
+                                                       " no longer exists (it is registered "
+                                                       "again): " +
+                                                       what));
     }
     // The shard is closed and past retention: nothing more to read, no children to name.
     return end_of_shard(FetchedBatch{});

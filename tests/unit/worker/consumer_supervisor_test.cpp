@@ -299,6 +299,21 @@ TEST_F(ConsumerSupervisorTest, AGoneStreamStopsAOneStreamWorker) {
   EXPECT_TRUE(ended_.sync_streams.empty());
 }
 
+// A fan-out consumer deregistered while the worker reads (the source ends with kUnavailable
+// and forgets it): the shard is read again after the backoff, the worker goes on.
+TEST_F(ConsumerSupervisorTest, AShardWhoseStreamConsumerVanishedIsReadAgain) {
+  scripts_["shardId-0"].failure =
+      Status(StatusCode::kUnavailable,
+             "fan-out for orders/shardId-0: the stream consumer arn:c no longer exists (it is "
+             "registered again): ResourceNotFoundException: Consumer arn:c not found.");
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return !supervisor_->failing_shards().empty(); }));
+  scripts_["shardId-0"] = ShardScript{};
+  ASSERT_TRUE(look_until([&] { return made_["shardId-0"] == 2; }, 100));
+  EXPECT_FALSE(ended_.fatal);
+}
+
 TEST_F(ConsumerSupervisorTest, AGoneStreamOfSeveralAsksItsSync) {
   const std::string key = "123456789012:orders:1700000000:shardId-0";
   scripts_["shardId-0"].failure = Status(StatusCode::kNotFound, "stream orders not found");
