@@ -471,8 +471,9 @@ std::optional<SteadyTime> ShardConsumer::step_shard_end() {
   } else if (checkpoint_failures_.consecutive() > 0) {
     why = "its checkpoint failed (" + checkpoint_failures_.last_failure().to_string() + ")";
   } else {
-    why = "shard_ended() returned without checkpointing. Call checkpointer.checkpoint() in "
-          "shard_ended()";
+    why =
+        "shard_ended() returned without checkpointing. Call checkpointer.checkpoint() in "
+        "shard_ended()";
   }
   // Once per series (the 1st, 3rd, 10th, 100th, ... attempt), with its count.
   const auto attempt = static_cast<std::uint64_t>(consecutive_failures_) + 1;

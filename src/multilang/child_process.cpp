@@ -47,7 +47,9 @@ class StderrPump {
     base::named_thread("kcl-child-err", [this] { run(); }).detach();
   }
   static void emit(Source& s, const std::string& line) {
-    if (s.logger && !line.empty()) s.logger->log(LogLevel::kInfo, s.component, "stderr: " + line);
+    // At WARN: what a child writes there is mostly why it fails (a stack trace), and must
+    // show with the daemon's log turned down to warnings (the Java daemon logs it at ERROR).
+    if (s.logger && !line.empty()) s.logger->log(LogLevel::kWarn, s.component, "stderr: " + line);
   }
   // A line ends at \n or \r (a progress bar rewriting its line writes only \r); one longer
   // than kLongestLine is logged in pieces, so a child that never ends a line holds no more.
@@ -189,7 +191,12 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::start(const std::vector<std:
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // A process group of its own: a Ctrl-C on the terminal (SIGINT to the foreground group)
+  // reaches this process alone, which then stops each child through the protocol
+  // (shutdownRequested, its last checkpoint) instead of the child dying at once beside it.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> args;
   std::vector<std::string> copy = argv;
   for (auto& a : copy) args.push_back(a.data());
@@ -241,10 +248,17 @@ Status ChildProcess::write_line(const std::string& line,
                           std::to_string(off) + " of " + std::to_string(data.size()) +
                           " bytes written)");
       }
-      pollfd p{in_, POLLOUT, 0};
+      // A child that cannot take more input may itself be blocked writing its output (it
+      // prints while it works): that is read meanwhile, for read_line(), as the Java daemon
+      // reads while it writes, or neither side moves until the deadline.
+      pollfd p[2] = {{in_, POLLOUT, 0}, {out_, POLLIN, 0}};
+      const bool read_too = out_ >= 0 && buffer_.size() <= kMaxLineBytes;
       const auto wait =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-      (void)::poll(&p, 1, static_cast<int>(std::min<long long>(wait, 1000)));
+      const int r = ::poll(p, read_too ? 2 : 1, static_cast<int>(std::min<long long>(wait, 1000)));
+      if (r > 0 && read_too && (p[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        (void)take_output();
+      }
       continue;
     }
     if (n <= 0) {
@@ -265,7 +279,7 @@ Result<std::string> ChildProcess::read_line(std::chrono::steady_clock::time_poin
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") != std::string::npos) return line;  // blank: skipped
     }
-    if (buffer_.size() > (16u << 20)) {
+    if (buffer_.size() > kMaxLineBytes) {
       return Status(StatusCode::kInvalidArgument,
                     "the record processor wrote a line longer than 16 MiB");
     }
@@ -283,16 +297,23 @@ Result<std::string> ChildProcess::read_line(std::chrono::steady_clock::time_poin
       return Status(StatusCode::kUnavailable, std::string("poll: ") + std::strerror(errno));
     }
     if (r <= 0) continue;
-    char buf[65536];
-    const ssize_t n = ::read(out_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(out_);
-      out_ = -1;
+    if (!take_output()) {
       return Status(StatusCode::kUnavailable, "the record processor closed its output");
     }
-    buffer_.append(buf, static_cast<std::size_t>(n));
   }
+}
+
+bool ChildProcess::take_output() {
+  char buf[65536];
+  const ssize_t n = ::read(out_, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    ::close(out_);
+    out_ = -1;
+    return false;
+  }
+  buffer_.append(buf, static_cast<std::size_t>(n));
+  return true;
 }
 
 void ChildProcess::drain_output(std::chrono::milliseconds wait) {

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,11 @@ class ChildProcess {
   bool reap(bool wait);
   // Reads and drops what the child writes to its output, waiting up to `wait` for some.
   void drain_output(std::chrono::milliseconds wait);
+  // Reads what the child wrote to its output (readable now) into buffer_; false, with the
+  // output closed, at its end or on an error.
+  bool take_output();
+  // The longest line read_line() takes.
+  static constexpr std::size_t kMaxLineBytes = std::size_t{16} << 20;
   pid_t pid_ = -1;
   int in_ = -1;   // the child's stdin (we write)
   int out_ = -1;  // the child's stdout (we read)

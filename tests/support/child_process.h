@@ -56,7 +56,7 @@ class ChildProcess {
   // (write_stdin), else the test's. started() tells whether it ran.
   ChildProcess(std::vector<std::string> argv_s, std::vector<std::string> env_s,
                std::string stdout_path, const std::string& stderr_path = "",
-               bool pipe_stdin = false)
+               bool pipe_stdin = false, bool own_group = false)
       : out_path_(std::move(stdout_path)) {
     std::vector<char*> argv, envp;
     for (auto& a : argv_s) argv.push_back(a.data());
@@ -74,7 +74,15 @@ class ChildProcess {
       posix_spawn_file_actions_addopen(&fa, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                        0644);
     }
-    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
+    // own_group: a process group of its own, as a shell gives a command (signal_group()).
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    if (own_group) {
+      posix_spawnattr_setpgroup(&attr, 0);
+      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    }
+    const int rc = posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) pid_ = -1;
     if (in[0] >= 0) ::close(in[0]);
@@ -122,6 +130,10 @@ class ChildProcess {
   // Sends `signal` (e.g. SIGHUP) to the running process.
   void signal(int signal) const {
     if (pid_ > 0) kill(pid_, signal);
+  }
+  // To its whole process group (started with own_group): what a Ctrl-C on a terminal sends.
+  void signal_group(int signal) const {
+    if (pid_ > 0) kill(-pid_, signal);
   }
   // SIGKILL: no chance to clean up (a crash).
   void kill_now() {

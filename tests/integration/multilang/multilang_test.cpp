@@ -5,6 +5,7 @@
 // daemon exiting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -90,15 +91,15 @@ class MultiLangTest : public ::testing::Test {
 
   // `log`: where the daemon's log (its children's stderr among it) goes; the test's own
   // stderr when empty.
-  ChildProcess daemon(const std::string& props, const std::string& out,
-                      const std::string& log = "") {
+  ChildProcess daemon(const std::string& props, const std::string& out, const std::string& log = "",
+                      bool own_group = false) {
     std::vector<std::string> env = testing::emulator_environment(aws_);
     const char* path = std::getenv("PATH");
     env.back() = std::string("PATH=") + (path ? path : "/usr/bin:/bin");
     env.push_back("KCL_NODE_MODULES=" + node_modules());
     env.push_back("MULTILANG_OUT=" + out);
     return ChildProcess({KCL_CLI_PATH, "multilang", "--properties", props}, env,
-                        base_ + ".daemon.out", log);
+                        base_ + ".daemon.out", log, /*pipe_stdin=*/false, own_group);
   }
 
   std::map<std::string, std::string> checkpoints() {
@@ -306,6 +307,46 @@ for line in sys.stdin:
   EXPECT_TRUE(eventually([&] { return d.exit_status().has_value(); }, 60s))
       << "the daemon still runs 60 s after SIGTERM";
   EXPECT_EQ(d.exit_status(), std::optional<int>(0));
+}
+
+// A Ctrl-C on the terminal signals the whole foreground process group: the daemon alone gets
+// it (its children have groups of their own) and stops each child through the protocol, so
+// every child hears shutdownRequested and checkpoints, instead of dying beside the daemon.
+TEST_F(MultiLangTest, ACtrlCToTheDaemonsGroupStopsTheChildrenThroughTheProtocol) {
+  put(4);
+  const std::string script = base_ + ".py";
+  const std::string out = base_ + ".records";
+  std::ofstream(script) << R"(import json, sys
+out = sys.argv[1]
+for line in sys.stdin:
+    line = line.strip()
+    if not line:
+        continue
+    m = json.loads(line)
+    a = m["action"]
+    if a in ("processRecords", "shutdownRequested"):
+        with open(out, "a") as f:
+            f.write(a + "\n")
+        print(json.dumps({"action": "checkpoint", "sequenceNumber": None}), flush=True)
+        json.loads(sys.stdin.readline())
+    print(json.dumps({"action": "status", "responseFor": a}), flush=True)
+)";
+  ChildProcess d = daemon(properties("python3 " + script + " " + out), out, "", true);
+  ASSERT_TRUE(d.started());
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto lines = finished_lines(out);
+        return std::count(lines.begin(), lines.end(), "processRecords") >= 1;
+      },
+      120s))
+      << "a child got its first batch";
+  d.signal_group(SIGINT);
+  ASSERT_TRUE(eventually([&] { return d.exit_status().has_value(); }, 60s))
+      << "the daemon still runs 60 s after SIGINT";
+  EXPECT_EQ(d.exit_status(), std::optional<int>(0));
+  const auto lines = finished_lines(out);
+  EXPECT_GE(std::count(lines.begin(), lines.end(), "shutdownRequested"), 1)
+      << "no child heard shutdownRequested: " << ::testing::PrintToString(lines);
 }
 
 // deadLetterFile: a child that dies on one record's batch (every time) gets the batch's halves

@@ -686,6 +686,30 @@ TEST_F(ScriptedChildTest, LinesThatAreNotMessagesAreSkippedAndLoggedOncePerSerie
   EXPECT_NE(lines[2].find("(10 lines so far)"), std::string::npos) << lines[2];
 }
 
+TEST_F(ScriptedChildTest, AChildPrintingWhileTheDaemonWritesABatchDoesNotDeadlock) {
+  // After initialize the child prints 200 KiB (more than a pipe holds) before it reads on,
+  // while the daemon writes a batch larger than a pipe holds: each waits for the other unless
+  // the daemon reads the child's output while it writes (the Java daemon does).
+  auto log = std::make_shared<kcl::testing::CapturedLog>(LogLevel::kWarn);
+  MultiLangProcessor p(child("    if a == 'initialize':\n"
+                             "        reply({'action': 'status', 'responseFor': a})\n"
+                             "        for i in range(2000):\n"
+                             "            print('x' * 100)\n"
+                             "        sys.stdout.flush()\n"
+                             "        continue\n"
+                             "    reply({'action': 'status', 'responseFor': a})\n"),
+                       log);
+  init(p);
+  FakeCheckpointer cp;
+  std::vector<Record> recs = records();
+  recs[0].set_data(std::string(300 << 10, 'y'));
+  p.process_records(ProcessRecordsInput{recs, cp, 0});  // throws when the child was stuck
+  EXPECT_EQ(p.children_started(), 1) << "the child was never taken for hung";
+  const std::vector<std::string> lines = log->lines();
+  ASSERT_FALSE(lines.empty()) << "the printed lines are skipped, and said so";
+  EXPECT_NE(lines.back().find("lines so far"), std::string::npos) << lines.back();
+}
+
 TEST_F(ScriptedChildTest, AChildThatStopsReadingItsInputIsStoppedAndReplaced) {
   // It answers initialize, then reads nothing more: a batch larger than the pipe holds must
   // not block the shard's thread for ever.
