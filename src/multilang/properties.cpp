@@ -68,6 +68,9 @@ std::string lowercase(std::string s) {
 // 9999-12-31T23:59:59Z: no later AT_TIMESTAMP is meaningful, and a value in milliseconds
 // (thirteen digits today) lies beyond it, so that mistake is reported, not obeyed.
 constexpr long long kMaxEpochSeconds = 253402300799;
+// Threads of the worker's pool (read_thread_pool): unset, and for the Java daemon's "no bound".
+constexpr int kDefaultThreads = 64;
+constexpr int kMaxThreads = 256;
 
 // The Java daemon's credentials provider names (SDK v1 and v2, with or without their package)
 // whose credentials kcl-cpp's standard chain also finds: the whole default chain, or one of
@@ -212,7 +215,7 @@ struct NumberKey {
   void (*set)(MultiLangSettings& s, long long n);
 };
 constexpr NumberKey kNumberKeys[] = {
-    {"timeoutInSeconds", 1, 3600,
+    {"timeoutInSeconds", 1, 7 * 24 * 3600,
      [](MultiLangSettings& s, long long n) { s.child.response_timeout = std::chrono::seconds(n); }},
 };
 
@@ -346,14 +349,21 @@ void read_stream_arn(PropertyReader& r, MultiLangSettings& s) {
   if (s.worker.aws.region.empty()) s.worker.aws.region = region;
 }
 
+// A choice's value in capitals: the Java daemon reads its enums so ("fanout", "trim_horizon").
+std::string upper(std::string v) {
+  for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return v;
+}
+
 void read_initial_position(PropertyReader& r, MultiLangSettings& s) {
-  const std::string* v = r.get("initialPositionInStream");
-  if (!v) return;
-  if (*v == "TRIM_HORIZON") {
+  const std::string* given = r.get("initialPositionInStream");
+  if (!given) return;
+  const std::string v = upper(*given);
+  if (v == "TRIM_HORIZON") {
     s.worker.initial_position = InitialPosition::trim_horizon();
-  } else if (*v == "LATEST") {
+  } else if (v == "LATEST") {
     s.worker.initial_position = InitialPosition::latest();
-  } else if (*v == "AT_TIMESTAMP") {
+  } else if (v == "AT_TIMESTAMP") {
     // Epoch seconds, as the Java daemon reads it (it multiplies by 1000). The upper bound
     // (year 9999) keeps a value written in milliseconds by mistake from being accepted.
     if (auto secs =
@@ -366,17 +376,44 @@ void read_initial_position(PropertyReader& r, MultiLangSettings& s) {
           "(epoch seconds, e.g. 1700000000)");
     }
   } else {
-    r.problem("initialPositionInStream = '" + *v + "' is not TRIM_HORIZON, LATEST or AT_TIMESTAMP");
+    r.problem("initialPositionInStream = '" + *given +
+              "' is not TRIM_HORIZON, LATEST or AT_TIMESTAMP");
   }
 }
 
+// The Java daemon's polling keys: with one of them set, its DEFAULT retrieval mode polls.
+constexpr const char* kPollingKeys[] = {"maxRecords", "idleTimeBetweenReadsInMillis",
+                                        "retryGetRecordsInSeconds", "maxGetRecordsThreadPool"};
+
+// FANOUT, POLLING or DEFAULT (any case), as the Java daemon reads them: DEFAULT reads with
+// enhanced fan-out unless a polling key is set. Unset, kcl-cpp polls (fan-out is billed per
+// shard-hour, so it is asked for by name; docs/multilang.md says where the Java daemon
+// differs).
 void read_retrieval_mode(PropertyReader& r, MultiLangSettings& s) {
-  const std::string* v = r.get("retrievalMode");
-  if (!v) return;
-  if (*v == "FANOUT") {
+  const std::string* given = r.get("retrievalMode");
+  if (!given) return;
+  bool polling_keys = false;
+  for (const char* key : kPollingKeys) polling_keys = polling_keys || r.get(key) != nullptr;
+  const std::string v = upper(*given);
+  if (v == "FANOUT" || (v == "DEFAULT" && !polling_keys)) {
     s.worker.retrieval.mode = RetrievalMode::kFanOut;
-  } else if (*v != "POLLING") {
-    r.problem("retrievalMode = '" + *v + "' is not FANOUT or POLLING");
+  } else if (v != "POLLING" && v != "DEFAULT") {
+    r.problem("retrievalMode = '" + *given + "' is not FANOUT, POLLING or DEFAULT");
+  }
+}
+
+// maxActiveThreads, the threads that run the shards' exchanges with their children (each
+// waits on its child while it works) and their reads. The Java daemon's pool has no bound
+// unless the key sets one (0 or less: none); kcl-cpp's has: 64 unset, 256 for "none".
+void read_thread_pool(const std::map<std::string, std::string>& p, MultiLangSettings& s,
+                      std::map<std::string, std::string>& adjusted) {
+  s.worker.processing.thread_pool_size = kDefaultThreads;
+  auto it = p.find("maxActiveThreads");
+  if (it == p.end()) return;
+  char* end = nullptr;
+  const long long n = std::strtoll(it->second.c_str(), &end, 10);
+  if (end != it->second.c_str() && *end == '\0' && n <= 0) {
+    adjusted["maxActiveThreads"] = std::to_string(kMaxThreads);
   }
 }
 
@@ -443,8 +480,11 @@ Result<std::map<std::string, std::string>> parse_properties(const std::string& t
   return out;
 }
 
-Result<MultiLangSettings> settings_from_properties(const std::map<std::string, std::string>& p) {
+Result<MultiLangSettings> settings_from_properties(
+    const std::map<std::string, std::string>& given) {
   MultiLangSettings s;
+  std::map<std::string, std::string> p = given;
+  read_thread_pool(given, s, p);
   PropertyReader r(p);
   check_required(r);
   read_java_keys(r, s);

@@ -10,7 +10,9 @@
 // maxLeasesForWorker, maxLeasesToStealAtOneTime, initialLeaseTableReadCapacity,
 // initialLeaseTableWriteCapacity, timeoutInSeconds (how long the child may take to send each
 // message; unset, no limit, as the Java daemon), maxActiveThreads (threads running the shards'
-// processors), and the retrieval mode: retrievalMode = FANOUT | POLLING with consumerName. Poison
+// processors: 64 unset, 256 for the Java daemon's 0 or less, "no bound"), and the retrieval
+// mode: retrievalMode = FANOUT | POLLING | DEFAULT (fan-out unless a polling key is set, as
+// the Java daemon; unset: polling) with consumerName; choices in any case. Poison
 // records (kcl-cpp's own keys): deadLetterFile = PATH or deadLetterStream = NAME turns on
 // ProcessorErrorPolicy::kDeadLetter: a batch whose child fails (an error, a crash, no answer)
 // maxAttemptsBeforeDeadLetter times (default 3) is bisected and each record that keeps

@@ -258,6 +258,52 @@ TEST(PropertiesTest, InitialPositionInStreamExtendedIsEpochSeconds) {
       << missing.status();
 }
 
+// The Java daemon upper-cases its enums' values, and has a DEFAULT retrieval mode: enhanced
+// fan-out unless a polling key is set.
+TEST(PropertiesTest, ChoicesAreReadInAnyCaseAndDefaultRetrievalFollowsTheJavaRule) {
+  auto lower = settings_from_properties(
+      with_required({{"initialPositionInStream", "trim_horizon"}, {"retrievalMode", "fanout"}}));
+  ASSERT_TRUE(lower.ok()) << lower.status();
+  EXPECT_EQ(lower->worker.initial_position.kind, StartPosition::Kind::kTrimHorizon);
+  EXPECT_EQ(lower->worker.retrieval.mode, RetrievalMode::kFanOut);
+  auto by_default = settings_from_properties(with_required({{"retrievalMode", "DEFAULT"}}));
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  EXPECT_EQ(by_default->worker.retrieval.mode, RetrievalMode::kFanOut);
+  auto default_polling = settings_from_properties(
+      with_required({{"retrievalMode", "Default"}, {"idleTimeBetweenReadsInMillis", "500"}}));
+  ASSERT_TRUE(default_polling.ok()) << default_polling.status();
+  EXPECT_EQ(default_polling->worker.retrieval.mode, RetrievalMode::kPolling);
+  auto unset = settings_from_properties(with_required({}));
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->worker.retrieval.mode, RetrievalMode::kPolling)
+      << "fan-out is billed: asked for by name";
+  auto bad = settings_from_properties(with_required({{"retrievalMode", "push"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'push' is not FANOUT, POLLING or DEFAULT"),
+            std::string::npos)
+      << bad.status();
+}
+
+// Each shard's exchange with its child holds a pool thread while the child works: the pool
+// is larger than a worker's default unless maxActiveThreads says otherwise, and the Java
+// daemon's "no bound" (0 or less) is the most kcl-cpp runs. A long timeoutInSeconds is taken.
+TEST(PropertiesTest, TheThreadPoolFitsChildrenAndJavasNoBoundIsTaken) {
+  auto unset = settings_from_properties(with_required({}));
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_EQ(unset->worker.processing.thread_pool_size, 64);
+  for (const char* none : {"0", "-1"}) {
+    auto unbounded = settings_from_properties(with_required({{"maxActiveThreads", none}}));
+    ASSERT_TRUE(unbounded.ok()) << none << ": " << unbounded.status();
+    EXPECT_EQ(unbounded->worker.processing.thread_pool_size, 256) << none;
+  }
+  auto eight = settings_from_properties(with_required({{"maxActiveThreads", "8"}}));
+  ASSERT_TRUE(eight.ok()) << eight.status();
+  EXPECT_EQ(eight->worker.processing.thread_pool_size, 8);
+  auto hours = settings_from_properties(with_required({{"timeoutInSeconds", "7200"}}));
+  ASSERT_TRUE(hours.ok()) << hours.status();
+  EXPECT_EQ(hours->child.response_timeout, std::chrono::seconds(7200));
+}
+
 TEST(PropertiesTest, BooleanKeysAreValidatedAndUnsupportedValuesWarnOnce) {
   auto ok =
       settings_from_properties(with_required({{"callProcessRecordsEvenForEmptyRecordList", "FALSE"},
