@@ -11,6 +11,7 @@
 #include "kinesis/kinesis_cbor.h"
 #include "retrieval/fanout_consumers.h"
 #include "retrieval/resume.h"
+#include "retrieval/shard_not_found.h"
 
 namespace kcl::retrieval {
 
@@ -250,7 +251,22 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
                                                        "again): " +
                                                        what));
     }
-    // The shard is closed and past retention: nothing more to read, no children to name.
+    // The shard is closed and past retention (nothing more to read, no children to name),
+    // or the stream was deleted: told apart as polling tells them (shard_not_found.h), so a
+    // deleted stream's leases are not all checkpointed at SHARD_END (a stream made again
+    // under its name would then never be read).
+    const Status not_found(StatusCode::kNotFound, "SubscribeToShard: " + what);
+    ShardNotFound judged =
+        judge_shard_not_found(*ctx_.kinesis, ctx_.stream, shard_id_, not_found, retries_);
+    switch (judged.verdict) {
+      case ShardNotFound::Verdict::kRetry:
+        note_retry_reason(judged.retry_reason);
+        return resubscribe_after(judged.retry_in, FetchOutcome::kRetrying, "error");
+      case ShardNotFound::Verdict::kStreamGone:
+        return fail(std::move(judged.failure));
+      case ShardNotFound::Verdict::kShardGone:
+        break;
+    }
     return end_of_shard(FetchedBatch{});
   }
   // The error type's code (the one table, classify_aws_error) and the retry policy decide:

@@ -8,6 +8,7 @@
 #include "aws/retry.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "retrieval/resume.h"
+#include "retrieval/shard_not_found.h"
 
 namespace kcl::retrieval {
 
@@ -241,34 +242,21 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
       }
       break;  // not expected from GetShardIterator: terminal
     case StatusCode::kNotFound: {
-      // The stream is gone, or only the shard: a closed shard whose records all passed the
-      // stream's retention no longer exists. Its reading then ends at its end, as the Java
-      // KCL ends it, so that its children start (there is nothing left to read in it).
-      auto stream = client_.describe_stream_summary(stream_);
-      const bool stream_gone = stream.ok() ? stream->stream_status == "DELETING"
-                                           : stream.status().code() == StatusCode::kNotFound;
-      if (!stream.ok() && !stream_gone) {
-        const std::optional<milliseconds> delay = retries_.next_delay(stream.status());
-        if (delay) {  // which of the two cannot be told yet
-          note_retry_reason("shard " + shard_id_ + " not found, and stream " + stream_ +
-                            " could not be described: " + stream.status().to_string());
-          next_due_ = clock_.now() + *delay;
+      // The stream is gone, or only the shard (retrieval/shard_not_found.h).
+      ShardNotFound judged = judge_shard_not_found(client_, stream_, shard_id_, status, retries_);
+      switch (judged.verdict) {
+        case ShardNotFound::Verdict::kRetry:
+          note_retry_reason(judged.retry_reason);
+          next_due_ = clock_.now() + judged.retry_in;
           return FetchStep{FetchOutcome::kRetrying, next_due_};
-        }
-        // Otherwise it will not be told (a role without kinesis:DescribeStreamSummary, which a
-        // one-stream worker needs nowhere else): taken as the shard alone gone, as the Java
-        // KCL ends a shard on ResourceNotFound; a deleted stream is found by the shard sync.
+        case ShardNotFound::Verdict::kShardGone:
+          state_ = State::kDone;
+          iterator_.clear();
+          return finish_at_shard_end(FetchedBatch{});
+        case ShardNotFound::Verdict::kStreamGone:
+          return fail(std::move(judged.failure));
       }
-      if (!stream_gone) {
-        state_ = State::kDone;
-        iterator_.clear();
-        return finish_at_shard_end(FetchedBatch{});
-      }
-      std::string message = "stream " + stream_ + " was deleted or shard " + shard_id_ +
-                            " no longer exists: " + status.message();
-      if (status.aws())
-        return fail(Status(StatusCode::kNotFound, std::move(message), *status.aws()));
-      return fail(Status(StatusCode::kNotFound, std::move(message)));
+      break;
     }
     default: {
       // The retry policy decides (aws/retry.h, SeriesRule::records_source): throttling, 5xx,

@@ -29,6 +29,9 @@
 //   {"silence": true}                       the connection goes silent: this stream and every
 //                                           later one on its session get nothing more (as a
 //                                           dead host whose socket still looks alive)
+// With "describeStreamSummary": {"status": S} (or {"notFound": true}) beside "subscriptions",
+// DescribeStreamSummary answers with that status (or ResourceNotFound); else, as every other
+// operation, UnknownOperationException.
 // Prints {"port": P} once listening; logs one JSON line per subscription (its
 // StartingPosition) and per flood ("flood" with written / paused counts) to --log.
 'use strict';
@@ -160,6 +163,23 @@ server.on('stream', (stream, headers) => {
     const target = headers['x-amz-target'] || '';
     let body = {};
     try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch (e) { body = {}; }
+    if (target === 'Kinesis_20131202.DescribeStreamSummary' && script.describeStreamSummary) {
+      // {"describeStreamSummary": {"status": "DELETING"}} or {"notFound": true}
+      const d = script.describeStreamSummary;
+      log({describeStreamSummary: body.StreamName});
+      if (d.notFound) {
+        stream.respond({':status': 400, 'content-type': 'application/x-amz-json-1.1'});
+        stream.end(JSON.stringify({__type: 'ResourceNotFoundException',
+          message: 'Stream ' + body.StreamName + ' under account 1 not found.'}));
+        return;
+      }
+      stream.respond({':status': 200, 'content-type': 'application/x-amz-json-1.1'});
+      stream.end(JSON.stringify({StreamDescriptionSummary: {StreamName: body.StreamName,
+        StreamARN: 'arn:aws:kinesis:us-east-1:1:stream/' + body.StreamName,
+        StreamStatus: d.status || 'ACTIVE', RetentionPeriodHours: 24, OpenShardCount: 1,
+        StreamCreationTimestamp: 1700000000, EnhancedMonitoring: []}}));
+      return;
+    }
     if (target !== 'Kinesis_20131202.SubscribeToShard') {
       stream.respond({':status': 400, 'content-type': 'application/x-amz-json-1.1'});
       stream.end(JSON.stringify({__type: 'UnknownOperationException', message: target}));

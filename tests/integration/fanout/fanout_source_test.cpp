@@ -103,12 +103,15 @@ class FanOutSourceTest : public ::testing::Test {
   // Starts the server playing `subscriptions` (one list of actions per subscription).
   // `tls`: HTTP/2 over TLS with ALPN (as AWS), verified against the test's certificate;
   // else h2c (plain HTTP/2 with prior knowledge).
-  void serve(json subscriptions, bool tls = true) {
+  // `describe`: what DescribeStreamSummary answers (fanout_server.js), null for the default.
+  void serve(json subscriptions, bool tls = true, json describe = nullptr) {
     // unique_name: the pid alone repeats (pids wrap at 32,768), and the server appends to
     // its log, so a file left by an earlier process of the same pid would be read as ours.
     const std::string base = ::testing::TempDir() + "/" + kcl::testing::unique_name("fanout");
     log_ = base + ".log";
-    std::ofstream(base + ".json") << json{{"subscriptions", subscriptions}}.dump();
+    json script{{"subscriptions", subscriptions}};
+    if (!describe.is_null()) script["describeStreamSummary"] = describe;
+    std::ofstream(base + ".json") << script.dump();
     std::vector<std::string> args = {"--script", base + ".json", "--log", log_};
     if (tls) {
       ASSERT_TRUE(certificate().ok) << "openssl could not make a test certificate";
@@ -432,6 +435,28 @@ TEST_F(FanOutSourceTest, ResourceNotFoundForTheShardEndsItCleanly) {
   EXPECT_TRUE(ended_);
   EXPECT_EQ(children_, 0u);
   EXPECT_TRUE(s->terminal_error().ok());
+}
+
+// The stream deleted while a shard is read: its subscription ends with ResourceNotFound as a
+// trimmed shard's does, and DescribeStreamSummary tells the two apart (as polling does): the
+// source fails with kNotFound instead of ending the shard (its lease checkpointed at
+// SHARD_END, a stream made again under the name would never be read).
+TEST_F(FanOutSourceTest, ResourceNotFoundForADeletedStreamIsAnErrorNotTheShardsEnd) {
+  for (const json& describe : {json{{"notFound", true}}, json{{"status", "DELETING"}}}) {
+    SCOPED_TRACE(describe.dump());
+    ended_ = false;
+    serve(json::array({json::array({event({0}, 0),
+                                    {{"exception", "ResourceNotFoundException"},
+                                     {"message", "Stream s under account 1 not found."}}})}),
+          true, describe);
+    auto s = source();
+    ASSERT_TRUE(drive(*s, [&] { return s->finished(); }));
+    EXPECT_FALSE(ended_) << "the shard was taken for ended";
+    EXPECT_EQ(s->terminal_error().code(), StatusCode::kNotFound) << s->terminal_error();
+    EXPECT_NE(s->terminal_error().message().find("was deleted"), std::string::npos)
+        << s->terminal_error();
+    EXPECT_EQ(log_lines("describeStreamSummary").size(), 1u);
+  }
 }
 
 // In the stream of a CBOR subscription AWS writes an exception's message in CBOR: the
