@@ -24,9 +24,18 @@ Result<std::string> FanOutConsumers::consumer_arn(const std::string& stream,
     return it->second;
   };
   if (auto arn = cached()) return *arn;
-  std::lock_guard<std::mutex> lookup(lookup_mu_);
-  if (auto arn = cached()) return *arn;  // found by the lookup this one waited for
   const std::string where = "stream consumer " + name_ + " of stream " + stream + ": ";
+  // One lookup at a time. A caller that will not wait (a shard's source, on a pool thread that
+  // also runs processors) is not held behind another's AWS calls and their retries either:
+  // it is told to ask again after its backoff, by when the ARN is likely known.
+  std::unique_lock<std::mutex> lookup(lookup_mu_, std::defer_lock);
+  if (wait.count() > 0) {
+    lookup.lock();
+  } else if (!lookup.try_lock()) {
+    return Status(StatusCode::kUnavailable,
+                  where + "another lookup of a stream consumer is under way; asked again later");
+  }
+  if (auto arn = cached()) return *arn;  // found by the lookup this one waited for
   std::optional<std::string> stream_arn = known_arn_ ? known_arn_(stream) : std::nullopt;
   if (!stream_arn || stream_arn->empty()) {
     auto described = kinesis::stream_arn(*kinesis_, stream);

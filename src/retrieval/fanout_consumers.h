@@ -15,7 +15,8 @@
 // the next look registers it again.
 //
 // Thread safety: every member may be called from any thread; lookups of ARNs not yet known
-// are made one at a time (concurrent shards of a new stream register its consumer once).
+// are made one at a time (concurrent shards of a new stream register its consumer once), and
+// a caller that does not wait is never held behind another's lookup.
 #pragma once
 
 #include <chrono>
@@ -49,8 +50,10 @@ class FanOutConsumers {
 
   // The ARN of `stream`'s consumer: the one known, else found or registered, waiting up to
   // `wait` for it to become ACTIVE (0: no wait; a consumer still CREATING is then
-  // kDeadlineExceeded, to be asked again later). Errors name the stream and the consumer:
-  // kNotFound when the stream does not exist, AWS errors otherwise.
+  // kDeadlineExceeded, to be asked again later). Lookups are made one at a time; with no
+  // wait, one under way elsewhere is kUnavailable at once (ask again later) instead of a wait
+  // for it. Errors name the stream and the consumer: kNotFound when the stream does not
+  // exist, AWS errors otherwise.
   Result<std::string> consumer_arn(const std::string& stream, std::chrono::milliseconds wait);
 
   // The consumers of `streams`, found or registered at start, in groups of at most `group`

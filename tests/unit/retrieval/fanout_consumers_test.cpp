@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -220,6 +221,34 @@ TEST_F(FanOutConsumersTest, PrepareRegistersAGroupBeforeWaitingForAnyOfIt) {
   }
   EXPECT_LT(second_register, first_wait) << "s2 registered before s1 is waited for";
   EXPECT_LT(first_wait, third_register) << "s3 is of the next group";
+}
+
+// A source looking up its stream's consumer on a pool thread is not held behind another
+// shard's lookup (slow AWS calls and their retries): it hears kUnavailable at once and asks
+// again after its backoff.
+TEST_F(FanOutConsumersTest, ALookupThatWillNotWaitIsNotHeldBehindAnother) {
+  FanOutConsumers consumers(client, "audit", clock);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  fake->handler = [&, released](const Call& c) {
+    if (c.operation == "DescribeStreamSummary" && c.body["StreamName"] == "orders") {
+      entered.set_value();
+      released.wait();
+    }
+    return account.answer(c);
+  };
+  auto slow = std::async(std::launch::async, [&] { return consumers.consumer_arn("orders", 0ms); });
+  entered.get_future().wait();
+  auto other =
+      std::async(std::launch::async, [&] { return consumers.consumer_arn("payments", 0ms); });
+  const bool answered = other.wait_for(2s) == std::future_status::ready;
+  release.set_value();
+  ASSERT_TRUE(answered) << "held behind the other lookup";
+  const Result<std::string> told = other.get();
+  EXPECT_EQ(told.status().code(), StatusCode::kUnavailable) << told.status();
+  EXPECT_TRUE(slow.get().ok());
+  EXPECT_TRUE(consumers.consumer_arn("payments", 0ms).ok()) << "asked again, it is found";
 }
 
 TEST_F(FanOutConsumersTest, AConsumerThatWentAwayIsRegisteredAgainAfterForget) {
