@@ -15,6 +15,7 @@
 #include "base/cache_prefetch.h"
 #include "base/failure_series.h"
 #include "base/status_macros.h"
+#include "base/text_length.h"
 #include "base/thread_name.h"
 #include "kinesis/put_records_request.h"
 #include "producer/kpl_aggregator.h"
@@ -226,10 +227,10 @@ class Producer::Impl {
     item.data = std::move(data);
     item.ehk = std::move(ehk);
     item.bytes = item.pk.size() + item.data.size();
-    if (item.pk.empty() || item.pk.size() > 256) {
-      return Status(
-          StatusCode::kInvalidArgument,
-          "partition key must be 1 to 256 characters, got " + std::to_string(item.pk.size()));
+    // Characters (UTF-16, as AWS counts them), not bytes: 100 CJK characters are 300 bytes.
+    if (const std::size_t chars = base::utf16_length(item.pk); chars == 0 || chars > 256) {
+      return Status(StatusCode::kInvalidArgument,
+                    "partition key must be 1 to 256 characters, got " + std::to_string(chars));
     }
     if (item.bytes > kMaxRecordBytes) {
       return Status(StatusCode::kInvalidArgument,
@@ -518,7 +519,12 @@ class Producer::Impl {
       if (plan_state_.refresh_needed) {
         plan_state_.refresh_needed = false;
         lock.unlock();
-        (void)refresh_shard_map();  // on failure: keep the old map; the next surprise retries
+        // On failure the old map stays (the next surprise asks again), said once per series.
+        const Status refreshed = refresh_shard_map();
+        if (auto line = refreshed.ok() ? refresh_failures_.succeeded(clock_.now())
+                                       : refresh_failures_.failed(refreshed, clock_.now())) {
+          logger_->log(refreshed.ok() ? LogLevel::kInfo : LogLevel::kWarn, "producer", *line);
+        }
         lock.lock();
       } else if (!(call = take_due_call(wake))) {
         plan_state_.next_wake = wake;
@@ -688,6 +694,8 @@ class Producer::Impl {
   std::unique_ptr<aws::RetryPolicy> own_policy_;
   aws::RetryPolicy& policy_;
   base::FailureSeries call_failures_;  // PutRecords calls failing as a whole
+  // Shard map reads after a surprise (request threads, one at a time: the planning one).
+  base::FailureSeries refresh_failures_{"reading the shard map again (ListShards)"};
 
   // How the producer ends: one shutdown() at a time, its result, and the thread that runs it
   // for begin_shutdown().

@@ -356,7 +356,10 @@ PutPlanner::Settled PutPlanner::on_result(PlannedCall& call,
   settle_shards(call, outcomes, now);
   retry_failed(failed, now, done);
   settled.retried += resend.size();
-  requeue_front(resend, now, now);
+  // Held until the map is read again (set_map() moves them to the shards that replaced theirs,
+  // free to go at once), or for kMisroutedHold when that read is slow or fails: sent again
+  // meanwhile, by the old map, they would go astray once more.
+  requeue_front(resend, now + kMisroutedHold, now);
   settled.succeeded = counts_.records_succeeded - before.records_succeeded;
   settled.failed = counts_.records_failed - before.records_failed;
   settled.throttled = counts_.throttled - before.throttled;

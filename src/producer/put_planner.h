@@ -20,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,10 @@
 #include "producer/shard_rate.h"
 
 namespace kcl::producer {
+
+// How long the records of an aggregate written to another shard than predicted wait for the
+// shard map to be read again before they are sent anyway (PutPlanner::on_result).
+inline constexpr std::chrono::milliseconds kMisroutedHold{2000};
 
 // The Kinesis limits of one PutRecords call and of one record.
 inline constexpr std::size_t kMaxCallRecords = 500;
@@ -170,7 +175,8 @@ class PutPlanner {
   // merge the map has not seen) is sent again, as the KPL does: a consumer that follows the
   // Java KCL drops an aggregate holding a record whose hash key lies outside the shard it was
   // read from, so the copy written there may never be delivered. Its records go back to the
-  // front of their shards' queues at once (no backoff: nothing failed) and the entry is
+  // front of their shards' queues, held until set_map() installs the map read again (which
+  // moves them to the shards that replaced theirs) or kMisroutedHold passes, and the entry is
   // marked `resent`; a record out of attempts fails instead, saying where it was written.
   Settled on_result(PlannedCall& call, const Result<kinesis::PutRecordsResult>& result,
                     Clock::MonoTime now, Done& done);

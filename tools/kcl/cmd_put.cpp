@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "base/cache_prefetch.h"
+#include "base/text_length.h"
 #include "base/thread_name.h"
 #include "commands.h"
 #include "kcl/producer.h"
@@ -91,7 +92,7 @@ Result<std::string> key_for(const PutOptions& o, std::string_view line, std::siz
                   "line " + std::to_string(line_no) + " has no field '" + o.key_field + "'");
   }
   std::string key = it->is_string() ? it->get<std::string>() : it->dump();
-  if (key.empty() || key.size() > 256) {
+  if (const std::size_t chars = base::utf16_length(key); chars == 0 || chars > 256) {
     return Status(StatusCode::kInvalidArgument,
                   "line " + std::to_string(line_no) + ": field '" + o.key_field +
                       "' must give a partition key of 1 to 256 characters");

@@ -604,6 +604,12 @@ TEST(ProducerFaultTest, ExhaustedBudgetAndNonRetryableErrorsCarryTheServiceCode)
   auto fine = producer->put("c", "ok");
   auto bad_key = producer->put("", "x");
   auto bad_ehk = producer->put("d", "x", "12a");
+  // 256 characters as AWS counts them (UTF-16), not bytes: 100 CJK characters (300 bytes)
+  // are a good key, 257 ASCII ones are not.
+  std::string cjk;
+  for (int i = 0; i < 100; ++i) cjk += "\xe7\x95\x8c";  // U+754C
+  auto wide_key = producer->put(cjk, "ok-wide");
+  auto long_key = producer->put(std::string(257, 'k'), "x");
   auto t = throttled.get();
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("ProvisionedThroughputExceededException"), std::string::npos);
@@ -619,7 +625,12 @@ TEST(ProducerFaultTest, ExhaustedBudgetAndNonRetryableErrorsCarryTheServiceCode)
   EXPECT_EQ(f->shard_id, "shardId-000000000000");
   EXPECT_EQ(bad_key.get().status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad_ehk.get().status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(script.accepted(), std::vector<std::string>{"ok"});
+  auto w = wide_key.get();
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  auto l = long_key.get();
+  EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("got 257"), std::string::npos) << l.status().message();
+  EXPECT_EQ(script.accepted(), (std::vector<std::string>{"ok", "ok-wide"}));
 }
 
 // The callback that gets the record back: a failed record comes back whole (data, keys), a

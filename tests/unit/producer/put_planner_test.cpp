@@ -466,6 +466,9 @@ TEST(PutPlannerTest, AnAggregateWrittenToAnotherShardThanPredictedIsSentAgain) {
   EXPECT_TRUE(done.empty());
   EXPECT_TRUE(first.call.entries[0].resent) << "the caller must not answer its records";
   EXPECT_EQ(f.planner.queued_records(), 6u);
+  // Not sent again by the old map (another request thread may plan before the map is read
+  // again): they would go astray once more.
+  EXPECT_TRUE(f.planner.next_call(kT0 + 2ms, flush).call.empty());
 
   f.planner.set_map(split, kT0 + 2ms);
   std::size_t sent = 0;
@@ -489,6 +492,31 @@ TEST(PutPlannerTest, AnAggregateWrittenToAnotherShardThanPredictedIsSentAgain) {
   }
   EXPECT_EQ(sent, 6u);
   EXPECT_EQ(f.planner.queued_records(), 0u);
+}
+
+// The map not read again (ListShards failing): the records wait kMisroutedHold, then go by
+// the map there is.
+TEST(PutPlannerTest, AMisroutedAggregateWaitsForTheNewMapAtMostTheHold) {
+  ProducerConfig c = base_config();
+  c.aggregate = true;
+  c.linger = 0ms;
+  Fixture f(c);
+  f.planner.add(record(key_in(1, 0), 10), kT0);
+  f.planner.add(record(key_in(1, 1), 10), kT0);
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  auto first = f.planner.next_call(kT0, flush);
+  ASSERT_EQ(first.call.entries.size(), 1u);
+  auto answer = all_ok(first.call);
+  answer->shard_ids = {"shardId-3"};
+  PutPlanner::Done done;
+  (void)f.planner.on_result(first.call, answer, kT0 + 1ms, done);
+  const auto before = f.planner.next_call(kT0 + kMisroutedHold, flush);
+  EXPECT_TRUE(before.call.empty());
+  EXPECT_LE(before.wake, kT0 + 1ms + kMisroutedHold);
+  const auto after = f.planner.next_call(kT0 + 1ms + kMisroutedHold, flush);
+  ASSERT_EQ(after.call.items.size(), 2u);
+  EXPECT_EQ(after.call.items[0]->attempts, 2);
 }
 
 // Out of attempts, the records of a misrouted aggregate fail, saying where they were written.
