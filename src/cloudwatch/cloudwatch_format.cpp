@@ -76,7 +76,9 @@ std::vector<std::string> emf_lines(const std::vector<Datum>& datums, const Publi
                        nlohmann::json::array({{{"Namespace", ctx.metrics_namespace},
                                                {"Dimensions", nlohmann::json::array({dims})},
                                                {"Metrics", metrics}}})}};
-      lines.push_back(root.dump());
+      // Dimension values come from elsewhere (a stream's, a shard's name): bytes that are not
+      // UTF-8 become U+FFFD rather than an exception on the publishing thread.
+      lines.push_back(root.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
   }
   return lines;

@@ -112,6 +112,14 @@ FleetView fleet_view(const std::vector<Lease>& leases) {
 
 namespace {
 
+// A JSON document as text. Whatever the worker shows may hold text from elsewhere (a
+// processor's checkpoint argument in a stall's detail, a table's name): bytes that are not
+// UTF-8 become U+FFFD instead of an exception, which on the refresh thread would end the
+// process.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // The key of a shard's series in this worker's metrics: the shard id, or "<stream>/<shard id>"
 // for a multi-stream lease key (as ShardView::series_key).
 std::string series_key_of(const std::string& lease_key) {
@@ -127,7 +135,7 @@ void health_response(httplib::Response& res, bool ok, const char* good, const ch
   json body = {{"status", ok ? good : bad}};
   if (!ok) body["reason"] = reason;
   res.status = ok ? 200 : 503;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 
 json stalled_json(const StalledShard& s) {
@@ -150,7 +158,7 @@ void readiness_response(httplib::Response& res, const HealthState& h) {
                {"reason", std::to_string(h.stalled.size()) + " shard(s) stalled"},
                {"stalled", std::move(stalled)}};
   res.status = 200;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 
 void set_io_limits(httplib::Server& srv, const StatusServerConfig& config) {
@@ -174,7 +182,7 @@ void set_error_handlers(httplib::Server& srv) {
                                                : "bad request"},
                  {"status", res.status},
                  {"paths", {"/metrics", "/healthz", "/readyz", "/status", "/status.json"}}};
-    res.set_content(body.dump(), "application/json");
+    res.set_content(json_text(body), "application/json");
   });
   srv.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
@@ -377,8 +385,8 @@ struct StatusServer::Impl {
       out["error"] = "reading the lease table: " + leases->status().to_string();
     }
     out.update(fleet_json(view, sources.worker_id, &local, peers, fs));
-    auto text = std::make_shared<const std::string>(out.dump());
-    auto local_text = std::make_shared<const std::string>(local_out.dump());
+    auto text = std::make_shared<const std::string>(json_text(out));
+    auto local_text = std::make_shared<const std::string>(json_text(local_out));
     {
       std::lock_guard<std::mutex> lock(snap_mu);
       snapshot = std::move(text);

@@ -256,6 +256,19 @@ TEST(EmfTest, LinesFollowTheSpecificationAndCarrySumsAndMeans) {
   EXPECT_TRUE(seen);
 }
 
+// A dimension value that is not UTF-8 (a worker id or a name from elsewhere) gives a line with
+// U+FFFD in its place; it threw on the publishing thread.
+TEST(EmfTest, BytesThatAreNotUtf8InADimensionAreReplacedNotThrown) {
+  std::vector<Datum> ds = {{"ProcessTask", "RecordsProcessed", "Count", "shard\xff", 1, 1, 1, 1}};
+  PublishContext ctx{"orders-app", "worker-\xfe",
+                     std::chrono::system_clock::time_point(1700000000s)};
+  std::vector<std::string> lines;
+  ASSERT_NO_THROW(lines = emf_lines(ds, ctx));
+  ASSERT_EQ(lines.size(), 1u);
+  const auto doc = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(doc["WorkerIdentifier"], "worker-\xef\xbf\xbd");
+}
+
 TEST(EmfTest, ALevelCountedInCountsCarriesItsMeanNotTheSumOfItsSamples) {
   // Leases held (CurrentLeases, unit Count) reported three times in an interval.
   CloudWatchMetricsConfig config;

@@ -104,6 +104,35 @@ class FleetServers : public ::testing::Test {
   std::vector<PeerAddress> directory_;
 };
 
+// Text shown on the page that is not UTF-8 (a processor's bad checkpoint argument in a
+// stall's detail, a warning quoting it) is served with U+FFFD in its place; the refresh
+// thread threw, which ended the worker.
+TEST(StatusServerText, BytesThatAreNotUtf8AreServedNotFatal) {
+  StatusServerConfig config;
+  config.address = "127.0.0.1:0";
+  config.refresh_interval = 100ms;
+  StatusSources src;
+  src.application = "app";
+  src.stream = "orders";
+  src.worker_id = "A";
+  src.registry = std::make_shared<metrics::MetricsRegistry>();
+  src.list_leases = []() -> Result<std::vector<Lease>> { return std::vector<Lease>{}; };
+  src.health = [] {
+    HealthState h;
+    h.ready = true;
+    h.warnings = {"checkpoint rejected: sequence number \"\xff\xfe\" is not a number"};
+    return h;
+  };
+  StatusServer server(config, std::move(src));
+  ASSERT_TRUE(server.start().ok());
+  auto body = http_get(server.url(), "/status.json?scope=local", 5000ms);
+  ASSERT_TRUE(body.ok()) << body.status();
+  const json j = json::parse(*body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << *body;
+  const std::string warning = j["health"]["warnings"][0];
+  EXPECT_NE(warning.find("\xef\xbf\xbd"), std::string::npos) << warning;
+}
+
 TEST_F(FleetServers, AnyWorkerShowsEveryShardsFiguresAndEveryWorkersHealth) {
   set_lag("A", "s1", 100);
   set_lag("B", "s3", 300);
