@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "base/text_length.h"
 #include "base/time_text.h"
 
 namespace kcl::cloudwatch {
@@ -84,9 +85,28 @@ std::vector<std::string> emf_lines(const std::vector<Datum>& datums, const Publi
   return lines;
 }
 
+namespace {
+
+// CloudWatch's limits (the Dimension and MetricDatum API references).
+constexpr std::size_t kMaxMetricNameChars = 255;
+constexpr std::size_t kMaxDimensionValueChars = 1024;
+
+// A dimension value as the service takes it: printable ASCII only, at most 1,024 characters.
+std::string dimension_value(std::string_view v) {
+  std::string out(v.substr(0, kMaxDimensionValueChars));
+  for (char& c : out) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u >= 0x7F) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
                                             const PublishContext& ctx, std::size_t max_datums,
-                                            std::size_t max_bytes) {
+                                            std::size_t max_bytes,
+                                            std::vector<std::string>* dropped) {
   const std::string head =
       "Action=PutMetricData&Version=2010-08-01&Namespace=" + form_encode(ctx.metrics_namespace);
   const std::string timestamp = form_encode(base::iso8601_seconds(ctx.timestamp));
@@ -105,7 +125,7 @@ std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
       auto add_dim = [&](std::string_view name, const std::string& value) {
         if (value.empty()) return;
         const std::string q = p + "Dimensions.member." + std::to_string(++dim) + ".";
-        m += q + "Name=" + std::string(name) + q + "Value=" + form_encode(value);
+        m += q + "Name=" + std::string(name) + q + "Value=" + form_encode(dimension_value(value));
       };
       add_dim("Operation", d.operation);
       add_dim("ShardId", d.shard_id);
@@ -113,6 +133,10 @@ std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
       add_dim("WorkerIdentifier", ctx.worker_id);
       return m;
     };
+    if (base::utf16_length(d.name) > kMaxMetricNameChars) {
+      if (dropped != nullptr) dropped->push_back(d.name);
+      continue;
+    }
     std::string m = member(in_body + 1);
     if (in_body > 0 && (in_body >= max_datums || body.size() + m.size() > max_bytes)) {
       bodies.push_back({std::move(body), in_body});

@@ -36,10 +36,15 @@ struct PutBody {
   std::string body;
   std::size_t datums = 0;
 };
+// The PutMetricData calls for `datums`, within CloudWatch's limits: a datum whose name the
+// service would refuse (more than 255 characters; it would fail the whole call) is left out
+// and its name added to `dropped`; a dimension value is made of printable ASCII characters
+// (others become '?') and cut at 1,024, as the service takes them.
 std::vector<PutBody> put_metric_data_bodies(const std::vector<Datum>& datums,
                                             const PublishContext& ctx,
                                             std::size_t max_datums = kMaxDatumsPerCall,
-                                            std::size_t max_bytes = kMaxBytesPerCall);
+                                            std::size_t max_bytes = kMaxBytesPerCall,
+                                            std::vector<std::string>* dropped = nullptr);
 
 // RFC 3986 percent-encoding of everything but unreserved characters (form values).
 std::string form_encode(std::string_view text);

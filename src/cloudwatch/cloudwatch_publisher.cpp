@@ -124,7 +124,23 @@ void CloudWatchPublisher::write_emf(const std::vector<Datum>& datums, const Publ
 }
 
 void CloudWatchPublisher::put(const std::vector<Datum>& datums, const PublishContext& ctx) {
-  for (const PutBody& put : put_metric_data_bodies(datums, ctx)) {
+  std::vector<std::string> dropped;
+  const std::vector<PutBody> bodies =
+      put_metric_data_bodies(datums, ctx, kMaxDatumsPerCall, kMaxBytesPerCall, &dropped);
+  for (const std::string& name : dropped) {
+    // Once per name (a name is built from a table's, a sink's...: it comes back each interval).
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (refused_names_.size() < kMaxRefusedNamesKept) first = refused_names_.insert(name).second;
+    }
+    if (first) {
+      log(LogLevel::kWarn, "metric " + name.substr(0, 80) + "... (" + std::to_string(name.size()) +
+                               " bytes) is not published to CloudWatch: a metric name has at "
+                               "most 255 characters there");
+    }
+  }
+  for (const PutBody& put : bodies) {
     // The call's budget: the periodic one, or after stop() one attempt within what is left
     // of kStopPublishDeadline (none left: not sent).
     aws::CallOptions options;

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -105,6 +106,9 @@ class CloudWatchPublisher {
   std::thread thread_;
   PublisherStats stats_;
   std::uint64_t failures_in_a_row_ = 0;
+  // Metric names too long for CloudWatch, each warned about once (at most this many kept).
+  static constexpr std::size_t kMaxRefusedNamesKept = 1000;
+  std::set<std::string> refused_names_;
   std::uint64_t publications_with_drops_ = 0;  // publications that found new points dropped
 };
 

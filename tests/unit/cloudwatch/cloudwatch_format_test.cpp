@@ -327,6 +327,27 @@ TEST(CloudWatchAggregatorTest, TheSameShardIdOfTwoStreamsStaysTwoSeriesWithAStre
   }
 }
 
+// A metric name CloudWatch refuses (over 255 characters, e.g. built from a long table name)
+// would fail the whole call, and every metric with it: it is left out and named. Dimension
+// values are printable ASCII of at most 1,024 characters, as the service takes them.
+TEST(PutMetricDataBodyTest, ANameTooLongIsLeftOutAndValuesAreMadeAcceptable) {
+  const std::string long_name = "dynamodb.write_units." + std::string(240, 't') + ".UpdateItem";
+  std::vector<Datum> ds = {
+      {"ProcessTask", "RecordsProcessed", "Count", "shard\x01\xff", 1, 1, 1, 1},
+      {"", long_name, "Count", "", 1, 1, 1, 1},
+      {"ProcessTask", "MillisBehindLatest", "Milliseconds", std::string(1500, 's'), 1, 1, 1, 1}};
+  PublishContext ctx{"app", "", std::chrono::system_clock::time_point(1700000000s)};
+  std::vector<std::string> dropped;
+  auto bodies = put_metric_data_bodies(ds, ctx, kMaxDatumsPerCall, kMaxBytesPerCall, &dropped);
+  ASSERT_EQ(bodies.size(), 1u);
+  EXPECT_EQ(bodies[0].datums, 2u);
+  EXPECT_EQ(dropped, std::vector<std::string>{long_name});
+  EXPECT_EQ(bodies[0].body.find(long_name), std::string::npos);
+  EXPECT_NE(bodies[0].body.find("Value=shard%3F%3F"), std::string::npos) << bodies[0].body;
+  EXPECT_NE(bodies[0].body.find("Value=" + std::string(1024, 's')), std::string::npos);
+  EXPECT_EQ(bodies[0].body.find(std::string(1025, 's')), std::string::npos);
+}
+
 TEST(PutMetricDataBodyTest, SplitsAtTheDatumAndByteLimitsAndEncodesValues) {
   std::vector<Datum> ds;
   for (int i = 0; i < 2500; ++i) {
