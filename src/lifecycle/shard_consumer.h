@@ -116,6 +116,9 @@ class ShardConsumer final : public Task,
  public:
   ShardConsumer(ConsumerContext& ctx, Lease lease);
   ~ShardConsumer() override;
+  // Forgets the shard's metric series (its lag, its queue): for a consumer that failed and
+  // kept them for its restart, once its lease went elsewhere instead.
+  void forget_metrics() { ctx_.runtime.metrics->forget(names_.tags()); }
 
   std::optional<SteadyTime> run() override;
 

@@ -70,6 +70,7 @@ void ConsumerSupervisor::sweep_locked(const std::set<std::string>& held_keys, Co
   for (auto it = consumers_.begin(); it != consumers_.end();) {
     auto& c = it->second;
     if (c->done()) {
+      if (c->outcome() == lifecycle::ConsumerOutcome::kFailed) awaiting_restart_[it->first] = c;
       on_ended_locked(it->first, *c, ended);
       it = consumers_.erase(it);
       continue;
@@ -88,6 +89,14 @@ void ConsumerSupervisor::sweep_locked(const std::set<std::string>& held_keys, Co
   std::erase_if(finished_, [&](const std::string& k) { return !held_keys.count(k); });
   std::erase_if(failures_, not_held);
   std::erase_if(restart_at_, not_held);
+  for (auto it = awaiting_restart_.begin(); it != awaiting_restart_.end();) {
+    if (held_keys.count(it->first)) {
+      ++it;
+      continue;
+    }
+    it->second->forget_metrics();
+    it = awaiting_restart_.erase(it);
+  }
 }
 
 // A finished shard asks for a shard sync (its children's leases); a failed one is restarted
@@ -172,6 +181,7 @@ void ConsumerSupervisor::start_locked(const std::vector<Lease>& held,
       restart_at_.erase(r);
     }
     auto c = make_(lease);
+    awaiting_restart_.erase(lease.lease_key);  // the new consumer carries the shard's series
     consumers_[lease.lease_key] = c;
     run.push_back(c);
   }

@@ -134,6 +134,9 @@ class ConsumerSupervisor {
   // guarded: shards whose consumer failed, not restarted before the time given
   std::map<std::string, Clock::MonoTime> restart_at_;
   std::map<std::string, FailureRecord> failures_;  // guarded: shards whose last consumer failed
+  // Guarded: a failed consumer until its shard's next one starts, or its lease goes (its
+  // metric series, kept for the restart, are then forgotten: no stale lag left published).
+  std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> awaiting_restart_;
 };
 
 }  // namespace kcl::worker

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -322,6 +323,27 @@ TEST_F(ConsumerSupervisorTest, AGoneStreamOfSeveralAsksItsSync) {
   ASSERT_TRUE(look_until([&] { return !ended_.sync_streams.empty(); }));
   EXPECT_EQ(ended_.sync_streams, (std::set<std::string>{"orders"}));
   EXPECT_FALSE(ended_.fatal);
+}
+
+// A consumer that failed keeps its shard's series for its restart; when the lease goes
+// elsewhere before that, they go too (a stale lag left here would hold an alarm).
+TEST_F(ConsumerSupervisorTest, AFailedShardsSeriesGoWhenItsLeaseGoesBeforeTheRestart) {
+  metrics::MetricsRegistry registry;
+  ctx_.metrics = &registry;
+  scripts_["shardId-0"].failure = Status(StatusCode::kPermissionDenied, "KMS key disabled");
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return !supervisor_->failing_shards().empty(); }));
+  const std::array<MetricTag, 1> tags{{{"shard", "shardId-0"}}};
+  registry.gauge("consumer.millis_behind_latest", 86400000, tags);
+  ASSERT_NE(registry.prometheus_text().find("kcl_millis_behind_latest{shard=\"shardId-0\"}"),
+            std::string::npos);
+  ASSERT_TRUE(takes_.held().lose("shardId-0", Status(StatusCode::kLeaseLost, "taken")));
+  ASSERT_FALSE(look_until([] { return false; }, 3));
+  const std::string text = registry.prometheus_text();
+  EXPECT_EQ(text.find("kcl_millis_behind_latest{shard=\"shardId-0\"}"), std::string::npos)
+      << "a stale lag for a shard this worker no longer reads: " << text;
+  EXPECT_EQ(made_["shardId-0"], 1);
 }
 
 TEST_F(ConsumerSupervisorTest, ALostLeaseEndsItsConsumer) {
