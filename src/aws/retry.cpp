@@ -103,6 +103,12 @@ std::optional<std::chrono::milliseconds> RetryPolicy::next_delay(const Status& f
   return full_jitter_backoff(config_, retry, jitter_.next());
 }
 
+std::optional<std::chrono::milliseconds> RetryPolicy::next_delay_paid(const Status& failure,
+                                                                      int retry) {
+  if (!is_retryable(failure.code())) return std::nullopt;
+  return full_jitter_backoff(config_, retry, jitter_.next());
+}
+
 SeriesRule SeriesRule::records_source(std::chrono::milliseconds base,
                                       std::chrono::milliseconds cap) {
   return SeriesRule{base, cap, 0, 5};

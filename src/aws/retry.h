@@ -116,6 +116,9 @@ class RetryPolicy {
   // or nullopt when the failure is not retryable or the quota cannot pay for a retry. When a
   // delay is returned, the quota's tokens were taken and are added to `*taken`.
   std::optional<std::chrono::milliseconds> next_delay(const Status& failure, int retry, int* taken);
+  // The same wait, for a retry already paid for: the records of one failed call retried
+  // shard by shard pay the quota once, as one retried request does.
+  std::optional<std::chrono::milliseconds> next_delay_paid(const Status& failure, int retry);
   // A call (or a single-attempt caller's series of calls) succeeded; `taken` is what its
   // retries took from the quota.
   void on_success(int taken) { quota_.on_success(taken); }

@@ -32,6 +32,13 @@ void PutPlanner::set_map(ShardMap map, Clock::MonoTime now) {
   for (const auto& id : gone) {
     auto node = shards_.extract(id);
     auto& q = node.mapped();
+    // What its retries took from the quota goes back with it when nothing of it is in flight:
+    // its records go on through the shards that replaced it, where their success cannot
+    // give it back (each split or merge during failures cost the quota for good).
+    if (q.in_flight == 0 && q.quota_taken > 0) {
+      policy_.on_success(q.quota_taken);
+      q.quota_taken = 0;
+    }
     for (auto& item : q.items) {
       const HashKey h = item->hash;
       ShardQueue& target = queue_for(h, now);
@@ -450,13 +457,20 @@ void PutPlanner::settle_shards(const PlannedCall& call, const std::vector<ShardO
 // Requeues each shard's failed records after the retry policy's delay, or fails them when
 // its quota is spent.
 void PutPlanner::retry_failed(Failed& failed, Clock::MonoTime now, Done& done) {
+  // The call's retry pays the quota once, whatever the number of its shards (a call of 120
+  // shards failing as a whole emptied a quota of 500 at 5 a shard, and records failed after
+  // one attempt): the first shard retried pays, the others follow on that payment.
+  bool paid = false;
   for (auto& [id, slot] : failed) {
     auto& items = slot.first;
     if (items.empty()) continue;
     auto it = shards_.find(id);
     std::optional<std::chrono::milliseconds> delay;
     if (it != shards_.end()) {
-      delay = policy_.next_delay(slot.second, it->second.retry_round, &it->second.quota_taken);
+      delay =
+          paid ? policy_.next_delay_paid(slot.second, it->second.retry_round)
+               : policy_.next_delay(slot.second, it->second.retry_round, &it->second.quota_taken);
+      paid = paid || delay.has_value();
     }
     if (!delay) {
       for (auto& item : items) {

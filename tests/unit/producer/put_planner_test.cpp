@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -428,6 +429,64 @@ ShardMap after_split_of_shard_1() {
   return ShardMap({{0, half - 1, "shardId-0"},
                    {half, three_quarters - 1, "shardId-2"},
                    {three_quarters, ~HashKey{0}, "shardId-3"}});
+}
+
+// `n` shards splitting the hash key space in equal ranges ("s0", "s1", ...).
+ShardMap shards_of(int n) {
+  std::vector<ShardMap::Range> ranges;
+  const HashKey step = ~HashKey{0} / static_cast<unsigned>(n);
+  for (int i = 0; i < n; ++i) {
+    const HashKey start = step * static_cast<unsigned>(i);
+    const HashKey end = i + 1 == n ? ~HashKey{0} : start + step - 1;
+    ranges.push_back({start, end, "s" + std::to_string(i)});
+  }
+  return ShardMap(std::move(ranges));
+}
+
+// A call of 120 shards failing as a whole (a 500) is one retry: it pays the quota (500 tokens,
+// 5 a retry) once, not once a shard, so no record fails after its first attempt.
+TEST(PutPlannerTest, ACallFailingAsAWholePaysTheRetryQuotaOnce) {
+  ProducerConfig c = base_config();
+  c.linger = 0ms;
+  Fixture f(c);
+  const ShardMap map = shards_of(120);
+  f.planner.set_map(map, kT0);
+  std::set<std::size_t> covered;
+  for (int i = 0; covered.size() < 120; ++i) {
+    const std::string pk = "k" + std::to_string(i);
+    if (covered.insert(map.find(partition_key_hash(pk))).second) f.planner.add(record(pk, 10), kT0);
+  }
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  auto next = f.planner.next_call(kT0, flush);
+  ASSERT_EQ(next.call.shards.size(), 120u);
+  PutPlanner::Done done;
+  const Result<kinesis::PutRecordsResult> failed(Status(StatusCode::kUnavailable, "HTTP 500"));
+  const auto settled = f.planner.on_result(next.call, failed, kT0 + 1ms, done);
+  EXPECT_TRUE(done.empty()) << done.size() << " records failed after one attempt: "
+                            << (done.empty() ? "" : done.front().second.status().message());
+  EXPECT_EQ(settled.retried, 120u);
+  EXPECT_GE(f.policy.quota().available(), 490);
+}
+
+// A shard that closes takes the quota its retries took back with it: its records succeed on
+// the shards that replaced it, which cannot give it back.
+TEST(PutPlannerTest, AClosedShardGivesBackWhatItsRetriesTookFromTheQuota) {
+  ProducerConfig c = base_config();
+  c.linger = 0ms;
+  Fixture f(c);
+  f.planner.add(record(key_in(1, 0), 10), kT0);
+  PutPlanner::Urgency flush;
+  flush.flush = true;
+  auto next = f.planner.next_call(kT0, flush);
+  ASSERT_EQ(next.call.shards, std::vector<std::string>{"shardId-1"});
+  PutPlanner::Done done;
+  (void)f.planner.on_result(
+      next.call, Result<kinesis::PutRecordsResult>(Status(StatusCode::kUnavailable, "500")),
+      kT0 + 1ms, done);
+  ASSERT_LT(f.policy.quota().available(), 500);
+  f.planner.set_map(after_split_of_shard_1(), kT0 + 2ms);
+  EXPECT_EQ(f.policy.quota().available(), 500);
 }
 
 // An aggregate planned for shardId-1 from the old map, answered as written to shardId-3: a
