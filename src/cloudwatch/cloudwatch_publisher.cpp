@@ -178,6 +178,7 @@ void CloudWatchPublisher::put(const std::vector<Datum>& datums, const PublishCon
     }
     if (r.ok()) continue;
     aggregator_->count("cloudwatch.publish_failures", 1, {});
+    if (failures_to_) failures_to_->count("cloudwatch.publish_failures", 1, {});
     if (base::worth_reporting(failures)) {
       log(LogLevel::kWarn, "PutMetricData failed" +
                                (failures > 1 ? " (" + std::to_string(failures) + " calls in a row)"

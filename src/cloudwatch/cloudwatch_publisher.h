@@ -72,6 +72,9 @@ class CloudWatchPublisher {
   CloudWatchPublisher& operator=(const CloudWatchPublisher&) = delete;
 
   std::shared_ptr<MetricsSink> sink() const { return aggregator_; }
+  // Where else to count the calls that fail (`cloudwatch.publish_failures`): the worker's own
+  // sinks (its /metrics, the application's), since CloudWatch is what fails. Before start().
+  void report_failures_to(std::shared_ptr<MetricsSink> sink) { failures_to_ = std::move(sink); }
   // Opens the EMF file (kFailedPrecondition naming it when it cannot be) and starts the
   // thread.
   Status start();
@@ -106,6 +109,7 @@ class CloudWatchPublisher {
   std::thread thread_;
   PublisherStats stats_;
   std::uint64_t failures_in_a_row_ = 0;
+  std::shared_ptr<MetricsSink> failures_to_;  // may be null
   // Metric names too long for CloudWatch, each warned about once (at most this many kept).
   static constexpr std::size_t kMaxRefusedNamesKept = 1000;
   std::set<std::string> refused_names_;

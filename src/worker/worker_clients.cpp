@@ -36,6 +36,7 @@ Status make_cloudwatch(const WorkerConfig& config, std::shared_ptr<Logger> logge
   clients.cloudwatch = std::make_unique<cloudwatch::CloudWatchPublisher>(
       cw, cw.metrics_namespace.empty() ? config.leases.application_name : cw.metrics_namespace,
       config.leases.worker_id, std::move(client), std::move(logger), clock);
+  clients.cloudwatch->report_failures_to(*metrics);  // seen where CloudWatch is not
   KCL_RETURN_IF_ERROR(clients.cloudwatch->start());
   *metrics = std::make_shared<metrics::TeeMetricsSink>(*metrics, clients.cloudwatch->sink());
   return Status::Ok();

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "aws/aws_json_client.h"
+#include "metrics/metrics_registry.h"
 #include "support/captured_log.h"
 
 namespace kcl::cloudwatch {
@@ -50,6 +52,36 @@ TEST(CloudWatchPublisherTest, PointsDroppedPastMaxSeriesAreLoggedOncePerSeries) 
   for (const std::string& l : lines) {
     EXPECT_NE(l.find("max_series (100)"), std::string::npos) << l;
   }
+}
+
+// A PutMetricData that fails (a role without cloudwatch:PutMetricData) is counted where it
+// can be seen, besides CloudWatch itself: the sink given (the worker's /metrics).
+TEST(CloudWatchPublisherTest, FailedCallsAreCountedInTheWorkersOwnMetricsToo) {
+  CloudWatchMetricsConfig config;
+  config.mode = CloudWatchMetricsMode::kPutMetricData;
+  // A CloudWatch that refuses every call.
+  class Refusing final : public aws::AwsJsonClient {
+   public:
+    Result<std::string> call(std::string_view, std::string, const aws::CallOptions&) override {
+      return Status(StatusCode::kPermissionDenied, "AccessDenied: not authorized");
+    }
+    const std::string& endpoint() const override { return endpoint_; }
+    const std::string& region() const override { return region_; }
+
+   private:
+    std::string endpoint_ = "http://127.0.0.1:1", region_ = "us-east-1";
+  };
+  auto client = std::make_unique<Refusing>();
+  auto registry = std::make_shared<metrics::MetricsRegistry>();
+  CloudWatchPublisher publisher(config, "app", "worker-1", std::move(client),
+                                std::make_shared<testing::CapturedLog>(LogLevel::kWarn),
+                                SystemClock::instance());
+  publisher.report_failures_to(registry);
+  record_shards(*publisher.sink(), 3);
+  publisher.publish_now();
+  EXPECT_EQ(publisher.stats().failed_calls, 1u);
+  EXPECT_NE(registry->prometheus_text().find("cloudwatch_publish_failures"), std::string::npos)
+      << registry->prometheus_text();
 }
 
 }  // namespace
