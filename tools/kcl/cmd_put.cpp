@@ -4,11 +4,12 @@
 // record, written through kcl::Producer (PutRecords batches within the service limits,
 // optional KPL aggregation, per-shard rate limits, retries of only the failed records). On a
 // terminal a progress line shows records/s, records in flight and failures; a summary ends
-// the run. Any record that still fails is listed (line number and the service's error) and
-// makes the exit status 1; --failures-out writes those input lines to FILE, so that
-// `kcl put --file FILE` resends exactly them. The input is streamed: read a chunk at a time as
-// the producer's bounded buffer (2,500 records, 5,000 with --aggregate; 2 MiB) makes room,
-// so memory does not grow with the input.
+// the run. Any record that still fails makes the exit status 1 and is listed (line number and
+// the service's error; the first 100, then a count); --failures-out writes those input lines
+// to FILE as they pile up (10,000 at a time, each lot in line order), so that `kcl put --file
+// FILE` resends exactly them. The input is streamed: read a chunk at a time as the producer's
+// bounded buffer (2,500 records, 5,000 with --aggregate; 2 MiB) makes room, so memory does not
+// grow with the input, nor with its failures.
 //
 // A stop signal (SIGINT, SIGTERM) ends the reading: the records already read are sent for up
 // to --stop-timeout-ms, those left then count as not sent (their lines go to --failures-out),
@@ -101,48 +102,74 @@ Result<std::string> key_for(const PutOptions& o, std::string_view line, std::siz
 }
 
 // The records that failed, and those not sent (a stop signal came first), by line number,
-// with their input line and why.
+// with their input line and why. Memory stays bounded whatever the input (an endless input
+// against a stream that refuses every record): the lines are kept for --failures-out at most
+// kHeldLines at a time, then written out (in line order within each lot), and the reasons
+// listed on stderr are the first kListed; the rest are counted.
 class Failures {
  public:
+  static constexpr std::size_t kHeldLines = 10000;
+  static constexpr std::size_t kListed = 100;
+
+  // `path`: --failures-out (empty: the lines are not kept). Before the first add().
+  void set_path(std::string path) { path_ = std::move(path); }
   // `not_sent`: the producer cancelled the record at a stop (it was never answered).
   void add(std::size_t line_no, std::string line, std::string why, bool not_sent = false) {
     std::lock_guard<std::mutex> lock(mu_);
-    failed_[line_no] = {std::move(line), std::move(why), not_sent};
-    if (not_sent) ++not_sent_;
+    if (not_sent) {
+      ++not_sent_;
+    } else {
+      ++failed_;
+      if (listed_.size() < kListed) listed_.emplace(line_no, std::move(why));
+    }
+    if (path_.empty()) return;
+    held_.emplace(line_no, std::move(line));
+    if (held_.size() >= kHeldLines) write_held_locked();
   }
   // Records that failed (not counting those not sent).
   std::size_t failed() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return failed_.size() - not_sent_;
+    return failed_;
   }
   std::size_t not_sent() const {
     std::lock_guard<std::mutex> lock(mu_);
     return not_sent_;
   }
-  // Lists the failed ones on stderr (in line order; those not sent are counted in the
-  // summary, not listed) and writes the lines of both to `path` when given.
-  Status report(const std::string& path) const {
+  // Lists the first failed ones on stderr, in line order (those not sent are counted in the
+  // summary, not listed), and writes the lines still held to --failures-out.
+  Status report() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [no, f] : failed_) {
-      if (!f.not_sent) std::cerr << "kcl put: line " << no << ": " << f.why << "\n";
+    for (const auto& [no, why] : listed_)
+      std::cerr << "kcl put: line " << no << ": " << why << "\n";
+    if (failed_ > listed_.size()) {
+      std::cerr << "kcl put: ... and " << failed_ - listed_.size() << " more failed lines"
+                << (path_.empty() ? "" : " (all in --failures-out " + path_ + ")") << "\n";
     }
-    if (path.empty()) return Status::Ok();
-    std::ofstream out(path, std::ios::trunc);
-    for (const auto& [no, f] : failed_) out << f.line << "\n";
-    out.flush();
-    if (!out) return Status(StatusCode::kInternal, "cannot write --failures-out " + path);
+    if (path_.empty()) return Status::Ok();
+    write_held_locked();
+    if (!write_error_.empty()) return Status(StatusCode::kInternal, write_error_);
     return Status::Ok();
   }
 
  private:
-  struct Failed {
-    std::string line;
-    std::string why;
-    bool not_sent = false;
-  };
+  // Appends the lines held to --failures-out (made empty at the first write) and lets them go.
+  void write_held_locked() {
+    std::ofstream out(path_, written_any_ ? std::ios::app : std::ios::trunc);
+    written_any_ = true;
+    for (const auto& [no, line] : held_) out << line << "\n";
+    out.flush();
+    if (!out && write_error_.empty()) write_error_ = "cannot write --failures-out " + path_;
+    held_.clear();
+  }
+
   mutable std::mutex mu_;
-  std::map<std::size_t, Failed> failed_;
+  std::string path_;
+  std::map<std::size_t, std::string> held_;    // lines not yet written, by line number
+  std::map<std::size_t, std::string> listed_;  // the first kListed reasons, by line number
+  std::size_t failed_ = 0;
   std::size_t not_sent_ = 0;
+  bool written_any_ = false;
+  std::string write_error_;
 };
 
 // The strings of records written, handed back by the producer's callbacks for the reader to
@@ -336,7 +363,7 @@ int summarize(const PutOptions& o, const PutEnd& end, PutProgress& progress,
     std::cerr << "kcl put: " << end.flushed.message() << "\n";
   }
   Failures& failures = progress.failures;
-  const Status written = failures.report(o.failures_out);
+  const Status written = failures.report();
   const std::size_t failed = failures.failed();
   const std::size_t cancelled = failures.not_sent();
   const std::size_t not_sent = cancelled + end.unanswered;
@@ -394,6 +421,7 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   if (!made.ok()) return report_error("put", made.status());
   std::unique_ptr<Producer> producer = std::move(made).value();
   PutProgress progress;
+  progress.failures.set_path(o.failures_out);
   const bool tty = ::isatty(STDERR_FILENO) != 0 && !o.quiet;
   std::atomic<bool> reading{true};
   std::thread progress_line;

@@ -107,6 +107,40 @@ std::array<int, 3> summary_counts(const std::string& err) {
   return {-1, -1, -1};
 }
 
+// Many failures (25,000 lines without the key field): every line is in --failures-out, in
+// order, though at most 10,000 are held at a time; stderr lists the first 100 and counts the
+// rest, instead of a line each (an endless input against a stream that refuses every record
+// grew without bound).
+TEST_F(PutTest, ManyFailuresAreWrittenAsTheyComeAndListedOnceWithACount) {
+  const std::string base = ::testing::TempDir() + "/" + stream_ + "-many";
+  std::vector<std::string> lines;
+  {
+    std::ofstream f(base + ".in");
+    for (int i = 0; i < 25000; ++i) {
+      lines.push_back("{\"other\":" + std::to_string(i) + "}");
+      f << lines.back() << "\n";
+    }
+  }
+  KclProcess p(aws_,
+               {"put", "--stream", stream_, "--file", base + ".in", "--key-field", "id",
+                "--failures-out", base + ".failures"},
+               base + ".out", base + ".err");
+  ASSERT_TRUE(p.started());
+  EXPECT_EQ(p.wait(), 1);
+  EXPECT_EQ(file_lines(base + ".failures"), lines);
+  const std::string err = read_file(base + ".err");
+  std::size_t listed = 0;
+  for (std::size_t at = err.find("kcl put: line "); at != std::string::npos;
+       at = err.find("kcl put: line ", at + 1)) {
+    ++listed;
+  }
+  EXPECT_EQ(listed, 100u) << err.substr(0, 2000);
+  EXPECT_NE(err.find("... and 24900 more failed lines (all in --failures-out"), std::string::npos)
+      << err.substr(err.size() > 2000 ? err.size() - 2000 : 0);
+  EXPECT_NE(err.find("kcl put: 0 records sent, 25000 failed"), std::string::npos)
+      << err.substr(err.size() > 2000 ? err.size() - 2000 : 0);
+}
+
 // SIGTERM while `kcl put` reads a pipe, with records read but not yet sent (a long linger):
 // it was killed at once and they were lost without a word. Now the reading ends, what was
 // read is sent, and the summary says so; every line read is in the stream or in
