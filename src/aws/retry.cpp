@@ -98,9 +98,8 @@ int RetryQuota::available() const {
 
 std::optional<std::chrono::milliseconds> RetryPolicy::next_delay(const Status& failure, int retry,
                                                                  int* taken) {
-  if (!is_retryable(failure.code())) return std::nullopt;
-  if (!quota_.acquire(failure, taken)) return std::nullopt;
-  return full_jitter_backoff(config_, retry, jitter_.next());
+  if (!is_retryable(failure.code()) || !quota_.acquire(failure, taken)) return std::nullopt;
+  return next_delay_paid(failure, retry);
 }
 
 std::optional<std::chrono::milliseconds> RetryPolicy::next_delay_paid(const Status& failure,

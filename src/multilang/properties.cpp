@@ -349,21 +349,16 @@ void read_stream_arn(PropertyReader& r, MultiLangSettings& s) {
   if (s.worker.aws.region.empty()) s.worker.aws.region = region;
 }
 
-// A choice's value in capitals: the Java daemon reads its enums so ("fanout", "trim_horizon").
-std::string upper(std::string v) {
-  for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return v;
-}
-
 void read_initial_position(PropertyReader& r, MultiLangSettings& s) {
   const std::string* given = r.get("initialPositionInStream");
   if (!given) return;
-  const std::string v = upper(*given);
-  if (v == "TRIM_HORIZON") {
+  // Any case, as the Java daemon reads its enums ("trim_horizon").
+  const std::string v = lowercase(*given);
+  if (v == "trim_horizon") {
     s.worker.initial_position = InitialPosition::trim_horizon();
-  } else if (v == "LATEST") {
+  } else if (v == "latest") {
     s.worker.initial_position = InitialPosition::latest();
-  } else if (v == "AT_TIMESTAMP") {
+  } else if (v == "at_timestamp") {
     // Epoch seconds, as the Java daemon reads it (it multiplies by 1000). The upper bound
     // (year 9999) keeps a value written in milliseconds by mistake from being accepted.
     if (auto secs =
@@ -394,10 +389,10 @@ void read_retrieval_mode(PropertyReader& r, MultiLangSettings& s) {
   if (!given) return;
   bool polling_keys = false;
   for (const char* key : kPollingKeys) polling_keys = polling_keys || r.get(key) != nullptr;
-  const std::string v = upper(*given);
-  if (v == "FANOUT" || (v == "DEFAULT" && !polling_keys)) {
+  const std::string v = lowercase(*given);
+  if (v == "fanout" || (v == "default" && !polling_keys)) {
     s.worker.retrieval.mode = RetrievalMode::kFanOut;
-  } else if (v != "POLLING" && v != "DEFAULT") {
+  } else if (v != "polling" && v != "default") {
     r.problem("retrievalMode = '" + *given + "' is not FANOUT, POLLING or DEFAULT");
   }
 }

@@ -77,6 +77,16 @@ Result<kinesis::PutRecordsResult> all_ok(const PlannedCall& call) {
   return r;
 }
 
+// The answer that every entry of `call` (of one shard) was written to shard `shard` instead:
+// a split or a merge the map has not seen.
+Result<kinesis::PutRecordsResult> all_written_to(const PlannedCall& call,
+                                                 const std::string& shard) {
+  auto r = all_ok(call);
+  r->shard_ids = {shard};
+  for (auto& entry : r->records) entry.shard_id = shard;
+  return r;
+}
+
 struct Fixture {
   explicit Fixture(ProducerConfig c) : config(std::move(c)), planner(config, policy) {
     planner.set_map(two_shards(), kT0);
@@ -513,9 +523,7 @@ TEST(PutPlannerTest, AnAggregateWrittenToAnotherShardThanPredictedIsSentAgain) {
   ASSERT_EQ(first.call.entries.size(), 1u);
   ASSERT_TRUE(first.call.entries[0].aggregated());
   ASSERT_EQ(first.call.shards, std::vector<std::string>{"shardId-1"});
-  auto answer = all_ok(first.call);
-  answer->shard_ids = {"shardId-3"};
-  answer->records[0].shard_id = "shardId-3";
+  auto answer = all_written_to(first.call, "shardId-3");
   PutPlanner::Done done;
   const PutPlanner::Settled settled = f.planner.on_result(first.call, answer, kT0 + 1ms, done);
   EXPECT_TRUE(settled.refresh_needed);
@@ -566,8 +574,7 @@ TEST(PutPlannerTest, AMisroutedAggregateWaitsForTheNewMapAtMostTheHold) {
   flush.flush = true;
   auto first = f.planner.next_call(kT0, flush);
   ASSERT_EQ(first.call.entries.size(), 1u);
-  auto answer = all_ok(first.call);
-  answer->shard_ids = {"shardId-3"};
+  auto answer = all_written_to(first.call, "shardId-3");
   PutPlanner::Done done;
   (void)f.planner.on_result(first.call, answer, kT0 + 1ms, done);
   const auto before = f.planner.next_call(kT0 + kMisroutedHold, flush);
@@ -592,8 +599,7 @@ TEST(PutPlannerTest, AMisroutedAggregateOutOfAttemptsFailsNamingTheShardItWentTo
   auto first = f.planner.next_call(kT0, flush);
   ASSERT_EQ(first.call.entries.size(), 1u);
   ASSERT_TRUE(first.call.entries[0].aggregated());
-  auto answer = all_ok(first.call);
-  answer->shard_ids = {"shardId-3"};
+  auto answer = all_written_to(first.call, "shardId-3");
   PutPlanner::Done done;
   const PutPlanner::Settled settled = f.planner.on_result(first.call, answer, kT0 + 1ms, done);
   EXPECT_EQ(settled.failed, 2u);
@@ -619,8 +625,7 @@ TEST(PutPlannerTest, APlainRecordWrittenToAnotherShardSucceeds) {
   flush.flush = true;
   auto first = f.planner.next_call(kT0, flush);
   ASSERT_EQ(first.call.entries.size(), 1u);
-  auto answer = all_ok(first.call);
-  answer->shard_ids = {"shardId-3"};
+  auto answer = all_written_to(first.call, "shardId-3");
   PutPlanner::Done done;
   const PutPlanner::Settled settled = f.planner.on_result(first.call, answer, kT0 + 1ms, done);
   EXPECT_TRUE(settled.refresh_needed);
