@@ -42,6 +42,7 @@
 #include "kcl/producer.h"
 #include "line_reader.h"
 #include "producer/producer_access.h"
+#include "producer/put_planner.h"
 
 namespace kcl::cli {
 
@@ -113,8 +114,10 @@ class Failures {
 
   // `path`: --failures-out (empty: the lines are not kept). Before the first add().
   void set_path(std::string path) { path_ = std::move(path); }
-  // `not_sent`: the producer cancelled the record at a stop (it was never answered).
-  void add(std::size_t line_no, std::string line, std::string why, bool not_sent = false) {
+  // `not_sent`: the producer cancelled the record at a stop (it was never answered). `keep`:
+  // false for a line that was not kept (too long to be a record), left out of --failures-out.
+  void add(std::size_t line_no, std::string line, std::string why, bool not_sent = false,
+           bool keep = true) {
     std::lock_guard<std::mutex> lock(mu_);
     if (not_sent) {
       ++not_sent_;
@@ -122,7 +125,7 @@ class Failures {
       ++failed_;
       if (listed_.size() < kListed) listed_.emplace(line_no, std::move(why));
     }
-    if (path_.empty()) return;
+    if (path_.empty() || !keep) return;
     held_.emplace(line_no, std::move(line));
     if (held_.size() >= kHeldLines) write_held_locked();
   }
@@ -246,6 +249,14 @@ Status put_lines(const PutOptions& o, LineReader& in, Producer& producer, PutPro
       break;
     }
     ++line_no;
+    if (const std::size_t bytes = in.overlong()) {
+      progress.failures.add(line_no, std::string(),
+                            "line is " + std::to_string(bytes) +
+                                " bytes; a record is at most 1 MiB with its partition key" +
+                                (o.failures_out.empty() ? "" : " (not written to --failures-out)"),
+                            /*not_sent=*/false, /*keep=*/false);
+      continue;
+    }
     auto key = key_for(o, line, line_no);
     if (!key.ok()) {
       progress.failures.add(line_no, std::string(line), key.status().message());
@@ -401,7 +412,10 @@ int run_put(const GlobalOptions& g, const PutOptions& o) {
   auto fd = open_input(o);
   if (!fd.ok()) return report_error("put", fd.status());
   install_stop_signals();
-  LineReader in(*fd, 64 * 1024, [](int input) { return wait_readable_or_stop(input); });
+  // A line longer than a record can hold is let go as it is read (memory stays bounded).
+  LineReader in(
+      *fd, 64 * 1024, [](int input) { return wait_readable_or_stop(input); },
+      producer::kMaxRecordBytes);
   ProducerConfig config;
   config.stream_name = o.stream;
   config.aggregate = o.aggregate;

@@ -1,7 +1,9 @@
 // LineReader: the lines of a file descriptor, read a chunk at a time (64 KiB by default) so
 // that `kcl put` streams its input: memory holds a chunk, not the input. A line is handed out
 // as a view into the chunk, without its '\n' (a '\r' before it stays, as with std::getline);
-// a last line without '\n' counts too. A line longer than the buffer grows the buffer.
+// a last line without '\n' counts too. A line longer than the buffer grows the buffer, up to
+// `max_line_bytes`: a longer line is let go as it is read (memory stays bounded whatever the
+// input, a file without a newline too) and handed out empty, overlong() giving its length.
 // `wait_readable` (optional) is asked before each read(): false ends the input there (a stop
 // signal; a line read only in part is not handed out), and stopped() then says so.
 //
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -19,7 +22,8 @@ namespace kcl::cli {
 class LineReader {
  public:
   explicit LineReader(int fd, std::size_t chunk_bytes = 64 * 1024,
-                      std::function<bool(int fd)> wait_readable = {});
+                      std::function<bool(int fd)> wait_readable = {},
+                      std::size_t max_line_bytes = SIZE_MAX);
 
   // The next line (valid until the next call); false at the end of the input or on a read
   // error (then error() says which).
@@ -28,6 +32,9 @@ class LineReader {
   const std::string& error() const { return error_; }
   // True when wait_readable ended the input (what was read before it was handed out).
   bool stopped() const { return stopped_; }
+  // The length in bytes of the line next() handed out when it was longer than max_line_bytes
+  // (the line was handed out empty); 0 otherwise.
+  std::size_t overlong() const { return overlong_; }
 
  private:
   // Reads more after the bytes kept; false at the end of the input or on an error.
@@ -35,6 +42,8 @@ class LineReader {
 
   int fd_;
   std::function<bool(int fd)> wait_readable_;
+  std::size_t max_line_bytes_;
+  std::size_t overlong_ = 0;
   std::vector<char> buffer_;
   std::size_t begin_ = 0;  // the first byte not handed out yet
   std::size_t end_ = 0;    // the end of the bytes read

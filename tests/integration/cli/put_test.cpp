@@ -141,6 +141,30 @@ TEST_F(PutTest, ManyFailuresAreWrittenAsTheyComeAndListedOnceWithACount) {
       << err.substr(err.size() > 2000 ? err.size() - 2000 : 0);
 }
 
+// A line longer than a record can hold (here 3 MiB, as from a file without its newlines) was
+// read whole into memory, however long, and copied to --failures-out. Now it is let go as it
+// is read and counted as failed with its length; the lines around it are written.
+TEST_F(PutTest, ALineLongerThanARecordFailsWithItsLengthAndTheOthersAreWritten) {
+  const std::string base = ::testing::TempDir() + "/" + stream_ + "-long";
+  const std::size_t long_bytes = 3u << 20;
+  {
+    std::ofstream f(base + ".in");
+    f << "first\n" << std::string(long_bytes, 'x') << "\nlast";
+  }
+  KclProcess p(
+      aws_,
+      {"put", "--stream", stream_, "--file", base + ".in", "--failures-out", base + ".failures"},
+      base + ".out", base + ".err");
+  ASSERT_TRUE(p.started());
+  EXPECT_EQ(p.wait(), 1);
+  const std::string err = read_file(base + ".err");
+  EXPECT_NE(err.find("line 2: line is " + std::to_string(long_bytes) + " bytes"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("kcl put: 2 records sent, 1 failed"), std::string::npos) << err;
+  EXPECT_EQ(read_file(base + ".failures").size(), 0u) << "the long line is not written out";
+  EXPECT_EQ(tail(), (std::vector<std::string>{"first", "last"}));
+}
+
 // SIGTERM while `kcl put` reads a pipe, with records read but not yet sent (a long linger):
 // it was killed at once and they were lost without a word. Now the reading ends, what was
 // read is sent, and the summary says so; every line read is in the stream or in

@@ -66,6 +66,38 @@ TEST(LineReaderTest, AStopEndsTheInputWithoutItsHalfLine) {
   ::close(fds[0]);
 }
 
+// A line longer than max_line_bytes (a file without a newline, in `kcl put`) is let go as it is
+// read: the buffer stays near the chunk size plus the bound, the line comes out empty with its
+// length, and the lines around it come out whole.
+TEST(LineReaderTest, ALineOverTheBoundIsLetGoAndCounted) {
+  const std::string huge(1u << 20, 'H');
+  const std::string input = "one\n" + huge + "\n" + std::string(16, 'x') + "\n" + huge;
+  for (std::size_t chunk : {1u, 7u, 64u, 4096u}) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    std::thread writer([&] {
+      std::size_t at = 0;
+      while (at < input.size()) {
+        const ssize_t n = ::write(fds[1], input.data() + at,
+                                  std::min<std::size_t>(chunk * 3 + 1, input.size() - at));
+        if (n <= 0) break;
+        at += static_cast<std::size_t>(n);
+      }
+      ::close(fds[1]);
+    });
+    LineReader reader(fds[0], chunk, {}, /*max_line_bytes=*/16);
+    std::vector<std::pair<std::string, std::size_t>> lines;
+    std::string_view line;
+    while (reader.next(line)) lines.emplace_back(std::string(line), reader.overlong());
+    writer.join();
+    ::close(fds[0]);
+    const std::vector<std::pair<std::string, std::size_t>> expected = {
+        {"one", 0}, {"", huge.size()}, {std::string(16, 'x'), 0}, {"", huge.size()}};
+    EXPECT_EQ(lines, expected) << "chunk " << chunk;
+    EXPECT_EQ(reader.error(), "");
+  }
+}
+
 TEST(LineReaderTest, AReadErrorIsReported) {
   LineReader reader(-1, 16);
   std::string_view line;
