@@ -269,6 +269,11 @@ extern "C" void on_stop_signal(int) {
 
 void wake_stop_waiter() { write_wake_byte(); }
 
+bool output_reader_gone(int fd) {
+  pollfd p{fd, 0, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
 std::optional<Status> wait_for_worker_or_stop(Worker& worker,
                                               const std::function<bool()>& should_stop) {
   for (;;) {

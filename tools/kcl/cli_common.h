@@ -67,6 +67,10 @@ Result<StartPosition> parse_start_position(std::string_view text);
 // followed by a newline.
 void write_record(std::ostream& out, const Record& r, bool raw);
 
+// Whether the reader of output `fd` went away (a pipe whose reading end closed, a terminal
+// hung up), found without writing: poll() reports POLLERR or POLLHUP. False for a file.
+bool output_reader_gone(int fd);
+
 // SIGINT / SIGTERM handling: the first signal sets stop_requested(); a second one exits the
 // process at once (status 130).
 void install_stop_signals();

@@ -17,22 +17,19 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include "base/status_macros.h"
 #include "commands.h"
+#include "consume_output.h"
 #include "dead_letter_options.h"
 #include "kcl/worker.h"
 #include "kcl/worker_options.h"
-#include "record_lines.h"
 
 namespace kcl::cli {
 
@@ -101,202 +98,6 @@ std::optional<std::string> apply_cloudwatch_flags(const ConsumeFlags& f, WorkerC
   }
   return std::nullopt;
 }
-
-// Shared by every shard's processor: one writer of stdout, which prints at most --max
-// records in all (a batch that would pass the limit is cut at it).
-class Output {
- public:
-  explicit Output(bool raw, long long max_records) : raw_(raw), max_(max_records) {}
-  // Writes and flushes the first records of `records` that fit under the limit; returns how
-  // many (all of them without a limit), or -1 when stdout is gone. The lines are built in a
-  // buffer of the calling thread, reused from batch to batch, and written in chunks of whole
-  // lines of about kChunk bytes (so a thread holds one chunk, not a whole batch, of text).
-  long long write(std::span<const Record> records, std::string_view stream = {}) {
-    static constexpr std::size_t kChunk = 256 * 1024;
-    thread_local RecordLines lines;
-    thread_local LineBuffer text;
-    const std::size_t granted = reserve(records.size());
-    std::size_t in_chunk = 0;
-    auto flush = [&] {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size()) {
-        mark_closed();
-        return false;
-      }
-      written_ += static_cast<long long>(in_chunk);
-      text.clear();
-      in_chunk = 0;
-      return true;
-    };
-    text.clear();
-    for (std::size_t i = 0; i < granted; ++i) {
-      lines.append(text, records[i], raw_, stream);
-      ++in_chunk;
-      if (text.size() >= kChunk && !flush()) return -1;
-    }
-    if (!text.empty() && !flush()) return -1;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (std::fflush(stdout) != 0) {
-      mark_closed();
-      return -1;
-    }
-    if (max_ > 0 && written_ >= max_) wake_stop_waiter();
-    return static_cast<long long>(granted);
-  }
-  bool limit_reached() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return max_ > 0 && written_ >= max_;
-  }
-  // Standard output is gone (the reader closed the pipe: `kcl consume | head`).
-  bool closed() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return closed_;
-  }
-  long long written() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return written_;
-  }
-
- private:
-  // A write failed (mu_ held): the reader is gone; the command stops (wake-up) gracefully.
-  void mark_closed() {
-    if (!closed_) {
-      closed_ = true;
-      wake_stop_waiter();
-    }
-  }
-
-  // How many of `wanted` records this caller may print (every one without a limit).
-  std::size_t reserve(std::size_t wanted) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (max_ <= 0) return wanted;
-    const auto left = static_cast<std::size_t>(std::max(0LL, max_ - reserved_));
-    const std::size_t granted = std::min(wanted, left);
-    reserved_ += static_cast<long long>(granted);
-    return granted;
-  }
-
-  const bool raw_;
-  const long long max_;
-  mutable std::mutex mu_;
-  long long reserved_ = 0;  // records some thread may print
-  long long written_ = 0;   // records printed and flushed
-  bool closed_ = false;     // a write to stdout failed
-};
-
-// Prints each batch and checkpoints the last record printed, at most every interval: when a
-// batch comes, and when the shard has been idle (ProcessingConfig::empty_batch_interval is the
-// interval, so the last records of a burst are checkpointed within about two intervals even
-// if nothing follows). Records not printed because of --max are never checkpointed.
-// With --hold-while-exists FILE, a batch with records waits while FILE exists before it is
-// printed: a processor stuck on purpose, to rehearse the stall alerts (docs/operations).
-class PrintingProcessor final : public RecordProcessor {
- public:
-  PrintingProcessor(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
-                    const std::optional<std::regex>& reject, std::string hold_file)
-      : out_(out),
-        interval_(checkpoint_interval),
-        name_stream_(name_stream),
-        reject_(reject),
-        hold_file_(std::move(hold_file)) {}
-  void initialize(const InitializationInput& input) override {
-    last_checkpoint_ = std::chrono::steady_clock::now();
-    if (name_stream_) stream_ = input.stream_name;
-  }
-  void process_records(const ProcessRecordsInput& input) override {
-    if (!input.records.empty()) hold_while_file_exists();
-    refuse_rejected(input.records);
-    const long long printed = out_.write(input.records, stream_);
-    // Standard output is gone (its reader closed the pipe): the command is stopping, and nothing
-    // past the last record printed is ever checkpointed.
-    if (printed < 0) return;
-    if (printed > 0) {
-      const Record& last = input.records[static_cast<std::size_t>(printed - 1)];
-      last_printed_ =
-          ExtendedSequenceNumber(std::string(last.sequence_number()), last.sub_sequence_number());
-    }
-    // Only now that the output is flushed, and at most once per interval.
-    const auto now = std::chrono::steady_clock::now();
-    if (!last_printed_ || last_printed_ == checkpointed_ || now - last_checkpoint_ < interval_) {
-      return;
-    }
-    Status s = checkpoint(input.checkpointer);
-    if (s.ok()) {
-      last_checkpoint_ = now;
-    } else if (s.code() != StatusCode::kLeaseLost) {
-      say("consume", "checkpoint failed: " + s.to_string(), LogLevel::kWarn);
-    }
-  }
-  void shard_ended(Checkpointer& checkpointer) override {
-    // SHARD_END only once every record of the shard was printed; a shard cut by --max, or by
-    // standard output closing, keeps its checkpoint at the last record printed (the next run
-    // prints the rest).
-    check(out_.limit_reached() || out_.closed() ? checkpoint(checkpointer)
-                                                : checkpointer.checkpoint());
-  }
-  void shutdown_requested(Checkpointer& checkpointer) override { check(checkpoint(checkpointer)); }
-
- private:
-  void hold_while_file_exists() const {
-    if (hold_file_.empty()) return;
-    std::error_code ec;
-    while (std::filesystem::exists(hold_file_, ec) && !stop_requested()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  Status checkpoint(Checkpointer& checkpointer) {
-    if (!last_printed_ || last_printed_ == checkpointed_) return Status::Ok();
-    Status s = checkpointer.checkpoint(last_printed_->sequence_number(),
-                                       last_printed_->sub_sequence_number());
-    if (s.ok()) checkpointed_ = last_printed_;
-    return s;
-  }
-  // --reject-matching: a batch holding a matching record fails before anything is printed.
-  void refuse_rejected(std::span<const Record> records) const {
-    if (!reject_) return;
-    for (const Record& r : records) {
-      if (std::regex_search(r.data().begin(), r.data().end(), *reject_)) {
-        throw std::runtime_error("record " + std::string(r.sequence_number()) +
-                                 " matches --reject-matching");
-      }
-    }
-  }
-  static void check(const Status& s) {
-    if (!s.ok() && s.code() != StatusCode::kLeaseLost) {
-      throw std::runtime_error("checkpoint failed: " + s.to_string());
-    }
-  }
-  Output& out_;
-  const std::chrono::milliseconds interval_;
-  const bool name_stream_;
-  const std::optional<std::regex>& reject_;
-  const std::string hold_file_;  // --hold-while-exists
-  std::string stream_;           // printed in each line when the worker reads several streams
-  std::chrono::steady_clock::time_point last_checkpoint_{};
-  std::optional<ExtendedSequenceNumber> last_printed_;
-  std::optional<ExtendedSequenceNumber> checkpointed_;
-};
-
-class PrintingFactory final : public RecordProcessorFactory {
- public:
-  PrintingFactory(Output& out, std::chrono::milliseconds checkpoint_interval, bool name_stream,
-                  std::optional<std::regex> reject, std::string hold_file)
-      : out_(out),
-        interval_(checkpoint_interval),
-        name_stream_(name_stream),
-        reject_(std::move(reject)),
-        hold_file_(std::move(hold_file)) {}
-  std::unique_ptr<RecordProcessor> create(std::string_view) override {
-    return std::make_unique<PrintingProcessor>(out_, interval_, name_stream_, reject_, hold_file_);
-  }
-
- private:
-  Output& out_;
-  const std::chrono::milliseconds interval_;
-  const bool name_stream_;
-  const std::optional<std::regex> reject_;
-  const std::string hold_file_;
-};
 
 // --reject-matching as a regular expression (ECMAScript), or why it is not one.
 Result<std::optional<std::regex>> reject_pattern(const ConsumeFlags& f) {
@@ -450,9 +251,15 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
     return report_error("consume", s);
   }
   Output out(f.raw, f.max_records);
+  PrintingProcessor::Reject rejects;
+  if (*reject) {
+    rejects = [pattern = std::move(**reject)](const Record& r) {
+      return std::regex_search(r.data().begin(), r.data().end(), pattern);
+    };
+  }
   Worker worker(config, std::make_shared<PrintingFactory>(
                             out, std::chrono::milliseconds(f.checkpoint_interval_ms),
-                            config.multi_stream(), std::move(*reject), f.hold_while_exists));
+                            config.multi_stream(), std::move(rejects), f.hold_while_exists));
   install_stop_signals();
   if (Status s = worker.start(); !s.ok()) return report_error("consume", s);
   say("consume",
@@ -464,17 +271,23 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
                        "/metrics)");
   }
   auto stopped =
-      wait_for_worker_or_stop(worker, [&] { return out.limit_reached() || out.closed(); });
+      wait_for_worker_or_stop(worker, [&] { return out.limit_reached() || out.reader_gone(); });
   if (stopped) {
     // Stopped on its own: a fatal error such as the stream being deleted.
     if (!stopped->ok()) return report_error("consume", *stopped);
     return 0;
   }
-  say("consume", std::string(out.closed()          ? "standard output was closed: stopping"
-                             : out.limit_reached() ? "--max records printed: stopping"
-                                                   : "stopping") +
-                     " gracefully (a second signal exits at once)");
-  return report_stop(worker, out, worker.shutdown());
+  const std::string failure = out.failure();
+  say("consume",
+      std::string(!failure.empty()      ? "cannot write standard output (" + failure + "): stopping"
+                  : out.closed()        ? "standard output was closed: stopping"
+                  : out.limit_reached() ? "--max records printed: stopping"
+                                        : "stopping") +
+          " gracefully (a second signal exits at once)",
+      failure.empty() ? LogLevel::kInfo : LogLevel::kError);
+  const int status = report_stop(worker, out, worker.shutdown());
+  // Records were left unprinted because the output failed (not because its reader left).
+  return failure.empty() ? status : 1;
 }
 
 // The streams and how the workers share them.

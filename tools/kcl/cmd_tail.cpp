@@ -1,5 +1,9 @@
 // kcl tail --stream S [--from trim-horizon|latest|<ISO time>] [--max N] [--raw]
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "commands.h"
@@ -43,19 +47,40 @@ int run_tail(const GlobalOptions& g, const TailFlags& f) {
   o.max_records = f.max;
   o.stop_at_end = f.stop_at_end;
   o.read_rate = static_cast<std::size_t>(f.read_rate);
-  o.before_wait = [] { std::cout.flush(); };
+  // A write that fails stops the read: quietly when the reader of the output left (`| head`),
+  // with an error otherwise (a full disk: what was printed is not all there was).
+  int write_error = 0;
+  auto written = [&write_error] {
+    if (std::cout) return true;
+    if (write_error == 0) write_error = errno != 0 ? errno : EIO;
+    return false;
+  };
+  o.before_wait = [&] {
+    errno = 0;
+    std::cout.flush();
+    return written() && !output_reader_gone(STDOUT_FILENO);
+  };
   std::ios::sync_with_stdio(false);
   TailReader reader(*client, o, [&](const Record& r) {
+    errno = 0;
     write_record(std::cout, r, f.raw);
-    return static_cast<bool>(std::cout);
+    return written();
   });
   Status s = reader.run();
+  errno = 0;
   std::cout.flush();
+  written();
   if (reader.corrupt_aggregates() > 0) {
     std::cerr << "kcl tail: " << reader.corrupt_aggregates()
               << " KPL aggregate(s) failed their check and were printed as they came\n";
   }
   if (!s.ok()) return report_error("tail", s);
+  if (write_error != 0 && write_error != EPIPE) {
+    return report_error(
+        "tail", Status(StatusCode::kInternal, std::string("cannot write standard output: ") +
+                                                  std::strerror(write_error) + " (after " +
+                                                  std::to_string(reader.emitted()) + " records)"));
+  }
   return 0;
 }
 }  // namespace

@@ -115,7 +115,7 @@ Status TailReader::run() {
     }
     if (all_caught_up && o_.stop_at_end) break;
     if (earliest > clock.now()) {
-      if (o_.before_wait) o_.before_wait();
+      if (o_.before_wait && !o_.before_wait()) break;
       std::this_thread::sleep_until(earliest);
     }
   }

@@ -34,7 +34,8 @@ struct TailOptions {
   retrieval::RecordsSourceFactory source_factory;
   // Called before the read waits for its next step (nothing more is due now): flush what was
   // emitted, so a reader of the output sees each record without waiting for the run's end.
-  std::function<void()> before_wait;
+  // False stops the read (the output is gone: a quiet stream ends as well as a busy one).
+  std::function<bool()> before_wait;
 };
 
 class TailReader {

@@ -190,6 +190,36 @@ TEST_F(ConsumeCheckpointTest, AClosedOutputStopsItAtTheLastRecordPrinted) {
   ::unlink(fifo.c_str());
 }
 
+// The same on a stream that goes quiet: the closed output is found without a record to write
+// (it kept its leases and read on until the next record came before).
+TEST_F(ConsumeCheckpointTest, AClosedOutputStopsItThoughNoRecordFollows) {
+  const auto first = put(0, 2);
+  ASSERT_EQ(first.size(), 2u);
+  const std::string fifo = ::testing::TempDir() + "/" + app_ + "-quiet.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  KclProcess p = consume(3600000, {"--raw"}, fifo);
+  ASSERT_TRUE(p.started());
+  std::string got;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        char buf[256];
+        const ssize_t n = ::read(reader, buf, sizeof buf);
+        if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+        return std::count(got.begin(), got.end(), '\n') >= 2;
+      },
+      60s))
+      << "read: " << got;
+  ::close(reader);
+  std::optional<int> exited;
+  ASSERT_TRUE(testing::eventually([&] { return (exited = p.exit_status()).has_value(); }, 60s))
+      << "the command still runs after its output was closed";
+  EXPECT_EQ(*exited, 0);
+  EXPECT_EQ(checkpoint(), first.back()) << "checkpointed at the last record printed";
+  ::unlink(fifo.c_str());
+}
+
 TEST_F(ConsumeCheckpointTest, MaxPrintsExactlyThatManyAndTheNextRunPrintsTheRest) {
   const auto seqs = put(0, 30);
   ASSERT_EQ(seqs.size(), 30u);

@@ -1,8 +1,16 @@
 // `kcl tail` as a user runs it, against kinesalite: every record of a stream that was split
 // while being written is printed once, a parent's records before its children's.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +70,51 @@ TEST_F(TailTest, ARecordIsPrintedWhileItRunsAndTwoSignalsAtOnceAreOneStop) {
   p.signal(SIGTERM);
   EXPECT_EQ(p.wait(), 0);
   EXPECT_EQ(p.lines(), (std::vector<std::string>{"f0", "f1"}));
+}
+
+// `kcl tail | head -2` on a stream that goes quiet: the closed output is found without a
+// record to write, and the command ends (it read every shard on until the next record came).
+TEST_F(TailTest, AClosedOutputEndsItThoughNoRecordFollows) {
+  put("q", 2);
+  const std::string fifo = ::testing::TempDir() + "/" + stream_ + ".fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0) << std::strerror(errno);
+  KclProcess p(aws_, {"tail", "--stream", stream_, "--from", "trim-horizon", "--raw"}, fifo);
+  ASSERT_TRUE(p.started());
+  std::string got;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        char buf[256];
+        const ssize_t n = ::read(reader, buf, sizeof buf);
+        if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+        return got.size() >= 6;
+      },
+      60s))
+      << "read: " << got;
+  EXPECT_EQ(got, "q0\nq1\n");
+  ::close(reader);
+  std::optional<int> exited;
+  ASSERT_TRUE(testing::eventually([&] { return (exited = p.exit_status()).has_value(); }, 60s))
+      << "the command still runs after its output was closed";
+  EXPECT_EQ(*exited, 0);
+  ::unlink(fifo.c_str());
+}
+
+// An output that fails (a full disk) is an error with its cause, not a quiet exit 0 with what
+// was printed cut short.
+TEST_F(TailTest, AnOutputThatFailsIsAnErrorNamingItsCause) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full";
+  put("e", 3);
+  const std::string err = ::testing::TempDir() + "/" + stream_ + "-full.err";
+  KclProcess p(aws_, {"tail", "--stream", stream_, "--from", "trim-horizon", "--stop-at-end"},
+               "/dev/full", err);
+  ASSERT_TRUE(p.started());
+  EXPECT_NE(p.wait(), 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("cannot write standard output: No space left on device"), std::string::npos)
+      << text;
 }
 
 TEST_F(TailTest, MaxStopsAfterThatManyRecordsAndAMissingStreamIsAnError) {
