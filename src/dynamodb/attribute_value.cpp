@@ -302,9 +302,10 @@ Result<AttributeValue> parse_typed(const std::string& type, const json& v, const
     return AttributeValue::Bool(v.get<bool>());
   }
   if (type == "NULL") {
-    if (!v.is_boolean() || !v.get<bool>()) {
-      return parse_error(path, "NULL value must be true, got " + v.dump());
+    if (!v.is_boolean()) {
+      return parse_error(path, "NULL value must be true, got " + json_kind(v));
     }
+    if (!v.get<bool>()) return parse_error(path, "NULL value must be true, got false");
     return AttributeValue::Null();
   }
   if (type == "M") return parse_map(v, path, depth);

@@ -251,6 +251,19 @@ TEST(AttributeValueTest, LongOffendingValuesAreTruncatedInMessages) {
   EXPECT_LT(r.status().message().size(), 120u) << r.status().message();
 }
 
+// A NULL holding something else is named by its kind: its text was printed whole, so a long
+// string filled the message and a deeply nested array overflowed the stack while printed.
+TEST(AttributeValueTest, ABadNullValueIsNamedByItsKindNotPrinted) {
+  auto long_string = AttributeValue::from_json(json{{"NULL", std::string(1 << 20, 'x')}});
+  ASSERT_FALSE(long_string.ok());
+  EXPECT_LT(long_string.status().message().size(), 120u);
+  const std::size_t levels = 200000;
+  auto deep = item_from_json(json::parse("{\"a\":{\"NULL\":" + std::string(levels, '[') +
+                                         std::string(levels, ']') + "}}"));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().message(), "attribute 'a': NULL value must be true, got an array");
+}
+
 TEST(AttributeValueTest, ItemErrorsNameTheAttributePath) {
   auto r = item_from_json(json{{"leaseKey", {{"S", "shard"}}}, {"leaseCounter", {{"N", "x1"}}}});
   ASSERT_FALSE(r.ok());
