@@ -93,16 +93,6 @@ Status keep_timeout(const Status& from, Status rewritten) {
   return from.timed_out() ? rewritten.as_timeout() : rewritten;
 }
 
-std::string replace_all(std::string text, std::string_view secret, std::string_view with) {
-  if (secret.size() < 4) return text;  // too short to be a secret; avoids mangling text
-  std::size_t pos = 0;
-  while ((pos = text.find(secret, pos)) != std::string::npos) {
-    text.replace(pos, secret.size(), with);
-    pos += with.size();
-  }
-  return text;
-}
-
 // Parses an HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT") with libcurl's date parser.
 std::optional<std::chrono::system_clock::time_point> parse_http_date(const std::string& s) {
   if (s.empty()) return std::nullopt;
@@ -472,7 +462,10 @@ class JsonClient final : public AwsJsonClient {
 
   Status http_error(const std::string& op, const HttpResponse& resp, const Credentials& creds,
                     const std::string& signature, AwsErrorDetails& details, bool* skew) const {
-    AwsErrorBody e = parse_aws_error(resp);
+    // Taken out of the server's text before it is cut: a proxy's error page may echo the
+    // request's headers, and a cut copy of a secret would no longer match it.
+    const std::string_view secrets[] = {creds.secret_access_key, creds.session_token, signature};
+    AwsErrorBody e = parse_aws_error(resp, secrets);
     details.http_status = resp.status;
     details.error_type = e.type;
     details.request_id = resp.header("x-amzn-requestid");
@@ -497,10 +490,7 @@ class JsonClient final : public AwsJsonClient {
       }
     }
     *skew = looks_like_skew(e.type, e.message);
-    msg = replace_all(std::move(msg), creds.secret_access_key, "[redacted]");
-    msg = replace_all(std::move(msg), creds.session_token, "[redacted]");
-    msg = replace_all(std::move(msg), signature, "[redacted]");
-    return Status(code, std::move(msg), details);
+    return Status(code, redact_secrets(std::move(msg), secrets), details);
   }
 
   // Measures the clock skew from the response's Date header against the time requests are

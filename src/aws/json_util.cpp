@@ -89,7 +89,39 @@ std::string sanitize_snippet(std::string_view text, std::size_t max_chars) {
   return out;
 }
 
-AwsErrorBody parse_aws_error(const HttpResponse& response) {
+namespace {
+constexpr std::string_view kRedacted = "[redacted]";
+}  // namespace
+
+std::string redact_secrets(std::string text, std::span<const std::string_view> secrets) {
+  for (std::string_view secret : secrets) {
+    if (secret.size() < 4) continue;  // too short to be a secret: would mangle the text
+    for (auto at = text.find(secret); at != std::string::npos;
+         at = text.find(secret, at + kRedacted.size())) {
+      text.replace(at, secret.size(), kRedacted);
+    }
+  }
+  return text;
+}
+
+std::vector<std::string> request_secrets(const HttpRequest& request) {
+  std::vector<std::string> secrets;
+  for (const auto& [name, value] : request.headers) {
+    if (iequals(name, "x-amz-security-token")) secrets.push_back(value);
+    if (iequals(name, "authorization")) {
+      static constexpr std::string_view kSignature = "Signature=";
+      if (auto at = value.find(kSignature); at != std::string::npos) {
+        secrets.push_back(value.substr(at + kSignature.size()));
+      }
+    }
+  }
+  return secrets;
+}
+
+namespace {
+// The error of `response`; its message as the server wrote it (not cut), the snippet of a body
+// that is not structured cut after `secrets` were taken out.
+AwsErrorBody read_error(const HttpResponse& response, std::span<const std::string_view> secrets) {
   AwsErrorBody e;
   e.content_type = sanitize_snippet(response.header("content-type"), 80);
   std::string header_type = response.header("x-amzn-errortype");
@@ -127,13 +159,22 @@ AwsErrorBody parse_aws_error(const HttpResponse& response) {
                                              /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     e.body_is_json = false;
-    e.snippet = sanitize_snippet(body);
+    e.snippet = sanitize_snippet(secrets.empty() ? std::string(body)
+                                                 : redact_secrets(std::string(body), secrets));
     if (e.type.empty()) e.type = normalize_error_type(salvage_type(body));
     return e;
   }
   e.body_is_json = true;
   if (e.type.empty()) e.type = normalize_error_type(string_field(doc, {"__type", "code", "Code"}));
   e.message = string_field(doc, {"message", "Message", "errorMessage"});
+  return e;
+}
+}  // namespace
+
+AwsErrorBody parse_aws_error(const HttpResponse& response,
+                             std::span<const std::string_view> secrets) {
+  AwsErrorBody e = read_error(response, secrets);
+  if (!secrets.empty()) e.message = redact_secrets(std::move(e.message), secrets);
   return e;
 }
 

@@ -3,8 +3,10 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "aws/http_transport.h"
 
@@ -29,7 +31,18 @@ std::string normalize_error_type(std::string_view raw);
 // message (`message`, `Message` or `errorMessage`) of an error response. A body that is not
 // a JSON object is reported as such with a snippet; from truncated JSON the `__type` is
 // still recovered when it is complete.
-AwsErrorBody parse_aws_error(const HttpResponse& response);
+// `secrets` (credentials, the request's session token and signature) are replaced by
+// "[redacted]" in the message and the snippet before either is cut to its length: a cut copy
+// of a secret would no longer match it afterwards.
+AwsErrorBody parse_aws_error(const HttpResponse& response,
+                             std::span<const std::string_view> secrets = {});
+
+// `text` with every occurrence of each non-empty secret replaced by "[redacted]".
+std::string redact_secrets(std::string text, std::span<const std::string_view> secrets);
+
+// The secrets a signed request carries, to keep out of messages about its answer: its
+// session token (X-Amz-Security-Token) and its signature (the Authorization's Signature=).
+std::vector<std::string> request_secrets(const HttpRequest& request);
 
 // At most `max_chars` characters of `text` for a one-line message: whitespace runs become
 // one space, control and non-ASCII bytes become '?', "..." marks a cut.

@@ -174,6 +174,7 @@ FetchStep FanOutSource::subscribe() {
   // What one subscription may hold before its stream is paused.
   inbox_->max_bytes = std::min<std::size_t>(config_.max_prefetch_bytes, std::size_t{4} << 20);
   inbox_->wake = wake_;
+  request_secrets_ = aws::request_secrets(*request);
   stream_id_ = ctx_.transport->open(std::move(request).value(), std::make_shared<Handler>(inbox_),
                                     std::exchange(fresh_connection_next_, false));
   subscriptions_.fetch_add(1);
@@ -434,13 +435,17 @@ FetchStep FanOutSource::on_http_error(Drained& drained) {
   r.status = drained.http_status;
   r.headers = std::move(drained.headers);
   r.body = std::move(drained.error_body);
-  const aws::AwsErrorBody e = aws::parse_aws_error(r);
+  // The subscription's session token and signature never reach a message, whatever the
+  // server echoes.
+  std::vector<std::string_view> secrets(request_secrets_.begin(), request_secrets_.end());
+  const aws::AwsErrorBody e = aws::parse_aws_error(r, secrets);
   if (!e.type.empty()) return on_service_error(e.type, e.message, r.status);
   // No error type: the status's code decides (5xx and 429 are retried).
-  return retry_after(Status(aws::classify_aws_error(r.status, ""),
-                            "SubscribeToShard answered HTTP " + std::to_string(r.status) + ": " +
-                                aws::sanitize_snippet(r.body)),
-                     "error");
+  return retry_after(
+      Status(aws::classify_aws_error(r.status, ""),
+             "SubscribeToShard answered HTTP " + std::to_string(r.status) + ": " +
+                 aws::sanitize_snippet(aws::redact_secrets(std::move(r.body), secrets))),
+      "error");
 }
 
 FetchStep FanOutSource::stream_lost(const std::string& why) {

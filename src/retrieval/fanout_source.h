@@ -42,6 +42,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "aws/retry.h"
 #include "aws/streaming_transport.h"
@@ -148,6 +149,8 @@ class FanOutSource final : public QueuedRecordsSource {
   std::string consumer_arn_;      // ctx_.consumer_arn, or the one ctx_.consumers gave
   std::shared_ptr<Inbox> inbox_;  // the open subscription's, if any
   aws::StreamingTransport::StreamId stream_id_ = 0;
+  // The open subscription's session token and signature, kept out of error messages.
+  std::vector<std::string> request_secrets_;
   Clock::MonoTime next_subscribe_at_{};
   Clock::MonoTime last_event_at_{};
   std::optional<std::string> continuation_;

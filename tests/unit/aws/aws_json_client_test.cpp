@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "aws/json_util.h"
 #include "aws/retry.h"
 #include "aws/sigv4.h"
 #include "aws_test_util.h"
@@ -45,6 +46,14 @@ void expect_no_secrets(const std::string& text, const std::vector<std::string>& 
   for (const auto& sig : signatures) {
     ASSERT_EQ(sig.size(), 64u);
     EXPECT_FALSE(contains(text, sig)) << text;
+  }
+}
+
+// No 12 characters in a row of `secret` appear in `text` (a cut copy would show them).
+void expect_no_piece_of(const std::string& text, const std::string& secret) {
+  for (std::size_t at = 0; at + 12 <= secret.size(); ++at) {
+    ASSERT_EQ(text.find(secret.substr(at, 12)), std::string::npos)
+        << "a piece of a secret in: " << text;
   }
 }
 
@@ -483,6 +492,46 @@ TEST_F(ScriptedClientTest, ServerTextEchoingSecretsIsRedacted) {
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
   EXPECT_TRUE(contains(r.status().message(), "[redacted]")) << r.status();
   expect_no_secrets(r.status().to_string(), signatures(transport_->sent()));
+}
+
+// A secret echoed where the message or the snippet is cut: it was redacted only after the
+// cut, when the cut copy no longer matched, so its first part reached the message.
+TEST_F(ScriptedClientTest, ASecretEchoedAcrossTheCutOfTheServersTextIsRedactedToo) {
+  const std::string token = test::kSessionToken;
+  // Where the cut falls inside the token: the snippet of a body that is not JSON (200
+  // characters) and the message of one that is (500).
+  const std::string html =
+      "<html>" + std::string(200 - 6 - token.size() / 2, 'p') + token + "</html>";
+  const std::string json_message = std::string(500 - token.size() / 2, 'm') + token;
+  transport_->push_response(502, html);
+  transport_->push_response(400, error_body("ValidationException", json_message));
+  config_.retry.max_attempts = 1;
+  auto c = client();
+  for (int i = 0; i < 2; ++i) {
+    auto r = c->call("ListShards", "{}");
+    ASSERT_FALSE(r.ok());
+    expect_no_piece_of(r.status().to_string(), token);
+  }
+}
+
+// What a streaming call (SubscribeToShard) keeps out of the messages about its answer: the
+// session token and the signature its signed request carries.
+TEST_F(ScriptedClientTest, ASignedRequestsSecretsAreFoundAndKeptOutOfItsErrorsText) {
+  auto request = client()->signed_request("SubscribeToShard", "{}");
+  ASSERT_TRUE(request.ok()) << request.status();
+  const std::vector<std::string> secrets = request_secrets(*request);
+  ASSERT_EQ(secrets.size(), 2u);
+  EXPECT_EQ(secrets[0].size() + secrets[1].size(),
+            std::string(test::kSessionToken).size() + signatures({*request}).front().size());
+  HttpResponse echo;
+  echo.status = 403;
+  echo.body = std::string("<html>token ") + test::kSessionToken +
+              " signature=" + signatures({*request}).front() + std::string(300, 'x');
+  const std::vector<std::string_view> views(secrets.begin(), secrets.end());
+  const AwsErrorBody e = parse_aws_error(echo, views);
+  EXPECT_NE(e.snippet.find("[redacted]"), std::string::npos) << e.snippet;
+  expect_no_piece_of(e.snippet, signatures({*request}).front());
+  expect_no_piece_of(e.snippet, test::kSessionToken);
 }
 
 TEST_F(ScriptedClientTest, ConfigurationErrorsAreReportedByEveryCall) {
