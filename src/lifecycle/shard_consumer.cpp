@@ -145,7 +145,8 @@ SteadyTime ShardConsumer::backoff_after_failure() {
   auto cap = ctx_.timings.failure_backoff_max;
   auto delay = base * (1LL << std::min(consecutive_failures_ - 1, 20));
   if (delay > cap || delay.count() <= 0) delay = cap;
-  return now() + delay;
+  failed_until_ = now() + delay;
+  return *failed_until_;
 }
 
 void ShardConsumer::report_corrupt_aggregates() {
@@ -407,6 +408,9 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
       drop_misrouted_aggregates(*pending_);
     }
   }
+  // A batch that failed waits out its backoff, however early the consumer is woken (the fetch
+  // task wakes it at once whenever it queued more records).
+  if (pending_ && failed_until_ && now() < *failed_until_) return *failed_until_;
   if (pending_) {
     if (!pending_->records.empty()) {
       batch_in_hand_.store(true);
@@ -431,6 +435,7 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
 std::optional<SteadyTime> ShardConsumer::batch_finished() {
   const bool ended = pending_->shard_end;
   pending_.reset();
+  failed_until_.reset();
   batch_in_hand_.store(false);
   if (ended) {
     checkpoints_->shard_ended();

@@ -239,6 +239,8 @@ class ShardConsumer final : public Task,
   // The lease's hash key range, for drop_misrouted_aggregates (read at its first batch).
   std::optional<std::optional<retrieval::ShardHashRange>> hash_range_;
   int consecutive_failures_ = 0;
+  // Until when the last failure backs off (backoff_after_failure): pending_ waits for it.
+  std::optional<SteadyTime> failed_until_;
   mutable std::mutex failure_mu_;
   Status failure_;
 };
