@@ -148,11 +148,12 @@ struct Call {
   std::string payload_hash;
   HttpRequest request;
   AwsErrorDetails details;
-  bool skew_retried = false;  // the one at-once retry after a clock-skew rejection is used
-  bool renewed = false;       // the one at-once retry with credentials fetched anew is used
-  int retries = 0;            // backoffs taken so far
-  int quota_taken = 0;        // retry-quota tokens this call's retries took
-  Status last;                // the last attempt's failure
+  bool skew_retried = false;        // the one at-once retry after a clock-skew rejection is used
+  std::int64_t signed_skew_ms = 0;  // the clock correction the last attempt was signed with
+  bool renewed = false;             // the one at-once retry with credentials fetched anew is used
+  int retries = 0;                  // backoffs taken so far
+  int quota_taken = 0;              // retry-quota tokens this call's retries took
+  Status last;                      // the last attempt's failure
   std::string* answer_content_type = nullptr;  // CallOptions::answer_content_type
 };
 
@@ -306,7 +307,7 @@ class JsonClient final : public AwsJsonClient {
         // Measured whatever attempts are left: a call of one attempt (GetRecords, PutRecords)
         // fails, and the next call is signed right.
         bool mended = false;  // the next call is signed right: the failure is not final
-        if (skew && !c.skew_retried && adjust_skew(*resp)) {
+        if (skew && !c.skew_retried && adjust_skew(*resp, c.signed_skew_ms)) {
           mended = true;
           if (more_attempts) {
             c.skew_retried = true;
@@ -450,7 +451,8 @@ class JsonClient final : public AwsJsonClient {
     in.region = region_;
     in.service = service_.signing_name;
     in.credentials = creds;
-    in.time = clock_.wall_now() + std::chrono::milliseconds(skew_ms_.load());
+    c.signed_skew_ms = skew_ms_.load();
+    in.time = clock_.wall_now() + std::chrono::milliseconds(c.signed_skew_ms);
     SigningResult signed_req = signer_.sign(in);
     signature = signed_req.signature;
 
@@ -496,8 +498,12 @@ class JsonClient final : public AwsJsonClient {
   // Measures the clock skew from the response's Date header against the time requests are
   // signed with (this clock and the correction in use); true when that is off by enough to
   // explain the rejection and the correction was measured again from this clock (to 0 when
-  // the clock itself is now within minutes: a host whose clock was set right since).
-  bool adjust_skew(const HttpResponse& resp) {
+  // the clock itself is now within minutes: a host whose clock was set right since). Also
+  // true when the correction changed since the rejected request was signed with
+  // `signed_skew_ms` (another call in flight with it measured the skew first): the next
+  // attempt is signed with the new one.
+  bool adjust_skew(const HttpResponse& resp, std::int64_t signed_skew_ms) {
+    if (skew_ms_.load() != signed_skew_ms) return true;
     auto server = parse_http_date(resp.header("date"));
     if (!server) return false;
     const auto wall = clock_.wall_now();

@@ -334,7 +334,10 @@ std::shared_ptr<CredentialsProvider> make_default_chain(const AwsConfig& config,
     links.push_back(std::make_shared<NotConfiguredProvider>(
         "static config", std::string()));  // nothing to explain: not configured
   }
-  links.push_back(make_environment_provider(env));
+  // A profile named in the configuration (--profile) is what the user asked for: the
+  // environment's keys are not read ahead of it, as the AWS CLI and boto3 do (AWS_PROFILE
+  // names no profile here: the environment's keys still come first then).
+  if (config.profile.empty()) links.push_back(make_environment_provider(env));
   links.push_back(
       make_caching_provider(make_profile_provider(config, env, transport, clock), clock));
   links.push_back(

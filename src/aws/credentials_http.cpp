@@ -253,6 +253,18 @@ class ImdsProvider final : public CredentialsProvider {
       return Status(StatusCode::kNotFound, "no instance metadata service reachable at " + endpoint +
                                                " (not on EC2?): " + listed.status().message());
     }
+    if (!listed.ok() && token_timed_out &&
+        listed.status().code() == StatusCode::kPermissionDenied) {
+      // The fallback was refused (HTTP 401: the instance requires IMDSv2): the token request's
+      // timeout is the cause, not the role. Retried, as a slow answer at boot passes.
+      return Status(StatusCode::kUnavailable,
+                    what + ": the session token request (IMDSv2) got no answer within " +
+                        std::to_string(options_.connect_timeout.count()) +
+                        " ms, and the request without a token was refused (" +
+                        listed.status().message() +
+                        "; the instance requires IMDSv2). From a container, the instance's "
+                        "metadata hop limit may be one hop short (raise it to 2)");
+    }
     KCL_ASSIGN_OR_RETURN(const std::string role, std::move(listed));
     auto creds = role_credentials(get_role, role, what);
     if (creds.ok()) succeeded_once_.store(true);

@@ -449,6 +449,43 @@ TEST_F(ScriptedClientTest, ACallOfOneAttemptMeasuresTheSkewForTheNextCall) {
   EXPECT_EQ(header_of(sent[1].headers, "X-Amz-Date"), format_amz_date(server_now));
 }
 
+// Calls in flight together when the clock steps: the first rejection to come back measures the
+// skew; the others, signed with the old correction, were judged against the new one, found
+// "within minutes" and failed as access errors (a shard's reading ended). Now a rejection of
+// a request signed before the correction changed is mended too.
+TEST_F(ScriptedClientTest, ARejectionOfACallSignedBeforeAnotherMeasuredTheSkewIsMendedToo) {
+  const auto server_now = clock_.wall_now() + std::chrono::hours(2);
+  auto c = client();
+  CallOptions once;
+  once.max_attempts = 1;
+  Result<std::string> inner = Status(StatusCode::kInternal, "not run");
+  transport_->push([&](const HttpRequest&) -> Result<HttpResponse> {
+    // While this call is in flight, another one signed with the same correction is refused
+    // first and measures the skew.
+    transport_->push_response(
+        400, error_body("InvalidSignatureException", "Signature expired: ... is now earlier"),
+        {{"date", http_date(server_now)}});
+    inner = c->call("GetRecords", "{}", once);
+    HttpResponse refused;
+    refused.status = 400;
+    refused.body = error_body("InvalidSignatureException", "Signature expired: ... is now earlier");
+    refused.headers = {{"date", http_date(server_now)}};
+    return refused;
+  });
+  auto outer = c->call("GetRecords", "{}", once);
+  ASSERT_FALSE(inner.ok());
+  EXPECT_EQ(inner.status().code(), StatusCode::kUnavailable) << inner.status();
+  ASSERT_FALSE(outer.ok());
+  EXPECT_EQ(outer.status().code(), StatusCode::kUnavailable)
+      << "an access error would end the shard's reading: " << outer.status();
+  EXPECT_NE(outer.status().message().find("clock skew measured"), std::string::npos)
+      << outer.status();
+  transport_->push_response(200, "{}");
+  ASSERT_TRUE(c->call("GetRecords", "{}", once).ok());
+  EXPECT_EQ(header_of(transport_->sent().back().headers, "X-Amz-Date"),
+            format_amz_date(server_now));
+}
+
 TEST_F(ScriptedClientTest, CredentialsRefusedAsExpiredAreFetchedAnewAndTriedAtOnce) {
   transport_->push_response(400, error_body("ExpiredTokenException",
                                             "The security token included in the request is "

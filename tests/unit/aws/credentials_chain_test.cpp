@@ -411,7 +411,7 @@ TEST_F(DefaultChainTest, NothingConfiguredGivesTheMessageUsersSee) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
   const std::string prefix =
-      "no AWS credentials found: tried static config, environment, shared files (profile X), "
+      "no AWS credentials found: tried static config, shared files (profile X), "
       "web identity, container, instance metadata";
   EXPECT_EQ(r.status().message().substr(0, prefix.size()), prefix) << r.status();
   EXPECT_NE(r.status().message().find("AWS_EC2_METADATA_DISABLED"), std::string::npos);
@@ -429,6 +429,22 @@ TEST_F(DefaultChainTest, Order) {
   AwsConfig config;
   config.credentials = StaticCredentials{"STATIC", "s", ""};
   EXPECT_EQ(chain(config)->get()->access_key_id, "STATIC");
+}
+
+// A profile named in the configuration (kcl --profile prod) wins over keys in the environment,
+// as in the AWS CLI and boto3: `kcl --profile prod delete-stream` signed with a development
+// account's keys from the environment before. AWS_PROFILE names no profile this way.
+TEST_F(DefaultChainTest, AProfileNamedInTheConfigurationWinsOverTheEnvironmentsKeys) {
+  dir_.write(".aws/credentials",
+             "[default]\naws_access_key_id = DEFAULT\naws_secret_access_key = s\n"
+             "[prod]\naws_access_key_id = PROD\naws_secret_access_key = s\n");
+  env_.vars["AWS_ACCESS_KEY_ID"] = "ENV";
+  env_.vars["AWS_SECRET_ACCESS_KEY"] = "s";
+  AwsConfig config;
+  config.profile = "prod";
+  EXPECT_EQ(chain(config)->get()->access_key_id, "PROD");
+  env_.vars["AWS_PROFILE"] = "prod";
+  EXPECT_EQ(chain()->get()->access_key_id, "ENV");
 }
 
 TEST_F(DefaultChainTest, BrokenCredentialProcessIsReportedNotSkipped) {

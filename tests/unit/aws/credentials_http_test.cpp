@@ -554,6 +554,27 @@ TEST_F(CredentialsHttpTest, ImdsV1FallbackWhenTheTokenRequestTimesOut) {
   EXPECT_EQ(v2_only.status().code(), StatusCode::kNotFound) << v2_only.status();
 }
 
+// The token request times out and the instance requires IMDSv2 (the request without a token
+// is refused with 401): the error names the timed-out token request and the hop limit, and is
+// retried. It read as an IAM problem ("answered the role request with HTTP 401"), final, so a
+// slow answer at boot stopped the worker from starting.
+TEST_F(CredentialsHttpTest, ATimedOutTokenOnAnInstanceThatRequiresImdsV2IsRetriedAndExplained) {
+  auto fake = std::make_shared<RecordingTransport>();
+  fake->answer = [&](const HttpRequest& req) -> Result<HttpResponse> {
+    if (req.method == "PUT") return Status(StatusCode::kUnavailable, "timed out").as_timeout();
+    HttpResponse resp;
+    resp.status = 401;
+    return resp;
+  };
+  auto c = make_imds_provider(env_.lookup(), fake)->get();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable) << c.status();
+  EXPECT_NE(c.status().message().find("session token request (IMDSv2) got no answer"),
+            std::string::npos)
+      << c.status();
+  EXPECT_NE(c.status().message().find("hop limit"), std::string::npos) << c.status();
+}
+
 TEST_F(CredentialsHttpTest, CachedImdsCredentialsRefreshNearExpiry) {
   FakeImds imds(clock_);
   LocalHttpServer server([&](const ServedRequest& r) { return imds.handle(r); });
