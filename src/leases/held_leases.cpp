@@ -321,11 +321,8 @@ Result<Lease> HeldLeases::begin_write(WriteContext& w, const std::string& key,
                       "); only the new tenure may write to it");
   }
   w.write_lock = std::unique_lock<std::mutex>(w.h->write_mu, std::defer_lock);
-  if (w.kind == WriteKind::kRenew) {
-    if (!w.write_lock.try_lock()) return Status(StatusCode::kCancelled, "write in progress");
-  } else {
-    w.write_lock.lock();
-  }
+  const bool in_progress = w.kind == WriteKind::kRenew && !w.write_lock.try_lock();
+  if (!in_progress && !w.write_lock.owns_lock()) w.write_lock.lock();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = held_.find(key);
@@ -336,6 +333,13 @@ Result<Lease> HeldLeases::begin_write(WriteContext& w, const std::string& key,
     w.current = w.h->lease;
     w.deadline = deadline_of(*w.h);
   }
+  if (in_progress && clock_.now() < w.deadline) {
+    // Another write (a checkpoint, say) is in flight: it renews the lease if it lands.
+    return Status(StatusCode::kCancelled, "write in progress");
+  }
+  // Past the deadline the lease is given up, a write still in flight or not: a call stuck past
+  // the hold (a half-open connection) would otherwise keep a lease that other workers may
+  // take by now, and the renewals of every other lease would be retried at once for as long.
   if (clock_.now() >= w.deadline) {
     return give_up(w, "the lease for " + key + " was not renewed by worker " + worker_id() +
                           " for " +

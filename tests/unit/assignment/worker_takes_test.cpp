@@ -730,16 +730,21 @@ TEST_F(CoordinatorTest, ACheckpointCountsAsTheRenewalUntilHalfARenewIntervalHasP
   EXPECT_EQ(r.renewed, 2);
 }
 
-// Forwards to a store, but the renewal of one lease hangs until released (a stalled
-// connection).
+// Forwards to a store, but the renewal of one lease (and with `checkpoints` its checkpoint
+// write instead) hangs until released (a stalled connection).
 class StallingStore final : public LeaseStore {
  public:
-  explicit StallingStore(LeaseStore& inner, std::string stalled)
-      : inner_(inner), stalled_(std::move(stalled)) {}
+  StallingStore(LeaseStore& inner, std::string stalled, bool checkpoints = false)
+      : inner_(inner), stalled_(std::move(stalled)), checkpoints_(checkpoints) {}
   void release() {
     std::lock_guard<std::mutex> lock(mu_);
     released_ = true;
     cv_.notify_all();
+  }
+  // Whether a stalled call is hanging now.
+  bool stalling() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_ > 0;
   }
   Status create_table_if_not_exists() override { return inner_.create_table_if_not_exists(); }
   Result<std::vector<Lease>> list_leases() override { return inner_.list_leases(); }
@@ -753,11 +758,7 @@ class StallingStore final : public LeaseStore {
     return inner_.take_lease(seen, o);
   }
   Result<Lease> renew_lease(const Lease& held) override {
-    if (held.lease_key == stalled_) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return released_; });
-      return Status(StatusCode::kUnavailable, "timed out after the per-call deadline");
-    }
+    if (held.lease_key == stalled_ && !checkpoints_) return stall();
     return inner_.renew_lease(held);
   }
   Result<Lease> evict_lease(const Lease& held) override { return inner_.evict_lease(held); }
@@ -765,6 +766,7 @@ class StallingStore final : public LeaseStore {
     return inner_.initiate_handoff(seen, o);
   }
   Result<Lease> update_checkpoint(const Lease& held, const CheckpointFields& f) override {
+    if (held.lease_key == stalled_ && checkpoints_) return stall();
     return inner_.update_checkpoint(held, f);
   }
   Status update_child_shard_ids(std::string_view k, const std::vector<std::string>& c) override {
@@ -773,11 +775,21 @@ class StallingStore final : public LeaseStore {
   Status delete_lease(std::string_view k) override { return inner_.delete_lease(k); }
 
  private:
+  Result<Lease> stall() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    cv_.wait(lock, [&] { return released_; });
+    --waiting_;
+    return Status(StatusCode::kUnavailable, "timed out after the per-call deadline");
+  }
+
   LeaseStore& inner_;
   const std::string stalled_;
+  const bool checkpoints_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool released_ = false;
+  int waiting_ = 0;
 };
 
 TEST_F(CoordinatorTest, OneStalledRenewalDelaysNoOtherLeasesRenewal) {
@@ -808,6 +820,42 @@ TEST_F(CoordinatorTest, OneStalledRenewalDelaysNoOtherLeasesRenewal) {
   EXPECT_EQ(r.renewed, 5);
   EXPECT_EQ(r.failed, 1);
   EXPECT_TRUE(a.holds(shard(2))) << "one failed renewal is not a lost lease";
+}
+
+// A checkpoint write that hangs past the lease's deadline (a half-open connection, the store's
+// own timeout far longer than the hold): the renewals skipped the lease as "write in
+// progress" for as long as the call hung, so it was never given up; other workers could take
+// it meanwhile, and its past deadline made the renewer run every 10 ms. Now the first renewal
+// past its deadline gives it up (its consumer is told), and the other leases go on.
+TEST_F(CoordinatorTest, ALeaseWhoseCheckpointHangsPastItsDeadlineIsGivenUp) {
+  add_free_leases(store_, 2);
+  StallingStore stalling(store_, shard(0), /*checkpoints=*/true);
+  LeaseConfig c = test_config("A");
+  TakesWorker a(stalling, c, clock_, NoopMetricsSink::instance(), 1);
+  testing::RecordingListener listener;
+  a.set_listener(&listener);
+  ASSERT_EQ(a.run_take_pass().taken.size(), 2u);
+  CheckpointFields f;
+  f.checkpoint = ExtendedSequenceNumber("4959000000000000000001");
+  std::thread checkpoint([&] { (void)a.update_checkpoint(shard(0), f); });
+  while (!stalling.stalling()) std::this_thread::yield();
+  // Half the hold later: shard 1 is renewed, shard 0's checkpoint is still in flight.
+  const auto hold = c.failover_time - c.effective_lost_lease_margin();
+  clock_.advance(hold / 2);
+  RenewPassResult r = a.run_renew_pass();
+  EXPECT_EQ(r.renewed, 1);
+  EXPECT_TRUE(a.holds(shard(0)));
+  // Past shard 0's deadline (shard 1's is later).
+  clock_.advance(hold / 2 + 1ms);
+  r = a.run_renew_pass();
+  EXPECT_FALSE(a.holds(shard(0))) << "kept though its deadline passed";
+  EXPECT_TRUE(a.holds(shard(1)));
+  EXPECT_EQ(listener.lost(), std::vector<std::string>{shard(0)});
+  const auto next = a.next_deadline();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GT(*next, clock_.now()) << "a past deadline left: the renewer would run at once";
+  stalling.release();
+  checkpoint.join();
 }
 
 }  // namespace
