@@ -71,8 +71,9 @@ struct ProcessingConfig {
   // handoff to try again, hung processors; a failed shard's restart wakes it when due).
   // Default 1 s, range 10 ms..10 s.
   std::chrono::milliseconds scheduler_interval{1000};
-  // Graceful shutdown waits this long for processors' shutdown_requested before handing
-  // leases back anyway. Default 60 s, range 1 s..1 h.
+  // Graceful shutdown waits this long for processors' shutdown_requested (or a callback in
+  // progress) before handing leases back anyway and ending with kDeadlineExceeded. Default
+  // 60 s, range 1 s..1 h.
   std::chrono::milliseconds shutdown_timeout{60000};
   // When a shard has delivered no records for this long, process_records is called with an
   // empty batch (and again each time this long passes while the shard stays idle), so that a

@@ -173,6 +173,10 @@ class Worker {
   // same meaning as PullConsumer::shutdown() and Producer::shutdown().)
   // On one of the worker's own threads (inside a RecordProcessor callback) it cannot wait
   // for those threads: it begins the shutdown and returns kFailedPrecondition saying so.
+  // A processor whose callback has not returned within ProcessingConfig::shutdown_timeout
+  // does not hold the stop up: its lease is handed back and the stop ends with
+  // kDeadlineExceeded naming its shards; the Worker's destructor then waits for that callback
+  // to return (a process may exit without destroying the Worker).
   Status shutdown();
   // Begins the same graceful shutdown and returns at once; the future is ready when the
   // worker has stopped. Safe from any thread, a record processor's or a signal-handling one

@@ -313,6 +313,7 @@ std::optional<std::string> ShardConsumer::make_delivery() {
 }
 
 SteadyTime ShardConsumer::retry_initializing(LogLevel level, const std::string& why) {
+  (void)init_failures_.failed(Status(StatusCode::kUnavailable, why), now());
   const auto attempt = static_cast<std::uint64_t>(consecutive_failures_) + 1;
   if (base::worth_reporting(attempt)) {
     log(level, why + " (attempt " + std::to_string(attempt) + "; again after a backoff)");
@@ -368,6 +369,7 @@ std::optional<SteadyTime> ShardConsumer::step_initializing() {
     return retry_initializing(LogLevel::kError, last_error());
   }
   consecutive_failures_ = 0;
+  (void)init_failures_.succeeded(now());
   start_fetching(*position);
   log(LogLevel::kInfo, "initialized at " + start.to_string());
   state_.store(ConsumerState::kProcessing);

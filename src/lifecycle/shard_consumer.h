@@ -188,6 +188,7 @@ class ShardConsumer final : public Task,
   SteadyTime drain_until() const;
   // The parts of stall_signal().
   std::optional<StallSignal> checkpoint_signal() const;
+  std::optional<StallSignal> initializing_signal() const;
   std::optional<StallSignal> reads_signal() const;
 
   // DeliveryHost: what the delivery may do here.
@@ -227,6 +228,9 @@ class ShardConsumer final : public Task,
   // is too, so its figure is known without a record).
   std::optional<std::int64_t> idle_lag_published_;
   base::FailureSeries checkpoint_failures_{"checkpoint"};
+  // initialize() (or what comes before it: the lease's read, the processor's making) failing
+  // in a row: a stall cause of its own, as the shard is never read meanwhile.
+  base::FailureSeries init_failures_{"initializing"};
   base::FailureSeries parent_reads_{"reading the parents' leases"};
   ProgressWatch watch_;
   ProcessorCalls calls_;

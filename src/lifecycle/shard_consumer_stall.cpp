@@ -16,6 +16,7 @@ std::optional<StallSignal> ShardConsumer::stall_signal(SteadyTime now) {
   progress.answers = reader_.health().answers.load(std::memory_order_relaxed);
   std::optional<StallSignal> waiting = watch_.waiting_signal(now, progress);
   if (auto s = calls_.signal(now, names_.lease_key)) return s;
+  if (auto s = initializing_signal()) return s;
   if (auto s = checkpoint_signal()) return s;
   if (state_.load() == ConsumerState::kWaitingOnParents) {
     if (auto s = watch_.parent_signal()) return s;
@@ -26,6 +27,20 @@ std::optional<StallSignal> ShardConsumer::stall_signal(SteadyTime now) {
 
 std::uint64_t ShardConsumer::reads_answered() const {
   return reader_.health().answers.load(std::memory_order_relaxed);
+}
+
+// Initializing fails again and again (initialize() throws, the lease cannot be read, the
+// factory fails): the shard is not read at all, so no lag or queued record would show it.
+std::optional<StallSignal> ShardConsumer::initializing_signal() const {
+  if (state_.load() != ConsumerState::kInitializing) return std::nullopt;
+  const std::optional<SteadyTime> since = init_failures_.since();
+  if (!since) return std::nullopt;
+  const std::uint64_t n = init_failures_.consecutive();
+  return StallSignal{kStallConsumerFailing,
+                     "initializing failed " + std::to_string(n) +
+                         (n == 1 ? " time" : " times in a row") + ": " +
+                         init_failures_.last_failure().message(),
+                     *since};
 }
 
 std::optional<StallSignal> ShardConsumer::checkpoint_signal() const {

@@ -55,6 +55,21 @@ void TaskPool::stop() {
   std::swap(dropped, queue_);
 }
 
+bool TaskPool::stop_within(SteadyTime deadline) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+    timer_cv_.notify_all();
+    const int own = on_pool_thread() ? 1 : 0;  // the caller's own run ends after this
+    if (!clock_.wait_until(lock, run_ended_, deadline, [&] { return in_run_ <= own; })) {
+      return false;
+    }
+  }
+  stop();
+  return true;
+}
+
 void TaskPool::push_locked(const std::shared_ptr<Task>& task, SteadyTime at) {
   if (task->queued_at_ && *task->queued_at_ <= at) return;  // already due no later
   task->queued_at_ = at;
@@ -175,9 +190,12 @@ void TaskPool::loop() {
     std::shared_ptr<Task> task = take_due_locked(top.at, dropped);
     // While this thread runs the task, another watches the clock (or takes the next task).
     if (!queue_.empty()) cv_.notify_one();
+    ++in_run_;
     lock.unlock();
     std::optional<SteadyTime> next = task->run();
     lock.lock();
+    --in_run_;
+    if (stopping_) run_ended_.notify_all();
     finish_run_locked(task, next);
     release_unlocked(lock, task);
   }

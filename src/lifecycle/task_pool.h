@@ -62,6 +62,10 @@ class TaskPool {
   void schedule_now(const std::shared_ptr<Task>& task) { schedule(task, clock_.now()); }
   // Stops the threads after their current runs; queued tasks are dropped.
   void stop();
+  // Stops as stop() does, waiting for the current runs only until `deadline`: true when every
+  // thread ended; false when one is still inside a task's run (a processor's callback that
+  // never returns), which stop() or the destructor then waits for.
+  bool stop_within(SteadyTime deadline);
 
   // Without threads: runs every task due by clock.now(), one after another on the calling
   // thread, until none is (a task that asks to run again at once runs again, up to
@@ -106,6 +110,8 @@ class TaskPool {
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
   std::uint64_t order_ = 0;
   bool stopping_ = false;
+  int in_run_ = 0;                     // threads inside a task's run
+  std::condition_variable run_ended_;  // a run ended while stopping_
   std::vector<std::thread> threads_;
 };
 

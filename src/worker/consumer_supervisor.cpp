@@ -58,7 +58,7 @@ ConsumersEnded ConsumerSupervisor::reconcile(bool stopping) {
     consumers = consumers_.size();
   }
   for (auto& c : run) pool_.schedule_now(c);
-  complete_handoffs(handoffs_ready);
+  complete_handoffs(handoffs_ready, handing_off);
   metrics_.gauge("worker.consumers", static_cast<double>(consumers), {});
   return ended;
 }
@@ -187,19 +187,43 @@ void ConsumerSupervisor::start_locked(const std::vector<Lease>& held,
   }
 }
 
-void ConsumerSupervisor::complete_handoffs(const std::vector<std::string>& keys) {
+namespace {
+constexpr std::chrono::milliseconds kHandoffRetryBase{250};
+constexpr std::chrono::milliseconds kHandoffRetryMax{4000};
+}  // namespace
+
+void ConsumerSupervisor::complete_handoffs(const std::vector<std::string>& keys,
+                                           const std::map<std::string, std::string>& handing_off) {
+  // Handoffs no longer pending (completed by a retry, or the lease gone) leave no series.
+  std::erase_if(handoff_retries_, [&](const auto& r) { return !handing_off.contains(r.first); });
+  const Clock::MonoTime now = clock_.now();
   for (const std::string& key : keys) {
+    auto retry = handoff_retries_.find(key);
+    if (retry != handoff_retries_.end() && now < retry->second.next_try) continue;
     Status s = held_.complete_handoff(key);
-    if (s.ok()) {
-      log_(LogLevel::kInfo,
-           "lease " + key + " handed off (checkpointed; the new owner starts there)");
-    } else if (s.code() == StatusCode::kLeaseLost) {
-      log_(LogLevel::kWarn,
-           "lease " + key + " lost before its handoff completed: " + s.to_string());
-    } else {
-      // Still held and still handing off: the next reconcile tries again.
-      log_(LogLevel::kWarn, "handing off lease " + key + ": " + s.to_string() + "; trying again");
+    if (s.ok() || s.code() == StatusCode::kLeaseLost) {
+      if (retry != handoff_retries_.end()) {
+        if (s.ok()) {
+          if (auto line = retry->second.series.succeeded(now)) log_(LogLevel::kInfo, *line);
+        }
+        handoff_retries_.erase(retry);
+      }
+      if (s.ok()) {
+        log_(LogLevel::kInfo,
+             "lease " + key + " handed off (checkpointed; the new owner starts there)");
+      } else {
+        log_(LogLevel::kWarn,
+             "lease " + key + " lost before its handoff completed: " + s.to_string());
+      }
+      continue;
     }
+    // Still held and still handing off: tried again after a backoff (a throttled table is
+    // not asked again at every look, nor logged at every look).
+    if (retry == handoff_retries_.end()) retry = handoff_retries_.try_emplace(key, key).first;
+    HandoffRetry& r = retry->second;
+    if (auto line = r.series.failed(s, now)) log_(LogLevel::kWarn, *line + "; trying again");
+    const auto failures = static_cast<int>(std::min<std::uint64_t>(r.series.consecutive(), 8));
+    r.next_try = now + std::min(kHandoffRetryMax, kHandoffRetryBase * (1 << (failures - 1)));
   }
 }
 

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "base/failure_series.h"
 #include "kcl/clock.h"
 #include "kcl/logging.h"
 #include "kcl/metrics.h"
@@ -117,8 +118,11 @@ class ConsumerSupervisor {
   void start_locked(const std::vector<Lease>& held,
                     const std::map<std::string, std::string>& handing_off,
                     std::vector<std::shared_ptr<lifecycle::ShardConsumer>>& run);
-  // Completes the handoffs whose consumer has stopped (no lock held).
-  void complete_handoffs(const std::vector<std::string>& keys);
+  // Completes the handoffs whose consumer has stopped (no lock held). One that fails is tried
+  // again after a backoff (kHandoffRetryBase, doubling up to kHandoffRetryMax), its series of
+  // failures logged once with a count; `handing_off`: the handoffs pending now.
+  void complete_handoffs(const std::vector<std::string>& keys,
+                         const std::map<std::string, std::string>& handing_off);
 
   const Options options_;
   leases::HeldLeases& held_;
@@ -137,6 +141,14 @@ class ConsumerSupervisor {
   // Guarded: a failed consumer until its shard's next one starts, or its lease goes (its
   // metric series, kept for the restart, are then forgotten: no stale lag left published).
   std::map<std::string, std::shared_ptr<lifecycle::ShardConsumer>> awaiting_restart_;
+  // The handoffs whose completion failed, by lease key: their series and when to try again
+  // (reconcile's thread only).
+  struct HandoffRetry {
+    explicit HandoffRetry(const std::string& key) : series("handing off lease " + key) {}
+    base::FailureSeries series;
+    Clock::MonoTime next_try{};
+  };
+  std::map<std::string, HandoffRetry> handoff_retries_;
 };
 
 }  // namespace kcl::worker

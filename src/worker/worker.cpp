@@ -33,6 +33,10 @@ namespace kcl {
 
 namespace {
 
+// How long a stop waits for the pool's threads once a processor is known not to return: the
+// others end within it (each fetch's call is bounded by its own timeout).
+constexpr std::chrono::seconds kStuckThreadsGrace{1};
+
 std::string default_worker_id() {
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
@@ -79,6 +83,9 @@ class Worker::Impl final : public leases::LeaseListener {
       ending_.done.wait();
     }
     join_threads();
+    // A pool thread still in a processor's callback after the stop (it did not return within
+    // shutdown_timeout) is waited for here, before any member its consumer uses is destroyed.
+    if (pool_) pool_->stop();
   }
 
   Status start();
@@ -165,7 +172,9 @@ class Worker::Impl final : public leases::LeaseListener {
   // The stream, or the configured streams, for the status page.
   std::string stream_label() const;
   void graceful_stop();
-  void stop_consumers();
+  // The shards whose consumers did not finish within the stop's bound (their processors are
+  // still in a callback); empty when every one did.
+  std::vector<std::string> stop_consumers();
   void join_threads();
 
   WorkerConfig config_;
@@ -521,20 +530,37 @@ void Worker::Impl::scheduler_loop() {
 void Worker::Impl::graceful_stop() {
   log(LogLevel::kInfo, "shutting down: no more leases will be taken");
   assignment_->drain();  // nothing more is taken or assigned to this worker
-  stop_consumers();
+  const std::vector<std::string> stuck = stop_consumers();
   Status released = assignment_->release_all();
   if (!released.ok()) log(LogLevel::kWarn, "handing leases back: " + released.to_string());
   assignment_->stop();
   if (Status left = assignment_->leave(); !left.ok()) {
     log(LogLevel::kWarn, "leaving the fleet: " + left.to_string());
   }
-  pool_->stop();
+  // A processor that never returns keeps its pool thread: the stop ends without it (the
+  // Worker's destructor waits for it), rather than never.
+  bool threads_ended = true;
+  if (stuck.empty()) {
+    pool_->stop();
+  } else {
+    threads_ended = pool_->stop_within(clock_->now() + kStuckThreadsGrace);
+  }
   if (clients_.cloudwatch) clients_.cloudwatch->stop();  // publishes what is left
   supervisor_->clear();
   Status exit_status;
   {
     std::lock_guard<std::mutex> lock(mu_);
     exit_status = asked_.fatal;
+  }
+  if (exit_status.ok() && !stuck.empty()) {
+    exit_status = Status(
+        StatusCode::kDeadlineExceeded,
+        "the processors of " + join(stuck, ", ") + " did not return within shutdown_timeout (" +
+            std::to_string(config_.processing.shutdown_timeout.count()) +
+            " ms); their leases were handed back" +
+            (threads_ended ? ""
+                           : "; a thread of the worker's pool is still busy (in that callback "
+                             "or a call), and the Worker's destructor waits for it"));
   }
   log(LogLevel::kInfo, exit_status.ok() ? "stopped" : "stopped: " + exit_status.to_string());
   end_with(exit_status);
@@ -548,7 +574,7 @@ void Worker::Impl::end_with(const Status& how) {
 // or until shutdown_timeout: a consumer that ends wakes the scheduler
 // (ctx_.runtime.on_consumer_done), so this waits on that wake-up, looking at hung processors at the
 // scheduler's interval.
-void Worker::Impl::stop_consumers() {
+std::vector<std::string> Worker::Impl::stop_consumers() {
   const auto all = supervisor_->stop_all(internals_.paced_shutdown_drain);
   const auto deadline =
       clock_->now() + internals_.paced_shutdown_drain + config_.processing.shutdown_timeout;
@@ -557,10 +583,15 @@ void Worker::Impl::stop_consumers() {
   };
   while (!all_done()) {
     if (clock_->now() >= deadline) {
-      log(LogLevel::kError, "shutdown: some processors did not finish within " +
+      std::vector<std::string> stuck;
+      for (const auto& c : all) {
+        if (!c->done()) stuck.push_back(c->lease_key());
+      }
+      log(LogLevel::kError, "shutdown: the processors of " + join(stuck, ", ") +
+                                " did not finish within " +
                                 std::to_string(config_.processing.shutdown_timeout.count()) +
                                 " ms; handing their leases back anyway");
-      return;
+      return stuck;
     }
     supervisor_->check_hung();
     std::unique_lock<std::mutex> lock(mu_);
@@ -569,6 +600,7 @@ void Worker::Impl::stop_consumers() {
                        [&] { return asked_.wake; });
     asked_.wake = false;
   }
+  return {};
 }
 
 std::shared_future<Status> Worker::Impl::shutdown() {

@@ -285,9 +285,18 @@ int run_consume(const GlobalOptions& g, const ConsumeFlags& f) {
                                         : "stopping") +
           " gracefully (a second signal exits at once)",
       failure.empty() ? LogLevel::kInfo : LogLevel::kError);
-  const int status = report_stop(worker, out, worker.shutdown());
+  const Status stopped_status = worker.shutdown();
+  int status = report_stop(worker, out, stopped_status);
   // Records were left unprinted because the output failed (not because its reader left).
-  return failure.empty() ? status : 1;
+  if (!failure.empty()) status = 1;
+  if (stopped_status.code() == StatusCode::kDeadlineExceeded) {
+    // A processor's thread is still blocked (a write to an output nobody reads): its leases
+    // were handed back, and the process ends without waiting for it (nor flushing stdout,
+    // which that thread may be blocked on).
+    std::fflush(stderr);
+    std::_Exit(status);
+  }
+  return status;
 }
 
 // The streams and how the workers share them.

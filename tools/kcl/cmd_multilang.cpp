@@ -81,13 +81,9 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
   auto settings = multilang::settings_from_properties(*props);
   if (!settings.ok()) return report_error("multilang", settings.status());
   WorkerConfig config = settings->worker;
-  // Command-line endpoints and credentials override the file's, as for every command.
-  const AwsConfig cli = g.aws_config();
-  if (config.aws.region.empty()) config.aws.region = cli.region;
-  if (!cli.profile.empty()) config.aws.profile = cli.profile;
-  if (!cli.endpoint_url.empty()) config.aws.endpoint_url = cli.endpoint_url;
-  config.aws.http = cli.http;
-  config.aws.credentials = cli.credentials;
+  // The flags given override the file's settings, as in --in-process mode; the rest of the
+  // file's stays.
+  g.override_given(config.aws);
   auto logger = make_default_logger();
   if (!settings->ignored_keys.empty()) {
     std::string keys;
@@ -123,19 +119,23 @@ int run_multilang(const GlobalOptions& g, const MultiLangFlags& f) {
     return 0;
   }
   std::cerr << "kcl multilang: stopping gracefully (shutdownRequested to every child)\n";
-  // The worker hands the leases back once shutdown_timeout (shutdownGraceMillis) has passed,
-  // then waits for its threads, of which one may be in a call to a child that never answers
-  // (no timeoutInSeconds): those children are killed then, so the daemon ends.
+  // The worker hands the leases back once shutdown_timeout (shutdownGraceMillis) has passed
+  // and ends saying which processors did not return: those are calls to children that never
+  // answer (no timeoutInSeconds). The children are killed then, so that the calls return and
+  // the worker's threads end (the Worker's destructor waits for them).
   std::shared_future<Status> ending = worker.begin_shutdown();
   const auto grace = config.processing.shutdown_timeout + std::chrono::seconds(5);
-  if (ending.wait_for(grace) != std::future_status::ready) {
+  const bool ended = ending.wait_for(grace) == std::future_status::ready;
+  if (!ended || ending.get().code() == StatusCode::kDeadlineExceeded) {
     logger->log(LogLevel::kWarn, "multilang",
-                "children still had not answered " + std::to_string(grace.count() / 1000) +
-                    " s after the stop began; killing them");
+                "children still had not answered shutdownRequested within the stop's bound; "
+                "killing them");
     multilang::ChildProcess::kill_all();
   }
   Status stopped = ending.get();
-  if (!stopped.ok()) return report_error("multilang", stopped);
+  if (!stopped.ok() && stopped.code() != StatusCode::kDeadlineExceeded) {
+    return report_error("multilang", stopped);
+  }
   return 0;
 }
 }  // namespace

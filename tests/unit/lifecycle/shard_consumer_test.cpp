@@ -989,6 +989,29 @@ TEST_F(ShardConsumerTest, RecordsBehindTheTipWithNoneDeliveredSignalNoProgressSi
   EXPECT_NE(s->detail.find("5000 ms behind the tip"), std::string::npos) << s->detail;
 }
 
+// A processor whose initialize() keeps throwing: the shard is never read, so neither lag nor
+// queued records showed anything, and no stall was signalled (no kcl_shard_stalled, /readyz
+// ready). Now the series of failed initializations is a stall of its own.
+TEST_F(ShardConsumerTest, AnInitializeThatKeepsFailingSignalsAStallSinceItsFirstFailure) {
+  add_lease(kShard);
+  fake_->add_records(2, "r");
+  script_.initialize_throws = 1000;
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  const auto first = fetch_clock_.now();
+  ASSERT_TRUE(drive(*c, [&] { return count(script_.events, "initialize TRIM_HORIZON") >= 3; }));
+  auto s = c->stall_signal(fetch_clock_.now());
+  ASSERT_TRUE(s.has_value()) << "a shard that never initializes signals nothing";
+  EXPECT_EQ(s->cause, kStallConsumerFailing);
+  EXPECT_LE(first, s->since);
+  EXPECT_LT(s->since, fetch_clock_.now() - std::chrono::seconds(1)) << "since its first failure";
+  EXPECT_NE(s->detail.find("initializing failed 3 times in a row"), std::string::npos) << s->detail;
+  EXPECT_NE(s->detail.find("scripted initialize failure"), std::string::npos) << s->detail;
+  script_.initialize_throws = 0;
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
+  EXPECT_FALSE(c->stall_signal(fetch_clock_.now()).has_value());
+}
+
 TEST_F(ShardConsumerTest, ReadsFailingInARowSignalThrottledWithTheLastError) {
   add_lease(kShard);
   fake_->add_records(2, "r");

@@ -389,6 +389,35 @@ TEST_F(ConsumerSupervisorTest, AHandoffNotedBeforeItsConsumerWasSeenStillStopsIt
   EXPECT_FALSE(takes_.held().holds("shardId-0"));
 }
 
+// A handoff whose completion keeps failing (the lease table throttled): it was tried, and
+// logged, at every look (each scheduler tick). Now it is tried after a growing backoff and
+// its failures are logged once per series with a count; once the table answers it completes.
+TEST_F(ConsumerSupervisorTest, AFailingHandoffCompletionIsTriedAfterABackoffAndLoggedOnce) {
+  hold({"shardId-0"});
+  make_supervisor();
+  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
+  auto handing = store_.initiate_handoff(*store_.peek("shardId-0"), "w2");
+  ASSERT_TRUE(handing.ok()) << handing.status();
+  takes_.held().note_handoff(*handing);
+  store_.reset_stats();
+  store_.fail_next(1000000, StatusCode::kUnavailable);
+  // 40 looks, 100 ms apart.
+  look_until([] { return false; }, 40);
+  std::size_t lines = 0;
+  for (const std::string& line : log_.lines()) {
+    if (line.find("handing off lease shardId-0") != std::string::npos) ++lines;
+  }
+  EXPECT_LE(lines, 3u) << "logged at every look";
+  EXPECT_LE(store_.stats().evicts, 12) << "tried at every look";
+  EXPECT_GE(store_.stats().evicts, 3) << "not tried again";
+  store_.fail_next(0);
+  ASSERT_TRUE(look_until([&] {
+    return store_.peek("shardId-0")->lease_owner == "w2" &&
+           !store_.peek("shardId-0")->checkpoint_owner;
+  })) << "the handoff never completed once the table answered";
+  EXPECT_FALSE(takes_.held().holds("shardId-0"));
+}
+
 TEST_F(ConsumerSupervisorTest, StopAllAsksEveryConsumerForItsFinalCheckpoint) {
   hold({"shardId-0", "shardId-1"});
   make_supervisor();

@@ -366,5 +366,63 @@ TEST(FakeClockWorkerTest, AStartAfterAShutdownIsRefused) {
   EXPECT_NE(s.message().find("shut down before it was started"), std::string::npos) << s;
 }
 
+// A processor whose process_records never returns (a downstream call with no timeout): the
+// graceful stop gives up on it after shutdown_timeout, hands its lease back and ends, with an
+// error naming its shard. The stop waited for its pool thread for ever before, so shutdown()
+// never returned.
+class NeverReturningProcessor final : public RecordProcessor {
+ public:
+  NeverReturningProcessor(std::atomic<int>& entered, std::shared_future<void> release)
+      : entered_(entered), release_(std::move(release)) {}
+  void initialize(const InitializationInput&) override {}
+  void process_records(const ProcessRecordsInput&) override {
+    entered_.fetch_add(1);
+    release_.wait();
+  }
+  void shard_ended(Checkpointer&) override {}
+  void shutdown_requested(Checkpointer&) override {}
+
+ private:
+  std::atomic<int>& entered_;
+  std::shared_future<void> release_;
+};
+
+class NeverReturningFactory final : public RecordProcessorFactory {
+ public:
+  NeverReturningFactory(std::atomic<int>& entered, std::shared_future<void> release)
+      : entered_(entered), release_(std::move(release)) {}
+  std::unique_ptr<RecordProcessor> create(std::string_view) override {
+    return std::make_unique<NeverReturningProcessor>(entered_, release_);
+  }
+
+ private:
+  std::atomic<int>& entered_;
+  std::shared_future<void> release_;
+};
+
+TEST(FakeClockWorkerTest, AProcessorThatNeverReturnsDoesNotHoldUpTheStopForEver) {
+  ManualClock clock;
+  std::atomic<int> entered{0};
+  std::promise<void> release;
+  auto store = std::make_shared<leases::InMemoryLeaseStore>();
+  auto worker = make_fake_clock_worker(
+      clock, store, std::make_shared<NeverReturningFactory>(entered, release.get_future().share()));
+  ASSERT_TRUE(worker->start().ok());
+  advance_until(clock, [&] { return entered.load() == kShards; });
+  ASSERT_EQ(entered.load(), kShards);
+  std::shared_future<Status> done = worker->begin_shutdown();
+  advance_until(clock, [&] { return done.wait_for(0s) == std::future_status::ready; });
+  const bool ended = done.wait_for(0s) == std::future_status::ready;
+  release.set_value();  // the callbacks return, so the worker's destructor can end
+  ASSERT_TRUE(ended) << "shutdown() never returned";
+  const Status s = done.get();
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
+  EXPECT_NE(s.message().find(shard_id(0)), std::string::npos) << s;
+  EXPECT_NE(s.message().find("did not return within shutdown_timeout"), std::string::npos) << s;
+  auto leases = store->list_leases();
+  ASSERT_TRUE(leases.ok());
+  for (const Lease& l : *leases) EXPECT_FALSE(l.lease_owner.has_value()) << l.lease_key;
+}
+
 }  // namespace
 }  // namespace kcl::worker
