@@ -42,7 +42,8 @@ void GlobalOptions::add_to(CLI::App& app) {
                  "SDKs (AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL_DYNAMODB, "
                  "AWS_ENDPOINT_URL_CLOUDWATCH; default: AWS_ENDPOINT_URL)");
   app.add_option("--profile", profile,
-                 "Profile of ~/.aws/config and ~/.aws/credentials "
+                 "Profile of ~/.aws/config and ~/.aws/credentials; its credentials are used "
+                 "ahead of keys in the environment, as the AWS CLI does "
                  "(default: AWS_PROFILE, then 'default')");
   app.add_option("--ca-bundle", ca_bundle, "CA bundle file for TLS verification");
   app.add_flag("--no-verify-tls", no_verify_tls,
@@ -66,6 +67,15 @@ AwsConfig GlobalOptions::aws_config() const {
   c.http.verify_tls = !no_verify_tls;
   kinesis::parse_kinesis_wire(wire, c.kinesis_wire);  // --wire is checked by CLI11
   return c;
+}
+
+void GlobalOptions::override_given(AwsConfig& c) const {
+  if (!region.empty()) c.region = region;
+  if (!endpoint_url.empty()) c.endpoint_url = endpoint_url;
+  if (!profile.empty()) c.profile = profile;
+  if (!ca_bundle.empty()) c.http.ca_bundle = ca_bundle;
+  if (no_verify_tls) c.http.verify_tls = false;
+  if (wire != "auto") kinesis::parse_kinesis_wire(wire, c.kinesis_wire);
 }
 
 namespace {

@@ -37,6 +37,10 @@ struct GlobalOptions {
   std::string wire = "auto";  // the Kinesis data calls' encoding: auto, cbor or json
   void add_to(CLI::App& app);
   AwsConfig aws_config() const;
+  // Sets in `c` (a properties file's settings) the flags that were given, and only those:
+  // the command line wins where it speaks, and the file's other settings (its HTTP timeouts,
+  // TLS settings, region or endpoint when no flag names one) stay.
+  void override_given(AwsConfig& c) const;
 };
 
 // --read-rate (RetrievalConfig::max_read_bytes_per_second) on a polling command.

@@ -17,6 +17,7 @@
 // else 130 when the input was not read to its end. A second signal exits at once
 // (cli_common.h: install_stop_signals).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -406,11 +407,27 @@ int summarize(const PutOptions& o, const PutEnd& end, PutProgress& progress,
   return end.input_ended ? 0 : 130;  // 130: stopped before the end of the input
 }
 
+// --failures-out may not be the input itself (--file, or a file on standard input): it is
+// emptied and written while the input is still read, which would cut the input short or read
+// back the failed lines as new ones.
+Status check_failures_out(const PutOptions& o, int input) {
+  if (o.failures_out.empty()) return Status::Ok();
+  struct stat in {};
+  struct stat out {};
+  if (::fstat(input, &in) != 0 || ::stat(o.failures_out.c_str(), &out) != 0) return Status::Ok();
+  if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return Status::Ok();
+  return Status(StatusCode::kInvalidArgument,
+                "--failures-out " + o.failures_out +
+                    " is the input being read; name another file (it is emptied and written "
+                    "while the input is read)");
+}
+
 int run_put(const GlobalOptions& g, const PutOptions& o) {
   auto client = make_kinesis_for_data(g);
   if (!client.ok()) return report_error("put", client.status());
   auto fd = open_input(o);
   if (!fd.ok()) return report_error("put", fd.status());
+  if (Status same = check_failures_out(o, *fd); !same.ok()) return report_error("put", same);
   install_stop_signals();
   // A line longer than a record can hold is let go as it is read (memory stays bounded).
   LineReader in(

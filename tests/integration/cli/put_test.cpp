@@ -165,6 +165,24 @@ TEST_F(PutTest, ALineLongerThanARecordFailsWithItsLengthAndTheOthersAreWritten) 
   EXPECT_EQ(tail(), (std::vector<std::string>{"first", "last"}));
 }
 
+// --failures-out naming the input: it was emptied and written while the input was read
+// (once 10,000 lines had failed), so the input was cut short or its failed lines read back.
+TEST_F(PutTest, FailuresOutThatIsTheInputIsRefusedAndTheInputKept) {
+  const std::string in = ::testing::TempDir() + "/" + stream_ + "-same.in";
+  {
+    std::ofstream f(in);
+    f << "one\ntwo\n";
+  }
+  KclProcess p(aws_, {"put", "--stream", stream_, "--file", in, "--failures-out", in}, in + ".out",
+               in + ".err");
+  ASSERT_TRUE(p.started());
+  EXPECT_NE(p.wait(), 0);
+  EXPECT_NE(read_file(in + ".err").find("is the input being read"), std::string::npos)
+      << read_file(in + ".err");
+  EXPECT_EQ(read_file(in), "one\ntwo\n");
+  EXPECT_TRUE(tail().empty()) << "nothing put";
+}
+
 // SIGTERM while `kcl put` reads a pipe, with records read but not yet sent (a long linger):
 // it was killed at once and they were lost without a word. Now the reading ends, what was
 // read is sent, and the summary says so; every line read is in the stream or in
