@@ -11,6 +11,7 @@
 #include "kinesis/kinesis_cbor.h"
 #include "retrieval/fanout_consumers.h"
 #include "retrieval/resume.h"
+#include "retrieval/shard_end_check.h"
 #include "retrieval/shard_not_found.h"
 
 namespace kcl::retrieval {
@@ -387,6 +388,15 @@ std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std
   batch.millis_behind_latest = event_.millis_behind_latest;
   count_corrupt(builder.finish(event_, start_, resume_filter_).corrupt_aggregates);
   if (!event_.continuation_sequence_number) {
+    if (event_.child_shards.empty() && ctx_.kinesis != nullptr && !ctx_.stream.empty()) {
+      if (Status open =
+              confirm_shard_end(*ctx_.kinesis, ctx_.stream, shard_id_, "a SubscribeToShard event");
+          !open.ok()) {
+        // Not the shard's end: the event's records are not delivered, and the subscription
+        // starts again after the last good continuation (they come again).
+        return stream_lost(open.message());
+      }
+    }
     batch.child_shards = std::move(event_.child_shards);
     return end_of_shard(std::move(batch));
   }

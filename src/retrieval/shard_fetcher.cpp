@@ -8,6 +8,7 @@
 #include "aws/retry.h"
 #include "retrieval/kpl_deaggregator.h"
 #include "retrieval/resume.h"
+#include "retrieval/shard_end_check.h"
 #include "retrieval/shard_not_found.h"
 
 namespace kcl::retrieval {
@@ -209,6 +210,19 @@ FetchStep ShardFetcher::step_get_records() {
   skipped_.fetch_add(counts.skipped_by_checkpoint, std::memory_order_relaxed);
   const std::size_t delivered = batch.records.size();
 
+  if (result.shard_ended() && result.child_shards.empty()) {
+    if (Status open = confirm_shard_end(client_, stream_, shard_id_, "a GetRecords answer");
+        !open.ok()) {
+      // Not the shard's end: what came is delivered, and the shard is read on after it with
+      // a new iterator once the retry policy allows (a malformed answer: 5 in a row).
+      if (delivered > 0) push_batch(std::move(batch));
+      iterator_.clear();
+      state_ = State::kNeedIterator;
+      FetchStep step = on_failure(open);
+      step.records_queued = delivered;
+      return step;
+    }
+  }
   if (result.shard_ended()) {
     batch.child_shards = std::move(result.child_shards);
     state_ = State::kDone;

@@ -135,6 +135,18 @@ class FakeKinesis final : public aws::AwsJsonClient {
     std::lock_guard<std::mutex> lock(mu_);
     for (int i = 0; i < times; ++i) faults_[operation].push_back(status);
   }
+  // ListShards answers with the shard, open or closed (by default it is not answered: an
+  // unknown operation).
+  void answer_list_shards(bool v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_list_shards_ = v;
+  }
+  // The next GetRecords answer has its records but neither NextShardIterator nor ChildShards,
+  // the shard open (a proxy that dropped the iterator).
+  void drop_next_iterator_once() {
+    std::lock_guard<std::mutex> lock(mu_);
+    drop_next_iterator_ = true;
+  }
   // The next call of `operation` returns this body verbatim.
   void reply_next(const std::string& operation, std::string body) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -208,6 +220,7 @@ class FakeKinesis final : public aws::AwsJsonClient {
                    "Shard " + std::string(kShard) + " in stream " + kStream +
                        " under account 000000000000 does not exist");
     }
+    if (op == "ListShards" && answer_list_shards_) return list_shards();
     if (op == "GetShardIterator") return get_shard_iterator(body);
     if (op == "GetRecords") return get_records(body);
     return error(StatusCode::kInvalidArgument, op, "UnknownOperationException", "unknown");
@@ -271,6 +284,20 @@ class FakeKinesis final : public aws::AwsJsonClient {
     return reply.dump();
   }
 
+  Result<std::string> list_shards() const {
+    nlohmann::json range = {{"StartingSequenceNumber", "1"}};
+    if (closed_) {
+      range["EndingSequenceNumber"] =
+          records_.empty() ? std::string("1") : records_.back().sequence_number;
+    }
+    nlohmann::json shard = {
+        {"ShardId", kShard},
+        {"HashKeyRange",
+         {{"StartingHashKey", "0"}, {"EndingHashKey", "340282366920938463463374607431768211455"}}},
+        {"SequenceNumberRange", range}};
+    return nlohmann::json{{"Shards", nlohmann::json::array({shard})}}.dump();
+  }
+
   Result<std::string> get_records(const nlohmann::json& body) {
     const std::string it = body.at("ShardIterator").get<std::string>();
     auto found = iterators_.find(it);
@@ -294,7 +321,9 @@ class FakeKinesis final : public aws::AwsJsonClient {
                                   {"ApproximateArrivalTimestamp", static_cast<double>(ms) / 1e3}});
     }
     const bool at_end = closed_ && end == records_.size() && (pos == end || end_with_last_records_);
-    if (at_end) {
+    if (std::exchange(drop_next_iterator_, false)) {
+      // Neither: the answer lost its iterator.
+    } else if (at_end) {
       reply["ChildShards"] = child_shards_;
     } else {
       reply["NextShardIterator"] = new_iterator(end);
@@ -311,6 +340,8 @@ class FakeKinesis final : public aws::AwsJsonClient {
   mutable std::mutex mu_;
   std::vector<StoredRecord> records_;
   bool closed_ = false;
+  bool answer_list_shards_ = false;
+  bool drop_next_iterator_ = false;
   bool end_with_last_records_ = false;
   bool deleted_ = false;
   bool shard_expired_ = false;

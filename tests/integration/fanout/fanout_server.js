@@ -32,6 +32,8 @@
 // With "describeStreamSummary": {"status": S} (or {"notFound": true}) beside "subscriptions",
 // DescribeStreamSummary answers with that status (or ResourceNotFound); else, as every other
 // operation, UnknownOperationException.
+// With "listShards": {"closed": C}, ListShards answers with the one shard
+// shardId-000000000000, closed when C (an EndingSequenceNumber) and open otherwise.
 // Prints {"port": P} once listening; logs one JSON line per subscription (its
 // StartingPosition) and per flood ("flood" with written / paused counts) to --log.
 'use strict';
@@ -178,6 +180,17 @@ server.on('stream', (stream, headers) => {
         StreamARN: 'arn:aws:kinesis:us-east-1:1:stream/' + body.StreamName,
         StreamStatus: d.status || 'ACTIVE', RetentionPeriodHours: 24, OpenShardCount: 1,
         StreamCreationTimestamp: 1700000000, EnhancedMonitoring: []}}));
+      return;
+    }
+    if (target === 'Kinesis_20131202.ListShards' && script.listShards) {
+      log({listShards: body.StreamName || null});
+      const range = {StartingSequenceNumber: '0'};
+      if (script.listShards.closed) range.EndingSequenceNumber = '999999';
+      stream.respond({':status': 200, 'content-type': 'application/x-amz-json-1.1'});
+      stream.end(JSON.stringify({Shards: [{ShardId: 'shardId-000000000000',
+        HashKeyRange: {StartingHashKey: '0',
+          EndingHashKey: '340282366920938463463374607431768211455'},
+        SequenceNumberRange: range}]}));
       return;
     }
     if (target !== 'Kinesis_20131202.SubscribeToShard') {

@@ -104,13 +104,15 @@ class FanOutSourceTest : public ::testing::Test {
   // `tls`: HTTP/2 over TLS with ALPN (as AWS), verified against the test's certificate;
   // else h2c (plain HTTP/2 with prior knowledge).
   // `describe`: what DescribeStreamSummary answers (fanout_server.js), null for the default.
-  void serve(json subscriptions, bool tls = true, json describe = nullptr) {
+  void serve(json subscriptions, bool tls = true, json describe = nullptr,
+             json list_shards = nullptr) {
     // unique_name: the pid alone repeats (pids wrap at 32,768), and the server appends to
     // its log, so a file left by an earlier process of the same pid would be read as ours.
     const std::string base = ::testing::TempDir() + "/" + kcl::testing::unique_name("fanout");
     log_ = base + ".log";
     json script{{"subscriptions", subscriptions}};
     if (!describe.is_null()) script["describeStreamSummary"] = describe;
+    if (!list_shards.is_null()) script["listShards"] = list_shards;
     std::ofstream(base + ".json") << script.dump();
     std::vector<std::string> args = {"--script", base + ".json", "--log", log_};
     if (tls) {
@@ -354,6 +356,29 @@ TEST_F(FanOutSourceTest, ShardEndHandsOverTheChildShards) {
   EXPECT_EQ(children_, 2u);
   EXPECT_TRUE(s->terminal_error().ok());
   EXPECT_EQ(log_lines("subscription").size(), 1u) << "nothing after the shard's end";
+}
+
+// An event with no ContinuationSequenceNumber and no ChildShards for a shard ListShards shows
+// open: it was taken for the shard's end (SHARD_END on a shard still being written). Now the
+// event is dropped and the subscription starts again after the last continuation; the shard's
+// real end, which names its children, ends it.
+TEST_F(FanOutSourceTest, AnEventEndingAnOpenShardWithoutChildrenIsNotItsEnd) {
+  const json children =
+      json::array({{{"ShardId", "shardId-000000000001"},
+                    {"ParentShards", {kShardId}},
+                    {"HashKeyRange", {{"StartingHashKey", "0"}, {"EndingHashKey", "200"}}}}});
+  serve(json::array(
+            {json::array({event({0}, 0), event({1}, std::nullopt), {{"hold", true}}}),
+             json::array({event({1}, 1), event({2}, std::nullopt, children), {{"hold", true}}})}),
+        true, nullptr, json{{"closed", false}});
+  ctx_.stream = "s";
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return s->drained(); }));
+  EXPECT_EQ(data_, names({0, 1, 2})) << "the shard ended early, or a record came twice";
+  EXPECT_TRUE(ended_);
+  EXPECT_EQ(children_, 1u);
+  EXPECT_EQ(log_lines("subscription").size(), 2u);
+  EXPECT_EQ(log_lines("listShards").size(), 1u);
 }
 
 TEST_F(FanOutSourceTest, AnExceptionInsideTheStreamResubscribesWithoutLossOrRepeat) {

@@ -355,6 +355,35 @@ TEST(FetcherErrorsTest, EndOfShardInTheSameResponseAsTheLastRecords) {
   EXPECT_FALSE(f->take_batch().has_value());
 }
 
+// An answer with neither NextShardIterator nor ChildShards for a shard ListShards shows open
+// (a proxy dropped the iterator): it was taken for the shard's end, so the lease got SHARD_END
+// on a shard still being written and nothing read it again. Now its records are delivered and
+// the shard is read on after them; a real end (the shard closed) still ends it.
+TEST(FetcherErrorsTest, AnAnswerEndingAnOpenShardWithoutChildrenIsNotItsEnd) {
+  FetcherHarness h;
+  h.fake->answer_list_shards(true);
+  h.fake->add_records(3, "a");
+  h.fake->drop_next_iterator_once();
+  auto f = h.make(StartPosition::trim_horizon());
+  std::vector<kcl::Record> out;
+  h.run(*f, out, 20, [&] { return out.size() >= 3; });
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_FALSE(f->finished()) << f->terminal_error();
+  EXPECT_FALSE(f->shard_ended());
+  h.fake->add_records(2, "b");
+  h.run(*f, out, 40, [&] { return out.size() >= 5; });
+  ASSERT_EQ(out.size(), 5u) << "the shard was not read on";
+  EXPECT_EQ(out[3].data(), "b3");
+  EXPECT_FALSE(f->shard_ended());
+  EXPECT_EQ(h.fake->calls_of("ListShards").size(), 1u);
+  // A real end, without children named (as kinesalite ends a shard): ListShards shows it
+  // closed, and it ends.
+  h.fake->close_shard();
+  h.run(*f, out, 40);
+  EXPECT_TRUE(f->shard_ended());
+  EXPECT_EQ(out.size(), 5u);
+}
+
 TEST(FetcherErrorsTest, NullIteratorFromGetShardIteratorIsTheEndOfAClosedShard) {
   FetcherHarness h;
   h.fake->reply_next("GetShardIterator", R"({"ShardIterator":null})");
