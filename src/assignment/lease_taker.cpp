@@ -160,9 +160,25 @@ void LeaseTaker::steal(const std::vector<Lease>& leases, const TakeView& view, i
   }
 }
 
+std::optional<Lease> LeaseTaker::landed_take(const Lease& seen) {
+  auto fresh = store_.get_lease(seen.lease_key);
+  if (!fresh.ok() || !fresh->has_value()) return std::nullopt;
+  const Lease& now_in_table = **fresh;
+  if (now_in_table.lease_owner != config_.worker_id ||
+      now_in_table.lease_counter != seen.lease_counter + 1) {
+    return std::nullopt;
+  }
+  return now_in_table;
+}
+
 bool LeaseTaker::try_take(const Lease& seen, bool steal, TakePassResult& result) {
   const auto start = clock_.now();
   auto taken = store_.take_lease(seen, config_.worker_id);
+  if (!taken.ok()) {
+    // A take whose answer was lost may have landed: the table then names this worker, and
+    // the lease is held as taken rather than left unread until it expires.
+    if (auto landed = landed_take(seen)) taken = std::move(*landed);
+  }
   if (taken.ok()) {
     observed_[seen.lease_key] = Observed{taken->lease_counter, clock_.now(), pass_generation_};
     if (steal) {

@@ -122,6 +122,10 @@ class LeaseTaker {
   void steal(const std::vector<Lease>& leases, const TakeView& view, int target, int needed,
              TakePassResult& result);
   bool try_take(const Lease& seen, bool steal, TakePassResult& result);
+  // After a take that failed (its answer lost, or a retry of it refused by the condition it
+  // had itself changed): the lease as the table holds it when the take landed after all (this
+  // worker the owner, the counter one past `seen`), else nothing.
+  std::optional<Lease> landed_take(const Lease& seen);
 
   leases::HeldLeases& held_;
   leases::LeaseStore& store_;

@@ -374,6 +374,12 @@ Result<Lease> HeldLeases::write_attempts(WriteContext& w, const CheckpointFields
       }
       return written.status();
     }
+    // A release or handoff refused by its condition may be the client's retry of an attempt
+    // that landed (its answer lost): the lease then no longer names this worker, which lets
+    // go as the write meant to (not a loss).
+    if (w.kind == WriteKind::kRelease || w.kind == WriteKind::kHandoff) {
+      if (auto landed = letting_go_landed(w)) return *landed;
+    }
     const MetricTag tag{"operation", op};
     metrics_.count("leases.failed_conditions", 1, MetricTags(&tag, 1));
     auto fresh = reread_held(w);

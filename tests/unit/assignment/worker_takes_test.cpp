@@ -731,7 +731,8 @@ TEST_F(CoordinatorTest, ACheckpointCountsAsTheRenewalUntilHalfARenewIntervalHasP
 }
 
 // Forwards to a store, but the renewal of one lease (and with `checkpoints` its checkpoint
-// write instead) hangs until released (a stalled connection).
+// write instead) hangs until released (a stalled connection); with lose_take_answer, the
+// next take lands and its answer is lost (a timeout after DynamoDB did the work).
 class StallingStore final : public LeaseStore {
  public:
   StallingStore(LeaseStore& inner, std::string stalled, bool checkpoints = false)
@@ -755,8 +756,13 @@ class StallingStore final : public LeaseStore {
     return inner_.create_lease_if_not_exists(l);
   }
   Result<Lease> take_lease(const Lease& seen, std::string_view o) override {
-    return inner_.take_lease(seen, o);
+    auto taken = inner_.take_lease(seen, o);
+    if (taken.ok() && std::exchange(lose_take_answer, false)) {
+      return Status(StatusCode::kUnavailable, "timed out after the per-call deadline");
+    }
+    return taken;
   }
+  bool lose_take_answer = false;
   Result<Lease> renew_lease(const Lease& held) override {
     if (held.lease_key == stalled_ && !checkpoints_) return stall();
     return inner_.renew_lease(held);
@@ -820,6 +826,42 @@ TEST_F(CoordinatorTest, OneStalledRenewalDelaysNoOtherLeasesRenewal) {
   EXPECT_EQ(r.renewed, 5);
   EXPECT_EQ(r.failed, 1);
   EXPECT_TRUE(a.holds(shard(2))) << "one failed renewal is not a lost lease";
+}
+
+// A handoff's completion that landed, its answer lost and the client's retry refused by the
+// condition it had itself changed: it was reported as a lost lease ("taken by B"). Now it is
+// the handoff it is.
+TEST_F(CoordinatorTest, AHandoffWhoseRetryIsRefusedBecauseItLandedIsNoLoss) {
+  add_free_leases(store_, 1);
+  auto a = make("A");
+  testing::RecordingListener listener;
+  a->set_listener(&listener);
+  ASSERT_EQ(a->run_take_pass().taken.size(), 1u);
+  auto handing = store_.initiate_handoff(*store_.peek(shard(0)), "B");
+  ASSERT_TRUE(handing.ok()) << handing.status();
+  a->held().note_handoff(*handing);
+  store_.fail_next(1, StatusCode::kConditionFailed, /*after_apply=*/true);
+  const Status s = a->held().complete_handoff(shard(0));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(listener.lost().empty()) << listener.reasons().front();
+  EXPECT_FALSE(a->holds(shard(0)));
+  EXPECT_EQ(store_.peek(shard(0))->lease_owner, std::optional<std::string>("B"));
+  EXPECT_FALSE(store_.peek(shard(0))->checkpoint_owner.has_value());
+}
+
+// A take that landed but whose answer was lost (a timeout after DynamoDB did the work): the
+// table named this worker, but the worker did not hold the lease, so no one read the shard
+// until the lease expired and another worker took it. Now the lease is read again after a
+// failed take and held when the take landed.
+TEST_F(CoordinatorTest, ATakeThatLandedThoughItsAnswerWasLostIsHeld) {
+  add_free_leases(store_, 1);
+  StallingStore losing(store_, "none");
+  losing.lose_take_answer = true;
+  TakesWorker a(losing, test_config("A"), clock_, NoopMetricsSink::instance(), 1);
+  TakePassResult r = a.run_take_pass();
+  EXPECT_EQ(store_.peek(shard(0))->lease_owner, std::optional<std::string>("A"));
+  EXPECT_TRUE(a.holds(shard(0))) << "the table names A, but A does not hold it";
+  EXPECT_EQ(r.taken, std::vector<std::string>{shard(0)});
 }
 
 // A checkpoint write that hangs past the lease's deadline (a half-open connection, the store's
