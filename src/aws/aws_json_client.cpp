@@ -564,4 +564,9 @@ Result<std::unique_ptr<AwsJsonClient>> make_aws_json_client(ServiceSpec service,
                               SystemClock::instance(), std::move(hooks));
 }
 
+bool is_signing_rejection(std::string_view error_type, std::string_view message) {
+  return looks_like_skew(error_type, message) || error_type == "ExpiredTokenException" ||
+         error_type == "ExpiredToken";
+}
+
 }  // namespace kcl::aws

@@ -86,6 +86,13 @@ class AwsJsonClient {
 // StatusCode. Exposed for tests.
 StatusCode classify_aws_error(int http_status, std::string_view error_type);
 
+// Whether an error refuses a request's signature for the host's clock (RequestTimeTooSkewed,
+// RequestExpired, "Signature expired" or "not yet current") or for credentials that expired
+// (ExpiredTokenException): what the client's own calls mend, measuring the skew from the
+// answer's Date or fetching the credentials anew, and which a streaming request signed with
+// signed_request() (SubscribeToShard) cannot mend itself.
+bool is_signing_rejection(std::string_view error_type, std::string_view message);
+
 struct ResolvedEndpoint {
   std::string url;  // scheme://host[:port]
   std::string region;

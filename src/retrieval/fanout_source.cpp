@@ -241,6 +241,20 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
                              "in_use");
   }
   const std::string what = type + (message.empty() ? std::string() : ": " + message);
+  if (aws::is_signing_rejection(type, message) && !mend_tried_ && !ctx_.stream.empty()) {
+    // Refused for the host's clock (a VM resumed, an NTP step) or for credentials that
+    // expired: only the client's JSON calls measure the skew or fetch credentials anew, and a
+    // worker reading with fan-out may make none (a follower), so one is made, through the same
+    // client, and the subscription is signed again with what it mended. Once per series: a
+    // rejection it does not mend is judged as any other error.
+    mend_tried_ = true;
+    auto mended = ctx_.kinesis->describe_stream_summary(ctx_.stream);
+    if (mended.ok()) {
+      note_retry_reason("SubscribeToShard: " + what +
+                        " (the signing was mended; subscribing again)");
+      return resubscribe_after(milliseconds(0), FetchOutcome::kRetrying, "error");
+    }
+  }
   if (type == "ResourceNotFoundException") {
     if (message.find("onsumer") != std::string::npos) {
       // Deregistered (by hand, a clean-up, another application's worker): the next source of
@@ -384,6 +398,7 @@ std::optional<FetchStep> FanOutSource::handle_event(eventstream::Message& m, std
   }
   retries_.on_success();
   quiet_ends_ = 0;
+  mend_tried_ = false;
   set_millis_behind(event_.millis_behind_latest);
   batch.millis_behind_latest = event_.millis_behind_latest;
   count_corrupt(builder.finish(event_, start_, resume_filter_).corrupt_aggregates);

@@ -157,6 +157,7 @@ class FanOutSource final : public QueuedRecordsSource {
   bool resume_filter_ = false;
   aws::RetrySeries retries_;  // failures in a row and their backoff
   int quiet_ends_ = 0;        // idle ends in a row (no event since)
+  bool mend_tried_ = false;   // a signing rejection's mending call made since the last event
   // The last subscription went silent: the next one opens a connection of its own.
   bool fresh_connection_next_ = false;
   std::mt19937_64 rng_;

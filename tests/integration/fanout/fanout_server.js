@@ -32,6 +32,10 @@
 // With "describeStreamSummary": {"status": S} (or {"notFound": true}) beside "subscriptions",
 // DescribeStreamSummary answers with that status (or ResourceNotFound); else, as every other
 // operation, UnknownOperationException.
+// With "clockAheadMs": N, the server's clock is N ms ahead of the host's: a request whose
+// X-Amz-Date is more than 5 minutes off it is refused as AWS refuses it (400
+// InvalidSignatureException "Signature expired", with the server's Date), whatever its
+// operation; the requests signed right are logged ({"signedAt": X-Amz-Date}).
 // With "listShards": {"closed": C}, ListShards answers with the one shard
 // shardId-000000000000, closed when C (an EndingSequenceNumber) and open otherwise.
 // Prints {"port": P} once listening; logs one JSON line per subscription (its
@@ -163,6 +167,22 @@ server.on('stream', (stream, headers) => {
   stream.on('error', () => {});
   stream.on('end', () => {
     const target = headers['x-amz-target'] || '';
+    if (script.clockAheadMs) {
+      const now = Date.now() + script.clockAheadMs;
+      const amz = headers['x-amz-date'] || '';
+      const m = /^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$/.exec(amz);
+      const signed = m ? Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +m[6]) : 0;
+      if (Math.abs(now - signed) > 5 * 60 * 1000) {
+        log({refusedSignedAt: amz, target});
+        stream.respond({':status': 400, 'content-type': 'application/x-amz-json-1.1',
+          'date': new Date(now).toUTCString()});
+        stream.end(JSON.stringify({__type: 'InvalidSignatureException',
+          message: 'Signature expired: ' + amz + ' is now earlier than ' +
+            new Date(now - 5 * 60 * 1000).toISOString()}));
+        return;
+      }
+      log({signedAt: amz, target});
+    }
     let body = {};
     try { body = JSON.parse(Buffer.concat(chunks).toString('utf8')); } catch (e) { body = {}; }
     if (target === 'Kinesis_20131202.DescribeStreamSummary' && script.describeStreamSummary) {

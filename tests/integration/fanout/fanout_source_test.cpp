@@ -105,7 +105,7 @@ class FanOutSourceTest : public ::testing::Test {
   // else h2c (plain HTTP/2 with prior knowledge).
   // `describe`: what DescribeStreamSummary answers (fanout_server.js), null for the default.
   void serve(json subscriptions, bool tls = true, json describe = nullptr,
-             json list_shards = nullptr) {
+             json list_shards = nullptr, long long clock_ahead_ms = 0) {
     // unique_name: the pid alone repeats (pids wrap at 32,768), and the server appends to
     // its log, so a file left by an earlier process of the same pid would be read as ours.
     const std::string base = ::testing::TempDir() + "/" + kcl::testing::unique_name("fanout");
@@ -113,6 +113,7 @@ class FanOutSourceTest : public ::testing::Test {
     json script{{"subscriptions", subscriptions}};
     if (!describe.is_null()) script["describeStreamSummary"] = describe;
     if (!list_shards.is_null()) script["listShards"] = list_shards;
+    if (clock_ahead_ms != 0) script["clockAheadMs"] = clock_ahead_ms;
     std::ofstream(base + ".json") << script.dump();
     std::vector<std::string> args = {"--script", base + ".json", "--log", log_};
     if (tls) {
@@ -379,6 +380,28 @@ TEST_F(FanOutSourceTest, AnEventEndingAnOpenShardWithoutChildrenIsNotItsEnd) {
   EXPECT_EQ(children_, 1u);
   EXPECT_EQ(log_lines("subscription").size(), 2u);
   EXPECT_EQ(log_lines("listShards").size(), 1u);
+}
+
+// The host's clock two hours behind AWS's (a VM resumed, an NTP step) on a worker whose only
+// Kinesis calls are subscriptions (a follower reading with fan-out): SubscribeToShard is
+// refused as "Signature expired", which ended the shard's source as an access error (and the
+// restarts failed the same way). Now one JSON call through the same client measures the skew
+// and the subscription is signed again with it.
+TEST_F(FanOutSourceTest, ASubscriptionRefusedForTheClocksSkewIsSignedAgainWithItMeasured) {
+  const json children =
+      json::array({{{"ShardId", "shardId-000000000001"},
+                    {"ParentShards", {kShardId}},
+                    {"HashKeyRange", {{"StartingHashKey", "0"}, {"EndingHashKey", "200"}}}}});
+  serve(json::array(
+            {json::array({event({0}, 0), event({1}, std::nullopt, children), {{"hold", true}}})}),
+        true, json{{"status", "ACTIVE"}}, nullptr, 2LL * 3600 * 1000);
+  ctx_.stream = "s";
+  auto s = source();
+  ASSERT_TRUE(drive(*s, [&] { return s->drained(); }));
+  EXPECT_TRUE(s->terminal_error().ok()) << s->terminal_error();
+  EXPECT_EQ(data_, names({0, 1}));
+  EXPECT_TRUE(ended_);
+  EXPECT_EQ(log_lines("subscription").size(), 1u);
 }
 
 TEST_F(FanOutSourceTest, AnExceptionInsideTheStreamResubscribesWithoutLossOrRepeat) {
