@@ -25,6 +25,7 @@
 #include "kinesis/kinesis_client.h"
 #include "leases/dynamodb_lease_store.h"
 #include "support/emulators.h"
+#include "support/fifo_reader.h"
 #include "support/kcl_process.h"
 
 namespace kcl::cli {
@@ -40,6 +41,8 @@ class ConsumeCheckpointTest : public CliTest {
     app_ = testing::unique_name("cli-app");
     out_path_ = ::testing::TempDir() + "/" + app_ + ".out";
   }
+
+  void closed_output_stops_it(bool a_record_follows);
 
   std::vector<std::string> put(int from, int count) {
     std::vector<std::string> seqs;
@@ -155,69 +158,35 @@ TEST_F(ConsumeCheckpointTest, AnIdleShardIsCheckpointedSoACrashAfterAnIntervalPr
   EXPECT_NE(lines[0].find(marker[0]), std::string::npos) << "not the new record: " << lines[0];
 }
 
-// `kcl consume | head`: once the reader of its output is gone, the next record it cannot
-// print stops it gracefully (exit 0), checkpointed at the last record it did print. (It
-// delivered the same batch again for ever before, logging "cannot write to standard output".)
-TEST_F(ConsumeCheckpointTest, AClosedOutputStopsItAtTheLastRecordPrinted) {
+// `kcl consume | head`: once the reader of its output is gone it stops gracefully (exit 0),
+// checkpointed at the last record it did print: at the next record it cannot print (it
+// delivered the same batch again for ever before, logging "cannot write to standard output"),
+// and on a stream that goes quiet too, found without a record to write (it kept its leases
+// and read on until the next record came before).
+void ConsumeCheckpointTest::closed_output_stops_it(bool a_record_follows) {
   const auto first = put(0, 3);
   ASSERT_EQ(first.size(), 3u);
-  const std::string fifo = ::testing::TempDir() + "/" + app_ + ".fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
-  // The read end first (non-blocking, so the command's open for writing does not wait; not
-  // inherited, or the command would hold its own reader).
-  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0) << std::strerror(errno);
-  KclProcess p = consume(3600000, {"--raw"}, fifo);
+  testing::FifoReader out(::testing::TempDir() + "/" + app_ + ".fifo");
+  ASSERT_TRUE(out.ok());
+  KclProcess p = consume(3600000, {"--raw"}, out.path());
   ASSERT_TRUE(p.started());
-  std::string got;
-  ASSERT_TRUE(testing::eventually(
-      [&] {
-        char buf[256];
-        const ssize_t n = ::read(reader, buf, sizeof buf);
-        if (n > 0) got.append(buf, static_cast<std::size_t>(n));
-        return std::count(got.begin(), got.end(), '\n') >= 3;
-      },
-      60s))
-      << "read: " << got;
-  EXPECT_EQ(got, "r0\nr1\nr2\n");
-  ::close(reader);  // as `head -3` exits
-  put(3, 3);
+  ASSERT_TRUE(out.read_lines(3, 60s)) << "read: " << out.text();
+  EXPECT_EQ(out.text(), "r0\nr1\nr2\n");
+  out.close();  // as `head -3` exits
+  if (a_record_follows) put(3, 3);
   std::optional<int> exited;
   ASSERT_TRUE(testing::eventually([&] { return (exited = p.exit_status()).has_value(); }, 60s))
       << "the command still runs after its output was closed";
   EXPECT_EQ(*exited, 0);
   EXPECT_EQ(checkpoint(), first.back()) << "checkpointed at the last record printed";
-  ::unlink(fifo.c_str());
 }
 
-// The same on a stream that goes quiet: the closed output is found without a record to write
-// (it kept its leases and read on until the next record came before).
+TEST_F(ConsumeCheckpointTest, AClosedOutputStopsItAtTheLastRecordPrinted) {
+  closed_output_stops_it(/*a_record_follows=*/true);
+}
+
 TEST_F(ConsumeCheckpointTest, AClosedOutputStopsItThoughNoRecordFollows) {
-  const auto first = put(0, 2);
-  ASSERT_EQ(first.size(), 2u);
-  const std::string fifo = ::testing::TempDir() + "/" + app_ + "-quiet.fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
-  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0) << std::strerror(errno);
-  KclProcess p = consume(3600000, {"--raw"}, fifo);
-  ASSERT_TRUE(p.started());
-  std::string got;
-  ASSERT_TRUE(testing::eventually(
-      [&] {
-        char buf[256];
-        const ssize_t n = ::read(reader, buf, sizeof buf);
-        if (n > 0) got.append(buf, static_cast<std::size_t>(n));
-        return std::count(got.begin(), got.end(), '\n') >= 2;
-      },
-      60s))
-      << "read: " << got;
-  ::close(reader);
-  std::optional<int> exited;
-  ASSERT_TRUE(testing::eventually([&] { return (exited = p.exit_status()).has_value(); }, 60s))
-      << "the command still runs after its output was closed";
-  EXPECT_EQ(*exited, 0);
-  EXPECT_EQ(checkpoint(), first.back()) << "checkpointed at the last record printed";
-  ::unlink(fifo.c_str());
+  closed_output_stops_it(/*a_record_follows=*/false);
 }
 
 TEST_F(ConsumeCheckpointTest, MaxPrintsExactlyThatManyAndTheNextRunPrintsTheRest) {

@@ -1,13 +1,9 @@
 // `kcl tail` as a user runs it, against kinesalite: every record of a stream that was split
 // while being written is printed once, a parent's records before its children's.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -17,6 +13,7 @@
 #include "kinesis/kinesis_client.h"
 #include "support/emulators.h"
 #include "support/eventually.h"
+#include "support/fifo_reader.h"
 #include "support/kcl_process.h"
 
 namespace kcl::cli {
@@ -76,29 +73,17 @@ TEST_F(TailTest, ARecordIsPrintedWhileItRunsAndTwoSignalsAtOnceAreOneStop) {
 // record to write, and the command ends (it read every shard on until the next record came).
 TEST_F(TailTest, AClosedOutputEndsItThoughNoRecordFollows) {
   put("q", 2);
-  const std::string fifo = ::testing::TempDir() + "/" + stream_ + ".fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
-  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  ASSERT_GE(reader, 0) << std::strerror(errno);
-  KclProcess p(aws_, {"tail", "--stream", stream_, "--from", "trim-horizon", "--raw"}, fifo);
+  testing::FifoReader out(::testing::TempDir() + "/" + stream_ + ".fifo");
+  ASSERT_TRUE(out.ok());
+  KclProcess p(aws_, {"tail", "--stream", stream_, "--from", "trim-horizon", "--raw"}, out.path());
   ASSERT_TRUE(p.started());
-  std::string got;
-  ASSERT_TRUE(testing::eventually(
-      [&] {
-        char buf[256];
-        const ssize_t n = ::read(reader, buf, sizeof buf);
-        if (n > 0) got.append(buf, static_cast<std::size_t>(n));
-        return got.size() >= 6;
-      },
-      60s))
-      << "read: " << got;
-  EXPECT_EQ(got, "q0\nq1\n");
-  ::close(reader);
+  ASSERT_TRUE(out.read_lines(2, 60s)) << "read: " << out.text();
+  EXPECT_EQ(out.text(), "q0\nq1\n");
+  out.close();
   std::optional<int> exited;
   ASSERT_TRUE(testing::eventually([&] { return (exited = p.exit_status()).has_value(); }, 60s))
       << "the command still runs after its output was closed";
   EXPECT_EQ(*exited, 0);
-  ::unlink(fifo.c_str());
 }
 
 // An output that fails (a full disk) is an error with its cause, not a quiet exit 0 with what

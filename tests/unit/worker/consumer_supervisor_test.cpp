@@ -108,6 +108,17 @@ class ConsumerSupervisorTest : public ::testing::Test {
         [this](LogLevel level, const std::string& message) { log_.log(level, "test", message); });
   }
 
+  // Lease `key` held here, its consumer running, and a handoff of it to w2 started by the
+  // leader and noted.
+  void start_handoff_to_w2(const std::string& key) {
+    hold({key});
+    make_supervisor();
+    ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
+    auto handing = store_.initiate_handoff(*store_.peek(key), "w2");
+    ASSERT_TRUE(handing.ok()) << handing.status();
+    takes_.held().note_handoff(*handing);
+  }
+
   // Leases of the given keys, all held by this worker.
   void hold(const std::vector<std::string>& keys) {
     for (const std::string& key : keys) {
@@ -375,12 +386,7 @@ TEST_F(ConsumerSupervisorTest, AHandoffNotedBeforeItsConsumerWasSeenStillStopsIt
   // The leader starts a handoff of a lease whose consumer a look is starting at that moment
   // (from a list of handoffs read just before): hand_off() finds no consumer, so only a later
   // look can ask it to finish. Then the handoff completes.
-  hold({"shardId-0"});
-  make_supervisor();
-  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
-  auto handing = store_.initiate_handoff(*store_.peek("shardId-0"), "w2");
-  ASSERT_TRUE(handing.ok()) << handing.status();
-  takes_.held().note_handoff(*handing);
+  start_handoff_to_w2("shardId-0");
   ASSERT_TRUE(look_until([&] {
     return store_.peek("shardId-0")->lease_owner == "w2" &&
            !store_.peek("shardId-0")->checkpoint_owner;
@@ -393,12 +399,7 @@ TEST_F(ConsumerSupervisorTest, AHandoffNotedBeforeItsConsumerWasSeenStillStopsIt
 // logged, at every look (each scheduler tick). Now it is tried after a growing backoff and
 // its failures are logged once per series with a count; once the table answers it completes.
 TEST_F(ConsumerSupervisorTest, AFailingHandoffCompletionIsTriedAfterABackoffAndLoggedOnce) {
-  hold({"shardId-0"});
-  make_supervisor();
-  ASSERT_TRUE(look_until([&] { return supervisor_->consumer_count() == 1; }));
-  auto handing = store_.initiate_handoff(*store_.peek("shardId-0"), "w2");
-  ASSERT_TRUE(handing.ok()) << handing.status();
-  takes_.held().note_handoff(*handing);
+  start_handoff_to_w2("shardId-0");
   store_.reset_stats();
   store_.fail_next(1000000, StatusCode::kUnavailable);
   // 40 looks, 100 ms apart.
