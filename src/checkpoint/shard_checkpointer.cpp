@@ -230,9 +230,12 @@ Status ShardCheckpointer::commit(const PreparedCheckpoint& prepared) {
   if (!prepared.written) return Status::Ok();
   std::lock_guard<std::mutex> lock(mu_);
   KCL_RETURN_IF_ERROR(settle_unknown_write_locked());
-  if (prepared.position == last_checkpoint_) return Status::Ok();
+  // Prepared at a record that has turned out to be the shard's last (the shard ended after
+  // the prepare): the whole shard processed, SHARD_END, as a checkpoint at it would write.
+  const ExtendedSequenceNumber target = resolve_shard_end_locked(prepared.position);
+  if (target == last_checkpoint_) return Status::Ok();
   KCL_RETURN_IF_ERROR(validate_locked(prepared.position, "commit of prepared checkpoint"));
-  return write_checkpoint_locked(prepared.position);
+  return write_checkpoint_locked(target);
 }
 
 }  // namespace kcl::checkpoint

@@ -135,6 +135,20 @@ TEST_F(CheckpointerTest, APrepareAtTheShardsLastRecordAlreadyCheckpointedIsShard
   EXPECT_EQ(table().checkpoint, ESN::shard_end());
 }
 
+// Prepared while processing the final batch, at its last record, and committed in
+// shard_ended(): the record has turned out to be the shard's last, so the commit writes
+// SHARD_END (as the Java KCL's prepared checkpointer does). It wrote the record itself, and
+// the shard's children waited for ever.
+TEST_F(CheckpointerTest, APrepareAtTheLastRecordCommittedAfterTheShardEndedIsShardEnd) {
+  cp_->records_delivered(ESN("500"));
+  auto prepared = cp_->prepare_checkpoint(ESN("500"));
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->position, ESN("500"));
+  cp_->shard_ended(ESN("500"));
+  ASSERT_TRUE(cp_->commit(*prepared).ok());
+  EXPECT_EQ(table().checkpoint, ESN::shard_end());
+}
+
 // A new owner (a handover after the old one checkpointed the shard's last record, 100)
 // resumes at the checkpoint, gets no record and reaches the end: the processor naming that
 // checkpoint, as the Java KCL allows, writes SHARD_END (else the children wait for ever).
