@@ -163,7 +163,12 @@ FetchStep ShardFetcher::step_get_iterator() {
   retries_.on_success();
   if (!response->has_value()) {
     // A closed shard with nothing at or after the position: Kinesis answers a null iterator
-    // (the Java KCL treats it as the end of the shard, and so do we).
+    // (the Java KCL treats it as the end of the shard, and so do we), once ListShards shows
+    // the shard closed (an answer that lost its iterator is no end: shard_end_check.h).
+    if (Status open = confirm_shard_end(client_, stream_, shard_id_, "a GetShardIterator answer");
+        !open.ok()) {
+      return on_failure(open);
+    }
     FetchedBatch batch;
     batch.millis_behind_latest = millis_behind_latest();
     state_ = State::kDone;

@@ -384,6 +384,21 @@ TEST(FetcherErrorsTest, AnAnswerEndingAnOpenShardWithoutChildrenIsNotItsEnd) {
   EXPECT_EQ(out.size(), 5u);
 }
 
+// The same for a GetShardIterator answer without an iterator: the end of a closed shard, but
+// not of one ListShards shows open.
+TEST(FetcherErrorsTest, NoIteratorForAnOpenShardIsNotItsEnd) {
+  FetcherHarness h;
+  h.fake->answer_list_shards(true);
+  h.fake->add_records(2, "a");
+  h.fake->reply_next("GetShardIterator", R"({})");
+  auto f = h.make(StartPosition::trim_horizon());
+  std::vector<kcl::Record> out;
+  h.run(*f, out, 20, [&] { return out.size() >= 2; });
+  EXPECT_EQ(out.size(), 2u);
+  EXPECT_FALSE(f->shard_ended());
+  EXPECT_FALSE(f->finished()) << f->terminal_error();
+}
+
 TEST(FetcherErrorsTest, NullIteratorFromGetShardIteratorIsTheEndOfAClosedShard) {
   FetcherHarness h;
   h.fake->reply_next("GetShardIterator", R"({"ShardIterator":null})");
