@@ -42,6 +42,8 @@ AssignmentAgent::AssignmentAgent(coordination::CoordinationStore& coordination,
                   metrics, clock),
       polls_("own_entry_poll", "own-entry poll", "worker " + config.worker_id, logger, metrics,
              clock),
+      discoveries_("lease_discovery", "lease discovery", "worker " + config.worker_id, logger,
+                   metrics, clock),
       passes_("leader_pass", "leader pass", "leader " + config.worker_id, logger, metrics, clock),
       rng_(seed ^ 0x9e3779b97f4a7c15ULL) {
   leader_.set_authority([this] { return assign_veto(); });
@@ -106,7 +108,7 @@ void AssignmentAgent::membership_ended(const Status& reason) {
 std::vector<FailingCalls> AssignmentAgent::failing_calls() const {
   std::vector<FailingCalls> out;
   for (const coordination::ReportedSeries* s :
-       {&heartbeats_, &lock_.renewals(), &polls_, &passes_}) {
+       {&heartbeats_, &lock_.renewals(), &polls_, &discoveries_, &passes_}) {
     if (auto since = s->series().since()) {
       out.push_back(
           {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
@@ -208,7 +210,10 @@ CallTask<bool> AssignmentAgent::discover_leases() {
     co_return true;
   }
   LookResult looked = co_await adopter_.discover();
-  polls_.record(looked.status);
+  // A series of its own: the lock read that follows in the same poll must not end it (a
+  // discovery failing for good, say a role without dynamodb:Query on the owner index, was
+  // logged as failing and recovered at every poll).
+  discoveries_.record(looked.status);
   poll_.next_discovery = clock_.now() + jittered(kReadsPerDiscovery * idle_lock_read_interval());
   if (!looked.gained.empty() || !looked.lost.empty() || !looked.handoffs_requested.empty()) {
     note_activity();

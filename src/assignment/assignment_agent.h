@@ -141,7 +141,8 @@ class AssignmentAgent {
   LeaseLeader leader_;  // used by leader_step only
   // Failing series of this worker's coordination calls (logged and exported).
   coordination::ReportedSeries heartbeats_;
-  coordination::ReportedSeries polls_;
+  coordination::ReportedSeries polls_;        // reads of the leader lock
+  coordination::ReportedSeries discoveries_;  // LeaseAdopter::discover
   coordination::ReportedSeries passes_;
 
   CallRunner* runner_ = nullptr;

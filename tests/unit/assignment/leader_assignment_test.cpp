@@ -11,7 +11,9 @@
 
 #include "assignment/assignment_agent.h"
 #include "coordination/in_memory_coordination_store.h"
+#include "support/captured_log.h"
 #include "support/lease_test_util.h"
+#include "unit/assignment/faulty_stores.h"
 #include "unit/assignment/leader_test_util.h"
 
 namespace kcl::leases {
@@ -56,14 +58,16 @@ class LeaderAssignmentTest : public ::testing::Test {
     return c;
   }
 
-  Node& start(const std::string& id, std::function<void(LeaseConfig&)> tweak = {}) {
+  // `store` and `logger`: the node's own (a faulty store, a captured log); else the test's.
+  Node& start(const std::string& id, std::function<void(LeaseConfig&)> tweak = {},
+              LeaseStore* store = nullptr, Logger* logger = nullptr) {
     auto n = std::make_unique<Node>();
     n->id = id;
     LeaseConfig c = config(id);
     if (tweak) tweak(c);
-    n->assignment =
-        testing::make_leader_assignment(c, leases_, coordination_, clock_, metrics_, nullptr,
-                                        static_cast<std::uint64_t>(nodes_.size() + 7));
+    n->assignment = testing::make_leader_assignment(c, store ? *store : leases_, coordination_,
+                                                    clock_, metrics_, logger,
+                                                    static_cast<std::uint64_t>(nodes_.size() + 7));
     n->coordinator = &n->assignment->held();
     n->agent = &n->assignment->agent();
     n->coordinator->set_listener(&n->listener);
@@ -154,6 +158,34 @@ class LeaderAssignmentTest : public ::testing::Test {
   std::vector<std::unique_ptr<Node>> nodes_;
   int violations_ = 0;
 };
+
+// A discovery that fails for good (a role without dynamodb:Query on the owner index) while
+// the lock reads succeed: both were one series, so each poll logged the discovery's failure
+// and then the lock read's "recovered", several lines a second for ever. Now the discovery
+// has a series of its own, logged once with a count; the lock reads log nothing.
+TEST_F(LeaderAssignmentTest, ADiscoveryFailingForGoodIsLoggedOncePerSeriesNotAtEveryPoll) {
+  testing::add_free_leases(leases_, 2);
+  testing::FaultyLeaseStore faulty(leases_);
+  faulty.faults().set_script([](std::string_view op, std::string_view) {
+    testing::InjectedFault f;
+    if (op == "owned_lease_keys") {
+      f.when = testing::InjectedFault::When::kBefore;
+      f.code = StatusCode::kPermissionDenied;
+    }
+    return f;
+  });
+  kcl::testing::CapturedLog log(LogLevel::kInfo);
+  start("a", {}, &faulty, &log);
+  run_for(20s);
+  std::size_t poll_lines = 0, discovery_lines = 0;
+  for (const std::string& line : log.lines()) {
+    if (line.find("own-entry poll") != std::string::npos) ++poll_lines;
+    if (line.find("lease discovery failed") != std::string::npos) ++discovery_lines;
+  }
+  EXPECT_EQ(poll_lines, 0u) << "the lock reads succeeded";
+  EXPECT_GE(discovery_lines, 1u);
+  EXPECT_LE(discovery_lines, 4u) << "logged at every poll";
+}
 
 TEST_F(LeaderAssignmentTest, AJoiningWorkerHoldsItsShareWithinSecondsAndNothingMovesAfterwards) {
   testing::add_free_leases(leases_, 8);
