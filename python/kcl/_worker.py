@@ -66,11 +66,13 @@ class Worker(Consumer):
             self._core.wait()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Waits for the worker to stop (at most `timeout` seconds); True once it has."""
-        if timeout is None:
-            self._core.wait()
-            return True
-        return bool(self._core.wait_for(timeout))
+        """Waits for the worker to stop (at most `timeout` seconds); True once it has.
+        SIGTERM (on the main thread) begins a graceful stop while it waits."""
+        with sigterm_calls(self.begin_shutdown):
+            if timeout is None:
+                self._core.wait()
+                return True
+            return bool(self._core.wait_for(timeout))
 
     def stats(self) -> WorkerStats:
         """The worker's figures (kcl.WorkerStats)."""

@@ -187,6 +187,44 @@ def test_async_iteration(emulators, names, options):
     assert sorted(got) == [b"r%05d" % i for i in range(100)]
 
 
+def test_a_cancelled_async_iteration_keeps_the_record_its_poll_took(emulators, names, options):
+    """asyncio.wait_for around each record with a short timeout, records arriving meanwhile:
+    a cancelled wait cannot stop its poll's thread, which may still take a record. That record
+    was dropped, taken and never acknowledged (the shard's checkpoint stopped for good); now
+    it comes with the next iteration."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+
+    def put_slowly() -> None:
+        for i in range(20):
+            emulators.kinesis.put_records(stream, [("k", b"r%05d" % i)])
+            time.sleep(0.1)
+
+    async def consume() -> List[bytes]:
+        loop = asyncio.get_running_loop()
+        got: List[bytes] = []
+        consumer = kcl.PullConsumer(stream=stream, app=app, **options)
+        consumer.start()
+        try:
+            putting = loop.run_in_executor(None, put_slowly)
+            deadline = loop.time() + 60
+            while len(got) < 20 and loop.time() < deadline:
+                try:
+                    r = await asyncio.wait_for(consumer.__aiter__().__anext__(), 0.05)
+                except asyncio.TimeoutError:
+                    continue
+                got.append(bytes(r.data))
+                r.ack()
+            await putting
+            assert consumer.stats().unacked == 0
+        finally:
+            consumer.shutdown()
+        return got
+
+    got = asyncio.run(consume())
+    assert sorted(got) == [b"r%05d" % i for i in range(20)]
+
+
 def test_pull_options_are_checked():
     with pytest.raises(kcl.ConfigError) as e:
         kcl.PullConsumer(stream="s", app="app", checkpoint_interval=0, max_unacked_per_shard=-1)
