@@ -41,8 +41,12 @@ def put_numbered(emulators, stream, n, start=0):
         stream, [("key-%d" % i, b"r%05d" % i) for i in range(start, start + n)])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_during_a_batch_stops_the_worker_gracefully(emulators, names, tmp_path, sig):
+# run(), and start() then wait() (SIGTERM killed the process in wait(): no final checkpoint,
+# the lease held until it expired).
+@pytest.mark.parametrize("sig,style", [(signal.SIGINT, "run"), (signal.SIGTERM, "run"),
+                                       (signal.SIGTERM, "wait")])
+def test_a_signal_during_a_batch_stops_the_worker_gracefully(emulators, names, tmp_path, sig,
+                                                              style):
     stream, app = names("s"), names("app")
     emulators.kinesis.create_stream(stream, 1)
     put = put_numbered(emulators, stream, 50)
@@ -50,7 +54,7 @@ def test_a_signal_during_a_batch_stops_the_worker_gracefully(emulators, names, t
     # One worker, nothing to fail over to: a long failover keeps a heartbeat delayed on a
     # loaded machine from costing the lease mid-batch (what this test checks is the stop).
     p = child(emulators, stream, app, out, "--batch-sleep", "1.5", "--max-records", "10",
-              "--failover", "10")
+              "--failover", "10", *(["--wait"] if style == "wait" else []))
     try:
         wait_until(lambda: any(line.startswith("event batch") for line in lines(out)),
                    what="the first batch")

@@ -3,7 +3,7 @@ it processed to a file ("<shard> <sequence number> <data>" per line, written bef
 batch's checkpoint), and events ("event <name> <shard>") to the same file.
 
   python3 worker_child.py STREAM APP OUT [--batch-sleep S] [--max-records N] [--worker-id ID]
-                         [--failover S]
+                         [--failover S] [--wait]
 
 Endpoints and credentials come from the environment (AWS_ENDPOINT_URL_KINESIS, ...).
 """
@@ -29,6 +29,7 @@ def main() -> int:
     p.add_argument("--max-records", type=int, default=10000)
     p.add_argument("--worker-id", default="")
     p.add_argument("--failover", type=float, default=2.0)
+    p.add_argument("--wait", action="store_true", help="start() then wait(), not run()")
     a = p.parse_args()
     out = open(a.out, "a", buffering=1)
 
@@ -68,7 +69,11 @@ def main() -> int:
                         parent_check_interval=0.1, scheduler_interval=0.1,
                         leader_poll_interval=0.2, poll_interval=0.2)
     write("event started")
-    worker.run()
+    if a.wait:
+        worker.start()
+        worker.wait()
+    else:
+        worker.run()
     write("event run_returned")
     return 0
 
