@@ -172,6 +172,8 @@ CallTask<Membership::RenewResult> Membership::register_incarnation(Clock::MonoTi
   fresh.incarnation = registering_;
   fresh.status_url = status_url_;
   fresh.lease_count = lease_count;
+  // A stop in progress (drain) goes with a new incarnation too: the leader assigns it nothing.
+  fresh.draining = draining_;
   auto written = co_await call(runner_, Lane::kRenew,
                                [this, &fresh] { return store_.register_worker(fresh); });
   if (!written.ok() && written.status().code() != StatusCode::kConditionFailed) {

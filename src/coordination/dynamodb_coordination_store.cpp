@@ -313,6 +313,9 @@ Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry
   item.emplace("heartbeat", AttributeValue::N(0LL));
   item.emplace("leaseCount", AttributeValue::N(static_cast<long long>(entry.lease_count)));
   if (!entry.status_url.empty()) item.emplace("statusUrl", AttributeValue::S(entry.status_url));
+  // A worker stopping that registers again (fenced during its stop) stays one to assign
+  // nothing to.
+  if (entry.draining) item.emplace("draining", AttributeValue::Bool(true));
   Expression not_yet;
   not_yet.names["#inc"] = "incarnation";
   not_yet.values[":inc"] = AttributeValue::S(entry.incarnation);
@@ -324,6 +327,7 @@ Result<WorkerEntry> DynamoDbCoordinationStore::register_worker(const WorkerEntry
   fresh.incarnation = entry.incarnation;
   fresh.lease_count = entry.lease_count;
   fresh.status_url = entry.status_url;
+  fresh.draining = entry.draining;
   return fresh;
 }
 

@@ -106,6 +106,7 @@ Result<WorkerEntry> InMemoryCoordinationStore::register_worker(const WorkerEntry
   fresh.incarnation = entry.incarnation;
   fresh.lease_count = entry.lease_count;
   fresh.status_url = entry.status_url;
+  fresh.draining = entry.draining;
   workers_[entry.worker_id] = fresh;
   return fresh;
 }

@@ -138,6 +138,20 @@ inline void check_coordination_store_contract(CoordinationStore& store) {
   all = store.read_all(Consistency::kStrong);
   ASSERT_TRUE(all.ok());
   EXPECT_TRUE(all->workers.empty());
+
+  // A worker stopping (draining) that registers anew (fenced during its stop) is still
+  // draining: the leader assigns it nothing.
+  WorkerEntry a3 = a;
+  a3.incarnation = "inc-3";
+  a3.draining = true;
+  auto stopping = store.register_worker(a3);
+  ASSERT_TRUE(stopping.ok()) << stopping.status();
+  EXPECT_TRUE(stopping->draining);
+  all = store.read_all(Consistency::kStrong);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->workers.size(), 1u);
+  EXPECT_TRUE(all->workers[0].draining) << "registered anew as a new, empty member";
+  ASSERT_TRUE(store.deregister_worker(a3).ok());
 }
 
 }  // namespace kcl::coordination::testing

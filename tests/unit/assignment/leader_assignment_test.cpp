@@ -187,6 +187,32 @@ TEST_F(LeaderAssignmentTest, ADiscoveryFailingForGoodIsLoggedOncePerSeriesNotAtE
   EXPECT_LE(discovery_lines, 4u) << "logged at every poll";
 }
 
+// A stopping worker whose membership is fenced during its stop registers a new incarnation:
+// it registered as an ordinary member (draining only from its next heartbeat, seconds later),
+// and the leader handed it leases meanwhile. Now it registers draining.
+TEST_F(LeaderAssignmentTest, AStoppingWorkerThatRegistersAgainIsStillDraining) {
+  testing::add_free_leases(leases_, 2);
+  Node& a = start("a");
+  ASSERT_TRUE(run_until([&] { return a.held() == 2; }, 10s));
+  a.agent->drain();
+  run_for(1s);
+  auto view = coordination_.read_all(Consistency::kStrong);
+  ASSERT_TRUE(view.ok() && view->workers.size() == 1u);
+  ASSERT_TRUE(view->workers[0].draining);
+  ASSERT_TRUE(coordination_.fence_worker(view->workers[0]).ok());
+  ASSERT_TRUE(run_until(
+      [&] {
+        auto now = coordination_.read_all(Consistency::kStrong);
+        return now.ok() && now->workers.size() == 1u &&
+               now->workers[0].incarnation != view->workers[0].incarnation;
+      },
+      10s))
+      << "never registered again";
+  auto again = coordination_.read_all(Consistency::kStrong);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->workers[0].draining) << "registered again as an ordinary member";
+}
+
 TEST_F(LeaderAssignmentTest, AJoiningWorkerHoldsItsShareWithinSecondsAndNothingMovesAfterwards) {
   testing::add_free_leases(leases_, 8);
   Node& a = start("a");
