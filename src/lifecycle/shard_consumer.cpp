@@ -424,7 +424,10 @@ std::optional<SteadyTime> ShardConsumer::step_processing() {
   // The fetch task wakes this consumer when it queued a batch or the source finished; look
   // again within a second regardless (cheap), so nothing can be missed for long.
   report_corrupt_aggregates();
-  if (const std::int64_t lag = reader_.millis_behind(); idle_lag_published_ != lag) {
+  // Only once the source has answered (0 before: a shard whose reads fail would show as
+  // caught up), and again after each batch (its delivery published the batch's lag).
+  if (const std::int64_t lag = reader_.millis_behind();
+      reads_answered() > 0 && idle_lag_published_ != lag) {
     metrics().gauge("consumer.millis_behind_latest", static_cast<double>(lag), tags());
     idle_lag_published_ = lag;
   }
@@ -438,6 +441,7 @@ std::optional<SteadyTime> ShardConsumer::batch_finished() {
   const bool ended = pending_->shard_end;
   pending_.reset();
   failed_until_.reset();
+  idle_lag_published_.reset();  // the delivery published the batch's lag since
   batch_in_hand_.store(false);
   if (ended) {
     checkpoints_->shard_ended();

@@ -1012,6 +1012,31 @@ TEST_F(ShardConsumerTest, AnInitializeThatKeepsFailingSignalsAStallSinceItsFirst
   EXPECT_FALSE(c->stall_signal(fetch_clock_.now()).has_value());
 }
 
+// The lag gauge of a shard whose reads fail from the start: it read 0 (caught up) from the
+// consumer's first idle step, clearing lag alarms exactly when nothing is read. And after a
+// batch, an idle step with the same lag as the one published before the batch published
+// nothing, leaving the batch's lag standing.
+TEST_F(ShardConsumerTest, TheLagGaugeWaitsForAnAnswerAndFollowsTheLagAfterABatch) {
+  leases::testing::RecordingMetrics metrics;
+  ctx_.metrics = &metrics;
+  add_lease(kShard);
+  fake_->fail_next("GetShardIterator", FakeKinesis::throttled("GetShardIterator"), 5);
+  auto c = consumer();
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(drive(*c, [&] { return fake_->calls_of("GetShardIterator").size() >= 5; }));
+  EXPECT_EQ(metrics.gauge_of("consumer.millis_behind_latest"), -1)
+      << "a lag published before any answer";
+  // Caught up, then a batch 5 s behind, then caught up again with nothing more to deliver.
+  ASSERT_TRUE(drive(*c, [&] { return metrics.gauge_of("consumer.millis_behind_latest") == 0; }));
+  fake_->set_millis_behind(5000);
+  fake_->add_records(2, "r");
+  ASSERT_TRUE(drive(*c, [&] { return script_.data.size() == 2; }));
+  EXPECT_EQ(metrics.gauge_of("consumer.millis_behind_latest"), 5000);
+  fake_->set_millis_behind(0);
+  ASSERT_TRUE(drive(*c, [&] { return metrics.gauge_of("consumer.millis_behind_latest") == 0; }))
+      << "the batch's lag stood after the shard caught up";
+}
+
 TEST_F(ShardConsumerTest, ReadsFailingInARowSignalThrottledWithTheLastError) {
   add_lease(kShard);
   fake_->add_records(2, "r");
