@@ -9,7 +9,7 @@ Errors are kcl.KclError subclasses (kcl.errors); log lines go to the logger "kcl
 from __future__ import annotations
 
 from . import errors
-from .errors import (AlreadyExistsError, ConditionFailedError, ConfigError,
+from .errors import (AckCancelledError, AlreadyExistsError, ConditionFailedError, ConfigError,
                      DeadlineExceededError, ExpiredIteratorError, FailedPreconditionError,
                      InternalError, InvalidArgumentError, KclError, LeaseLostError,
                      NotFoundError, PermissionDeniedError, UnavailableError)
@@ -43,5 +43,5 @@ __all__ = [
     "Checkpointer", "errors", "KclError", "ConfigError", "LeaseLostError", "UnavailableError",
     "ConditionFailedError", "NotFoundError", "AlreadyExistsError", "ExpiredIteratorError",
     "InvalidArgumentError", "PermissionDeniedError", "FailedPreconditionError",
-    "DeadlineExceededError", "CancelledError", "InternalError",
+    "DeadlineExceededError", "CancelledError", "AckCancelledError", "InternalError",
 ]

@@ -87,6 +87,19 @@ class DeadlineExceededError(KclError, TimeoutError):
     code = "DEADLINE_EXCEEDED"
 
 
+class AckCancelledError(KclError):
+    """PulledRecord.ack() or nack() after the record's shard moved on without it (its lease
+    handed off, or the consumer stopped, once the drain bound passed): harmless, the next
+    owner delivers the record again. Not an asyncio.CancelledError: a task that acks late
+    fails, it is not cancelled."""
+    code = "CANCELLED"
+
+
+def _ack_cancelled(message: str, aws: Optional[Dict[str, object]]) -> KclError:
+    """The exception of an ack refused as too late (called by the extension module)."""
+    return AckCancelledError(message, "CANCELLED", aws)
+
+
 _CANCELLED_DOC = """Abandoned because of shutdown. Also an asyncio.CancelledError and a
     concurrent.futures.CancelledError, so code written for either catches it (a producer
     future cancelled at shutdown, an awaited put_async())."""

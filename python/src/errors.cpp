@@ -33,6 +33,13 @@ py::object exception_for(const kcl::Status& status) {
 
 void raise_status(const kcl::Status& status) { raise_object(exception_for(status)); }
 
+void check_ack(const kcl::Status& status) {
+  if (status.code() == kcl::StatusCode::kCancelled) {
+    raise_object(errors_module().attr("_ack_cancelled")(status.to_string(), aws_details(status)));
+  }
+  check(status);
+}
+
 void raise_config_error(const std::vector<std::string>& problems) {
   py::list list;
   for (const std::string& p : problems) list.append(p);

@@ -16,6 +16,9 @@ namespace py = pybind11;
 py::object exception_for(const kcl::Status& status);
 // Raises exception_for(status) as a Python exception (throws py::error_already_set).
 [[noreturn]] void raise_status(const kcl::Status& status);
+// Raises kcl.AckCancelledError for an ack or nack refused as too late (kCancelled), else as
+// check(): a late ack is no asyncio cancellation.
+void check_ack(const kcl::Status& status);
 // Raises when `status` is not OK.
 inline void check(const kcl::Status& status) {
   if (!status.ok()) raise_status(status);

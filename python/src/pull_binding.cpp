@@ -44,7 +44,7 @@ void ack(PyPulledRecord& self) {
     std::lock_guard lock(self.mu);
     s = self.pulled->ack();
   }
-  check(s);
+  check_ack(s);
 }
 
 void nack(PyPulledRecord& self, const std::string& reason) {
@@ -54,7 +54,7 @@ void nack(PyPulledRecord& self, const std::string& reason) {
     std::lock_guard lock(self.mu);
     s = self.pulled->nack(reason);
   }
-  check(s);
+  check_ack(s);
 }
 
 std::chrono::milliseconds ms_of(double seconds) {

@@ -225,6 +225,28 @@ def test_a_cancelled_async_iteration_keeps_the_record_its_poll_took(emulators, n
     assert sorted(got) == [b"r%05d" % i for i in range(20)]
 
 
+def test_an_ack_after_the_shard_moved_on_is_no_asyncio_cancellation(emulators, names, options):
+    """An ack refused as too late (the consumer stopped past its drain bound) raised a class
+    that is also an asyncio.CancelledError: a task acking late was taken as cancelled (a
+    TaskGroup dropped it, asyncio.run ended). Now it is kcl.AckCancelledError alone."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 1)
+    consumer = kcl.PullConsumer(stream=stream, app=app, shutdown_ack_timeout=0, **options)
+    consumer.start()
+    r = consumer.next(60)
+    assert r is not None
+    consumer.shutdown()
+
+    async def ack_late() -> None:
+        r.ack()
+
+    with pytest.raises(kcl.AckCancelledError) as raised:
+        asyncio.run(ack_late())
+    assert not isinstance(raised.value, asyncio.CancelledError)
+    assert raised.value.code == "CANCELLED"
+
+
 def test_pull_options_are_checked():
     with pytest.raises(kcl.ConfigError) as e:
         kcl.PullConsumer(stream="s", app="app", checkpoint_interval=0, max_unacked_per_shard=-1)
