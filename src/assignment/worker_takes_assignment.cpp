@@ -28,6 +28,10 @@ WorkerTakesAssignment::WorkerTakesAssignment(const LeaseConfig& config,
             std::make_shared<RenewalHold>(config)),
       taker_(held_, *parts.store, config, *parts.clock, *parts.metrics, parts.seed),
       rng_(parts.seed ^ 0x5851f42d4c957f2dULL),
+      takes_("take_pass", "lease take pass", "worker " + config.worker_id, parts.logger,
+             *parts.metrics, *parts.clock),
+      renewals_("renew_pass", "lease renewal pass", "worker " + config.worker_id, parts.logger,
+                *parts.metrics, *parts.clock),
       runner_(*parts.clock,
               {[this] { return on_lane(&runner_, Lane::kRenew, [this] { return renew_step(); }); },
                [this] { return on_lane(&runner_, Lane::kPoll, [this] { return take_step(); }); }}) {
@@ -42,7 +46,7 @@ milliseconds WorkerTakesAssignment::jittered(milliseconds base) {
 
 Clock::MonoTime WorkerTakesAssignment::renew_step() {
   const auto started = clock_.now();
-  (void)renew_pass();
+  renewals_.record(renew_pass().status);
   auto next = started + jittered(config_.effective_renew_interval());
   if (auto deadline = held_.next_deadline()) {
     // Wake at the deadline (a pass then gives up what could not be renewed) -- not in a busy
@@ -54,6 +58,7 @@ Clock::MonoTime WorkerTakesAssignment::renew_step() {
 
 Clock::MonoTime WorkerTakesAssignment::take_step() {
   TakePassResult r = taker_.run_take_pass();
+  takes_.record(r.status);
   if (r.status.ok()) {
     metrics_.gauge("fleet.leases_unheld", r.unheld, {});
     std::lock_guard<std::mutex> lock(report_mu_);
@@ -69,6 +74,12 @@ Clock::MonoTime WorkerTakesAssignment::take_step() {
 AssignmentReport WorkerTakesAssignment::report() const {
   AssignmentReport r;
   r.strategy = "worker-takes";
+  for (const coordination::ReportedSeries* s : {&takes_, &renewals_}) {
+    if (auto since = s->series().since()) {
+      r.failing.push_back(
+          {s->operation(), s->series().consecutive(), *since, s->series().last_failure()});
+    }
+  }
   std::lock_guard<std::mutex> lock(report_mu_);
   for (const OrphanedLease& o : orphaned_) r.unheld.push_back({o.lease_key, o.owner, o.since});
   return r;

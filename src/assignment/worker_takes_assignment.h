@@ -21,6 +21,7 @@
 #include "assignment/coordinator.h"
 #include "assignment/lease_renewer.h"
 #include "assignment/lease_taker.h"
+#include "coordination/reported_series.h"
 
 namespace kcl::assignment {
 
@@ -69,6 +70,10 @@ class WorkerTakesAssignment final : public AssignmentStrategy {
   LeaseTaker taker_;
   std::mutex rng_mu_;
   std::mt19937_64 rng_;  // guarded by rng_mu_
+  // The take and renew passes failing in a row (a Scan denied, the table throttled): logged
+  // once per series with the count, and reported (AssignmentReport::failing, /healthz).
+  coordination::ReportedSeries takes_;
+  coordination::ReportedSeries renewals_;
   mutable std::mutex report_mu_;
   std::vector<OrphanedLease> orphaned_;  // guarded by report_mu_: the last take pass's
   Coordinator runner_;  // the renew pass on its renew lane, the take pass on its poll lane

@@ -7,6 +7,7 @@
 
 #include "assignment/worker_takes_assignment.h"
 #include "leases/in_memory_lease_store.h"
+#include "support/captured_log.h"
 #include "support/eventually.h"
 #include "support/lease_test_util.h"
 #include "support/thread_names.h"
@@ -74,6 +75,33 @@ TEST(WorkerTakesAssignmentTest, TakesRenewsBalancesAndFailsOver) {
   EXPECT_LE(took, 300ms + 100ms + 1s);  // the tight bound is checked against dynalite
   EXPECT_EQ(a.held_count(), 0u) << "past its deadline A does not report the leases as held";
   rb.stop();
+}
+
+// Take passes failing in a row (the Scan denied): nothing was logged and nothing reported,
+// so the worker read nothing without a word and /healthz showed no warning. Now the series is
+// logged once with its count and reported among the failing calls.
+TEST(WorkerTakesAssignmentTest, FailingPassesAreLoggedOncePerSeriesAndReported) {
+  InMemoryLeaseStore store;
+  leases::testing::add_free_leases(store, 2);
+  store.fail_next(1000000, StatusCode::kPermissionDenied);
+  kcl::testing::CapturedLog log(LogLevel::kInfo);
+  AssignmentParts p = parts(store, 1);
+  p.logger = &log;
+  WorkerTakesAssignment a(fast("A"), p);
+  a.start();
+  ASSERT_TRUE(eventually([&] {
+    for (const FailingCalls& f : a.report().failing) {
+      if (f.operation == "take_pass" && f.consecutive >= 5) return true;
+    }
+    return false;
+  })) << "no failing take pass reported";
+  a.stop();
+  std::size_t lines = 0;
+  for (const std::string& line : log.lines()) {
+    if (line.find("lease take pass failed") != std::string::npos) ++lines;
+  }
+  EXPECT_GE(lines, 1u);
+  EXPECT_LE(lines, 3u) << "logged at every pass";
 }
 
 TEST(WorkerTakesAssignmentTest, GracefulHandBackIsTakenOnTheNextPass) {
