@@ -170,18 +170,21 @@ CallTask<Done> LeaderLock::hand_back() {
   Status s = co_await call(runner_, Lane::kRenew,
                            [this, &held] { return coordination_.release_leadership(*held); });
   if (!s.ok() && s.code() != StatusCode::kConditionFailed) {
+    unreleased_ = held;
     log(LogLevel::kWarn, "handing the leader lock back: " + s.to_string() +
-                             " (another worker leads once it lapses)");
+                             " (tried again when the worker leaves; else another worker leads "
+                             "once it lapses)");
   }
   co_return Done{};
 }
 
 CallTask<Status> LeaderLock::release() {
-  const std::optional<coordination::LeaderEntry> held = held_;
+  const std::optional<coordination::LeaderEntry> held = held_ ? held_ : unreleased_;
   if (!held) co_return Status::Ok();
   Status s = co_await call(runner_, Lane::kRenew,
                            [this, &held] { return coordination_.release_leadership(*held); });
-  stop(Status(StatusCode::kCancelled, "shutting down"), false);
+  if (held_) stop(Status(StatusCode::kCancelled, "shutting down"), false);
+  unreleased_.reset();
   if (!s.ok() && s.code() != StatusCode::kConditionFailed) co_return s;
   co_return Status::Ok();
 }

@@ -97,6 +97,9 @@ class LeaderLock {
   std::function<void()> on_elected_;
 
   std::optional<coordination::LeaderEntry> held_;
+  // The lock as held when its hand-back failed: release() tries again at leave, so the next
+  // leader does not find this (live, draining) incarnation named in it.
+  std::optional<coordination::LeaderEntry> unreleased_;
   std::optional<Clock::MonoTime> basis_;           // start of the last renewal
   std::optional<coordination::LeaderEntry> seen_;  // as last read
   Clock::MonoTime changed_at_{};

@@ -60,14 +60,15 @@ class LeaderAssignmentTest : public ::testing::Test {
 
   // `store` and `logger`: the node's own (a faulty store, a captured log); else the test's.
   Node& start(const std::string& id, std::function<void(LeaseConfig&)> tweak = {},
-              LeaseStore* store = nullptr, Logger* logger = nullptr) {
+              LeaseStore* store = nullptr, Logger* logger = nullptr,
+              CoordinationStore* coordination = nullptr) {
     auto n = std::make_unique<Node>();
     n->id = id;
     LeaseConfig c = config(id);
     if (tweak) tweak(c);
-    n->assignment = testing::make_leader_assignment(c, store ? *store : leases_, coordination_,
-                                                    clock_, metrics_, logger,
-                                                    static_cast<std::uint64_t>(nodes_.size() + 7));
+    n->assignment = testing::make_leader_assignment(
+        c, store ? *store : leases_, coordination ? *coordination : coordination_, clock_, metrics_,
+        logger, static_cast<std::uint64_t>(nodes_.size() + 7));
     n->coordinator = &n->assignment->held();
     n->agent = &n->assignment->agent();
     n->coordinator->set_listener(&n->listener);
@@ -211,6 +212,31 @@ TEST_F(LeaderAssignmentTest, AStoppingWorkerThatRegistersAgainIsStillDraining) {
   auto again = coordination_.read_all(Consistency::kStrong);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->workers[0].draining) << "registered again as an ordinary member";
+}
+
+// A stopping leader whose hand-back of the lock failed did not try again when it left: the
+// lock went on naming its incarnation, the fleet had no leader until it lapsed, and the next
+// leader fenced the (still draining) worker at once. Now leave() releases it.
+TEST_F(LeaderAssignmentTest, ALockWhoseHandBackFailedIsReleasedWhenTheWorkerLeaves) {
+  testing::add_free_leases(leases_, 2);
+  testing::FaultyCoordinationStore faulty(coordination_);
+  int failures = 1;
+  faulty.faults().set_script([&](std::string_view op, std::string_view) {
+    testing::InjectedFault f;
+    if (op == "release_leadership" && failures > 0) {
+      --failures;
+      f.when = testing::InjectedFault::When::kBefore;
+    }
+    return f;
+  });
+  Node& a = start("a", {}, nullptr, nullptr, &faulty);
+  ASSERT_TRUE(run_until([&] { return a.held() == 2 && a.agent->leading(); }, 10s));
+  stop(a);
+  EXPECT_EQ(failures, 0) << "the hand-back was never tried";
+  auto view = coordination_.read_all(Consistency::kStrong);
+  ASSERT_TRUE(view.ok());
+  ASSERT_TRUE(view->leader.has_value());
+  EXPECT_FALSE(view->leader->owner.has_value()) << "the lock still names the worker that left";
 }
 
 TEST_F(LeaderAssignmentTest, AJoiningWorkerHoldsItsShareWithinSecondsAndNothingMovesAfterwards) {
