@@ -2,10 +2,8 @@
 thread and in any order; the checkpoints follow each shard's low watermark."""
 from __future__ import annotations
 
-import collections
-import contextlib
 import signal
-from typing import Any, AsyncIterator, Deque, Dict, Iterator, List, Optional
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
 
 from . import _kcl
 from ._kcl import PulledRecord
@@ -33,27 +31,24 @@ class PullConsumer(Consumer):
     def __init__(self, stream: Optional[str] = None, app: Optional[str] = None,
                  **options: Any) -> None:
         self._core: _kcl._PullConsumer = _kcl._PullConsumer(dict(options, stream=stream, app=app))
-        # Records taken by a poll whose awaiting task was cancelled (async iteration): handed
-        # out first by the next call, so none is taken and left unacknowledged.
-        self._kept: Deque[PulledRecord] = collections.deque()
+        # Async iteration: the poll in flight, when the step awaiting it was cancelled (the
+        # next step awaits it instead of starting another: its record is not dropped, and the
+        # records of a shard keep their order); and the iterations under way, with whether
+        # the first installed the SIGTERM handler.
+        self._poll: Any = None
+        self._async_iterations = 0
+        self._async_sigterm = False
         track(self)
 
     def next(self, timeout: Optional[float] = None) -> Optional[PulledRecord]:
         """The next record, waiting up to `timeout` seconds (None: until one comes or the
         consumer stops); None on timeout and once the consumer is stopping. SIGTERM (on the
         main thread) begins a graceful stop while it waits."""
-        if self._kept:
-            return self._kept.popleft()
         with sigterm_calls(self.begin_shutdown):
             return self._core.next(timeout)
 
     def next_batch(self, max_records: int = 500, timeout: float = 1.0) -> List[PulledRecord]:
         """Up to `max_records` records (at least one unless `timeout` passes first)."""
-        kept: List[PulledRecord] = []
-        while self._kept and len(kept) < max_records:
-            kept.append(self._kept.popleft())
-        if kept:
-            return kept
         with sigterm_calls(self.begin_shutdown):
             return self._core.next_batch(max_records, timeout)
 
@@ -67,7 +62,7 @@ class PullConsumer(Consumer):
         shutdown(), then stops gracefully)."""
         with sigterm_calls(self.begin_shutdown):
             while True:
-                r = self._kept.popleft() if self._kept else self._core.next(None)
+                r = self._core.next(None)
                 if r is None:
                     return
                 yield r
@@ -78,28 +73,45 @@ class PullConsumer(Consumer):
     async def _records_async(self) -> AsyncIterator[PulledRecord]:
         import asyncio  # here: it costs a third of `import kcl`
         loop = asyncio.get_running_loop()
-        with _async_sigterm_calls(loop, self.begin_shutdown):
+        self._begin_async_iteration(loop)
+        try:
             while True:
-                if self._kept:
-                    yield self._kept.popleft()
-                    continue
-                poll = loop.run_in_executor(None, self._core.next, 0.2)
-                try:
-                    # Shielded: a cancelled iteration (asyncio.wait_for, a timeout, Ctrl-C)
-                    # cannot stop the poll's thread, which may still take a record; that
-                    # record is kept for the next call instead of dropped unacknowledged.
-                    r = await asyncio.shield(poll)
-                except asyncio.CancelledError:
-                    poll.add_done_callback(self._keep_taken)
-                    raise
+                poll = self._poll
+                if poll is None or poll.get_loop() is not loop:
+                    poll = self._poll = loop.run_in_executor(None, self._core.next, 0.2)
+                # Shielded: a cancelled step (asyncio.wait_for, a timeout, Ctrl-C) cannot stop
+                # the poll's thread, which may still take a record; the poll stays in
+                # self._poll, and the next step takes its record.
+                r = await asyncio.shield(poll)
+                self._poll = None
                 if r is not None:
                     yield r
                 elif self._core.stopping():
                     return
+        finally:
+            self._end_async_iteration(loop)
 
-    def _keep_taken(self, poll: Any) -> None:
-        if not poll.cancelled() and poll.exception() is None and poll.result() is not None:
-            self._kept.append(poll.result())
+    def _begin_async_iteration(self, loop: Any) -> None:
+        """SIGTERM begins a graceful stop while an async iteration runs, through the loop,
+        where the loop takes signals (its thread is the main one) and nothing else handles
+        SIGTERM yet: an application's own handler is left alone."""
+        self._async_iterations += 1
+        if self._async_iterations > 1 or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+            return
+        try:
+            loop.add_signal_handler(signal.SIGTERM, self.begin_shutdown)
+            self._async_sigterm = True
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+    def _end_async_iteration(self, loop: Any) -> None:
+        self._async_iterations -= 1
+        if self._async_iterations == 0 and self._async_sigterm:
+            self._async_sigterm = False
+            try:
+                loop.remove_signal_handler(signal.SIGTERM)  # back to SIG_DFL, as found
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
 
     def shutdown(self) -> None:
         """Graceful stop: no more records; each shard waits up to ``shutdown_ack_timeout``
@@ -111,21 +123,6 @@ class PullConsumer(Consumer):
         """Blocks until the consumer stopped (Ctrl-C and SIGTERM begin a graceful stop)."""
         with sigterm_calls(self.begin_shutdown):
             self._core.wait()
-
-
-@contextlib.contextmanager
-def _async_sigterm_calls(loop: Any, stop: Any) -> Iterator[None]:
-    """While the block runs, SIGTERM calls `stop` through the event loop (where the loop
-    takes signals: the main thread, not on Windows)."""
-    try:
-        loop.add_signal_handler(signal.SIGTERM, stop)
-    except (NotImplementedError, RuntimeError, ValueError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def pull_options() -> List[str]:

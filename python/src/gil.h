@@ -86,21 +86,31 @@ auto without_gil(F&& f) {
 inline constexpr std::chrono::milliseconds kSignalSlice{100};
 
 // Waits (GIL held on entry and exit, released while waiting) until wait_for(slice) returns
-// a Status. Between slices Python's signal handlers run: a KeyboardInterrupt (Ctrl-C) calls
-// begin_stop() and the wait goes on until the stop is complete; any other exception a
-// handler raises also calls begin_stop(), and is raised once the stop is complete.
+// a Status, or `timeout` passes (nullopt; no timeout: until it returns). Between slices
+// Python's signal handlers run: a KeyboardInterrupt (Ctrl-C) calls begin_stop() and the wait
+// goes on (until the stop is complete, or the timeout); any other exception a handler raises
+// also calls begin_stop(), and is raised when the wait ends.
 template <typename WaitFor, typename BeginStop>
-kcl::Status wait_interruptibly(WaitFor&& wait_for, BeginStop&& begin_stop) {
+std::optional<kcl::Status> wait_interruptibly_for(std::optional<std::chrono::milliseconds> timeout,
+                                                  WaitFor&& wait_for, BeginStop&& begin_stop) {
+  const auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                                : std::chrono::steady_clock::time_point::max();
   std::optional<py::error_already_set> pending;
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (timeout && left.count() <= 0) {
+      if (pending) throw std::move(*pending);
+      return std::nullopt;
+    }
     std::optional<kcl::Status> done;
     {
       py::gil_scoped_release released;
-      done = wait_for(kSignalSlice);
+      done = wait_for(timeout ? std::min(kSignalSlice, left) : kSignalSlice);
     }
     if (done) {
       if (pending) throw std::move(*pending);
-      return *done;
+      return done;
     }
     if (PyErr_CheckSignals() == 0) continue;
     py::error_already_set e;  // takes the exception out of the interpreter
@@ -108,6 +118,20 @@ kcl::Status wait_interruptibly(WaitFor&& wait_for, BeginStop&& begin_stop) {
     py::gil_scoped_release released;
     begin_stop();
   }
+}
+
+// wait_interruptibly_for() without a timeout.
+template <typename WaitFor, typename BeginStop>
+kcl::Status wait_interruptibly(WaitFor&& wait_for, BeginStop&& begin_stop) {
+  return *wait_interruptibly_for(std::nullopt, std::forward<WaitFor>(wait_for),
+                                 std::forward<BeginStop>(begin_stop));
+}
+
+// Seconds from Python as a duration: negative or NaN is 0, more than 10^9 s (inf) is 10^9 s
+// (a cast of an out-of-range double is undefined).
+inline std::chrono::milliseconds ms_of(double seconds) {
+  if (!(seconds > 0)) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds(static_cast<long long>(std::min(seconds, 1e9) * 1000));
 }
 
 }  // namespace kclpy

@@ -57,10 +57,6 @@ void nack(PyPulledRecord& self, const std::string& reason) {
   check_ack(s);
 }
 
-std::chrono::milliseconds ms_of(double seconds) {
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
-}
-
 py::dict stats_of(const kcl::PullStats& s) {
   py::dict d;
   d["shards"] = s.shards;

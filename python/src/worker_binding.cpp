@@ -180,10 +180,11 @@ class PyWorker {
     worker_->begin_shutdown();
   }
   // True once stopped (raising why, when it was an error); False after `seconds`.
+  // Ctrl-C begins the graceful stop and the wait goes on (as wait()).
   bool wait_for(double seconds) {
-    auto s = without_gil([&] {
-      return worker_->wait_for(std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
-    });
+    auto s = wait_interruptibly_for(
+        ms_of(seconds), [this](auto slice) { return worker_->wait_for(slice); },
+        [this] { worker_->begin_shutdown(); });
     if (s) check(*s);
     return s.has_value();
   }

@@ -222,7 +222,50 @@ def test_a_cancelled_async_iteration_keeps_the_record_its_poll_took(emulators, n
         return got
 
     got = asyncio.run(consume())
-    assert sorted(got) == [b"r%05d" % i for i in range(20)]
+    assert got == [b"r%05d" % i for i in range(20)], "a record lost, or out of order"
+
+
+def test_async_iteration_leaves_an_applications_sigterm_handler_alone(emulators, names, options):
+    """An application's own SIGTERM handler stays in place through async iterations (one
+    broken out of, then another); with none, SIGTERM stops the consumer while one runs and the
+    default action is back after it."""
+    stream, app = names("s"), names("app")
+    emulators.kinesis.create_stream(stream, 1)
+    put_numbered(emulators, stream, 2)
+
+    def mine(signum, frame):  # the application's
+        pass
+
+    async def iterate_twice(consumer) -> None:
+        async for r in consumer:
+            r.ack()
+            break
+        async for r in consumer:
+            r.ack()
+            break
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    consumer = kcl.PullConsumer(stream=stream, app=app, **options)
+    try:
+        consumer.start()
+        asyncio.run(iterate_twice(consumer))
+        assert signal.getsignal(signal.SIGTERM) is mine
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        put_numbered(emulators, stream, 1)
+
+        async def stop_by_sigterm() -> int:
+            n = 0
+            async for r in consumer:
+                r.ack()
+                n += 1
+                os.kill(os.getpid(), signal.SIGTERM)  # begins the stop; the loop ends
+            return n
+
+        assert asyncio.run(asyncio.wait_for(stop_by_sigterm(), 60)) >= 1
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        consumer.shutdown()
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_an_ack_after_the_shard_moved_on_is_no_asyncio_cancellation(emulators, names, options):

@@ -42,9 +42,10 @@ def put_numbered(emulators, stream, n, start=0):
 
 
 # run(), and start() then wait() (SIGTERM killed the process in wait(): no final checkpoint,
-# the lease held until it expired).
+# the lease held until it expired), and wait(30) in a loop (Ctrl-C was seen only when the 30 s
+# had passed, as a KeyboardInterrupt that skipped the graceful stop).
 @pytest.mark.parametrize("sig,style", [(signal.SIGINT, "run"), (signal.SIGTERM, "run"),
-                                       (signal.SIGTERM, "wait")])
+                                       (signal.SIGTERM, "wait"), (signal.SIGINT, "wait30")])
 def test_a_signal_during_a_batch_stops_the_worker_gracefully(emulators, names, tmp_path, sig,
                                                               style):
     stream, app = names("s"), names("app")
@@ -54,7 +55,8 @@ def test_a_signal_during_a_batch_stops_the_worker_gracefully(emulators, names, t
     # One worker, nothing to fail over to: a long failover keeps a heartbeat delayed on a
     # loaded machine from costing the lease mid-batch (what this test checks is the stop).
     p = child(emulators, stream, app, out, "--batch-sleep", "1.5", "--max-records", "10",
-              "--failover", "10", *(["--wait"] if style == "wait" else []))
+              "--failover", "10",
+              *({"wait": ["--wait"], "wait30": ["--wait", "--wait-timeout", "30"]}.get(style, [])))
     try:
         wait_until(lambda: any(line.startswith("event batch") for line in lines(out)),
                    what="the first batch")

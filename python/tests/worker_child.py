@@ -3,7 +3,7 @@ it processed to a file ("<shard> <sequence number> <data>" per line, written bef
 batch's checkpoint), and events ("event <name> <shard>") to the same file.
 
   python3 worker_child.py STREAM APP OUT [--batch-sleep S] [--max-records N] [--worker-id ID]
-                         [--failover S] [--wait]
+                         [--failover S] [--wait [--wait-timeout S]]
 
 Endpoints and credentials come from the environment (AWS_ENDPOINT_URL_KINESIS, ...).
 """
@@ -30,6 +30,8 @@ def main() -> int:
     p.add_argument("--worker-id", default="")
     p.add_argument("--failover", type=float, default=2.0)
     p.add_argument("--wait", action="store_true", help="start() then wait(), not run()")
+    p.add_argument("--wait-timeout", type=float, default=0.0,
+                   help="with --wait: wait(S) in a loop until it returns True")
     a = p.parse_args()
     out = open(a.out, "a", buffering=1)
 
@@ -71,7 +73,11 @@ def main() -> int:
     write("event started")
     if a.wait:
         worker.start()
-        worker.wait()
+        if a.wait_timeout > 0:
+            while not worker.wait(a.wait_timeout):
+                pass
+        else:
+            worker.wait()
     else:
         worker.run()
     write("event run_returned")
