@@ -69,7 +69,10 @@ struct AwsConfig {
   // Region, e.g. "us-east-1". Empty = AWS_REGION, AWS_DEFAULT_REGION, then the profile's
   // `region` in ~/.aws/config.
   std::string region;
-  // Named profile of the shared files. Empty = AWS_PROFILE, then "default".
+  // Named profile of the shared files. Empty = AWS_PROFILE, then "default". A profile named
+  // here is what the credentials come from: the chain does not read the environment's keys
+  // ahead of it (as the AWS CLI's --profile and boto3's profile_name); AWS_PROFILE does not
+  // skip them.
   std::string profile;
   // Endpoint override for all services. Empty = AWS_ENDPOINT_URL, else the AWS endpoint.
   std::string endpoint_url;

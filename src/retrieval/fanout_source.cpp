@@ -246,14 +246,24 @@ FetchStep FanOutSource::on_service_error(const std::string& type, const std::str
     // expired: only the client's JSON calls measure the skew or fetch credentials anew, and a
     // worker reading with fan-out may make none (a follower), so one is made, through the same
     // client, and the subscription is signed again with what it mended. Once per series: a
-    // rejection it does not mend is judged as any other error.
-    mend_tried_ = true;
+    // rejection it does not mend is judged as any other error. A mending call that fails for
+    // now (throttled, say, when every shard's subscription was refused at once) is tried
+    // again after the backoff.
     auto mended = ctx_.kinesis->describe_stream_summary(ctx_.stream);
     if (mended.ok()) {
+      mend_tried_ = true;
       note_retry_reason("SubscribeToShard: " + what +
                         " (the signing was mended; subscribing again)");
       return resubscribe_after(milliseconds(0), FetchOutcome::kRetrying, "error");
     }
+    if (aws::is_retryable(mended.status().code())) {
+      return retry_after(
+          Status(StatusCode::kUnavailable,
+                 "SubscribeToShard: " + what +
+                     "; mending the signing failed for now: " + mended.status().to_string()),
+          "error");
+    }
+    mend_tried_ = true;
   }
   if (type == "ResourceNotFoundException") {
     if (message.find("onsumer") != std::string::npos) {

@@ -167,7 +167,7 @@ FetchStep ShardFetcher::step_get_iterator() {
     // the shard closed (an answer that lost its iterator is no end: shard_end_check.h).
     if (Status open = confirm_shard_end(client_, stream_, shard_id_, "a GetShardIterator answer");
         !open.ok()) {
-      return on_failure(open);
+      return on_false_end(open);
     }
     FetchedBatch batch;
     batch.millis_behind_latest = millis_behind_latest();
@@ -219,11 +219,11 @@ FetchStep ShardFetcher::step_get_records() {
     if (Status open = confirm_shard_end(client_, stream_, shard_id_, "a GetRecords answer");
         !open.ok()) {
       // Not the shard's end: what came is delivered, and the shard is read on after it with
-      // a new iterator once the retry policy allows (a malformed answer: 5 in a row).
+      // a new iterator (on_false_end).
       if (delivered > 0) push_batch(std::move(batch));
       iterator_.clear();
       state_ = State::kNeedIterator;
-      FetchStep step = on_failure(open);
+      FetchStep step = on_false_end(open);
       step.records_queued = delivered;
       return step;
     }
@@ -236,6 +236,7 @@ FetchStep ShardFetcher::step_get_records() {
   }
 
   iterator_ = std::move(*result.next_shard_iterator);
+  false_ends_ = 0;
   if (delivered > 0) push_batch(std::move(batch));
 
   // Behind (records came, or MillisBehindLatest > 0): again as soon as the call rate and the
@@ -292,6 +293,18 @@ FetchStep ShardFetcher::on_failure(const Status& status) {
     }
   }
   return fail(status.with_context("reading stream " + stream_ + " shard " + shard_id_ + ": "));
+}
+
+// An answer that ended the shard while ListShards shows it open (shard_end_check.h): read on
+// after a backoff, and after kFalseEndsBeforeFailing of them in a row (an answer's success
+// resets the retry series, so its count of malformed answers cannot), the source fails with
+// the error (the consumer restarts it after a backoff, and the shard shows as failing).
+FetchStep ShardFetcher::on_false_end(const Status& open) {
+  if (++false_ends_ >= kFalseEndsBeforeFailing) {
+    return fail(open.with_context("reading stream " + stream_ + " shard " + shard_id_ + " (" +
+                                  std::to_string(false_ends_) + " times in a row): "));
+  }
+  return on_failure(open);
 }
 
 FetchStep ShardFetcher::fail(Status status) {

@@ -126,6 +126,7 @@ class ShardFetcher final : public QueuedRecordsSource {
   // Handles a failed call: backoff, a new iterator, or the end of the fetcher.
   FetchStep on_failure(const Status& status);
   FetchStep fail(Status status);
+  FetchStep on_false_end(const Status& open);
   // The budget of one call (one attempt by default); counts the call.
   aws::CallOptions call_options(std::chrono::milliseconds timeout);
   // Where the next GetShardIterator points (the start, or after the last record fetched).
@@ -160,6 +161,9 @@ class ShardFetcher final : public QueuedRecordsSource {
   Clock::MonoTime next_due_{};    // earliest time of the next call
   // Which failures are retried and after how long (aws/retry.h, SeriesRule::records_source).
   aws::RetrySeries retries_;
+  // Answers in a row that ended the shard while ListShards showed it open (on_false_end).
+  int false_ends_ = 0;
+  static constexpr int kFalseEndsBeforeFailing = 5;
   // Reused from call to call; between calls it holds neither a body nor a records vector.
   kinesis::GetRecordsResult result_;
 

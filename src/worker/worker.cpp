@@ -555,9 +555,10 @@ void Worker::Impl::graceful_stop() {
   if (exit_status.ok() && !stuck.empty()) {
     exit_status = Status(
         StatusCode::kDeadlineExceeded,
-        "the processors of " + join(stuck, ", ") + " did not return within shutdown_timeout (" +
+        "the consumers of " + join(stuck, ", ") + " did not finish within shutdown_timeout (" +
             std::to_string(config_.processing.shutdown_timeout.count()) +
-            " ms); their leases were handed back" +
+            " ms: a processor callback that did not return, or a consumer waiting for a thread "
+            "such a callback holds); their leases were handed back" +
             (threads_ended ? ""
                            : "; a thread of the worker's pool is still busy (in that callback "
                              "or a call), and the Worker's destructor waits for it"));
@@ -587,7 +588,7 @@ std::vector<std::string> Worker::Impl::stop_consumers() {
       for (const auto& c : all) {
         if (!c->done()) stuck.push_back(c->lease_key());
       }
-      log(LogLevel::kError, "shutdown: the processors of " + join(stuck, ", ") +
+      log(LogLevel::kError, "shutdown: the consumers of " + join(stuck, ", ") +
                                 " did not finish within " +
                                 std::to_string(config_.processing.shutdown_timeout.count()) +
                                 " ms; handing their leases back anyway");

@@ -155,7 +155,7 @@ TEST_F(ConsumeOutputTest, AFullDiskIsAFailureThatNamesItsCause) {
   std::fclose(full);
 }
 
-TEST_F(ConsumeOutputTest, ACheckpointThatKeepsFailingIsLoggedOncePerSeriesAndTriedLessOften) {
+TEST_F(ConsumeOutputTest, ACheckpointThatKeepsFailingIsLoggedOncePerSeries) {
   Pipe pipe;
   std::thread drain([&] {
     char buf[4096];

@@ -246,7 +246,7 @@ TEST(FetcherErrorsTest, MalformedResponsesInARowAreTerminal) {
     auto f = h.make(StartPosition::trim_horizon());
     for (int i = 0; i < 10; ++i) h.fake->reply_next("GetShardIterator", "[1,2]");
     FetchStep s{};
-    for (int i = 0; i < 10 && !f->finished(); ++i) {
+    for (std::size_t i = 0; i < 10 && !f->finished(); ++i) {
       s = f->fetch_step();
       h.advance_to(s);
     }
@@ -261,7 +261,7 @@ TEST(FetcherErrorsTest, MalformedResponsesInARowAreTerminal) {
     for (int i = 0; i < 10; ++i) {
       h.fake->reply_next("GetRecords", R"({"NextShardIterator":"x","MillisBehindLatest":0})");
     }
-    for (int i = 0; i < 10 && !f->finished(); ++i) {
+    for (std::size_t i = 0; i < 10 && !f->finished(); ++i) {
       s = f->fetch_step();
       h.advance_to(s);
     }
@@ -397,6 +397,25 @@ TEST(FetcherErrorsTest, NoIteratorForAnOpenShardIsNotItsEnd) {
   EXPECT_EQ(out.size(), 2u);
   EXPECT_FALSE(f->shard_ended());
   EXPECT_FALSE(f->finished()) << f->terminal_error();
+}
+
+// Answers that keep ending an open shard (a proxy that always drops the iterator): the
+// source fails after 5 in a row, naming why, instead of reading and listing for ever.
+TEST(FetcherErrorsTest, AnOpenShardEndedAgainAndAgainFailsTheSource) {
+  FetcherHarness h;
+  h.fake->answer_list_shards(true);
+  h.fake->add_records(1, "a");
+  auto f = h.make(StartPosition::trim_horizon());
+  std::vector<kcl::Record> out;
+  for (std::size_t i = 0; i < 10 && !f->finished(); ++i) {
+    h.fake->drop_next_iterator_once();
+    h.run(*f, out, 10, [&] { return f->finished() || h.fake->calls_of("ListShards").size() > i; });
+  }
+  ASSERT_TRUE(f->finished());
+  EXPECT_FALSE(f->shard_ended());
+  EXPECT_NE(f->terminal_error().message().find("shows the shard open"), std::string::npos)
+      << f->terminal_error();
+  EXPECT_EQ(h.fake->calls_of("ListShards").size(), 5u);
 }
 
 TEST(FetcherErrorsTest, NullIteratorFromGetShardIteratorIsTheEndOfAClosedShard) {

@@ -418,7 +418,7 @@ TEST(FakeClockWorkerTest, AProcessorThatNeverReturnsDoesNotHoldUpTheStopForEver)
   const Status s = done.get();
   EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s;
   EXPECT_NE(s.message().find(shard_id(0)), std::string::npos) << s;
-  EXPECT_NE(s.message().find("did not return within shutdown_timeout"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("did not finish within shutdown_timeout"), std::string::npos) << s;
   auto leases = store->list_leases();
   ASSERT_TRUE(leases.ok());
   for (const Lease& l : *leases) EXPECT_FALSE(l.lease_owner.has_value()) << l.lease_key;
