@@ -101,6 +101,12 @@ std::optional<std::chrono::system_clock::time_point> parse_http_date(const std::
   return std::chrono::system_clock::from_time_t(t);
 }
 
+// Credentials the service says expired (a session rotated before its stated expiry, or a
+// host clock behind).
+bool is_expired_token(std::string_view type) {
+  return type == "ExpiredTokenException" || type == "ExpiredToken";
+}
+
 bool looks_like_skew(std::string_view type, std::string_view message) {
   if (type == "RequestTimeTooSkewed" || type == "RequestExpired") return true;
   if (type == "InvalidSignatureException" || type == "SignatureDoesNotMatch") {
@@ -316,8 +322,7 @@ class JsonClient final : public AwsJsonClient {
         }
         // Credentials the service says expired (a session rotated before its stated
         // expiry, or a host clock behind): fetched anew, and tried once more at once.
-        if (c.details.error_type == "ExpiredTokenException" ||
-            c.details.error_type == "ExpiredToken") {
+        if (is_expired_token(c.details.error_type)) {
           credentials_->reject(creds);
           mended = !c.renewed;
           if (!c.renewed && more_attempts) {
@@ -565,8 +570,7 @@ Result<std::unique_ptr<AwsJsonClient>> make_aws_json_client(ServiceSpec service,
 }
 
 bool is_signing_rejection(std::string_view error_type, std::string_view message) {
-  return looks_like_skew(error_type, message) || error_type == "ExpiredTokenException" ||
-         error_type == "ExpiredToken";
+  return looks_like_skew(error_type, message) || is_expired_token(error_type);
 }
 
 }  // namespace kcl::aws
